@@ -1,0 +1,101 @@
+// Package engine starts and stops sandboxes. An Engine hides how isolation
+// is done (bubblewrap, podman, docker); the session layer above only sees a
+// Process with three pipes.
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrUnavailable means the engine cannot run on this host (binary missing,
+// daemon down, no permission). Its message says what to install or start.
+var ErrUnavailable = errors.New("sandbox runtime unavailable")
+
+// Limits bound one sandbox. A zero field means "no limit" except where the
+// engine documents a floor.
+type Limits struct {
+	// MemoryBytes caps resident memory (cgroup memory limit, else RLIMIT_AS).
+	MemoryBytes int64
+	// Pids caps the number of processes and threads (cgroup pids, else
+	// RLIMIT_NPROC).
+	Pids int
+	// CPUs caps CPU bandwidth in cores, e.g. 0.5 (cgroup cpu quota).
+	CPUs float64
+	// CPUTime caps total CPU seconds of the sandbox (RLIMIT_CPU).
+	CPUTime time.Duration
+	// TmpBytes and WorkspaceBytes size the /tmp and /workspace tmpfs.
+	TmpBytes       int64
+	WorkspaceBytes int64
+	// FileBytes caps the size of one written file (RLIMIT_FSIZE).
+	FileBytes int64
+	// OpenFiles caps open descriptors (RLIMIT_NOFILE).
+	OpenFiles int
+}
+
+// Spec describes one sandbox to start.
+type Spec struct {
+	// ID names the sandbox; engines use it in container names and labels.
+	ID string
+	// Labels are attached where the engine supports them (containers).
+	Labels map[string]string
+	// AgentDir is a host directory that is mounted read-only at AgentMount.
+	AgentDir string
+	// Argv is the command run inside the sandbox, e.g.
+	// ["/usr/bin/python3", "-I", "/opt/codeexec/agent.py"].
+	Argv []string
+	// Env is the complete environment inside the sandbox. Nothing from the
+	// host environment is passed.
+	Env map[string]string
+	// Limits bound the sandbox.
+	Limits Limits
+}
+
+// AgentMount is where Spec.AgentDir appears inside every sandbox.
+const AgentMount = "/opt/codeexec"
+
+// Usage is what an engine knows about a sandbox's resource use.
+type Usage struct {
+	// MemoryPeakBytes is the highest memory use seen, when known.
+	MemoryPeakBytes int64
+	// OOMKilled reports that the kernel killed a process for memory.
+	OOMKilled bool
+	// PidsLimitHit reports that a fork or clone was refused by the pids cap.
+	PidsLimitHit bool
+}
+
+// Process is a running sandbox. Stdin and Stdout carry the framed channel to
+// the agent; Stderr carries diagnostics the agent could not frame (a crash
+// before its channel was up). All three close when the sandbox exits.
+type Process interface {
+	Stdin() io.WriteCloser
+	Stdout() io.ReadCloser
+	Stderr() io.ReadCloser
+	// Wait blocks until the sandbox has exited and its resources (cgroups,
+	// containers) are released, and returns how it exited.
+	Wait() error
+	// Kill stops the sandbox at once. It is safe to call more than once and
+	// after exit.
+	Kill() error
+	// Usage reports resource use; valid before and after exit.
+	Usage() Usage
+	// PID is the host PID of the outermost sandbox process, for diagnostics.
+	PID() int
+}
+
+// Engine starts sandboxes.
+type Engine interface {
+	// Name is the runtime's name as users select it, e.g. "bwrap".
+	Name() string
+	// Check verifies that the engine can run here. A failure wraps
+	// ErrUnavailable and says what to do.
+	Check(ctx context.Context) error
+	// Start launches a sandbox. ctx bounds the start only, not the life of
+	// the sandbox.
+	Start(ctx context.Context, spec Spec) (Process, error)
+	// Close stops every sandbox the engine started and releases its
+	// resources.
+	Close() error
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs everything the build, the code generators and the tests need on a
+# fresh Debian/Ubuntu machine. Safe to run again: each step is skipped when
+# its tool is already present at the pinned version.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUF_VERSION=v1.75.0
+GOBIN="$(go env GOPATH)/bin"
+export PATH="$GOBIN:$PATH"
+
+need_apt=()
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+[ -x /usr/bin/python3 ] || need_apt+=(python3)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing packages: ${need_apt[*]}; install them with: sudo apt-get install ${need_apt[*]}" >&2
+    exit 1
+  fi
+  echo "installing ${need_apt[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# buf is pinned here rather than in go.mod: its module graph is large and
+# would otherwise leak into ours. The protoc plugins are pinned in go.mod.
+if ! "$GOBIN/buf" --version 2>/dev/null | grep -qx "${BUF_VERSION#v}"; then
+  echo "installing buf ${BUF_VERSION}" >&2
+  go install "github.com/bufbuild/buf/cmd/buf@${BUF_VERSION}"
+fi
+go install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
