@@ -1,0 +1,291 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// writeFiles creates files under root; keys are slash paths relative to it,
+// and a key ending in "/" makes an empty directory.
+func writeFiles(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for rel, body := range files {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if strings.HasSuffix(rel, "/") { // a directory only
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		files map[string]string // "home/…" or "cwd/…"
+		opts  Options           // Home, Cwd are filled in
+		// serversConfig is relative to the temp root.
+		serversConfig string
+		want          []Server // Source is relative to the temp root
+		wantWarnings  []string // substrings, one per warning, in order
+		wantSkipped   []string
+	}{
+		{
+			name: "first definition wins in upstream order",
+			files: map[string]string{
+				"home/MCPs/b.json":        `{"mcpServers": {"fs": {"command": "from-mcps-b"}}}`,
+				"home/MCPs/a.json":        `{"mcpServers": {"fs": {"command": "from-mcps-a"}, "only-a": {"command": "a"}}}`,
+				"home/.cursor/mcp.json":   `{"mcpServers": {"fs": {"command": "cursor"}, "git": {"command": "git-mcp", "args": ["--repo", 7, true]}}}`,
+				"cwd/.vscode/mcp.json":    `{"servers": {"git": {"command": "vscode-git"}}}`,
+				"home/.claude.json":       `{"mcpServers": {"zeta": {"command": "z"}}}`,
+				"home/MCPs/notes.txt":     `not a config`,
+				"cwd/mcp-servers/x.json":  `{"mcpServers": {"local": {"command": "l", "cwd": "/srv"}}}`,
+				"home/.opencode.json":     `{}`,
+				"home/.codeium/windsurf/": ``,
+			},
+			want: []Server{
+				{Name: "fs", Transport: TransportStdio, Command: "from-mcps-a", Source: "home/MCPs/a.json"},
+				{Name: "git", Transport: TransportStdio, Command: "vscode-git", Source: "cwd/.vscode/mcp.json"},
+				{Name: "local", Transport: TransportStdio, Command: "l", Cwd: "/srv", Source: "cwd/mcp-servers/x.json"},
+				{Name: "only-a", Transport: TransportStdio, Command: "a", Source: "home/MCPs/a.json"},
+				{Name: "zeta", Transport: TransportStdio, Command: "z", Source: "home/.claude.json"},
+			},
+			wantSkipped: []string{"b.json: server \"fs\": already defined in", "mcp.json: server \"fs\": already defined", "mcp.json: server \"git\": already defined"},
+		},
+		{
+			name: "MCP_SERVERS_CONFIG is loaded last and only adds new names (TOML)",
+			files: map[string]string{
+				"home/MCPs/a.json": `{"mcpServers": {"fs": {"command": "mcps"}}}`,
+				"extra.toml": `description = "from toml"
+[mcpServers.fs]
+command = "toml-fs"
+[mcpServers.memory]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-memory"]
+env = { LEVEL = 3 }
+`,
+			},
+			serversConfig: "extra.toml",
+			want: []Server{
+				{Name: "fs", Transport: TransportStdio, Command: "mcps", Source: "home/MCPs/a.json"},
+				{Name: "memory", Description: "from toml", Transport: TransportStdio, Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-memory"}, Env: map[string]string{"LEVEL": "3"}, Source: "extra.toml"},
+			},
+			wantSkipped: []string{`extra.toml: server "fs": already defined`},
+		},
+		{
+			name: "MCP_SERVERS_CONFIG as JSON",
+			files: map[string]string{
+				"cfg.json": `{"mcpServers": {"e": {"command": "x"}}}`,
+			},
+			serversConfig: "cfg.json",
+			want:          []Server{{Name: "e", Transport: TransportStdio, Command: "x", Source: "cfg.json"}},
+		},
+		{
+			name: "a broken file is reported and the others still load",
+			files: map[string]string{
+				"home/MCPs/bad.json":                     `{"mcpServers": {`,
+				"home/MCPs/list.json":                    `[1, 2]`,
+				"home/MCPs/wrong.json":                   `{"mcpServers": []}`,
+				"home/.cursor/mcp.json":                  `{"mcpServers": {"ok": {"command": "ok"}}}`,
+				"home/.claude.json":                      `{"mcpServers": {"n": 5, "empty": {}, "http-no-url": {"type": "http"}, "odd": {"command": "c", "type": "websocket"}, "badargs": {"command": "c", "args": "x"}}}`,
+				"home/.codeium/windsurf/mcp_config.json": "",
+			},
+			want: []Server{{Name: "ok", Transport: TransportStdio, Command: "ok", Source: "home/.cursor/mcp.json"}},
+			wantWarnings: []string{
+				`bad.json: invalid JSON`,
+				`list.json: invalid config: the top level must be an object, got a list`,
+				`wrong.json: "mcpServers" must be an object of servers, got a list`,
+				`.claude.json: server "badargs": "args" must be a list, got a string`,
+				`.claude.json: server "empty": entry has neither "command" (stdio) nor "url" (HTTP/SSE)`,
+				`.claude.json: server "http-no-url": http entry needs a "url"`,
+				`.claude.json: server "n": entry must be an object, got a number`,
+				`.claude.json: server "odd": unknown "type" "websocket"; accepted: stdio, http, streamable-http, sse`,
+			},
+		},
+		{
+			name: "VS Code layouts, JSON with comments, OS-specific sources",
+			opts: Options{GOOS: "linux"},
+			files: map[string]string{
+				"cwd/.vscode/mcp.json": `{
+  // workspace servers
+  "servers": {
+    "ws": {"type": "stdio", "command": "ws-cmd", /* inline */ "args": ["a//b", "c/*d*/"],},
+  },
+}`,
+				"home/.config/Code/User/settings.json":                               `{"editor.fontSize": 12, "mcp": {"servers": {"nested": {"command": "n"}}}, "mcp.servers": {"flat": {"command": "f"}}}`,
+				"home/Library/Application Support/Claude/claude_desktop_config.json": `{"mcpServers": {"mac-only": {"command": "m"}}}`,
+			},
+			want: []Server{
+				{Name: "flat", Transport: TransportStdio, Command: "f", Source: "home/.config/Code/User/settings.json"},
+				{Name: "nested", Transport: TransportStdio, Command: "n", Source: "home/.config/Code/User/settings.json"},
+				{Name: "ws", Transport: TransportStdio, Command: "ws-cmd", Args: []string{"a//b", "c/*d*/"}, Source: "cwd/.vscode/mcp.json"},
+			},
+		},
+		{
+			name: "macOS sources",
+			opts: Options{GOOS: "darwin"},
+			files: map[string]string{
+				"home/Library/Application Support/Claude/claude_desktop_config.json": `{"mcpServers": {"mac-only": {"command": "m"}}}`,
+				"home/.config/Code/User/settings.json":                               `{"mcp": {"servers": {"linux-only": {"command": "n"}}}}`,
+			},
+			want: []Server{{Name: "mac-only", Transport: TransportStdio, Command: "m", Source: "home/Library/Application Support/Claude/claude_desktop_config.json"}},
+		},
+		{
+			name: "HTTP and SSE entries, disabled entries, descriptions",
+			files: map[string]string{
+				"home/MCPs/remote.json": `{"description": "file default", "mcpServers": {
+  "api": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer t"}, "description": "own"},
+  "stream": {"type": "streamable-http", "url": "http://localhost:3001/mcp"},
+  "events": {"type": "sse", "url": "http://localhost:3002/sse"},
+  "off": {"command": "x", "disabled": true},
+  "on": {"command": "y", "disabled": false}
+}}`,
+			},
+			want: []Server{
+				{Name: "api", Description: "own", Transport: TransportHTTP, URL: "https://example.com/mcp", Headers: map[string]string{"Authorization": "Bearer t"}, Source: "home/MCPs/remote.json"},
+				{Name: "events", Description: "file default", Transport: TransportSSE, URL: "http://localhost:3002/sse", Source: "home/MCPs/remote.json"},
+				{Name: "on", Description: "file default", Transport: TransportStdio, Command: "y", Source: "home/MCPs/remote.json"},
+				{Name: "stream", Description: "file default", Transport: TransportHTTP, URL: "http://localhost:3001/mcp", Source: "home/MCPs/remote.json"},
+			},
+			wantSkipped: []string{`server "off": disabled: true`},
+		},
+		{
+			name: "variable expansion",
+			opts: Options{Lookup: env(map[string]string{"TOKEN": "s3cret", "ROOT": "/data", "HOST": "h"})},
+			files: map[string]string{
+				"home/MCPs/v.json": `{"mcpServers": {
+  "a": {"command": "${ROOT}/bin/srv", "args": ["--root=${env:ROOT}", "$HOME", "${}"], "env": {"T": "${TOKEN}"}, "cwd": "${ROOT}"},
+  "b": {"url": "https://${HOST}/mcp", "headers": {"X-Key": "${env:TOKEN}"}},
+  "c": {"command": "x", "env": {"T": "${NOPE}", "U": "${env:ALSO_NOPE}"}}
+}}`,
+			},
+			want: []Server{
+				{Name: "a", Transport: TransportStdio, Command: "/data/bin/srv", Args: []string{"--root=/data", "$HOME", "${}"}, Env: map[string]string{"T": "s3cret"}, Cwd: "/data", Source: "home/MCPs/v.json"},
+				{Name: "b", Transport: TransportHTTP, URL: "https://h/mcp", Headers: map[string]string{"X-Key": "s3cret"}, Source: "home/MCPs/v.json"},
+			},
+			wantWarnings: []string{`server "c": undefined variable(s) `},
+		},
+		{
+			name: "self-reference guard",
+			files: map[string]string{
+				"home/MCPs/self.json": `{"mcpServers": {
+  "mcp-server-code-execution-mode": {"command": "anything"},
+  "by-command": {"command": "/usr/bin/mcp_server_code_execution_mode"},
+  "by-arg": {"command": "uvx", "args": ["mcp-server-code-execution-mode"]},
+  "by-arg-basename": {"command": "uv", "args": ["run", "/opt/x/mcp_server_code_execution_mode"]},
+  "by-suffix": {"command": "python3", "args": ["/opt/x/mcp_server_code_execution_mode.py"]},
+  "other": {"command": "python3", "args": ["server.py"]}
+}}`,
+			},
+			want:        []Server{{Name: "other", Transport: TransportStdio, Command: "python3", Args: []string{"server.py"}, Source: "home/MCPs/self.json"}},
+			wantSkipped: []string{`"by-arg": points at this bridge`, `"by-arg-basename": points at`, `"by-command": points at`, `"by-suffix": points at`, `"mcp-server-code-execution-mode": points at`},
+		},
+		{
+			name: "self-reference guard can be disabled",
+			opts: Options{AllowSelf: true},
+			files: map[string]string{
+				"home/MCPs/self.json": `{"mcpServers": {"by-arg": {"command": "uvx", "args": ["mcp-server-code-execution-mode"]}}}`,
+			},
+			want: []Server{{Name: "by-arg", Transport: TransportStdio, Command: "uvx", Args: []string{"mcp-server-code-execution-mode"}, Source: "home/MCPs/self.json"}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			writeFiles(t, root, tc.files)
+			opts := tc.opts
+			opts.Home = filepath.Join(root, "home")
+			opts.Cwd = filepath.Join(root, "cwd")
+			if tc.serversConfig != "" {
+				opts.ServersConfig = filepath.Join(root, tc.serversConfig)
+			}
+			got := Load(opts)
+			for i := range got.Servers {
+				rel, err := filepath.Rel(root, got.Servers[i].Source)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got.Servers[i].Source = filepath.ToSlash(rel)
+			}
+			if diff := cmp.Diff(tc.want, got.Servers, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("servers (-want +got):\n%s", diff)
+			}
+			checkNotes(t, "warning", tc.wantWarnings, got.Warnings)
+			checkNotes(t, "skipped", tc.wantSkipped, got.Skipped)
+		})
+	}
+}
+
+func checkNotes(t *testing.T, what string, want []string, got []Warning) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("got %d %s notes, want %d: %q", len(got), what, len(want), got)
+		return
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i].String(), w) {
+			t.Errorf("%s %d = %q, want it to contain %q", what, i, got[i].String(), w)
+		}
+	}
+}
+
+func TestSourcesOrder(t *testing.T) {
+	t.Parallel()
+	got := Sources(Options{Home: "/h", Cwd: "/w", GOOS: "darwin", ServersConfig: "~/cfg.toml"})
+	var paths []string
+	for _, s := range got {
+		paths = append(paths, s.Path)
+	}
+	want := []string{
+		"/h/MCPs",
+		"/h/.config/mcp/servers",
+		"/w/mcp-servers",
+		"/w/.vscode/mcp.json",
+		"/h/.claude.json",
+		"/h/.cursor/mcp.json",
+		"/h/.opencode.json",
+		"/h/.codeium/windsurf/mcp_config.json",
+		"/h/Library/Application Support/Claude Code/claude_code_config.json",
+		"/h/Library/Application Support/Claude/claude_desktop_config.json",
+		"/h/Library/Application Support/Code/User/settings.json",
+		"/h/cfg.toml",
+	}
+	if diff := cmp.Diff(want, paths); diff != "" {
+		t.Errorf("sources (-want +got):\n%s", diff)
+	}
+}
+
+func TestStripJSONC(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{`{"a": 1,}`, `{"a": 1 }`},
+		{`[1, 2, /* x */ ]`, `[1, 2          ]`},
+		{`{"u": "http://x//y"} // c`, `{"u": "http://x//y"}     `},
+		{`{"s": "a,}"}`, `{"s": "a,}"}`},
+		{`{"e": "q\"//"}`, `{"e": "q\"//"}`},
+		{"{/*\n*/}", "{  \n  }"},
+	}
+	for _, tc := range tests {
+		if got := string(stripJSONC([]byte(tc.in))); got != tc.want {
+			t.Errorf("stripJSONC(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

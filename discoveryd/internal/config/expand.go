@@ -1,0 +1,138 @@
+package config
+
+import (
+	"bytes"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// varRef matches ${VAR} and ${env:VAR}.
+var varRef = regexp.MustCompile(`\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expander replaces variable references and remembers the ones that are
+// not defined, so that the entry can be reported instead of started with a
+// silently empty token.
+type expander struct {
+	lookup  func(string) (string, bool)
+	missing []string
+}
+
+func (x *expander) expand(s string) string {
+	if !strings.Contains(s, "${") {
+		return s
+	}
+	return varRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := varRef.FindStringSubmatch(ref)[1]
+		if x.lookup != nil {
+			if v, ok := x.lookup(name); ok {
+				return v
+			}
+		}
+		if !slices.Contains(x.missing, name) {
+			x.missing = append(x.missing, name)
+		}
+		return ""
+	})
+}
+
+// selfNames are upstream's names for itself (_looks_like_self_server).
+var selfNames = []string{"mcp-server-code-execution-mode", "mcp_server_code_execution_mode"}
+
+// looksLikeSelf reports whether an entry would start this bridge again,
+// which would recurse. It keeps upstream's rule exactly: the name, the
+// command's basename, or any argument or argument basename is one of
+// selfNames, or any of those ends with "mcp_server_code_execution_mode.py".
+func looksLikeSelf(s Server) bool {
+	candidates := []string{s.Name}
+	if s.Command != "" {
+		candidates = append(candidates, filepath.Base(s.Command))
+	}
+	for _, a := range s.Args {
+		candidates = append(candidates, a, filepath.Base(a))
+	}
+	for _, c := range candidates {
+		if slices.Contains(selfNames, c) || strings.HasSuffix(c, "mcp_server_code_execution_mode.py") {
+			return true
+		}
+	}
+	return false
+}
+
+// stripJSONC turns VS Code's JSON with comments into JSON: // and /* */
+// comments become spaces (so error offsets still point at the right place)
+// and trailing commas before } or ] are dropped.
+func stripJSONC(in []byte) []byte {
+	return dropTrailingCommas(blankComments(in))
+}
+
+// blankComments replaces comments outside string literals with spaces,
+// keeping newlines.
+func blankComments(in []byte) []byte {
+	out := make([]byte, len(in))
+	copy(out, in)
+	inStr, esc := false, false
+	for i := 0; i < len(out); i++ {
+		c := out[i]
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '/' && i+1 < len(out) && out[i+1] == '/':
+			for ; i < len(out) && out[i] != '\n'; i++ {
+				out[i] = ' '
+			}
+		case c == '/' && i+1 < len(out) && out[i+1] == '*':
+			end := len(out)
+			if k := bytes.Index(out[i+2:], []byte("*/")); k >= 0 {
+				end = i + 2 + k + 2
+			}
+			for ; i < end; i++ {
+				if out[i] != '\n' {
+					out[i] = ' '
+				}
+			}
+			i--
+		}
+	}
+	return out
+}
+
+// dropTrailingCommas blanks a comma outside strings whose next non-space
+// byte is } or ].
+func dropTrailingCommas(b []byte) []byte {
+	inStr, esc := false, false
+	for i, c := range b {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == ',':
+			j := i + 1
+			for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\n' || b[j] == '\r') {
+				j++
+			}
+			if j < len(b) && (b[j] == '}' || b[j] == ']') {
+				b[i] = ' '
+			}
+		}
+	}
+	return b
+}

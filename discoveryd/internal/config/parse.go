@@ -1,0 +1,256 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// layouts are the places inside a config file where server maps live, in
+// the order they are read. Upstream reads only "mcpServers"; the others are
+// VS Code's workspace mcp.json ("servers"), VS Code's settings.json
+// ("mcp": {"servers"} or the flat key "mcp.servers") and Codex's TOML
+// ("mcp_servers").
+var layouts = [][]string{
+	{"mcpServers"},
+	{"servers"},
+	{"mcp", "servers"},
+	{"mcp.servers"},
+	{"mcp_servers"},
+}
+
+// loadFile parses one config file. Problems go to res; the servers that
+// could be parsed are returned.
+func loadFile(path string, opts Options, res *Result) []Server {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		res.Warnings = append(res.Warnings, Warning{Path: path, Reason: "cannot read file: " + err.Error()})
+		return nil
+	}
+	doc, err := decode(path, data)
+	if err != nil {
+		res.Warnings = append(res.Warnings, Warning{Path: path, Reason: err.Error()})
+		return nil
+	}
+	fileDesc, _ := doc["description"].(string)
+	seen := map[string]bool{}
+	var out []Server
+	for _, layout := range layouts {
+		entries, ok := lookupPath(doc, layout)
+		if !ok {
+			continue
+		}
+		m, ok := entries.(map[string]any)
+		if !ok {
+			res.Warnings = append(res.Warnings, Warning{Path: path, Reason: fmt.Sprintf("%q must be an object of servers, got %s", strings.Join(layout, "."), kind(entries))})
+			continue
+		}
+		for _, name := range sortedKeys(m) {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			s, skip, err := parseEntry(name, m[name], fileDesc, opts)
+			switch {
+			case err != nil:
+				res.Warnings = append(res.Warnings, Warning{Path: path, Server: name, Reason: err.Error()})
+			case skip != "":
+				res.Skipped = append(res.Skipped, Warning{Path: path, Server: name, Reason: skip})
+			default:
+				s.Source = path
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// decode reads JSON (comments and trailing commas allowed, as VS Code
+// writes them) or, for a .toml file, TOML.
+func decode(path string, data []byte) (map[string]any, error) {
+	var doc map[string]any
+	if strings.EqualFold(filepath.Ext(path), ".toml") {
+		if _, err := toml.Decode(string(data), &doc); err != nil {
+			return nil, fmt.Errorf("invalid TOML: %w", err)
+		}
+		return doc, nil
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return map[string]any{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(stripJSONC(data)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("invalid config: the top level must be an object, got %s", kind(v))
+	}
+	return doc, nil
+}
+
+func lookupPath(doc map[string]any, path []string) (any, bool) {
+	var cur any = doc
+	for _, k := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// parseEntry turns one entry into a Server. skip is set, with the reason,
+// for entries left out on purpose; err for entries that cannot be used.
+func parseEntry(name string, raw any, fileDesc string, opts Options) (s Server, skip string, err error) {
+	e, ok := raw.(map[string]any)
+	if !ok {
+		return s, "", fmt.Errorf("entry must be an object, got %s", kind(raw))
+	}
+	if d, _ := e["disabled"].(bool); d {
+		return s, "disabled: true", nil
+	}
+	s = Server{Name: name, Description: fileDesc}
+	if d, ok := e["description"].(string); ok && d != "" {
+		s.Description = d
+	}
+	x := expander{lookup: opts.Lookup}
+	s.Command = x.expand(str(e["command"]))
+	s.Cwd = x.expand(str(e["cwd"]))
+	s.URL = x.expand(str(e["url"]))
+	if args, ok := e["args"].([]any); ok {
+		for _, a := range args {
+			s.Args = append(s.Args, x.expand(str(a)))
+		}
+	} else if e["args"] != nil {
+		return s, "", fmt.Errorf("\"args\" must be a list, got %s", kind(e["args"]))
+	}
+	if s.Env, err = stringMap(e, "env", &x); err != nil {
+		return s, "", err
+	}
+	if s.Headers, err = stringMap(e, "headers", &x); err != nil {
+		return s, "", err
+	}
+	if s.Transport, err = transportOf(e, s); err != nil {
+		return s, "", err
+	}
+	if len(x.missing) > 0 {
+		return s, "", fmt.Errorf("undefined variable(s) %s; set them in the environment or remove the references", strings.Join(x.missing, ", "))
+	}
+	if !opts.AllowSelf && looksLikeSelf(s) {
+		return s, "points at this bridge itself (set MCP_BRIDGE_ALLOW_SELF_SERVER=1 to allow)", nil
+	}
+	return s, "", nil
+}
+
+// transportOf picks the transport from "type", else from which of
+// "command" and "url" is present.
+func transportOf(e map[string]any, s Server) (Transport, error) {
+	t := strings.ToLower(str(e["type"]))
+	if t == "" {
+		t = strings.ToLower(str(e["transport"]))
+	}
+	switch t {
+	case "":
+		switch {
+		case s.Command != "":
+			return TransportStdio, nil
+		case s.URL != "":
+			return TransportHTTP, nil
+		}
+		return "", fmt.Errorf("entry has neither \"command\" (stdio) nor \"url\" (HTTP/SSE)")
+	case "stdio":
+		if s.Command == "" {
+			return "", fmt.Errorf("stdio entry needs a \"command\"")
+		}
+		return TransportStdio, nil
+	case "http", "streamable-http", "streamablehttp", "streamable_http":
+		if s.URL == "" {
+			return "", fmt.Errorf("%s entry needs a \"url\"", t)
+		}
+		return TransportHTTP, nil
+	case "sse":
+		if s.URL == "" {
+			return "", fmt.Errorf("sse entry needs a \"url\"")
+		}
+		return TransportSSE, nil
+	}
+	return "", fmt.Errorf("unknown \"type\" %q; accepted: stdio, http, streamable-http, sse", t)
+}
+
+func stringMap(e map[string]any, key string, x *expander) (map[string]string, error) {
+	raw, ok := e[key]
+	if !ok || raw == nil {
+		return nil, nil
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%q must be an object of strings, got %s", key, kind(raw))
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = x.expand(str(v))
+	}
+	return out, nil
+}
+
+// str coerces a config value to a string the way upstream's str() does, so
+// that numbers and booleans in args and env keep working.
+func str(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case json.Number:
+		return v.String()
+	case bool:
+		if v {
+			return "True"
+		}
+		return "False"
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func kind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	}
+	return "a number"
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,100 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Source is one place where server definitions may live.
+type Source struct {
+	// Path is a file, or a directory of *.json files.
+	Path string
+	// Dir is true for a directory source.
+	Dir bool
+	// Name is upstream's label for the source, for logs.
+	Name string
+}
+
+// Sources lists the config sources in upstream's order (§2.1 of the
+// upstream inventory, at commit 27d23b8). MCP_SERVERS_CONFIG comes last:
+// despite upstream's "highest priority" comment it only adds new names.
+func Sources(opts Options) []Source {
+	var out []Source
+	home := func(rel ...string) string { return filepath.Join(append([]string{opts.Home}, rel...)...) }
+	if opts.Home != "" {
+		out = append(out,
+			Source{Path: home("MCPs"), Dir: true, Name: "User MCPs"},
+			Source{Path: home(".config", "mcp", "servers"), Dir: true, Name: "Standard MCP"},
+		)
+	}
+	if opts.Cwd != "" {
+		out = append(out,
+			Source{Path: filepath.Join(opts.Cwd, "mcp-servers"), Dir: true, Name: "Local Project"},
+			Source{Path: filepath.Join(opts.Cwd, ".vscode", "mcp.json"), Name: "VS Code Workspace"},
+		)
+	}
+	if opts.Home != "" {
+		out = append(out,
+			Source{Path: home(".claude.json"), Name: "Claude CLI"},
+			Source{Path: home(".cursor", "mcp.json"), Name: "Cursor"},
+			Source{Path: home(".opencode.json"), Name: "OpenCode CLI"},
+			Source{Path: home(".codeium", "windsurf", "mcp_config.json"), Name: "Windsurf"},
+		)
+		switch opts.GOOS {
+		case "darwin":
+			appSupport := home("Library", "Application Support")
+			out = append(out,
+				Source{Path: filepath.Join(appSupport, "Claude Code", "claude_code_config.json"), Name: "Claude Code"},
+				Source{Path: filepath.Join(appSupport, "Claude", "claude_desktop_config.json"), Name: "Claude Desktop"},
+				Source{Path: filepath.Join(appSupport, "Code", "User", "settings.json"), Name: "VS Code"},
+			)
+		case "linux":
+			out = append(out, Source{Path: home(".config", "Code", "User", "settings.json"), Name: "VS Code"})
+		}
+	}
+	if opts.ServersConfig != "" {
+		out = append(out, Source{Path: expandHome(opts.ServersConfig, opts.Home), Name: "MCP_SERVERS_CONFIG"})
+	}
+	return out
+}
+
+// files returns the config files of the source that exist. A directory
+// yields its *.json files in name order. An unreadable directory is
+// reported; a missing one is not.
+func (s Source) files(res *Result) []string {
+	if !s.Dir {
+		if _, err := os.Stat(s.Path); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return []string{s.Path}
+	}
+	entries, err := os.ReadDir(s.Path)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			res.Warnings = append(res.Warnings, Warning{Path: s.Path, Reason: "cannot read directory: " + err.Error()})
+		}
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() || !strings.EqualFold(filepath.Ext(e.Name()), ".json") {
+			continue
+		}
+		out = append(out, filepath.Join(s.Path, e.Name()))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// expandHome turns a leading "~/" into the home directory, as a shell
+// would have for an MCP_SERVERS_CONFIG set in a JSON client config.
+func expandHome(p, home string) string {
+	if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
+		return filepath.Join(home, strings.TrimPrefix(p, "~"))
+	}
+	return p
+}
