@@ -1,0 +1,211 @@
+// Package broker serves the sandbox's requests (docs/PROTOCOL.md §Call
+// methods) by calling discoveryd and memoryd, and enforces each exec's
+// server allow-list.
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/sandboxd/internal/session"
+)
+
+// Broker implements session.Broker. A nil client means that service is not
+// part of this deployment; calls that need it fail with a clear error.
+type Broker struct {
+	Discovery discoveryv1.DiscoveryServiceClient
+	Memory    memoryv1.MemoryServiceClient
+	Tools     memoryv1.ToolServiceClient
+}
+
+var _ session.Broker = (*Broker)(nil)
+
+// serverMeta is the per-server metadata the agent builds proxies from.
+type serverMeta struct {
+	Name        string     `json:"name"`
+	Alias       string     `json:"alias"`
+	Description string     `json:"description,omitempty"`
+	Cwd         string     `json:"cwd,omitempty"`
+	Tools       []toolMeta `json:"tools"`
+}
+
+type toolMeta struct {
+	Name        string          `json:"name"`
+	Alias       string          `json:"alias"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+}
+
+type discovered struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
+// Prepare resolves the servers allowed for one exec.
+func (b *Broker) Prepare(ctx context.Context, _ string, servers []string) (*session.ExecEnv, error) {
+	env := &session.ExecEnv{Allowed: []string{}, Servers: json.RawMessage("[]"), Discovered: json.RawMessage("[]")}
+	var names []string
+	for _, s := range servers {
+		s = strings.TrimSpace(s)
+		if s != "" && !slices.Contains(names, s) {
+			names = append(names, s)
+		}
+	}
+	if b.Discovery == nil {
+		if len(names) > 0 {
+			return nil, fmt.Errorf("%w: unknown MCP server %s: MCP server discovery is not available in this deployment, so no servers can be loaded; call run_python without 'servers'",
+				session.ErrInvalid, quoteList(names))
+		}
+		return env, nil
+	}
+	list, err := b.Discovery.ListServers(ctx, &discoveryv1.ListServersRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list MCP servers: %w", err)
+	}
+	all := make([]discovered, 0, len(list.GetServers()))
+	known := map[string]bool{}
+	for _, s := range list.GetServers() {
+		all = append(all, discovered{Name: s.GetName(), Description: s.GetDescription()})
+		known[s.GetName()] = true
+	}
+	env.Discovered, _ = json.Marshal(all)
+	var unknown []string
+	for _, n := range names {
+		if !known[n] {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("%w: unknown MCP server %s; configured servers: %s", session.ErrInvalid, quoteList(unknown), configuredList(all))
+	}
+	metas := make([]serverMeta, 0, len(names))
+	for _, n := range names {
+		resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: n})
+		if err != nil {
+			if status.Code(err) == codes.NotFound {
+				return nil, fmt.Errorf("%w: %s", session.ErrInvalid, status.Convert(err).Message())
+			}
+			return nil, status.Errorf(codes.FailedPrecondition, "MCP server %q is not available: %s", n, status.Convert(err).Message())
+		}
+		srv := resp.GetServer()
+		meta := serverMeta{Name: n, Alias: srv.GetAlias(), Description: srv.GetDescription(), Cwd: srv.GetCwd(), Tools: []toolMeta{}}
+		for _, t := range resp.GetTools() {
+			tm := toolMeta{Name: t.GetName(), Alias: t.GetAlias(), Description: t.GetDescription()}
+			if js := t.GetInputSchemaJson(); js != "" && json.Valid([]byte(js)) {
+				tm.InputSchema = json.RawMessage(js)
+			}
+			meta.Tools = append(meta.Tools, tm)
+		}
+		metas = append(metas, meta)
+	}
+	env.Allowed = names
+	env.Servers, _ = json.Marshal(metas)
+	return env, nil
+}
+
+// Call serves one request from sandboxed code.
+func (b *Broker) Call(ctx context.Context, tenant string, env *session.ExecEnv, method string, params json.RawMessage) (json.RawMessage, error) {
+	var p callParams
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, fmt.Errorf("bad parameters for %s: %v", method, err)
+		}
+	}
+	var (
+		out any
+		err error
+	)
+	switch {
+	case method == "list_servers":
+		out = env.Allowed
+	case strings.HasPrefix(method, "memory."), strings.HasPrefix(method, "tool."):
+		out, err = b.memoryCall(ctx, tenant, method, &p)
+	case method == "list_tools", method == "call_tool", method == "query_tool_docs", method == "search_tool_docs":
+		if b.Discovery == nil {
+			return nil, errors.New("MCP server discovery is not available in this deployment")
+		}
+		out, err = b.discoveryCall(ctx, env, method, &p)
+	default:
+		return nil, fmt.Errorf("unknown request %q from the sandbox", method)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if raw, ok := out.(json.RawMessage); ok {
+		return raw, nil
+	}
+	return json.Marshal(out)
+}
+
+// callParams is the union of every method's parameters.
+type callParams struct {
+	Server    string          `json:"server"`
+	Tool      *string         `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	Detail    string          `json:"detail"`
+	Query     string          `json:"query"`
+	Limit     int32           `json:"limit"`
+	Key       *string         `json:"key"`
+	Value     json.RawMessage `json:"value"`
+	Metadata  json.RawMessage `json:"metadata"`
+	Revision  uint64          `json:"revision"`
+	Name      string          `json:"name"`
+	Source    string          `json:"source"`
+	Docstring string          `json:"docstring"`
+}
+
+// allowed checks the exec's allow-list.
+func allowed(env *session.ExecEnv, server string) error {
+	if server == "" {
+		return errors.New("missing server name")
+	}
+	if slices.Contains(env.Allowed, server) {
+		return nil
+	}
+	if len(env.Allowed) == 0 {
+		return fmt.Errorf("server %q is not available to this call: no servers were loaded; pass servers=[%q] to run_python", server, server)
+	}
+	return fmt.Errorf("server %q is not available to this call; loaded servers: %s (add it to run_python's servers list)", server, quoteList(env.Allowed))
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
+
+func configuredList(all []discovered) string {
+	if len(all) == 0 {
+		return "none (add servers to ~/MCPs/*.json, your MCP client config, or MCP_SERVERS_CONFIG)"
+	}
+	names := make([]string, len(all))
+	for i, d := range all {
+		names[i] = d.Name
+	}
+	sort.Strings(names)
+	return quoteList(names)
+}
+
+// rpcError turns a downstream gRPC error into the text the code sees.
+func rpcError(err error) error {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("timed out: %s", st.Message())
+	case codes.Unavailable:
+		return fmt.Errorf("unavailable: %s", st.Message())
+	}
+	return errors.New(st.Message())
+}

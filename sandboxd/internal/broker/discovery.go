@@ -1,0 +1,124 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+	"github.com/codeexec/codeexec/sandboxd/internal/session"
+)
+
+// doc is a tool doc in upstream's shape.
+type doc struct {
+	Server      string          `json:"server"`
+	ServerAlias string          `json:"serverAlias"`
+	Tool        string          `json:"tool"`
+	ToolAlias   string          `json:"toolAlias"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+}
+
+func toDocs(in []*discoveryv1.ToolDoc) []doc {
+	out := make([]doc, 0, len(in))
+	for _, d := range in {
+		dd := doc{Server: d.GetServer(), ServerAlias: d.GetServerAlias(), Tool: d.GetTool(), ToolAlias: d.GetToolAlias(), Description: d.GetDescription()}
+		if js := d.GetInputSchemaJson(); js != "" && json.Valid([]byte(js)) {
+			dd.InputSchema = json.RawMessage(js)
+		}
+		out = append(out, dd)
+	}
+	return out
+}
+
+func detailOf(s string) (discoveryv1.Detail, error) {
+	switch s {
+	case "", "summary":
+		return discoveryv1.Detail_DETAIL_SUMMARY, nil
+	case "full":
+		return discoveryv1.Detail_DETAIL_FULL, nil
+	}
+	return 0, fmt.Errorf("detail must be \"summary\" or \"full\", not %q", s)
+}
+
+func (b *Broker) discoveryCall(ctx context.Context, env *session.ExecEnv, method string, p *callParams) (any, error) {
+	switch method {
+	case "list_tools":
+		if err := allowed(env, p.Server); err != nil {
+			return nil, err
+		}
+		resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: p.Server})
+		if err != nil {
+			return nil, rpcError(err)
+		}
+		tools := make([]json.RawMessage, 0, len(resp.GetTools()))
+		for _, t := range resp.GetTools() {
+			if js := t.GetToolJson(); js != "" && json.Valid([]byte(js)) {
+				tools = append(tools, json.RawMessage(js))
+				continue
+			}
+			raw, _ := json.Marshal(map[string]any{"name": t.GetName(), "description": t.GetDescription(), "inputSchema": json.RawMessage(orEmptyObject(t.GetInputSchemaJson()))})
+			tools = append(tools, raw)
+		}
+		return tools, nil
+	case "call_tool":
+		if err := allowed(env, p.Server); err != nil {
+			return nil, err
+		}
+		if p.Tool == nil || *p.Tool == "" {
+			return nil, fmt.Errorf("missing tool name")
+		}
+		args := p.Arguments
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage("{}")
+		}
+		if args[0] != '{' {
+			return nil, fmt.Errorf("arguments must be an object (keyword arguments), not %s", args)
+		}
+		resp, err := b.Discovery.CallTool(ctx, &discoveryv1.CallToolRequest{Server: p.Server, Tool: *p.Tool, ArgumentsJson: string(args)})
+		if err != nil {
+			return nil, rpcError(err)
+		}
+		return json.RawMessage(orEmptyObject(resp.GetResultJson())), nil
+	case "query_tool_docs":
+		if err := allowed(env, p.Server); err != nil {
+			return nil, err
+		}
+		detail, err := detailOf(p.Detail)
+		if err != nil {
+			return nil, err
+		}
+		req := &discoveryv1.GetToolDocsRequest{Server: p.Server, Detail: detail}
+		if p.Tool != nil {
+			req.Tool = *p.Tool
+		}
+		resp, err := b.Discovery.GetToolDocs(ctx, req)
+		if err != nil {
+			return nil, rpcError(err)
+		}
+		return toDocs(resp.GetDocs()), nil
+	case "search_tool_docs":
+		if p.Query == "" {
+			return nil, fmt.Errorf("missing 'query' value")
+		}
+		detail, err := detailOf(p.Detail)
+		if err != nil {
+			return nil, err
+		}
+		// Search spans every configured server: finding which server to load
+		// is the point of searching. Calls stay limited to the allow-list.
+		resp, err := b.Discovery.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: p.Query, Limit: p.Limit, Detail: detail})
+		if err != nil {
+			return nil, rpcError(err)
+		}
+		return map[string]any{"results": toDocs(resp.GetDocs()), "total": resp.GetTotal(), "truncated": resp.GetTruncated()}, nil
+	}
+	return nil, fmt.Errorf("unknown request %q", method)
+}
+
+func orEmptyObject(s string) string {
+	if s == "" {
+		return "{}"
+	}
+	return s
+}

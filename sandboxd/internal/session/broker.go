@@ -1,0 +1,28 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Broker answers what the sandboxed code asks of the outside world: MCP
+// discovery and tool calls, memory and saved tools. sandboxd wires it to
+// discoveryd and memoryd; the session layer only enforces the protocol.
+type Broker interface {
+	// Prepare resolves the servers allowed for one exec. It fails with an
+	// error wrapping ErrInvalid when a server is unknown.
+	Prepare(ctx context.Context, tenant string, servers []string) (*ExecEnv, error)
+	// Call serves one request from the sandbox. The error text goes back to
+	// the code as runtime.MCPError.
+	Call(ctx context.Context, tenant string, env *ExecEnv, method string, params json.RawMessage) (json.RawMessage, error)
+}
+
+// ExecEnv is what one exec may use.
+type ExecEnv struct {
+	// Allowed lists the server names the exec may call, in request order.
+	Allowed []string
+	// Servers is the metadata of the allowed servers, as sent to the agent.
+	Servers json.RawMessage
+	// Discovered lists every configured server as {name, description}.
+	Discovered json.RawMessage
+}

@@ -1,0 +1,250 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// Status is how an exec ended.
+type Status int
+
+// Exec statuses; see the proto's ExecStatus.
+const (
+	StatusOK Status = iota + 1
+	StatusError
+	StatusTimeout
+	StatusKilled
+)
+
+// Output receives output as it arrives. stream is "stdout" or "stderr".
+type Output func(stream, text string) error
+
+// Request is one exec.
+type Request struct {
+	Tenant, SessionID, Code string
+	Servers                 []string
+	// Timeout is the wall-clock limit; zero means the default. It is
+	// clamped to the maximum.
+	Timeout time.Duration
+}
+
+// Result is how an exec ended. Failures of user code are data here.
+type Result struct {
+	Status    Status
+	ExitCode  int
+	Error     string
+	Duration  time.Duration
+	StateLost bool
+	Dropped   map[string]int64
+	Servers   []string
+	Timeout   time.Duration
+	Session   Info
+}
+
+// Execute runs code in a session and streams its output to out.
+func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result, error) {
+	s, err := m.Get(req.Tenant, req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if req.Code == "" {
+		return nil, fmt.Errorf("%w: code is empty", ErrInvalid)
+	}
+	timeout := m.clampTimeout(req.Timeout)
+	env, err := m.cfg.Broker.Prepare(ctx, s.tenant, req.Servers)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.release()
+
+	s.setBusy(true, false)
+	startCtx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
+	sb, err := s.ensureSandbox(startCtx)
+	cancel()
+	if err != nil {
+		s.setBusy(false, false)
+		return nil, err
+	}
+	res := m.run(ctx, s, sb, req.Code, env, timeout, out)
+	res.Servers = env.Allowed
+	res.Timeout = timeout
+	if res.StateLost {
+		s.stopSandbox()
+	}
+	s.setBusy(false, true)
+	res.Session = s.Info()
+	m.metrics.observe(res)
+	s.logger().Info("exec finished", logkeys.ExecStatus, res.Status, logkeys.Duration, res.Duration, logkeys.Error, res.Error)
+	return res, ctx.Err()
+}
+
+// run drives one exec on a live sandbox until done, death or timeout.
+func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string, env *ExecEnv, timeout time.Duration, out Output) *Result {
+	sb.mu.Lock()
+	sb.nextExec++
+	id := sb.nextExec
+	sb.mu.Unlock()
+
+	callCtx, cancelCalls := context.WithCancel(ctx)
+	defer cancelCalls()
+	limit := m.cfg.OutputLimit
+	counted := map[string]int64{}
+	res := &Result{Dropped: map[string]int64{}}
+	usageBefore := sb.proc.Usage()
+
+	start := time.Now()
+	if err := sendExec(sb, id, code, env, limit); err != nil {
+		res.Status, res.StateLost = StatusKilled, true
+		res.Error = "could not send code to the sandbox: " + err.Error() + "; session state was lost"
+		return res
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+
+	handle := func(msg *channel.Message) (finished bool) {
+		switch msg.T {
+		case "out":
+			if msg.ID != id {
+				return false // output of an earlier exec: never attributed here
+			}
+			stream := msg.Stream
+			if stream != "stderr" {
+				stream = "stdout"
+			}
+			// The agent applies the cap; this is a backstop against an agent
+			// that does not.
+			if limit > 0 && counted[stream]+int64(len(msg.Data)) > limit+(64<<10) {
+				res.Dropped[stream] += int64(len(msg.Data))
+				return false
+			}
+			counted[stream] += int64(len(msg.Data))
+			if out != nil {
+				if err := out(stream, msg.Data); err != nil {
+					s.logger().Debug("output receiver failed", logkeys.Error, err)
+				}
+			}
+		case "call":
+			go m.serveCall(callCtx, sb, s.tenant, env, id, msg)
+		case "done":
+			if msg.ID != id {
+				return false
+			}
+			res.ExitCode = msg.Exit
+			res.Error = msg.Error
+			res.Status = StatusOK
+			if msg.OK == nil || !*msg.OK {
+				res.Status = StatusError
+				if res.ExitCode == 0 {
+					res.ExitCode = 1
+				}
+			}
+			for k, v := range msg.Dropped {
+				res.Dropped[k] += v
+			}
+			return true
+		default:
+			s.logger().Warn("unknown message from sandbox", "type", msg.T)
+		}
+		return false
+	}
+	drain := func() {
+		for {
+			select {
+			case msg := <-sb.msgs:
+				if handle(msg) {
+					return
+				}
+			default:
+				return
+			}
+		}
+	}
+
+	for {
+		select {
+		case msg := <-sb.msgs:
+			if handle(msg) {
+				res.Duration = time.Since(start)
+				if u := sb.proc.Usage(); u.PidsLimitHit && !usageBefore.PidsLimitHit {
+					// Runaway processes would keep the sandbox busy forever.
+					res.Status, res.StateLost = StatusError, true
+					res.Error = joinErr(res.Error, fmt.Sprintf(
+						"the code reached the process limit (%d); the sandbox was stopped to clear runaway processes and session state was lost",
+						m.cfg.Limits.Pids))
+				}
+				return res
+			}
+		case <-sb.dead:
+			drain()
+			res.Duration = time.Since(start)
+			res.Status, res.StateLost = StatusKilled, true
+			res.Error = "the sandbox died: " + sb.describeDeath() + deathHint(sb, m) + "; session state was lost and the next call starts a fresh session"
+			return res
+		case <-timer.C:
+			sb.kill()
+			drain()
+			res.Duration = time.Since(start)
+			res.Status, res.StateLost = StatusTimeout, true
+			res.Error = fmt.Sprintf("execution exceeded the %s timeout; the sandbox was stopped, so session state (variables, imports, functions) was lost and the next call starts a fresh session", timeout)
+			return res
+		case <-ctx.Done():
+			// The caller is gone; the code must not run on unobserved.
+			sb.kill()
+			res.Duration = time.Since(start)
+			res.Status, res.StateLost = StatusKilled, true
+			res.Error = "the call was cancelled by the client; the sandbox was stopped and session state was lost"
+			return res
+		}
+	}
+}
+
+func deathHint(sb *sandbox, m *Manager) string {
+	u := sb.finalUsage()
+	switch {
+	case u.OOMKilled && m.cfg.Limits.MemoryBytes > 0:
+		return fmt.Sprintf(" (memory limit %d MiB; use less memory or raise MCP_BRIDGE_MEMORY)", m.cfg.Limits.MemoryBytes>>20)
+	case u.PidsLimitHit && m.cfg.Limits.Pids > 0:
+		return fmt.Sprintf(" (process limit %d; raise MCP_BRIDGE_PIDS)", m.cfg.Limits.Pids)
+	}
+	return ""
+}
+
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// serveCall answers one call frame from the sandbox.
+func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env *ExecEnv, execID int64, msg *channel.Message) {
+	reply := &channel.Message{T: "reply", ID: msg.ID}
+	var (
+		result json.RawMessage
+		err    error
+	)
+	if msg.Exec != execID {
+		err = errors.New("this call was made after its run_python call had finished")
+	} else {
+		result, err = m.cfg.Broker.Call(ctx, tenant, env, msg.Method, msg.Params)
+	}
+	if err != nil {
+		reply.OK = channel.Bool(false)
+		reply.Error = err.Error()
+	} else {
+		reply.OK = channel.Bool(true)
+		reply.Result = result
+	}
+	if err := sb.conn.Write(reply); err != nil {
+		m.logger.Debug("reply to sandbox failed", logkeys.Error, err)
+	}
+}

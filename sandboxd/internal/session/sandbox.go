@@ -1,0 +1,201 @@
+package session
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// sandbox is one live sandbox process with its agent.
+type sandbox struct {
+	id     string
+	proc   engine.Process
+	conn   *channel.Conn
+	logger *slog.Logger
+
+	ready chan struct{}         // closed when the agent said "ready"
+	msgs  chan *channel.Message // out, call and done frames, in order
+	dead  chan struct{}         // closed when the channel ended
+	done  chan struct{}         // closed when the process was reaped
+
+	mu       sync.Mutex
+	readErr  error
+	waitErr  error
+	stderr   tail
+	nextExec int64
+	python   string
+	usage    engine.Usage
+}
+
+// startSandbox starts a sandbox and waits for its agent to be ready.
+func startSandbox(ctx context.Context, eng engine.Engine, spec engine.Spec, logger *slog.Logger) (*sandbox, error) {
+	proc, err := eng.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	sb := &sandbox{
+		id:     spec.ID,
+		proc:   proc,
+		conn:   channel.New(proc.Stdout(), proc.Stdin()),
+		logger: logger.With(logkeys.SandboxID, spec.ID),
+		ready:  make(chan struct{}),
+		msgs:   make(chan *channel.Message, 256),
+		dead:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	go sb.readStderr()
+	go sb.readLoop()
+	go func() {
+		err := proc.Wait()
+		sb.mu.Lock()
+		sb.waitErr = err
+		sb.usage = proc.Usage()
+		sb.mu.Unlock()
+		close(sb.done)
+	}()
+	select {
+	case <-sb.ready:
+		return sb, nil
+	case <-sb.dead:
+		sb.kill()
+		return nil, fmt.Errorf("sandbox exited before its agent was ready: %s", sb.describeDeath())
+	case <-ctx.Done():
+		sb.kill()
+		return nil, fmt.Errorf("sandbox did not become ready: %w", ctx.Err())
+	}
+}
+
+func (sb *sandbox) readLoop() {
+	defer close(sb.dead)
+	for {
+		m, err := sb.conn.Read()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				sb.logger.Warn("sandbox channel failed", logkeys.Error, err)
+			}
+			sb.mu.Lock()
+			sb.readErr = err
+			sb.mu.Unlock()
+			return
+		}
+		if m.T == "ready" {
+			sb.mu.Lock()
+			sb.python = m.Python
+			sb.mu.Unlock()
+			select {
+			case <-sb.ready:
+			default:
+				close(sb.ready)
+			}
+			continue
+		}
+		sb.msgs <- m
+	}
+}
+
+func (sb *sandbox) readStderr() {
+	sc := bufio.NewScanner(sb.proc.Stderr())
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		sb.mu.Lock()
+		sb.stderr.add(line)
+		sb.mu.Unlock()
+		sb.logger.Debug("sandbox stderr", "line", line)
+	}
+	_, _ = io.Copy(io.Discard, sb.proc.Stderr())
+}
+
+// alive reports whether the channel is still up.
+func (sb *sandbox) alive() bool {
+	select {
+	case <-sb.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill stops the sandbox and waits for it to be reaped (bounded).
+func (sb *sandbox) kill() {
+	_ = sb.proc.Kill()
+	select {
+	case <-sb.done:
+	case <-time.After(10 * time.Second):
+		sb.logger.Error("sandbox did not exit after kill", logkeys.PID, sb.proc.PID())
+	}
+}
+
+// finalUsage waits briefly for the process to be reaped and returns its
+// usage, so that an OOM kill can be told apart from a crash.
+func (sb *sandbox) finalUsage() engine.Usage {
+	select {
+	case <-sb.done:
+	case <-time.After(5 * time.Second):
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.usage == (engine.Usage{}) {
+		return sb.proc.Usage()
+	}
+	return sb.usage
+}
+
+// describeDeath explains why the channel ended.
+func (sb *sandbox) describeDeath() string {
+	u := sb.finalUsage()
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	var parts []string
+	switch {
+	case u.OOMKilled:
+		parts = append(parts, "it ran out of memory")
+	case u.PidsLimitHit:
+		parts = append(parts, "it hit the process limit")
+	}
+	if sb.waitErr != nil {
+		parts = append(parts, "exit: "+sb.waitErr.Error())
+	}
+	if sb.readErr != nil && !errors.Is(sb.readErr, io.EOF) {
+		parts = append(parts, "channel: "+sb.readErr.Error())
+	}
+	if t := sb.stderr.String(); t != "" {
+		parts = append(parts, "stderr: "+t)
+	}
+	if len(parts) == 0 {
+		return "it exited"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// tail keeps the last few lines of a stream.
+type tail struct {
+	lines []string
+	size  int
+}
+
+const tailBytes = 4 << 10
+
+func (t *tail) add(line string) {
+	if len(line) > tailBytes {
+		line = line[len(line)-tailBytes:]
+	}
+	t.lines = append(t.lines, line)
+	t.size += len(line)
+	for t.size > tailBytes && len(t.lines) > 1 {
+		t.size -= len(t.lines[0])
+		t.lines = t.lines[1:]
+	}
+}
+
+func (t *tail) String() string { return strings.Join(t.lines, "\n") }
