@@ -1,0 +1,140 @@
+package search
+
+// fuzzy finds vocabulary words within a small edit distance of a query word
+// in time independent of the vocabulary size. It is a symmetric-delete
+// index (as in SymSpell): every word is stored under each string obtained by
+// deleting up to maxEdits runes; two words within optimal-string-alignment
+// distance d share such a string with at most d deletions on either side,
+// so a lookup generates the query's deletions, collects candidates, and
+// verifies each with the exact distance.
+type fuzzy struct {
+	words   []string           // vocabulary, by word id
+	deletes map[string][]int32 // deletion string → word ids
+}
+
+// maxEdits is the typo budget for a word of n runes: none below 4 runes,
+// one up to 7, two from 8.
+func maxEdits(n int) int {
+	switch {
+	case n < 4:
+		return 0
+	case n < 8:
+		return 1
+	}
+	return 2
+}
+
+// newFuzzy indexes words; words shorter than 3 runes are never candidates.
+func newFuzzy(words []string) *fuzzy {
+	f := &fuzzy{words: words, deletes: make(map[string][]int32, len(words)*8)}
+	for id, w := range words {
+		rs := []rune(w)
+		if len(rs) < 3 {
+			continue
+		}
+		// A query of n runes with budget d can reach words of n-d runes, so
+		// index words with the budget of the longest query that may hit them.
+		d := maxEdits(len(rs) + 2)
+		forDeletes(rs, d, func(s string) {
+			ids := f.deletes[s]
+			if len(ids) > 0 && ids[len(ids)-1] == int32(id) {
+				return
+			}
+			f.deletes[s] = append(ids, int32(id))
+		})
+	}
+	return f
+}
+
+// lookup calls fn for every vocabulary word within the typo budget of w,
+// with its distance; w itself (distance 0) is reported too if present.
+func (f *fuzzy) lookup(w string, fn func(id int32, dist int)) {
+	rs := []rune(w)
+	d := maxEdits(len(rs))
+	if d == 0 {
+		return
+	}
+	var seen [32]int32
+	seenIDs := seen[:0]
+	forDeletes(rs, d, func(s string) {
+		for _, id := range f.deletes[s] {
+			if containsID(seenIDs, id) {
+				continue
+			}
+			seenIDs = append(seenIDs, id)
+			if dist := osaDistance(rs, []rune(f.words[id]), d); dist <= d {
+				fn(id, dist)
+			}
+		}
+	})
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// forDeletes calls fn with rs and every string made by deleting up to d of
+// its runes. Duplicates may be reported.
+func forDeletes(rs []rune, d int, fn func(string)) {
+	fn(string(rs))
+	if d == 0 || len(rs) <= 1 {
+		return
+	}
+	buf := make([]rune, len(rs)-1)
+	for i := range rs {
+		copy(buf, rs[:i])
+		copy(buf[i:], rs[i+1:])
+		forDeletes(buf, d-1, fn)
+	}
+}
+
+// osaDistance is the optimal-string-alignment edit distance (insertions,
+// deletions, substitutions and adjacent transpositions) between a and b; it
+// returns limit+1 as soon as the distance is known to exceed limit.
+func osaDistance(a, b []rune, limit int) int {
+	if abs(len(a)-len(b)) > limit {
+		return limit + 1
+	}
+	const maxLen = 64
+	if len(a) >= maxLen || len(b) >= maxLen {
+		return limit + 1
+	}
+	var rows [3][maxLen]int
+	prev2, prev, cur := &rows[0], &rows[1], &rows[2]
+	for j := 0; j <= len(b); j++ {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		best := cur[0]
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			v := min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				v = min(v, prev2[j-2]+1)
+			}
+			cur[j] = v
+			best = min(best, v)
+		}
+		if best > limit {
+			return limit + 1
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

@@ -1,0 +1,219 @@
+package search
+
+import (
+	"strings"
+	"unicode"
+)
+
+// Query-side weights of a term relative to the word the query used.
+const (
+	typoWeight1 = 0.8 // one edit away
+	typoWeight2 = 0.6 // two edits away
+)
+
+// alt is one term a query unit may match, with its weight.
+type alt struct {
+	term   int32
+	weight float32
+}
+
+// scratch is per-query working memory, pooled so that a query allocates
+// nothing proportional to the corpus.
+type scratch struct {
+	acc      []float32 // accumulated score by doc
+	unit     []float32 // best score of the current unit by doc
+	matched  []uint16  // units matched by doc
+	tier     []uint8   // rank tier by doc
+	touched  []int32   // docs with a non-zero acc or tier
+	utouched []int32   // docs with a non-zero unit score
+	runs     []string
+	parts    []string
+	alts     []alt
+	top      []cand
+}
+
+func newScratch(n int) *scratch {
+	return &scratch{
+		acc:     make([]float32, n),
+		unit:    make([]float32, n),
+		matched: make([]uint16, n),
+		tier:    make([]uint8, n),
+	}
+}
+
+// touch marks doc as a match.
+func (s *scratch) touch(doc int32) {
+	if s.acc[doc] == 0 && s.tier[doc] == 0 && s.matched[doc] == 0 {
+		s.touched = append(s.touched, doc)
+	}
+}
+
+// reset clears the per-doc arrays for the docs this query touched.
+func (s *scratch) reset() {
+	for _, d := range s.touched {
+		s.acc[d], s.matched[d], s.tier[d] = 0, 0, 0
+	}
+	s.touched = s.touched[:0]
+}
+
+// Search ranks the documents against query and returns at most limit hits
+// (every match when limit <= 0). An empty query matches every document, in
+// index order. A tool whose name or alias equals the whole query (ignoring
+// case, optionally qualified as "server.tool", "server/tool", "server:tool"
+// or "mcp__server__tool") always ranks first.
+func (ix *Index) Search(query string, limit int) Result {
+	q := strings.TrimSpace(query)
+	if q == "" {
+		return ix.all(limit)
+	}
+	s := ix.pool.Get().(*scratch)
+	defer ix.pool.Put(s)
+	defer s.reset()
+
+	ix.markTiers(s, q)
+	units := ix.scoreUnits(s, q)
+
+	// Coordination: a document matching more of the query's words ranks
+	// above one that matches a single word very well.
+	maxScore := float32(0)
+	for _, d := range s.touched {
+		if units > 0 {
+			s.acc[d] *= 0.5 + 0.5*float32(s.matched[d])/float32(units)
+		}
+		maxScore = max(maxScore, s.acc[d])
+	}
+	return ix.collect(s, limit, float64(maxScore)+1)
+}
+
+// markTiers lifts exact and near-exact name matches above scored matches.
+func (ix *Index) markTiers(s *scratch, q string) {
+	lift := func(ids []int32, tier uint8) {
+		for _, d := range ids {
+			s.touch(d)
+			s.tier[d] = max(s.tier[d], tier)
+		}
+	}
+	lift(ix.exact[strings.ToLower(q)], tierExact)
+	lift(ix.loose[squash(q)], tierLoose)
+	for _, tok := range strings.Fields(q) {
+		if tok != q && isIdentifier(tok) {
+			lift(ix.exact[strings.ToLower(strings.Trim(tok, "`'\"()"))], tierLoose)
+		}
+	}
+}
+
+// isIdentifier reports whether tok looks like a tool name rather than an
+// English word: it contains a separator or an inner capital.
+func isIdentifier(tok string) bool {
+	for i, r := range tok {
+		if r == '_' || r == '.' || r == '/' || (i > 0 && unicode.IsUpper(r)) {
+			return true
+		}
+	}
+	return false
+}
+
+// scoreUnits adds the BM25F score of every query unit to s.acc and returns
+// the number of units. A unit is one word of the query; a word split from a
+// camelCase or digit run also matches the whole run.
+func (ix *Index) scoreUnits(s *scratch, q string) int {
+	s.runs = appendRuns(s.runs[:0], q)
+	content := 0
+	for _, r := range s.runs {
+		if !stopwords[strings.ToLower(r)] {
+			content++
+		}
+	}
+	units := 0
+	seen := map[int32]bool{}
+	for _, r := range s.runs {
+		if content > 0 && stopwords[strings.ToLower(r)] {
+			continue
+		}
+		s.parts = appendRun(s.parts[:0], r)
+		whole := s.parts[len(s.parts)-1]
+		if len(s.parts) > 1 {
+			s.parts = s.parts[:len(s.parts)-1]
+		}
+		for _, p := range s.parts {
+			s.alts = ix.expand(s.alts[:0], p)
+			if len(s.parts) > 1 {
+				s.alts = ix.expand(s.alts, whole)
+			}
+			if len(s.alts) == 0 {
+				continue
+			}
+			if key := s.alts[0].term; s.alts[0].weight == 1 {
+				if seen[key] {
+					continue // repeated word
+				}
+				seen[key] = true
+			}
+			units++
+			ix.scoreUnit(s)
+		}
+	}
+	return units
+}
+
+// expand appends the terms word w may match: its own stem, else its typo
+// corrections, plus synonyms.
+func (ix *Index) expand(dst []alt, w string) []alt {
+	w = strings.ToLower(w)
+	t := stem(w)
+	if id, ok := ix.terms[t]; ok {
+		dst = append(dst, alt{id, 1})
+	} else if id, ok := ix.words[w]; ok {
+		dst = append(dst, alt{id, 1})
+	} else if _, ok := synonyms[t]; !ok {
+		best := 3
+		start := len(dst)
+		ix.vocab.lookup(w, func(id int32, dist int) {
+			if dist < best {
+				best = dist
+				dst = dst[:start]
+			}
+			if dist == best {
+				weight := float32(typoWeight1)
+				if dist == 2 {
+					weight = typoWeight2
+				}
+				dst = append(dst, alt{ix.wordTerm[id], weight})
+			}
+		})
+	}
+	for _, syn := range synonyms[t] {
+		if id, ok := ix.terms[syn]; ok {
+			dst = append(dst, alt{id, synonymWeight})
+		}
+	}
+	return dst
+}
+
+// scoreUnit adds to s.acc, for each document, the best weighted score among
+// the unit's alternatives s.alts.
+func (ix *Index) scoreUnit(s *scratch) {
+	for _, a := range s.alts {
+		for _, p := range ix.postings[a.term] {
+			v := a.weight * p.weight
+			if s.unit[p.doc] == 0 {
+				s.utouched = append(s.utouched, p.doc)
+			}
+			s.unit[p.doc] = max(s.unit[p.doc], v)
+		}
+	}
+	for _, d := range s.utouched {
+		s.touch(d)
+		s.acc[d] += s.unit[d]
+		s.matched[d]++
+		s.unit[d] = 0
+	}
+	s.utouched = s.utouched[:0]
+}
+
+// appendRuns appends the alphanumeric runs of s.
+func appendRuns(dst []string, s string) []string {
+	return append(dst, strings.FieldsFunc(s, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})...)
+}
