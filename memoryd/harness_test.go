@@ -1,0 +1,79 @@
+package memoryd_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/codeexec/codeexec/memoryd"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+)
+
+// env is one memoryd on a real bbolt file, reached through the generated
+// clients over bufconn.
+type env struct {
+	svc    *memoryd.Service
+	mem    memoryv1.MemoryServiceClient
+	tools  memoryv1.ToolServiceClient
+	path   string
+	closed bool
+}
+
+// start runs memoryd for one test. cfg.Path defaults to a file in
+// t.TempDir().
+func start(tb testing.TB, cfg memoryd.Config) *env {
+	tb.Helper()
+	if cfg.Path == "" {
+		cfg.Path = filepath.Join(tb.TempDir(), "memory.db")
+	}
+	svc, err := memoryd.New(cfg, nil)
+	if err != nil {
+		tb.Fatalf("memoryd.New: %v", err)
+	}
+	lis := bufconn.Listen(1 << 20)
+	g := grpc.NewServer()
+	svc.Register(g)
+	go func() { _ = g.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e := &env{svc: svc, mem: memoryv1.NewMemoryServiceClient(conn), tools: memoryv1.NewToolServiceClient(conn), path: cfg.Path}
+	tb.Cleanup(func() {
+		_ = conn.Close()
+		g.Stop()
+		if !e.closed {
+			if err := svc.Close(); err != nil {
+				tb.Errorf("Close: %v", err)
+			}
+		}
+	})
+	return e
+}
+
+// save is SaveMemory that fails the test on error.
+func (e *env) save(tb testing.TB, tenant, key, value, meta string) *memoryv1.MemoryRecord {
+	tb.Helper()
+	resp, err := e.mem.SaveMemory(tb.Context(), &memoryv1.SaveMemoryRequest{Tenant: tenant, Key: key, ValueJson: value, MetadataJson: meta})
+	if err != nil {
+		tb.Fatalf("SaveMemory(%q, %q): %v", key, value, err)
+	}
+	return resp.GetRecord()
+}
+
+// get is GetMemory that fails the test on error.
+func (e *env) get(tb testing.TB, tenant, key string) *memoryv1.MemoryRecord {
+	tb.Helper()
+	resp, err := e.mem.GetMemory(tb.Context(), &memoryv1.GetMemoryRequest{Tenant: tenant, Key: key})
+	if err != nil {
+		tb.Fatalf("GetMemory(%q): %v", key, err)
+	}
+	return resp.GetRecord()
+}

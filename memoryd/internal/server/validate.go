@@ -1,0 +1,107 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/codeexec/codeexec/memoryd/internal/store"
+)
+
+// DefaultTenant is the tenant of requests that name none (stdio clients).
+const DefaultTenant = "default"
+
+// tenantOf applies the default and checks the tenant name.
+func tenantOf(t string) (string, error) {
+	if t == "" {
+		return DefaultTenant, nil
+	}
+	if err := checkName("tenant", t); err != nil {
+		return "", err
+	}
+	return t, nil
+}
+
+// checkKey accepts any non-empty UTF-8 string of at most 256 bytes.
+func checkKey(key string) error { return checkName("key", key) }
+
+func checkName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s is empty; use a non-empty UTF-8 string of at most %d bytes", store.ErrInvalid, what, store.MaxKeyBytes)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", store.ErrInvalid, what)
+	case len(s) > store.MaxKeyBytes:
+		return fmt.Errorf("%w: %s is %d bytes long; at most %d bytes are allowed", store.ErrInvalid, what, len(s), store.MaxKeyBytes)
+	}
+	return nil
+}
+
+// checkToolName accepts a Python identifier of at most 256 bytes, since the
+// name becomes an attribute of the user_tools module.
+func checkToolName(name string) error {
+	if err := checkName("tool name", name); err != nil {
+		return err
+	}
+	for i, r := range name {
+		ok := r == '_' || unicode.IsLetter(r) || (i > 0 && unicode.IsDigit(r))
+		if !ok {
+			return fmt.Errorf("%w: tool name %q is not a Python identifier (letters, digits and _, not starting with a digit)", store.ErrInvalid, name)
+		}
+	}
+	return nil
+}
+
+// checkSize enforces the value cap.
+func checkSize(what string, n, limit int) error {
+	if n > limit {
+		return fmt.Errorf("%w: %s is %d bytes; the limit is %d bytes", store.ErrTooLarge, what, n, limit)
+	}
+	return nil
+}
+
+// checkJSON requires exactly one JSON value and names the problem.
+func checkJSON(what, text string) error {
+	if text == "" {
+		return fmt.Errorf("%w: %s is empty; send JSON text such as null, 0, \"text\", [] or {}", store.ErrInvalid, what)
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(text)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("%w: %s is not valid JSON: %s", store.ErrInvalid, what, describeJSONError(err, text))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: %s has extra data after its first JSON value, at byte %d; send exactly one value", store.ErrInvalid, what, dec.InputOffset())
+	}
+	return nil
+}
+
+// checkObject requires a JSON object; empty means {}.
+func checkObject(what, text string) (string, error) {
+	if text == "" {
+		return "{}", nil
+	}
+	if err := checkJSON(what, text); err != nil {
+		return "", err
+	}
+	if t := bytes.TrimLeft([]byte(text), " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return "", fmt.Errorf("%w: %s must be a JSON object such as {\"source\": \"notes\"}", store.ErrInvalid, what)
+	}
+	return text, nil
+}
+
+func describeJSONError(err error, text string) string {
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) {
+		return fmt.Sprintf("%s at byte %d", syn.Error(), syn.Offset)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return fmt.Sprintf("unexpected end of input after %d bytes", len(text))
+	}
+	return err.Error()
+}

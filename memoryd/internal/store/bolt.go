@@ -1,0 +1,262 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Bucket layout: tenants/<tenant>/<kind>/<key> → encoded Record. Keys and
+// tenant names are bucket keys byte for byte, so nothing is ever rewritten
+// and distinct keys stay distinct.
+var (
+	bucketTenants = []byte("tenants")
+	bucketMeta    = []byte("meta")
+	keySchema     = []byte("schema")
+	schemaVersion = []byte("1")
+)
+
+// BoltOptions tune OpenBolt.
+type BoltOptions struct {
+	// LockTimeout bounds the wait for the file lock. Keep it short: a held
+	// lock means another process owns the file, and waiting does not help.
+	LockTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Bolt is a Store on one bbolt file. Writes go through a group commit;
+// NoSync stays false, so every acknowledged write has been fsynced.
+type Bolt struct {
+	db     *bolt.DB
+	commit *committer
+	now    func() time.Time
+}
+
+var _ Store = (*Bolt)(nil)
+
+// OpenBolt opens or creates the database at path with mode 0600, creating
+// its directory with mode 0700. A file locked by another process fails
+// after opts.LockTimeout with a message that says so.
+func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = 250 * time.Millisecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create directory for database %s: %w", path, err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      opts.LockTimeout,
+		FreelistType: bolt.FreelistMapType,
+		// Room to grow without remapping, since a remap waits for every
+		// reader, including a running backup.
+		InitialMmapSize: 64 << 20,
+	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("database %s is locked by another process (is another memoryd or codeexec running?)", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	// bbolt applies the mode only when it creates the file; an existing
+	// file made by hand or by an older version is tightened here.
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("set permissions of database %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(bucketTenants); err != nil {
+			return err
+		}
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if v := meta.Get(keySchema); v != nil && !bytes.Equal(v, schemaVersion) {
+			return fmt.Errorf("schema version %q is not supported (this memoryd reads %q)", v, schemaVersion)
+		}
+		return meta.Put(keySchema, schemaVersion)
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("initialise database %s: %w", path, err)
+	}
+	return &Bolt{db: db, commit: newCommitter(db), now: opts.Now}, nil
+}
+
+// Path returns the database file's path.
+func (s *Bolt) Path() string { return s.db.Path() }
+
+// kindBucket finds tenants/<tenant>/<kind>, or nil when it does not exist.
+func kindBucket(tx *bolt.Tx, tenant string, kind Kind) *bolt.Bucket {
+	t := tx.Bucket(bucketTenants).Bucket([]byte(tenant))
+	if t == nil {
+		return nil
+	}
+	return t.Bucket([]byte(kind))
+}
+
+// Get implements Store.
+func (s *Bolt) Get(ctx context.Context, tenant string, kind Kind, key string) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	var rec Record
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := kindBucket(tx, tenant, kind)
+		if b == nil {
+			return ErrNotFound
+		}
+		v := b.Get([]byte(key))
+		if v == nil {
+			return ErrNotFound
+		}
+		var err error
+		rec, err = decode(key, v, true)
+		return err
+	})
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return Record{}, ErrClosed
+	}
+	return rec, err
+}
+
+// Put implements Store.
+func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w Write) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	var rec Record
+	err := s.commit.do(func(tx *bolt.Tx) error {
+		rec = Record{}
+		t, err := tx.Bucket(bucketTenants).CreateBucketIfNotExists([]byte(tenant))
+		if err != nil {
+			return err
+		}
+		b, err := t.CreateBucketIfNotExists([]byte(kind))
+		if err != nil {
+			return err
+		}
+		now := s.now().UTC()
+		next := Record{Key: key, Value: w.Value, ValueLen: len(w.Value), Meta: w.Meta, Created: now, Updated: now, Revision: 1}
+		if v := b.Get([]byte(key)); v != nil {
+			old, err := decode(key, v, false)
+			if err != nil {
+				return err
+			}
+			if w.CheckRevision && old.Revision != w.Revision {
+				return fmt.Errorf("%w: %q is at revision %d, not %d; reload and retry", ErrConflict, key, old.Revision, w.Revision)
+			}
+			next.Created = old.Created
+			next.Revision = old.Revision + 1
+			if w.KeepMeta {
+				next.Meta = old.Meta
+			}
+		} else if w.CheckRevision && w.Revision != 0 {
+			return fmt.Errorf("%w: %q no longer exists (expected revision %d); reload and retry", ErrConflict, key, w.Revision)
+		}
+		if err := b.Put([]byte(key), encode(next)); err != nil {
+			return err
+		}
+		rec = next
+		return nil
+	})
+	return rec, err
+}
+
+// Delete implements Store.
+func (s *Bolt) Delete(ctx context.Context, tenant string, kind Kind, key string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	// A read first keeps deletes of missing keys off the commit path.
+	if _, err := s.Get(ctx, tenant, kind, key); errors.Is(err, ErrNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	var deleted bool
+	err := s.commit.do(func(tx *bolt.Tx) error {
+		deleted = false
+		b := kindBucket(tx, tenant, kind)
+		if b == nil || b.Get([]byte(key)) == nil {
+			return nil
+		}
+		deleted = true
+		return b.Delete([]byte(key))
+	})
+	return deleted, err
+}
+
+// List implements Store.
+func (s *Bolt) List(ctx context.Context, tenant string, kind Kind, withValues bool) ([]Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []Record
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := kindBucket(tx, tenant, kind)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			rec, err := decode(string(k), v, withValues)
+			if err != nil {
+				return err
+			}
+			out = append(out, rec)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Backup implements Store with bbolt's Tx.WriteTo: a read transaction sees
+// one committed state, and writers keep committing while it runs.
+func (s *Bolt) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(writerFunc(func(p []byte) (int, error) {
+			// Stop a long copy when the caller goes away.
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+			return w.Write(p)
+		}))
+		return err
+	})
+	return n, err
+}
+
+// Close implements Store: it lets the commit in progress finish, then
+// closes the file and releases the lock.
+func (s *Bolt) Close() error {
+	s.commit.close()
+	return s.db.Close()
+}
+
+// writerFunc adapts a function to io.Writer.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// CommitStats reports how many transactions the group commit ran and how
+// many writes they carried; writes/commits is the mean group size.
+func (s *Bolt) CommitStats() (commits, writes uint64) {
+	return s.commit.commits.Load(), s.commit.writes.Load()
+}

@@ -1,0 +1,100 @@
+// Package store keeps memoryd's records: opaque values with timestamps and
+// revisions, per tenant and kind. Store is the narrow interface the handlers
+// use; Bolt implements it on one bbolt file. A replicated store (etcd, whose
+// transactions offer the same compare-on-revision) can implement it without
+// touching the handlers.
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Domain errors. Callers test them with errors.Is; the messages they wrap
+// are safe to show to clients.
+var (
+	// ErrNotFound means the key does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a compare-and-swap saw a different revision.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid means the input breaks a rule (bad key, bad JSON, ...).
+	ErrInvalid = errors.New("invalid argument")
+	// ErrTooLarge means a value exceeds the configured cap.
+	ErrTooLarge = errors.New("too large")
+	// ErrClosed means the store has been closed.
+	ErrClosed = errors.New("store closed")
+)
+
+// Kind separates the record families of a tenant. Keys of different kinds
+// never meet.
+type Kind string
+
+// The kinds memoryd stores.
+const (
+	// KindMemory holds memory records: Value is JSON text, Meta is a JSON
+	// object.
+	KindMemory Kind = "memory"
+	// KindTool holds saved tools: Value is Python source, Meta is the
+	// docstring.
+	KindTool Kind = "tools"
+)
+
+// MaxKeyBytes bounds keys and tenant names.
+const MaxKeyBytes = 256
+
+// Record is one stored entry. Value and Meta are opaque to the store.
+type Record struct {
+	// Key is the record's key, exactly as written.
+	Key string
+	// Value is the payload. List leaves it nil unless asked for values.
+	Value []byte
+	// ValueLen is len(Value) as stored, set even when Value is omitted.
+	ValueLen int
+	// Meta is side data that UpdateMemory-style writes can keep.
+	Meta []byte
+	// Created is when the key was first written; overwrites keep it.
+	Created time.Time
+	// Updated is when the record was last written.
+	Updated time.Time
+	// Revision is 1 after the first write and grows by one per write.
+	Revision uint64
+}
+
+// Write describes one Put.
+type Write struct {
+	// Value is the new payload.
+	Value []byte
+	// Meta is the new side data, ignored when KeepMeta is set and the key
+	// exists.
+	Meta []byte
+	// KeepMeta keeps the existing record's Meta.
+	KeepMeta bool
+	// CheckRevision makes Put fail with ErrConflict unless the key's
+	// current revision equals Revision (0 meaning "absent").
+	CheckRevision bool
+	// Revision is the expected revision when CheckRevision is set.
+	Revision uint64
+}
+
+// Store is what the memoryd handlers need from storage. Every method is
+// safe for concurrent use. Put and Delete return only after the change is
+// durable.
+type Store interface {
+	// Get returns one record, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, tenant string, kind Kind, key string) (Record, error)
+	// Put writes a record atomically: it keeps Created, sets Updated and
+	// bumps Revision, and applies the revision check of w.
+	Put(ctx context.Context, tenant string, kind Kind, key string, w Write) (Record, error)
+	// Delete removes a record and reports whether it existed.
+	Delete(ctx context.Context, tenant string, kind Kind, key string) (bool, error)
+	// List returns a tenant's records of one kind sorted by key, with
+	// values only when withValues is set.
+	List(ctx context.Context, tenant string, kind Kind, withValues bool) ([]Record, error)
+	// Backup writes a consistent copy of the whole store to w and returns
+	// the number of bytes written.
+	Backup(ctx context.Context, w io.Writer) (int64, error)
+	// Close releases the store. Calls after Close fail with ErrClosed.
+	Close() error
+}

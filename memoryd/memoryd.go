@@ -1,0 +1,121 @@
+// Package memoryd serves MemoryService and ToolService: durable memory
+// records and saved Python tools, per tenant, in one bbolt file. Details
+// live under memoryd/internal; other services reach memoryd only through
+// the generated gRPC clients.
+package memoryd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/codeexec/codeexec/memoryd/internal/server"
+	"github.com/codeexec/codeexec/memoryd/internal/store"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// DefaultMaxValueBytes is the default cap on one value, metadata object or
+// tool source.
+const DefaultMaxValueBytes = 1 << 20
+
+// DefaultLockTimeout is how long New waits for the database lock. A held
+// lock means another process owns the file, so the wait is short.
+const DefaultLockTimeout = 250 * time.Millisecond
+
+// DefaultTenant is the tenant of requests that name none.
+const DefaultTenant = server.DefaultTenant
+
+// Config configures a Service.
+type Config struct {
+	// Path is the bbolt file. It is created with mode 0600 (and its
+	// directory with 0700) when missing.
+	Path string
+	// MaxValueBytes caps value_json, metadata_json and tool source.
+	// Zero means DefaultMaxValueBytes.
+	MaxValueBytes int
+	// LockTimeout bounds the wait for the file lock. Zero means
+	// DefaultLockTimeout.
+	LockTimeout time.Duration
+	// Registerer, when set, receives the service's collectors. Otherwise
+	// register Collectors() yourself.
+	Registerer prometheus.Registerer
+}
+
+// Validate checks the config and fills in defaults.
+func (c *Config) Validate() error {
+	if c.Path == "" {
+		return errors.New("memoryd: database path is empty; set it to a file such as ~/.local/state/codeexec/memory.db")
+	}
+	if c.MaxValueBytes < 0 {
+		return fmt.Errorf("memoryd: max value bytes is %d; use a positive number or 0 for the default (%d)", c.MaxValueBytes, DefaultMaxValueBytes)
+	}
+	if c.MaxValueBytes == 0 {
+		c.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if c.LockTimeout < 0 {
+		return fmt.Errorf("memoryd: lock timeout is %s; use a positive duration or 0 for the default (%s)", c.LockTimeout, DefaultLockTimeout)
+	}
+	if c.LockTimeout == 0 {
+		c.LockTimeout = DefaultLockTimeout
+	}
+	return nil
+}
+
+// Service is a running memoryd: an open store and its gRPC handlers.
+type Service struct {
+	store   *store.Bolt
+	memory  *server.Memory
+	tools   *server.Tools
+	metrics *server.Metrics
+	logger  *slog.Logger
+}
+
+// New opens the database and builds the handlers. It fails at once when
+// another process holds the database.
+func New(cfg Config, logger *slog.Logger) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	st, err := store.OpenBolt(cfg.Path, store.BoltOptions{LockTimeout: cfg.LockTimeout})
+	if err != nil {
+		return nil, err
+	}
+	metrics := server.NewMetrics()
+	if cfg.Registerer != nil {
+		for _, c := range metrics.Collectors() {
+			if err := cfg.Registerer.Register(c); err != nil {
+				_ = st.Close()
+				return nil, fmt.Errorf("memoryd: register metrics: %w", err)
+			}
+		}
+	}
+	mem, tools := server.New(server.Options{Store: st, Logger: logger, Metrics: metrics, MaxValueBytes: cfg.MaxValueBytes})
+	logger.Info("memoryd store open", slog.String(logkeys.StorePath, cfg.Path))
+	return &Service{store: st, memory: mem, tools: tools, metrics: metrics, logger: logger}, nil
+}
+
+// Register adds MemoryService and ToolService to g.
+func (s *Service) Register(g *grpc.Server) { server.Register(g, s.memory, s.tools) }
+
+// Collectors returns the service's Prometheus collectors (the op latency
+// histogram codeexec_memoryd_op_duration_seconds{op,code}).
+func (s *Service) Collectors() []prometheus.Collector { return s.metrics.Collectors() }
+
+// Backup writes a consistent copy of the database to w while the service
+// keeps serving, and returns the number of bytes written.
+func (s *Service) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	return s.store.Backup(ctx, w)
+}
+
+// Close finishes the commit in progress and closes the database, which
+// releases its lock. Call it after the gRPC server has stopped.
+func (s *Service) Close() error { return s.store.Close() }
