@@ -1,0 +1,176 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/codeexec/codeexec/gateway/internal/params"
+	"github.com/codeexec/codeexec/gateway/internal/result"
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// Notices the gateway adds to a result.
+const (
+	noticeSessionLost = "session lost; started a new session — earlier state is gone"
+	noticeSilentReset = "the sandbox was restarted since the last call; earlier state is gone"
+)
+
+// rpcGrace is how long past the code's own timeout the gateway waits for
+// sandboxd to report, so that a hung service cannot hang the MCP call.
+const rpcGrace = 30 * time.Second
+
+// localCapFactor bounds the output the gateway buffers per stream to this
+// multiple of the configured cap, in case sandboxd's own cut fails.
+const localCapFactor = 2
+
+// execute runs p in the sandbox session of an MCP session. An empty mcpID
+// (a client without a session) gets a throwaway sandbox session.
+func (g *Gateway) execute(ctx context.Context, mcpID string, p params.RunPython, progress func(string)) result.Outcome {
+	base := result.Outcome{TimeoutSeconds: p.TimeoutSeconds, Servers: p.Servers, OutputCapBytes: g.cfg.OutputLimitBytes}
+	var notices []string
+	if mcpID == "" {
+		mcpID = "ephemeral-" + randomID()
+		notices = append(notices, "no MCP session: this call ran in a fresh sandbox, and its state is not kept")
+		defer g.sessions.end(ctx, mcpID)
+	}
+	e, err := g.sessions.entry(mcpID)
+	if err != nil {
+		base.Err = err
+		return base
+	}
+	id, err := g.sessions.sandboxID(ctx, e)
+	if err != nil {
+		base.Err = err
+		return base
+	}
+	out := g.runOnce(ctx, id, p, base, progress)
+	// NotFound before any output means sandboxd no longer knows the
+	// session, typically because it restarted. Start over once.
+	if status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "" {
+		if id, err = g.sessions.replace(ctx, e, id); err != nil {
+			base.Err = err
+			return base
+		}
+		out = g.runOnce(ctx, id, p, base, progress)
+		notices = append(notices, noticeSessionLost)
+	} else if out.Err == nil && e.observe(id, out.Result) {
+		notices = append(notices, noticeSilentReset)
+	}
+	out.Notices = append(notices, out.Notices...)
+	return out
+}
+
+// runOnce makes one Execute call and gathers its stream.
+func (g *Gateway) runOnce(ctx context.Context, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) (out result.Outcome) {
+	out = base
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.TimeoutSeconds)*time.Second+rpcGrace)
+	defer cancel()
+	stream, err := g.sandbox.Execute(ctx, &sandboxv1.ExecuteRequest{
+		SessionId: sandboxID,
+		Tenant:    g.cfg.Tenant,
+		Code:      p.Code,
+		Servers:   p.Servers,
+		Timeout:   durationpb.New(time.Duration(p.TimeoutSeconds) * time.Second),
+	})
+	if err != nil {
+		out.Err = err
+		return out
+	}
+	limit := int(g.cfg.OutputLimitBytes) * localCapFactor
+	var stdout, stderr capped
+	stdout.limit, stderr.limit = limit, limit
+	defer func() { out.Stdout, out.Stderr = stdout.String(), stderr.String() }()
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			out.Err = errors.New("the sandbox service ended the call without a result")
+			return out
+		}
+		if err != nil {
+			out.Err = err
+			return out
+		}
+		switch ev := msg.GetEvent().(type) {
+		case *sandboxv1.ExecuteResponse_Output:
+			if ev.Output.GetStream() == sandboxv1.Stream_STREAM_STDERR {
+				stderr.write(ev.Output.GetText())
+			} else {
+				stdout.write(ev.Output.GetText())
+			}
+			progress(ev.Output.GetText())
+		case *sandboxv1.ExecuteResponse_Result:
+			r := ev.Result
+			// Count what the gateway itself had to drop as dropped too.
+			r.StdoutDroppedBytes += stdout.dropped
+			r.StderrDroppedBytes += stderr.dropped
+			out.Result = r
+			return out
+		}
+	}
+}
+
+// capped is a string builder that stops growing at limit bytes (0: no limit).
+type capped struct {
+	strings.Builder
+	limit   int
+	dropped uint64
+}
+
+func (c *capped) write(s string) {
+	if c.limit > 0 && c.Len()+len(s) > c.limit {
+		keep := max(0, c.limit-c.Len())
+		c.dropped += uint64(len(s) - keep)
+		s = s[:keep]
+	}
+	c.WriteString(s)
+}
+
+// progressInterval spaces out progress notifications.
+const progressInterval = 250 * time.Millisecond
+
+// progress returns a callback that sends notifications/progress for output
+// chunks when the client asked for progress with a progressToken. The
+// message is the latest output line, so a client can show live output.
+func (g *Gateway) progress(ctx context.Context, req mcp.CallToolRequest) func(string) {
+	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+		return func(string) {}
+	}
+	token := req.Params.Meta.ProgressToken
+	var mu sync.Mutex
+	var chunks int
+	var last time.Time
+	return func(text string) {
+		mu.Lock()
+		defer mu.Unlock()
+		chunks++
+		if time.Since(last) < progressInterval {
+			return
+		}
+		last = time.Now()
+		line := strings.TrimRight(text, "\n")
+		if i := strings.LastIndexByte(line, '\n'); i >= 0 {
+			line = line[i+1:]
+		}
+		if len(line) > 200 {
+			line = strings.ToValidUTF8(line[:200], "") + "…"
+		}
+		err := g.mcp.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+			"progressToken": token,
+			"progress":      chunks,
+			"message":       line,
+		})
+		if err != nil {
+			g.logger.Debug("progress notification not sent", logkeys.Error, err)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+// Package params checks and normalises the arguments of the run_python tool
+// the way upstream does (upstream-behaviour.md §1.1), so that prompts written
+// for upstream get the same validation messages.
+package params
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Upstream's validation messages, returned verbatim as the summary and error
+// of a validation_error result.
+const (
+	MsgMissingCode    = "Missing 'code' argument"
+	MsgServersNotList = "'servers' must be a list"
+	MsgTimeoutNotInt  = "'timeout' must be an integer"
+)
+
+// RunPython holds validated run_python arguments.
+type RunPython struct {
+	// Code is the Python source, never blank.
+	Code string
+	// Servers lists the MCP servers to expose, each coerced to a string.
+	Servers []string
+	// TimeoutSeconds is the effective timeout, within [1, max].
+	TimeoutSeconds int
+}
+
+// Limits are the timeout bounds of the tool, in whole seconds.
+type Limits struct {
+	// DefaultSeconds applies when the caller gives no timeout.
+	DefaultSeconds int
+	// MaxSeconds is the upper clamp.
+	MaxSeconds int
+}
+
+// Parse validates raw tool arguments. On bad input it returns a message meant
+// for the model (one of the Msg constants) and ok=false.
+//
+// Deliberate choices where upstream's Python semantics do not carry over:
+//   - A timeout arrives as a JSON number, so integral floats (5, 5.0) are
+//     accepted and 5.5 is rejected. Booleans are rejected, although Python's
+//     isinstance(True, int) let upstream accept them: a boolean timeout is
+//     always a mistake. Strings such as "5" are rejected, as upstream does.
+//   - An explicit null for servers or timeout means "not given".
+//   - A code value that is not a string is reported as missing code.
+func Parse(args map[string]any, lim Limits) (p RunPython, msg string, ok bool) {
+	code, _ := args["code"].(string)
+	if strings.TrimSpace(code) == "" {
+		return RunPython{}, MsgMissingCode, false
+	}
+	p.Code = code
+
+	if raw, present := args["servers"]; present && raw != nil {
+		list, isList := raw.([]any)
+		if !isList {
+			if strs, isStrs := raw.([]string); isStrs {
+				list = make([]any, len(strs))
+				for i, s := range strs {
+					list[i] = s
+				}
+			} else {
+				return RunPython{}, MsgServersNotList, false
+			}
+		}
+		p.Servers = make([]string, 0, len(list))
+		for _, v := range list {
+			p.Servers = append(p.Servers, pyStr(v))
+		}
+	}
+
+	timeout := lim.DefaultSeconds
+	if raw, present := args["timeout"]; present && raw != nil {
+		n, isInt := integer(raw)
+		if !isInt {
+			return RunPython{}, MsgTimeoutNotInt, false
+		}
+		timeout = n
+	}
+	p.TimeoutSeconds = Clamp(timeout, lim.MaxSeconds)
+	return p, "", true
+}
+
+// Clamp bounds a timeout to [1, max] seconds.
+func Clamp(seconds, maxSeconds int) int {
+	return max(1, min(seconds, maxSeconds))
+}
+
+// integer reports v as an int when it holds a whole number. Values beyond
+// the int range saturate, since they are clamped anyway.
+func integer(v any) (int, bool) {
+	switch n := v.(type) {
+	case float64:
+		if math.IsNaN(n) || math.IsInf(n, 0) || n != math.Trunc(n) {
+			return 0, false
+		}
+		return saturate(n), true
+	case float32:
+		return integer(float64(n))
+	case int:
+		return n, true
+	case int32:
+		return int(n), true
+	case int64:
+		return saturate(float64(n)), true
+	case json.Number:
+		if i, err := n.Int64(); err == nil {
+			return saturate(float64(i)), true
+		}
+		if f, err := n.Float64(); err == nil {
+			return integer(f)
+		}
+	}
+	return 0, false
+}
+
+func saturate(f float64) int {
+	switch {
+	case f > math.MaxInt32:
+		return math.MaxInt32
+	case f < math.MinInt32:
+		return math.MinInt32
+	}
+	return int(f)
+}
+
+// pyStr turns a JSON value into text the way Python's str() would, since
+// upstream coerces every servers element with str().
+func pyStr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1e16 {
+			return strconv.FormatInt(int64(x), 10)
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	if b, err := json.Marshal(v); err == nil {
+		return string(b)
+	}
+	return fmt.Sprint(v)
+}

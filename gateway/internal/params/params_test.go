@@ -1,0 +1,58 @@
+package params
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	lim := Limits{DefaultSeconds: 30, MaxSeconds: 120}
+	tests := []struct {
+		name        string
+		args        map[string]any
+		wantMsg     string
+		wantTimeout int
+		wantServers []string
+	}{
+		{name: "no args", args: nil, wantMsg: MsgMissingCode},
+		{name: "blank code", args: map[string]any{"code": " \n\t"}, wantMsg: MsgMissingCode},
+		{name: "code not a string", args: map[string]any{"code": 5.0}, wantMsg: MsgMissingCode},
+		{name: "defaults", args: map[string]any{"code": "x"}, wantTimeout: 30},
+		{name: "null servers and timeout", args: map[string]any{"code": "x", "servers": nil, "timeout": nil}, wantTimeout: 30},
+		{name: "servers string", args: map[string]any{"code": "x", "servers": "github"}, wantMsg: MsgServersNotList},
+		{name: "servers object", args: map[string]any{"code": "x", "servers": map[string]any{}}, wantMsg: MsgServersNotList},
+		{name: "servers coerced", args: map[string]any{"code": "x", "servers": []any{"a", 1.0, true, 2.5}},
+			wantTimeout: 30, wantServers: []string{"a", "1", "True", "2.5"}},
+		{name: "go string slice", args: map[string]any{"code": "x", "servers": []string{"a"}}, wantTimeout: 30, wantServers: []string{"a"}},
+		{name: "timeout int", args: map[string]any{"code": "x", "timeout": 5}, wantTimeout: 5},
+		{name: "timeout integral float", args: map[string]any{"code": "x", "timeout": 5.0}, wantTimeout: 5},
+		{name: "timeout json number", args: map[string]any{"code": "x", "timeout": json.Number("7")}, wantTimeout: 7},
+		{name: "timeout fraction", args: map[string]any{"code": "x", "timeout": 5.5}, wantMsg: MsgTimeoutNotInt},
+		{name: "timeout bool", args: map[string]any{"code": "x", "timeout": true}, wantMsg: MsgTimeoutNotInt},
+		{name: "timeout string", args: map[string]any{"code": "x", "timeout": "5"}, wantMsg: MsgTimeoutNotInt},
+		{name: "timeout clamped high", args: map[string]any{"code": "x", "timeout": 1e9}, wantTimeout: 120},
+		{name: "timeout huge", args: map[string]any{"code": "x", "timeout": 1e300}, wantTimeout: 120},
+		{name: "timeout clamped zero", args: map[string]any{"code": "x", "timeout": 0}, wantTimeout: 1},
+		{name: "timeout clamped negative", args: map[string]any{"code": "x", "timeout": -4.0}, wantTimeout: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, msg, ok := Parse(tt.args, lim)
+			if msg != tt.wantMsg || ok != (tt.wantMsg == "") {
+				t.Fatalf("Parse() msg=%q ok=%v, want msg=%q", msg, ok, tt.wantMsg)
+			}
+			if !ok {
+				return
+			}
+			if p.TimeoutSeconds != tt.wantTimeout {
+				t.Errorf("timeout = %d, want %d", p.TimeoutSeconds, tt.wantTimeout)
+			}
+			if !slices.Equal(p.Servers, tt.wantServers) {
+				t.Errorf("servers = %q, want %q", p.Servers, tt.wantServers)
+			}
+		})
+	}
+}

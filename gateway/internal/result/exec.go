@@ -1,0 +1,151 @@
+package result
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+)
+
+// StateLostNote tells the model what a killed sandbox means for its next call.
+const StateLostNote = "The sandbox was stopped and the session state (variables, imports, functions) was lost; the next call starts fresh."
+
+// Outcome is everything the gateway gathered from one Execute call.
+type Outcome struct {
+	// Stdout and Stderr are the output chunks, concatenated per stream.
+	Stdout, Stderr string
+	// Result is the final message of the stream; nil when Err is set.
+	Result *sandboxv1.ExecResult
+	// Err is the RPC error that ended the call early, if any.
+	Err error
+	// TimeoutSeconds is the timeout the gateway asked for.
+	TimeoutSeconds int
+	// Servers are the servers the gateway asked for, reported when the
+	// sandbox did not report its own list.
+	Servers []string
+	// Notices are gateway messages for the model, such as a lost session.
+	// They open stderr, in brackets, so that they read as annotations.
+	Notices []string
+	// OutputCapBytes is the sandbox's output cap, for the truncation note.
+	OutputCapBytes int64
+}
+
+// Validation is the payload for bad tool arguments.
+func Validation(msg string) Payload {
+	return Payload{Status: StatusValidationError, Summary: msg, Error: msg}
+}
+
+// Failure is the payload for a call that could not run at all.
+func Failure(summary, err string) Payload {
+	return Payload{Status: StatusError, Summary: summary, Error: err}
+}
+
+// UnknownTool is the payload for a call to a tool other than run_python.
+func UnknownTool(name string) Payload {
+	msg := "Unknown tool: " + name
+	return Failure(msg, msg)
+}
+
+// FromOutcome maps an Execute outcome to a payload.
+func FromOutcome(o Outcome) Payload {
+	p := Payload{
+		Stdout:  Lines(o.Stdout),
+		Stderr:  Lines(o.Stderr),
+		Servers: o.Servers,
+	}
+	if len(o.Notices) > 0 {
+		notes := make([]string, 0, len(o.Notices)+len(p.Stderr))
+		for _, n := range o.Notices {
+			notes = append(notes, "["+n+"]")
+		}
+		p.Stderr = append(notes, p.Stderr...)
+	}
+
+	r := o.Result
+	if o.Err != nil || r == nil {
+		msg := RPCErrorMessage(o.Err)
+		p.Status, p.Summary, p.Error = StatusError, "Sandbox error: "+msg, msg
+		return p
+	}
+
+	if len(r.GetServers()) > 0 {
+		p.Servers = r.GetServers()
+	}
+	if n := r.GetStdoutDroppedBytes(); n > 0 {
+		p.Stdout = append(p.Stdout, TruncationNote(n, o.OutputCapBytes))
+	}
+	if n := r.GetStderrDroppedBytes(); n > 0 {
+		p.Stderr = append(p.Stderr, TruncationNote(n, o.OutputCapBytes))
+	}
+	exit := int(r.GetExitCode())
+
+	switch r.GetStatus() {
+	case sandboxv1.ExecStatus_EXEC_STATUS_OK:
+		p.Status, p.ExitCode = StatusSuccess, &exit
+		p.Summary = "Success"
+		if len(p.Stdout) == 0 && len(p.Stderr) == 0 {
+			p.Summary = "Success (no output)"
+		}
+	case sandboxv1.ExecStatus_EXEC_STATUS_ERROR:
+		msg := r.GetError()
+		if msg == "" {
+			msg = fmt.Sprintf("exited with code %d", exit)
+		}
+		p.Status, p.ExitCode = StatusError, &exit
+		p.Summary, p.Error = "Error: "+msg, msg
+		if r.GetStateLost() {
+			p.Error += ". " + StateLostNote
+		}
+	case sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT:
+		n := o.TimeoutSeconds
+		if d := r.GetTimeout(); d != nil && d.AsDuration() > 0 {
+			n = int(d.AsDuration().Seconds())
+		}
+		p.Status, p.TimeoutSeconds = StatusTimeout, n
+		p.Summary = fmt.Sprintf("Timeout: execution exceeded %ds", n)
+		p.Error = fmt.Sprintf("Execution exceeded the %ds timeout. %s", n, StateLostNote)
+	case sandboxv1.ExecStatus_EXEC_STATUS_KILLED:
+		msg := r.GetError()
+		if msg == "" {
+			msg = "the sandbox died"
+		}
+		p.Status, p.Summary = StatusError, "Sandbox stopped: "+msg
+		p.Error = strings.TrimSuffix(msg, ".") + ". " + StateLostNote
+		if exit != 0 {
+			p.ExitCode = &exit
+		}
+	default:
+		p.Status = StatusError
+		p.Summary = "Sandbox error: the sandbox service returned no status"
+		p.Error = "the sandbox service returned no status"
+	}
+	return p
+}
+
+// RPCErrorMessage turns an error from the sandbox service into a message the
+// model can act on. Messages of InvalidArgument and similar codes come from
+// sandboxd's own validation (an unknown server, say) and pass through.
+func RPCErrorMessage(err error) string {
+	if err == nil {
+		return "the sandbox service ended the call without a result"
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	msg := st.Message()
+	switch st.Code() {
+	case codes.Unavailable:
+		return "the sandbox service is unreachable (" + msg + "); retry shortly, and if it persists check that sandboxd is running"
+	case codes.DeadlineExceeded:
+		return "the sandbox service did not answer in time"
+	case codes.Canceled:
+		return "the call was cancelled"
+	case codes.ResourceExhausted:
+		return "the sandbox service is at capacity (" + msg + "); retry shortly"
+	}
+	return msg
+}

@@ -1,0 +1,117 @@
+// Package result turns the outcome of a run_python call into the MCP tool
+// result that upstream produces (upstream-behaviour.md §1.2): a payload with
+// upstream's field names, rendered as compact text or as a TOON block, plus
+// structuredContent.
+package result
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/codeexec/codeexec/gateway/internal/toon"
+)
+
+// Statuses, as upstream names them.
+const (
+	StatusSuccess         = "success"
+	StatusError           = "error"
+	StatusTimeout         = "timeout"
+	StatusValidationError = "validation_error"
+)
+
+// Payload is the full result of one call. Empty fields are left out when it
+// is encoded, as upstream drops None and empty strings and lists.
+type Payload struct {
+	// Status is one of the Status constants.
+	Status string `json:"status,omitempty"`
+	// Summary is a one-line description such as "Success".
+	Summary string `json:"summary,omitempty"`
+	// ExitCode is set when the code ran to an exit status.
+	ExitCode *int `json:"exitCode,omitempty"`
+	// Servers lists the MCP servers the call could use.
+	Servers []string `json:"servers,omitempty"`
+	// Stdout holds the standard output, one element per line.
+	Stdout []string `json:"stdout,omitempty"`
+	// Stderr holds the standard error, one element per line.
+	Stderr []string `json:"stderr,omitempty"`
+	// Error says what went wrong.
+	Error string `json:"error,omitempty"`
+	// TimeoutSeconds is the timeout that expired, for status timeout.
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+}
+
+// IsError reports whether the MCP result must carry isError: true.
+func (p Payload) IsError() bool { return p.Status != StatusSuccess }
+
+// fields lists the non-empty fields in upstream's order, for TOON.
+func (p Payload) fields() []toon.Field {
+	var f []toon.Field
+	add := func(key string, v any, present bool) {
+		if present {
+			f = append(f, toon.Field{Key: key, Value: v})
+		}
+	}
+	add("status", p.Status, p.Status != "")
+	add("summary", p.Summary, p.Summary != "")
+	if p.ExitCode != nil {
+		add("exitCode", *p.ExitCode, true)
+	}
+	add("servers", p.Servers, len(p.Servers) > 0)
+	add("stdout", p.Stdout, len(p.Stdout) > 0)
+	add("stderr", p.Stderr, len(p.Stderr) > 0)
+	add("error", p.Error, p.Error != "")
+	add("timeoutSeconds", p.TimeoutSeconds, p.TimeoutSeconds != 0)
+	return f
+}
+
+// Lines splits output text into lines. Unlike upstream, which drops blank
+// lines and lines reading "()", the output is kept verbatim: only the single
+// newline that ends the text is removed, and CRLF counts as one newline.
+// Empty text gives no lines.
+func Lines(text string) []string {
+	if text == "" {
+		return nil
+	}
+	text = strings.TrimSuffix(text, "\n")
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSuffix(l, "\r")
+	}
+	return lines
+}
+
+// TruncationNote is the line appended to a stream whose output the sandbox
+// cut short. capBytes may be zero when the cap is unknown.
+func TruncationNote(dropped uint64, capBytes int64) string {
+	var b strings.Builder
+	b.WriteString("[output truncated: ")
+	b.WriteString(thousands(dropped))
+	b.WriteString(" bytes dropped")
+	if capBytes > 0 {
+		b.WriteString(" — the cap is ")
+		b.WriteString(thousands(uint64(capBytes)))
+		b.WriteString(" bytes")
+	}
+	b.WriteString("; write large data to a file in /workspace or return a summary]")
+	return b.String()
+}
+
+// thousands formats n with comma separators, e.g. 1,234,567.
+func thousands(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	if len(s) <= 3 {
+		return s
+	}
+	var b strings.Builder
+	lead := len(s) % 3
+	if lead > 0 {
+		b.WriteString(s[:lead])
+	}
+	for i := lead; i < len(s); i += 3 {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s[i : i+3])
+	}
+	return b.String()
+}

@@ -1,0 +1,125 @@
+package result
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/codeexec/codeexec/gateway/internal/toon"
+)
+
+// Mode selects how results are rendered.
+type Mode int
+
+const (
+	// Compact renders plain text and a trimmed structuredContent (default).
+	Compact Mode = iota
+	// TOON renders a ```toon block and the full payload.
+	TOON
+)
+
+// ParseMode maps MCP_BRIDGE_OUTPUT_MODE to a Mode. As upstream does, an
+// empty value or "compact" selects Compact and any other value selects TOON.
+func ParseMode(s string) Mode {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "compact":
+		return Compact
+	}
+	return TOON
+}
+
+// String returns the mode's configuration name.
+func (m Mode) String() string {
+	if m == TOON {
+		return "toon"
+	}
+	return "compact"
+}
+
+// ToolResult renders p as an MCP tool result: exactly one text content,
+// structuredContent, and isError when the status is not success.
+func ToolResult(p Payload, mode Mode) *mcp.CallToolResult {
+	var text string
+	var structured Payload
+	if mode == TOON {
+		text, structured = toonText(p), p
+	} else {
+		text, structured = compactText(p), compactStructured(p)
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{mcp.NewTextContent(text)},
+		StructuredContent: structured,
+		IsError:           p.IsError(),
+	}
+}
+
+// toonText fences the TOON encoding of p. The payload holds only types the
+// encoder supports, so an error means a bug here; the JSON-free fallback
+// keeps the result readable all the same.
+func toonText(p Payload) string {
+	enc, err := toon.Encode(p.fields())
+	if err != nil {
+		enc = "status: " + p.Status + "\nerror: " + err.Error()
+	}
+	return "```toon\n" + enc + "\n```"
+}
+
+// compactText is the plain-text rendering: output first, then what the model
+// needs to know about a failure, with no noise on success.
+func compactText(p Payload) string {
+	var parts []string
+	hasOutput := len(p.Stdout) > 0 || len(p.Stderr) > 0
+	if len(p.Stdout) > 0 {
+		parts = append(parts, strings.Join(p.Stdout, "\n"))
+	}
+	if len(p.Stderr) > 0 {
+		parts = append(parts, "stderr:\n"+strings.Join(p.Stderr, "\n"))
+	}
+	if !hasOutput && p.Summary != "" {
+		parts = append(parts, p.Summary)
+	}
+	// Upstream adds the one-line error unless the status is error and there
+	// was output, assuming a traceback in stderr explains it. That hides
+	// the reason when the output does not (a lost connection, a killed
+	// sandbox), so here the line is left out only when stderr already
+	// contains it, or when it repeats the summary just shown.
+	if p.Error != "" && !(hasOutput && p.Status == StatusError && strings.Contains(strings.Join(p.Stderr, "\n"), p.Error)) &&
+		(hasOutput || p.Error != p.Summary) {
+		parts = append(parts, "error: "+p.Error)
+	}
+	if p.ExitCode != nil && *p.ExitCode != 0 {
+		parts = append([]string{"exit: " + strconv.Itoa(*p.ExitCode)}, parts...)
+	}
+	if p.Status != StatusSuccess {
+		parts = append([]string{"status: " + p.Status}, parts...)
+	}
+	text := strings.Join(parts, "\n")
+	if text == "" {
+		return StatusSuccess
+	}
+	return text
+}
+
+// compactStructured keeps what the compact text shows: status and exit code
+// only when they are not the happy default, and the summary only when it
+// carries information (a failure, or no stdout to speak for itself).
+func compactStructured(p Payload) Payload {
+	out := Payload{
+		Servers:        p.Servers,
+		Stdout:         p.Stdout,
+		Stderr:         p.Stderr,
+		Error:          p.Error,
+		TimeoutSeconds: p.TimeoutSeconds,
+	}
+	if p.Status != StatusSuccess {
+		out.Status = p.Status
+	}
+	if p.ExitCode != nil && *p.ExitCode != 0 {
+		out.ExitCode = p.ExitCode
+	}
+	if p.Status != StatusSuccess || len(p.Stdout) == 0 {
+		out.Summary = p.Summary
+	}
+	return out
+}

@@ -1,0 +1,194 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// labelMCPSession is the sandbox session label that names the MCP session,
+// so that operators can match the two in ListSessions.
+const labelMCPSession = "mcp.session"
+
+// destroyTimeout bounds a DestroySession made on behalf of a session that
+// has already ended, whose own context may be gone.
+const destroyTimeout = 10 * time.Second
+
+var (
+	errClosed       = errors.New("the gateway is shutting down; no new code can run")
+	errSessionEnded = errors.New("the MCP session has ended")
+)
+
+// sessionTable maps MCP session IDs to sandbox sessions. The routing it
+// holds is all the state the gateway has, and it rebuilds itself: a lost
+// entry just means a fresh sandbox session on the next call.
+type sessionTable struct {
+	client sandboxv1.SandboxServiceClient
+	tenant string
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[string]*sessionEntry
+}
+
+// sessionEntry is one MCP session's sandbox session. Its mutex serialises
+// creation, so concurrent first calls share one sandbox session.
+type sessionEntry struct {
+	mcpID string
+
+	mu        sync.Mutex
+	sandboxID string
+	ended     bool
+	// Generation tracking, to notice a sandbox that was replaced between
+	// calls without the gateway being told (see observe).
+	genKnown      bool
+	gen           uint64
+	lastStateLost bool
+}
+
+func newSessionTable(client sandboxv1.SandboxServiceClient, tenant string, logger *slog.Logger) *sessionTable {
+	return &sessionTable{client: client, tenant: tenant, logger: logger, entries: map[string]*sessionEntry{}}
+}
+
+// entry returns the entry for an MCP session, adding it if needed.
+func (t *sessionTable) entry(mcpID string) (*sessionEntry, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errClosed
+	}
+	e, ok := t.entries[mcpID]
+	if !ok {
+		e = &sessionEntry{mcpID: mcpID}
+		t.entries[mcpID] = e
+	}
+	return e, nil
+}
+
+// sandboxID returns the entry's sandbox session, creating it on first use.
+func (t *sessionTable) sandboxID(ctx context.Context, e *sessionEntry) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return "", errSessionEnded
+	}
+	if e.sandboxID != "" {
+		return e.sandboxID, nil
+	}
+	return t.createLocked(ctx, e)
+}
+
+// replace swaps a sandbox session that sandboxd no longer knows (NotFound,
+// e.g. after a sandboxd restart) for a new one. If another call already
+// replaced it, that replacement is used.
+func (t *sessionTable) replace(ctx context.Context, e *sessionEntry, stale string) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return "", errSessionEnded
+	}
+	if e.sandboxID != stale && e.sandboxID != "" {
+		return e.sandboxID, nil
+	}
+	t.logger.Warn("sandbox session lost; creating a new one",
+		logkeys.MCPSession, e.mcpID, logkeys.SessionID, stale)
+	e.sandboxID, e.genKnown = "", false
+	return t.createLocked(ctx, e)
+}
+
+func (t *sessionTable) createLocked(ctx context.Context, e *sessionEntry) (string, error) {
+	resp, err := t.client.CreateSession(ctx, &sandboxv1.CreateSessionRequest{
+		Tenant: t.tenant,
+		Labels: map[string]string{labelMCPSession: e.mcpID},
+	})
+	if err != nil {
+		t.logger.Error("create sandbox session", logkeys.MCPSession, e.mcpID, logkeys.Error, err)
+		return "", err
+	}
+	e.sandboxID = resp.GetSession().GetId()
+	t.logger.Info("sandbox session created", logkeys.MCPSession, e.mcpID, logkeys.SessionID, e.sandboxID)
+	return e.sandboxID, nil
+}
+
+// observe records the session generation reported by a result and reports
+// whether the sandbox was replaced since the previous call although neither
+// call said its state was lost (sandboxd reaped an idle sandbox, say).
+func (e *sessionEntry) observe(sandboxID string, r *sandboxv1.ExecResult) (silentlyReset bool) {
+	s := r.GetSession()
+	if s == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sandboxID != sandboxID {
+		return false
+	}
+	silentlyReset = e.genKnown && s.GetGeneration() != e.gen && !e.lastStateLost && !r.GetStateLost()
+	e.genKnown, e.gen, e.lastStateLost = true, s.GetGeneration(), r.GetStateLost()
+	return silentlyReset
+}
+
+// end forgets an MCP session and destroys its sandbox session. It is
+// idempotent and safe for sessions the table never saw.
+func (t *sessionTable) end(ctx context.Context, mcpID string) {
+	t.mu.Lock()
+	e, ok := t.entries[mcpID]
+	delete(t.entries, mcpID)
+	t.mu.Unlock()
+	if !ok {
+		return
+	}
+	// The session's own context is often already cancelled (a closed
+	// connection), but the sandbox must still go.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
+	defer cancel()
+	t.destroy(ctx, e)
+}
+
+func (t *sessionTable) destroy(ctx context.Context, e *sessionEntry) {
+	e.mu.Lock()
+	id := e.sandboxID
+	e.ended, e.sandboxID = true, ""
+	e.mu.Unlock()
+	if id == "" {
+		return
+	}
+	_, err := t.client.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: t.tenant})
+	if err != nil && status.Code(err) != codes.NotFound {
+		t.logger.Error("destroy sandbox session", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id, logkeys.Error, err)
+		return
+	}
+	t.logger.Info("sandbox session destroyed", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id)
+}
+
+// closeAll refuses new sessions and destroys every existing one.
+func (t *sessionTable) closeAll(ctx context.Context) error {
+	t.mu.Lock()
+	t.closed = true
+	entries := t.entries
+	t.entries = map[string]*sessionEntry{}
+	t.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, e := range entries {
+		wg.Go(func() { t.destroy(ctx, e) })
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// count reports how many MCP sessions the table tracks, for tests.
+func (t *sessionTable) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.entries)
+}

@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/codeexec/codeexec/gateway/internal/params"
+	"github.com/codeexec/codeexec/gateway/internal/result"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// ToolName is the one tool the gateway offers.
+const ToolName = "run_python"
+
+// toolDescription is what the model reads on every turn, so it is short:
+// what the tool does, that state persists, how servers are exposed, and
+// where the manual is.
+const toolDescription = "Run Python in a persistent sandbox, like a notebook kernel: variables, " +
+	"imports and functions persist between calls (a timeout resets them). Top-level await works. " +
+	"servers=[\"name\"] exposes each MCP server as an mcp_<alias> proxy: await mcp_<alias>.<tool>(**args). " +
+	"For the manual call runtime.capability_summary() or read " + CapabilitiesURI + "."
+
+// toolSchema is the input schema; %d is the maximum timeout in seconds.
+const toolSchema = `{"type":"object","properties":{` +
+	`"code":{"type":"string","description":"Python source. Find tools with runtime.search_tool_docs(query) ` +
+	`or runtime.list_tools_sync(server); keep data with save_memory/load_memory."},` +
+	`"servers":{"type":"array","items":{"type":"string"},"description":"MCP servers to expose as mcp_<alias> proxies"},` +
+	`"timeout":{"type":"integer","minimum":1,"maximum":%d,"description":"Timeout in seconds (default %d)"}},` +
+	`"required":["code"]}`
+
+func (g *Gateway) tool() mcp.Tool {
+	schema := fmt.Sprintf(toolSchema, g.maxSec, params.Clamp(g.defaultSec, g.maxSec))
+	return mcp.NewToolWithRawSchema(ToolName, toolDescription, json.RawMessage(schema))
+}
+
+// unknownToolHeader carries the name of a tool the client asked for that
+// does not exist. mcp-go answers such calls with a protocol error before
+// any handler runs; upstream answers with a tool result ("Unknown tool:
+// x"), which the model can read and act on. The before-call hook reroutes
+// the call to run_python's handler and leaves the name here. The header
+// field is never filled from the wire body, and the hook always rewrites
+// it, so a client cannot set it.
+const unknownToolHeader = "X-Codeexec-Unknown-Tool"
+
+// routeUnknownTools is an mcp-go before-call hook; see unknownToolHeader.
+func routeUnknownTools(_ context.Context, _ any, req *mcp.CallToolRequest) {
+	h := http.Header{}
+	if req.Header != nil {
+		h = req.Header.Clone()
+	}
+	h.Del(unknownToolHeader)
+	if req.Params.Name != ToolName {
+		h.Set(unknownToolHeader, req.Params.Name)
+		req.Params.Name = ToolName
+	}
+	req.Header = h
+}
+
+// handleRunPython is the tool handler. Every failure becomes a tool result;
+// it returns a Go error never.
+func (g *Gateway) handleRunPython(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if name := req.Header.Get(unknownToolHeader); name != "" {
+		g.logger.Warn("call to unknown tool", logkeys.MCPTool, name)
+		return result.ToolResult(result.UnknownTool(name), g.mode), nil
+	}
+	p, msg, ok := params.Parse(req.GetArguments(), params.Limits{DefaultSeconds: g.defaultSec, MaxSeconds: g.maxSec})
+	if !ok {
+		return result.ToolResult(result.Validation(msg), g.mode), nil
+	}
+
+	mcpID := ""
+	if s := server.ClientSessionFromContext(ctx); s != nil {
+		mcpID = s.SessionID()
+	}
+	logger := g.logger.With(logkeys.MCPTool, ToolName, logkeys.MCPSession, mcpID)
+	start := time.Now()
+	out := g.execute(ctx, mcpID, p, g.progress(ctx, req))
+	payload := result.FromOutcome(out)
+	logger.LogAttrs(ctx, levelFor(payload), "run_python finished",
+		slog.String(logkeys.ExecStatus, payload.Status),
+		slog.Duration(logkeys.Duration, time.Since(start)),
+		slog.Int("timeout.seconds", p.TimeoutSeconds),
+		slog.Any("servers", p.Servers))
+	return result.ToolResult(payload, g.mode), nil
+}
+
+// levelFor logs failures of the gateway's own dependencies as warnings and
+// everything the user's code did as info.
+func levelFor(p result.Payload) slog.Level {
+	if p.Status == result.StatusError && p.ExitCode == nil {
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}
