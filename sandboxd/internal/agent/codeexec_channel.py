@@ -1,0 +1,200 @@
+"""The framed channel between the agent and sandboxd (docs/PROTOCOL.md).
+
+A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON.
+One reader thread reads frames: `exec` frames are queued for the main
+thread, `reply` frames wake whoever made the matching `call`. Any thread may
+send; a lock keeps frames whole.
+"""
+
+import json
+import os
+import threading
+from _queue import SimpleQueue
+
+MAX_FRAME = 64 << 20
+
+
+class MCPError(RuntimeError):
+    """A request to sandboxd (tool call, discovery, memory) failed."""
+
+
+MCPError.__module__ = "mcp.runtime"
+
+
+def _jsonable(obj):
+    raise TypeError("value of type %s is not JSON serialisable" % type(obj).__name__)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def diag(fd, text):
+    """Writes one line to the diagnostics stream (the original fd 2)."""
+    try:
+        _write_all(fd, ("codeexec agent: %s\n" % text).encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+class Channel:
+    """Owns the two channel descriptors and the table of pending calls."""
+
+    def __init__(self, rfd, wfd, diag_fd):
+        self._rfd = rfd
+        self._wfd = wfd
+        self.diag_fd = diag_fd
+        self._wlock = threading.Lock()
+        self._forked = False
+        self._ids = 0
+        self._ids_lock = threading.Lock()
+        self._waiters = {}
+        self.execs = SimpleQueue()
+        self.exec_id = 0
+
+    # --- sending -------------------------------------------------------
+
+    def send(self, obj, ascii=True):
+        body = json.dumps(
+            obj, ensure_ascii=ascii, separators=(",", ":"), allow_nan=False, default=_jsonable
+        ).encode("utf-8")
+        if len(body) > MAX_FRAME:
+            raise MCPError(
+                "message of %d bytes is larger than the channel's %d-byte frame limit"
+                % (len(body), MAX_FRAME)
+            )
+        if self._forked:
+            raise MCPError("the sandbox channel is not available in a forked child process")
+        with self._wlock:
+            _write_all(self._wfd, len(body).to_bytes(4, "big"))
+            _write_all(self._wfd, body)
+
+    def send_out(self, exec_id, stream, text):
+        # Text comes from a UTF-8 decoder, so it holds no lone surrogates and
+        # can be sent without \u escapes (smaller, faster).
+        self.send({"t": "out", "id": exec_id, "s": stream, "d": text}, ascii=False)
+
+    # --- calls -----------------------------------------------------------
+
+    def _register(self, waiter):
+        with self._ids_lock:
+            self._ids += 1
+            cid = self._ids
+        self._waiters[cid] = waiter
+        return cid
+
+    def _send_call(self, cid, method, params):
+        frame = {"t": "call", "id": cid, "exec": self.exec_id, "m": method, "p": params}
+        try:
+            self.send(frame)
+        except (TypeError, ValueError) as exc:
+            self._waiters.pop(cid, None)
+            raise TypeError("%s: parameters must be JSON serialisable: %s" % (method, exc)) from None
+        except OSError as exc:
+            self._waiters.pop(cid, None)
+            raise MCPError("%s: the channel to sandboxd is closed (%s)" % (method, exc)) from None
+        except BaseException:
+            self._waiters.pop(cid, None)
+            raise
+
+    def call_sync(self, method, params):
+        """Sends a call and blocks this thread until its reply arrives."""
+        event = threading.Event()
+        box = []
+        cid = self._register((event, box))
+        self._send_call(cid, method, params)
+        try:
+            event.wait()
+        finally:
+            self._waiters.pop(cid, None)
+        return _unpack(method, box[0])
+
+    async def call_async(self, method, params):
+        """Sends a call and awaits its reply; other tasks keep running."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        cid = self._register((loop, fut))
+        self._send_call(cid, method, params)
+        try:
+            reply = await fut
+        finally:
+            self._waiters.pop(cid, None)
+        return _unpack(method, reply)
+
+    # --- receiving -------------------------------------------------------
+
+    def _dispatch_reply(self, msg):
+        waiter = self._waiters.pop(msg.get("id"), None)
+        if waiter is None:
+            return
+        a, b = waiter
+        if isinstance(a, threading.Event):
+            b.append(msg)
+            a.set()
+            return
+        try:
+            a.call_soon_threadsafe(_resolve, b, msg)
+        except RuntimeError:
+            pass  # the loop was closed by user code; nobody is waiting any more
+
+    def read_loop(self):
+        """Reads frames until sandboxd closes the channel, then exits."""
+        code = 0
+        try:
+            f = open(self._rfd, "rb", buffering=1 << 16, closefd=False)
+            while True:
+                head = f.read(4)
+                if len(head) < 4:
+                    break
+                n = int.from_bytes(head, "big")
+                if n > MAX_FRAME:
+                    diag(self.diag_fd, "protocol error: frame of %d bytes exceeds %d" % (n, MAX_FRAME))
+                    code = 2
+                    break
+                body = f.read(n)
+                if len(body) < n:
+                    break
+                try:
+                    msg = json.loads(body)
+                except ValueError as exc:
+                    diag(self.diag_fd, "protocol error: bad JSON frame: %s" % exc)
+                    code = 2
+                    break
+                if not isinstance(msg, dict):
+                    continue
+                t = msg.get("t")
+                if t == "reply":
+                    self._dispatch_reply(msg)
+                elif t == "exec":
+                    self.execs.put(msg)
+        except BaseException as exc:  # noqa: BLE001 - the agent must not outlive its channel
+            diag(self.diag_fd, "channel reader failed: %r" % (exc,))
+            code = 2
+        # sandboxd is gone (or broke the protocol): nothing can be reported
+        # any more, so end the sandbox now.
+        os._exit(code)
+
+    def after_fork_in_child(self):
+        self._forked = True
+        self._wlock = threading.Lock()
+        for fd in (self._rfd, self._wfd, self.diag_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _resolve(fut, msg):
+    if not fut.done():
+        fut.set_result(msg)
+
+
+def _unpack(method, msg):
+    if msg.get("ok"):
+        return msg.get("result")
+    raise MCPError(str(msg.get("error") or "%s failed without an error message" % method))

@@ -1,0 +1,233 @@
+"""Memory helpers, save_tool and the `user_tools` importer.
+
+Everything is stored by sandboxd's backends (memoryd) through `memory.*` and
+`tool.*` calls; nothing is written inside the sandbox. Inputs are checked
+here so that mistakes fail fast with a precise message.
+"""
+
+import json
+import sys
+import time
+
+from codeexec_channel import MCPError
+
+_chan = None  # the Channel, set by install()
+_helpers = {}  # names given to the user_tools module (runtime, proxies, ...)
+
+MAX_KEY_BYTES = 256
+UPDATE_ATTEMPTS = 50
+
+
+def _key(key):
+    if not isinstance(key, str):
+        raise TypeError("memory key must be a str, not %s" % type(key).__name__)
+    if not key:
+        raise ValueError("memory key must not be empty")
+    n = len(key.encode("utf-8", "surrogatepass"))
+    if n > MAX_KEY_BYTES:
+        raise ValueError("memory key is %d UTF-8 bytes; the limit is %d" % (n, MAX_KEY_BYTES))
+    return key
+
+
+def _check_json(value, what):
+    def reject(obj):
+        raise TypeError("%s of type %s is not JSON serialisable" % (what, type(obj).__name__))
+
+    try:
+        json.dumps(value, allow_nan=False, default=reject)
+    except ValueError as exc:  # NaN/Infinity, circular references
+        raise ValueError("%s is not valid JSON: %s" % (what, exc)) from None
+
+
+def save_memory(key, value, *, metadata=None):
+    """Stores a JSON value under key (with optional metadata dict)."""
+    key = _key(key)
+    _check_json(value, "value")
+    p = {"key": key, "value": value}
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise TypeError("metadata must be a dict, not %s" % type(metadata).__name__)
+        _check_json(metadata, "metadata")
+        p["metadata"] = metadata
+    _chan.call_sync("memory.save", p)
+    return "Memory '%s' saved." % key
+
+
+def get_memory_info(key):
+    """The whole record (value, metadata, timestamps, revision) or None."""
+    return _chan.call_sync("memory.load", {"key": _key(key)})
+
+
+def load_memory(key, *, default=None):
+    """The value stored under key, or default when there is none."""
+    rec = get_memory_info(key)
+    if rec is None:
+        return default
+    return rec.get("value")
+
+
+def memory_exists(key):
+    """Whether key holds a value."""
+    return get_memory_info(key) is not None
+
+
+def update_memory(key, fn):
+    """Atomically replaces key's value with fn(current) (None when missing).
+
+    If another writer changed the value meanwhile, fn is applied again to the
+    new value. Returns the stored value.
+    """
+    key = _key(key)
+    if not callable(fn):
+        raise TypeError("update_memory needs a callable, not %s" % type(fn).__name__)
+    for attempt in range(UPDATE_ATTEMPTS):
+        rec = _chan.call_sync("memory.load", {"key": key})
+        current = None if rec is None else rec.get("value")
+        revision = 0 if rec is None else rec.get("revision", 0)
+        value = fn(current)
+        _check_json(value, "value")
+        try:
+            _chan.call_sync("memory.update", {"key": key, "value": value, "revision": revision})
+            return value
+        except MCPError as exc:
+            if "conflict" not in str(exc).lower():
+                raise
+        time.sleep(min(0.001 * (attempt + 1), 0.02))
+    raise MCPError("update_memory(%r): gave up after %d conflicting concurrent updates"
+                   % (key, UPDATE_ATTEMPTS))
+
+
+def delete_memory(key):
+    """Deletes key."""
+    key = _key(key)
+    res = _chan.call_sync("memory.delete", {"key": key})
+    deleted = res.get("deleted") if isinstance(res, dict) else bool(res)
+    return ("Memory '%s' deleted." if deleted else "Memory '%s' not found.") % key
+
+
+def list_memories():
+    """Every stored record, without values."""
+    return _chan.call_sync("memory.list", {})
+
+
+# --- saved tools ------------------------------------------------------------------
+
+
+def save_tool(func):
+    """Saves a function's source so `import user_tools` has it in later sessions."""
+    import inspect
+    import textwrap
+
+    if not inspect.isfunction(func):
+        raise TypeError("save_tool needs a function defined with def, not %s" % type(func).__name__)
+    name = func.__name__
+    if not name.isidentifier():
+        raise ValueError("save_tool needs a named function (def), not %r" % name)
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError) as exc:
+        raise ValueError("cannot get the source of %s: %s" % (name, exc)) from None
+    source = textwrap.dedent(source)
+    docstring = inspect.getdoc(func) or ""
+    _chan.call_sync("tool.save", {"name": name, "source": source, "docstring": docstring})
+    mod = sys.modules.get("user_tools")
+    if mod is not None and getattr(mod, "__loader__", None) is _LOADER:
+        setattr(mod, name, func)
+    return "Tool '%s' saved. It will be available in future sessions." % name
+
+
+def list_saved_tools():
+    """Saved tools: [{name, docstring, source}, ...]."""
+    return _chan.call_sync("tool.list", {})
+
+
+def delete_saved_tool(name):
+    """Deletes a saved tool."""
+    if not isinstance(name, str) or not name:
+        raise TypeError("tool name must be a non-empty str")
+    res = _chan.call_sync("tool.delete", {"name": name})
+    deleted = res.get("deleted") if isinstance(res, dict) else bool(res)
+    return ("Tool '%s' deleted." if deleted else "Tool '%s' not found.") % name
+
+
+class _UserToolsLoader:
+    """Builds `user_tools` from the saved tools, one source at a time."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        import linecache
+
+        try:
+            tools = _chan.call_sync("tool.list", {})
+        except MCPError as exc:
+            raise ImportError("cannot load user_tools: %s" % exc, name="user_tools") from None
+        ns = module.__dict__
+        ns.update(_helpers)
+        failed = {}
+        loaded = []
+        for t in tools or ():
+            name = str(t.get("name") or "?")
+            source = t.get("source") or ""
+            filename = "<user_tools:%s>" % name
+            lines = source.splitlines(True)
+            if lines and not lines[-1].endswith("\n"):
+                lines[-1] += "\n"
+            linecache.cache[filename] = (len(source), None, lines, filename)
+            try:
+                exec(compile(source, filename, "exec", dont_inherit=True), ns)
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - one bad tool must not hide the others
+                msg = str(exc).replace("\n", " ")
+                failed[name] = "%s: %s" % (type(exc).__name__, msg) if msg else type(exc).__name__
+                print("user_tools: tool %r failed to load: %s" % (name, failed[name]), file=sys.stderr)
+                continue
+            loaded.append(name)
+        module.FAILED = failed
+        module.__all__ = loaded
+
+
+_LOADER = _UserToolsLoader()
+
+
+class _UserToolsFinder:
+    """A sys.meta_path finder that serves `user_tools` from sandboxd."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if fullname != "user_tools":
+            return None
+        from importlib.machinery import ModuleSpec
+
+        return ModuleSpec("user_tools", _LOADER, origin="codeexec saved tools")
+
+
+def install(chan):
+    """Installs the user_tools finder; returns the helpers by name."""
+    global _chan
+    _chan = chan
+    sys.meta_path.insert(0, _UserToolsFinder)
+    return {
+        "save_memory": save_memory,
+        "load_memory": load_memory,
+        "update_memory": update_memory,
+        "delete_memory": delete_memory,
+        "list_memories": list_memories,
+        "memory_exists": memory_exists,
+        "get_memory_info": get_memory_info,
+        "save_tool": save_tool,
+        "list_saved_tools": list_saved_tools,
+        "delete_saved_tool": delete_saved_tool,
+    }
+
+
+def set_helpers(helpers):
+    """Names the user_tools module sees (kept current on every exec)."""
+    _helpers.clear()
+    _helpers.update(helpers)
+    mod = sys.modules.get("user_tools")
+    if mod is not None and getattr(mod, "__loader__", None) is _LOADER:
+        for k in [k for k in vars(mod) if k.startswith("mcp_")]:
+            if k not in helpers:
+                delattr(mod, k)
+        mod.__dict__.update(helpers)

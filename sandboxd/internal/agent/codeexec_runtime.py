@@ -1,0 +1,425 @@
+"""The `mcp.runtime` API, the `mcp_<alias>` proxies and `mcp.servers.*`.
+
+Names and signatures follow upstream (reference/upstream-behaviour.md §3).
+Discovery helpers marked sync answer from the metadata that came with the
+current exec; the async ones ask sandboxd. Every failed request raises
+MCPError.
+"""
+
+import keyword
+import re
+import sys
+
+from codeexec_channel import MCPError
+
+_chan = None  # the Channel, set by install()
+_servers = []  # normalised metadata of the servers allowed for this exec
+_by_key = {}  # name and alias -> metadata
+_discovered = []  # [{name, description}] for every configured server
+
+_NON_ALNUM = re.compile(r"[^a-z0-9_]+")
+_NON_IDENT = re.compile(r"[^0-9a-zA-Z_]+")
+
+
+def server_alias(name):
+    """Upstream's server alias: lowercase, runs of other characters -> '_'."""
+    alias = _NON_ALNUM.sub("_", str(name).lower()) or "server"
+    if alias[0].isdigit():
+        alias = "_" + alias
+    return alias
+
+
+def tool_alias(name):
+    """Upstream's tool alias: like server_alias, plus '_' after keywords."""
+    alias = _NON_IDENT.sub("_", str(name).lower()) or "tool"
+    if alias[0].isdigit():
+        alias = "_" + alias
+    if keyword.iskeyword(alias):
+        alias += "_"
+    return alias
+
+
+def _unique(alias, taken):
+    out, n = alias, 2
+    while out in taken:
+        out = "%s_%d" % (alias, n)
+        n += 1
+    taken.add(out)
+    return out
+
+
+def normalise(servers):
+    """Copies exec metadata into a fixed shape, filling in missing aliases."""
+    out, taken = [], set()
+    for s in servers or ():
+        if not isinstance(s, dict):
+            continue
+        name = str(s.get("name") or "")
+        alias = s.get("alias")
+        alias = _unique(alias, taken) if alias else _unique(server_alias(name), taken)
+        tools, ttaken = [], set()
+        for t in s.get("tools") or ():
+            if not isinstance(t, dict):
+                continue
+            tname = str(t.get("name") or "")
+            talias = t.get("alias")
+            talias = _unique(talias, ttaken) if talias else _unique(tool_alias(tname), ttaken)
+            schema = t.get("input_schema")
+            if schema is None:
+                schema = t.get("inputSchema")
+            tools.append({
+                "name": tname,
+                "alias": talias,
+                "description": str(t.get("description") or ""),
+                "input_schema": schema if schema is not None else {},
+            })
+        out.append({
+            "name": name,
+            "alias": alias,
+            "description": str(s.get("description") or ""),
+            "cwd": s.get("cwd"),
+            "tools": tools,
+        })
+    return out
+
+
+def _copy(meta):
+    d = dict(meta)
+    d["tools"] = [dict(t) for t in meta["tools"]]
+    return d
+
+
+def _server(name):
+    meta = _by_key.get(name)
+    if meta is None:
+        loaded = ", ".join(m["name"] for m in _servers) or "none"
+        raise MCPError(
+            "Server %r is not loaded in this call (loaded: %s). "
+            "List it in run_python's servers=[...] to use it." % (name, loaded)
+        )
+    return meta
+
+
+# --- async, answered by sandboxd ----------------------------------------------
+
+
+def _arguments(arguments):
+    if arguments is None:
+        return {}
+    if not isinstance(arguments, dict):
+        raise MCPError("Arguments must be an object (dict), not %s" % type(arguments).__name__)
+    return arguments
+
+
+async def call_tool(server, tool, arguments=None):
+    """Calls `tool` on `server`; returns the CallToolResult as a dict."""
+    p = {"server": server, "tool": tool, "arguments": _arguments(arguments)}
+    return await _chan.call_async("call_tool", p)
+
+
+async def list_tools(server):
+    """Lists `server`'s tools live from the server."""
+    return await _chan.call_async("list_tools", {"server": server})
+
+
+async def list_servers():
+    """Names of the servers allowed for this call, as sandboxd sees them."""
+    return tuple(await _chan.call_async("list_servers", {}))
+
+
+def _detail(detail):
+    if detail not in ("summary", "full"):
+        raise ValueError("detail must be 'summary' or 'full', not %r" % (detail,))
+    return detail
+
+
+async def query_tool_docs(server, tool=None, detail="summary"):
+    """Docs for a server's tools (one dict when `tool` names exactly one)."""
+    p = {"server": server, "detail": _detail(detail)}
+    if tool is not None:
+        p["tool"] = tool
+    docs = await _chan.call_async("query_tool_docs", p)
+    if tool is not None and isinstance(docs, list) and len(docs) == 1:
+        return docs[0]
+    return docs
+
+
+def _limit(limit):
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError("limit must be an int, not %s" % type(limit).__name__)
+    return max(1, min(20, limit))
+
+
+async def search_tool_docs(query, *, limit=5, detail="summary"):
+    """Searches tool docs of the loaded servers; every word must match."""
+    p = {"query": str(query), "limit": _limit(limit), "detail": _detail(detail)}
+    res = await _chan.call_async("search_tool_docs", p)
+    if isinstance(res, dict):
+        return res.get("results") or []
+    return res
+
+
+# --- sync, answered from this exec's metadata ------------------------------------
+
+
+def list_servers_sync():
+    """Names of the servers loaded for this call."""
+    return tuple(m["name"] for m in _servers)
+
+
+def list_tools_sync(server=None):
+    """Tools of a loaded server: ({name, alias, description, input_schema}, ...)."""
+    if server is None:
+        raise MCPError("list_tools_sync needs a server name; loaded: %s"
+                       % (", ".join(list_servers_sync()) or "none"))
+    return tuple(dict(t) for t in _server(server)["tools"])
+
+
+def discovered_servers(detailed=False):
+    """Every configured server (loaded or not): names, or {name, description}."""
+    if detailed:
+        return tuple({"name": d["name"], "description": d["description"]} for d in _discovered)
+    return tuple(d["name"] for d in _discovered)
+
+
+def describe_server(name):
+    """Metadata of a loaded server: {name, alias, description, cwd, tools}."""
+    return _copy(_server(name))
+
+
+def list_loaded_server_metadata():
+    """Metadata of every loaded server."""
+    return tuple(_copy(m) for m in _servers)
+
+
+def _doc(meta, tool, detail):
+    doc = {"server": meta["name"], "serverAlias": meta["alias"],
+           "tool": tool["name"], "toolAlias": tool["alias"]}
+    if tool["description"]:
+        doc["description"] = tool["description"]
+    if detail == "full":
+        doc["inputSchema"] = tool["input_schema"]
+    return doc
+
+
+def query_tool_docs_sync(server, tool=None, detail="summary"):
+    """Like query_tool_docs, from this call's metadata."""
+    detail = _detail(detail)
+    meta = _server(server)
+    if tool is None:
+        return [_doc(meta, t, detail) for t in meta["tools"]]
+    want = str(tool).lower()
+    for t in meta["tools"]:
+        if t["alias"].lower() == want or t["name"].lower() == want:
+            return _doc(meta, t, detail)
+    raise MCPError("Tool %r not found on server %r (tools: %s)"
+                   % (tool, meta["name"], ", ".join(t["name"] for t in meta["tools"]) or "none"))
+
+
+def search_tool_docs_sync(query, *, limit=5, detail="summary"):
+    """Like search_tool_docs, from this call's metadata."""
+    detail = _detail(detail)
+    limit = _limit(limit)
+    words = str(query).lower().split()
+    if not words:
+        raise ValueError("query must contain at least one word")
+    out = []
+    for meta in _servers:
+        for t in meta["tools"]:
+            hay = " ".join((meta["name"], meta["alias"], t["name"], t["alias"], t["description"])).lower()
+            if all(w in hay for w in words):
+                out.append(_doc(meta, t, detail))
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+def capability_summary():
+    """A short manual of the sandbox."""
+    loaded = ", ".join(list_servers_sync()) or "none"
+    known = ", ".join(discovered_servers()) or "none"
+    return _MANUAL % {"loaded": loaded, "known": known}
+
+
+_MANUAL = """--- PYTHON SANDBOX MANUAL ---
+Persistent Python session (like a Jupyter kernel): variables, imports and
+functions survive between run_python calls. Top-level `await` works.
+
+Servers loaded now: %(loaded)s
+Configured servers: %(known)s
+Servers must be listed in EVERY call: run_python(code, servers=["name", ...]).
+Only listed servers get proxies; the set is rebuilt on each call.
+
+Discover (sync helpers read this call's metadata, async ones ask the host):
+  runtime.discovered_servers(detailed=True)    every configured server
+  runtime.list_servers_sync()                  servers loaded for this call
+  runtime.list_tools_sync("server")            name, alias, description, schema
+  runtime.search_tool_docs_sync("words", limit=5, detail="summary"|"full")
+  runtime.query_tool_docs_sync("server", tool=None, detail="full")
+  runtime.describe_server("server")            includes the server's cwd
+
+Call tools (async; results are CallToolResult dicts):
+  res = await mcp_<alias>.<tool_alias>(arg=value)
+  text = res["content"][0]["text"]
+  await runtime.call_tool("server", "tool", {"arg": value})
+  asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError.
+  from mcp.servers.<alias> import *   one async function per tool.
+
+Memory (JSON values, kept across sessions):
+  save_memory(key, value, metadata=None)  load_memory(key, default=None)
+  update_memory(key, fn)  (atomic: retried on concurrent change)
+  delete_memory(key)  list_memories()  memory_exists(key)  get_memory_info(key)
+
+Saved tools (kept across sessions):
+  save_tool(func)   then in any later session: import user_tools
+  runtime.list_saved_tools()   runtime.delete_saved_tool(name)
+
+Limits: no network; read-only root; /workspace and /tmp are small tmpfs;
+memory, process count and time are capped (a timeout loses the session);
+output is capped per call. Files written to /workspace last for the session.
+"""
+
+
+# --- proxies and modules --------------------------------------------------------
+
+
+def _tool_function(server, tool, alias, module, doc):
+    async def call(*args, **kwargs):
+        if args:
+            if len(args) != 1 or kwargs or not isinstance(args[0], dict):
+                raise TypeError("%s() takes keyword arguments (or one dict of arguments)" % alias)
+            kwargs = args[0]
+        return await call_tool(server, tool, kwargs)
+
+    call.__name__ = call.__qualname__ = alias
+    call.__module__ = module
+    call.__doc__ = doc or None
+    return call
+
+
+class MCPServerProxy:
+    """`mcp_<alias>`: `await mcp_x.<tool>(**kwargs)` calls a tool on server x."""
+
+    def __init__(self, meta):
+        self._meta = meta
+        self._fns = {}
+
+    @property
+    def name(self):
+        return self._meta["name"]
+
+    async def list_tools(self):
+        """Lists this server's tools live."""
+        return await list_tools(self._meta["name"])
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        fn = self._fns.get(attr)
+        if fn is None:
+            tool = None
+            for t in self._meta["tools"]:
+                if t["alias"] == attr:
+                    tool = t
+                    break
+            if tool is None:
+                for t in self._meta["tools"]:
+                    if t["name"] == attr:
+                        tool = t
+                        break
+            name = tool["name"] if tool else attr
+            doc = tool["description"] if tool else ""
+            fn = _tool_function(self._meta["name"], name, attr, "mcp_" + self._meta["alias"], doc)
+            self._fns[attr] = fn
+        return fn
+
+    def __dir__(self):
+        return sorted({"list_tools", "name"} | {t["alias"] for t in self._meta["tools"]})
+
+    def __repr__(self):
+        return "<MCP server %r: %d tools>" % (self._meta["name"], len(self._meta["tools"]))
+
+
+def _server_module(meta):
+    modname = "mcp.servers." + meta["alias"]
+    mod = type(sys)(modname, meta["description"] or None)
+    mod.TOOLS = [dict(t) for t in meta["tools"]]
+    mod.TOOL_MAP = {t["alias"]: t for t in mod.TOOLS}
+    names = []
+    for t in meta["tools"]:
+        setattr(mod, t["alias"], _tool_function(meta["name"], t["name"], t["alias"], modname, t["description"]))
+        names.append(t["alias"])
+    mod.__all__ = names + ["TOOLS", "TOOL_MAP"]
+    return mod
+
+
+_RUNTIME_NAMES = (
+    "MCPError", "call_tool", "list_tools", "list_tools_sync", "list_servers",
+    "list_servers_sync", "discovered_servers", "describe_server",
+    "list_loaded_server_metadata", "query_tool_docs", "query_tool_docs_sync",
+    "search_tool_docs", "search_tool_docs_sync", "capability_summary",
+)
+
+_mcp = None
+_servers_pkg = None
+
+
+def install(chan, extra):
+    """Creates the synthetic `mcp`, `mcp.runtime` and `mcp.servers` modules.
+
+    extra maps further runtime names (memory and tool helpers) to functions.
+    Returns the runtime module.
+    """
+    global _chan, _mcp, _servers_pkg
+    _chan = chan
+    mod = type(sys)
+    _mcp = mod("mcp", "codeexec's in-sandbox MCP bridge (shadows any installed mcp package).")
+    _mcp.__path__ = []
+    runtime = mod("mcp.runtime", "Discovery, tool calls, memory and saved tools.")
+    names = list(_RUNTIME_NAMES)
+    for n in names:
+        setattr(runtime, n, globals()[n])
+    for n, fn in extra.items():
+        setattr(runtime, n, fn)
+        names.append(n)
+    runtime.__all__ = names
+    _servers_pkg = mod("mcp.servers", "One module per server loaded for this call.")
+    _servers_pkg.__path__ = []
+    _mcp.runtime = runtime
+    _mcp.servers = _servers_pkg
+    _mcp.__all__ = ["runtime", "servers"]
+    sys.modules["mcp"] = _mcp
+    sys.modules["mcp.runtime"] = runtime
+    sys.modules["mcp.servers"] = _servers_pkg
+    return runtime
+
+
+def configure(servers, discovered):
+    """Applies one exec's metadata; returns the new proxies by alias.
+
+    `mcp.servers.<alias>` modules of servers no longer allowed are removed.
+    """
+    global _servers, _by_key, _discovered
+    _servers = normalise(servers)
+    by_key = {}
+    for m in _servers:
+        by_key.setdefault(m["alias"], m)
+    for m in _servers:
+        by_key[m["name"]] = m
+    _by_key = by_key
+    _discovered = [
+        {"name": str(d.get("name") or ""), "description": str(d.get("description") or "")}
+        for d in (discovered or ()) if isinstance(d, dict)
+    ]
+    for key in [k for k in sys.modules if k.startswith("mcp.servers.")]:
+        del sys.modules[key]
+    for key in [k for k in vars(_servers_pkg) if not k.startswith("__")]:
+        delattr(_servers_pkg, key)
+    proxies = {}
+    for m in _servers:
+        smod = _server_module(m)
+        sys.modules[smod.__name__] = smod
+        setattr(_servers_pkg, m["alias"], smod)
+        proxies[m["alias"]] = MCPServerProxy(m)
+    _servers_pkg.__all__ = [m["alias"] for m in _servers]
+    return proxies

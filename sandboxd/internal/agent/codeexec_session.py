@@ -1,0 +1,261 @@
+"""The session: the persistent namespace and the exec loop.
+
+User code runs in the main thread, in the dict of a module named
+`__main__` that replaces the agent's own entry in sys.modules. So
+`if __name__ == "__main__":` works, and pickle, dataclasses and
+multiprocessing find the user's classes and functions.
+"""
+
+import linecache
+import os
+import sys
+import threading
+import traceback
+
+import codeexec_channel
+import codeexec_output
+import codeexec_persist
+import codeexec_runtime
+
+PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, without importing ast
+CO_COROUTINE = 0x80  # inspect.CO_COROUTINE
+FENCE_TIMEOUT = 30.0
+
+_AGENT_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _agent_file(filename):
+    return filename.startswith(_AGENT_DIR + os.sep)
+
+
+def _trim(exc, seen):
+    """Drops agent frames from exc's traceback (and its cause/context)."""
+    if exc is None or id(exc) in seen:
+        return
+    seen.add(id(exc))
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    # Frames before the first cell frame are the agent (and asyncio) calling
+    # into user code; agent frames after it are helpers such as call_tool.
+    for i, tb in enumerate(frames):
+        if tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+            frames = frames[i:]
+            break
+    kept = [tb for tb in frames if not _agent_file(tb.tb_frame.f_code.co_filename)]
+    for a, b in zip(kept, kept[1:]):
+        a.tb_next = b
+    if kept:
+        kept[-1].tb_next = None
+    exc.__traceback__ = kept[0] if kept else None
+    _trim(exc.__cause__, seen)
+    _trim(exc.__context__, seen)
+    for sub in getattr(exc, "exceptions", None) or ():
+        if isinstance(sub, BaseException):
+            _trim(sub, seen)
+
+
+def _wait(event, timeout):
+    while True:
+        try:
+            return event.wait(timeout)
+        except KeyboardInterrupt:
+            continue
+
+
+def _describe(exc):
+    name = type(exc).__qualname__
+    try:
+        msg = str(exc)
+    except Exception:  # noqa: BLE001
+        msg = "<unprintable %s>" % name
+    msg = " ".join(msg.split("\n")).strip()
+    return "%s: %s" % (name, msg) if msg else name
+
+
+def _register_source(filename, source):
+    lines = source.splitlines(True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    # mtime None: linecache.checkcache never evicts the entry.
+    linecache.cache[filename] = (len(source), None, lines, filename)
+
+
+class Session:
+    def __init__(self, cin, cout, diag_fd, out_pipe, err_pipe):
+        self.chan = codeexec_channel.Channel(cin, cout, diag_fd)
+        self.streams = (
+            codeexec_output.Stream("stdout", out_pipe[0], out_pipe[1], self.chan),
+            codeexec_output.Stream("stderr", err_pipe[0], err_pipe[1], self.chan),
+        )
+        self.cells = 0
+        self.loop = None
+        self.installed = {}  # names this agent put into the namespace per exec
+
+        extra = codeexec_persist.install(self.chan)
+        self.runtime = codeexec_runtime.install(self.chan, extra)
+
+        main = type(sys)("__main__")
+        ns = main.__dict__
+        ns["__builtins__"] = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)
+        ns["runtime"] = self.runtime
+        ns["mcp"] = sys.modules["mcp"]
+        ns.update(extra)
+        # Keep the entry module alive and reachable, then hand __main__ over.
+        sys.modules["codeexec_agent"] = sys.modules.get("__main__")
+        sys.modules["__main__"] = main
+        self.ns = ns
+
+        os.register_at_fork(after_in_child=self._after_fork_in_child)
+        self._fix_stdio()
+
+    def _after_fork_in_child(self):
+        self.chan.after_fork_in_child()
+        for s in self.streams:
+            s.after_fork_in_child()
+
+    def _fix_stdio(self):
+        """Makes sys.stdout/sys.stderr line-buffered writers to fds 1 and 2."""
+        import io
+
+        for name, fd in (("stdout", 1), ("stderr", 2)):
+            f = getattr(sys, name, None)
+            if f is None or getattr(f, "closed", True):
+                f = io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
+                                     errors="backslashreplace", line_buffering=True)
+                setattr(sys, name, f)
+                setattr(sys, "__%s__" % name, f)
+            else:
+                try:
+                    f.reconfigure(line_buffering=True, errors="backslashreplace")
+                except (AttributeError, ValueError, OSError):
+                    pass
+
+    def serve(self):
+        for s in self.streams:
+            s.start()
+        threading.Thread(target=self.chan.read_loop, name="codeexec-channel", daemon=True).start()
+        while True:
+            try:
+                msg = self.chan.execs.get()
+            except KeyboardInterrupt:
+                continue  # a stray SIGINT between execs must not end the session
+            self.run(msg)
+
+    # --- one exec ---------------------------------------------------------
+
+    def run(self, msg):
+        exec_id = msg.get("id")
+        try:
+            limit = max(0, int(msg.get("limit") or 0))
+        except (TypeError, ValueError):
+            limit = 0
+        self.chan.exec_id = exec_id
+        token = os.urandom(12).hex().encode()
+        # Each exec starts with fds 1/2 and sys.stdout/err writing to the capture
+        # pipes, whatever the previous exec did to them.
+        self.streams[0].restore_fd(1)
+        self.streams[1].restore_fd(2)
+        self._fix_stdio()
+        for s in self.streams:
+            s.begin(token, exec_id, limit)
+        ok, code, error = self._execute(msg)
+        dropped = self._fence(token)
+        self.chan.send({"t": "done", "id": exec_id, "ok": ok, "exit": code, "error": error,
+                        "dropped": dropped})
+
+    def _fence(self, token):
+        for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                f.flush()
+            except Exception:  # noqa: BLE001 - user code may have closed or replaced them
+                pass
+        markers = [(s.name, s.end(token)) for s in self.streams]
+        dropped = {}
+        for name, m in markers:
+            if not _wait(m.event, FENCE_TIMEOUT):
+                codeexec_channel.diag(self.chan.diag_fd, "fence on %s timed out" % name)
+            dropped[name] = m.dropped
+        return dropped
+
+    def _configure(self, msg):
+        proxies = codeexec_runtime.configure(msg.get("servers") or [], msg.get("discovered") or [])
+        ns = self.ns
+        for name, obj in self.installed.items():
+            if name.startswith("mcp_") and ns.get(name) is obj:
+                del ns[name]
+        installed = {"mcp_" + alias: p for alias, p in proxies.items()}
+        by_name = {p.name: p for p in proxies.values()}
+        ns.update(installed)
+        ns["mcp_servers"] = by_name
+        ns["LOADED_MCP_SERVERS"] = tuple(by_name)
+        self.installed = installed
+        helpers = dict(installed)
+        helpers["mcp_servers"] = by_name
+        helpers["LOADED_MCP_SERVERS"] = ns["LOADED_MCP_SERVERS"]
+        helpers["runtime"] = self.runtime
+        codeexec_persist.set_helpers(helpers)
+
+    def _event_loop(self):
+        import asyncio
+
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            loop = self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        return loop
+
+    def _execute(self, msg):
+        """Runs one exec's code. Returns (ok, exit code, error)."""
+        self.cells += 1
+        filename = "<cell-%d>" % self.cells
+        source = msg.get("code") or ""
+        try:
+            self._configure(msg)
+            _register_source(filename, source)
+            code = compile(source, filename, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            result = eval(code, self.ns)
+            if code.co_flags & CO_COROUTINE:
+                self._event_loop().run_until_complete(result)
+        except SystemExit as exc:
+            return self._exit(exc)
+        except BaseException as exc:  # noqa: BLE001 - every user failure is reported, not raised
+            self._print_exception(exc)
+            return False, 1, _describe(exc)
+        return True, 0, ""
+
+    def _exit(self, exc):
+        code = exc.code
+        if code is None:
+            n = 0
+        elif isinstance(code, int):
+            n = int(code)
+        else:
+            try:
+                print(code, file=sys.stderr)
+            except Exception:  # noqa: BLE001
+                pass
+            n = 1
+        return n == 0, n, "" if n == 0 else _describe(exc)
+
+    def _print_exception(self, exc):
+        try:
+            _trim(exc, set())
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        except BaseException as err:  # noqa: BLE001
+            text = "%s\n(traceback unavailable: %r)\n" % (_describe(exc), err)
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except Exception:  # noqa: BLE001 - user code may have closed or replaced them
+                pass
+        try:
+            sys.__stderr__.write(text)
+            sys.__stderr__.flush()
+        except Exception:  # noqa: BLE001
+            try:
+                os.write(2, text.encode("utf-8", "backslashreplace"))
+            except OSError:
+                pass

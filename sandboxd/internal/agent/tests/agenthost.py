@@ -1,0 +1,230 @@
+"""Test side of the channel: spawns the real agent and speaks frames to it.
+
+FakeHost plays sandboxd's part for `call` frames: discovery, tool calls,
+memory (with revisions and conflicts) and saved tools, all in memory.
+"""
+
+import json
+import os
+import queue
+import subprocess
+import tempfile
+import threading
+import time
+
+AGENT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AGENT = os.path.join(AGENT_DIR, "agent.py")
+PYTHON = "/usr/bin/python3"
+
+
+def encode(obj):
+    body = json.dumps(obj).encode()
+    return len(body).to_bytes(4, "big") + body
+
+
+def read_frame(f):
+    head = f.read(4)
+    if len(head) < 4:
+        return None
+    n = int.from_bytes(head, "big")
+    body = f.read(n)
+    assert len(body) == n, "short frame"
+    return json.loads(body)
+
+
+class Result:
+    def __init__(self, done, chunks, calls):
+        self.done = done
+        self.chunks = chunks  # [(stream, text)] in arrival order
+        self.calls = calls
+        self.ok = done["ok"]
+        self.exit = done["exit"]
+        self.error = done.get("error", "")
+        self.dropped = done.get("dropped", {})
+        self.stdout = "".join(d for s, d in chunks if s == "stdout")
+        self.stderr = "".join(d for s, d in chunks if s == "stderr")
+
+    def __repr__(self):
+        return "Result(ok=%r exit=%r error=%r stdout=%r stderr=%r)" % (
+            self.ok, self.exit, self.error, self.stdout[:2000], self.stderr[:2000])
+
+
+def server(name, tools=(), alias=None, **extra):
+    """Server metadata as sandboxd sends it (aliases optional)."""
+    d = {"name": name, "description": "%s server" % name, "cwd": "/srv/" + name,
+         "tools": [t if isinstance(t, dict) else {"name": t, "description": "the %s tool" % t,
+                                                   "input_schema": {"type": "object"}}
+                   for t in tools]}
+    if alias:
+        d["alias"] = alias
+    d.update(extra)
+    return d
+
+
+class FakeHost:
+    """Answers calls like sandboxd would. Subclass and override to vary."""
+
+    def __init__(self):
+        self.memory = {}
+        self.tools = {}
+        self.conflicts_left = 0  # memory.update fails this many times with a conflict
+        self.allowed = []
+
+    def handle(self, m, p):
+        """Returns (ok, result-or-error)."""
+        if m == "list_servers":
+            return True, list(self.allowed)
+        if m == "list_tools":
+            return True, [{"name": "echo", "inputSchema": {"type": "object"}}]
+        if m == "call_tool":
+            if p["server"] not in self.allowed:
+                return False, "Server '%s' is not available; allowed: %s" % (p["server"], self.allowed)
+            return True, {"content": [{"type": "text", "text": json.dumps(
+                {"server": p["server"], "tool": p["tool"], "arguments": p["arguments"]})}]}
+        if m == "query_tool_docs":
+            return True, [{"server": p["server"], "tool": p.get("tool", "echo"), "detail": p["detail"]}]
+        if m == "search_tool_docs":
+            return True, {"results": [{"query": p["query"], "limit": p["limit"]}], "total": 1,
+                          "truncated": False}
+        if m == "memory.save":
+            old = self.memory.get(p["key"])
+            rev = old["revision"] + 1 if old else 1
+            self.memory[p["key"]] = {"key": p["key"], "value": p["value"],
+                                     "metadata": p.get("metadata") or {}, "revision": rev}
+            return True, self.memory[p["key"]]
+        if m == "memory.load":
+            return True, self.memory.get(p["key"])
+        if m == "memory.update":
+            old = self.memory.get(p["key"])
+            if self.conflicts_left:
+                self.conflicts_left -= 1
+                # someone else wrote meanwhile
+                base = old["value"] if old else []
+                self.memory[p["key"]] = {"key": p["key"], "value": base + ["other"] if isinstance(base, list) else base,
+                                         "metadata": (old or {}).get("metadata", {}),
+                                         "revision": (old["revision"] if old else 0) + 1}
+                return False, "memory: revision conflict on %r" % p["key"]
+            have = old["revision"] if old else 0
+            if have != p["revision"]:
+                return False, "conflict"
+            self.memory[p["key"]] = {"key": p["key"], "value": p["value"],
+                                     "metadata": (old or {}).get("metadata", {}), "revision": have + 1}
+            return True, self.memory[p["key"]]
+        if m == "memory.delete":
+            return True, {"deleted": self.memory.pop(p["key"], None) is not None}
+        if m == "memory.list":
+            return True, [{k: v for k, v in r.items() if k != "value"} for r in self.memory.values()]
+        if m == "tool.save":
+            self.tools[p["name"]] = dict(p)
+            return True, {"name": p["name"]}
+        if m == "tool.list":
+            return True, list(self.tools.values())
+        if m == "tool.delete":
+            return True, {"deleted": self.tools.pop(p["name"], None) is not None}
+        return False, "method %s is not served" % m
+
+    def on_call(self, agent, msg):
+        ok, res = self.handle(msg["m"], msg["p"])
+        agent.reply(msg["id"], ok, res)
+
+
+class Agent:
+    def __init__(self, host=None, agent_path=AGENT, cwd=None):
+        self.host = host or FakeHost()
+        self._tmp = None
+        if cwd is None:
+            self._tmp = tempfile.TemporaryDirectory()
+            cwd = self._tmp.name
+        self.cwd = cwd
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen([PYTHON, "-I", agent_path], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env={})
+        self.frames = queue.Queue()
+        self.calls = []
+        self._wlock = threading.Lock()
+        self._next = 0
+        self.diag = b""
+        threading.Thread(target=self._read, daemon=True).start()
+        self._diag_thread = threading.Thread(target=self._read_diag, daemon=True)
+        self._diag_thread.start()
+        self.ready = self.frames.get(timeout=20)
+        self.ready_time = self.ready_at - self.t0
+
+    def _read(self):
+        first = True
+        while True:
+            msg = read_frame(self.proc.stdout)
+            if first:
+                self.ready_at = time.perf_counter()
+                first = False
+            if msg is None:
+                self.frames.put(None)
+                return
+            if msg.get("t") == "call":
+                self.calls.append(msg)
+                self.host.on_call(self, msg)
+            else:
+                self.frames.put(msg)
+
+    def _read_diag(self):
+        for line in self.proc.stderr:
+            self.diag += line
+
+    def send(self, obj):
+        with self._wlock:
+            self.proc.stdin.write(encode(obj))
+            self.proc.stdin.flush()
+
+    def send_raw(self, data):
+        with self._wlock:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+
+    def reply(self, cid, ok, res):
+        if ok:
+            self.send({"t": "reply", "id": cid, "ok": True, "result": res})
+        else:
+            self.send({"t": "reply", "id": cid, "ok": False, "error": res})
+
+    def start(self, code, servers=(), discovered=None, limit=0):
+        self._next += 1
+        if discovered is None:
+            discovered = [{"name": s["name"], "description": s.get("description", "")} for s in servers]
+        self.host.allowed = [s["name"] for s in servers]
+        self.send({"t": "exec", "id": self._next, "code": code, "servers": list(servers),
+                   "discovered": discovered, "limit": limit})
+        return self._next
+
+    def wait(self, exec_id, timeout=60):
+        chunks = []
+        ncalls = len(self.calls)
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.frames.get(timeout=max(0.01, deadline - time.monotonic()))
+            if msg is None:
+                raise AssertionError("agent exited; diag=%r" % self.diag)
+            if msg["t"] == "out":
+                assert msg["id"] == exec_id, "out for exec %r during exec %r: %r" % (msg["id"], exec_id, msg)
+                chunks.append((msg["s"], msg["d"]))
+            elif msg["t"] == "done":
+                assert msg["id"] == exec_id, msg
+                return Result(msg, chunks, self.calls[ncalls:])
+
+    def exec(self, code, servers=(), discovered=None, limit=0, timeout=60):
+        return self.wait(self.start(code, servers, discovered, limit), timeout)
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+        self._diag_thread.join(5)
+        self.proc.stderr.close()
+        if self._tmp:
+            self._tmp.cleanup()
