@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// waitFor polls cond for up to five seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestHTTPSessions drives the streamable HTTP handler with mcp-go's HTTP
+// client: each MCP session gets its own sandbox session, labelled with the
+// MCP session ID, and closing a client (DELETE) destroys it.
+func TestHTTPSessions(t *testing.T) {
+	t.Parallel()
+	g, f := newTestGateway(t, Config{})
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(srv.Close)
+
+	newClient := func() *client.Client {
+		c, err := client.NewStreamableHttpClient(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		initialize(t, c)
+		t.Cleanup(func() { _ = c.Close() })
+		if c.GetSessionId() == "" {
+			t.Fatalf("no MCP session ID; protocol %q", c.ProtocolVersion())
+		}
+		return c
+	}
+	c1, c2 := newClient(), newClient()
+	for _, c := range []*client.Client{c1, c2, c1} {
+		res := call(t, c, ToolName, map[string]any{"code": "hello"})
+		if got := textOf(t, res); got != "hello" || res.IsError {
+			t.Fatalf("result = %q (isError %v), want hello", got, res.IsError)
+		}
+	}
+	created, _, _ := f.snapshot()
+	if len(created) != 2 {
+		t.Fatalf("created %d sandbox sessions for two HTTP clients, want 2", len(created))
+	}
+	labels := map[string]bool{}
+	for _, c := range created {
+		labels[c.GetLabels()[labelMCPSession]] = true
+	}
+	if !labels[c1.GetSessionId()] || !labels[c2.GetSessionId()] {
+		t.Errorf("sandbox session labels %v, want the MCP session IDs %q and %q", labels, c1.GetSessionId(), c2.GetSessionId())
+	}
+
+	if err := c1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the closed client's sandbox session to be destroyed", func() bool { return f.liveCount() == 1 })
+	if res := call(t, c2, ToolName, map[string]any{"code": "still here"}); res.IsError {
+		t.Errorf("the other client broke: %s", textOf(t, res))
+	}
+}
+
+// TestStdio serves the gateway over a pipe pair with mcp-go's stdio client
+// transport: one session, destroyed when the input ends.
+func TestStdio(t *testing.T) {
+	t.Parallel()
+	g, f := newTestGateway(t, Config{OutputMode: "toon"})
+	serverIn, clientOut := io.Pipe()
+	clientIn, serverOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- g.ServeStdio(context.Background(), serverIn, serverOut) }()
+
+	c := client.NewClient(transport.NewIO(clientIn, clientOut, io.NopCloser(eofReader{})))
+	initialize(t, c)
+	for range 2 {
+		res := call(t, c, ToolName, map[string]any{"code": "hi"})
+		if got, want := textOf(t, res), "```toon\nstatus: success\nsummary: Success\nexitCode: 0\nstdout[1]: hi\n```"; got != want {
+			t.Errorf("text = %q, want %q", got, want)
+		}
+	}
+	list, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
+	if err != nil || len(list.Tools) != 1 {
+		t.Errorf("tools/list over stdio: %v %+v", err, list)
+	}
+	if created, _, _ := f.snapshot(); len(created) != 1 {
+		t.Errorf("created %d sandbox sessions over stdio, want 1", len(created))
+	}
+
+	// Closing the client's end ends the input, which ends the session.
+	_ = clientOut.Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("ServeStdio: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ServeStdio did not return after its input ended")
+	}
+	_ = c.Close()
+	_ = serverOut.Close()
+	if f.liveCount() != 0 {
+		t.Errorf("%d sandbox sessions alive after stdio ended, want 0", f.liveCount())
+	}
+}
+
+// eofReader stands in for the stderr of a process that writes nothing.
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
