@@ -17,6 +17,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/result"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/requestid"
 )
 
 // Notices the gateway adds to a result.
@@ -39,7 +40,7 @@ func (g *Gateway) execute(ctx context.Context, mcpID string, p params.RunPython,
 	base := result.Outcome{TimeoutSeconds: p.TimeoutSeconds, Servers: p.Servers, OutputCapBytes: g.cfg.OutputLimitBytes}
 	var notices []string
 	if mcpID == "" {
-		mcpID = "ephemeral-" + randomID()
+		mcpID = "ephemeral-" + requestid.New()
 		notices = append(notices, "no MCP session: this call ran in a fresh sandbox, and its state is not kept")
 		defer g.sessions.end(ctx, mcpID)
 	}

@@ -15,11 +15,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/services/requestid"
 )
 
 // fakeSandbox is a hand-written SandboxService. Each Execute is answered by
@@ -34,6 +36,7 @@ type fakeSandbox struct {
 	created    []*sandboxv1.CreateSessionRequest
 	destroyed  []string
 	execs      []*sandboxv1.ExecuteRequest
+	requestIDs []string
 	respond    func(*sandboxv1.ExecuteRequest) ([]*sandboxv1.ExecuteResponse, error)
 	createErr  error
 	generation uint64
@@ -71,6 +74,9 @@ func (f *fakeSandbox) Execute(req *sandboxv1.ExecuteRequest, stream grpc.ServerS
 	f.mu.Lock()
 	_, ok := f.live[req.GetSessionId()]
 	f.execs = append(f.execs, proto.Clone(req).(*sandboxv1.ExecuteRequest))
+	if md, ok := metadata.FromIncomingContext(stream.Context()); ok {
+		f.requestIDs = append(f.requestIDs, strings.Join(md.Get(requestid.MetadataKey), ","))
+	}
 	respond, gen := f.respond, f.generation
 	f.mu.Unlock()
 	if !ok {
@@ -149,7 +155,9 @@ func startFake(t *testing.T, f *fakeSandbox) sandboxv1.SandboxServiceClient {
 	go func() { _ = srv.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithChainUnaryInterceptor(requestid.UnaryClientInterceptor),
+		grpc.WithChainStreamInterceptor(requestid.StreamClientInterceptor))
 	if err != nil {
 		t.Fatalf("dial bufconn: %v", err)
 	}

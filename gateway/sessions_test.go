@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -242,5 +243,39 @@ func TestProgressNotifications(t *testing.T) {
 	}
 	if progress[0]["progressToken"] != "tok-1" || progress[0]["message"] != "step 1" {
 		t.Errorf("first progress = %v, want token tok-1 and message %q", progress[0], "step 1")
+	}
+}
+
+// TestNoSessionRunsEphemeral covers a request that reaches the tool without
+// an MCP session (a stateless client): it runs in a throwaway sandbox.
+func TestNoSessionRunsEphemeral(t *testing.T) {
+	t.Parallel()
+	g, f := newTestGateway(t, Config{})
+	msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"hi"}}}`
+	resp := g.MCPServer().HandleMessage(t.Context(), []byte(msg))
+	b, err := json.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"hi\nstderr:\n[no MCP session: this call ran in a fresh sandbox, and its state is not kept]"`) {
+		t.Errorf("response = %s", b)
+	}
+	created, destroyed, _ := f.snapshot()
+	if len(created) != 1 || len(destroyed) != 1 || g.sessions.count() != 0 {
+		t.Errorf("created %d, destroyed %d, tracked %d; want 1, 1, 0", len(created), len(destroyed), g.sessions.count())
+	}
+}
+
+func TestRequestIDReachesSandbox(t *testing.T) {
+	t.Parallel()
+	g, f := newTestGateway(t, Config{})
+	c := connect(t, g)
+	call(t, c, ToolName, map[string]any{"code": "1"})
+	call(t, c, ToolName, map[string]any{"code": "2"})
+	f.mu.Lock()
+	ids := append([]string(nil), f.requestIDs...)
+	f.mu.Unlock()
+	if len(ids) != 2 || ids[0] == "" || ids[0] == ids[1] {
+		t.Errorf("request IDs seen by sandboxd = %q, want two distinct IDs", ids)
 	}
 }

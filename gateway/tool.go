@@ -14,6 +14,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/result"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/requestid"
 )
 
 // ToolName is the one tool the gateway offers.
@@ -79,7 +80,14 @@ func (g *Gateway) handleRunPython(ctx context.Context, req mcp.CallToolRequest) 
 	if s := server.ClientSessionFromContext(ctx); s != nil {
 		mcpID = s.SessionID()
 	}
-	logger := g.logger.With(logkeys.MCPTool, ToolName, logkeys.MCPSession, mcpID)
+	// The gateway is where a call enters the suite, so it names it; the
+	// gRPC client interceptor passes the ID on to sandboxd and beyond.
+	reqID := requestid.From(ctx)
+	if reqID == "" {
+		reqID = requestid.New()
+		ctx = requestid.With(ctx, reqID)
+	}
+	logger := g.logger.With(logkeys.MCPTool, ToolName, logkeys.MCPSession, mcpID, logkeys.RequestID, reqID)
 	start := time.Now()
 	out := g.execute(ctx, mcpID, p, g.progress(ctx, req))
 	payload := result.FromOutcome(out)

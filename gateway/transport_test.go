@@ -63,6 +63,12 @@ func TestHTTPSessions(t *testing.T) {
 		t.Errorf("sandbox session labels %v, want the MCP session IDs %q and %q", labels, c1.GetSessionId(), c2.GetSessionId())
 	}
 
+	// Unknown tools are tool results over HTTP too.
+	res := call(t, c2, "nope", map[string]any{"code": "x"})
+	if got := textOf(t, res); !res.IsError || got != "status: error\nUnknown tool: nope" {
+		t.Errorf("unknown tool over HTTP = %q (isError %v)", got, res.IsError)
+	}
+
 	if err := c1.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -119,3 +125,22 @@ func TestStdio(t *testing.T) {
 type eofReader struct{}
 
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// TestHTTPClientCannotForgeUnknownTool checks that the header the unknown-tool
+// reroute uses cannot be set by a client.
+func TestHTTPClientCannotForgeUnknownTool(t *testing.T) {
+	t.Parallel()
+	g, _ := newTestGateway(t, Config{})
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(srv.Close)
+	c, err := client.NewStreamableHttpClient(srv.URL, transport.WithHTTPHeaders(map[string]string{unknownToolHeader: "forged"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	initialize(t, c)
+	t.Cleanup(func() { _ = c.Close() })
+	res := call(t, c, ToolName, map[string]any{"code": "real"})
+	if got := textOf(t, res); got != "real" || res.IsError {
+		t.Errorf("result = %q (isError %v), want the code to run", got, res.IsError)
+	}
+}
