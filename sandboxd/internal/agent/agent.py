@@ -2,7 +2,7 @@
 
 Run as `/usr/bin/python3 -I /opt/codeexec/agent.py` with the channel on
 stdin/stdout. This file does only what must happen before `ready`: take the
-channel off fds 0 and 1, give fds 0, 1 and 2 their sandbox meaning, and send
+channel off fds 0 and 1, point fds 0, 1 and 2 at /dev/null, and send
 `ready`. That needs only modules the interpreter has already loaded, so the
 agent adds almost nothing to Python's own start-up. The rest (json, threads,
 the runtime API) is imported after `ready`, while sandboxd is still
@@ -18,17 +18,16 @@ def _setup():
     diag = os.dup(2)  # the original stderr: diagnostics for sandboxd's log
     cin = os.dup(0)  # os.dup makes close-on-exec descriptors
     cout = os.dup(1)
+    # Until the first exec points fds 1 and 2 at its capture pipes, they
+    # (and fd 0 for good) lead to /dev/null: never to the channel.
     null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
     os.close(null)
-    out_r, out_w = os.pipe()
-    os.dup2(out_w, 1)
-    err_r, err_w = os.pipe()
-    os.dup2(err_w, 2)
     body = ('{"t":"ready","python":"%d.%d.%d","pid":%d}'
             % (sys.version_info[0], sys.version_info[1], sys.version_info[2], os.getpid())).encode()
     os.write(cout, len(body).to_bytes(4, "big") + body)
-    return cin, cout, diag, (out_r, out_w), (err_r, err_w)
+    return cin, cout, diag
 
 
 def main():

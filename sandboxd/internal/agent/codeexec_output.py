@@ -1,38 +1,29 @@
 """Capture of fds 1 and 2 and the end-of-exec fence.
 
-fds 1 and 2 are pipes owned by the agent. One reader thread per pipe turns
-what it reads into `out` frames for the exec that is running. Exec
-boundaries are marked in the byte stream itself: at the start of an exec the
-main thread writes a START marker into each pipe, and at its end an END
-marker, then waits until the reader has reached it. Because a pipe is FIFO,
-everything written before the END marker belongs to the exec, and anything
-read outside a START..END pair (a background thread, a child still running
-after `done`) belongs to no exec and is dropped.
+Every exec gets two fresh pipes, dup2'd onto fds 1 and 2 before user code
+runs; one reader thread per pipe turns what it reads into `out` frames for
+that exec. At the end of the exec the main thread writes a marker into each
+pipe and waits until the reader has reached it. A pipe is FIFO, so
+everything written before the marker belongs to the exec; the reader then
+drops whatever else arrives (a background thread before the next exec, a
+child process still running) until the last writer closes the pipe. A child
+started by one exec keeps the pipe of that exec, so its later output can
+never land in another exec's result.
 
-Markers carry a random per-exec token, so user output cannot fake one, and
-are shorter than PIPE_BUF, so a marker write is never interleaved with other
-writers' bytes.
+The marker carries a random per-exec token, so user output cannot fake it,
+and is shorter than PIPE_BUF, so its write is never interleaved with other
+writers' bytes. It is written through a private duplicate of the pipe's
+write end, so the fence works even if user code closes or moves fd 1/2.
 """
 
 import codecs
 import os
 import threading
-from collections import deque
 
 READ_SIZE = 1 << 16
 _PREFIX = b"\x00\x1b[codeexec-fence:"
 
-
-class _Marker:
-    __slots__ = ("data", "start", "exec_id", "limit", "event", "dropped")
-
-    def __init__(self, token, start, exec_id, limit):
-        self.data = _PREFIX + token + (b":S]\x00" if start else b":E]\x00")
-        self.start = start
-        self.exec_id = exec_id
-        self.limit = limit
-        self.event = threading.Event()
-        self.dropped = 0
+_open_fds = set()  # every pipe end we own, closed in forked children
 
 
 def _held_back(buf, marker):
@@ -50,103 +41,88 @@ def _held_back(buf, marker):
     return 0
 
 
-class Stream:
-    """One captured descriptor (1 or 2) and its reader thread."""
+def _close(fd):
+    _open_fds.discard(fd)
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
-    def __init__(self, name, rfd, wfd, channel):
+
+class _Pipe:
+    """One exec's pipe for one stream, and its reader thread."""
+
+    def __init__(self, name, exec_id, limit, channel):
         self.name = name
-        self._rfd = rfd
-        # A private duplicate of the write end: markers go through it, so the
-        # fence works even if user code closes or redirects fd 1/2.
-        self._wfd = wfd
+        self.exec_id = exec_id
+        self.rfd, self.wfd = os.pipe()  # both close-on-exec
+        _open_fds.update((self.rfd, self.wfd))
         self._channel = channel
-        self._lock = threading.Lock()
-        self._markers = deque()
-        self._active = None  # exec id whose output is being forwarded
-        self._limit = 0
+        self._limit = limit
         self._sent = 0
-        self._dropped = 0
-        self._decoder = None
-
-    def restore_fd(self, fd):
-        """Points fd back at this stream's pipe (user code may have moved it)."""
-        try:
-            os.dup2(self._wfd, fd)
-        except OSError:
-            pass
-
-    def start(self):
-        t = threading.Thread(target=self._read_loop, name="codeexec-" + self.name, daemon=True)
-        t.start()
-
-    def _push(self, marker):
-        with self._lock:
-            self._markers.append(marker)
-        os.write(self._wfd, marker.data)
-
-    def begin(self, token, exec_id, limit):
-        """Marks the start of exec_id's output (called before user code runs)."""
-        self._push(_Marker(token, True, exec_id, limit))
+        self.dropped = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._lock = threading.Lock()
+        self._marker = None
+        self.reached = threading.Event()
+        threading.Thread(target=self._read_loop, name="codeexec-" + name, daemon=True).start()
 
     def end(self, token):
-        """Writes the END marker; returns it so the caller can wait on it."""
-        marker = _Marker(token, False, None, 0)
-        self._push(marker)
-        return marker
+        """Writes the end marker; wait on self.reached afterwards."""
+        marker = _PREFIX + token + b"]\x00"
+        with self._lock:
+            self._marker = marker
+        try:
+            os.write(self.wfd, marker)
+        except OSError:
+            self.reached.set()
 
-    # --- reader thread ---------------------------------------------------
+    def close_private(self):
+        _close(self.wfd)
 
     def _read_loop(self):
         buf = b""
+        live = True
         while True:
             try:
-                data = os.read(self._rfd, READ_SIZE)
+                data = os.read(self.rfd, READ_SIZE)
             except InterruptedError:
                 continue
             except OSError:
-                return
-            if not data:
-                return
-            buf = buf + data if buf else data
-            while True:
-                with self._lock:
-                    marker = self._markers[0] if self._markers else None
-                if marker is None:
-                    self._emit(buf)
-                    buf = b""
-                    break
-                i = buf.find(marker.data)
-                if i >= 0:
-                    self._emit(buf[:i])
-                    buf = buf[i + len(marker.data):]
-                    with self._lock:
-                        self._markers.popleft()
-                    self._transition(marker)
-                    continue
-                keep = _held_back(buf, marker.data)
-                self._emit(buf[: len(buf) - keep])
-                buf = buf[len(buf) - keep:]
                 break
+            if not data:
+                break
+            if not live:
+                continue  # after the marker: belongs to no exec
+            buf = buf + data if buf else data
+            with self._lock:
+                marker = self._marker
+            if marker is None:
+                self._emit(buf)
+                buf = b""
+                continue
+            i = buf.find(marker)
+            if i >= 0:
+                self._emit(buf[:i])
+                buf = b""
+                live = False
+                self._finish()
+                continue
+            keep = _held_back(buf, marker)
+            self._emit(buf[: len(buf) - keep])
+            buf = buf[len(buf) - keep:]
+        if live:
+            self._finish()
+        _close(self.rfd)
 
-    def _transition(self, marker):
-        if marker.start:
-            self._active = marker.exec_id
-            self._limit = marker.limit
-            self._sent = 0
-            self._dropped = 0
-            self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-            return
-        if self._active is not None:
-            tail = self._decoder.decode(b"", True)
-            if tail:
-                self._send(tail)
-        marker.dropped = self._dropped
-        self._active = None
-        self._decoder = None
-        marker.event.set()
+    def _finish(self):
+        tail = self._decoder.decode(b"", True)
+        if tail:
+            self._send(tail)
+        self.reached.set()
 
     def _emit(self, data):
-        if not data or self._active is None:
+        if not data:
             return
         if self._limit:
             room = self._limit - self._sent
@@ -155,10 +131,9 @@ class Stream:
                 # Do not cut a UTF-8 sequence in half.
                 while 0 < cut < len(data) and (data[cut] & 0xC0) == 0x80:
                     cut -= 1
-                self._dropped += len(data) - cut
+                self.dropped += len(data) - cut
+                self._sent = self._limit  # nothing more is forwarded
                 data = data[:cut]
-                # Once the cap is reached nothing more is forwarded.
-                self._sent = self._limit
                 if not data:
                     return
             else:
@@ -169,13 +144,51 @@ class Stream:
 
     def _send(self, text):
         try:
-            self._channel.send_out(self._active, self.name, text)
+            self._channel.send_out(self.exec_id, self.name, text)
         except Exception:  # noqa: BLE001 - a lost channel ends the agent via the channel reader
             pass
 
-    def after_fork_in_child(self):
-        for fd in (self._rfd, self._wfd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+
+class Capture:
+    """Captures fds 1 and 2 for one exec at a time."""
+
+    def __init__(self, channel):
+        self._channel = channel
+        self._pipes = ()
+
+    def begin(self, exec_id, limit):
+        """Points fds 1 and 2 at fresh pipes for exec_id."""
+        pipes = []
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            p = _Pipe(name, exec_id, limit, self._channel)
+            os.dup2(p.wfd, fd)
+            pipes.append(p)
+        self._pipes = tuple(pipes)
+
+    def end(self, token, timeout):
+        """The fence: returns {stream: dropped bytes} once all output is sent.
+
+        Returns the names of streams whose reader did not reach the marker in
+        time as a second value (should never happen).
+        """
+        for p in self._pipes:
+            p.end(token)
+        late = []
+        for p in self._pipes:
+            if not _wait(p.reached, timeout):
+                late.append(p.name)
+            p.close_private()
+        return {p.name: p.dropped for p in self._pipes}, late
+
+    @staticmethod
+    def after_fork_in_child():
+        for fd in list(_open_fds):
+            _close(fd)
+
+
+def _wait(event, timeout):
+    while True:
+        try:
+            return event.wait(timeout)
+        except KeyboardInterrupt:
+            continue  # a stray SIGINT must not break the fence

@@ -10,7 +10,6 @@ import linecache
 import os
 import sys
 import threading
-import traceback
 
 import codeexec_channel
 import codeexec_output
@@ -57,14 +56,6 @@ def _trim(exc, seen):
             _trim(sub, seen)
 
 
-def _wait(event, timeout):
-    while True:
-        try:
-            return event.wait(timeout)
-        except KeyboardInterrupt:
-            continue
-
-
 def _describe(exc):
     name = type(exc).__qualname__
     try:
@@ -84,12 +75,9 @@ def _register_source(filename, source):
 
 
 class Session:
-    def __init__(self, cin, cout, diag_fd, out_pipe, err_pipe):
+    def __init__(self, cin, cout, diag_fd):
         self.chan = codeexec_channel.Channel(cin, cout, diag_fd)
-        self.streams = (
-            codeexec_output.Stream("stdout", out_pipe[0], out_pipe[1], self.chan),
-            codeexec_output.Stream("stderr", err_pipe[0], err_pipe[1], self.chan),
-        )
+        self.capture = codeexec_output.Capture(self.chan)
         self.cells = 0
         self.loop = None
         self.installed = {}  # names this agent put into the namespace per exec
@@ -113,8 +101,7 @@ class Session:
 
     def _after_fork_in_child(self):
         self.chan.after_fork_in_child()
-        for s in self.streams:
-            s.after_fork_in_child()
+        self.capture.after_fork_in_child()
 
     def _fix_stdio(self):
         """Makes sys.stdout/sys.stderr line-buffered writers to fds 1 and 2."""
@@ -134,8 +121,6 @@ class Session:
                     pass
 
     def serve(self):
-        for s in self.streams:
-            s.start()
         threading.Thread(target=self.chan.read_loop, name="codeexec-channel", daemon=True).start()
         while True:
             try:
@@ -154,13 +139,10 @@ class Session:
             limit = 0
         self.chan.exec_id = exec_id
         token = os.urandom(12).hex().encode()
-        # Each exec starts with fds 1/2 and sys.stdout/err writing to the capture
-        # pipes, whatever the previous exec did to them.
-        self.streams[0].restore_fd(1)
-        self.streams[1].restore_fd(2)
+        # Each exec starts with fds 1/2 and sys.stdout/err writing to its own
+        # capture pipes, whatever the previous exec did to them.
+        self.capture.begin(exec_id, limit)
         self._fix_stdio()
-        for s in self.streams:
-            s.begin(token, exec_id, limit)
         ok, code, error = self._execute(msg)
         dropped = self._fence(token)
         self.chan.send({"t": "done", "id": exec_id, "ok": ok, "exit": code, "error": error,
@@ -172,12 +154,9 @@ class Session:
                 f.flush()
             except Exception:  # noqa: BLE001 - user code may have closed or replaced them
                 pass
-        markers = [(s.name, s.end(token)) for s in self.streams]
-        dropped = {}
-        for name, m in markers:
-            if not _wait(m.event, FENCE_TIMEOUT):
-                codeexec_channel.diag(self.chan.diag_fd, "fence on %s timed out" % name)
-            dropped[name] = m.dropped
+        dropped, late = self.capture.end(token, FENCE_TIMEOUT)
+        for name in late:
+            codeexec_channel.diag(self.chan.diag_fd, "fence on %s timed out" % name)
         return dropped
 
     def _configure(self, msg):
@@ -242,6 +221,8 @@ class Session:
 
     def _print_exception(self, exc):
         try:
+            import traceback
+
             _trim(exc, set())
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         except BaseException as err:  # noqa: BLE001

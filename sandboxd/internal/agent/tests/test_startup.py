@@ -44,9 +44,12 @@ class StartupTest(unittest.TestCase):
             self.assertEqual(r.stdout, "1\n")
             a.close()
         b, rd, f = (statistics.median(x) * 1000 for x in (bare, ready, first))
-        print("\nstartup medians: bare python to first byte %.1f ms, agent to ready %.1f ms "
-              "(+%.1f ms), then first exec print(1) round trip %.1f ms" % (b, rd, rd - b, f))
-        self.assertLess(rd - b, 10.0, "agent adds %.1f ms before ready" % (rd - b))
+        bm, rdm = min(bare) * 1000, min(ready) * 1000
+        print("\nstartup: bare python to first byte median %.1f ms (min %.1f); agent to ready "
+              "median %.1f ms (min %.1f); first exec print(1) round trip median %.1f ms"
+              % (b, bm, rd, rdm, f))
+        # Minimums are the least disturbed by other load on the machine.
+        self.assertLess(rdm - bm, 10.0, "agent adds %.1f ms before ready" % (rdm - bm))
 
     def test_asyncio_imported_only_when_needed(self):
         a = Agent()

@@ -1,0 +1,139 @@
+"""Running code: the persistent namespace, await, errors and exits."""
+
+import unittest
+
+from agenthost import Agent, server
+
+
+class ExecTest(unittest.TestCase):
+    def setUp(self):
+        self.a = Agent()
+
+    def tearDown(self):
+        self.a.close()
+
+    def test_namespace_persists(self):
+        self.assertTrue(self.a.exec("x = 41\nimport math\ndef inc(v):\n    return v + 1").ok)
+        r = self.a.exec("print(inc(x), math.pi > 3)")
+        self.assertEqual(r.stdout, "42 True\n")
+
+    def test_main_module(self):
+        r = self.a.exec(
+            "import sys, pickle, dataclasses\n"
+            "print(__name__, sys.modules['__main__'].__dict__ is globals())\n"
+            "@dataclasses.dataclass\n"
+            "class P:\n"
+            "    x: 'int'\n"
+            "print(pickle.loads(pickle.dumps(P(3))))\n"
+            "if __name__ == '__main__':\n"
+            "    print('main guard runs')\n")
+        self.assertEqual(r.stdout, "__main__ True\nP(x=3)\nmain guard runs\n", r)
+
+    def test_top_level_await_and_persistent_loop(self):
+        r = self.a.exec(
+            "import asyncio\n"
+            "loop = asyncio.get_running_loop()\n"
+            "async def later():\n"
+            "    await asyncio.sleep(0.05)\n"
+            "    return 'task result'\n"
+            "task = asyncio.ensure_future(later())\n"
+            "print(await asyncio.sleep(0, 'awaited'))\n")
+        self.assertEqual(r.stdout, "awaited\n", r)
+        r = self.a.exec("print(asyncio.get_running_loop() is loop, await task)")
+        self.assertEqual(r.stdout, "True task result\n", r)
+        # Sync code may still use asyncio.run: our loop is not running then.
+        r = self.a.exec("print(asyncio.run(asyncio.sleep(0, 'ran')))")
+        self.assertEqual(r.stdout, "ran\n", r)
+        r = self.a.exec("await asyncio.sleep(0)\nprint(asyncio.get_running_loop() is loop)")
+        self.assertEqual(r.stdout, "True\n", r)
+
+    def test_exception(self):
+        self.a.exec("def boom(d):\n    return 1 / d\n")
+        r = self.a.exec("y = 2\nboom(0)\n")
+        self.assertEqual((r.ok, r.exit, r.error), (False, 1, "ZeroDivisionError: division by zero"))
+        self.assertEqual(
+            r.stderr,
+            "Traceback (most recent call last):\n"
+            '  File "<cell-2>", line 2, in <module>\n'
+            "    boom(0)\n"
+            '  File "<cell-1>", line 2, in boom\n'
+            "    return 1 / d\n"
+            "           ~~^~~\n"
+            "ZeroDivisionError: division by zero\n")
+        self.assertEqual(self.a.exec("print(y)").stdout, "2\n")
+
+    def test_exception_in_async_code_shows_only_user_frames(self):
+        r = self.a.exec("import asyncio\nasync def f():\n    await asyncio.sleep(0)\n"
+                        "    raise ValueError('bad\\nthing')\nawait f()\n")
+        self.assertEqual((r.ok, r.exit, r.error), (False, 1, "ValueError: bad thing"))
+        self.assertNotIn("asyncio", r.stderr)
+        self.assertNotIn("codeexec", r.stderr)
+        self.assertIn('File "<cell-1>", line 5, in <module>\n    await f()\n', r.stderr)
+        self.assertIn('line 4, in f\n    raise ValueError', r.stderr)
+
+    def test_agent_frames_hidden_for_mcp_errors(self):
+        r = self.a.exec("await mcp_srv.missing_tool(a=1)", servers=[])
+        self.assertFalse(r.ok)
+        self.assertEqual(r.error, "NameError: name 'mcp_srv' is not defined")
+        self.a.host.handle = lambda m, p: (False, "upstream exploded")
+        r = self.a.exec("await mcp_srv.tool(a=1)", servers=[server("srv", ["tool"])])
+        self.assertEqual(r.error, "MCPError: upstream exploded")
+        self.assertEqual(r.stderr, 'Traceback (most recent call last):\n  File "<cell-2>", line 1, in <module>\n'
+                         "    await mcp_srv.tool(a=1)\nmcp.runtime.MCPError: upstream exploded\n")
+
+    def test_chained_exception(self):
+        r = self.a.exec("try:\n    {}['k']\nexcept KeyError as e:\n    raise RuntimeError('wrapped') from e\n")
+        self.assertEqual(r.error, "RuntimeError: wrapped")
+        self.assertIn("KeyError: 'k'\n\nThe above exception was the direct cause", r.stderr)
+        self.assertNotIn("codeexec", r.stderr)
+
+    def test_syntax_error(self):
+        r = self.a.exec("x = (\n")
+        self.assertEqual((r.ok, r.exit), (False, 1))
+        self.assertTrue(r.error.startswith("SyntaxError: "), r.error)
+        self.assertIn('File "<cell-1>", line 1\n    x = (\n', r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+
+    def test_system_exit(self):
+        self.a.exec("kept = 'yes'")
+        cases = [
+            ("import sys; sys.exit()", True, 0, "", ""),
+            ("import sys; sys.exit(0)", True, 0, "", ""),
+            ("raise SystemExit(3)", False, 3, "SystemExit: 3", ""),
+            ("exit(4)", False, 4, "SystemExit: 4", ""),
+            ("import sys; sys.exit('bye')", False, 1, "SystemExit: bye", "bye\n"),
+        ]
+        for code, ok, ex, err, stderr in cases:
+            with self.subTest(code=code):
+                r = self.a.exec(code)
+                self.assertEqual((r.ok, r.exit, r.error, r.stderr), (ok, ex, err, stderr))
+        self.assertEqual(self.a.exec("print(kept)").stdout, "yes\n")
+        r = self.a.exec("import asyncio\nawait asyncio.sleep(0)\nraise SystemExit(5)")
+        self.assertEqual((r.ok, r.exit), (False, 5))
+        self.assertEqual(self.a.exec("print(kept)").stdout, "yes\n")
+
+    def test_keyboard_interrupt_is_an_exception(self):
+        r = self.a.exec("raise KeyboardInterrupt")
+        self.assertEqual((r.ok, r.exit, r.error), (False, 1, "KeyboardInterrupt"))
+        self.assertEqual(self.a.exec("print('alive')").stdout, "alive\n")
+
+    def test_getsource_across_cells(self):
+        self.a.exec("def helper(a, b):\n    '''Adds.'''\n    return a + b\n")
+        r = self.a.exec("import inspect\nprint(inspect.getsource(helper), end='')")
+        self.assertEqual(r.stdout, "def helper(a, b):\n    '''Adds.'''\n    return a + b\n")
+
+    def test_workspace_imports(self):
+        r = self.a.exec("open('mymod.py', 'w').write('V = 7\\n')\nimport mymod\nprint(mymod.V)")
+        self.assertEqual(r.stdout, "7\n", r)
+
+    def test_no_bytecode_written(self):
+        r = self.a.exec("import sys; print(sys.dont_write_bytecode)")
+        self.assertEqual(r.stdout, "True\n")
+
+    def test_agent_modules_not_importable_as_user_names(self):
+        r = self.a.exec("import sys\nprint(any('codeexec' in p or p.endswith('agent') for p in sys.path[1:]))")
+        self.assertEqual(r.stdout, "False\n", r)
+
+
+if __name__ == "__main__":
+    unittest.main()

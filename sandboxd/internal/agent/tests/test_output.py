@@ -1,0 +1,121 @@
+"""Output capture: `out` frames, UTF-8 handling, the cap and the fence."""
+
+import time
+import unittest
+
+from agenthost import Agent
+
+
+class OutputTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Agent()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.a.close()
+
+    def test_blank_lines_preserved(self):
+        r = self.a.exec("print('a\\n\\n\\nb')\nprint()\nprint('  ')\nprint('()')\n")
+        self.assertEqual(r.stdout, "a\n\n\nb\n\n  \n()\n")
+
+    def test_partial_line_flushed_at_end(self):
+        r = self.a.exec("print('x', end='')\nimport sys; sys.stderr.write('y')")
+        self.assertEqual((r.stdout, r.stderr), ("x", "y"))
+
+    def test_multibyte_split_across_reads(self):
+        r = self.a.exec(
+            "import os, time\n"
+            "b = 'héllo€ 😀'.encode()\n"
+            "for i in range(len(b)):\n"
+            "    os.write(1, b[i:i+1]); time.sleep(0.003)\n")
+        self.assertEqual(r.stdout, "héllo€ 😀")
+        self.assertGreater(len(r.chunks), 1)
+
+    def test_invalid_utf8_replaced(self):
+        r = self.a.exec("import os\nos.write(1, b'a\\xffb\\xe2\\x82')\n")
+        self.assertEqual(r.stdout, "a\ufffdb\ufffd")
+
+    def test_chunks_at_most_64k(self):
+        r = self.a.exec("print('é' * 300000)")
+        self.assertEqual(r.stdout, "é" * 300000 + "\n")
+        for s, d in r.chunks:
+            self.assertLessEqual(len(d.encode()), 65536)
+
+    def test_interleaving_with_children(self):
+        r = self.a.exec(
+            "import os, subprocess, sys\n"
+            "print('a')\n"
+            "os.system('echo b')\n"
+            "print('c')\n"
+            "subprocess.run(['sh', '-c', 'echo d; echo e >&2'])\n"
+            "print('f')\n"
+            "print('g', file=sys.stderr)\n")
+        self.assertEqual(r.stdout, "a\nb\nc\nd\nf\n")
+        self.assertEqual(r.stderr, "e\ng\n")
+
+    def test_late_output_belongs_to_no_exec(self):
+        r = self.a.exec(
+            "import threading, time, subprocess\n"
+            "threading.Timer(0.3, lambda: print('late thread')).start()\n"
+            "subprocess.Popen(['sh', '-c', 'sleep 0.3; echo late child'])\n"
+            "print('now')\n")
+        self.assertEqual(r.stdout, "now\n")
+        # Written while no exec runs: dropped. (The harness also fails on any
+        # `out` that arrives after its exec's done or names another exec.)
+        time.sleep(0.6)
+        r = self.a.exec("print('second')")
+        self.assertEqual(r.stdout, "second\n")
+
+    def test_child_of_earlier_exec_never_reaches_later_exec(self):
+        r = self.a.exec("import subprocess\n"
+                        "subprocess.Popen(['sh', '-c', 'for i in 1 2 3 4 5 6; do echo spam; sleep 0.1; done'])")
+        self.assertEqual(r.stdout, "")
+        r = self.a.exec("import time; time.sleep(0.8); print('mine')")
+        self.assertEqual(r.stdout, "mine\n")
+
+    def test_thread_output_goes_to_running_exec(self):
+        # As in Jupyter: a thread pool made in one exec is used by later ones.
+        self.a.exec("from concurrent.futures import ThreadPoolExecutor\npool = ThreadPoolExecutor(2)")
+        r = self.a.exec("pool.submit(print, 'from pool').result()")
+        self.assertEqual(r.stdout, "from pool\n")
+
+    def test_user_closing_or_moving_stdout(self):
+        r = self.a.exec("import sys; print('before'); sys.stdout.close()")
+        self.assertTrue(r.ok, r)
+        self.assertEqual(r.stdout, "before\n")
+        r = self.a.exec("import os; os.close(1); os.dup2(os.open('/dev/null', os.O_WRONLY), 2)")
+        self.assertTrue(r.ok, r)
+        r = self.a.exec("import os; print('back'); os.system('echo child; echo e >&2')")
+        self.assertEqual((r.stdout, r.stderr), ("back\nchild\n", "e\n"))
+
+    def test_fake_marker_text_is_plain_output(self):
+        r = self.a.exec("import os; os.write(1, b'\\x00\\x1b[codeexec-fence:abc:E]\\x00 ok')")
+        self.assertEqual(r.stdout, "\x00\x1b[codeexec-fence:abc:E]\x00 ok")
+
+    def test_huge_line_capped(self):
+        t0 = time.monotonic()
+        r = self.a.exec("print('x' * 50_000_000)\nprint('é' * 10, file=__import__('sys').stderr)",
+                        limit=1 << 20, timeout=60)
+        self.assertLess(time.monotonic() - t0, 30)
+        self.assertTrue(r.ok, r.error)
+        self.assertEqual(len(r.stdout), 1 << 20)
+        self.assertEqual(r.dropped, {"stdout": 50_000_001 - (1 << 20), "stderr": 0})
+        self.assertEqual(r.stderr, "é" * 10 + "\n")
+        # The cap is per exec.
+        self.assertEqual(self.a.exec("print('ok')", limit=1 << 20).stdout, "ok\n")
+
+    def test_cap_does_not_split_characters(self):
+        r = self.a.exec("print('é' * 10)", limit=5)
+        self.assertEqual(r.stdout, "éé")
+        self.assertEqual(r.dropped["stdout"], 21 - 4)
+
+    def test_huge_line_uncapped(self):
+        r = self.a.exec("print('y' * 50_000_000)", timeout=90)
+        self.assertTrue(r.ok, r.error)
+        self.assertEqual(len(r.stdout), 50_000_001)
+        self.assertEqual(r.dropped, {"stdout": 0, "stderr": 0})
+
+
+if __name__ == "__main__":
+    unittest.main()
