@@ -143,6 +143,13 @@ class _Pipe:
             self._send(text)
 
     def _send(self, text):
+        # A read is at most 64 KiB, but replacement characters (3 bytes each
+        # for 1 bad byte) can make its text longer; split to keep the limit.
+        if len(text) > READ_SIZE // 3 and len(text.encode("utf-8")) > READ_SIZE:
+            step = READ_SIZE // 3
+            for i in range(0, len(text), step):
+                self._send(text[i:i + step])
+            return
         try:
             self._channel.send_out(self.exec_id, self.name, text)
         except Exception:  # noqa: BLE001 - a lost channel ends the agent via the channel reader

@@ -42,6 +42,12 @@ class OutputTest(unittest.TestCase):
         for s, d in r.chunks:
             self.assertLessEqual(len(d.encode()), 65536)
 
+    def test_chunks_at_most_64k_with_replacement_chars(self):
+        r = self.a.exec("import os\nos.write(1, b'\\xff' * 200000)")
+        self.assertEqual(r.stdout, "\ufffd" * 200000)
+        for s, d in r.chunks:
+            self.assertLessEqual(len(d.encode()), 65536)
+
     def test_interleaving_with_children(self):
         r = self.a.exec(
             "import os, subprocess, sys\n"
