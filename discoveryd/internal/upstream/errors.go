@@ -34,7 +34,9 @@ func unknownServer(name string, configured []string) error {
 	return fmt.Errorf("%w %q; configured servers: %s", ErrUnknownServer, name, strings.Join(configured, ", "))
 }
 
-func unknownTool(server, tool string, names []string) error {
+// UnknownToolError is the ErrUnknownTool for a tool name that is not in
+// names (the server's tools), naming similar ones.
+func UnknownToolError(server, tool string, names []string) error {
 	if similar := similarNames(tool, names, 5); len(similar) > 0 {
 		return fmt.Errorf("%w %q on server %q; did you mean: %s", ErrUnknownTool, tool, server, strings.Join(similar, ", "))
 	}

@@ -229,7 +229,7 @@ func (s *server) callError(ctx context.Context, c *conn, op string, err error) e
 		return cerr
 	}
 	// The server answered with a JSON-RPC error: it is alive and said no.
-	return fmt.Errorf("%w: server %q rejected %s: %v", ErrRejected, s.cfg.Name, op, err)
+	return fmt.Errorf("%w: server %q rejected %s: %w", ErrRejected, s.cfg.Name, op, err)
 }
 
 // ensureWithin is ensure for a context that carries a per-call timeout:
@@ -263,7 +263,7 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any) (*m
 		return nil, err
 	}
 	if !hasTool(tools, tool) {
-		return nil, unknownTool(s.cfg.Name, tool, toolNames(tools))
+		return nil, UnknownToolError(s.cfg.Name, tool, toolNames(tools))
 	}
 	req := mcp.CallToolRequest{}
 	req.Params.Name, req.Params.Arguments = tool, args

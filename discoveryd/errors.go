@@ -1,0 +1,54 @@
+package discoveryd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// errInvalid marks bad request fields.
+var errInvalid = errors.New("invalid argument")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
+}
+
+// toStatus translates an error into a gRPC status, once, in one place.
+// The messages of domain errors are written for users and pass through;
+// anything unexpected is logged and replaced by a generic message.
+func (s *Service) toStatus(ctx context.Context, method string, err error) error {
+	code := codes.Internal
+	switch {
+	case errors.Is(err, errInvalid):
+		code = codes.InvalidArgument
+	case errors.Is(err, upstream.ErrUnknownServer), errors.Is(err, upstream.ErrUnknownTool):
+		code = codes.NotFound
+	case errors.Is(err, upstream.ErrTimeout):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, upstream.ErrStartFailed), errors.Is(err, upstream.ErrCrashed), errors.Is(err, upstream.ErrClosed):
+		code = codes.Unavailable
+	case errors.Is(err, upstream.ErrRejected):
+		// The server is alive and refused the request; invalid params is
+		// the caller's to fix, anything else is the server's state.
+		code = codes.FailedPrecondition
+		if errors.Is(err, mcp.ErrInvalidParams) {
+			code = codes.InvalidArgument
+		}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	if code == codes.Internal {
+		s.logger.ErrorContext(ctx, "discoveryd internal error", logkeys.GRPCMethod, method, logkeys.Error, err)
+		return status.Error(codes.Internal, "discoveryd: internal error; see the discoveryd log")
+	}
+	s.logger.Log(ctx, slog.LevelDebug, "discoveryd request failed", logkeys.GRPCMethod, method, logkeys.Error, err)
+	return status.Error(code, err.Error())
+}
