@@ -26,6 +26,9 @@ const (
 	noticeSilentReset = "the sandbox was restarted since the last call; earlier state is gone"
 )
 
+// ephemeralPrefix marks the table keys of sessionless calls.
+const ephemeralPrefix = "ephemeral-"
+
 // rpcGrace is how long past the code's own timeout the gateway waits for
 // sandboxd to report, so that a hung service cannot hang the MCP call.
 const rpcGrace = 30 * time.Second
@@ -40,7 +43,7 @@ func (g *Gateway) execute(ctx context.Context, mcpID string, p params.RunPython,
 	base := result.Outcome{TimeoutSeconds: p.TimeoutSeconds, Servers: p.Servers, OutputCapBytes: g.cfg.OutputLimitBytes}
 	var notices []string
 	if mcpID == "" {
-		mcpID = "ephemeral-" + requestid.New()
+		mcpID = ephemeralPrefix + requestid.New()
 		notices = append(notices, "no MCP session: this call ran in a fresh sandbox, and its state is not kept")
 		defer g.sessions.end(ctx, mcpID)
 	}
@@ -49,10 +52,15 @@ func (g *Gateway) execute(ctx context.Context, mcpID string, p params.RunPython,
 		base.Err = err
 		return base
 	}
-	id, err := g.sessions.sandboxID(ctx, e)
+	id, created, err := g.sessions.sandboxID(ctx, e)
 	if err != nil {
 		base.Err = err
 		return base
+	}
+	if created && !g.sessions.isKnown(mcpID) && !strings.HasPrefix(mcpID, ephemeralPrefix) {
+		// The client's session began before this gateway process did:
+		// whatever state it had lived in a sandbox session now out of reach.
+		notices = append(notices, noticeSessionLost)
 	}
 	out := g.runOnce(ctx, id, p, base, progress)
 	// NotFound before any output means sandboxd no longer knows the

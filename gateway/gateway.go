@@ -1,12 +1,3 @@
-// Package gateway is the MCP server of codeexec. It offers the one tool
-// run_python and the capabilities resource, over stdio and streamable HTTP,
-// and runs the code through the sandbox service: each MCP session gets its
-// own sandbox session, created on its first call and destroyed when the MCP
-// session ends.
-//
-// Everything the model can act on comes back as a tool result with isError
-// set, never as a protocol error; see upstream-behaviour.md §1 for the
-// surface it reproduces.
 package gateway
 
 import (
@@ -141,6 +132,18 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 
 	hooks := &server.Hooks{}
 	hooks.AddBeforeCallTool(routeUnknownTools)
+	// Sessions seen starting here are "known"; see sessionTable.known.
+	// Registration covers stdio and in-process sessions; streamable HTTP
+	// registers only after answering initialize, so initialize is hooked
+	// too, as it runs before the client can send anything else.
+	hooks.AddOnRegisterSession(func(_ context.Context, s server.ClientSession) {
+		g.sessions.started(s.SessionID())
+	})
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
+		if s := server.ClientSessionFromContext(ctx); s != nil {
+			g.sessions.started(s.SessionID())
+		}
+	})
 	hooks.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) {
 		g.sessions.end(ctx, s.SessionID())
 	})

@@ -38,6 +38,10 @@ type sessionTable struct {
 	mu      sync.Mutex
 	closed  bool
 	entries map[string]*sessionEntry
+	// known holds the MCP sessions this process saw start. A call from any
+	// other session comes from a client of an earlier gateway process,
+	// whose sandbox session (and state) this one cannot reach.
+	known map[string]bool
 }
 
 // sessionEntry is one MCP session's sandbox session. Its mutex serialises
@@ -56,7 +60,21 @@ type sessionEntry struct {
 }
 
 func newSessionTable(client sandboxv1.SandboxServiceClient, tenant string, logger *slog.Logger) *sessionTable {
-	return &sessionTable{client: client, tenant: tenant, logger: logger, entries: map[string]*sessionEntry{}}
+	return &sessionTable{client: client, tenant: tenant, logger: logger, entries: map[string]*sessionEntry{}, known: map[string]bool{}}
+}
+
+// started records that an MCP session began in this process.
+func (t *sessionTable) started(mcpID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.known[mcpID] = true
+}
+
+// isKnown reports whether an MCP session began in this process.
+func (t *sessionTable) isKnown(mcpID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.known[mcpID]
 }
 
 // entry returns the entry for an MCP session, adding it if needed.
@@ -74,17 +92,19 @@ func (t *sessionTable) entry(mcpID string) (*sessionEntry, error) {
 	return e, nil
 }
 
-// sandboxID returns the entry's sandbox session, creating it on first use.
-func (t *sessionTable) sandboxID(ctx context.Context, e *sessionEntry) (string, error) {
+// sandboxID returns the entry's sandbox session, creating it on first use;
+// created says whether it did.
+func (t *sessionTable) sandboxID(ctx context.Context, e *sessionEntry) (id string, created bool, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ended {
-		return "", errSessionEnded
+		return "", false, errSessionEnded
 	}
 	if e.sandboxID != "" {
-		return e.sandboxID, nil
+		return e.sandboxID, false, nil
 	}
-	return t.createLocked(ctx, e)
+	id, err = t.createLocked(ctx, e)
+	return id, err == nil, err
 }
 
 // replace swaps a sandbox session that sandboxd no longer knows (NotFound,
@@ -143,6 +163,7 @@ func (t *sessionTable) end(ctx context.Context, mcpID string) {
 	t.mu.Lock()
 	e, ok := t.entries[mcpID]
 	delete(t.entries, mcpID)
+	delete(t.known, mcpID)
 	t.mu.Unlock()
 	if !ok {
 		return

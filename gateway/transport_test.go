@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"io"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,5 +144,35 @@ func TestHTTPClientCannotForgeUnknownTool(t *testing.T) {
 	res := call(t, c, ToolName, map[string]any{"code": "real"})
 	if got := textOf(t, res); got != "real" || res.IsError {
 		t.Errorf("result = %q (isError %v), want the code to run", got, res.IsError)
+	}
+}
+
+// TestHTTPSessionFromEarlierProcess covers a client that keeps its session
+// ID across a gateway restart: its call runs, and says the state is gone.
+func TestHTTPSessionFromEarlierProcess(t *testing.T) {
+	t.Parallel()
+	g, f := newTestGateway(t, Config{})
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(srv.Close)
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"print(x)"}}}`
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", "mcp-session-0b7e2a52-6c1f-4c1e-9a35-3f2f4f3f0c11")
+	req.Header.Set("Mcp-Protocol-Version", mcp.ProtocolVersion20250618)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(got), noticeSessionLost) {
+		t.Errorf("response %d %s lacks the session-lost notice", resp.StatusCode, got)
+	}
+	if created, _, _ := f.snapshot(); len(created) != 1 || created[0].GetLabels()[labelMCPSession] != "mcp-session-0b7e2a52-6c1f-4c1e-9a35-3f2f4f3f0c11" {
+		t.Errorf("created = %v", created)
 	}
 }

@@ -1,0 +1,51 @@
+// Package gateway is the MCP server of codeexec. It offers one tool,
+// run_python, and the capabilities resource, over stdio and streamable HTTP,
+// and runs the code through the sandbox service (sandboxd).
+//
+// # Sessions
+//
+// Each MCP session gets its own sandbox session, created on its first
+// run_python call (labelled mcp.session=<MCP session ID>) and destroyed when
+// the MCP session ends: end of input on stdio, DELETE or mcp-go's session
+// cleanup over HTTP, Close for all of them. The table of MCP session to
+// sandbox session is the gateway's only state, and it rebuilds itself:
+//
+//   - sandboxd answers NotFound (it restarted, or reaped the session): the
+//     gateway creates a new sandbox session, runs the call again and says
+//     "session lost; started a new session — earlier state is gone";
+//   - a call comes from an MCP session that began before this gateway
+//     process did: it gets a new sandbox session and the same notice;
+//   - the session's sandbox generation changed although no call reported lost
+//     state: the result says that the sandbox was restarted.
+//
+// Such notices open stderr, in brackets.
+//
+// # Compatibility with upstream
+//
+// Names, validation messages and result shapes follow upstream's
+// mcp-server-code-execution-mode (see shared/reference/upstream-behaviour.md
+// §1). Deliberate differences:
+//
+//   - User output is kept verbatim: blank lines and lines reading "()" are
+//     not dropped; only the newline that ends the output is.
+//   - A timeout must be a whole number: JSON numbers such as 5.0 are
+//     accepted, 5.5 and booleans are not (upstream's Python accepted
+//     True). An explicit null means "not given".
+//   - Exceptions are status error with the exit code (upstream reported
+//     them as success), and every error result has isError set.
+//   - In compact text, the one-line error is shown unless stderr already
+//     contains it, so that a failure is explained even when there was
+//     output (upstream hid it whenever the status was error and there was
+//     any output).
+//   - Output cut by sandboxd's cap ends with an "[output truncated: …]"
+//     line.
+//   - The tool definition is about 940 JSON characters instead of ~1,350.
+//
+// A call to an unknown tool is answered, as upstream does, with a tool
+// result "Unknown tool: <name>" rather than a protocol error.
+//
+// # Logging
+//
+// The gateway logs through log/slog only and never writes to stdout, which
+// carries the protocol on stdio.
+package gateway
