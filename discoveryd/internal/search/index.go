@@ -29,7 +29,8 @@ const k1 = 1.2
 const (
 	tierNone  = 0
 	tierLoose = 1 // squashed name ("readfile", "read file") or an identifier token of the query
-	tierExact = 2 // whole query equals a tool name, alias or server-qualified name
+	tierExact = 2 // whole query equals a tool alias or a server-qualified name
+	tierName  = 3 // whole query equals the tool name itself
 )
 
 // posting is one document containing a term, with that term's precomputed
@@ -48,8 +49,9 @@ type Index struct {
 	words    map[string]int32 // lowercase surface word → term id
 	vocab    *fuzzy           // surface words, for typo matching
 	wordTerm []int32          // fuzzy word id → term id
-	exact    map[string][]int32
-	loose    map[string][]int32
+	names    map[string][]int32 // lowercase tool name → docs
+	exact    map[string][]int32 // lowercase alias or qualified name → docs
+	loose    map[string][]int32 // squashed name → docs
 	pool     sync.Pool // *scratch
 }
 
@@ -59,6 +61,7 @@ func NewIndex(docs []Doc) *Index {
 		docs:  append([]Doc(nil), docs...),
 		terms: map[string]int32{},
 		words: map[string]int32{},
+		names: map[string][]int32{},
 		exact: map[string][]int32{},
 		loose: map[string][]int32{},
 	}
@@ -186,6 +189,7 @@ func (ix *Index) addNames(i int32, d *Doc) {
 		}
 		m[k] = append(ids, i)
 	}
+	add(ix.names, strings.ToLower(d.Tool))
 	servers := []string{strings.ToLower(d.Server), strings.ToLower(d.ServerAlias)}
 	tools := []string{strings.ToLower(d.Tool), strings.ToLower(d.ToolAlias)}
 	for _, t := range tools {

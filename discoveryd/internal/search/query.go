@@ -93,14 +93,29 @@ func (ix *Index) markTiers(s *scratch, q string) {
 			s.tier[d] = max(s.tier[d], tier)
 		}
 	}
-	lift(ix.exact[strings.ToLower(q)], tierExact)
+	lq := strings.ToLower(q)
+	lift(ix.names[lq], tierName)
+	lift(ix.exact[lq], tierExact)
 	lift(ix.loose[squash(q)], tierLoose)
 	for _, tok := range strings.Fields(q) {
 		if tok != q && isIdentifier(tok) {
 			lift(ix.exact[strings.ToLower(strings.Trim(tok, "`'\"()"))], tierLoose)
 		}
 	}
+	// A few consecutive words may spell a tool name: "who am i" is whoami,
+	// "read file" is read_file.
+	s.runs = appendRuns(s.runs[:0], q)
+	for i := range s.runs {
+		key := s.runs[i]
+		for j := i + 1; j < len(s.runs) && j < i+maxSpan; j++ {
+			key += s.runs[j]
+			lift(ix.loose[strings.ToLower(key)], tierLoose)
+		}
+	}
 }
+
+// maxSpan is the most consecutive query words joined to match a tool name.
+const maxSpan = 4
 
 // isIdentifier reports whether tok looks like a tool name rather than an
 // English word: it contains a separator or an inner capital.

@@ -15,6 +15,7 @@ var stopwords = map[string]bool{
 	"tool": true, "tools": true, "want": true, "need": true, "should": true,
 	"would": true, "could": true, "will": true, "if": true, "so": true,
 	"out": true, "up": true, "one": true, "given": true, "specific": true,
+	"between": true, "something": true, "thing": true, "stuff": true,
 }
 
 // synonymGroups are words an agent uses interchangeably for the same action
@@ -23,7 +24,9 @@ var stopwords = map[string]bool{
 // not tuned to any one server.
 var synonymGroups = [][]string{
 	{"delete", "remove", "erase", "destroy", "drop", "rm", "del", "trash"},
-	{"create", "make", "add", "new", "insert", "open"},
+	{"create", "make", "add", "new", "insert", "open", "schedule"},
+	{"select", "choose", "pick"},
+	{"close", "terminate", "quit", "exit", "shutdown"},
 	{"get", "fetch", "retrieve", "read", "obtain", "show", "view", "lookup", "display", "see", "inspect"},
 	{"list", "enumerate", "show", "browse", "index"},
 	{"search", "find", "query", "lookup", "look", "locate", "seek", "grep", "discover"},
@@ -79,7 +82,7 @@ var synonymGroups = [][]string{
 	{"assign", "assignee"},
 	{"wiki", "documentation", "docs"},
 	{"hover", "mouseover"},
-	{"evaluate", "eval", "javascript", "js", "script"},
+	{"javascript", "js", "script"},
 	{"summary", "summarize", "summarise", "overview"},
 	{"diff", "difference", "compare"},
 	{"stage", "add"},

@@ -1,0 +1,300 @@
+package search
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Benchmark targets from issue 3 and the field survey §10.
+const (
+	targetRecall5   = 0.95
+	latencyCorpus   = 10000
+	reportLimit     = 5
+	bytesPerToken   = 4 // token estimate: bytes/4 of compact JSON
+	latencyRepeats  = 20
+	replicaServerFx = "%s-%s"
+)
+
+// replicaSuffixes vary server names when the corpus is replicated to reach
+// latencyCorpus tools, the way one organisation configures several
+// instances of the same server.
+var replicaSuffixes = []string{
+	"prod", "staging", "dev", "eu", "us", "apac", "team-a", "team-b", "internal",
+	"sandbox", "legacy", "mirror", "backup", "qa", "ops", "research", "partner",
+	"archive", "canary", "edge", "west", "east", "north", "south",
+}
+
+// replicate grows docs to n documents by copying the corpus under varied
+// server names.
+func replicate(docs []Doc, n int) []Doc {
+	out := make([]Doc, 0, n)
+	out = append(out, docs...)
+	for r := 0; len(out) < n; r++ {
+		sfx := replicaSuffixes[r%len(replicaSuffixes)]
+		if r >= len(replicaSuffixes) {
+			sfx = fmt.Sprintf("%s%d", sfx, r/len(replicaSuffixes))
+		}
+		for _, d := range docs {
+			if len(out) == n {
+				break
+			}
+			d.Server = fmt.Sprintf(replicaServerFx, d.Server, sfx)
+			d.ServerAlias = alias(d.Server)
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// searcher is ours or the baseline.
+type searcher func(query string, limit int) Result
+
+// recallAt is |relevant ∩ top k| / min(|relevant|, k) for one query.
+func recallAt(hits []Hit, relevant []string, k int) float64 {
+	found := 0
+	for i, h := range hits {
+		if i == k {
+			break
+		}
+		if slices.Contains(relevant, h.Doc.Server+"/"+h.Doc.Tool) {
+			found++
+		}
+	}
+	return float64(found) / float64(min(len(relevant), k))
+}
+
+// recallRow is recall@1 and recall@5 over a set of queries.
+type recallRow struct {
+	n        int
+	r1, r5   float64
+	misses5  []string
+	missesR1 int
+}
+
+func measureRecall(s searcher, qs []labelledQuery) recallRow {
+	var row recallRow
+	for _, q := range qs {
+		res := s(q.Query, reportLimit)
+		r1 := recallAt(res.Hits, q.Relevant, 1)
+		r5 := recallAt(res.Hits, q.Relevant, 5)
+		row.n++
+		row.r1 += r1
+		row.r5 += r5
+		if r5 < 1 {
+			var got []string
+			for _, h := range res.Hits {
+				got = append(got, h.Doc.Server+"/"+h.Doc.Tool)
+			}
+			row.misses5 = append(row.misses5, fmt.Sprintf("%q want %v got %v", q.Query, q.Relevant, got))
+		}
+	}
+	if row.n > 0 {
+		row.r1 /= float64(row.n)
+		row.r5 /= float64(row.n)
+	}
+	return row
+}
+
+// exactNameRate queries every tool's exact name (and its "server/tool"
+// form) and counts how often the tool lands in the exact-match block: rank
+// 1, or within the first m when m tools share the name.
+func exactNameRate(ix *Index, docs []Doc) (bare, qualified float64, fails []string) {
+	shared := map[string]int{}
+	for _, d := range docs {
+		shared[strings.ToLower(d.Tool)]++
+	}
+	okBare, okQual := 0, 0
+	for _, d := range docs {
+		m := shared[strings.ToLower(d.Tool)]
+		if rankOf(ix.Search(d.Tool, m).Hits, &d) > 0 {
+			okBare++
+		} else {
+			fails = append(fails, d.Server+"/"+d.Tool)
+		}
+		if rankOf(ix.Search(d.Server+"/"+d.Tool, 1).Hits, &d) == 1 {
+			okQual++
+		} else {
+			fails = append(fails, "qualified "+d.Server+"/"+d.Tool)
+		}
+	}
+	return float64(okBare) / float64(len(docs)), float64(okQual) / float64(len(docs)), fails
+}
+
+// rankOf is the 1-based rank of d among hits, or 0.
+func rankOf(hits []Hit, d *Doc) int {
+	for i, h := range hits {
+		if h.Doc.Server == d.Server && h.Doc.Tool == d.Tool {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// latency runs every query latencyRepeats times against ix and returns the
+// p50 and p99 of single-query wall time.
+func latency(ix *Index, queries []string) (p50, p99 time.Duration) {
+	var ds []time.Duration
+	for range latencyRepeats {
+		for _, q := range queries {
+			start := time.Now()
+			ix.Search(q, reportLimit)
+			ds = append(ds, time.Since(start))
+		}
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], ds[len(ds)*99/100]
+}
+
+// summaryDoc and fullDoc are upstream's query_tool_docs shapes.
+type summaryDoc struct {
+	Server      string `json:"server"`
+	ServerAlias string `json:"serverAlias"`
+	Tool        string `json:"tool"`
+	ToolAlias   string `json:"toolAlias"`
+	Description string `json:"description,omitempty"`
+}
+
+type fullDoc struct {
+	summaryDoc
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+}
+
+func tokens(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return (len(b) + bytesPerToken - 1) / bytesPerToken
+}
+
+// tokenFigures estimates what the model reads: every schema listed as
+// tools/list returns them, against one discovery round per query (the top
+// reportLimit results in summary detail with total/truncated, then the full
+// doc of the first relevant tool).
+func tokenFigures(ds *dataset, ix *Index) (listAll, roundMean int) {
+	type listed struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"inputSchema"`
+	}
+	var all []listed
+	schemas := map[string]json.RawMessage{}
+	for _, s := range ds.servers {
+		for _, tl := range s.Tools {
+			all = append(all, listed(tl))
+			schemas[s.Server+"/"+tl.Name] = tl.InputSchema
+		}
+	}
+	listAll = tokens(map[string]any{"tools": all})
+	sum := 0
+	for _, q := range ds.queries {
+		res := ix.Search(q.Query, reportLimit)
+		var results []summaryDoc
+		for _, h := range res.Hits {
+			results = append(results, summaryOf(h.Doc))
+		}
+		sum += tokens(map[string]any{"results": results, "total": res.Total, "truncated": res.Truncated})
+		server, tool, _ := strings.Cut(q.Relevant[0], "/")
+		for _, d := range ds.docs {
+			if d.Server == server && d.Tool == tool {
+				sum += tokens(map[string]any{"docs": []fullDoc{{summaryOf(&d), schemas[q.Relevant[0]]}}})
+			}
+		}
+	}
+	return listAll, sum / len(ds.queries)
+}
+
+func summaryOf(d *Doc) summaryDoc {
+	return summaryDoc{d.Server, d.ServerAlias, d.Tool, d.ToolAlias, d.Description}
+}
+
+// TestSearchReport is the search benchmark. Run it with -v to print the
+// table:
+//
+//	go test -run TestSearchReport -v ./discoveryd/internal/search/
+//
+// It asserts only deterministic figures (recall, exact-name rate); the
+// latency it prints is a measurement, not a pass condition.
+func TestSearchReport(t *testing.T) {
+	ds := loadDataset(t)
+	ix := NewIndex(ds.docs)
+	ours := ix.Search
+	base := func(q string, limit int) Result { return Baseline(ds.docs, q, limit) }
+
+	kinds := map[string][]labelledQuery{}
+	for _, q := range ds.queries {
+		kinds[q.Kind] = append(kinds[q.Kind], q)
+	}
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+
+	var out strings.Builder
+	fmt.Fprintf(&out, "corpus: %d tools from %d servers; %d labelled queries\n", len(ds.docs), len(ds.servers), len(ds.queries))
+	fmt.Fprintf(&out, "%-10s %5s  %9s %9s  %9s %9s\n", "queries", "n", "ours@1", "ours@5", "base@1", "base@5")
+	row := func(name string, qs []labelledQuery) recallRow {
+		o, b := measureRecall(ours, qs), measureRecall(base, qs)
+		fmt.Fprintf(&out, "%-10s %5d  %9.3f %9.3f  %9.3f %9.3f\n", name, o.n, o.r1, o.r5, b.r1, b.r5)
+		return o
+	}
+	for _, k := range names {
+		row(k, kinds[k])
+	}
+	all := row("all", ds.queries)
+
+	bare, qual, fails := exactNameRate(ix, ds.docs)
+	fmt.Fprintf(&out, "exact name -> first: %.1f%% (bare name, tied names share the top block), %.1f%% (server/tool at rank 1)\n", 100*bare, 100*qual)
+
+	big := NewIndex(replicate(ds.docs, latencyCorpus))
+	var qs []string
+	for _, q := range ds.queries {
+		qs = append(qs, q.Query)
+	}
+	p50, p99 := latency(big, qs)
+	fmt.Fprintf(&out, "latency over %d tools, %d queries x %d, limit %d: p50 %v, p99 %v\n", big.Len(), len(qs), latencyRepeats, reportLimit, p50, p99)
+
+	listAll, round := tokenFigures(ds, ix)
+	fmt.Fprintf(&out, "tokens (bytes/%d of compact JSON): tools/list of all %d tools %d; one discovery round (top %d summaries + full doc of one tool), mean %d (%.1f%% of listing all)\n",
+		bytesPerToken, len(ds.docs), listAll, reportLimit, round, 100*float64(round)/float64(listAll))
+	t.Log("\n" + out.String())
+	if testing.Verbose() {
+		for _, m := range all.misses5 {
+			t.Logf("miss@5: %s", m)
+		}
+	}
+
+	if bare < 1 || qual < 1 {
+		t.Errorf("exact-name rate %.3f / %.3f, want 1; failures: %v", bare, qual, fails)
+	}
+	if all.r5 < targetRecall5 {
+		t.Errorf("recall@5 = %.3f, want >= %.2f", all.r5, targetRecall5)
+	}
+}
+
+// BenchmarkSearch10k measures one query over a 10,000-tool index.
+func BenchmarkSearch10k(b *testing.B) {
+	ds := loadDataset(b)
+	ix := NewIndex(replicate(ds.docs, latencyCorpus))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ix.Search(ds.queries[i%len(ds.queries)].Query, reportLimit)
+		i++
+	}
+}
+
+// BenchmarkNewIndex10k measures building a 10,000-tool index.
+func BenchmarkNewIndex10k(b *testing.B) {
+	docs := replicate(loadDataset(b).docs, latencyCorpus)
+	b.ReportAllocs()
+	for b.Loop() {
+		NewIndex(docs)
+	}
+}

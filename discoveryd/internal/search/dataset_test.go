@@ -1,0 +1,135 @@
+package search
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// datasetDir holds the benchmark corpus, relative to this package.
+const datasetDir = "../../../testdata/search"
+
+// serverFile is one file of testdata/search/servers: the tools/list answer
+// of one published MCP server and where it came from.
+type serverFile struct {
+	Server string          `json:"server"`
+	Source json.RawMessage `json:"source"`
+	Tools  []toolSchema    `json:"tools"`
+}
+
+// toolSchema is a tool as tools/list returns it.
+type toolSchema struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+// labelledQuery is one line of testdata/search/queries.json.
+type labelledQuery struct {
+	Query string `json:"query"`
+	// Relevant lists "server/tool" names that answer the query.
+	Relevant []string `json:"relevant"`
+	// Kind is natural, exact, typo or synonym.
+	Kind string `json:"kind"`
+}
+
+// dataset is the loaded corpus.
+type dataset struct {
+	servers []serverFile
+	docs    []Doc
+	queries []labelledQuery
+}
+
+func loadDataset(t testing.TB) *dataset {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(datasetDir, "servers", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no server files under %s/servers (err %v)", datasetDir, err)
+	}
+	sort.Strings(files)
+	ds := &dataset{}
+	for _, f := range files {
+		var sf serverFile
+		readJSON(t, f, &sf)
+		ds.servers = append(ds.servers, sf)
+		ds.docs = append(ds.docs, docsOf(sf.Server, sf.Tools)...)
+	}
+	readJSON(t, filepath.Join(datasetDir, "queries.json"), &ds.queries)
+	known := map[string]bool{}
+	for _, d := range ds.docs {
+		known[d.Server+"/"+d.Tool] = true
+	}
+	for _, q := range ds.queries {
+		if len(q.Relevant) == 0 {
+			t.Fatalf("query %q has no relevant tools", q.Query)
+		}
+		for _, r := range q.Relevant {
+			if !known[r] {
+				t.Fatalf("query %q names unknown tool %q", q.Query, r)
+			}
+		}
+	}
+	return ds
+}
+
+func readJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+}
+
+// docsOf converts one server's tools to documents the way discoveryd does:
+// aliases as upstream sanitises them, parameter names and descriptions from
+// the input schema's top-level properties.
+func docsOf(server string, tools []toolSchema) []Doc {
+	docs := make([]Doc, 0, len(tools))
+	for _, tl := range tools {
+		var schema struct {
+			Properties map[string]struct {
+				Description string `json:"description"`
+			} `json:"properties"`
+		}
+		_ = json.Unmarshal(tl.InputSchema, &schema) // a schema without properties has no params
+		names := make([]string, 0, len(schema.Properties))
+		for n := range schema.Properties {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		var text []string
+		for _, n := range names {
+			if d := schema.Properties[n].Description; d != "" {
+				text = append(text, d)
+			}
+		}
+		docs = append(docs, Doc{
+			Server:      server,
+			ServerAlias: alias(server),
+			Tool:        tl.Name,
+			ToolAlias:   alias(tl.Name),
+			Description: tl.Description,
+			Params:      names,
+			ParamText:   strings.Join(text, " "),
+		})
+	}
+	return docs
+}
+
+var nonIdent = regexp.MustCompile(`[^0-9a-z_]+`)
+
+// alias is upstream's _sanitize_identifier without the collision suffixes.
+func alias(s string) string {
+	a := nonIdent.ReplaceAllString(strings.ToLower(s), "_")
+	if a == "" || (a[0] >= '0' && a[0] <= '9') {
+		a = "_" + a
+	}
+	return a
+}
