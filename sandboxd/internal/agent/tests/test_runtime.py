@@ -1,0 +1,297 @@
+"""The in-sandbox API: globals, proxies, aliases, mcp.runtime and calls."""
+
+import json
+import threading
+import time
+import unittest
+
+from agenthost import Agent, FakeHost, server
+
+FS = server("filesystem", ["read_file", "write_file"])
+GH = server("GitHub-Server.v2", ["Get-Issue", "class", "2fa", "get_issue"])
+
+
+class GlobalsTest(unittest.TestCase):
+    def setUp(self):
+        self.a = Agent()
+
+    def tearDown(self):
+        self.a.close()
+
+    def test_globals(self):
+        r = self.a.exec(
+            "import mcp, mcp.runtime\n"
+            "from mcp import runtime as rt\n"
+            "print(runtime is mcp.runtime is rt, type(runtime).__name__)\n"
+            "print(sorted(mcp_servers), LOADED_MCP_SERVERS)\n"
+            "print(mcp_filesystem, mcp_github_server_v2)\n"
+            "for n in ('save_memory', 'load_memory', 'update_memory', 'delete_memory', 'list_memories',\n"
+            "          'memory_exists', 'get_memory_info', 'save_tool'):\n"
+            "    assert callable(globals()[n]) and getattr(runtime, n) is globals()[n], n\n"
+            "print(issubclass(runtime.MCPError, RuntimeError))\n",
+            servers=[FS, GH])
+        self.assertEqual(r.stdout,
+                         "True module\n"
+                         "['GitHub-Server.v2', 'filesystem'] ('filesystem', 'GitHub-Server.v2')\n"
+                         "<MCP server 'filesystem': 2 tools> <MCP server 'GitHub-Server.v2': 4 tools>\n"
+                         "True\n", r)
+
+    def test_mcp_shadows_real_package(self):
+        r = self.a.exec("import mcp\nprint(mcp.__all__)\ntry:\n    import mcp.client\n"
+                        "except ImportError as e:\n    print(type(e).__name__)\n")
+        self.assertEqual(r.stdout, "['runtime', 'servers']\nModuleNotFoundError\n", r)
+
+    def test_proxies_rebuilt_every_exec(self):
+        self.a.exec("pass", servers=[FS, GH])
+        r = self.a.exec(
+            "import sys\n"
+            "print(sorted(k for k in globals() if k.startswith('mcp_')))\n"
+            "print(LOADED_MCP_SERVERS, sorted(k for k in sys.modules if k.startswith('mcp.servers.')))\n"
+            "import mcp.servers\nprint(hasattr(mcp.servers, 'filesystem'))\n",
+            servers=[GH])
+        self.assertEqual(r.stdout,
+                         "['mcp_github_server_v2', 'mcp_servers']\n"
+                         "('GitHub-Server.v2',) ['mcp.servers.github_server_v2']\n"
+                         "False\n", r)
+        # A user variable that happens to be called mcp_<x> is left alone.
+        self.a.exec("mcp_mine = 5", servers=[FS])
+        r = self.a.exec("print(mcp_mine, 'mcp_filesystem' in globals())", servers=[])
+        self.assertEqual(r.stdout, "5 False\n")
+
+    def test_aliases(self):
+        srvs = [server("a-b", ["x"]), server("a.b", ["x"]), GH, server("2fa", [])]
+        r = self.a.exec(
+            "for m in runtime.list_loaded_server_metadata():\n"
+            "    print(m['name'], m['alias'], [t['alias'] for t in m['tools']])\n", servers=srvs)
+        self.assertEqual(r.stdout,
+                         "a-b a_b ['x']\n"
+                         "a.b a_b_2 ['x']\n"
+                         "GitHub-Server.v2 github_server_v2 ['get_issue', 'class_', '_2fa', 'get_issue_2']\n"
+                         "2fa _2fa []\n", r)
+
+    def test_aliases_from_sandboxd_are_kept(self):
+        s = server("weird", [{"name": "t", "alias": "tee", "description": "", "input_schema": {}}], alias="w")
+        r = self.a.exec("print(LOADED_MCP_SERVERS, dir(mcp_w))", servers=[s])
+        self.assertEqual(r.stdout, "('weird',) ['list_tools', 'name', 'tee']\n", r)
+
+    def test_server_modules(self):
+        r = self.a.exec(
+            "from mcp.servers.github_server_v2 import *\n"
+            "import mcp.servers.github_server_v2 as m\n"
+            "print(sorted(m.__all__))\n"
+            "print(sorted(TOOL_MAP), [t['name'] for t in TOOLS])\n"
+            "print(get_issue.__doc__)\n"
+            "res = await class_(n=1)\n"
+            "print(res['content'][0]['text'])\n", servers=[GH])
+        self.assertEqual(r.stdout,
+                         "['TOOLS', 'TOOL_MAP', '_2fa', 'class_', 'get_issue', 'get_issue_2']\n"
+                         "['_2fa', 'class_', 'get_issue', 'get_issue_2'] ['Get-Issue', 'class', '2fa', 'get_issue']\n"
+                         "the Get-Issue tool\n"
+                         '{"server": "GitHub-Server.v2", "tool": "class", "arguments": {"n": 1}}\n', r)
+
+
+class CallTest(unittest.TestCase):
+    def setUp(self):
+        self.a = Agent()
+
+    def tearDown(self):
+        self.a.close()
+
+    def test_proxy_call(self):
+        r = self.a.exec(
+            "import json\n"
+            "res = await mcp_filesystem.read_file(path='/x')\n"
+            "print(res['content'][0]['text'])\n"
+            "res = await mcp_filesystem.read_file({'path': '/y'})\n"
+            "print(res['content'][0]['text'])\n"
+            "res = await runtime.call_tool('filesystem', 'write_file', {'p': 1})\n"
+            "print(json.loads(res['content'][0]['text'])['tool'])\n"
+            "print((await mcp_filesystem.list_tools())[0]['name'])\n",
+            servers=[FS])
+        self.assertTrue(r.ok, r)
+        self.assertEqual(r.stdout.splitlines()[:2], [
+            '{"server": "filesystem", "tool": "read_file", "arguments": {"path": "/x"}}',
+            '{"server": "filesystem", "tool": "read_file", "arguments": {"path": "/y"}}'])
+        self.assertEqual([c["m"] for c in r.calls], ["call_tool", "call_tool", "call_tool", "list_tools"])
+        self.assertEqual(r.calls[0]["exec"], 1)
+
+    def test_failed_call_raises_mcperror(self):
+        r = self.a.exec(
+            "try:\n"
+            "    await runtime.call_tool('other', 'x', {})\n"
+            "except runtime.MCPError as e:\n"
+            "    print(type(e).__name__, isinstance(e, RuntimeError), e)\n"
+            "try:\n"
+            "    await runtime.call_tool('filesystem', 'x', [1])\n"
+            "except runtime.MCPError as e:\n"
+            "    print(e)\n"
+            "try:\n"
+            "    await runtime.call_tool('filesystem', 'x', {'s': {1, 2}})\n"
+            "except TypeError as e:\n"
+            "    print(e)\n",
+            servers=[FS])
+        self.assertEqual(r.stdout,
+                         "MCPError True Server 'other' is not available; allowed: ['filesystem']\n"
+                         "Arguments must be an object (dict), not list\n"
+                         "call_tool: parameters must be JSON serialisable: value of type set is not "
+                         "JSON serialisable\n", r)
+
+    def test_unserved_method(self):
+        host = FakeHost()
+        host.handle = lambda m, p: (False, "sandboxd does not serve %s yet" % m)
+        a = Agent(host)
+        try:
+            r = a.exec("print(await runtime.list_servers())")
+            self.assertEqual(r.error, "MCPError: sandboxd does not serve list_servers yet")
+        finally:
+            a.close()
+
+    def test_gather_is_concurrent(self):
+        class SlowHost(FakeHost):
+            def __init__(self):
+                super().__init__()
+                self.lock = threading.Lock()
+                self.in_flight = 0
+                self.max_in_flight = 0
+
+            def on_call(self, agent, msg):
+                with self.lock:
+                    self.in_flight += 1
+                    self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+                def answer():
+                    with self.lock:
+                        self.in_flight -= 1
+                    FakeHost.on_call(self, agent, msg)
+
+                # Answer in reverse order of arrival to check the matching.
+                threading.Timer(0.4 - 0.1 * int(msg["p"]["arguments"]["n"]), answer).start()
+
+        host = SlowHost()
+        a = Agent(host)
+        try:
+            t0 = time.monotonic()
+            r = a.exec(
+                "import asyncio, json\n"
+                "rs = await asyncio.gather(*(mcp_filesystem.read_file(n=i) for i in range(3)))\n"
+                "print([json.loads(x['content'][0]['text'])['arguments']['n'] for x in rs])\n",
+                servers=[FS])
+            elapsed = time.monotonic() - t0
+            self.assertEqual(r.stdout, "[0, 1, 2]\n", r)
+            self.assertEqual(host.max_in_flight, 3)
+            self.assertLess(elapsed, 0.9)
+        finally:
+            a.close()
+
+    def test_calls_from_threads_and_sync_helpers_in_async_code(self):
+        r = self.a.exec(
+            "import threading\n"
+            "out = []\n"
+            "ts = [threading.Thread(target=lambda i=i: out.append(save_memory('k%d' % i, i))) for i in range(5)]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n"
+            "print(sorted(out))\n"
+            "await asyncio.sleep(0) if 'asyncio' in globals() else None\n"
+            "print(load_memory('k3'))\n")
+        self.assertEqual(r.stdout, "[\"Memory 'k0' saved.\", \"Memory 'k1' saved.\", \"Memory 'k2' saved.\", "
+                         "\"Memory 'k3' saved.\", \"Memory 'k4' saved.\"]\n3\n", r)
+
+
+class DiscoveryTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Agent()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.a.close()
+
+    def run_code(self, code):
+        disc = [{"name": "filesystem", "description": "files"}, {"name": "GitHub-Server.v2", "description": "gh"},
+                {"name": "idle", "description": "not loaded"}]
+        r = self.a.exec(code, servers=[FS, GH], discovered=disc)
+        self.assertTrue(r.ok, r)
+        return r
+
+    def test_sync_helpers(self):
+        r = self.run_code(
+            "print(runtime.list_servers_sync())\n"
+            "print(runtime.discovered_servers())\n"
+            "print(runtime.discovered_servers(detailed=True)[2])\n"
+            "print([t['alias'] for t in runtime.list_tools_sync('filesystem')])\n"
+            "print(runtime.list_tools_sync('github_server_v2')[0]['input_schema'])\n"
+            "d = runtime.describe_server('filesystem'); print(d['cwd'], d['alias'], d['description'])\n"
+            "d['tools'].clear(); print(len(runtime.describe_server('filesystem')['tools']))\n"
+            "print(len(runtime.list_loaded_server_metadata()))\n"
+            "print(runtime.query_tool_docs_sync('filesystem', 'READ_FILE'))\n"
+            "print(runtime.query_tool_docs_sync('github_server_v2', 'Get-Issue', detail='full'))\n"
+            "print(len(runtime.query_tool_docs_sync('filesystem')))\n"
+            "print([d['tool'] for d in runtime.search_tool_docs_sync('github issue')])\n"
+            "print([d['tool'] for d in runtime.search_tool_docs_sync('tool', limit=2)])\n")
+        self.assertEqual(r.stdout.splitlines(), [
+            "('filesystem', 'GitHub-Server.v2')",
+            "('filesystem', 'GitHub-Server.v2', 'idle')",
+            "{'name': 'idle', 'description': 'not loaded'}",
+            "['read_file', 'write_file']",
+            "{'type': 'object'}",
+            "/srv/filesystem filesystem filesystem server",
+            "2",
+            "2",
+            "{'server': 'filesystem', 'serverAlias': 'filesystem', 'tool': 'read_file', 'toolAlias': 'read_file', "
+            "'description': 'the read_file tool'}",
+            "{'server': 'GitHub-Server.v2', 'serverAlias': 'github_server_v2', 'tool': 'Get-Issue', "
+            "'toolAlias': 'get_issue', 'description': 'the Get-Issue tool', 'inputSchema': {'type': 'object'}}",
+            "2",
+            "['Get-Issue', 'get_issue']",
+            "['read_file', 'write_file']",
+        ])
+
+    def test_sync_helper_errors(self):
+        r = self.run_code(
+            "for f in (lambda: runtime.list_tools_sync(), lambda: runtime.describe_server('idle'),\n"
+            "          lambda: runtime.query_tool_docs_sync('filesystem', 'nope'),\n"
+            "          lambda: runtime.query_tool_docs_sync('filesystem', detail='all')):\n"
+            "    try:\n"
+            "        f()\n"
+            "    except Exception as e:\n"
+            "        print(type(e).__name__, e)\n")
+        self.assertEqual(r.stdout.splitlines(), [
+            "MCPError list_tools_sync needs a server name; loaded: filesystem, GitHub-Server.v2",
+            "MCPError Server 'idle' is not loaded in this call (loaded: filesystem, GitHub-Server.v2). "
+            "List it in run_python's servers=[...] to use it.",
+            "MCPError Tool 'nope' not found on server 'filesystem' (tools: read_file, write_file)",
+            "ValueError detail must be 'summary' or 'full', not 'all'",
+        ])
+
+    def test_async_helpers(self):
+        r = self.run_code(
+            "print(await runtime.list_servers())\n"
+            "print(await runtime.list_tools('filesystem'))\n"
+            "print(await runtime.query_tool_docs('filesystem', 'read_file', detail='full'))\n"
+            "print(await runtime.query_tool_docs('filesystem'))\n"
+            "print(await runtime.search_tool_docs('read', limit=50))\n")
+        self.assertEqual(r.stdout.splitlines(), [
+            "('filesystem', 'GitHub-Server.v2')",
+            "[{'name': 'echo', 'inputSchema': {'type': 'object'}}]",
+            "{'server': 'filesystem', 'tool': 'read_file', 'detail': 'full'}",
+            "[{'server': 'filesystem', 'tool': 'echo', 'detail': 'summary'}]",
+            "[{'query': 'read', 'limit': 20}]",
+        ])
+        self.assertEqual([(c["m"], c["p"]) for c in r.calls], [
+            ("list_servers", {}),
+            ("list_tools", {"server": "filesystem"}),
+            ("query_tool_docs", {"server": "filesystem", "detail": "full", "tool": "read_file"}),
+            ("query_tool_docs", {"server": "filesystem", "detail": "summary"}),
+            ("search_tool_docs", {"query": "read", "limit": 20, "detail": "summary"}),
+        ])
+
+    def test_capability_summary(self):
+        r = self.run_code("print(runtime.capability_summary())")
+        for want in ("PYTHON SANDBOX MANUAL", "servers=[", "Servers loaded now: filesystem, GitHub-Server.v2",
+                     "idle", "save_memory", "update_memory", "save_tool", "import user_tools",
+                     "await mcp_<alias>", "MCPError", "Limits", "Persistent"):
+            self.assertIn(want, r.stdout)
+        self.assertLess(len(r.stdout), 3000)
+
+
+if __name__ == "__main__":
+    unittest.main()
