@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -71,7 +72,9 @@ func (g *Gateway) execute(ctx context.Context, mcpID string, p params.RunPython,
 			return base
 		}
 		out = g.runOnce(ctx, id, p, base, progress)
-		notices = append(notices, noticeSessionLost)
+		if !slices.Contains(notices, noticeSessionLost) {
+			notices = append(notices, noticeSessionLost)
+		}
 	} else if out.Err == nil && e.observe(id, out.Result) {
 		notices = append(notices, noticeSilentReset)
 	}

@@ -181,8 +181,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 //
 // Only the session-based protocol revisions (up to 2025-11-25) are offered:
 // a persistent sandbox needs a session to hang on, and the stateless
-// 2026-07-28 core has none. Clients that support both negotiate down. A
-// request that arrives without a session anyway runs in a throwaway sandbox.
+// 2026-07-28 core has none. Clients that support both negotiate down, and
+// mcp-go refuses requests that insist on the stateless core. (A sessionless
+// call reaching MCPServer by another route runs in a throwaway sandbox.)
 // A DELETE that ends a session destroys its sandbox session.
 func (g *Gateway) HTTPHandler() http.Handler {
 	g.httpOnce.Do(func() {
