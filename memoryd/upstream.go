@@ -1,0 +1,216 @@
+package memoryd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/codeexec/codeexec/memoryd/internal/pysplit"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+)
+
+// Report says what ImportUpstream took and what it left behind.
+type Report struct {
+	// Memories are the keys imported, in file-name order.
+	Memories []string
+	// Tools are the tool names imported, in source order.
+	Tools []string
+	// Skipped lists everything not imported, with the reason.
+	Skipped []Skipped
+}
+
+// Skipped is one item ImportUpstream did not import.
+type Skipped struct {
+	// Path is the file the item came from.
+	Path string
+	// Item is the key, tool name or "line N" that was skipped; empty when
+	// the whole file was.
+	Item string
+	// Reason says why, in words a user can act on.
+	Reason string
+}
+
+// String renders the report for a terminal.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "imported %d memories and %d tools; skipped %d\n", len(r.Memories), len(r.Tools), len(r.Skipped))
+	for _, s := range r.Skipped {
+		item := s.Item
+		if item != "" {
+			item = " " + item
+		}
+		fmt.Fprintf(&b, "  skipped %s%s: %s\n", s.Path, item, s.Reason)
+	}
+	return b.String()
+}
+
+// upstreamRecord is one file of upstream's ~/MCPs/user_tools/memory.
+type upstreamRecord struct {
+	Key      *string         `json:"key"`
+	Value    json.RawMessage `json:"value"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// ImportUpstream copies the state of an upstream install (dir is its
+// MCP_BRIDGE_STATE_DIR, ~/MCPs by default) into memoryd for tenant:
+// dir/user_tools/memory/*.json become memories and the functions of
+// dir/user_tools/user_tools.py become tools. Records and tools that
+// already exist in memoryd are left alone, so running it twice is safe.
+// Module-level imports of user_tools.py are prepended to every tool, since
+// the functions were written against them. Upstream's timestamps are not
+// kept: the records are new to memoryd. Items that memoryd refuses (bad
+// JSON, a key over 256 bytes, ...) are skipped with the reason; transport
+// errors abort the import.
+func ImportUpstream(ctx context.Context, mem memoryv1.MemoryServiceClient, tools memoryv1.ToolServiceClient, dir, tenant string) (Report, error) {
+	var rep Report
+	base := filepath.Join(dir, "user_tools")
+	memDir := filepath.Join(base, "memory")
+	toolsFile := filepath.Join(base, "user_tools.py")
+	_, errMem := os.Stat(memDir)
+	_, errTools := os.Stat(toolsFile)
+	if errors.Is(errMem, fs.ErrNotExist) && errors.Is(errTools, fs.ErrNotExist) {
+		return rep, fmt.Errorf("no upstream state in %s: expected %s/*.json or %s", dir, memDir, toolsFile)
+	}
+	if err := importMemories(ctx, mem, memDir, tenant, &rep); err != nil {
+		return rep, err
+	}
+	if err := importTools(ctx, tools, toolsFile, tenant, &rep); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+func importMemories(ctx context.Context, mem memoryv1.MemoryServiceClient, memDir, tenant string, rep *Report) error {
+	paths, err := filepath.Glob(filepath.Join(memDir, "*.json"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(paths)
+	for _, path := range paths {
+		skip := func(item, reason string) { rep.Skipped = append(rep.Skipped, Skipped{Path: path, Item: item, Reason: reason}) }
+		data, err := os.ReadFile(path)
+		if err != nil {
+			skip("", "cannot read: "+err.Error())
+			continue
+		}
+		var rec upstreamRecord
+		if err := json.Unmarshal(data, &rec); err != nil {
+			skip("", "bad JSON: "+err.Error())
+			continue
+		}
+		switch {
+		case rec.Key == nil:
+			skip("", `missing "key"`)
+			continue
+		case rec.Value == nil:
+			skip(*rec.Key, `missing "value"`)
+			continue
+		}
+		var value, meta bytes.Buffer
+		_ = json.Compact(&value, rec.Value) // already validated by Unmarshal
+		metaText := "{}"
+		if m := bytes.TrimSpace(rec.Metadata); len(m) > 0 && !bytes.Equal(m, []byte("null")) {
+			if m[0] != '{' {
+				skip(*rec.Key, `"metadata" is not a JSON object`)
+				continue
+			}
+			_ = json.Compact(&meta, m)
+			metaText = meta.String()
+		}
+		_, err = mem.GetMemory(ctx, &memoryv1.GetMemoryRequest{Tenant: tenant, Key: *rec.Key})
+		if err == nil {
+			skip(*rec.Key, "already in memoryd; not overwritten")
+			continue
+		}
+		if status.Code(err) != codes.NotFound {
+			if refused(err) {
+				skip(*rec.Key, status.Convert(err).Message())
+				continue
+			}
+			return fmt.Errorf("import %s: %w", path, err)
+		}
+		_, err = mem.SaveMemory(ctx, &memoryv1.SaveMemoryRequest{Tenant: tenant, Key: *rec.Key, ValueJson: value.String(), MetadataJson: metaText})
+		if refused(err) {
+			skip(*rec.Key, status.Convert(err).Message())
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("import %s: %w", path, err)
+		}
+		rep.Memories = append(rep.Memories, *rec.Key)
+	}
+	return nil
+}
+
+func importTools(ctx context.Context, tools memoryv1.ToolServiceClient, path, tenant string, rep *Report) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		rep.Skipped = append(rep.Skipped, Skipped{Path: path, Reason: "cannot read: " + err.Error()})
+		return nil
+	}
+	funcs, others := pysplit.Split(string(data))
+	var imports strings.Builder
+	for _, o := range others {
+		if o.Import {
+			imports.WriteString(o.Source)
+			continue
+		}
+		first, _, _ := strings.Cut(o.Source, "\n")
+		rep.Skipped = append(rep.Skipped, Skipped{Path: path, Item: fmt.Sprintf("line %d", o.Line),
+			Reason: fmt.Sprintf("top-level statement that is not a function (%q); saved tools are functions only", first)})
+	}
+	prefix := imports.String()
+	if prefix != "" {
+		prefix += "\n\n"
+	}
+	// Upstream appended every save, so a name may appear several times;
+	// the last definition is the one Python would have kept.
+	last := map[string]int{}
+	for i, f := range funcs {
+		last[f.Name] = i
+	}
+	for i, f := range funcs {
+		if last[f.Name] != i {
+			rep.Skipped = append(rep.Skipped, Skipped{Path: path, Item: fmt.Sprintf("%s (line %d)", f.Name, f.Line),
+				Reason: fmt.Sprintf("replaced by a later definition at line %d", funcs[last[f.Name]].Line)})
+			continue
+		}
+		_, err := tools.GetTool(ctx, &memoryv1.GetToolRequest{Tenant: tenant, Name: f.Name})
+		if err == nil {
+			rep.Skipped = append(rep.Skipped, Skipped{Path: path, Item: f.Name, Reason: "already in memoryd; not overwritten"})
+			continue
+		}
+		if status.Code(err) == codes.NotFound {
+			_, err = tools.SaveTool(ctx, &memoryv1.SaveToolRequest{Tenant: tenant, Name: f.Name, Source: prefix + f.Source, Docstring: f.Doc})
+		}
+		if refused(err) {
+			rep.Skipped = append(rep.Skipped, Skipped{Path: path, Item: f.Name, Reason: status.Convert(err).Message()})
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("import tool %s from %s: %w", f.Name, path, err)
+		}
+		rep.Tools = append(rep.Tools, f.Name)
+	}
+	return nil
+}
+
+// refused reports whether memoryd rejected the item itself, as opposed to
+// failing to answer.
+func refused(err error) bool {
+	c := status.Code(err)
+	return c == codes.InvalidArgument || c == codes.Aborted || c == codes.FailedPrecondition
+}
