@@ -1,0 +1,182 @@
+"""Memory helpers, save_tool and `import user_tools`."""
+
+import unittest
+
+from agenthost import Agent, FakeHost, server
+
+
+class MemoryTest(unittest.TestCase):
+    def setUp(self):
+        self.host = FakeHost()
+        self.a = Agent(self.host)
+
+    def tearDown(self):
+        self.a.close()
+
+    def test_round_trip(self):
+        r = self.a.exec(
+            "print(save_memory('notes', {'a': [1, 2.5, None, True, 'é']}, metadata={'tag': 'x'}))\n"
+            "print(load_memory('notes'))\n"
+            "print(load_memory('missing'), load_memory('missing', default=[]))\n"
+            "print(memory_exists('notes'), memory_exists('missing'))\n"
+            "info = get_memory_info('notes'); print(info['metadata'], info['revision'])\n"
+            "print(get_memory_info('missing'))\n"
+            "save_memory('other', 1)\n"
+            "print(sorted(m['key'] for m in list_memories()), any('value' in m for m in list_memories()))\n"
+            "print(delete_memory('other'))\n"
+            "print(delete_memory('other'))\n")
+        self.assertEqual(r.stdout.splitlines(), [
+            "Memory 'notes' saved.",
+            "{'a': [1, 2.5, None, True, 'é']}",
+            "None []",
+            "True False",
+            "{'tag': 'x'} 1",
+            "None",
+            "['notes', 'other'] False",
+            "Memory 'other' deleted.",
+            "Memory 'other' not found.",
+        ], r)
+        self.assertEqual(self.host.memory["notes"]["value"], {"a": [1, 2.5, None, True, "é"]})
+
+    def test_validation(self):
+        r = self.a.exec(
+            "cases = [lambda: save_memory('k', {1, 2}), lambda: save_memory('k', {'d': object()}),\n"
+            "         lambda: save_memory('k', float('nan')), lambda: save_memory('', 1),\n"
+            "         lambda: save_memory(5, 1), lambda: save_memory('é' * 129, 1),\n"
+            "         lambda: save_memory('k', 1, metadata=[1]), lambda: load_memory(None),\n"
+            "         lambda: update_memory('k', 3)]\n"
+            "for f in cases:\n"
+            "    try:\n"
+            "        f(); print('no error')\n"
+            "    except Exception as e:\n"
+            "        print(type(e).__name__ + ':', e)\n"
+            "print(save_memory('é' * 128, 1))\n")
+        self.assertEqual(r.stdout.splitlines(), [
+            "TypeError: value of type set is not JSON serialisable",
+            "TypeError: value of type object is not JSON serialisable",
+            "ValueError: value is not valid JSON: Out of range float values are not JSON compliant",
+            "ValueError: memory key must not be empty",
+            "TypeError: memory key must be a str, not int",
+            "ValueError: memory key is 258 UTF-8 bytes; the limit is 256",
+            "TypeError: metadata must be a dict, not list",
+            "TypeError: memory key must be a str, not NoneType",
+            "TypeError: update_memory needs a callable, not int",
+            "Memory '%s' saved." % ("é" * 128),
+        ], r)
+        self.assertEqual(set(self.host.memory), {"é" * 128})
+
+    def test_update_memory(self):
+        r = self.a.exec(
+            "print(update_memory('list', lambda v: (v or []) + ['a']))\n"
+            "print(update_memory('list', lambda v: v + ['b']))\n")
+        self.assertEqual(r.stdout, "['a']\n['a', 'b']\n", r)
+        self.assertEqual(self.host.memory["list"]["revision"], 2)
+        updates = [c["p"] for c in r.calls if c["m"] == "memory.update"]
+        self.assertEqual([u["revision"] for u in updates], [0, 1])
+
+    def test_update_memory_retries_on_conflict(self):
+        self.a.exec("save_memory('list', ['mine'], metadata={'keep': 1})")
+        self.host.conflicts_left = 3
+        r = self.a.exec("print(update_memory('list', lambda v: v + ['new']))")
+        self.assertEqual(r.stdout, "['mine', 'other', 'other', 'other', 'new']\n", r)
+        self.assertEqual(len([c for c in r.calls if c["m"] == "memory.update"]), 4)
+        self.assertEqual(self.host.memory["list"]["metadata"], {"keep": 1})
+
+    def test_update_memory_gives_up(self):
+        self.host.conflicts_left = 1000
+        r = self.a.exec("update_memory('n', lambda v: (v or []) + [1])")
+        self.assertEqual(r.error, "MCPError: update_memory('n'): gave up after 50 conflicting concurrent updates")
+        self.assertEqual(len([c for c in r.calls if c["m"] == "memory.update"]), 50)
+
+    def test_update_memory_other_error_not_retried(self):
+        orig = self.host.handle
+        self.host.handle = lambda m, p: (False, "memoryd down") if m == "memory.update" else orig(m, p)
+        r = self.a.exec("update_memory('n', lambda v: 1)")
+        self.assertEqual(r.error, "MCPError: memoryd down")
+        self.assertEqual(len([c for c in r.calls if c["m"] == "memory.update"]), 1)
+
+
+class ToolsTest(unittest.TestCase):
+    def setUp(self):
+        self.host = FakeHost()
+        self.a = Agent(self.host)
+
+    def tearDown(self):
+        self.a.close()
+
+    def test_save_tool_and_import_in_later_session(self):
+        self.a.exec(
+            "def double(x):\n"
+            "    '''Doubles x.'''\n"
+            "    return 2 * x\n"
+            "if True:\n"
+            "    def nested(y):\n"
+            "        return y + 1\n")
+        r = self.a.exec("print(save_tool(double))\nprint(save_tool(nested))")
+        self.assertEqual(r.stdout, "Tool 'double' saved. It will be available in future sessions.\n"
+                                   "Tool 'nested' saved. It will be available in future sessions.\n", r)
+        self.assertEqual(self.host.tools["double"], {
+            "name": "double", "docstring": "Doubles x.",
+            "source": "def double(x):\n    '''Doubles x.'''\n    return 2 * x\n"})
+        self.assertEqual(self.host.tools["nested"]["source"], "def nested(y):\n    return y + 1\n")
+        # A tool that uses the runtime, and one that cannot load.
+        self.host.tools["servers"] = {"name": "servers", "docstring": "",
+                                      "source": "def servers():\n    return runtime.list_servers_sync()\n"}
+        self.host.tools["broken"] = {"name": "broken", "docstring": "", "source": "import not_a_module\n"}
+
+        b = Agent(self.host)
+        try:
+            r = b.exec(
+                "import user_tools\n"
+                "print(user_tools.double(21), user_tools.nested(1), user_tools.servers())\n"
+                "print(user_tools.FAILED)\n"
+                "import inspect; print(inspect.getsource(user_tools.double).splitlines()[0])\n"
+                "from user_tools import double\n", servers=[server("fs", ["t"])])
+            self.assertTrue(r.ok, r)
+            self.assertEqual(r.stdout, "42 2 ('fs',)\n"
+                                       "{'broken': \"ModuleNotFoundError: No module named 'not_a_module'\"}\n"
+                                       "def double(x):\n", r)
+            self.assertEqual(r.stderr, "user_tools: tool 'broken' failed to load: "
+                                       "ModuleNotFoundError: No module named 'not_a_module'\n")
+            # Saving in this session updates the loaded module too.
+            r = b.exec("def triple(x):\n    return 3 * x\nsave_tool(triple)\nprint(user_tools.triple(2))")
+            self.assertEqual(r.stdout, "6\n", r)
+        finally:
+            b.close()
+
+    def test_save_tool_errors(self):
+        r = self.a.exec(
+            "f = lambda x: x\n"
+            "for arg in (f, len, 3):\n"
+            "    try:\n"
+            "        save_tool(arg)\n"
+            "    except Exception as e:\n"
+            "        print(type(e).__name__ + ':', e)\n")
+        self.assertEqual(r.stdout.splitlines(), [
+            "ValueError: save_tool needs a named function (def), not '<lambda>'",
+            "TypeError: save_tool needs a function defined with def, not builtin_function_or_method",
+            "TypeError: save_tool needs a function defined with def, not int",
+        ], r)
+
+    def test_list_and_delete_saved_tools(self):
+        r = self.a.exec(
+            "def t1():\n    pass\n"
+            "save_tool(t1)\n"
+            "print([t['name'] for t in runtime.list_saved_tools()])\n"
+            "print(runtime.delete_saved_tool('t1'))\n"
+            "print(runtime.delete_saved_tool('t1'))\n")
+        self.assertEqual(r.stdout, "['t1']\nTool 't1' deleted.\nTool 't1' not found.\n", r)
+
+    def test_user_tools_unavailable(self):
+        host = FakeHost()
+        host.handle = lambda m, p: (False, "tool.list is not served")
+        a = Agent(host)
+        try:
+            r = a.exec("import user_tools")
+            self.assertEqual(r.error, "ImportError: cannot load user_tools: tool.list is not served")
+        finally:
+            a.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
