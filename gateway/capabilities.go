@@ -33,7 +33,7 @@ var capabilitiesText = fmt.Sprintf(`# Code Execution MCP Capabilities
 
 ## Quick usage
 
-- Pass `+"`servers=[\"name\", ...]`"+` to run_python to load MCP servers for that call; each one appears as an `+"`mcp_<alias>`"+` proxy (lowercase, non-alphanumerics become `+"`_`"+`).
+- Pass `+"`servers=[\"name\", ...]`"+` to run_python to load MCP servers for that call; each one appears as an `+"`mcp_<alias>`"+` proxy (lowercase, non-alphanumerics become `+"`_`"+`). List them in every call: only listed servers get proxies.
 - `+"`import mcp.runtime as runtime`"+` works too; the global `+"`runtime`"+` is the same module.
 - Prefer the `+"`_sync`"+` helpers: they read metadata already in the sandbox and need no round trip.
 - A server's configuration may set `+"`cwd`"+`, the directory it runs in. Check `+"`runtime.describe_server(name)`"+` or `+"`runtime.list_loaded_server_metadata()`"+` for its `+"`cwd`"+` before passing relative paths.

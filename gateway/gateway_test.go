@@ -287,6 +287,17 @@ func TestOutputs(t *testing.T) {
 				`write large data to a file in /workspace or return a summary]"]}`,
 		},
 		{
+			// sandboxd failed to cut: the gateway keeps twice the cap and
+			// counts the rest as dropped.
+			name:  "gateway backstop cap",
+			limit: 4,
+			events: []*sandboxv1.ExecuteResponse{stdout("abcdef"), stdout("ghij\n"),
+				done(&sandboxv1.ExecResult{Status: sandboxv1.ExecStatus_EXEC_STATUS_OK, StdoutDroppedBytes: 10})},
+			wantText: "abcdefgh\n[output truncated: 13 bytes dropped — the cap is 4 bytes; write large data to a file in /workspace or return a summary]",
+			wantStructured: `{"stdout":["abcdefgh","[output truncated: 13 bytes dropped — the cap is 4 bytes; ` +
+				`write large data to a file in /workspace or return a summary]"]}`,
+		},
+		{
 			name:           "servers reported",
 			events:         []*sandboxv1.ExecuteResponse{stdout("ok\n"), done(&sandboxv1.ExecResult{Status: sandboxv1.ExecStatus_EXEC_STATUS_OK, Servers: []string{"github"}})},
 			wantText:       "ok",
