@@ -97,7 +97,9 @@ func importMemories(ctx context.Context, mem memoryv1.MemoryServiceClient, memDi
 	}
 	sort.Strings(paths)
 	for _, path := range paths {
-		skip := func(item, reason string) { rep.Skipped = append(rep.Skipped, Skipped{Path: path, Item: item, Reason: reason}) }
+		skip := func(item, reason string) {
+			rep.Skipped = append(rep.Skipped, Skipped{Path: path, Item: item, Reason: reason})
+		}
 		data, err := os.ReadFile(path)
 		if err != nil {
 			skip("", "cannot read: "+err.Error())

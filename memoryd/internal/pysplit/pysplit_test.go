@@ -28,19 +28,19 @@ func TestSplit(t *testing.T) {
 			},
 		},
 		{
-			name:  "decorators and comments stay with the def",
-			src:   "x = 1\n\n# helper\n@functools.cache\n@other(\n    1,\n)\ndef g():\n    pass\n",
-			funcs: []Func{{Name: "g", Source: "# helper\n@functools.cache\n@other(\n    1,\n)\ndef g():\n    pass\n", Line: 3}},
+			name:   "decorators and comments stay with the def",
+			src:    "x = 1\n\n# helper\n@functools.cache\n@other(\n    1,\n)\ndef g():\n    pass\n",
+			funcs:  []Func{{Name: "g", Source: "# helper\n@functools.cache\n@other(\n    1,\n)\ndef g():\n    pass\n", Line: 3}},
 			others: []Other{{Source: "x = 1\n", Line: 1}},
 		},
 		{
-			name: "column-0 text inside a triple-quoted string is not a statement",
-			src:  "def h():\n    s = \"\"\"\ndef fake():\n    pass\n\"\"\"\n    return s\n",
+			name:  "column-0 text inside a triple-quoted string is not a statement",
+			src:   "def h():\n    s = \"\"\"\ndef fake():\n    pass\n\"\"\"\n    return s\n",
 			funcs: []Func{{Name: "h", Source: "def h():\n    s = \"\"\"\ndef fake():\n    pass\n\"\"\"\n    return s\n", Line: 1}},
 		},
 		{
-			name: "multi-line signature at column 0",
-			src:  "def k(\na,\nb=\"):\",\n):\n    \"Doc: k.\"\n    return a\n",
+			name:  "multi-line signature at column 0",
+			src:   "def k(\na,\nb=\"):\",\n):\n    \"Doc: k.\"\n    return a\n",
 			funcs: []Func{{Name: "k", Source: "def k(\na,\nb=\"):\",\n):\n    \"Doc: k.\"\n    return a\n", Doc: "Doc: k.", Line: 1}},
 		},
 		{
