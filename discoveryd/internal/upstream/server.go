@@ -192,24 +192,31 @@ func (s *server) toolsFor(ctx context.Context, c *conn) ([]mcp.Tool, error) {
 }
 
 func (s *server) listTools(ctx context.Context, c *conn) ([]mcp.Tool, error) {
-	s.mu.Lock()
-	gen := s.toolsGen
-	s.mu.Unlock()
-	res, err := c.client.ListTools(ctx, mcp.ListToolsRequest{})
-	if err != nil {
-		return nil, s.callError(ctx, c, "tools/list", err)
+	// A tools/list_changed that arrives while listing makes the answer
+	// stale; list again (a server announcing tools right after start does
+	// this), but not forever.
+	for attempt := 1; ; attempt++ {
+		s.mu.Lock()
+		gen := s.toolsGen
+		s.mu.Unlock()
+		res, err := c.client.ListTools(ctx, mcp.ListToolsRequest{})
+		if err != nil {
+			return nil, s.callError(ctx, c, "tools/list", err)
+		}
+		s.succeeded(c)
+		s.mu.Lock()
+		current := s.toolsGen == gen
+		if s.conn == c {
+			s.tools, s.listed, s.toolsValid = res.Tools, true, current
+		}
+		s.mu.Unlock()
+		if s.m.opts.OnToolsChanged != nil {
+			s.m.opts.OnToolsChanged(s.cfg.Name)
+		}
+		if current || attempt == 3 {
+			return res.Tools, nil
+		}
 	}
-	s.succeeded(c)
-	s.mu.Lock()
-	stored := s.conn == c && s.toolsGen == gen
-	if stored {
-		s.tools, s.listed, s.toolsValid = res.Tools, true, true
-	}
-	s.mu.Unlock()
-	if stored && s.m.opts.OnToolsChanged != nil {
-		s.m.opts.OnToolsChanged(s.cfg.Name)
-	}
-	return res.Tools, nil
 }
 
 // callError turns a failed request on c into one of the package's errors.
