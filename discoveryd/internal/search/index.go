@@ -44,15 +44,15 @@ type posting struct {
 // concurrent use by multiple goroutines.
 type Index struct {
 	docs     []Doc
-	terms    map[string]int32 // stemmed term → term id
-	postings [][]posting      // by term id
-	words    map[string]int32 // lowercase surface word → term id
-	vocab    *fuzzy           // surface words, for typo matching
-	wordTerm []int32          // fuzzy word id → term id
+	terms    map[string]int32   // stemmed term → term id
+	postings [][]posting        // by term id
+	words    map[string]int32   // lowercase surface word → term id
+	vocab    *fuzzy             // surface words, for typo matching
+	wordTerm []int32            // fuzzy word id → term id
 	names    map[string][]int32 // lowercase tool name → docs
 	exact    map[string][]int32 // lowercase alias or qualified name → docs
 	loose    map[string][]int32 // squashed name → docs
-	pool     sync.Pool // *scratch
+	pool     sync.Pool          // *scratch
 }
 
 // NewIndex builds an index over a copy of docs. Hits point into that copy.

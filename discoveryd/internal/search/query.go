@@ -1,6 +1,7 @@
 package search
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -28,6 +29,7 @@ type scratch struct {
 	utouched []int32   // docs with a non-zero unit score
 	runs     []string
 	parts    []string
+	seen     []int32 // terms of the query's words so far
 	alts     []alt
 	top      []cand
 }
@@ -130,45 +132,59 @@ func isIdentifier(tok string) bool {
 
 // scoreUnits adds the BM25F score of every query unit to s.acc and returns
 // the number of units. A unit is one word of the query; a word split from a
-// camelCase or digit run also matches the whole run.
+// camelCase or digit run also matches the whole run. A word that matches
+// nothing is tried joined to the next one, so "scrren shot" still finds
+// "screenshot".
 func (ix *Index) scoreUnits(s *scratch, q string) int {
 	s.runs = appendRuns(s.runs[:0], q)
-	content := 0
+	content := s.runs[:0:0]
 	for _, r := range s.runs {
 		if !stopwords[strings.ToLower(r)] {
-			content++
+			content = append(content, r)
 		}
 	}
+	if len(content) == 0 {
+		content = s.runs // a query of stopwords only still means something
+	}
 	units := 0
-	seen := map[int32]bool{}
-	for _, r := range s.runs {
-		if content > 0 && stopwords[strings.ToLower(r)] {
+	s.seen = s.seen[:0]
+	for i := 0; i < len(content); i++ {
+		s.parts = appendRun(s.parts[:0], content[i])
+		if len(s.parts) == 1 {
+			s.alts = ix.expand(s.alts[:0], s.parts[0])
+			if len(s.alts) == 0 && i+1 < len(content) {
+				s.alts = ix.expand(s.alts, content[i]+content[i+1])
+				if len(s.alts) > 0 {
+					i++
+				}
+			}
+			units += ix.scoreIfNew(s)
 			continue
 		}
-		s.parts = appendRun(s.parts[:0], r)
 		whole := s.parts[len(s.parts)-1]
-		if len(s.parts) > 1 {
-			s.parts = s.parts[:len(s.parts)-1]
-		}
-		for _, p := range s.parts {
+		for _, p := range s.parts[:len(s.parts)-1] {
 			s.alts = ix.expand(s.alts[:0], p)
-			if len(s.parts) > 1 {
-				s.alts = ix.expand(s.alts, whole)
-			}
-			if len(s.alts) == 0 {
-				continue
-			}
-			if key := s.alts[0].term; s.alts[0].weight == 1 {
-				if seen[key] {
-					continue // repeated word
-				}
-				seen[key] = true
-			}
-			units++
-			ix.scoreUnit(s)
+			s.alts = ix.expand(s.alts, whole)
+			units += ix.scoreIfNew(s)
 		}
 	}
 	return units
+}
+
+// scoreIfNew scores the unit in s.alts unless it is empty or repeats an
+// earlier word of the query, and returns how many units it scored.
+func (ix *Index) scoreIfNew(s *scratch) int {
+	if len(s.alts) == 0 {
+		return 0
+	}
+	if a := s.alts[0]; a.weight == 1 {
+		if slices.Contains(s.seen, a.term) {
+			return 0
+		}
+		s.seen = append(s.seen, a.term)
+	}
+	ix.scoreUnit(s)
+	return 1
 }
 
 // expand appends the terms word w may match: its own stem, else its typo

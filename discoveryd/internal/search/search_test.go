@@ -1,0 +1,300 @@
+package search
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+)
+
+func TestAppendWords(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"read_file", []string{"read", "file"}},
+		{"getFileContents", []string{"get", "file", "contents", "getfilecontents"}},
+		{"HTTPServer", []string{"http", "server", "httpserver"}},
+		{"list-pull-requests", []string{"list", "pull", "requests"}},
+		{"server.tool/name", []string{"server", "tool", "name"}},
+		{"ec2 s3", []string{"ec", "ec2", "s3"}},
+		{"oauth2Token", []string{"oauth", "token", "oauth2token"}},
+		{"GitHub", []string{"git", "hub", "github"}},
+		{"  Ünïcode wörds ", []string{"ünïcode", "wörds"}},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			if got := appendWords(nil, tt.in); !slices.Equal(got, tt.want) {
+				t.Errorf("appendWords(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStem(t *testing.T) {
+	t.Parallel()
+	// Expected stems from Porter's published vocabulary/output lists.
+	tests := map[string]string{
+		"caresses": "caress", "ponies": "poni", "cats": "cat", "feed": "feed",
+		"agreed": "agre", "plastered": "plaster", "motoring": "motor",
+		"sing": "sing", "conflated": "conflat", "hopping": "hop",
+		"filing": "file", "happy": "happi", "relational": "relat",
+		"conditional": "condit", "rational": "ration", "digitizer": "digit",
+		"generalization": "gener", "electrical": "electr", "hopeful": "hope",
+		"goodness": "good", "revival": "reviv", "adjustment": "adjust",
+		"adoption": "adopt", "controll": "control", "roll": "roll",
+		"files": "file", "repositories": "repositori", "repository": "repositori",
+		"creating": "creat", "created": "creat", "create": "creat",
+		"listing": "list", "issues": "issu", "issue": "issu", "a": "a",
+		"s3": "s3", "naïve": "naïve",
+	}
+	for in, want := range tests {
+		if got := stem(in); got != want {
+			t.Errorf("stem(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestOSADistance(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a, b  string
+		limit int
+		want  int
+	}{
+		{"file", "file", 2, 0},
+		{"fiel", "file", 2, 1}, // transposition
+		{"fle", "file", 2, 1},
+		{"repostiory", "repository", 2, 1},
+		{"reposotory", "repository", 2, 1},
+		{"kitten", "sitting", 5, 3},
+		{"kitten", "sitting", 1, 2}, // capped at limit+1
+		{"abc", "abcdef", 2, 3},
+	}
+	for _, tt := range tests {
+		if got := osaDistance([]rune(tt.a), []rune(tt.b), tt.limit); got != tt.want {
+			t.Errorf("osaDistance(%q, %q, %d) = %d, want %d", tt.a, tt.b, tt.limit, got, tt.want)
+		}
+	}
+}
+
+func TestFuzzyLookup(t *testing.T) {
+	t.Parallel()
+	f := newFuzzy([]string{"file", "files", "repository", "kubernetes", "pod", "screenshot"})
+	tests := []struct {
+		query string
+		want  []string // words found, any order
+	}{
+		{"fiel", []string{"file"}},             // transposition; "files" is 2 edits away
+		{"repostory", []string{"repository"}},  // 9 runes: 2 edits allowed
+		{"kuberntes", []string{"kubernetes"}},  // deletion
+		{"screnshott", []string{"screenshot"}}, // 2 edits
+		{"pdo", nil},                           // under 4 runes: no typo budget
+		{"fxyz", nil},                          // too far
+		{"scrxxnshot", []string{"screenshot"}}, // 2 substitutions, 10 runes
+		{"filez", []string{"file", "files"}},   // substitution and deletion
+	}
+	for _, tt := range tests {
+		var got []string
+		f.lookup(tt.query, func(id int32, dist int) { got = append(got, f.words[id]) })
+		slices.Sort(got)
+		got = slices.Compact(got)
+		want := slices.Clone(tt.want)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("lookup(%q) = %q, want %q", tt.query, got, want)
+		}
+	}
+}
+
+// testDocs is a small catalogue with deliberate traps: a description that
+// repeats the words of another tool's name, two servers sharing a tool
+// name, and an alias that differs from the name.
+func testDocs() []Doc {
+	return []Doc{
+		{Server: "filesystem", ServerAlias: "filesystem", Tool: "read_file", ToolAlias: "read_file",
+			Description: "Read the complete contents of a file from the file system.", Params: []string{"path"}},
+		{Server: "filesystem", ServerAlias: "filesystem", Tool: "list_directory", ToolAlias: "list_directory",
+			Description: "Get a detailed listing of all files and directories in a specified path.", Params: []string{"path"}},
+		{Server: "notes", ServerAlias: "notes", Tool: "search", ToolAlias: "search",
+			Description: "Read file read file read file: search notes by read_file history.", Params: []string{"query"}},
+		{Server: "github", ServerAlias: "github", Tool: "create_issue", ToolAlias: "create_issue",
+			Description: "Create a new issue in a GitHub repository", Params: []string{"owner", "repo", "title", "body"}},
+		{Server: "gitlab", ServerAlias: "gitlab", Tool: "create_issue", ToolAlias: "create_issue",
+			Description: "Create a new issue in a GitLab project", Params: []string{"project_id", "title"}},
+		{Server: "google-calendar", ServerAlias: "google_calendar", Tool: "list-events", ToolAlias: "list_events",
+			Description: "List events from one or more calendars.", Params: []string{"calendarId", "timeMin"}},
+		{Server: "gitlab", ServerAlias: "gitlab", Tool: "list_events", ToolAlias: "list_events",
+			Description: "List all events for the currently authenticated user.", Params: []string{"action"}},
+		{Server: "playwright", ServerAlias: "playwright", Tool: "browser_take_screenshot", ToolAlias: "browser_take_screenshot",
+			Description: "Take a screenshot of the current page.", Params: []string{"fullPage", "filename"}},
+	}
+}
+
+func names(hits []Hit) []string {
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.Doc.Server + "/" + h.Doc.Tool
+	}
+	return out
+}
+
+func TestSearchRanking(t *testing.T) {
+	t.Parallel()
+	ix := NewIndex(testDocs())
+	tests := []struct {
+		query string
+		first []string // the first hits, in order or as a set when tied
+	}{
+		// Exact names beat a description stuffed with the same words.
+		{"read_file", []string{"filesystem/read_file"}},
+		{"READ_FILE", []string{"filesystem/read_file"}},
+		{"filesystem.read_file", []string{"filesystem/read_file"}},
+		{"filesystem/read_file", []string{"filesystem/read_file"}},
+		{"mcp__filesystem__read_file", []string{"filesystem/read_file"}},
+		{"readFile", []string{"filesystem/read_file"}},
+		{"search", []string{"notes/search"}},
+		// The tool whose name is list_events beats one whose alias is.
+		{"list_events", []string{"gitlab/list_events"}},
+		{"list-events", []string{"google-calendar/list-events"}},
+		{"google_calendar.list_events", []string{"google-calendar/list-events"}},
+		{"gitlab/create_issue", []string{"gitlab/create_issue"}},
+		// Natural language, word forms, synonyms, typos.
+		{"show the folders", []string{"filesystem/list_directory"}},
+		{"capture screenshots", []string{"playwright/browser_take_screenshot"}},
+		{"screensht", []string{"playwright/browser_take_screenshot"}},
+		{"scrren shot", []string{"playwright/browser_take_screenshot"}},
+		{"calender events", []string{"google-calendar/list-events"}},
+		{"open a ticket on github", []string{"github/create_issue"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			t.Parallel()
+			res := ix.Search(tt.query, 5)
+			got := names(res.Hits)
+			if len(got) < len(tt.first) || !slices.Equal(got[:len(tt.first)], tt.first) {
+				t.Errorf("Search(%q) = %q, want it to start with %q", tt.query, got, tt.first)
+			}
+		})
+	}
+}
+
+func TestSearchSharedNameRanksAllFirst(t *testing.T) {
+	t.Parallel()
+	ix := NewIndex(testDocs())
+	got := names(ix.Search("create_issue", 5).Hits)
+	if len(got) < 2 {
+		t.Fatalf("Search(create_issue) = %q, want both create_issue tools", got)
+	}
+	top := slices.Clone(got[:2])
+	slices.Sort(top)
+	if want := []string{"github/create_issue", "gitlab/create_issue"}; !slices.Equal(top, want) {
+		t.Errorf("first two hits = %q, want %q", top, want)
+	}
+	// Scores order the hits, so a caller may rely on Score alone.
+	res := ix.Search("create_issue", 0)
+	for i := 1; i < len(res.Hits); i++ {
+		if res.Hits[i].Score > res.Hits[i-1].Score {
+			t.Errorf("hit %d score %v > hit %d score %v", i, res.Hits[i].Score, i-1, res.Hits[i-1].Score)
+		}
+	}
+}
+
+func TestSearchTotalTruncated(t *testing.T) {
+	t.Parallel()
+	docs := testDocs()
+	ix := NewIndex(docs)
+	tests := []struct {
+		query     string
+		limit     int
+		wantHits  int
+		wantTotal int
+	}{
+		{"", 3, 3, len(docs)},
+		{"", 0, len(docs), len(docs)},
+		{"", 100, len(docs), len(docs)},
+		{"create issue", 1, 1, 2},
+		{"create issue", 2, 2, 2},
+		{"create issue", 0, 2, 2},
+		{"zzzz qqqq", 5, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q/%d", tt.query, tt.limit), func(t *testing.T) {
+			t.Parallel()
+			res := ix.Search(tt.query, tt.limit)
+			if len(res.Hits) != tt.wantHits || res.Total != tt.wantTotal || res.Truncated != (tt.wantTotal > tt.wantHits) {
+				t.Errorf("Search(%q, %d): hits %d total %d truncated %v; want hits %d total %d truncated %v",
+					tt.query, tt.limit, len(res.Hits), res.Total, res.Truncated, tt.wantHits, tt.wantTotal, tt.wantTotal > tt.wantHits)
+			}
+		})
+	}
+	if got := names(ix.Search("", 2).Hits); !slices.Equal(got, []string{"filesystem/read_file", "filesystem/list_directory"}) {
+		t.Errorf("empty query hits = %q, want catalogue order", got)
+	}
+}
+
+func TestIndexCopiesDocs(t *testing.T) {
+	t.Parallel()
+	docs := testDocs()
+	ix := NewIndex(docs)
+	docs[0].Tool = "changed"
+	if got := ix.Search("read_file", 1).Hits[0].Doc.Tool; got != "read_file" {
+		t.Errorf("hit tool = %q after the caller changed its slice, want read_file", got)
+	}
+	if ix.Len() != len(docs) {
+		t.Errorf("Len() = %d, want %d", ix.Len(), len(docs))
+	}
+	if empty := NewIndex(nil); empty.Len() != 0 || empty.Search("x", 5).Total != 0 || empty.Search("", 5).Total != 0 {
+		t.Errorf("empty index returned matches")
+	}
+}
+
+func TestSearchConcurrent(t *testing.T) {
+	t.Parallel()
+	ix := NewIndex(testDocs())
+	queries := []string{"read_file", "create issue", "calender events", "", "screensht", "list folders"}
+	want := make([][]string, len(queries))
+	for i, q := range queries {
+		want[i] = names(ix.Search(q, 5).Hits)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				k := (g + i) % len(queries)
+				if got := names(ix.Search(queries[k], 5).Hits); !slices.Equal(got, want[k]) {
+					t.Errorf("concurrent Search(%q) = %q, want %q", queries[k], got, want[k])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestBaseline(t *testing.T) {
+	t.Parallel()
+	docs := testDocs()
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"create issue", []string{"github/create_issue", "gitlab/create_issue"}},
+		{"GitLab ISSUE", []string{"gitlab/create_issue"}},
+		{"create issues", nil}, // no stemming
+		{"screensht", nil},     // no typo tolerance
+		{"list_events", []string{"google-calendar/list-events", "gitlab/list_events"}}, // alias is a keyword
+	}
+	for _, tt := range tests {
+		res := Baseline(docs, tt.query, 10)
+		if got := names(res.Hits); !slices.Equal(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
+			t.Errorf("Baseline(%q) = %q, want %q", tt.query, got, tt.want)
+		}
+	}
+	if res := Baseline(docs, "create", 1); res.Total != 2 || !res.Truncated || len(res.Hits) != 1 {
+		t.Errorf("Baseline(create, 1) = %d hits, total %d, truncated %v; want 1, 2, true", len(res.Hits), res.Total, res.Truncated)
+	}
+}
