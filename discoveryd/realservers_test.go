@@ -158,10 +158,54 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func TestRealStreamableHTTP(t *testing.T) {
+// TestRealHTTPTransports reaches server-everything over streamable HTTP and
+// over the older HTTP+SSE transport, configured by url.
+func TestRealHTTPTransports(t *testing.T) {
 	t.Parallel()
+	tests := []struct {
+		mode, typ, path string
+		want            discoveryv1.Transport
+	}{
+		{"streamableHttp", "http", "/mcp", discoveryv1.Transport_TRANSPORT_STREAMABLE_HTTP},
+		{"sse", "sse", "/sse", discoveryv1.Transport_TRANSPORT_SSE},
+	}
+	for _, tc := range tests {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			addr := serveEverything(t, tc.mode)
+			e := start(t, map[string]any{"remote": map[string]any{"type": tc.typ, "url": "http://" + addr + tc.path, "headers": map[string]any{"X-Test": "1"}}}, nil)
+			ctx := t.Context()
+			servers, err := e.client.ListServers(ctx, &discoveryv1.ListServersRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := servers.GetServers()[0].GetTransport(); got != tc.want {
+				t.Errorf("transport = %v, want %v", got, tc.want)
+			}
+			tools, err := e.client.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: "remote"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(toolNames(tools), "echo") {
+				t.Errorf("tools over %s %v lack echo", tc.mode, toolNames(tools))
+			}
+			resp, err := e.client.CallTool(ctx, &discoveryv1.CallToolRequest{Server: "remote", Tool: "echo", ArgumentsJson: `{"message": "over http"}`})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := decode(t, resp).text(); !strings.Contains(got, "over http") {
+				t.Errorf("echo over %s = %q", tc.mode, got)
+			}
+		})
+	}
+}
+
+// serveEverything runs server-everything in an HTTP mode on a free port
+// until the test ends, and returns its address.
+func serveEverything(t *testing.T, mode string) string {
+	t.Helper()
 	port := freePort(t)
-	cmd := exec.Command(node(t), npmServer(t, "server-everything"), "streamableHttp")
+	cmd := exec.Command(node(t), npmServer(t, "server-everything"), mode)
 	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -176,35 +220,12 @@ func TestRealStreamableHTTP(t *testing.T) {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			break
+			return addr
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server-everything streamableHttp did not listen on %s: %v", addr, err)
+			t.Fatalf("server-everything %s did not listen on %s: %v", mode, addr, err)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	e := start(t, map[string]any{"remote": map[string]any{"type": "http", "url": "http://" + addr + "/mcp", "headers": map[string]any{"X-Test": "1"}}}, nil)
-	ctx := t.Context()
-	servers, err := e.client.ListServers(ctx, &discoveryv1.ListServersRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := servers.GetServers()[0].GetTransport(); got != discoveryv1.Transport_TRANSPORT_STREAMABLE_HTTP {
-		t.Errorf("transport = %v, want streamable HTTP", got)
-	}
-	tools, err := e.client.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: "remote"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(toolNames(tools), "echo") {
-		t.Errorf("tools over HTTP %v lack echo", toolNames(tools))
-	}
-	resp, err := e.client.CallTool(ctx, &discoveryv1.CallToolRequest{Server: "remote", Tool: "echo", ArgumentsJson: `{"message": "over http"}`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := decode(t, resp).text(); !strings.Contains(got, "over http") {
-		t.Errorf("echo over HTTP = %q", got)
 	}
 }
 

@@ -318,3 +318,25 @@ func TestSimilarNames(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaultEnv(t *testing.T) {
+	t.Parallel()
+	host := map[string]string{"PATH": "/bin", "HOME": "/home/u", "LANG": "C.UTF-8", "AWS_SECRET_ACCESS_KEY": "x", "SHELL": "() { :; }", "SYSTEMROOT": `C:\Windows`}
+	lookup := func(k string) (string, bool) { v, ok := host[k]; return v, ok }
+	got := DefaultEnv("linux", lookup)
+	want := map[string]string{"PATH": "/bin", "HOME": "/home/u", "LANG": "C.UTF-8"}
+	if len(got) != len(want) {
+		t.Errorf("DefaultEnv(linux) = %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("DefaultEnv(linux)[%s] = %q, want %q", k, got[k], v)
+		}
+	}
+	if w := DefaultEnv("windows", lookup); w["SYSTEMROOT"] != `C:\Windows` || w["HOME"] != "" {
+		t.Errorf("DefaultEnv(windows) = %v", w)
+	}
+	if m := mergeEnv(want, map[string]string{"PATH": "/opt/bin", "X": "1"}); strings.Join(m, ";") != "HOME=/home/u;LANG=C.UTF-8;PATH=/opt/bin;X=1" {
+		t.Errorf("mergeEnv = %v", m)
+	}
+}
