@@ -1,4 +1,4 @@
-"""The `mcp.runtime` API, the `mcp_<alias>` proxies and `mcp.servers.*`.
+"""The functions of `mcp.runtime` and the metadata of the current exec.
 
 Names and signatures follow upstream (reference/upstream-behaviour.md §3).
 Discovery helpers marked sync answer from the metadata that came with the
@@ -12,7 +12,7 @@ import sys
 
 from codeexec_channel import MCPError
 
-_chan = None  # the Channel, set by install()
+_chan = None  # the Channel, set by set_channel()
 _servers = []  # normalised metadata of the servers allowed for this exec
 _by_key = {}  # name and alias -> metadata
 _discovered = []  # [{name, description}] for every configured server
@@ -280,125 +280,8 @@ output is capped per call. Files written to /workspace last for the session.
 """
 
 
-# --- proxies and modules --------------------------------------------------------
-
-
-def _tool_function(server, tool, alias, module, doc):
-    async def call(*args, **kwargs):
-        if args:
-            if len(args) != 1 or kwargs or not isinstance(args[0], dict):
-                raise TypeError("%s() takes keyword arguments (or one dict of arguments)" % alias)
-            kwargs = args[0]
-        return await call_tool(server, tool, kwargs)
-
-    call.__name__ = call.__qualname__ = alias
-    call.__module__ = module
-    call.__doc__ = doc or None
-    return call
-
-
-class MCPServerProxy:
-    """`mcp_<alias>`: `await mcp_x.<tool>(**kwargs)` calls a tool on server x."""
-
-    def __init__(self, meta):
-        self._meta = meta
-        self._fns = {}
-
-    @property
-    def name(self):
-        return self._meta["name"]
-
-    async def list_tools(self):
-        """Lists this server's tools live."""
-        return await list_tools(self._meta["name"])
-
-    def __getattr__(self, attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        fn = self._fns.get(attr)
-        if fn is None:
-            tool = None
-            for t in self._meta["tools"]:
-                if t["alias"] == attr:
-                    tool = t
-                    break
-            if tool is None:
-                for t in self._meta["tools"]:
-                    if t["name"] == attr:
-                        tool = t
-                        break
-            name = tool["name"] if tool else attr
-            doc = tool["description"] if tool else ""
-            fn = _tool_function(self._meta["name"], name, attr, "mcp_" + self._meta["alias"], doc)
-            self._fns[attr] = fn
-        return fn
-
-    def __dir__(self):
-        return sorted({"list_tools", "name"} | {t["alias"] for t in self._meta["tools"]})
-
-    def __repr__(self):
-        return "<MCP server %r: %d tools>" % (self._meta["name"], len(self._meta["tools"]))
-
-
-def _server_module(meta):
-    modname = "mcp.servers." + meta["alias"]
-    mod = type(sys)(modname, meta["description"] or None)
-    mod.TOOLS = [dict(t) for t in meta["tools"]]
-    mod.TOOL_MAP = {t["alias"]: t for t in mod.TOOLS}
-    names = []
-    for t in meta["tools"]:
-        setattr(mod, t["alias"], _tool_function(meta["name"], t["name"], t["alias"], modname, t["description"]))
-        names.append(t["alias"])
-    mod.__all__ = names + ["TOOLS", "TOOL_MAP"]
-    return mod
-
-
-_RUNTIME_NAMES = (
-    "MCPError", "call_tool", "list_tools", "list_tools_sync", "list_servers",
-    "list_servers_sync", "discovered_servers", "describe_server",
-    "list_loaded_server_metadata", "query_tool_docs", "query_tool_docs_sync",
-    "search_tool_docs", "search_tool_docs_sync", "capability_summary",
-)
-
-_mcp = None
-_servers_pkg = None
-
-
-def install(chan, extra):
-    """Creates the synthetic `mcp`, `mcp.runtime` and `mcp.servers` modules.
-
-    extra maps further runtime names (memory and tool helpers) to functions.
-    Returns the runtime module.
-    """
-    global _chan, _mcp, _servers_pkg
-    _chan = chan
-    mod = type(sys)
-    _mcp = mod("mcp", "codeexec's in-sandbox MCP bridge (shadows any installed mcp package).")
-    _mcp.__path__ = []
-    runtime = mod("mcp.runtime", "Discovery, tool calls, memory and saved tools.")
-    names = list(_RUNTIME_NAMES)
-    for n in names:
-        setattr(runtime, n, globals()[n])
-    for n, fn in extra.items():
-        setattr(runtime, n, fn)
-        names.append(n)
-    runtime.__all__ = names
-    _servers_pkg = mod("mcp.servers", "One module per server loaded for this call.")
-    _servers_pkg.__path__ = []
-    _mcp.runtime = runtime
-    _mcp.servers = _servers_pkg
-    _mcp.__all__ = ["runtime", "servers"]
-    sys.modules["mcp"] = _mcp
-    sys.modules["mcp.runtime"] = runtime
-    sys.modules["mcp.servers"] = _servers_pkg
-    return runtime
-
-
-def configure(servers, discovered):
-    """Applies one exec's metadata; returns the new proxies by alias.
-
-    `mcp.servers.<alias>` modules of servers no longer allowed are removed.
-    """
+def set_metadata(servers, discovered):
+    """Applies one exec's metadata; returns the normalised servers."""
     global _servers, _by_key, _discovered
     _servers = normalise(servers)
     by_key = {}
@@ -411,15 +294,17 @@ def configure(servers, discovered):
         {"name": str(d.get("name") or ""), "description": str(d.get("description") or "")}
         for d in (discovered or ()) if isinstance(d, dict)
     ]
-    for key in [k for k in sys.modules if k.startswith("mcp.servers.")]:
-        del sys.modules[key]
-    for key in [k for k in vars(_servers_pkg) if not k.startswith("__")]:
-        delattr(_servers_pkg, key)
-    proxies = {}
-    for m in _servers:
-        smod = _server_module(m)
-        sys.modules[smod.__name__] = smod
-        setattr(_servers_pkg, m["alias"], smod)
-        proxies[m["alias"]] = MCPServerProxy(m)
-    _servers_pkg.__all__ = [m["alias"] for m in _servers]
-    return proxies
+    return _servers
+
+
+RUNTIME_NAMES = (
+    "MCPError", "call_tool", "list_tools", "list_tools_sync", "list_servers",
+    "list_servers_sync", "discovered_servers", "describe_server",
+    "list_loaded_server_metadata", "query_tool_docs", "query_tool_docs_sync",
+    "search_tool_docs", "search_tool_docs_sync", "capability_summary",
+)
+
+
+def set_channel(chan):
+    global _chan
+    _chan = chan

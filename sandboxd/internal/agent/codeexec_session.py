@@ -14,7 +14,7 @@ import threading
 import codeexec_channel
 import codeexec_output
 import codeexec_persist
-import codeexec_runtime
+import codeexec_servers
 
 PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, without importing ast
 CO_COROUTINE = 0x80  # inspect.CO_COROUTINE
@@ -83,7 +83,7 @@ class Session:
         self.installed = {}  # names this agent put into the namespace per exec
 
         extra = codeexec_persist.install(self.chan)
-        self.runtime = codeexec_runtime.install(self.chan, extra)
+        self.runtime = codeexec_servers.install(self.chan, extra)
 
         main = type(sys)("__main__")
         ns = main.__dict__
@@ -160,13 +160,13 @@ class Session:
         return dropped
 
     def _configure(self, msg):
-        proxies = codeexec_runtime.configure(msg.get("servers") or [], msg.get("discovered") or [])
+        proxies = codeexec_servers.configure(msg.get("servers") or [], msg.get("discovered") or [])
         ns = self.ns
         for name, obj in self.installed.items():
             if name.startswith("mcp_") and ns.get(name) is obj:
                 del ns[name]
         installed = {"mcp_" + alias: p for alias, p in proxies.items()}
-        by_name = {p.name: p for p in proxies.values()}
+        by_name = {p._meta["name"]: p for p in proxies.values()}
         ns.update(installed)
         ns["mcp_servers"] = by_name
         ns["LOADED_MCP_SERVERS"] = tuple(by_name)

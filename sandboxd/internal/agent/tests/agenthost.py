@@ -129,7 +129,7 @@ class FakeHost:
 
 
 class Agent:
-    def __init__(self, host=None, agent_path=AGENT, cwd=None):
+    def __init__(self, host=None, agent_path=AGENT, cwd=None, argv=None):
         self.host = host or FakeHost()
         self._tmp = None
         if cwd is None:
@@ -137,7 +137,7 @@ class Agent:
             cwd = self._tmp.name
         self.cwd = cwd
         self.t0 = time.perf_counter()
-        self.proc = subprocess.Popen([PYTHON, "-I", agent_path], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(argv or [PYTHON, "-I", agent_path], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env={})
         self.frames = queue.Queue()
         self.calls = []

@@ -76,7 +76,7 @@ class OutputTest(unittest.TestCase):
     def test_child_of_earlier_exec_never_reaches_later_exec(self):
         r = self.a.exec("import subprocess\n"
                         "subprocess.Popen(['sh', '-c', 'for i in 1 2 3 4 5 6; do echo spam; sleep 0.1; done'])")
-        self.assertEqual(r.stdout, "")
+        self.assertTrue(r.ok, r)  # the first "spam" may or may not make it into this exec
         r = self.a.exec("import time; time.sleep(0.8); print('mine')")
         self.assertEqual(r.stdout, "mine\n")
 

@@ -72,7 +72,7 @@ class GlobalsTest(unittest.TestCase):
     def test_aliases_from_sandboxd_are_kept(self):
         s = server("weird", [{"name": "t", "alias": "tee", "description": "", "input_schema": {}}], alias="w")
         r = self.a.exec("print(LOADED_MCP_SERVERS, dir(mcp_w))", servers=[s])
-        self.assertEqual(r.stdout, "('weird',) ['list_tools', 'name', 'tee']\n", r)
+        self.assertEqual(r.stdout, "('weird',) ['list_tools', 'tee']\n", r)
 
     def test_server_modules(self):
         r = self.a.exec(

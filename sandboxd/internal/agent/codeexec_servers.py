@@ -1,0 +1,134 @@
+"""The synthetic `mcp` package, `mcp.servers.<alias>` and `mcp_<alias>` proxies.
+
+`mcp` is put straight into sys.modules, so it shadows any installed `mcp`
+package. The server modules and proxies are rebuilt from every exec's
+metadata, so they name exactly the servers allowed for that exec.
+"""
+
+import sys
+
+import codeexec_runtime as rt
+
+
+def _tool_function(server, tool, alias, module, doc):
+    async def call(*args, **kwargs):
+        if args:
+            if len(args) != 1 or kwargs or not isinstance(args[0], dict):
+                raise TypeError("%s() takes keyword arguments (or one dict of arguments)" % alias)
+            kwargs = args[0]
+        return await rt.call_tool(server, tool, kwargs)
+
+    call.__name__ = call.__qualname__ = alias
+    call.__module__ = module
+    call.__doc__ = doc or None
+    return call
+
+
+class MCPServerProxy:
+    """`mcp_<alias>`: `await mcp_x.<tool>(**kwargs)` calls a tool on server x.
+
+    Every public attribute except list_tools is a tool (by alias, else by
+    name), so the proxy has no other public attributes that could hide one.
+    """
+
+    def __init__(self, meta):
+        self._meta = meta
+        self._fns = {}
+
+    async def list_tools(self):
+        """Lists this server's tools live."""
+        return await rt.list_tools(self._meta["name"])
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        fn = self._fns.get(attr)
+        if fn is None:
+            tool = None
+            for t in self._meta["tools"]:
+                if t["alias"] == attr:
+                    tool = t
+                    break
+            if tool is None:
+                for t in self._meta["tools"]:
+                    if t["name"] == attr:
+                        tool = t
+                        break
+            name = tool["name"] if tool else attr
+            doc = tool["description"] if tool else ""
+            fn = _tool_function(self._meta["name"], name, attr, "mcp_" + self._meta["alias"], doc)
+            self._fns[attr] = fn
+        return fn
+
+    def __dir__(self):
+        return sorted({"list_tools"} | {t["alias"] for t in self._meta["tools"]})
+
+    def __repr__(self):
+        return "<MCP server %r: %d tools>" % (self._meta["name"], len(self._meta["tools"]))
+
+
+def _server_module(meta):
+    modname = "mcp.servers." + meta["alias"]
+    mod = type(sys)(modname, meta["description"] or None)
+    mod.TOOLS = [dict(t) for t in meta["tools"]]
+    mod.TOOL_MAP = {t["alias"]: t for t in mod.TOOLS}
+    names = []
+    for t in meta["tools"]:
+        setattr(mod, t["alias"], _tool_function(meta["name"], t["name"], t["alias"], modname, t["description"]))
+        names.append(t["alias"])
+    mod.__all__ = names + ["TOOLS", "TOOL_MAP"]
+    return mod
+
+
+_mcp = None
+_servers_pkg = None
+
+
+def install(chan, extra):
+    """Creates the synthetic `mcp`, `mcp.runtime` and `mcp.servers` modules.
+
+    extra maps further runtime names (memory and tool helpers) to functions.
+    Returns the runtime module.
+    """
+    global _mcp, _servers_pkg
+    rt.set_channel(chan)
+    mod = type(sys)
+    _mcp = mod("mcp", "codeexec's in-sandbox MCP bridge (shadows any installed mcp package).")
+    _mcp.__path__ = []
+    runtime = mod("mcp.runtime", "Discovery, tool calls, memory and saved tools.")
+    names = list(rt.RUNTIME_NAMES)
+    for n in names:
+        setattr(runtime, n, getattr(rt, n))
+    for n, fn in extra.items():
+        setattr(runtime, n, fn)
+        names.append(n)
+    runtime.__all__ = names
+    _servers_pkg = mod("mcp.servers", "One module per server loaded for this call.")
+    _servers_pkg.__path__ = []
+    _mcp.runtime = runtime
+    _mcp.servers = _servers_pkg
+    _mcp.__all__ = ["runtime", "servers"]
+    sys.modules["mcp"] = _mcp
+    sys.modules["mcp.runtime"] = runtime
+    sys.modules["mcp.servers"] = _servers_pkg
+    return runtime
+
+
+def configure(servers, discovered):
+    """Applies one exec's metadata; returns the new proxies by alias.
+
+    `mcp.servers.<alias>` modules of servers no longer allowed are removed.
+    """
+    metas = rt.set_metadata(servers, discovered)
+    for key in [k for k in sys.modules if k.startswith("mcp.servers.")]:
+        del sys.modules[key]
+    for key in [k for k in vars(_servers_pkg) if not k.startswith("__")]:
+        delattr(_servers_pkg, key)
+    proxies = {}
+    for m in metas:
+        smod = _server_module(m)
+        sys.modules[smod.__name__] = smod
+        setattr(_servers_pkg, m["alias"], smod)
+        proxies[m["alias"]] = MCPServerProxy(m)
+    _servers_pkg.__all__ = [m["alias"] for m in metas]
+    return proxies
