@@ -292,15 +292,24 @@ func (s *Service) callTool(ctx context.Context, req *discoveryv1.CallToolRequest
 }
 
 // toolName maps a tool alias (the sandbox's proxies are named by alias) or
-// a differently cased name to the tool's name, using the cached list.
+// a differently cased name to the tool's name, using the cached list. It
+// runs on every call, so it avoids encoding the tools.
 func (s *Service) toolName(server, tool string) string {
 	cached, ok := s.mgr.CachedTools(server)
 	if !ok {
 		return tool
 	}
-	es, err := entries(cached)
-	if err != nil {
-		return tool
+	names := make([]string, len(cached))
+	for i, t := range cached {
+		if t.Name == tool {
+			return tool
+		}
+		names[i] = t.Name
+	}
+	aliases := toolAliases(names)
+	es := make([]entry, len(names))
+	for i := range names {
+		es[i] = entry{name: names[i], alias: aliases[i]}
 	}
 	if e, ok := findTool(es, tool); ok {
 		return e.name

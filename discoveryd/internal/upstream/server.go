@@ -270,7 +270,14 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any) (*m
 		return nil, err
 	}
 	if !hasTool(tools, tool) {
-		return nil, UnknownToolError(s.cfg.Name, tool, toolNames(tools))
+		// The cached list may predate a tool the server added without
+		// announcing it; ask once more before refusing.
+		if tools, err = s.listTools(ctx, c); err != nil {
+			return nil, err
+		}
+		if !hasTool(tools, tool) {
+			return nil, UnknownToolError(s.cfg.Name, tool, toolNames(tools))
+		}
 	}
 	req := mcp.CallToolRequest{}
 	req.Params.Name, req.Params.Arguments = tool, args
