@@ -31,7 +31,7 @@ type env struct {
 // start writes servers as ~/MCPs/servers.json in a temp home, and runs
 // discoveryd over it. Every stdio server gets CODEEXEC_TEST_MARK in its env
 // so that leftover processes can be found afterwards.
-func start(t *testing.T, servers map[string]any, mutate func(*discoveryd.Config)) *env {
+func start(t testing.TB, servers map[string]any, mutate func(*discoveryd.Config)) *env {
 	t.Helper()
 	home := t.TempDir()
 	mark := "mark-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(home)
@@ -85,7 +85,7 @@ func (e *env) close(t *testing.T) {
 	}
 }
 
-func writeJSON(t *testing.T, path string, v any) {
+func writeJSON(t testing.TB, path string, v any) {
 	t.Helper()
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -102,7 +102,7 @@ func writeJSON(t *testing.T, path string, v any) {
 // npmServer returns the entry script of an npm MCP server from the repo's
 // node_modules. The tests need the real servers, so a missing install is a
 // failure with the fix, never a skip.
-func npmServer(t *testing.T, pkg string) string {
+func npmServer(t testing.TB, pkg string) string {
 	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -116,7 +116,7 @@ func npmServer(t *testing.T, pkg string) string {
 }
 
 // node returns the node binary.
-func node(t *testing.T) string {
+func node(t testing.TB) string {
 	t.Helper()
 	p, err := exec.LookPath("node")
 	if err != nil {
@@ -126,7 +126,7 @@ func node(t *testing.T) string {
 }
 
 // python3 returns a python3 that is not a version-manager shim.
-func python3(t *testing.T) string {
+func python3(t testing.TB) string {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
 		return "/usr/bin/python3"
@@ -149,7 +149,7 @@ func stdio(t *testing.T, pkg string, args ...string) map[string]any {
 }
 
 // fakeServer is the hand-written JSON-RPC server that can crash on demand.
-func fakeServer(t *testing.T) map[string]any {
+func fakeServer(t testing.TB) map[string]any {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("internal", "upstream", "testdata", "fakeserver.py"))
 	if err != nil {
@@ -191,7 +191,7 @@ type result struct {
 	IsError           bool           `json:"isError"`
 }
 
-func decode(t *testing.T, resp *discoveryv1.CallToolResponse) result {
+func decode(t testing.TB, resp *discoveryv1.CallToolResponse) result {
 	t.Helper()
 	var r result
 	if err := json.Unmarshal([]byte(resp.GetResultJson()), &r); err != nil {
