@@ -25,17 +25,18 @@ func maxEdits(n int) int {
 }
 
 // newFuzzy indexes words; words shorter than 3 runes are never candidates.
+//
+// A word of m runes needs no more deletions than its own budget
+// maxEdits(m): when the query is longer, the extra runes are deleted on the
+// query side; when it is shorter, its budget is no larger than the word's.
 func newFuzzy(words []string) *fuzzy {
-	f := &fuzzy{words: words, deletes: make(map[string][]int32, len(words)*8)}
+	f := &fuzzy{words: words, deletes: make(map[string][]int32, len(words)*4)}
 	for id, w := range words {
 		rs := []rune(w)
 		if len(rs) < 3 {
 			continue
 		}
-		// A query of n runes with budget d can reach words of n-d runes, so
-		// index words with the budget of the longest query that may hit them.
-		d := maxEdits(len(rs) + 2)
-		forDeletes(rs, d, func(s string) {
+		forDeletes(rs, maxEdits(len(rs)), func(s string) {
 			ids := f.deletes[s]
 			if len(ids) > 0 && ids[len(ids)-1] == int32(id) {
 				return

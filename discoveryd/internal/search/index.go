@@ -40,6 +40,12 @@ type posting struct {
 	weight float32
 }
 
+// termFreq counts one term's occurrences in each field of one document.
+type termFreq struct {
+	term int32
+	tf   [numFields]uint16
+}
+
 // Index is an immutable search index over tool documents. It is safe for
 // concurrent use by multiple goroutines.
 type Index struct {
@@ -50,8 +56,8 @@ type Index struct {
 	vocab    *fuzzy             // surface words, for typo matching
 	wordTerm []int32            // fuzzy word id → term id
 	names    map[string][]int32 // lowercase tool name → docs
-	exact    map[string][]int32 // lowercase alias or qualified name → docs
-	loose    map[string][]int32 // squashed name → docs
+	exact    map[string][]int32 // lowercase tool alias, where it differs → docs
+	loose    map[string][]int32 // squashed tool name, bare and after the server's → docs
 	pool     sync.Pool          // *scratch
 }
 
@@ -68,14 +74,15 @@ func NewIndex(docs []Doc) *Index {
 	n := len(ix.docs)
 	ix.pool.New = func() any { return newScratch(n) }
 
-	type tf = [numFields]uint16
-	docTerms := make([]map[int32]*tf, n)
+	docTerms := make([][]termFreq, n)
 	lengths := make([][numFields]float64, n)
 	var totals [numFields]float64
 	var buf []string
+	slot := map[int32]int{} // term → index in the current doc's termFreq slice
 	for i := range ix.docs {
 		d := &ix.docs[i]
-		counts := map[int32]*tf{}
+		var tfs []termFreq
+		clear(slot)
 		for f, text := range docFields(d) {
 			buf = buf[:0]
 			for _, t := range text {
@@ -91,19 +98,20 @@ func NewIndex(docs []Doc) *Index {
 			}
 			for _, w := range buf {
 				id := ix.termID(w)
-				c := counts[id]
-				if c == nil {
-					c = new(tf)
-					counts[id] = c
+				k, ok := slot[id]
+				if !ok {
+					k = len(tfs)
+					slot[id] = k
+					tfs = append(tfs, termFreq{term: id})
 				}
-				if c[f] < math.MaxUint16 {
-					c[f]++
+				if tfs[k].tf[f] < math.MaxUint16 {
+					tfs[k].tf[f]++
 				}
 			}
 			lengths[i][f] = float64(len(buf))
 			totals[f] += float64(len(buf))
 		}
-		docTerms[i] = counts
+		docTerms[i] = tfs
 		ix.addNames(int32(i), d)
 	}
 
@@ -112,28 +120,28 @@ func NewIndex(docs []Doc) *Index {
 		avg[f] = max(totals[f]/float64(max(n, 1)), 1)
 	}
 	df := make([]int, len(ix.terms))
-	for _, counts := range docTerms {
-		for id := range counts {
-			df[id]++
+	for _, tfs := range docTerms {
+		for _, t := range tfs {
+			df[t.term]++
 		}
 	}
 	ix.postings = make([][]posting, len(ix.terms))
 	for id := range ix.postings {
 		ix.postings[id] = make([]posting, 0, df[id])
 	}
-	for i, counts := range docTerms {
-		for id, c := range counts {
-			idf := math.Log(1 + (float64(n)-float64(df[id])+0.5)/(float64(df[id])+0.5))
+	for i, tfs := range docTerms {
+		for _, t := range tfs {
+			idf := math.Log(1 + (float64(n)-float64(df[t.term])+0.5)/(float64(df[t.term])+0.5))
 			var x float64
 			for f := range numFields {
-				if c[f] == 0 {
+				if t.tf[f] == 0 {
 					continue
 				}
 				norm := 1 - fieldB[f] + fieldB[f]*lengths[i][f]/avg[f]
-				x += fieldWeight[f] * float64(c[f]) / norm
+				x += fieldWeight[f] * float64(t.tf[f]) / norm
 			}
 			w := idf * x * (k1 + 1) / (k1 + x)
-			ix.postings[id] = append(ix.postings[id], posting{doc: int32(i), weight: float32(w)})
+			ix.postings[t.term] = append(ix.postings[t.term], posting{doc: int32(i), weight: float32(w)})
 		}
 	}
 	// Postings were filled in document order because docTerms is iterated
@@ -176,38 +184,27 @@ func (ix *Index) termID(w string) int32 {
 }
 
 // addNames records the spellings under which doc i is an exact match.
+// Server-qualified spellings are resolved at query time (see qualified).
 func (ix *Index) addNames(i int32, d *Doc) {
 	add := func(m map[string][]int32, k string) {
 		if k == "" {
 			return
 		}
 		ids := m[k]
-		for _, x := range ids {
-			if x == i {
-				return
-			}
+		if len(ids) > 0 && ids[len(ids)-1] == i {
+			return
 		}
 		m[k] = append(ids, i)
 	}
 	add(ix.names, strings.ToLower(d.Tool))
-	servers := []string{strings.ToLower(d.Server), strings.ToLower(d.ServerAlias)}
-	tools := []string{strings.ToLower(d.Tool), strings.ToLower(d.ToolAlias)}
-	for _, t := range tools {
-		if t == "" {
-			continue
-		}
-		add(ix.exact, t)
-		for _, s := range servers {
-			if s == "" {
-				continue
-			}
-			for _, sep := range []string{".", "/", ":", "__"} {
-				add(ix.exact, s+sep+t)
-			}
-			add(ix.exact, "mcp__"+s+"__"+t)
-			add(ix.loose, squash(s)+squash(t))
-		}
-		add(ix.loose, squash(t))
+	if a := strings.ToLower(d.ToolAlias); a != strings.ToLower(d.Tool) {
+		add(ix.exact, a)
+	}
+	tool := squash(d.Tool)
+	add(ix.loose, tool)
+	add(ix.loose, squash(d.Server)+tool)
+	if sa := squash(d.ServerAlias); sa != squash(d.Server) {
+		add(ix.loose, sa+tool)
 	}
 }
 

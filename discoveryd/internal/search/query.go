@@ -98,6 +98,7 @@ func (ix *Index) markTiers(s *scratch, q string) {
 	lq := strings.ToLower(q)
 	lift(ix.names[lq], tierName)
 	lift(ix.exact[lq], tierExact)
+	ix.qualified(lq, func(d int32) { lift([]int32{d}, tierExact) })
 	lift(ix.loose[squash(q)], tierLoose)
 	for _, tok := range strings.Fields(q) {
 		if tok != q && isIdentifier(tok) {
@@ -112,6 +113,35 @@ func (ix *Index) markTiers(s *scratch, q string) {
 		for j := i + 1; j < len(s.runs) && j < i+maxSpan; j++ {
 			key += s.runs[j]
 			lift(ix.loose[strings.ToLower(key)], tierLoose)
+		}
+	}
+}
+
+// qualifiers separate a server from a tool in the spellings agents use:
+// "server.tool", "server/tool", "server:tool", "server__tool" and Claude
+// Code's "mcp__server__tool".
+var qualifiers = []string{"__", "/", ".", ":"}
+
+// qualified calls fn for each document whose server and tool name or alias
+// the lowercase query lq spells with one of the qualifiers.
+func (ix *Index) qualified(lq string, fn func(doc int32)) {
+	lq = strings.TrimPrefix(lq, "mcp__")
+	for _, sep := range qualifiers {
+		for off := 0; ; {
+			i := strings.Index(lq[off:], sep)
+			if i < 0 {
+				break
+			}
+			server, tool := lq[:off+i], lq[off+i+len(sep):]
+			off += i + len(sep)
+			for _, m := range []map[string][]int32{ix.names, ix.exact} {
+				for _, d := range m[tool] {
+					doc := &ix.docs[d]
+					if strings.EqualFold(doc.Server, server) || strings.EqualFold(doc.ServerAlias, server) {
+						fn(d)
+					}
+				}
+			}
 		}
 	}
 }
