@@ -64,8 +64,20 @@ class _Pipe:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._lock = threading.Lock()
         self._marker = None
+        self._abandoned = False
         self.reached = threading.Event()
-        threading.Thread(target=self._read_loop, name="codeexec-" + name, daemon=True).start()
+        try:
+            threading.Thread(target=self._read_loop, name="codeexec-" + name, daemon=True).start()
+        except BaseException:  # the pids limit can refuse a thread
+            _close(self.rfd)
+            _close(self.wfd)
+            raise
+
+    def abandon(self):
+        """Drops everything this pipe carries (its exec failed to start)."""
+        self._abandoned = True
+        self.reached.set()
+        _close(self.wfd)
 
     def end(self, token):
         """Writes the end marker; wait on self.reached afterwards."""
@@ -92,7 +104,7 @@ class _Pipe:
                 break
             if not data:
                 break
-            if not live:
+            if not live or self._abandoned:
                 continue  # after the marker: belongs to no exec
             buf = buf + data if buf else data
             with self._lock:
@@ -165,11 +177,24 @@ class Capture:
 
     def begin(self, exec_id, limit):
         """Points fds 1 and 2 at fresh pipes for exec_id."""
+        self._pipes = ()
         pipes = []
-        for fd, name in ((1, "stdout"), (2, "stderr")):
-            p = _Pipe(name, exec_id, limit, self._channel)
-            os.dup2(p.wfd, fd)
-            pipes.append(p)
+        try:
+            for fd, name in ((1, "stdout"), (2, "stderr")):
+                p = _Pipe(name, exec_id, limit, self._channel)
+                pipes.append(p)
+                os.dup2(p.wfd, fd)
+        except (OSError, RuntimeError):
+            for p in pipes:
+                p.abandon()
+            try:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, 1)
+                os.dup2(null, 2)
+                os.close(null)
+            except OSError:
+                pass
+            raise
         self._pipes = tuple(pipes)
 
     def end(self, token, timeout):
@@ -185,7 +210,9 @@ class Capture:
             if not _wait(p.reached, timeout):
                 late.append(p.name)
             p.close_private()
-        return {p.name: p.dropped for p in self._pipes}, late
+        dropped = {"stdout": 0, "stderr": 0}
+        dropped.update((p.name, p.dropped) for p in self._pipes)
+        return dropped, late
 
     @staticmethod
     def after_fork_in_child():

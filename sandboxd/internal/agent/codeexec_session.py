@@ -124,10 +124,9 @@ class Session:
         threading.Thread(target=self.chan.read_loop, name="codeexec-channel", daemon=True).start()
         while True:
             try:
-                msg = self.chan.execs.get()
+                self.run(self.chan.execs.get())
             except KeyboardInterrupt:
                 continue  # a stray SIGINT between execs must not end the session
-            self.run(msg)
 
     # --- one exec ---------------------------------------------------------
 
@@ -139,14 +138,25 @@ class Session:
             limit = 0
         self.chan.exec_id = exec_id
         token = os.urandom(12).hex().encode()
-        # Each exec starts with fds 1/2 and sys.stdout/err writing to its own
-        # capture pipes, whatever the previous exec did to them.
-        self.capture.begin(exec_id, limit)
-        self._fix_stdio()
-        ok, code, error = self._execute(msg)
-        dropped = self._fence(token)
-        self.chan.send({"t": "done", "id": exec_id, "ok": ok, "exit": code, "error": error,
-                        "dropped": dropped})
+        done = {"t": "done", "id": exec_id, "ok": False, "exit": 1, "error": "",
+                "dropped": {"stdout": 0, "stderr": 0}}
+        try:
+            # Each exec starts with fds 1/2 and sys.stdout/err writing to its
+            # own capture pipes, whatever the previous exec did to them.
+            self.capture.begin(exec_id, limit)
+        except (OSError, RuntimeError) as exc:
+            # E.g. user code used up every descriptor or thread. Still run the code, so
+            # that it can repair things, but say that its output is lost.
+            self.chan.send_out(exec_id, "stderr", "sandbox agent: cannot capture the output of "
+                               "this call (%s); it is lost\n" % exc)
+        try:
+            self._fix_stdio()
+            done["ok"], done["exit"], done["error"] = self._execute(msg)
+        finally:
+            # Even if something above failed (a SIGINT at the wrong moment),
+            # the exec must end with a fence and a done.
+            done["dropped"] = self._fence(token)
+            self.chan.send(done)
 
     def _fence(self, token):
         for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -197,13 +207,25 @@ class Session:
             code = compile(source, filename, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
             result = eval(code, self.ns)
             if code.co_flags & CO_COROUTINE:
-                self._event_loop().run_until_complete(result)
+                self._run_coroutine(result)
         except SystemExit as exc:
             return self._exit(exc)
         except BaseException as exc:  # noqa: BLE001 - every user failure is reported, not raised
             self._print_exception(exc)
             return False, 1, _describe(exc)
         return True, 0, ""
+
+    def _run_coroutine(self, coro):
+        loop = self._event_loop()
+        task = loop.create_task(coro)
+        try:
+            loop.run_until_complete(task)
+        except BaseException:
+            # Interrupted while the loop waited (SIGINT): do not let the cell
+            # resume inside a later exec.
+            if not task.done():
+                task.cancel()
+            raise
 
     def _exit(self, exc):
         code = exc.code

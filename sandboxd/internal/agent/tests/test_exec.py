@@ -1,5 +1,8 @@
 """Running code: the persistent namespace, await, errors and exits."""
 
+import os
+import signal
+import time
 import unittest
 
 from agenthost import Agent, server
@@ -133,6 +136,54 @@ class ExecTest(unittest.TestCase):
     def test_agent_modules_not_importable_as_user_names(self):
         r = self.a.exec("import sys\nprint(any('codeexec' in p or p.endswith('agent') for p in sys.path[1:]))")
         self.assertEqual(r.stdout, "False\n", r)
+
+
+class InterruptTest(unittest.TestCase):
+    def setUp(self):
+        self.a = Agent()
+
+    def tearDown(self):
+        self.a.close()
+
+    def interrupt_during(self, code):
+        eid = self.a.start(code)
+        time.sleep(0.5)
+        os.kill(self.a.proc.pid, signal.SIGINT)
+        return self.a.wait(eid)
+
+    def test_sigint_interrupts_sync_code(self):
+        r = self.interrupt_during("import time\nprint('start')\ntime.sleep(10)\nprint('not reached')")
+        self.assertEqual((r.ok, r.exit, r.error, r.stdout), (False, 1, "KeyboardInterrupt", "start\n"))
+        self.assertIn('File "<cell-1>", line 3', r.stderr)
+        self.assertEqual(self.a.exec("print('alive')").stdout, "alive\n")
+
+    def test_sigint_interrupts_async_code_for_good(self):
+        r = self.interrupt_during("import asyncio\nawait asyncio.sleep(1)\nprint('resumed')")
+        self.assertEqual((r.ok, r.error), (False, "KeyboardInterrupt"))
+        # The interrupted cell must not resume inside a later exec.
+        r = self.a.exec("await asyncio.sleep(1.2)\nprint('later')")
+        self.assertEqual(r.stdout, "later\n")
+
+    def test_sigint_between_execs(self):
+        self.a.exec("pass")
+        os.kill(self.a.proc.pid, signal.SIGINT)
+        time.sleep(0.2)
+        self.assertEqual(self.a.exec("print('alive')").stdout, "alive\n")
+
+    def test_out_of_descriptors(self):
+        r = self.a.exec(
+            "import os, resource\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
+            "hog = []\n"
+            "try:\n"
+            "    while True: hog.append(os.open('/dev/null', os.O_RDONLY))\n"
+            "except OSError:\n"
+            "    pass\n")
+        self.assertTrue(r.ok, r)
+        r = self.a.exec("for fd in hog: os.close(fd)\nprint('freed')")
+        self.assertTrue(r.ok, r)
+        self.assertIn("cannot capture the output of this call", r.stderr)
+        self.assertEqual(self.a.exec("print('back')").stdout, "back\n")
 
 
 if __name__ == "__main__":
