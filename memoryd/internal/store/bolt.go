@@ -57,8 +57,9 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		return nil, fmt.Errorf("create directory for database %s: %w", path, err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      opts.LockTimeout,
-		FreelistType: bolt.FreelistMapType,
+		Timeout:        opts.LockTimeout,
+		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync: true,
 		// Room to grow without remapping, since a remap waits for every
 		// reader, including a running backup.
 		InitialMmapSize: 64 << 20,

@@ -13,10 +13,14 @@ import (
 // commit stays short even under a flood of writers.
 const maxGroup = 256
 
-// maxLinger bounds how long a group waits for the writers that were in the
-// previous group to come back. It is well under one commit's fsync time,
-// so waiting costs less than the commit it saves.
-const maxLinger = 200 * time.Microsecond
+// A group waits for the writers of the previous group to come back for at
+// most as long as the previous commit took, clamped to these bounds. The
+// wait can at most double a write's latency, and it saves a whole commit
+// (two fsyncs) whenever the writers do come back in time.
+const (
+	minLinger = 100 * time.Microsecond
+	maxLinger = 2 * time.Millisecond
+)
 
 // txFunc applies one write inside a shared transaction. It must either
 // write nothing and return a domain error (ErrConflict, ErrNotFound, ...),
@@ -75,6 +79,7 @@ func (c *committer) loop() {
 	defer c.wg.Done()
 	group := make([]pending, 0, maxGroup)
 	expect := 1
+	linger := minLinger
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
@@ -96,14 +101,14 @@ func (c *committer) loop() {
 		// Callers already inside do will send within microseconds.
 		expect = min(max(expect, int(c.inflight.Load())), maxGroup)
 		if len(group) < expect {
-			timer.Reset(maxLinger)
-		linger:
+			timer.Reset(linger)
+		wait:
 			for len(group) < expect {
 				select {
 				case p := <-c.ops:
 					group = append(group, p)
 				case <-timer.C:
-					break linger
+					break wait
 				}
 			}
 			if !timer.Stop() {
@@ -114,7 +119,9 @@ func (c *committer) loop() {
 			}
 		}
 		expect = len(group)
+		began := time.Now()
 		c.commit(group)
+		linger = min(max(time.Since(began), minLinger), maxLinger)
 	}
 }
 

@@ -1,0 +1,103 @@
+package memoryd_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/codeexec/codeexec/memoryd"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+)
+
+// benchValue is a typical small memory: a few fields of agent state.
+const benchValue = `{"step":42,"status":"running","notes":"fetched 3 pages, next: parse tables","done":[1,2,3]}`
+
+// reportLatency adds p50 and p99 in microseconds to the benchmark output.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	at := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
+	b.ReportMetric(at(0.50), "p50-µs")
+	b.ReportMetric(at(0.99), "p99-µs")
+}
+
+// BenchmarkLoad is load_memory: GetMemory over gRPC (bufconn) on a
+// database of 1000 records.
+func BenchmarkLoad(b *testing.B) {
+	e := start(b, memoryd.Config{})
+	for i := range 1000 {
+		e.save(b, "", fmt.Sprintf("k%d", i), benchValue, `{"source":"bench"}`)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		if _, err := e.mem.GetMemory(b.Context(), &memoryv1.GetMemoryRequest{Key: fmt.Sprintf("k%d", i%1000)}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	reportLatency(b, lat)
+}
+
+// BenchmarkSave is save_memory from one writer: SaveMemory over gRPC
+// (bufconn), each acknowledged only after fsync.
+func BenchmarkSave(b *testing.B) {
+	e := start(b, memoryd.Config{})
+	lat := make([]time.Duration, 0, b.N)
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		if _, err := e.mem.SaveMemory(b.Context(), &memoryv1.SaveMemoryRequest{Key: fmt.Sprintf("k%d", i%1000), ValueJson: benchValue}); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	reportLatency(b, lat)
+}
+
+// BenchmarkDurableSaves measures acknowledged (fsynced) saves per second
+// over gRPC with 1 and 16 concurrent writers. The group commit lets the 16
+// writers share fsyncs; the issue asks for at least 5× the single rate.
+func BenchmarkDurableSaves(b *testing.B) {
+	for _, writers := range []int{1, 16} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			e := start(b, memoryd.Config{})
+			var next atomic.Int64
+			var mu sync.Mutex
+			lat := make([]time.Duration, 0, b.N)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			t0 := time.Now()
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					mine := make([]time.Duration, 0, b.N/writers+1)
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							break
+						}
+						s := time.Now()
+						_, err := e.mem.SaveMemory(b.Context(), &memoryv1.SaveMemoryRequest{Key: fmt.Sprintf("w%d-%d", w, i%1000), ValueJson: benchValue})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mine = append(mine, time.Since(s))
+					}
+					mu.Lock()
+					lat = append(lat, mine...)
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(t0)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "saves/s")
+			reportLatency(b, lat)
+		})
+	}
+}
