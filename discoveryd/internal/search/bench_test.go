@@ -125,6 +125,55 @@ func exactNameRate(ix *Index, docs []Doc) (bare, qualified float64, fails []stri
 	return float64(okBare) / float64(len(docs)), float64(okQual) / float64(len(docs)), fails
 }
 
+// typoName spells a tool name the way a hurried agent might: its words
+// separated by spaces, with two adjacent letters swapped in the middle of the
+// longest word. ok is false when no word is long enough (5 runes) to carry
+// a typo the engine promises to forgive.
+func typoName(name string) (q string, ok bool) {
+	words := strings.FieldsFunc(name, func(r rune) bool { return r == '_' || r == '-' || r == '.' || r == '/' })
+	longest := -1
+	for i, w := range words {
+		if len(w) >= 5 && (longest < 0 || len(w) > len(words[longest])) {
+			longest = i
+		}
+	}
+	if longest < 0 {
+		return "", false
+	}
+	b := []byte(words[longest])
+	m := len(b) / 2
+	if b[m-1] == b[m] {
+		return "", false
+	}
+	b[m-1], b[m] = b[m], b[m-1]
+	words[longest] = string(b)
+	return strings.Join(words, " "), true
+}
+
+// typoNameRate is the share of tools found in the top reportLimit (or
+// within the block of tools sharing the name) when asked for by typoName.
+func typoNameRate(ix *Index, docs []Doc) (rate float64, n int, fails []string) {
+	shared := map[string]int{}
+	for _, d := range docs {
+		shared[strings.ToLower(d.Tool)]++
+	}
+	ok := 0
+	for _, d := range docs {
+		q, valid := typoName(d.Tool)
+		if !valid {
+			continue
+		}
+		n++
+		k := max(reportLimit, shared[strings.ToLower(d.Tool)])
+		if rankOf(ix.Search(q, k).Hits, &d) > 0 {
+			ok++
+		} else {
+			fails = append(fails, fmt.Sprintf("%q for %s/%s", q, d.Server, d.Tool))
+		}
+	}
+	return float64(ok) / float64(n), n, fails
+}
+
 // rankOf is the 1-based rank of d among hits, or 0.
 func rankOf(hits []Hit, d *Doc) int {
 	for i, h := range hits {
@@ -252,6 +301,9 @@ func TestSearchReport(t *testing.T) {
 	bare, qual, fails := exactNameRate(ix, ds.docs)
 	fmt.Fprintf(&out, "exact name -> first: %.1f%% (bare name, tied names share the top block), %.1f%% (server/tool at rank 1)\n", 100*bare, 100*qual)
 
+	typoRate, typoN, typoFails := typoNameRate(ix, ds.docs)
+	fmt.Fprintf(&out, "misspelt name (words split, two letters swapped in the longest) -> top %d: %.1f%% of %d tools\n", reportLimit, 100*typoRate, typoN)
+
 	big := NewIndex(replicate(ds.docs, latencyCorpus))
 	var qs []string
 	for _, q := range ds.queries {
@@ -267,6 +319,9 @@ func TestSearchReport(t *testing.T) {
 	if testing.Verbose() {
 		for _, m := range all.misses5 {
 			t.Logf("miss@5: %s", m)
+		}
+		for _, m := range typoFails {
+			t.Logf("misspelt name missed: %s", m)
 		}
 	}
 

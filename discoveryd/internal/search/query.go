@@ -146,6 +146,10 @@ func (ix *Index) qualified(lq string, fn func(doc int32)) {
 	}
 }
 
+// maxUnits bounds the words of a query that are scored, and so the cost of
+// one query, whatever its length.
+const maxUnits = 32
+
 // maxSpan is the most consecutive query words joined to match a tool name.
 const maxSpan = 4
 
@@ -175,6 +179,9 @@ func (ix *Index) scoreUnits(s *scratch, q string) int {
 	}
 	if len(content) == 0 {
 		content = s.runs // a query of stopwords only still means something
+	}
+	if len(content) > maxUnits {
+		content = content[:maxUnits] // a pasted paragraph is not a better query
 	}
 	units := 0
 	s.seen = s.seen[:0]
