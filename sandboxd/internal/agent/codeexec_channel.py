@@ -6,10 +6,11 @@ thread, `reply` frames wake whoever made the matching `call`. Any thread may
 send; a lock keeps frames whole.
 """
 
-import json
 import os
 import threading
 from _queue import SimpleQueue
+
+import codeexec_json
 
 MAX_FRAME = 64 << 20
 
@@ -19,10 +20,6 @@ class MCPError(RuntimeError):
 
 
 MCPError.__module__ = "mcp.runtime"
-
-
-def _jsonable(obj):
-    raise TypeError("value of type %s is not JSON serialisable" % type(obj).__name__)
 
 
 def _write_all(fd, data):
@@ -58,9 +55,7 @@ class Channel:
     # --- sending -------------------------------------------------------
 
     def send(self, obj, ascii=True):
-        body = json.dumps(
-            obj, ensure_ascii=ascii, separators=(",", ":"), allow_nan=False, default=_jsonable
-        ).encode("utf-8")
+        body = codeexec_json.dumps(obj, ascii).encode("utf-8")
         if len(body) > MAX_FRAME:
             raise MCPError(
                 "message of %d bytes is larger than the channel's %d-byte frame limit"
@@ -160,7 +155,7 @@ class Channel:
                 if len(body) < n:
                     break
                 try:
-                    msg = json.loads(body)
+                    msg = codeexec_json.loads(body)
                 except ValueError as exc:
                     diag(self.diag_fd, "protocol error: bad JSON frame: %s" % exc)
                     code = 2

@@ -5,10 +5,11 @@ Everything is stored by sandboxd's backends (memoryd) through `memory.*` and
 here so that mistakes fail fast with a precise message.
 """
 
-import json
 import sys
 import time
 
+import codeexec_json
+import codeexec_source
 from codeexec_channel import MCPError
 
 _chan = None  # the Channel, set by install()
@@ -34,7 +35,7 @@ def _check_json(value, what):
         raise TypeError("%s of type %s is not JSON serialisable" % (what, type(obj).__name__))
 
     try:
-        json.dumps(value, allow_nan=False, default=reject)
+        codeexec_json.dumps(value, True, reject)
     except ValueError as exc:  # NaN/Infinity, circular references
         raise ValueError("%s is not valid JSON: %s" % (what, exc)) from None
 
@@ -157,8 +158,6 @@ class _UserToolsLoader:
         return None
 
     def exec_module(self, module):
-        import linecache
-
         try:
             tools = _chan.call_sync("tool.list", {})
         except MCPError as exc:
@@ -171,10 +170,7 @@ class _UserToolsLoader:
             name = str(t.get("name") or "?")
             source = t.get("source") or ""
             filename = "<user_tools:%s>" % name
-            lines = source.splitlines(True)
-            if lines and not lines[-1].endswith("\n"):
-                lines[-1] += "\n"
-            linecache.cache[filename] = (len(source), None, lines, filename)
+            codeexec_source.register(filename, source)
             try:
                 exec(compile(source, filename, "exec", dont_inherit=True), ns)
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - one bad tool must not hide the others

@@ -7,8 +7,6 @@ MCPError.
 """
 
 import keyword
-import re
-import sys
 
 from codeexec_channel import MCPError
 
@@ -17,13 +15,27 @@ _servers = []  # normalised metadata of the servers allowed for this exec
 _by_key = {}  # name and alias -> metadata
 _discovered = []  # [{name, description}] for every configured server
 
-_NON_ALNUM = re.compile(r"[^a-z0-9_]+")
-_NON_IDENT = re.compile(r"[^0-9a-zA-Z_]+")
+_IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _sanitise(name):
+    """Lowercases name and turns each run of characters outside [a-z0-9_]
+    into one '_' (re.sub("[^a-z0-9_]+", "_", ...) without importing re)."""
+    out = []
+    run = False
+    for c in str(name).lower():
+        if c in _IDENT_CHARS:
+            out.append(c)
+            run = False
+        elif not run:
+            out.append("_")
+            run = True
+    return "".join(out)
 
 
 def server_alias(name):
     """Upstream's server alias: lowercase, runs of other characters -> '_'."""
-    alias = _NON_ALNUM.sub("_", str(name).lower()) or "server"
+    alias = _sanitise(name) or "server"
     if alias[0].isdigit():
         alias = "_" + alias
     return alias
@@ -31,7 +43,7 @@ def server_alias(name):
 
 def tool_alias(name):
     """Upstream's tool alias: like server_alias, plus '_' after keywords."""
-    alias = _NON_IDENT.sub("_", str(name).lower()) or "tool"
+    alias = _sanitise(name) or "tool"
     if alias[0].isdigit():
         alias = "_" + alias
     if keyword.iskeyword(alias):

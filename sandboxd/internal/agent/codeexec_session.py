@@ -6,7 +6,6 @@ User code runs in the main thread, in the dict of a module named
 multiprocessing find the user's classes and functions.
 """
 
-import linecache
 import os
 import sys
 import threading
@@ -15,6 +14,7 @@ import codeexec_channel
 import codeexec_output
 import codeexec_persist
 import codeexec_servers
+import codeexec_source
 
 PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, without importing ast
 CO_COROUTINE = 0x80  # inspect.CO_COROUTINE
@@ -66,14 +66,6 @@ def _describe(exc):
     return "%s: %s" % (name, msg) if msg else name
 
 
-def _register_source(filename, source):
-    lines = source.splitlines(True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-    # mtime None: linecache.checkcache never evicts the entry.
-    linecache.cache[filename] = (len(source), None, lines, filename)
-
-
 class Session:
     def __init__(self, cin, cout, diag_fd):
         self.chan = codeexec_channel.Channel(cin, cout, diag_fd)
@@ -82,6 +74,7 @@ class Session:
         self.loop = None
         self.installed = {}  # names this agent put into the namespace per exec
 
+        codeexec_source.install()
         extra = codeexec_persist.install(self.chan)
         self.runtime = codeexec_servers.install(self.chan, extra)
 
@@ -203,7 +196,7 @@ class Session:
         source = msg.get("code") or ""
         try:
             self._configure(msg)
-            _register_source(filename, source)
+            codeexec_source.register(filename, source)
             code = compile(source, filename, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
             result = eval(code, self.ns)
             if code.co_flags & CO_COROUTINE:

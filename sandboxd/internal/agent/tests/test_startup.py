@@ -51,6 +51,18 @@ class StartupTest(unittest.TestCase):
         # Minimums are the least disturbed by other load on the machine.
         self.assertLess(rdm - bm, 10.0, "agent adds %.1f ms before ready" % (rdm - bm))
 
+    def test_warm_agent_imports_little(self):
+        a = Agent()
+        try:
+            r = a.exec("import sys\nprint([m for m in ('asyncio', 'json', 're', 'linecache', 'traceback', "
+                       "'inspect', 'ast', 'enum') if m in sys.modules])")
+            self.assertEqual(r.stdout, "[]\n")
+            # Sources of earlier cells reach linecache when it is imported.
+            r = a.exec("import linecache\nprint(linecache.getline('<cell-1>', 1), end='')")
+            self.assertEqual(r.stdout, "import sys\n")
+        finally:
+            a.close()
+
     def test_asyncio_imported_only_when_needed(self):
         a = Agent()
         try:
