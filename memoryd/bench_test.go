@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 )
@@ -63,7 +65,8 @@ func BenchmarkSave(b *testing.B) {
 func BenchmarkDurableSaves(b *testing.B) {
 	for _, writers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			e := start(b, memoryd.Config{})
+			reg := prometheus.NewRegistry()
+			e := start(b, memoryd.Config{Registerer: reg})
 			var next atomic.Int64
 			var mu sync.Mutex
 			lat := make([]time.Duration, 0, b.N)
@@ -97,6 +100,7 @@ func BenchmarkDurableSaves(b *testing.B) {
 			elapsed := time.Since(t0)
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "saves/s")
+			b.ReportMetric(meanCommitWrites(b, reg), "writes/commit")
 			reportLatency(b, lat)
 		})
 	}

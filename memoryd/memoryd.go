@@ -85,11 +85,11 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	st, err := store.OpenBolt(cfg.Path, store.BoltOptions{LockTimeout: cfg.LockTimeout})
+	metrics := server.NewMetrics()
+	st, err := store.OpenBolt(cfg.Path, store.BoltOptions{LockTimeout: cfg.LockTimeout, OnCommit: metrics.ObserveCommit})
 	if err != nil {
 		return nil, err
 	}
-	metrics := server.NewMetrics()
 	if cfg.Registerer != nil {
 		for _, c := range metrics.Collectors() {
 			if err := cfg.Registerer.Register(c); err != nil {
@@ -106,8 +106,10 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 // Register adds MemoryService and ToolService to g.
 func (s *Service) Register(g *grpc.Server) { server.Register(g, s.memory, s.tools) }
 
-// Collectors returns the service's Prometheus collectors (the op latency
-// histogram codeexec_memoryd_op_duration_seconds{op,code}).
+// Collectors returns the service's Prometheus collectors: the operation
+// latency histogram codeexec_memoryd_op_duration_seconds{op,code}, and
+// codeexec_memoryd_commit_writes and _commit_duration_seconds, which show
+// how well concurrent writes share fsyncs.
 func (s *Service) Collectors() []prometheus.Collector { return s.metrics.Collectors() }
 
 // Backup writes a consistent copy of the database to w while the service

@@ -31,6 +31,9 @@ type BoltOptions struct {
 	LockTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// OnCommit, when set, is called after every group commit with the
+	// number of writes it carried and how long it took.
+	OnCommit func(writes int, d time.Duration)
 }
 
 // Bolt is a Store on one bbolt file. Writes go through a group commit;
@@ -93,7 +96,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("initialise database %s: %w", path, err)
 	}
-	return &Bolt{db: db, commit: newCommitter(db), now: opts.Now}, nil
+	return &Bolt{db: db, commit: newCommitter(db, opts.OnCommit), now: opts.Now}, nil
 }
 
 // Path returns the database file's path.

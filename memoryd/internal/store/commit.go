@@ -42,19 +42,20 @@ type pending struct {
 // writers woken by the last commit need a moment to send their next write,
 // and without the wait the first of them would commit alone.
 type committer struct {
-	db   *bolt.DB
-	ops  chan pending // unbuffered: a send succeeds only when the loop takes it
-	stop chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	db      *bolt.DB
+	observe func(writes int, d time.Duration) // may be nil
+	ops     chan pending                      // unbuffered: a send succeeds only when the loop takes it
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
 
 	inflight atomic.Int64  // callers inside do, sent or about to send
 	commits  atomic.Uint64 // transactions committed, for tests and benchmarks
 	writes   atomic.Uint64 // writes committed
 }
 
-func newCommitter(db *bolt.DB) *committer {
-	c := &committer{db: db, ops: make(chan pending), stop: make(chan struct{})}
+func newCommitter(db *bolt.DB, observe func(writes int, d time.Duration)) *committer {
+	c := &committer{db: db, observe: observe, ops: make(chan pending), stop: make(chan struct{})}
 	c.wg.Add(1)
 	go c.loop()
 	return c
@@ -121,7 +122,11 @@ func (c *committer) loop() {
 		expect = len(group)
 		began := time.Now()
 		c.commit(group)
-		linger = min(max(time.Since(began), minLinger), maxLinger)
+		took := time.Since(began)
+		linger = min(max(took, minLinger), maxLinger)
+		if c.observe != nil {
+			c.observe(len(group), took)
+		}
 	}
 }
 
