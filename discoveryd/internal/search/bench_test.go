@@ -286,7 +286,7 @@ func TestSearchReport(t *testing.T) {
 	sort.Strings(names)
 
 	var out strings.Builder
-	fmt.Fprintf(&out, "corpus: %d tools from %d servers; %d labelled queries\n", len(ds.docs), len(ds.servers), len(ds.queries))
+	fmt.Fprintf(&out, "corpus: %d tools from %d servers; %d labelled queries (+%d held out)\n", len(ds.docs), len(ds.servers), len(ds.queries), len(ds.holdout))
 	fmt.Fprintf(&out, "%-10s %5s  %9s %9s  %9s %9s\n", "queries", "n", "ours@1", "ours@5", "base@1", "base@5")
 	row := func(name string, qs []labelledQuery) recallRow {
 		o, b := measureRecall(ours, qs), measureRecall(base, qs)
@@ -297,6 +297,7 @@ func TestSearchReport(t *testing.T) {
 		row(k, kinds[k])
 	}
 	all := row("all", ds.queries)
+	row("holdout", ds.holdout)
 
 	bare, qual, fails := exactNameRate(ix, ds.docs)
 	fmt.Fprintf(&out, "exact name -> first: %.1f%% (bare name, tied names share the top block), %.1f%% (server/tool at rank 1)\n", 100*bare, 100*qual)

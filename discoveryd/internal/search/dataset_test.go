@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -42,6 +43,9 @@ type dataset struct {
 	servers []serverFile
 	docs    []Doc
 	queries []labelledQuery
+	// holdout queries were written after the engine was tuned on queries
+	// and are never used to tune it.
+	holdout []labelledQuery
 }
 
 func loadDataset(t testing.TB) *dataset {
@@ -59,11 +63,12 @@ func loadDataset(t testing.TB) *dataset {
 		ds.docs = append(ds.docs, docsOf(sf.Server, sf.Tools)...)
 	}
 	readJSON(t, filepath.Join(datasetDir, "queries.json"), &ds.queries)
+	readJSON(t, filepath.Join(datasetDir, "queries-holdout.json"), &ds.holdout)
 	known := map[string]bool{}
 	for _, d := range ds.docs {
 		known[d.Server+"/"+d.Tool] = true
 	}
-	for _, q := range ds.queries {
+	for _, q := range append(slices.Clip(ds.queries), ds.holdout...) {
 		if len(q.Relevant) == 0 {
 			t.Fatalf("query %q has no relevant tools", q.Query)
 		}
