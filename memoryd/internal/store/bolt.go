@@ -130,10 +130,15 @@ func (s *Bolt) Get(ctx context.Context, tenant string, kind Kind, key string) (R
 		rec, err = decode(key, v, true)
 		return err
 	})
+	return rec, closed(err)
+}
+
+// closed turns bbolt's "database not open" into ErrClosed.
+func closed(err error) error {
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return Record{}, ErrClosed
+		return ErrClosed
 	}
-	return rec, err
+	return err
 }
 
 // Put implements Store.
@@ -223,7 +228,7 @@ func (s *Bolt) List(ctx context.Context, tenant string, kind Kind, withValues bo
 			return nil
 		})
 	})
-	return out, err
+	return out, closed(err)
 }
 
 // Backup implements Store with bbolt's Tx.WriteTo: a read transaction sees
@@ -244,7 +249,7 @@ func (s *Bolt) Backup(ctx context.Context, w io.Writer) (int64, error) {
 		}))
 		return err
 	})
-	return n, err
+	return n, closed(err)
 }
 
 // Close implements Store: it lets the commit in progress finish, then

@@ -37,10 +37,12 @@ type pending struct {
 // committer is a group commit: one goroutine runs every pending write in a
 // single bbolt transaction, so N concurrent writers share one fsync pair
 // instead of paying N. Unlike bolt.DB.Batch (which always waits 10ms for
-// company) a lone writer commits at once. When the previous group had k
-// writes, the next one lingers up to maxLinger for k writers to arrive:
-// writers woken by the last commit need a moment to send their next write,
-// and without the wait the first of them would commit alone.
+// company) a lone writer commits at once. A group waits only for writers
+// it expects: as many as were in the previous group, or as many callers as
+// are already inside do. Writers woken by the last commit need a moment to
+// send their next write, and without the wait the first of them would
+// commit alone and split every later group in two. The wait is bounded by
+// the previous commit's duration (see minLinger, maxLinger).
 type committer struct {
 	db      *bolt.DB
 	observe func(writes int, d time.Duration) // may be nil

@@ -1,0 +1,159 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
+)
+
+func open(t *testing.T, now func() time.Time) *Bolt {
+	t.Helper()
+	s, err := OpenBolt(filepath.Join(t.TempDir(), "m.db"), BoltOptions{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, r := range []Record{
+		{Key: "k", Value: []byte(`{"a": 1}`), Meta: []byte("{}"), Created: time.Unix(1, 5).UTC(), Updated: time.Unix(2, 0).UTC(), Revision: 1},
+		{Key: "empty", Value: []byte{}, Meta: []byte{}, Created: time.Unix(0, 0).UTC(), Updated: time.Unix(0, 0).UTC(), Revision: 1 << 60},
+		{Key: "pre-1970", Value: []byte("x"), Meta: []byte("doc"), Created: time.Unix(-100, 0).UTC(), Updated: time.Unix(-1, 0).UTC(), Revision: 7},
+	} {
+		r.ValueLen = len(r.Value)
+		got, err := decode(r.Key, encode(r), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(r, got); diff != "" {
+			t.Errorf("round trip (-want +got):\n%s", diff)
+		}
+	}
+	for _, bad := range [][]byte{nil, {2}, {codecVersion}, {codecVersion, 1, 2, 2, 200}} {
+		if _, err := decode("k", bad, true); !errors.Is(err, errCorrupt) {
+			t.Errorf("decode(%v) = %v, want errCorrupt", bad, err)
+		}
+	}
+}
+
+func TestPut(t *testing.T) {
+	t.Parallel()
+	clock := time.Unix(1000, 0)
+	s := open(t, func() time.Time { clock = clock.Add(time.Second); return clock })
+	ctx := t.Context()
+	tests := []struct {
+		name    string
+		w       Write
+		wantErr error
+		want    Record // Key, Value, Meta, Revision, Created, Updated
+	}{
+		{"create", Write{Value: []byte("1"), Meta: []byte("m1")}, nil,
+			Record{Value: []byte("1"), Meta: []byte("m1"), Revision: 1, Created: time.Unix(1001, 0), Updated: time.Unix(1001, 0)}},
+		{"overwrite keeps created, replaces meta", Write{Value: []byte("2"), Meta: []byte("m2")}, nil,
+			Record{Value: []byte("2"), Meta: []byte("m2"), Revision: 2, Created: time.Unix(1001, 0), Updated: time.Unix(1002, 0)}},
+		{"cas ok keeps meta", Write{Value: []byte("3"), Meta: []byte("ignored"), KeepMeta: true, CheckRevision: true, Revision: 2}, nil,
+			Record{Value: []byte("3"), Meta: []byte("m2"), Revision: 3, Created: time.Unix(1001, 0), Updated: time.Unix(1003, 0)}},
+		{"cas stale", Write{Value: []byte("4"), CheckRevision: true, Revision: 2}, ErrConflict, Record{}},
+		{"cas expects absent", Write{Value: []byte("4"), CheckRevision: true, Revision: 0}, ErrConflict, Record{}},
+	}
+	for _, tc := range tests {
+		got, err := s.Put(ctx, "t", KindMemory, "k", tc.w)
+		if !errors.Is(err, tc.wantErr) {
+			t.Fatalf("%s: err = %v, want %v", tc.name, err, tc.wantErr)
+		}
+		if err != nil {
+			continue
+		}
+		tc.want.Key, tc.want.ValueLen = "k", len(tc.want.Value)
+		tc.want.Created, tc.want.Updated = tc.want.Created.UTC(), tc.want.Updated.UTC()
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: Put (-want +got):\n%s", tc.name, diff)
+		}
+		stored, err := s.Get(ctx, "t", KindMemory, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(got, stored); diff != "" {
+			t.Errorf("%s: Get differs from Put (-put +get):\n%s", tc.name, diff)
+		}
+	}
+	// Kinds and tenants are separate namespaces.
+	for _, c := range []struct {
+		tenant string
+		kind   Kind
+	}{{"t", KindTool}, {"u", KindMemory}} {
+		if _, err := s.Get(ctx, c.tenant, c.kind, "k"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Get(%s, %s) = %v, want ErrNotFound", c.tenant, c.kind, err)
+		}
+	}
+}
+
+// TestGroupFallsBackToSolo checks that one write failing with an internal
+// error neither fails nor loses the others in its group.
+func TestGroupFallsBackToSolo(t *testing.T) {
+	t.Parallel()
+	s := open(t, nil)
+	boom := errors.New("boom")
+	put := func(key string) txFunc {
+		return func(tx *bolt.Tx) error {
+			b, err := tx.Bucket(bucketTenants).CreateBucketIfNotExists([]byte(key))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte("x"), []byte("y"))
+		}
+	}
+	group := []pending{
+		{fn: put("a"), done: make(chan error, 1)},
+		{fn: func(*bolt.Tx) error { return boom }, done: make(chan error, 1)},
+		{fn: func(*bolt.Tx) error { return ErrConflict }, done: make(chan error, 1)},
+		{fn: put("b"), done: make(chan error, 1)},
+	}
+	s.commit.commit(group)
+	want := []error{nil, boom, ErrConflict, nil}
+	for i, p := range group {
+		if err := <-p.done; !errors.Is(err, want[i]) {
+			t.Errorf("write %d: %v, want %v", i, err, want[i])
+		}
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		for _, k := range []string{"a", "b"} {
+			if tx.Bucket(bucketTenants).Bucket([]byte(k)) == nil {
+				t.Errorf("write %q was lost", k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	t.Parallel()
+	s := open(t, nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := s.Put(ctx, "t", KindMemory, "k", Write{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Put after Close: %v", err)
+	}
+	if _, err := s.Get(ctx, "t", KindMemory, "k"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Get after Close: %v", err)
+	}
+	if _, err := s.List(ctx, "t", KindMemory, false); !errors.Is(err, ErrClosed) {
+		t.Errorf("List after Close: %v", err)
+	}
+	if _, err := s.Backup(ctx, &bytes.Buffer{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Backup after Close: %v", err)
+	}
+}
