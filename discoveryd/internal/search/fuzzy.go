@@ -1,5 +1,10 @@
 package search
 
+import (
+	"slices"
+	"strings"
+)
+
 // fuzzy finds vocabulary words within a small edit distance of a query word
 // in time independent of the vocabulary size. It is a symmetric-delete
 // index (as in SymSpell): every word is stored under each string obtained by
@@ -10,6 +15,7 @@ package search
 type fuzzy struct {
 	words   []string           // vocabulary, by word id
 	deletes map[string][]int32 // deletion string → word ids
+	sorted  []int32            // word ids in lexical order, for prefixes
 }
 
 // maxEdits is the typo budget for a word of n runes: none below 4 runes,
@@ -44,7 +50,43 @@ func newFuzzy(words []string) *fuzzy {
 			f.deletes[s] = append(ids, int32(id))
 		})
 	}
+	f.sorted = make([]int32, len(words))
+	for i := range f.sorted {
+		f.sorted[i] = int32(i)
+	}
+	slices.SortFunc(f.sorted, func(a, b int32) int { return strings.Compare(words[a], words[b]) })
 	return f
+}
+
+// minPrefix is the shortest word completed as a prefix ("kube" →
+// "kubernetes"); shorter ones match too much to mean anything.
+const minPrefix = 4
+
+// maxCompletions bounds how many vocabulary words one prefix stands for.
+const maxCompletions = 8
+
+// completions calls fn for up to maxCompletions vocabulary words that
+// start with w and are longer than it, shortest first.
+func (f *fuzzy) completions(w string, fn func(id int32)) {
+	if len(w) < minPrefix {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(f.sorted, w, func(id int32, w string) int { return strings.Compare(f.words[id], w) })
+	end := i
+	for end < len(f.sorted) && strings.HasPrefix(f.words[f.sorted[end]], w) {
+		end++
+	}
+	if end-i > 4*maxCompletions {
+		return // too common a stem to stand for any one word
+	}
+	var buf [4 * maxCompletions]int32
+	ids := append(buf[:0], f.sorted[i:end]...)
+	slices.SortStableFunc(ids, func(a, b int32) int { return len(f.words[a]) - len(f.words[b]) })
+	for _, id := range ids[:min(len(ids), maxCompletions)] {
+		if f.words[id] != w {
+			fn(id)
+		}
+	}
 }
 
 // lookup calls fn for every vocabulary word within the typo budget of w,

@@ -8,8 +8,9 @@ import (
 
 // Query-side weights of a term relative to the word the query used.
 const (
-	typoWeight1 = 0.8 // one edit away
-	typoWeight2 = 0.6 // two edits away
+	typoWeight1  = 0.8 // one edit away
+	typoWeight2  = 0.6 // two edits away
+	prefixWeight = 0.7 // the word begins a longer one ("kube" for "kubernetes")
 )
 
 // alt is one term a query unit may match, with its weight.
@@ -234,8 +235,8 @@ func (ix *Index) expand(dst []alt, w string) []alt {
 	} else if id, ok := ix.words[w]; ok {
 		dst = append(dst, alt{id, 1})
 	} else if _, ok := synonyms[t]; !ok {
-		best := 3
 		start := len(dst)
+		best := 3
 		ix.vocab.lookup(w, func(id int32, dist int) {
 			if dist < best {
 				best = dist
@@ -249,6 +250,11 @@ func (ix *Index) expand(dst []alt, w string) []alt {
 				dst = append(dst, alt{ix.wordTerm[id], weight})
 			}
 		})
+		if len(dst) == start {
+			ix.vocab.completions(w, func(id int32) {
+				dst = append(dst, alt{ix.wordTerm[id], prefixWeight})
+			})
+		}
 	}
 	for _, syn := range synonyms[t] {
 		if id, ok := ix.terms[syn]; ok {

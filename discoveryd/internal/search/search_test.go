@@ -110,6 +110,27 @@ func TestFuzzyLookup(t *testing.T) {
 	}
 }
 
+func TestFuzzyCompletions(t *testing.T) {
+	t.Parallel()
+	f := newFuzzy([]string{"kubernetes", "kubectl", "kube", "calendar", "calendars", "pod"})
+	tests := []struct {
+		prefix string
+		want   []string
+	}{
+		{"kube", []string{"kubectl", "kubernetes"}}, // shortest first, not the word itself
+		{"calend", []string{"calendar", "calendars"}},
+		{"kub", nil}, // under minPrefix
+		{"zzzz", nil},
+	}
+	for _, tt := range tests {
+		var got []string
+		f.completions(tt.prefix, func(id int32) { got = append(got, f.words[id]) })
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("completions(%q) = %q, want %q", tt.prefix, got, tt.want)
+		}
+	}
+}
+
 // testDocs is a small catalogue with deliberate traps: a description that
 // repeats the words of another tool's name, two servers sharing a tool
 // name, and an alias that differs from the name.
@@ -168,6 +189,8 @@ func TestSearchRanking(t *testing.T) {
 		{"screensht", []string{"playwright/browser_take_screenshot"}},
 		{"scrren shot", []string{"playwright/browser_take_screenshot"}},
 		{"calender events", []string{"google-calendar/list-events"}},
+		{"calend events", []string{"google-calendar/list-events"}},
+		{"screenshotting", []string{"playwright/browser_take_screenshot"}},
 		{"open a ticket on github", []string{"github/create_issue"}},
 	}
 	for _, tt := range tests {
