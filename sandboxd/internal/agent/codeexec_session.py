@@ -72,6 +72,7 @@ class Session:
         self.capture = codeexec_output.Capture(self.chan)
         self.cells = 0
         self.loop = None
+        self.pid = os.getpid()
         self.installed = {}  # names this agent put into the namespace per exec
 
         codeexec_source.install()
@@ -146,10 +147,24 @@ class Session:
             self._fix_stdio()
             done["ok"], done["exit"], done["error"] = self._execute(msg)
         finally:
+            if os.getpid() != self.pid:
+                self._leave_forked_child(done["exit"])
             # Even if something above failed (a SIGINT at the wrong moment),
             # the exec must end with a fence and a done.
             done["dropped"] = self._fence(token)
             self.chan.send(done)
+
+    @staticmethod
+    def _leave_forked_child(code):
+        """A child made by os.fork() in user code got back into the agent
+        (its code ended instead of calling os._exit): end it here, or it
+        would wait for execs forever."""
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code if isinstance(code, int) and 0 <= code <= 255 else 1)
 
     def _fence(self, token):
         for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):

@@ -115,6 +115,31 @@ class ExecTest(unittest.TestCase):
         self.assertEqual((r.ok, r.exit), (False, 5))
         self.assertEqual(self.a.exec("print(kept)").stdout, "yes\n")
 
+    def test_forked_child_that_returns_ends(self):
+        r = self.a.exec(
+            "import os, sys\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    print('in child')\n"
+            "    sys.exit(3)\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "print('child exit', os.waitstatus_to_exitcode(status))\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    raise ValueError('child failed')\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "print('child exit', os.waitstatus_to_exitcode(status))\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    pass  # falls off the end of the cell\n"
+            "else:\n"
+            "    _, status = os.waitpid(pid, 0)\n"
+            "    print('child exit', os.waitstatus_to_exitcode(status))\n", timeout=20)
+        self.assertTrue(r.ok, r)
+        self.assertEqual(r.stdout, "in child\nchild exit 3\nchild exit 1\nchild exit 0\n")
+        self.assertIn("ValueError: child failed", r.stderr)
+        self.assertEqual(self.a.exec("print('parent fine')").stdout, "parent fine\n")
+
     def test_keyboard_interrupt_is_an_exception(self):
         r = self.a.exec("raise KeyboardInterrupt")
         self.assertEqual((r.ok, r.exit, r.error), (False, 1, "KeyboardInterrupt"))
