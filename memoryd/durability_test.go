@@ -125,6 +125,9 @@ func TestBackupWhileWriting(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	if entries, _ := os.ReadDir(filepath.Dir(e.path)); len(entries) != 1 {
+		t.Errorf("database directory holds %v; want only the database (spool file left behind?)", entries)
+	}
 	directCopy := filepath.Join(dir, "direct.db")
 	if err := os.WriteFile(directCopy, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)

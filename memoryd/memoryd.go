@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,7 +99,7 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 			}
 		}
 	}
-	mem, tools := server.New(server.Options{Store: st, Logger: logger, Metrics: metrics, MaxValueBytes: cfg.MaxValueBytes})
+	mem, tools := server.New(server.Options{Store: st, Logger: logger, Metrics: metrics, MaxValueBytes: cfg.MaxValueBytes, SpoolDir: filepath.Dir(cfg.Path)})
 	logger.Info("memoryd store open", slog.String(logkeys.StorePath, cfg.Path))
 	return &Service{store: st, memory: mem, tools: tools, metrics: metrics, logger: logger}, nil
 }

@@ -1,6 +1,10 @@
 package server
 
 import (
+	"fmt"
+	"io"
+	"os"
+
 	"google.golang.org/grpc"
 
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
@@ -10,14 +14,32 @@ import (
 // gRPC message limit.
 const backupChunk = 1 << 20
 
-// Backup implements memoryv1.MemoryServiceServer: it streams the store's
-// consistent copy in chunks.
+// Backup implements memoryv1.MemoryServiceServer. It first copies the
+// store into a spool file next to the database, then streams that file.
+// The copy holds a read transaction only as long as a local disk copy
+// takes, not as long as a slow client takes to download: a long read
+// transaction keeps freed pages from being reused and can block a writer
+// that needs to grow the memory map.
 func (m *Memory) Backup(_ *memoryv1.BackupRequest, stream grpc.ServerStreamingServer[memoryv1.BackupResponse]) error {
 	ctx := stream.Context()
 	_, err := handle(ctx, m.h, "memory.backup", func() (int64, error) {
-		w := &chunkWriter{send: stream.Send, buf: make([]byte, 0, backupChunk)}
-		n, err := m.h.store.Backup(ctx, w)
+		spool, err := os.CreateTemp(m.h.spoolDir, ".memoryd-backup-*")
 		if err != nil {
+			return 0, fmt.Errorf("create backup spool file: %w", err)
+		}
+		defer func() {
+			_ = spool.Close()
+			_ = os.Remove(spool.Name())
+		}()
+		n, err := m.h.store.Backup(ctx, spool)
+		if err != nil {
+			return n, err
+		}
+		if _, err := spool.Seek(0, io.SeekStart); err != nil {
+			return n, err
+		}
+		w := &chunkWriter{send: stream.Send}
+		if _, err := io.CopyBuffer(w, spool, make([]byte, backupChunk)); err != nil {
 			return n, err
 		}
 		return n, w.flush()
@@ -25,7 +47,7 @@ func (m *Memory) Backup(_ *memoryv1.BackupRequest, stream grpc.ServerStreamingSe
 	return err
 }
 
-// chunkWriter buffers the copy into backupChunk-sized messages.
+// chunkWriter cuts the copy into backupChunk-sized messages.
 type chunkWriter struct {
 	send func(*memoryv1.BackupResponse) error
 	buf  []byte
@@ -34,8 +56,10 @@ type chunkWriter struct {
 func (w *chunkWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
-		room := backupChunk - len(w.buf)
-		take := min(room, len(p))
+		if w.buf == nil {
+			w.buf = make([]byte, 0, backupChunk)
+		}
+		take := min(backupChunk-len(w.buf), len(p))
 		w.buf = append(w.buf, p[:take]...)
 		p = p[take:]
 		if len(w.buf) == backupChunk {
@@ -47,13 +71,13 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// flush sends what is buffered. gRPC may still read a sent message (stats
+// handlers), so the next chunk gets a fresh buffer.
 func (w *chunkWriter) flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	// gRPC may still read a sent message (stats handlers), so every chunk
-	// gets a fresh buffer.
 	err := w.send(&memoryv1.BackupResponse{Chunk: w.buf})
-	w.buf = make([]byte, 0, backupChunk)
+	w.buf = nil
 	return err
 }

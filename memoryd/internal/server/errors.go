@@ -13,11 +13,15 @@ import (
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
+// logKeyOp names the memoryd operation (memory.save, tool.list, ...) in
+// logs; it matches the op label of the latency histogram.
+const logKeyOp = "memory.op"
+
 // toStatus turns a domain error into a gRPC status. It is the only place
 // where memoryd picks status codes. Domain errors carry messages written
 // for clients and pass through; anything else is logged once and hidden
 // behind a generic message.
-func toStatus(ctx context.Context, logger *slog.Logger, method string, err error) error {
+func toStatus(ctx context.Context, logger *slog.Logger, op string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -39,7 +43,7 @@ func toStatus(ctx context.Context, logger *slog.Logger, method string, err error
 	case errors.Is(err, store.ErrClosed):
 		return status.Error(codes.Unavailable, "memoryd is shutting down")
 	default:
-		logger.ErrorContext(ctx, "memoryd request failed", slog.String(logkeys.GRPCMethod, method), slog.Any(logkeys.Error, err))
+		logger.ErrorContext(ctx, "memoryd request failed", slog.String(logKeyOp, op), slog.Any(logkeys.Error, err))
 		return status.Error(codes.Internal, "memoryd internal error; see the memoryd log")
 	}
 }

@@ -23,6 +23,9 @@ type Options struct {
 	Metrics *Metrics
 	// MaxValueBytes caps value_json, metadata_json and tool source.
 	MaxValueBytes int
+	// SpoolDir holds Backup's temporary copy; the database's directory
+	// is a good choice, since it is private and on the same disk.
+	SpoolDir string
 }
 
 // Memory implements memoryv1.MemoryServiceServer.
@@ -39,7 +42,7 @@ type Tools struct {
 
 // New returns both servers over one store.
 func New(opts Options) (*Memory, *Tools) {
-	h := &handler{store: opts.Store, logger: opts.Logger, metrics: opts.Metrics, maxValueBytes: opts.MaxValueBytes}
+	h := &handler{store: opts.Store, logger: opts.Logger, metrics: opts.Metrics, maxValueBytes: opts.MaxValueBytes, spoolDir: opts.SpoolDir}
 	return &Memory{h: h}, &Tools{h: h}
 }
 

@@ -1,19 +1,15 @@
 package server
 
 import (
-	"context"
-	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/codeexec/codeexec/memoryd/internal/store"
-	"google.golang.org/grpc/status"
 )
 
 // Metrics holds memoryd's own Prometheus collectors. The gRPC interceptors
-// already time whole RPCs; this histogram times the store operation
-// behind each one, labelled by a short op name and the resulting code.
+// already time whole RPCs; op_duration_seconds times the work behind each
+// one, labelled by a short op name and the resulting code, and the commit
+// histograms show how well concurrent writes share fsyncs.
 type Metrics struct {
 	opSeconds     *prometheus.HistogramVec
 	commitWrites  prometheus.Histogram
@@ -57,26 +53,4 @@ func (m *Metrics) ObserveCommit(writes int, d time.Duration) {
 // Collectors returns the collectors to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.opSeconds, m.commitWrites, m.commitSeconds}
-}
-
-// handle runs one operation: it times it, maps its error to a status once
-// and records the outcome.
-func handle[T any](ctx context.Context, h *handler, op string, fn func() (T, error)) (T, error) {
-	start := time.Now()
-	resp, err := fn()
-	err = toStatus(ctx, h.logger, op, err)
-	h.metrics.opSeconds.WithLabelValues(op, status.Code(err).String()).Observe(time.Since(start).Seconds())
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return resp, nil
-}
-
-// handler is the state the Memory and Tools servers share.
-type handler struct {
-	store         store.Store
-	logger        *slog.Logger
-	metrics       *Metrics
-	maxValueBytes int
 }
