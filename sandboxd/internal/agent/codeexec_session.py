@@ -240,7 +240,8 @@ class Session:
         if code is None:
             n = 0
         elif isinstance(code, int):
-            n = int(code)
+            # sandboxd carries the exit code as an int32.
+            n = int(code) if -(1 << 31) <= code < (1 << 31) else 1
         else:
             try:
                 print(code, file=sys.stderr)

@@ -105,6 +105,8 @@ class ExecTest(unittest.TestCase):
             ("raise SystemExit(3)", False, 3, "SystemExit: 3", ""),
             ("exit(4)", False, 4, "SystemExit: 4", ""),
             ("import sys; sys.exit('bye')", False, 1, "SystemExit: bye", "bye\n"),
+            ("import sys; sys.exit(2 ** 40)", False, 1, "SystemExit: 1099511627776", ""),
+            ("import sys; sys.exit(True)", False, 1, "SystemExit: True", ""),
         ]
         for code, ok, ex, err, stderr in cases:
             with self.subTest(code=code):

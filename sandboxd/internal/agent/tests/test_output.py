@@ -99,6 +99,22 @@ class OutputTest(unittest.TestCase):
         r = self.a.exec("import os; os.write(1, b'\\x00\\x1b[codeexec-fence:abc:E]\\x00 ok')")
         self.assertEqual(r.stdout, "\x00\x1b[codeexec-fence:abc:E]\x00 ok")
 
+    def test_frames_stay_whole_under_concurrent_senders(self):
+        # Two output readers and four calling threads share the channel.
+        r = self.a.exec(
+            "import sys, threading\n"
+            "def work(n):\n"
+            "    for i in range(50):\n"
+            "        save_memory('t%d-%d' % (n, i), 'v' * 5000)\n"
+            "        print('out', n, i, 'x' * 3000)\n"
+            "        print('err', n, i, 'y' * 3000, file=sys.stderr)\n"
+            "ts = [threading.Thread(target=work, args=(n,)) for n in range(4)]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n")
+        self.assertTrue(r.ok, r)
+        self.assertEqual(len(r.stdout.splitlines()), 200)
+        self.assertEqual(len(r.stderr.splitlines()), 200)
+        self.assertEqual(len([c for c in r.calls if c["m"] == "memory.save"]), 200)
+
     def test_huge_line_capped(self):
         t0 = time.monotonic()
         r = self.a.exec("print('x' * 50_000_000)\nprint('é' * 10, file=__import__('sys').stderr)",
