@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// BwrapConfig configures the bubblewrap engine. cmd/ fills it; nothing in
+// this package reads the environment.
+type BwrapConfig struct {
+	// Path is the bwrap binary, a name looked up on PATH or a path.
+	// Default "bwrap".
+	Path string
+	// CgroupRoot is where the cgroup hierarchies are mounted.
+	// Default "/sys/fs/cgroup".
+	CgroupRoot string
+}
+
+// Bwrap is the bubblewrap engine: a sandbox is a bwrap process with every
+// namespace unshared, the host's /usr bound read-only, no network, no
+// capabilities and uid 65534. Memory and pids are capped with cgroups when
+// sandboxd may create them (it must be root for that), else with rlimits.
+//
+// When sandboxd runs as root, bwrap itself is started as uid 65534, so
+// Spec.AgentDir and every directory above it must be readable and
+// searchable by "others".
+type Bwrap struct {
+	cfg    BwrapConfig
+	logger *slog.Logger
+
+	// Host helpers, resolved once. setpriv is empty when sandboxd is not
+	// root (there is no privilege to drop).
+	bwrap, sh, prlimit, setpriv string
+	lookErr                     error
+
+	cgroups *cgroupManager // nil: rlimits only
+
+	checkMu sync.Mutex // serialises Check; guards checked
+	checked bool
+
+	mu     sync.Mutex // guards closed and live
+	closed bool
+	live   map[*bwrapProcess]struct{}
+}
+
+// NewBwrap returns the engine. It does not fail when bwrap is missing;
+// Check reports that, so sandboxd can start and say what to install. It
+// prepares the cgroup parents when possible and logs when it falls back to
+// rlimits.
+func NewBwrap(cfg BwrapConfig, logger *slog.Logger) (*Bwrap, error) {
+	if cfg.Path == "" {
+		cfg.Path = "bwrap"
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = "/sys/fs/cgroup"
+	}
+	b := &Bwrap{cfg: cfg, logger: logger, live: map[*bwrapProcess]struct{}{}}
+	b.lookErr = b.lookPaths()
+
+	cg, err := newCgroupManager(cfg.CgroupRoot, logger)
+	if err != nil {
+		logger.Warn("cgroups unavailable: memory and pids are capped with rlimits only", "error", err)
+	} else {
+		b.cgroups = cg
+		logger.Debug("cgroups ready", "cgroup.v2", cg.v2, "cgroup.parents", cg.parents)
+	}
+	return b, nil
+}
+
+func (b *Bwrap) lookPaths() error {
+	var err error
+	if b.bwrap, err = exec.LookPath(b.cfg.Path); err != nil {
+		return fmt.Errorf("%w: bubblewrap (bwrap) is not installed: run `apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap`", ErrUnavailable)
+	}
+	if b.sh, err = exec.LookPath("/bin/sh"); err != nil {
+		return fmt.Errorf("%w: /bin/sh is missing", ErrUnavailable)
+	}
+	if b.prlimit, err = exec.LookPath("prlimit"); err != nil {
+		return fmt.Errorf("%w: prlimit is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", ErrUnavailable)
+	}
+	if os.Geteuid() == 0 {
+		if b.setpriv, err = exec.LookPath("setpriv"); err != nil {
+			return fmt.Errorf("%w: setpriv is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", ErrUnavailable)
+		}
+	}
+	return nil
+}
+
+// Name implements Engine.
+func (b *Bwrap) Name() string { return "bwrap" }
+
+// Check implements Engine. It starts one trivial sandbox (/usr/bin/true)
+// the first time and remembers success.
+func (b *Bwrap) Check(ctx context.Context) error {
+	if b.lookErr != nil {
+		return b.lookErr
+	}
+	b.checkMu.Lock()
+	defer b.checkMu.Unlock()
+	if b.checked {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	p, err := b.start(ctx, Spec{ID: "check", Argv: []string{"/usr/bin/true"}})
+	if err != nil {
+		return fmt.Errorf("%w: bwrap: %w", ErrUnavailable, err)
+	}
+	_ = p.Stdin().Close()
+	var stderr bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = stderr.ReadFrom(p.Stderr())
+	}()
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- p.Wait() }()
+	select {
+	case err = <-waitErr:
+	case <-ctx.Done():
+		_ = p.Kill()
+		err = <-waitErr
+	}
+	<-done
+	_ = p.Stdout().Close()
+	_ = p.Stderr().Close()
+	if err != nil {
+		return checkFailure(stderr.String(), err)
+	}
+	b.checked = true
+	return nil
+}
+
+// checkFailure turns a failed trial sandbox into advice.
+func checkFailure(stderr string, err error) error {
+	msg := strings.TrimSpace(stderr)
+	if strings.Contains(msg, "namespace") || strings.Contains(msg, "uid map") || strings.Contains(msg, "uid_map") {
+		return fmt.Errorf("%w: bwrap cannot create user namespaces (%s): enable them with "+
+			"`sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu kernels) and make sure "+
+			"`sysctl user.max_user_namespaces` is not 0 (e.g. `sysctl -w user.max_user_namespaces=15000`); "+
+			"on Ubuntu 24.04+ also `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; "+
+			"in a container, run it with --security-opt seccomp=unconfined or use the podman/docker runtime",
+			ErrUnavailable, msg)
+	}
+	if msg == "" {
+		msg = err.Error()
+	}
+	return fmt.Errorf("%w: a trial bwrap sandbox failed: %s", ErrUnavailable, msg)
+}
+
+// Start implements Engine. ctx bounds only the start.
+func (b *Bwrap) Start(ctx context.Context, spec Spec) (Process, error) {
+	if b.lookErr != nil {
+		return nil, b.lookErr
+	}
+	return b.start(ctx, spec)
+}
+
+func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("start sandbox: empty Argv")
+	}
+	for k, v := range spec.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("start sandbox: invalid environment variable %q: names must be non-empty without '=' or NUL, values without NUL", k)
+		}
+	}
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return nil, errors.New("start sandbox: engine is closed")
+	}
+
+	var cg *cgroup
+	if b.cgroups != nil {
+		var err error
+		if cg, err = b.cgroups.Create(spec.ID, spec.Limits); err != nil {
+			return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+	}
+	var procs []string
+	if cg != nil {
+		procs = cg.ProcsFiles()
+	}
+	argv := shimArgv(b.sh, b.prlimit, b.setpriv, b.bwrap, procs, spec, cg.HasMemory(), cg.HasPids())
+	p, err := startProcess(argv, envArgs(spec.Env), cg, b.logger.With("sandbox.id", spec.ID))
+	if err != nil {
+		_ = cg.Remove()
+		return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+
+	b.mu.Lock()
+	b.live[p] = struct{}{}
+	b.mu.Unlock()
+	go func() {
+		<-p.done
+		b.mu.Lock()
+		delete(b.live, p)
+		b.mu.Unlock()
+	}()
+	return p, nil
+}
+
+// Close implements Engine: it kills every live sandbox, waits for them and
+// removes the cgroup parents.
+func (b *Bwrap) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	live := make([]*bwrapProcess, 0, len(b.live))
+	for p := range b.live {
+		live = append(live, p)
+	}
+	b.mu.Unlock()
+	for _, p := range live {
+		_ = p.Kill()
+	}
+	for _, p := range live {
+		_ = p.Wait()
+	}
+	if b.cgroups == nil {
+		return nil
+	}
+	if err := b.cgroups.Close(); err != nil {
+		return fmt.Errorf("close bwrap engine: %w", err)
+	}
+	return nil
+}
+
+// sysProcAttr kills the shim (and so bwrap) if sandboxd's thread dies
+// before bwrap sets its own --die-with-parent.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+)
+
+// sandboxUID and sandboxGID are the ids the sandboxed code runs as, inside
+// the sandbox and (when sandboxd is root) on the host too: nobody/nogroup.
+const (
+	sandboxUID = 65534
+	sandboxGID = 65534
+)
+
+// Inside the sandbox the root file system is an empty, read-only tmpfs with
+// only these parts of the host: /usr (read-only), the dynamic linker cache,
+// and the agent directory. /etc/passwd and /etc/group are synthetic so that
+// getpass.getuser() and pwd work. Nothing else of the host is visible: not
+// /root, /home, /work, /var, /sys, the state dir, /etc/shadow, the host's
+// certificates or time zone.
+const (
+	passwdData = "nobody:x:65534:65534:nobody:/workspace:/usr/sbin/nologin\n"
+	groupData  = "nobody:x:65534:\n"
+)
+
+// Descriptors bwrap reads from (exec.Cmd.ExtraFiles start at 3): the
+// synthetic files, and --args with the environment.
+const (
+	passwdFD = 3
+	groupFD  = 4
+	envFD    = 5
+)
+
+// bwrapArgs returns bwrap's arguments for spec, ending with the command run
+// inside the sandbox.
+//
+// Notes on bubblewrap 0.8.0:
+//   - --unshare-all unshares user, pid, net, ipc, uts, cgroup and mount
+//     namespaces; --unshare-user makes the user namespace mandatory rather
+//     than "try" so --uid/--gid always apply.
+//   - tmpfs mounts (--tmpfs, the root, /dev) get nosuid,nodev from bwrap
+//     itself. bwrap 0.8 has no option for noexec, so /tmp and /workspace are
+//     executable; that is harmless here because the code is already
+//     arbitrary Python with no capabilities and no_new_privs.
+//   - --remount-ro / must come after every mount under / (the synthetic
+//     files are created on the root tmpfs).
+//   - The environment is --clearenv plus one --setenv per variable, read
+//     through --args from a pipe (envArgs), so secrets never show up in a
+//     host process listing, and the host-side shell never sees (or drops)
+//     any variable. bwrap always sets PWD after --chdir, so the command is
+//     started through /usr/bin/env to make the environment exactly spec.Env.
+func bwrapArgs(spec Spec) []string {
+	a := []string{
+		"--unshare-all", "--unshare-user",
+		"--die-with-parent", "--new-session",
+		"--cap-drop", "ALL",
+		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxGID),
+		"--hostname", "sandbox",
+		"--ro-bind", "/usr", "/usr",
+		"--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64",
+		"--symlink", "usr/bin", "/bin",
+		"--symlink", "usr/sbin", "/sbin",
+		"--dir", "/etc",
+		"--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
+		"--ro-bind-data", strconv.Itoa(passwdFD), "/etc/passwd",
+		"--ro-bind-data", strconv.Itoa(groupFD), "/etc/group",
+		"--proc", "/proc",
+		"--dev", "/dev",
+		"--args", strconv.Itoa(envFD),
+	}
+	if spec.AgentDir != "" {
+		a = append(a, "--ro-bind", spec.AgentDir, AgentMount)
+	}
+	if spec.Limits.TmpBytes > 0 {
+		a = append(a, "--size", strconv.FormatInt(spec.Limits.TmpBytes, 10))
+	}
+	a = append(a, "--tmpfs", "/tmp")
+	if spec.Limits.WorkspaceBytes > 0 {
+		a = append(a, "--size", strconv.FormatInt(spec.Limits.WorkspaceBytes, 10))
+	}
+	a = append(a, "--tmpfs", "/workspace",
+		"--chdir", "/workspace",
+		"--remount-ro", "/",
+		"--",
+		"/usr/bin/env")
+	if pwd, ok := spec.Env["PWD"]; ok {
+		a = append(a, "PWD="+pwd)
+	} else {
+		a = append(a, "-u", "PWD")
+	}
+	a = append(a, "--")
+	return append(a, spec.Argv...)
+}
+
+// envArgs is the NUL-separated content of bwrap's --args descriptor:
+// --clearenv and one --setenv per variable, sorted for reproducibility.
+func envArgs(env map[string]string) []byte {
+	var b []byte
+	b = append(b, "--clearenv\x00"...)
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		b = append(b, "--setenv\x00"...)
+		b = append(b, k...)
+		b = append(b, 0)
+		b = append(b, env[k]...)
+		b = append(b, 0)
+	}
+	return b
+}
+
+// prlimitArgs returns the util-linux prlimit(1) options for the limits that
+// are rlimits: always a core size of 0, and RLIMIT_AS / RLIMIT_NPROC for
+// memory and pids when no cgroup enforces them.
+//
+// RLIMIT_NPROC counts every process of the host uid the sandbox runs as
+// (65534 when sandboxd is root), so as a fallback it is shared by all
+// sandboxes at once; cgroups have no such problem.
+func prlimitArgs(lim Limits, memCgroup, pidsCgroup bool) []string {
+	a := []string{"--core=0"}
+	if lim.CPUTime > 0 {
+		secs := int64((lim.CPUTime + 999_999_999) / 1_000_000_000) // round up
+		a = append(a, fmt.Sprintf("--cpu=%d", secs))
+	}
+	if lim.FileBytes > 0 {
+		a = append(a, fmt.Sprintf("--fsize=%d", lim.FileBytes))
+	}
+	if lim.OpenFiles > 0 {
+		a = append(a, fmt.Sprintf("--nofile=%d", lim.OpenFiles))
+	}
+	if lim.MemoryBytes > 0 && !memCgroup {
+		a = append(a, fmt.Sprintf("--as=%d", lim.MemoryBytes))
+	}
+	if lim.Pids > 0 && !pidsCgroup {
+		a = append(a, fmt.Sprintf("--nproc=%d", lim.Pids))
+	}
+	return a
+}
+
+// joinShim is the script that starts every sandbox. It runs as /bin/sh on
+// the host, writes its own PID ("$$") into each cgroup.procs file named in
+// its first $1 arguments, and only then execs the rest of its arguments
+// (prlimit, setpriv, bwrap). A process keeps its cgroups across execve, and
+// bwrap forks the sandbox only after that, so every sandbox process is born
+// inside the cgroups: there is no window in which a fork could escape the
+// limits, unlike writing bwrap's PID from sandboxd after Start. (cgroup v2's
+// CLONE_INTO_CGROUP would do this without a shell, but this host family runs
+// v1, and one mechanism for both keeps the code small.)
+const joinShim = `n="$1"; shift
+while [ "$n" -gt 0 ]; do
+  printf '%s\n' "$$" > "$1" || exit 125
+  shift; n=$((n - 1))
+done
+exec "$@"`
+
+// shimArgv returns the complete host command line: the sh shim, prlimit,
+// setpriv (when dropping root), then bwrap.
+func shimArgv(sh, prlimit, setpriv, bwrap string, procs []string, spec Spec, memCgroup, pidsCgroup bool) []string {
+	a := []string{sh, "-c", joinShim, "codeexec-shim", strconv.Itoa(len(procs))}
+	a = append(a, procs...)
+	a = append(a, prlimit)
+	a = append(a, prlimitArgs(spec.Limits, memCgroup, pidsCgroup)...)
+	a = append(a, "--")
+	if setpriv != "" {
+		// Drop root before bwrap: the sandbox's processes are then uid
+		// 65534 on the host too, so a namespace escape lands as nobody, and
+		// RLIMIT_NPROC (ignored for root) can work as a fallback.
+		a = append(a, setpriv,
+			"--reuid", strconv.Itoa(sandboxUID), "--regid", strconv.Itoa(sandboxGID),
+			"--clear-groups", "--")
+	}
+	a = append(a, bwrap)
+	return append(a, bwrapArgs(spec)...)
+}
