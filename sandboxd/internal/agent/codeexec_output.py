@@ -128,29 +128,31 @@ class _Pipe:
         _close(self.rfd)
 
     def _finish(self):
-        tail = self._decoder.decode(b"", True)
-        if tail:
-            self._send(tail)
+        self._forward(self._decoder.decode(b"", True))
         self.reached.set()
 
     def _emit(self, data):
         if not data:
             return
-        if self._limit:
+        if self._limit and self._sent >= self._limit:
+            self.dropped += len(data)  # over the cap: not even decoded
+            return
+        self._forward(self._decoder.decode(data))
+
+    def _forward(self, text):
+        if self._limit and text:
+            # The cap counts UTF-8 bytes of the text sent, as sandboxd does.
+            raw = text.encode("utf-8")
             room = self._limit - self._sent
-            if len(data) > room:
+            if len(raw) > room:
                 cut = max(room, 0)
-                # Do not cut a UTF-8 sequence in half.
-                while 0 < cut < len(data) and (data[cut] & 0xC0) == 0x80:
-                    cut -= 1
-                self.dropped += len(data) - cut
-                self._sent = self._limit  # nothing more is forwarded
-                data = data[:cut]
-                if not data:
-                    return
+                while cut > 0 and (raw[cut] & 0xC0) == 0x80:
+                    cut -= 1  # do not cut a character in half
+                self.dropped += len(raw) - cut
+                self._sent = self._limit
+                text = raw[:cut].decode("utf-8")
             else:
-                self._sent += len(data)
-        text = self._decoder.decode(data)
+                self._sent += len(raw)
         if text:
             self._send(text)
 

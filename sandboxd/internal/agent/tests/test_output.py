@@ -127,6 +127,12 @@ class OutputTest(unittest.TestCase):
         # The cap is per exec.
         self.assertEqual(self.a.exec("print('ok')", limit=1 << 20).stdout, "ok\n")
 
+    def test_cap_counts_bytes_sent(self):
+        # Invalid bytes become U+FFFD (3 bytes each); the cap counts what is sent.
+        r = self.a.exec("import os\nos.write(1, b'\\xff' * 10)", limit=7)
+        self.assertEqual(r.stdout, "\ufffd\ufffd")
+        self.assertEqual(r.dropped["stdout"], 30 - 6)
+
     def test_cap_does_not_split_characters(self):
         r = self.a.exec("print('é' * 10)", limit=5)
         self.assertEqual(r.stdout, "éé")
