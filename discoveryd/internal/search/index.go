@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -38,6 +39,7 @@ const (
 type posting struct {
 	doc    int32
 	weight float32
+	name   bool // the term is in the tool's name
 }
 
 // termFreq counts one term's occurrences in each field of one document.
@@ -52,6 +54,8 @@ type Index struct {
 	docs     []Doc
 	terms    map[string]int32   // stemmed term → term id
 	postings [][]posting        // by term id
+	idf      []float32          // by term id
+	nameLen  []uint8            // distinct words in each tool's name
 	words    map[string]int32   // lowercase surface word → term id
 	vocab    *fuzzy             // surface words, for typo matching
 	wordTerm []int32            // fuzzy word id → term id
@@ -74,6 +78,7 @@ func NewIndex(docs []Doc) *Index {
 	n := len(ix.docs)
 	ix.pool.New = func() any { return newScratch(n) }
 
+	ix.nameLen = make([]uint8, n)
 	docTerms := make([][]termFreq, n)
 	lengths := make([][numFields]float64, n)
 	var totals [numFields]float64
@@ -112,6 +117,7 @@ func NewIndex(docs []Doc) *Index {
 			totals[f] += float64(len(buf))
 		}
 		docTerms[i] = tfs
+		ix.nameLen[i] = uint8(min(nameWords(d.Tool), math.MaxUint8))
 		ix.addNames(int32(i), d)
 	}
 
@@ -126,12 +132,14 @@ func NewIndex(docs []Doc) *Index {
 		}
 	}
 	ix.postings = make([][]posting, len(ix.terms))
+	ix.idf = make([]float32, len(ix.terms))
 	for id := range ix.postings {
 		ix.postings[id] = make([]posting, 0, df[id])
+		ix.idf[id] = float32(math.Log(1 + (float64(n)-float64(df[id])+0.5)/(float64(df[id])+0.5)))
 	}
 	for i, tfs := range docTerms {
 		for _, t := range tfs {
-			idf := math.Log(1 + (float64(n)-float64(df[t.term])+0.5)/(float64(df[t.term])+0.5))
+			idf := float64(ix.idf[t.term])
 			var x float64
 			for f := range numFields {
 				if t.tf[f] == 0 {
@@ -141,7 +149,7 @@ func NewIndex(docs []Doc) *Index {
 				x += fieldWeight[f] * float64(t.tf[f]) / norm
 			}
 			w := idf * x * (k1 + 1) / (k1 + x)
-			ix.postings[t.term] = append(ix.postings[t.term], posting{doc: int32(i), weight: float32(w)})
+			ix.postings[t.term] = append(ix.postings[t.term], posting{doc: int32(i), weight: float32(w), name: t.tf[fieldName] > 0})
 		}
 	}
 	// Postings were filled in document order because docTerms is iterated
@@ -206,6 +214,24 @@ func (ix *Index) addNames(i int32, d *Doc) {
 	if sa := squash(d.ServerAlias); sa != squash(d.Server) {
 		add(ix.loose, sa+tool)
 	}
+}
+
+// nameWords counts the distinct stems of a tool name's words, leaving out
+// the whole of a camelCase run that was also split into its humps.
+func nameWords(tool string) int {
+	var stems []string
+	for _, run := range appendRuns(nil, tool) {
+		parts := appendRun(nil, run)
+		if len(parts) > 1 {
+			parts = parts[:len(parts)-1]
+		}
+		for _, p := range parts {
+			if t := stem(p); !slices.Contains(stems, t) {
+				stems = append(stems, t)
+			}
+		}
+	}
+	return len(stems)
 }
 
 // Len is the number of documents in the index.

@@ -25,6 +25,8 @@ type scratch struct {
 	acc      []float32 // accumulated score by doc
 	unit     []float32 // best score of the current unit by doc
 	matched  []uint16  // units matched by doc
+	named    []uint16  // units matched in the tool name, by doc
+	uname    []bool    // the current unit matched the tool name, by doc
 	tier     []uint8   // rank tier by doc
 	touched  []int32   // docs with a non-zero acc or tier
 	utouched []int32   // docs with a non-zero unit score
@@ -40,6 +42,8 @@ func newScratch(n int) *scratch {
 		acc:     make([]float32, n),
 		unit:    make([]float32, n),
 		matched: make([]uint16, n),
+		named:   make([]uint16, n),
+		uname:   make([]bool, n),
 		tier:    make([]uint8, n),
 	}
 }
@@ -54,7 +58,7 @@ func (s *scratch) touch(doc int32) {
 // reset clears the per-doc arrays for the docs this query touched.
 func (s *scratch) reset() {
 	for _, d := range s.touched {
-		s.acc[d], s.matched[d], s.tier[d] = 0, 0, 0
+		s.acc[d], s.matched[d], s.named[d], s.tier[d] = 0, 0, 0, 0
 	}
 	s.touched = s.touched[:0]
 }
@@ -82,6 +86,12 @@ func (ix *Index) Search(query string, limit int) Result {
 	for _, d := range s.touched {
 		if units > 0 {
 			s.acc[d] *= 0.5 + 0.5*float32(s.matched[d])/float32(units)
+		}
+		// Name coverage: a tool whose whole name the query spells out
+		// ("drop database" for drop-database) beats one that shares a
+		// word with it (drop-index).
+		if n := ix.nameLen[d]; n > 0 {
+			s.acc[d] *= 1 + nameCoverageBoost*float32(min(s.named[d], uint16(n)))/float32(n)
 		}
 		maxScore = max(maxScore, s.acc[d])
 	}
@@ -146,6 +156,10 @@ func (ix *Index) qualified(lq string, fn func(doc int32)) {
 		}
 	}
 }
+
+// nameCoverageBoost is the score bonus of a tool whose name's words are all
+// in the query, relative to one whose name shares none of them.
+const nameCoverageBoost = 0.5
 
 // maxUnits bounds the words of a query that are scored, and so the cost of
 // one query, whatever its length.
@@ -256,9 +270,20 @@ func (ix *Index) expand(dst []alt, w string) []alt {
 			})
 		}
 	}
+	// A synonym stands for the word the query used, so it weighs no more
+	// than that word would: a rare synonym of a common word ("add" for
+	// "create") must not outrank the word itself.
+	own := float32(-1)
+	if id, ok := ix.terms[t]; ok {
+		own = ix.idf[id]
+	}
 	for _, syn := range synonyms[t] {
 		if id, ok := ix.terms[syn]; ok {
-			dst = append(dst, alt{id, synonymWeight})
+			w := float32(synonymWeight)
+			if own >= 0 && ix.idf[id] > own {
+				w *= own / ix.idf[id]
+			}
+			dst = append(dst, alt{id, w})
 		}
 	}
 	return dst
@@ -274,13 +299,17 @@ func (ix *Index) scoreUnit(s *scratch) {
 				s.utouched = append(s.utouched, p.doc)
 			}
 			s.unit[p.doc] = max(s.unit[p.doc], v)
+			s.uname[p.doc] = s.uname[p.doc] || p.name
 		}
 	}
 	for _, d := range s.utouched {
 		s.touch(d)
 		s.acc[d] += s.unit[d]
 		s.matched[d]++
-		s.unit[d] = 0
+		if s.uname[d] {
+			s.named[d]++
+		}
+		s.unit[d], s.uname[d] = 0, false
 	}
 	s.utouched = s.utouched[:0]
 }
