@@ -19,50 +19,6 @@ type alt struct {
 	weight float32
 }
 
-// scratch is per-query working memory, pooled so that a query allocates
-// nothing proportional to the corpus.
-type scratch struct {
-	acc      []float32 // accumulated score by doc
-	unit     []float32 // best score of the current unit by doc
-	matched  []uint16  // units matched by doc
-	named    []uint16  // units matched in the tool name, by doc
-	uname    []bool    // the current unit matched the tool name, by doc
-	tier     []uint8   // rank tier by doc
-	touched  []int32   // docs with a non-zero acc or tier
-	utouched []int32   // docs with a non-zero unit score
-	runs     []string
-	parts    []string
-	seen     []int32 // terms of the query's words so far
-	alts     []alt
-	top      []cand
-}
-
-func newScratch(n int) *scratch {
-	return &scratch{
-		acc:     make([]float32, n),
-		unit:    make([]float32, n),
-		matched: make([]uint16, n),
-		named:   make([]uint16, n),
-		uname:   make([]bool, n),
-		tier:    make([]uint8, n),
-	}
-}
-
-// touch marks doc as a match.
-func (s *scratch) touch(doc int32) {
-	if s.acc[doc] == 0 && s.tier[doc] == 0 && s.matched[doc] == 0 {
-		s.touched = append(s.touched, doc)
-	}
-}
-
-// reset clears the per-doc arrays for the docs this query touched.
-func (s *scratch) reset() {
-	for _, d := range s.touched {
-		s.acc[d], s.matched[d], s.named[d], s.tier[d] = 0, 0, 0, 0
-	}
-	s.touched = s.touched[:0]
-}
-
 // Search ranks the documents against query and returns at most limit hits
 // (every match when limit <= 0). An empty query matches every document, in
 // index order. A tool whose name or alias equals the whole query (ignoring
@@ -113,13 +69,15 @@ func (ix *Index) markTiers(s *scratch, q string) {
 	lift(ix.loose[squash(q)], tierLoose)
 	for _, tok := range strings.Fields(q) {
 		if tok != q && isIdentifier(tok) {
-			lift(ix.exact[strings.ToLower(strings.Trim(tok, "`'\"()"))], tierLoose)
+			lt := strings.ToLower(strings.Trim(tok, "`'\"(),"))
+			lift(ix.names[lt], tierLoose)
+			lift(ix.exact[lt], tierLoose)
 		}
 	}
 	// A few consecutive words may spell a tool name: "who am i" is whoami,
 	// "read file" is read_file.
 	s.runs = appendRuns(s.runs[:0], q)
-	for i := range s.runs {
+	for i := range min(len(s.runs), maxUnits) {
 		key := s.runs[i]
 		for j := i + 1; j < len(s.runs) && j < i+maxSpan; j++ {
 			key += s.runs[j]

@@ -192,6 +192,8 @@ func TestSearchRanking(t *testing.T) {
 		{"calend events", []string{"google-calendar/list-events"}},
 		{"screenshotting", []string{"playwright/browser_take_screenshot"}},
 		{"open a ticket on github", []string{"github/create_issue"}},
+		// An identifier inside a sentence is lifted too.
+		{"how do I call list_directory here", []string{"filesystem/list_directory"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
