@@ -146,6 +146,15 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
+	if w.CheckRevision {
+		// A stale revision fails here, on a cheap read, rather than in
+		// the commit path, where it would cost a transaction. Under
+		// contention most compare-and-swaps are stale. The check is
+		// repeated inside the transaction, which is what makes it safe.
+		if err := s.checkRevision(tenant, kind, key, w.Revision); err != nil {
+			return Record{}, err
+		}
+	}
 	var rec Record
 	err := s.commit.do(func(tx *bolt.Tx) error {
 		rec = Record{}
@@ -165,7 +174,7 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 				return err
 			}
 			if w.CheckRevision && old.Revision != w.Revision {
-				return fmt.Errorf("%w: %q is at revision %d, not %d; reload and retry", ErrConflict, key, old.Revision, w.Revision)
+				return conflict(key, old.Revision, w.Revision)
 			}
 			next.Created = old.Created
 			next.Revision = old.Revision + 1
@@ -173,7 +182,7 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 				next.Meta = old.Meta
 			}
 		} else if w.CheckRevision && w.Revision != 0 {
-			return fmt.Errorf("%w: %q no longer exists (expected revision %d); reload and retry", ErrConflict, key, w.Revision)
+			return conflict(key, 0, w.Revision)
 		}
 		if err := b.Put([]byte(key), encode(next)); err != nil {
 			return err
@@ -182,6 +191,40 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 		return nil
 	})
 	return rec, err
+}
+
+// checkRevision fails with ErrConflict when key's current revision (0 for
+// absent) is not want.
+func (s *Bolt) checkRevision(tenant string, kind Kind, key string, want uint64) error {
+	var have uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := kindBucket(tx, tenant, kind)
+		if b == nil {
+			return nil
+		}
+		v := b.Get([]byte(key))
+		if v == nil {
+			return nil
+		}
+		rec, err := decode(key, v, false)
+		have = rec.Revision
+		return err
+	})
+	if err != nil {
+		return closed(err)
+	}
+	if have != want {
+		return conflict(key, have, want)
+	}
+	return nil
+}
+
+// conflict describes a failed compare-and-swap.
+func conflict(key string, have, want uint64) error {
+	if have == 0 {
+		return fmt.Errorf("%w: %q no longer exists (expected revision %d); reload and retry", ErrConflict, key, want)
+	}
+	return fmt.Errorf("%w: %q is at revision %d, not %d; reload and retry", ErrConflict, key, have, want)
 }
 
 // Delete implements Store.
