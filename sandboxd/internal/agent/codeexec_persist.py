@@ -218,7 +218,8 @@ def install(chan):
 
 
 def set_helpers(helpers):
-    """Names the user_tools module sees (kept current on every exec)."""
+    """Names the user_tools module sees (kept current on every exec): the
+    helpers, `runtime`, and this exec's proxies."""
     _helpers.clear()
     _helpers.update(helpers)
     mod = sys.modules.get("user_tools")

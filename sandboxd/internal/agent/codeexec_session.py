@@ -85,6 +85,7 @@ class Session:
         ns["runtime"] = self.runtime
         ns["mcp"] = sys.modules["mcp"]
         ns.update(extra)
+        self.extra = extra
         # Keep the entry module alive and reachable, then hand __main__ over.
         sys.modules["codeexec_agent"] = sys.modules.get("__main__")
         sys.modules["__main__"] = main
@@ -189,7 +190,8 @@ class Session:
         ns["mcp_servers"] = by_name
         ns["LOADED_MCP_SERVERS"] = tuple(by_name)
         self.installed = installed
-        helpers = dict(installed)
+        helpers = dict(self.extra)
+        helpers.update(installed)
         helpers["mcp_servers"] = by_name
         helpers["LOADED_MCP_SERVERS"] = ns["LOADED_MCP_SERVERS"]
         helpers["runtime"] = self.runtime

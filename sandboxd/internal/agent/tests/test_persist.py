@@ -121,7 +121,8 @@ class ToolsTest(unittest.TestCase):
         self.assertEqual(self.host.tools["nested"]["source"], "def nested(y):\n    return y + 1\n")
         # A tool that uses the runtime, and one that cannot load.
         self.host.tools["servers"] = {"name": "servers", "docstring": "",
-                                      "source": "def servers():\n    return runtime.list_servers_sync()\n"}
+                                      "source": "def servers():\n    save_memory('seen', 1)\n"
+                                                "    return runtime.list_servers_sync(), mcp_fs\n"}
         self.host.tools["broken"] = {"name": "broken", "docstring": "", "source": "import not_a_module\n"}
 
         b = Agent(self.host)
@@ -133,7 +134,7 @@ class ToolsTest(unittest.TestCase):
                 "import inspect; print(inspect.getsource(user_tools.double).splitlines()[0])\n"
                 "from user_tools import double\n", servers=[server("fs", ["t"])])
             self.assertTrue(r.ok, r)
-            self.assertEqual(r.stdout, "42 2 ('fs',)\n"
+            self.assertEqual(r.stdout, "42 2 (('fs',), <MCP server 'fs': 1 tools>)\n"
                                        "{'broken': \"ModuleNotFoundError: No module named 'not_a_module'\"}\n"
                                        "def double(x):\n", r)
             self.assertEqual(r.stderr, "user_tools: tool 'broken' failed to load: "
