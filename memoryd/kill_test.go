@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +128,18 @@ func TestKillNine(t *testing.T) {
 	const rounds, writers = 6, 6
 	for round := range rounds {
 		c := startChild(t, dir)
+		if round == 0 {
+			// A second memoryd in another process is refused at once.
+			begin := time.Now()
+			svc, err := memoryd.New(memoryd.Config{Path: filepath.Join(dir, "memory.db")}, nil)
+			if err == nil {
+				_ = svc.Close()
+				t.Fatal("opened the database while the child holds it")
+			}
+			if !strings.Contains(err.Error(), "is locked by another process") || time.Since(begin) > 2*time.Second {
+				t.Errorf("second open: %v after %v; want the locked error at once", err, time.Since(begin))
+			}
+		}
 		verify(t, c.mem, led, round)
 		var wg sync.WaitGroup
 		for w := range writers {

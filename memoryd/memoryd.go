@@ -18,12 +18,17 @@ import (
 
 	"github.com/codeexec/codeexec/memoryd/internal/server"
 	"github.com/codeexec/codeexec/memoryd/internal/store"
+	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
 // DefaultMaxValueBytes is the default cap on one value, metadata object or
 // tool source.
 const DefaultMaxValueBytes = 1 << 20
+
+// MaxMaxValueBytes is the largest allowed MaxValueBytes: half the suite's
+// gRPC message limit, leaving room for the rest of the message.
+const MaxMaxValueBytes = dial.MaxMessageBytes / 2
 
 // DefaultLockTimeout is how long New waits for the database lock. A held
 // lock means another process owns the file, so the wait is short.
@@ -58,6 +63,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxValueBytes == 0 {
 		c.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if c.MaxValueBytes > MaxMaxValueBytes {
+		return fmt.Errorf("memoryd: max value bytes is %d; the most allowed is %d, since a value must fit in one gRPC message of the suite", c.MaxValueBytes, MaxMaxValueBytes)
 	}
 	if c.LockTimeout < 0 {
 		return fmt.Errorf("memoryd: lock timeout is %s; use a positive duration or 0 for the default (%s)", c.LockTimeout, DefaultLockTimeout)
