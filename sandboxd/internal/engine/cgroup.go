@@ -46,6 +46,9 @@ var (
 func acquireParent(dir string) error {
 	parentMu.Lock()
 	defer parentMu.Unlock()
+	if parentRefs[dir] == 0 {
+		removeStaleParents(filepath.Dir(dir))
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -62,6 +65,36 @@ func releaseParent(dir string) error {
 	}
 	delete(parentRefs, dir)
 	return removeCgroupDir(dir)
+}
+
+// removeStaleParents deletes codeexec-<pid> parents under dir whose sandboxd
+// is gone (killed before Close). It only removes cgroups without
+// processes: a sandbox there would be a live one, not debris.
+func removeStaleParents(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, ok := strings.CutPrefix(e.Name(), "codeexec-")
+		if !e.IsDir() || !ok {
+			continue
+		}
+		if n, err := strconv.Atoi(pid); err != nil || n == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue // that sandboxd is alive
+		}
+		parent := filepath.Join(dir, e.Name())
+		children, _ := os.ReadDir(parent)
+		for _, c := range children {
+			if c.IsDir() {
+				_ = syscall.Rmdir(filepath.Join(parent, c.Name())) // EBUSY if in use
+			}
+		}
+		_ = syscall.Rmdir(parent)
+	}
 }
 
 // newCgroupManager prepares the codeexec-<pid> parents under root (normally
@@ -210,7 +243,9 @@ func (m *cgroupManager) Create(id string, lim Limits) (*cgroup, error) {
 			continue
 		}
 		dir := filepath.Join(parent, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		// MkdirAll: a parent can vanish if another sandboxd took it for
+		// debris (removeStaleParents); recreating it is harmless.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			_ = g.Remove()
 			return nil, fmt.Errorf("create cgroup: %w", err)
 		}

@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBwrapCheck(t *testing.T) {
+	t.Parallel()
+	requireHost(t)
+	tests := []struct {
+		name    string
+		cfg     BwrapConfig
+		wantErr string // substring; "" means Check succeeds
+	}{
+		{"installed", BwrapConfig{}, ""},
+		{"absolute path", BwrapConfig{Path: "/usr/bin/bwrap"}, ""},
+		{"not on PATH", BwrapConfig{Path: "bwrap-not-installed"},
+			"bubblewrap (bwrap) is not installed: run `apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap`"},
+		{"missing path", BwrapConfig{Path: "/nonexistent/bwrap"}, "bubblewrap (bwrap) is not installed"},
+		{"not bwrap", BwrapConfig{Path: "/usr/bin/false"}, "a trial bwrap sandbox failed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, err := NewBwrap(tc.cfg, testLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = e.Close() }()
+			if e.Name() != "bwrap" {
+				t.Errorf("Name() = %q", e.Name())
+			}
+			for i := 0; i < 2; i++ { // the second call hits the cache or fails the same way
+				err = e.Check(t.Context())
+				if tc.wantErr == "" {
+					if err != nil {
+						t.Fatalf("Check: %v", err)
+					}
+					continue
+				}
+				if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Check = %v, want ErrUnavailable containing %q", err, tc.wantErr)
+				}
+			}
+			if tc.wantErr != "" {
+				if _, err := e.Start(t.Context(), Spec{Argv: []string{"/usr/bin/true"}}); err == nil && strings.Contains(tc.wantErr, "installed") {
+					t.Error("Start succeeded without bwrap")
+				}
+			}
+		})
+	}
+}
+
+func TestCheckFailureAdvice(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, stderr string
+		want         []string
+	}{
+		{"debian sysctl off",
+			"bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.",
+			[]string{"kernel.unprivileged_userns_clone", "user.max_user_namespaces", "sysctl -w"}},
+		{"max namespaces zero", "bwrap: Creating new namespace failed: No space left on device",
+			[]string{"user.max_user_namespaces"}},
+		{"uid map", "bwrap: setting up uid map: Permission denied", []string{"kernel.unprivileged_userns_clone"}},
+		{"other", "bwrap: Can't mount proc on /newroot/proc: Operation not permitted",
+			[]string{"a trial bwrap sandbox failed", "mount proc"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := checkFailure(tc.stderr, errors.New("exit status 1"))
+			if !errors.Is(err, ErrUnavailable) {
+				t.Errorf("%v does not wrap ErrUnavailable", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBwrapArgs(t *testing.T) {
+	t.Parallel()
+	spec := Spec{
+		AgentDir: "/srv/agent",
+		Argv:     []string{"/usr/bin/python3", "-I"},
+		Env:      map[string]string{"B": "2", "A": "secret"},
+		Limits:   Limits{TmpBytes: 1 << 20, WorkspaceBytes: 2 << 20, FileBytes: 5, OpenFiles: 7, CPUTime: 1500 * time.Millisecond, MemoryBytes: 9, Pids: 3},
+	}
+	a := bwrapArgs(spec)
+	idx := func(s string) int { return slices.Index(a, s) }
+	if idx("--remount-ro") < idx("--ro-bind-data") || idx("--remount-ro") < slices.Index(a, AgentMount) {
+		t.Errorf("--remount-ro / must follow every mount: %v", a)
+	}
+	if strings.Contains(strings.Join(a, " "), "secret") {
+		t.Error("environment values must not be on bwrap's command line")
+	}
+	if got := a[len(a)-6:]; !slices.Equal(got, []string{"/usr/bin/env", "-u", "PWD", "--", "/usr/bin/python3", "-I"}) {
+		t.Errorf("command tail = %v", got)
+	}
+	if got, want := string(envArgs(spec.Env)), "--clearenv\x00--setenv\x00A\x00secret\x00--setenv\x00B\x002\x00"; got != want {
+		t.Errorf("envArgs = %q, want %q", got, want)
+	}
+	tests := []struct {
+		name           string
+		mem, pids      bool
+		want, notWants []string
+	}{
+		{"cgroups", true, true, []string{"--core=0", "--cpu=2", "--fsize=5", "--nofile=7"}, []string{"--as=9", "--nproc=3"}},
+		{"no cgroups", false, false, []string{"--core=0", "--as=9", "--nproc=3"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := prlimitArgs(spec.Limits, tc.mem, tc.pids)
+			for _, w := range tc.want {
+				if !slices.Contains(got, w) {
+					t.Errorf("%v lacks %s", got, w)
+				}
+			}
+			for _, w := range tc.notWants {
+				if slices.Contains(got, w) {
+					t.Errorf("%v has %s", got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBwrapStartErrors(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, BwrapConfig{})
+	tests := []struct {
+		name string
+		spec Spec
+	}{
+		{"empty argv", Spec{}},
+		{"bad env name", Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A=B": "x"}}},
+		{"NUL in env", Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A": "x\x00y"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if p, err := e.Start(t.Context(), tc.spec); err == nil {
+				_ = p.Kill()
+				t.Error("Start succeeded")
+			}
+		})
+	}
+}
+
+func TestRemoveStaleParents(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dead := "codeexec-" + strconv.Itoa(1<<30) // beyond pid_max: never alive
+	keep := []string{"codeexec-1", "codeexec-" + strconv.Itoa(os.Getpid()), "other"}
+	for _, d := range append([]string{filepath.Join(dead, "sb-1")}, keep...) {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removeStaleParents(dir)
+	if _, err := os.Stat(filepath.Join(dir, dead)); !os.IsNotExist(err) {
+		t.Errorf("stale parent kept: %v", err)
+	}
+	for _, k := range keep {
+		if _, err := os.Stat(filepath.Join(dir, k)); err != nil {
+			t.Errorf("%s removed: %v", k, err)
+		}
+	}
+}
