@@ -191,11 +191,13 @@ env = { LEVEL = 3 }
   "by-arg": {"command": "uvx", "args": ["mcp-server-code-execution-mode"]},
   "by-arg-basename": {"command": "uv", "args": ["run", "/opt/x/mcp_server_code_execution_mode"]},
   "by-suffix": {"command": "python3", "args": ["/opt/x/mcp_server_code_execution_mode.py"]},
+  "codeexec-binary": {"command": "/home/me/.local/bin/codeexec", "args": ["serve"]},
+  "codeexec-go-run": {"command": "go", "args": ["run", "./cmd/codeexec", "serve"]},
   "other": {"command": "python3", "args": ["server.py"]}
 }}`,
 			},
 			want:        []Server{{Name: "other", Transport: TransportStdio, Command: "python3", Args: []string{"server.py"}, Source: "home/MCPs/self.json"}},
-			wantSkipped: []string{`"by-arg": points at this bridge`, `"by-arg-basename": points at`, `"by-command": points at`, `"by-suffix": points at`, `"mcp-server-code-execution-mode": points at`},
+			wantSkipped: []string{`"by-arg": points at this bridge`, `"by-arg-basename": points at`, `"by-command": points at`, `"by-suffix": points at`, `"codeexec-binary": points at`, `"codeexec-go-run": points at`, `"mcp-server-code-execution-mode": points at`},
 		},
 		{
 			name: "self-reference guard can be disabled",

@@ -37,11 +37,13 @@ func (x *expander) expand(s string) string {
 	})
 }
 
-// selfNames are upstream's names for itself (_looks_like_self_server).
-var selfNames = []string{"mcp-server-code-execution-mode", "mcp_server_code_execution_mode"}
+// selfNames are upstream's names for itself (_looks_like_self_server) and
+// ours: a client config that launches `codeexec serve` is read by that same
+// codeexec, and following it would start codeexec inside itself.
+var selfNames = []string{"mcp-server-code-execution-mode", "mcp_server_code_execution_mode", "codeexec"}
 
 // looksLikeSelf reports whether an entry would start this bridge again,
-// which would recurse. It keeps upstream's rule exactly: the name, the
+// which would recurse. It keeps upstream's rule: the name, the
 // command's basename, or any argument or argument basename is one of
 // selfNames, or any of those ends with "mcp_server_code_execution_mode.py".
 func looksLikeSelf(s Server) bool {
