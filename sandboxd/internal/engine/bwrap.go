@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -177,6 +178,11 @@ func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
 			return nil, fmt.Errorf("start sandbox: invalid environment variable %q: names must be non-empty without '=' or NUL, values without NUL", k)
 		}
 	}
+	if spec.AgentDir != "" && b.setpriv != "" {
+		if err := readableByNobody(spec.AgentDir); err != nil {
+			return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+	}
 	b.mu.Lock()
 	closed := b.closed
 	b.mu.Unlock()
@@ -212,6 +218,34 @@ func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
 		b.mu.Unlock()
 	}()
 	return p, nil
+}
+
+// readableByNobody checks that uid 65534, which bwrap runs as when sandboxd
+// is root, can bind dir: "others" may search every directory on the way and
+// read dir. Without this, bwrap fails inside the sandbox with a terse
+// "Can't find source path".
+func readableByNobody(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("agent dir: %w", err)
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("agent dir: %w", err)
+		}
+		need := os.FileMode(0o001) // search
+		if p == abs {
+			need = 0o005 // read and search
+		}
+		if fi.Mode().Perm()&need != need {
+			return fmt.Errorf("agent dir %s: %s is %v; the sandbox runs as uid %d and needs o+%s on it (chmod o+rx)",
+				abs, p, fi.Mode().Perm(), sandboxUID, map[os.FileMode]string{1: "x", 5: "rx"}[need])
+		}
+		if p == "/" {
+			return nil
+		}
+	}
 }
 
 // Close implements Engine: it kills every live sandbox, waits for them and

@@ -30,7 +30,8 @@ type bwrapProcess struct {
 	waitErr error
 
 	mu    sync.Mutex
-	usage Usage // final, valid once done is closed
+	final bool  // usage holds the figures read just before the cgroup went
+	usage Usage // valid when final
 }
 
 // startProcess starts argv (the shim) with an empty environment, the
@@ -108,7 +109,7 @@ func startProcess(argv []string, args []byte, cg *cgroup, logger *slog.Logger) (
 		ExtraFiles:  data, // fds 3 (passwd), 4 (group), 5 (--args)
 		SysProcAttr: sysProcAttr(),
 	}
-	err = cmd.Start()
+	err = startOnStarterThread(cmd)
 	closeAll(childEnds)
 	if err != nil {
 		closeAll(parentEnds)
@@ -155,7 +156,7 @@ func (p *bwrapProcess) reap() {
 	if p.cg != nil {
 		u := p.cg.Usage()
 		p.mu.Lock()
-		p.usage = u
+		p.usage, p.final = u, true
 		p.mu.Unlock()
 		if rerr := p.cg.Remove(); rerr != nil {
 			p.logger.Warn("sandbox cgroup not removed", "error", rerr)
@@ -205,15 +206,10 @@ func (p *bwrapProcess) Kill() error {
 // Usage implements Process: live cgroup figures while running, the final
 // ones after exit.
 func (p *bwrapProcess) Usage() Usage {
-	select {
-	case <-p.done:
-		p.mu.Lock()
-		defer p.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.final || p.cg == nil {
 		return p.usage
-	default:
-	}
-	if p.cg == nil {
-		return Usage{}
 	}
 	return p.cg.Usage()
 }

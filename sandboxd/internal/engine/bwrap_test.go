@@ -141,19 +141,26 @@ func TestBwrapStartErrors(t *testing.T) {
 	t.Parallel()
 	e := newTestEngine(t, BwrapConfig{})
 	tests := []struct {
-		name string
-		spec Spec
+		name    string
+		spec    Spec
+		wantErr string
 	}{
-		{"empty argv", Spec{}},
-		{"bad env name", Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A=B": "x"}}},
-		{"NUL in env", Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A": "x\x00y"}}},
+		{"empty argv", Spec{}, "empty Argv"},
+		{"bad env name", Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A=B": "x"}}, "invalid environment variable"},
+		{"NUL in env", Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A": "x\x00y"}}, "invalid environment variable"},
+		{"agent dir private", Spec{Argv: []string{"/usr/bin/true"}, AgentDir: privateDir(t)}, "chmod o+rx"},
+		{"agent dir missing", Spec{Argv: []string{"/usr/bin/true"}, AgentDir: "/nonexistent/agent"}, "no such file"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if p, err := e.Start(t.Context(), tc.spec); err == nil {
+			p, err := e.Start(t.Context(), tc.spec)
+			if err == nil {
 				_ = p.Kill()
-				t.Error("Start succeeded")
+				t.Fatal("Start succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Start error %q lacks %q", err, tc.wantErr)
 			}
 		})
 	}
@@ -178,4 +185,13 @@ func TestRemoveStaleParents(t *testing.T) {
 			t.Errorf("%s removed: %v", k, err)
 		}
 	}
+}
+
+// privateDir is a 0700 directory: uid 65534 cannot bind it.
+func privateDir(t *testing.T) string {
+	d := filepath.Join(t.TempDir(), "private")
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

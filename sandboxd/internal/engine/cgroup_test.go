@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeCgroup makes directories holding the given (empty or filled) files,
+// standing in for a kernel cgroup; the kernel writes files, so setLimits
+// can only write files that exist.
+func fakeCgroup(t *testing.T, v2 bool, files map[string]map[string]string) *cgroup {
+	t.Helper()
+	g := &cgroup{v2: v2, dirs: map[string]string{}}
+	for ctrl, fs := range files {
+		d := filepath.Join(t.TempDir(), "cg")
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, content := range fs {
+			if err := os.WriteFile(filepath.Join(d, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.dirs[ctrl] = d
+	}
+	return g
+}
+
+func TestCgroupLimitsAndUsage(t *testing.T) {
+	t.Parallel()
+	lim := Limits{MemoryBytes: 128 << 20, Pids: 32, CPUs: 0.5}
+	tests := []struct {
+		name      string
+		v2        bool
+		files     map[string]map[string]string
+		wantFiles map[string]string // controller/file -> content after setLimits
+		wantUsage Usage
+	}{
+		{
+			name: "v1",
+			files: map[string]map[string]string{
+				"memory": {"memory.limit_in_bytes": "", "memory.memsw.limit_in_bytes": "", "memory.max_usage_in_bytes": "1234\n",
+					"memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"},
+				"pids": {"pids.max": "", "pids.events": "max 5\n"},
+				"cpu":  {"cpu.cfs_period_us": "", "cpu.cfs_quota_us": ""},
+			},
+			wantFiles: map[string]string{
+				"memory/memory.limit_in_bytes": "134217728", "memory/memory.memsw.limit_in_bytes": "134217728",
+				"pids/pids.max": "32", "cpu/cpu.cfs_period_us": "100000", "cpu/cpu.cfs_quota_us": "50000",
+			},
+			wantUsage: Usage{MemoryPeakBytes: 1234, OOMKilled: true, PidsLimitHit: true},
+		},
+		{
+			name: "v1 without swap accounting, no events yet",
+			files: map[string]map[string]string{
+				"memory": {"memory.limit_in_bytes": "", "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"},
+				"pids":   {"pids.max": "", "pids.events": "max 0\n"},
+				"cpu":    {"cpu.cfs_period_us": "", "cpu.cfs_quota_us": ""},
+			},
+			wantFiles: map[string]string{"memory/memory.limit_in_bytes": "134217728"},
+		},
+		{
+			name: "v2",
+			v2:   true,
+			files: map[string]map[string]string{
+				"": {"memory.max": "", "memory.swap.max": "", "pids.max": "", "cpu.max": "", "memory.peak": "99\n",
+					"memory.events": "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n", "pids.events": "max 0\n"},
+			},
+			wantFiles: map[string]string{
+				"/memory.max": "134217728", "/memory.swap.max": "0", "/pids.max": "32", "/cpu.max": "50000 100000",
+			},
+			wantUsage: Usage{MemoryPeakBytes: 99, OOMKilled: true},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := fakeCgroup(t, tc.v2, tc.files)
+			if err := g.setLimits(lim); err != nil {
+				t.Fatalf("setLimits: %v", err)
+			}
+			for key, want := range tc.wantFiles {
+				ctrl, file, _ := strings.Cut(key, "/")
+				b, err := os.ReadFile(filepath.Join(g.dirs[ctrl], file))
+				if err != nil || string(b) != want {
+					t.Errorf("%s = %q (%v), want %q", key, b, err, want)
+				}
+			}
+			if got := g.Usage(); got != tc.wantUsage {
+				t.Errorf("Usage = %+v, want %+v", got, tc.wantUsage)
+			}
+			if !g.HasMemory() || !g.HasPids() {
+				t.Error("HasMemory/HasPids false")
+			}
+		})
+	}
+}
+
+func TestReadSelfCgroups(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "cgroup")
+	content := "9:name=systemd:/\n8:pids:/a\n4:memory:/process_api/x\n1:cpu,cpuacct:/c\n0::/u\n"
+	if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readSelfCgroups(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"name=systemd": "/", "pids": "/a", "memory": "/process_api/x", "cpu": "/c", "cpuacct": "/c", "": "/u"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%q = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+func TestSanitizeCgroupName(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"sess-1", "sess-1"},
+		{"TestX/sub case", "TestXsubcase"},
+		{"../..", "sandbox"},
+		{"", "sandbox"},
+		{strings.Repeat("a", 100), strings.Repeat("a", 40)},
+	}
+	for _, tc := range tests {
+		if got := sanitizeCgroupName(tc.in); got != tc.want {
+			t.Errorf("sanitizeCgroupName(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
