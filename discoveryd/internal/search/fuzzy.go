@@ -18,6 +18,11 @@ type fuzzy struct {
 	sorted  []int32            // word ids in lexical order, for prefixes
 }
 
+// maxFuzzyLen bounds the words that take part in typo matching: the
+// deletion neighbourhood grows with the square of a word's length, and
+// longer "words" are identifiers, hashes or URLs rather than misspellings.
+const maxFuzzyLen = 24
+
 // maxEdits is the typo budget for a word of n runes: none below 4 runes,
 // one up to 7, two from 8.
 func maxEdits(n int) int {
@@ -39,7 +44,7 @@ func newFuzzy(words []string) *fuzzy {
 	f := &fuzzy{words: words, deletes: make(map[string][]int32, len(words)*4)}
 	for id, w := range words {
 		rs := []rune(w)
-		if len(rs) < 3 {
+		if len(rs) < 3 || len(rs) > maxFuzzyLen {
 			continue
 		}
 		forDeletes(rs, maxEdits(len(rs)), func(s string) {
@@ -94,7 +99,7 @@ func (f *fuzzy) completions(w string, fn func(id int32)) {
 func (f *fuzzy) lookup(w string, fn func(id int32, dist int)) {
 	rs := []rune(w)
 	d := maxEdits(len(rs))
-	if d == 0 {
+	if d == 0 || len(rs) > maxFuzzyLen {
 		return
 	}
 	var seen [32]int32

@@ -323,3 +323,32 @@ func TestBaseline(t *testing.T) {
 		t.Errorf("Baseline(create, 1) = %d hits, total %d, truncated %v; want 1, 2, true", len(res.Hits), res.Total, res.Truncated)
 	}
 }
+
+// FuzzSearch checks the invariants of any answer: Total and Truncated agree
+// with the hits, hits are ordered by score and never repeat.
+func FuzzSearch(f *testing.F) {
+	for _, q := range []string{"", "read_file", "create issue", "github/create_issue", "mcp__", "__/..:",
+		"scrren shot", "ÄÖÜ ß", "a b c d e f g h i j k l m n o p q r s t u v w x y z aa bb cc dd ee ff gg hh ii jj"} {
+		f.Add(q, 3)
+	}
+	ix := NewIndex(testDocs())
+	f.Fuzz(func(t *testing.T, q string, limit int) {
+		res := ix.Search(q, limit)
+		if res.Total < len(res.Hits) || res.Truncated != (res.Total > len(res.Hits)) {
+			t.Fatalf("Search(%q, %d): %d hits, total %d, truncated %v", q, limit, len(res.Hits), res.Total, res.Truncated)
+		}
+		if limit > 0 && len(res.Hits) > limit {
+			t.Fatalf("Search(%q, %d): %d hits", q, limit, len(res.Hits))
+		}
+		seen := map[*Doc]bool{}
+		for i, h := range res.Hits {
+			if seen[h.Doc] {
+				t.Fatalf("Search(%q): %s/%s twice", q, h.Doc.Server, h.Doc.Tool)
+			}
+			seen[h.Doc] = true
+			if i > 0 && h.Score > res.Hits[i-1].Score {
+				t.Fatalf("Search(%q): hit %d outscores hit %d", q, i, i-1)
+			}
+		}
+	})
+}
