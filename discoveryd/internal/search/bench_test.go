@@ -3,6 +3,7 @@ package search
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -204,6 +205,21 @@ func latency(ix *Index, queries []string) (p50, p99 time.Duration) {
 	return ds[len(ds)/2], ds[len(ds)*99/100]
 }
 
+// measureBuild builds an index over docs and reports how long that took and
+// how much live heap the index holds.
+func measureBuild(docs []Doc) (time.Duration, uint64, *Index) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	ix := NewIndex(docs)
+	took := time.Since(start)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	ix.Search("warm the pool", 1) // one scratch, as a serving index has
+	return took, after.HeapAlloc - min(before.HeapAlloc, after.HeapAlloc), ix
+}
+
 // summaryDoc and fullDoc are upstream's query_tool_docs shapes.
 type summaryDoc struct {
 	Server      string `json:"server"`
@@ -311,7 +327,7 @@ func TestSearchReport(t *testing.T) {
 	fmt.Fprintf(&out, "misspelt name (words split, two letters swapped in the longest) -> top %d: %.1f%% of %d tools\n", reportLimit, 100*typoRate, typoN)
 
 	bigDocs, origin := replicate(ds.docs, latencyCorpus)
-	big := NewIndex(bigDocs)
+	build, heap, big := measureBuild(bigDocs)
 	var qs []string
 	hit1 := 0
 	for _, q := range ds.queries {
@@ -321,6 +337,7 @@ func TestSearchReport(t *testing.T) {
 		}
 	}
 	p50, p99 := latency(big, qs)
+	fmt.Fprintf(&out, "index of %d tools: built in %v, %.1f MiB of heap\n", big.Len(), build.Round(time.Millisecond), float64(heap)/(1<<20))
 	fmt.Fprintf(&out, "latency over %d tools, %d queries x %d, limit %d: p50 %v, p99 %v\n", big.Len(), len(qs), latencyRepeats, reportLimit, p50, p99)
 	fmt.Fprintf(&out, "at %d tools (the corpus plus %.1f copies under other server names), first hit is a copy of a relevant tool: %.3f\n",
 		big.Len(), float64(len(bigDocs)-len(ds.docs))/float64(len(ds.docs)), float64(hit1)/float64(len(ds.queries)))
