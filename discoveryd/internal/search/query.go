@@ -197,14 +197,13 @@ func (ix *Index) scoreIfNew(s *scratch) int {
 	return 1
 }
 
-// expand appends the terms word w may match: its own stem, else its typo
-// corrections, plus synonyms.
+// expand appends the terms word w may match: its own stem; else, unless
+// the synonym table knows it, its nearest typo corrections, else the words
+// it is a prefix of; and then its synonyms.
 func (ix *Index) expand(dst []alt, w string) []alt {
 	w = strings.ToLower(w)
 	t := stem(w)
 	if id, ok := ix.terms[t]; ok {
-		dst = append(dst, alt{id, 1})
-	} else if id, ok := ix.words[w]; ok {
 		dst = append(dst, alt{id, 1})
 	} else if _, ok := synonyms[t]; !ok {
 		start := len(dst)

@@ -7,6 +7,28 @@
 // names, aliases, descriptions and parameters), tolerates small typos, and
 // always puts an exact tool-name match first. Results carry Total and
 // Truncated so a partial list never looks complete.
+//
+// Matching, in rank order:
+//   - the whole query is a tool's name (any case), then its alias or a
+//     server-qualified name ("github/create_issue", "github.create_issue",
+//     "mcp__github__create_issue");
+//   - the query, or a few consecutive words of it, spells a tool name once
+//     separators are dropped ("read file", "readFile", "who am i"), or an
+//     identifier inside the query is a tool name;
+//   - BM25F over words split at camelCase, snake_case, kebab-case, dots and
+//     digits, Porter-stemmed, with field weights name > server >
+//     description > parameter names > parameter descriptions, a
+//     coordination factor for matching more of the query's words and a
+//     bonus for covering more of the tool's name. A word unknown to the
+//     index is matched to vocabulary words one edit away (two from 8
+//     letters), else completed as a prefix; common synonyms ("remove" for
+//     "delete", "repo" for "repository") match at a lower weight.
+//
+// The index is built once and never changes. Each term's posting list holds
+// its precomputed contribution to every document that contains it, and the
+// typo index is a precomputed deletion neighbourhood, so a query costs a few
+// posting-list walks; per-query working memory is pooled, so a query
+// allocates nothing in proportion to the catalogue.
 package search
 
 // Doc is one searchable tool.
