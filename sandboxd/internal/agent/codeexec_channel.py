@@ -9,8 +9,11 @@ send; a lock keeps frames whole.
 import os
 import threading
 from _queue import SimpleQueue
+from itertools import count
 
+import codeexec_interrupt
 import codeexec_json
+from codeexec_interrupt import Flag
 
 MAX_FRAME = 64 << 20
 
@@ -45,9 +48,10 @@ class Channel:
         self._wfd = wfd
         self.diag_fd = diag_fd
         self._wlock = threading.Lock()
+        self._main = threading.main_thread()
+        self._wq = None  # frames the main thread hands to the writer thread
         self._forked = False
-        self._ids = 0
-        self._ids_lock = threading.Lock()
+        self._ids = count(1)
         self._waiters = {}
         self.execs = SimpleQueue()
         self.exec_id = 0
@@ -63,9 +67,47 @@ class Channel:
             )
         if self._forked:
             raise MCPError("the sandbox channel is not available in a forked child process")
+        if threading.current_thread() is not self._main:
+            self._write(body)
+            return
+        # The main thread is where KeyboardInterrupt lands; raised between two
+        # os.write calls it would leave half a frame and break the channel.
+        # So the main thread hands the frame to a writer thread and waits.
+        box = []
+        done = Flag()
+        self._writer_queue().put((body, done, box))
+        interrupted = None
+        while True:
+            try:
+                done.wait()
+                break
+            except KeyboardInterrupt as exc:  # only if user code replaced our SIGINT handler
+                interrupted = exc
+        if box:
+            raise box[0]
+        if interrupted is not None:
+            raise interrupted
+
+    def _write(self, body):
         with self._wlock:
             _write_all(self._wfd, len(body).to_bytes(4, "big"))
             _write_all(self._wfd, body)
+
+    def _writer_queue(self):
+        q = self._wq
+        if q is None:
+            q = self._wq = SimpleQueue()
+            threading.Thread(target=self._write_loop, args=(q,), name="codeexec-writer", daemon=True).start()
+        return q
+
+    def _write_loop(self, q):
+        while True:
+            body, done, box = q.get()
+            try:
+                self._write(body)
+            except BaseException as exc:  # noqa: BLE001 - handed back to the sender
+                box.append(exc)
+            done.set()
 
     def send_out(self, exec_id, stream, text):
         # Text comes from a UTF-8 decoder, so it holds no lone surrogates and
@@ -75,9 +117,7 @@ class Channel:
     # --- calls -----------------------------------------------------------
 
     def _register(self, waiter):
-        with self._ids_lock:
-            self._ids += 1
-            cid = self._ids
+        cid = next(self._ids)  # atomic: itertools.count is C code
         self._waiters[cid] = waiter
         return cid
 
@@ -97,14 +137,15 @@ class Channel:
 
     def call_sync(self, method, params):
         """Sends a call and blocks this thread until its reply arrives."""
-        event = threading.Event()
+        flag = Flag()
         box = []
-        cid = self._register((event, box))
+        cid = self._register((flag, box))
         self._send_call(cid, method, params)
         try:
-            event.wait()
+            _wait_for_reply(flag)
         finally:
             self._waiters.pop(cid, None)
+        codeexec_interrupt.deliver()
         return _unpack(method, box[0])
 
     async def call_async(self, method, params):
@@ -119,6 +160,7 @@ class Channel:
             reply = await fut
         finally:
             self._waiters.pop(cid, None)
+        codeexec_interrupt.deliver()
         return _unpack(method, reply)
 
     # --- receiving -------------------------------------------------------
@@ -128,7 +170,7 @@ class Channel:
         if waiter is None:
             return
         a, b = waiter
-        if isinstance(a, threading.Event):
+        if isinstance(a, Flag):
             b.append(msg)
             a.set()
             return
@@ -177,11 +219,19 @@ class Channel:
     def after_fork_in_child(self):
         self._forked = True
         self._wlock = threading.Lock()
+        self._wq = None
         for fd in (self._rfd, self._wfd, self.diag_fd):
             try:
                 os.close(fd)
             except OSError:
                 pass
+
+
+@codeexec_interrupt.mark_interruptible
+def _wait_for_reply(flag):
+    # Ctrl-C may abandon a call that waits for its reply; the late reply is
+    # then dropped.
+    flag.wait()
 
 
 def _resolve(fut, msg):

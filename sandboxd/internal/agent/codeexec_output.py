@@ -20,6 +20,8 @@ import codecs
 import os
 import threading
 
+from codeexec_interrupt import Flag
+
 READ_SIZE = 1 << 16
 _PREFIX = b"\x00\x1b[codeexec-fence:"
 
@@ -62,10 +64,9 @@ class _Pipe:
         self._sent = 0
         self.dropped = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._lock = threading.Lock()
-        self._marker = None
+        self._marker = None  # set once by the main thread, read by the reader
         self._abandoned = False
-        self.reached = threading.Event()
+        self.reached = Flag()
         try:
             threading.Thread(target=self._read_loop, name="codeexec-" + name, daemon=True).start()
         except BaseException:  # the pids limit can refuse a thread
@@ -82,8 +83,9 @@ class _Pipe:
     def end(self, token):
         """Writes the end marker; wait on self.reached afterwards."""
         marker = _PREFIX + token + b"]\x00"
-        with self._lock:
-            self._marker = marker
+        # Set before the write: a reader that sees the marker's bytes has
+        # already been able to see this attribute.
+        self._marker = marker
         try:
             os.write(self.wfd, marker)
         except OSError:
@@ -107,8 +109,7 @@ class _Pipe:
             if not live or self._abandoned:
                 continue  # after the marker: belongs to no exec
             buf = buf + data if buf else data
-            with self._lock:
-                marker = self._marker
+            marker = self._marker
             if marker is None:
                 self._emit(buf)
                 buf = b""

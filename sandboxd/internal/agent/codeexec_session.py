@@ -11,6 +11,7 @@ import sys
 import threading
 
 import codeexec_channel
+import codeexec_interrupt
 import codeexec_output
 import codeexec_persist
 import codeexec_servers
@@ -66,6 +67,13 @@ def _describe(exc):
     return "%s: %s" % (name, msg) if msg else name
 
 
+@codeexec_interrupt.mark_interruptible
+def _drive(loop, task):
+    # SIGINT may interrupt the event loop itself (as with asyncio.run) while
+    # it runs a cell; _run_coroutine then cancels the cell.
+    loop.run_until_complete(task)
+
+
 class Session:
     def __init__(self, cin, cout, diag_fd):
         self.chan = codeexec_channel.Channel(cin, cout, diag_fd)
@@ -92,6 +100,7 @@ class Session:
         self.ns = ns
 
         os.register_at_fork(after_in_child=self._after_fork_in_child)
+        codeexec_interrupt.install()
         self._fix_stdio()
 
     def _after_fork_in_child(self):
@@ -132,6 +141,7 @@ class Session:
         except (TypeError, ValueError):
             limit = 0
         self.chan.exec_id = exec_id
+        codeexec_interrupt.clear()  # a SIGINT while idle belongs to no exec
         token = os.urandom(12).hex().encode()
         done = {"t": "done", "id": exec_id, "ok": False, "exit": 1, "error": "",
                 "dropped": {"stdout": 0, "stderr": 0}}
@@ -215,6 +225,7 @@ class Session:
             self._configure(msg)
             codeexec_source.register(filename, source)
             code = compile(source, filename, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            codeexec_interrupt.deliver()  # a SIGINT during the set-up above
             result = eval(code, self.ns)
             if code.co_flags & CO_COROUTINE:
                 self._run_coroutine(result)
@@ -229,7 +240,7 @@ class Session:
         loop = self._event_loop()
         task = loop.create_task(coro)
         try:
-            loop.run_until_complete(task)
+            _drive(loop, task)
         except BaseException:
             # Interrupted while the loop waited (SIGINT): do not let the cell
             # resume inside a later exec.

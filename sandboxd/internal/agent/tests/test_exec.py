@@ -197,6 +197,30 @@ class InterruptTest(unittest.TestCase):
         time.sleep(0.2)
         self.assertEqual(self.a.exec("print('alive')").stdout, "alive\n")
 
+    def test_sigint_storm_never_breaks_frames(self):
+        # SIGINTs land in the main thread while it sends big call frames,
+        # waits for replies and runs the fence.
+        storm = ("import os, signal, threading, time\n"
+                 "def storm():\n"
+                 "    end = time.monotonic() + 1.5\n"
+                 "    while time.monotonic() < end:\n"
+                 "        os.kill(os.getpid(), signal.SIGINT)\n"
+                 "        time.sleep(0.0005)\n"
+                 "threading.Thread(target=storm).start()\n")
+        loops = ("stop = time.monotonic() + 1.7\n"
+                 "while time.monotonic() < stop:\n"
+                 "    try:\n"
+                 "        save_memory('k', 'x' * 300000)\n"
+                 "        print('saved')\n"
+                 "    except KeyboardInterrupt:\n"
+                 "        pass\n")
+        for _ in range(3):
+            r = self.a.exec(storm + loops, timeout=60)
+            self.assertIn(r.error, ("", "KeyboardInterrupt"), r)
+            time.sleep(1.6)
+            r = self.a.exec("print('channel intact')")
+            self.assertEqual(r.stdout, "channel intact\n", r)
+
     def test_out_of_descriptors(self):
         r = self.a.exec(
             "import os, resource\n"
