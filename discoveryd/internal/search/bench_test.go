@@ -190,11 +190,19 @@ func rankOf(hits []Hit, d *Doc) int {
 	return 0
 }
 
+// latencyReps is how often latency runs each query.
+func latencyReps() int {
+	if raceEnabled {
+		return 1
+	}
+	return latencyRepeats
+}
+
 // latency runs every query latencyRepeats times against ix and returns the
 // p50 and p99 of single-query wall time.
 func latency(ix *Index, queries []string) (p50, p99 time.Duration) {
 	var ds []time.Duration
-	for range latencyRepeats {
+	for range latencyReps() {
 		for _, q := range queries {
 			start := time.Now()
 			ix.Search(q, reportLimit)
@@ -338,13 +346,16 @@ func TestSearchReport(t *testing.T) {
 	}
 	p50, p99 := latency(big, qs)
 	fmt.Fprintf(&out, "index of %d tools: built in %v, %.1f MiB of heap\n", big.Len(), build.Round(time.Millisecond), float64(heap)/(1<<20))
-	fmt.Fprintf(&out, "latency over %d tools, %d queries x %d, limit %d: p50 %v, p99 %v\n", big.Len(), len(qs), latencyRepeats, reportLimit, p50, p99)
+	fmt.Fprintf(&out, "latency over %d tools, %d queries x %d, limit %d: p50 %v, p99 %v\n", big.Len(), len(qs), latencyReps(), reportLimit, p50, p99)
 	fmt.Fprintf(&out, "at %d tools (the corpus plus %.1f copies under other server names), first hit is a copy of a relevant tool: %.3f\n",
 		big.Len(), float64(len(bigDocs)-len(ds.docs))/float64(len(ds.docs)), float64(hit1)/float64(len(ds.queries)))
 
 	listAll, round := tokenFigures(ds, ix)
 	fmt.Fprintf(&out, "tokens (bytes/%d of compact JSON): tools/list of all %d tools %d; one discovery round (top %d summaries + full doc of one tool), mean %d (%.1f%% of listing all)\n",
 		bytesPerToken, len(ds.docs), listAll, reportLimit, round, 100*float64(round)/float64(listAll))
+	if raceEnabled {
+		out.WriteString("(race detector on: timings are not representative)\n")
+	}
 	t.Log("\n" + out.String())
 	if testing.Verbose() {
 		for _, m := range all.misses5 {
