@@ -135,10 +135,13 @@ func (g *cgroup) Remove() error {
 	return errors.Join(errs...)
 }
 
-// removeCgroupDir rmdirs a cgroup, retrying for up to a second on EBUSY
-// (exiting processes are still being released).
+// removeCgroupDir rmdirs a cgroup, retrying for up to two seconds on EBUSY.
+// bwrap exits as soon as the sandbox's PID 1 reports its status, so that
+// process is usually still being torn down for a moment: the first retries
+// come quickly (0.5 ms, doubling up to 50 ms).
 func removeCgroupDir(dir string) error {
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(2 * time.Second)
+	delay := 500 * time.Microsecond
 	for {
 		err := syscall.Rmdir(dir)
 		if err == nil || errors.Is(err, syscall.ENOENT) {
@@ -147,7 +150,8 @@ func removeCgroupDir(dir string) error {
 		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
 			return fmt.Errorf("remove cgroup %s: %w", dir, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(delay)
+		delay = min(2*delay, 50*time.Millisecond)
 	}
 }
 
