@@ -14,12 +14,16 @@ import (
 const maxGroup = 256
 
 // A group waits for the writers of the previous group to come back for at
-// most as long as the previous commit took, clamped to these bounds. The
-// wait can at most double a write's latency, and it saves a whole commit
-// (two fsyncs) whenever the writers do come back in time.
+// most as long as the previous commit took, clamped to [minLinger,
+// maxLinger], and stops waiting as soon as arrivalGap passes without a new
+// write: writers released by one commit come back in a burst, and once the
+// burst is over, waiting longer only adds latency. The wait can at most
+// double a write's latency, and it saves a whole commit (two fsyncs)
+// whenever the writers do come back in time.
 const (
-	minLinger = 100 * time.Microsecond
-	maxLinger = 2 * time.Millisecond
+	minLinger  = 100 * time.Microsecond
+	maxLinger  = 2 * time.Millisecond
+	arrivalGap = 100 * time.Microsecond
 )
 
 // txFunc applies one write inside a shared transaction. It must either
@@ -41,8 +45,8 @@ type pending struct {
 // it expects: as many as were in the previous group, or as many callers as
 // are already inside do. Writers woken by the last commit need a moment to
 // send their next write, and without the wait the first of them would
-// commit alone and split every later group in two. The wait is bounded by
-// the previous commit's duration (see minLinger, maxLinger).
+// commit alone and split every later group in two. See minLinger for how
+// long it waits.
 type committer struct {
 	db      *bolt.DB
 	observe func(writes int, d time.Duration) // may be nil
@@ -104,22 +108,23 @@ func (c *committer) loop() {
 		// Callers already inside do will send within microseconds.
 		expect = min(max(expect, int(c.inflight.Load())), maxGroup)
 		if len(group) < expect {
-			timer.Reset(linger)
+			deadline := time.Now().Add(linger)
+			timer.Reset(min(arrivalGap, linger))
 		wait:
 			for len(group) < expect {
 				select {
 				case p := <-c.ops:
 					group = append(group, p)
+					rest := time.Until(deadline)
+					if rest <= 0 {
+						break wait
+					}
+					timer.Reset(min(arrivalGap, rest))
 				case <-timer.C:
 					break wait
 				}
 			}
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
+			timer.Stop()
 		}
 		expect = len(group)
 		began := time.Now()
