@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/codeexec/codeexec/memoryd"
@@ -188,5 +190,22 @@ func TestToolsReplaceByName(t *testing.T) {
 	del, err := e.tools.DeleteTool(t.Context(), &memoryv1.DeleteToolRequest{Name: "f"})
 	if err != nil || !del.GetDeleted() {
 		t.Errorf("DeleteTool = %v, %v", del, err)
+	}
+}
+
+func TestDefaultValueCap(t *testing.T) {
+	t.Parallel()
+	e := start(t, memoryd.Config{})
+	atCap := `"` + strings.Repeat("x", memoryd.DefaultMaxValueBytes-2) + `"`
+	rec := e.save(t, "", "big", atCap, "")
+	if rec.GetValueBytes() != memoryd.DefaultMaxValueBytes {
+		t.Errorf("value_bytes = %d, want %d", rec.GetValueBytes(), memoryd.DefaultMaxValueBytes)
+	}
+	_, err := e.mem.SaveMemory(t.Context(), &memoryv1.SaveMemoryRequest{Key: "bigger", ValueJson: atCap + " "})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "value_json is 1048577 bytes; the limit is 1048576 bytes") {
+		t.Errorf("one byte over the default cap: %v", err)
+	}
+	if got := e.get(t, "", "big").GetValueJson(); got != atCap {
+		t.Errorf("1 MiB value did not round-trip (%d bytes back)", len(got))
 	}
 }
