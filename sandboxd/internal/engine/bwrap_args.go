@@ -39,7 +39,9 @@ const (
 // Notes on bubblewrap 0.8.0:
 //   - --unshare-all unshares user, pid, net, ipc, uts, cgroup and mount
 //     namespaces; --unshare-user makes the user namespace mandatory rather
-//     than "try" so --uid/--gid always apply.
+//     than "try" so --uid/--gid always apply. --disable-userns (new in
+//     0.8) stops the code from creating nested user namespaces, where it
+//     would regain capabilities and reach much more kernel surface.
 //   - tmpfs mounts (--tmpfs, the root, /dev) get nosuid,nodev from bwrap
 //     itself. bwrap 0.8 has no option for noexec, so /tmp and /workspace are
 //     executable; that is harmless here because the code is already
@@ -53,7 +55,7 @@ const (
 //     started through /usr/bin/env to make the environment exactly spec.Env.
 func bwrapArgs(spec Spec) []string {
 	a := []string{
-		"--unshare-all", "--unshare-user",
+		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session",
 		"--cap-drop", "ALL",
 		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxGID),

@@ -57,6 +57,10 @@ st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines
 want = {"CapEff": "0"*16, "CapPrm": "0"*16, "CapBnd": "0"*16, "CapAmb": "0"*16, "NoNewPrivs": "1"}
 got = {k: st[k].strip() for k in want}
 print("ok" if got == want else got)`, nil},
+		{"no nested user namespaces", `
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+print("ok" if libc.unshare(0x10000000) != 0 else "unshare(CLONE_NEWUSER) succeeded")`, nil},
 		{"host paths invisible", `
 import os, sys
 seen = [p for p in ["/root", "/work", "/home", "/var", "/sys", "/etc/shadow", "/etc/ssl", "/run", "/srv", "/mnt", sys.argv[1]] if os.path.exists(p)]

@@ -34,6 +34,7 @@ print("survived")`)
 		if r.usage.MemoryPeakBytes <= 0 || r.usage.MemoryPeakBytes > 128<<20 {
 			t.Errorf("MemoryPeakBytes = %d, want in (0, 128MiB]", r.usage.MemoryPeakBytes)
 		}
+		t.Logf("usage %+v, exit %v", r.usage, r.err)
 	})
 
 	t.Run("fork bomb is contained", func(t *testing.T) {
@@ -60,6 +61,7 @@ for k in kids:
 		if len(f) != 3 || f[0] != "blocked" || f[2] != "True" {
 			t.Fatalf("fork bomb: stdout %q err %v stderr %q", r.stdout, r.err, r.stderr)
 		}
+		t.Logf("fork bomb: %s usage %+v", strings.TrimSpace(r.stdout), r.usage)
 		if !r.usage.PidsLimitHit {
 			t.Errorf("Usage().PidsLimitHit = false")
 		}
