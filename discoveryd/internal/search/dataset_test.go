@@ -98,23 +98,7 @@ func readJSON(t testing.TB, path string, v any) {
 func docsOf(server string, tools []toolSchema) []Doc {
 	docs := make([]Doc, 0, len(tools))
 	for _, tl := range tools {
-		var schema struct {
-			Properties map[string]struct {
-				Description string `json:"description"`
-			} `json:"properties"`
-		}
-		_ = json.Unmarshal(tl.InputSchema, &schema) // a schema without properties has no params
-		names := make([]string, 0, len(schema.Properties))
-		for n := range schema.Properties {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		var text []string
-		for _, n := range names {
-			if d := schema.Properties[n].Description; d != "" {
-				text = append(text, d)
-			}
-		}
+		names, text := ParamsFromSchema(tl.InputSchema)
 		docs = append(docs, Doc{
 			Server:      server,
 			ServerAlias: alias(server),
@@ -122,7 +106,7 @@ func docsOf(server string, tools []toolSchema) []Doc {
 			ToolAlias:   alias(tl.Name),
 			Description: tl.Description,
 			Params:      names,
-			ParamText:   strings.Join(text, " "),
+			ParamText:   text,
 		})
 	}
 	return docs

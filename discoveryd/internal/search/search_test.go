@@ -352,3 +352,26 @@ func FuzzSearch(f *testing.F) {
 		}
 	})
 }
+
+func TestParamsFromSchema(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		schema    string
+		wantNames []string
+		wantText  string
+	}{
+		{`{"type":"object","properties":{"path":{"type":"string","description":"File path"},"encoding":{"type":"string"},"head":{"description":" First N lines "}}}`,
+			[]string{"encoding", "head", "path"}, "First N lines File path"},
+		{`{"type":"object"}`, nil, ""},
+		{`{"type":"object","properties":{}}`, nil, ""},
+		{`not json`, nil, ""},
+		{``, nil, ""},
+		{`{"properties":[1,2]}`, nil, ""},
+	}
+	for _, tt := range tests {
+		names, text := ParamsFromSchema([]byte(tt.schema))
+		if !slices.Equal(names, tt.wantNames) || text != tt.wantText {
+			t.Errorf("ParamsFromSchema(%s) = %q, %q; want %q, %q", tt.schema, names, text, tt.wantNames, tt.wantText)
+		}
+	}
+}
