@@ -12,6 +12,8 @@ export PATH="$GOBIN:$PATH"
 need_apt=()
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 [ -x /usr/bin/python3 ] || need_apt+=(python3)
+command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing packages: ${need_apt[*]}; install them with: sudo apt-get install ${need_apt[*]}" >&2

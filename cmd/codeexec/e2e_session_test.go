@@ -1,0 +1,295 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// End-to-end tests of session behaviour: the real binary over stdio, real
+// bwrap sandboxes, the real agent.
+
+func TestE2EStatePersistsAcrossCalls(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	code(t, c, "import math\nx = 41\ndef twice(v):\n    return 2 * v\n")
+	o := code(t, c, "print(x + 1, twice(21), math.floor(2.5))")
+	if got := joined(o.stdout()); got != "42 42 2" {
+		t.Fatalf("stdout = %q, want %q", got, "42 42 2")
+	}
+	if o.Text != "42 42 2" {
+		t.Fatalf("compact text = %q, want %q", o.Text, "42 42 2")
+	}
+}
+
+func TestE2ETopLevelAwait(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	code(t, c, "import asyncio\nasync def f():\n    await asyncio.sleep(0.01)\n    return 7\n")
+	o := code(t, c, "v = await f()\nprint(v * 6)")
+	if got := joined(o.stdout()); got != "42" {
+		t.Fatalf("stdout = %q, want 42", got)
+	}
+}
+
+func TestE2EExceptionIsAnError(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	o := runPython(t, c, map[string]any{"code": "print('before')\ndef boom():\n    return 1 / 0\nboom()"})
+	if !o.IsError {
+		t.Fatalf("isError = false for an exception: %s", o.Text)
+	}
+	if o.str("status") != "error" {
+		t.Fatalf("status = %q, want error", o.str("status"))
+	}
+	if !strings.Contains(o.str("error"), "ZeroDivisionError: division by zero") {
+		t.Fatalf("error = %q, want the exception", o.str("error"))
+	}
+	stderr := joined(o.stderr())
+	for _, want := range []string{"Traceback", "return 1 / 0", "boom()", "ZeroDivisionError"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("traceback lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "agent") {
+		t.Errorf("traceback shows agent frames:\n%s", stderr)
+	}
+	if got := joined(o.stdout()); got != "before" {
+		t.Errorf("stdout = %q, want before", got)
+	}
+	// The session survives an exception.
+	code(t, c, "y = 1")
+	if got := joined(code(t, c, "print(y)").stdout()); got != "1" {
+		t.Fatalf("after an exception, stdout = %q", got)
+	}
+}
+
+func TestE2EBlankLinesAreKept(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	o := code(t, c, `print("a\n\nb\n")`)
+	want := []string{"a", "", "b", ""}
+	if got := o.stdout(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("stdout = %q, want %q", got, want)
+	}
+}
+
+func TestE2EHugeOutputIsCutWithAMarker(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, map[string]string{"CODEEXEC_OUTPUT_LIMIT": "64k"})
+	// One 20 MB line: neither breaks the channel nor hangs.
+	o := code(t, c, `import sys; sys.stdout.write("x" * 20_000_000 + "\n"); print("tail")`)
+	text := joined(o.stdout())
+	if !strings.Contains(text, "truncated") {
+		t.Fatalf("no truncation marker in %d bytes of output: %q", len(text), tailOf(text, 300))
+	}
+	if len(text) > 200<<10 {
+		t.Fatalf("output is %d bytes, far above the 64 KiB cap", len(text))
+	}
+	// The marker says how much was dropped.
+	if !strings.Contains(strings.ReplaceAll(text, ",", ""), "199") && !strings.Contains(text, "bytes") {
+		t.Fatalf("marker does not say how much was dropped: %q", tailOf(text, 300))
+	}
+	// The session is still healthy.
+	if got := joined(code(t, c, "print('ok')").stdout()); got != "ok" {
+		t.Fatalf("after huge output, stdout = %q", got)
+	}
+}
+
+func TestE2ETimeoutKillsAndStartsFresh(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	code(t, c, "kept = 1")
+	o := runPython(t, c, map[string]any{"code": "import time\nprint('partial', flush=True)\ntime.sleep(60)", "timeout": 1})
+	if !o.IsError || o.str("status") != "timeout" {
+		t.Fatalf("status = %q isError=%v, want timeout: %s", o.str("status"), o.IsError, o.Text)
+	}
+	if got := joined(o.stdout()); got != "partial" {
+		t.Errorf("partial stdout = %q, want partial", got)
+	}
+	if !strings.Contains(o.Text+o.str("error"), "lost") {
+		t.Errorf("timeout result does not say the state was lost: %s", o.Text)
+	}
+	if ts, _ := o.Structured["timeoutSeconds"].(float64); ts != 1 {
+		t.Errorf("timeoutSeconds = %v, want 1", o.Structured["timeoutSeconds"])
+	}
+	o = runPython(t, c, map[string]any{"code": "print(kept)"})
+	if !o.IsError || !strings.Contains(o.str("error"), "NameError") {
+		t.Fatalf("after a timeout the session should be fresh; got %s", o.Text)
+	}
+}
+
+func TestE2ECallsOnOneSessionAreSerialised(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	code(t, c, "import time")
+	var (
+		wg    sync.WaitGroup
+		spans [2][2]float64
+	)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := code(t, c, "a = time.time(); time.sleep(0.3); print(a, time.time())")
+			f := strings.Fields(joined(o.stdout()))
+			if len(f) != 2 {
+				t.Errorf("stdout = %q", o.stdout())
+				return
+			}
+			spans[i][0], _ = strconv.ParseFloat(f[0], 64)
+			spans[i][1], _ = strconv.ParseFloat(f[1], 64)
+		}()
+	}
+	wg.Wait()
+	a, b := spans[0], spans[1]
+	if a[0] < b[1] && b[0] < a[1] {
+		t.Fatalf("two calls on one session overlapped: %v and %v", a, b)
+	}
+}
+
+func TestE2EClientIsolationAndSecrets(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, map[string]string{"CODEEXEC_TEST_SECRET": "hunter2"})
+	checks := []struct{ name, src, want string }{
+		{"uid is not root", "import os; print(os.getuid() != 0, os.getuid())", "True 65534"},
+		{"no host environment", "import os; print('CODEEXEC_TEST_SECRET' in os.environ, 'hunter2' in repr(dict(os.environ)))", "False False"},
+		{"network connect fails", `
+import socket
+res = []
+for host in ("127.0.0.1", "1.1.1.1"):
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect((host, 80)); res.append("connected")
+    except OSError as e:
+        res.append("blocked")
+print(*res)`, "blocked blocked"},
+		{"root is read-only", `
+res = []
+for p in ("/x", "/usr/x", "/etc/x"):
+    try:
+        open(p, "w"); res.append("wrote")
+    except OSError:
+        res.append("denied")
+print(*res)`, "denied denied denied"},
+		{"no capabilities and no_new_privs", `
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+print(st["CapEff"].strip(), st["NoNewPrivs"].strip())`, "0000000000000000 1"},
+		{"host home, state and other files invisible", `
+import os
+print([p for p in ("/root", "/home", "/work", "/var", "/etc/shadow", "/etc/passwd-", "/sys/fs/cgroup") if os.path.exists(p) and os.listdir(p) if os.path.isdir(p)])`, "[]"},
+		{"tmp and workspace are writable", `
+open("/tmp/a", "w").write("1"); open("/workspace/b", "w").write("2")
+import os; print(os.getcwd(), open("/tmp/a").read() + open("/workspace/b").read())`, "/workspace 12"},
+	}
+	for _, tc := range checks {
+		t.Run(tc.name, func(t *testing.T) {
+			o := runPython(t, c, map[string]any{"code": tc.src})
+			if o.IsError {
+				t.Fatalf("failed: %s", o.Text)
+			}
+			if got := joined(o.stdout()); got != tc.want {
+				t.Fatalf("stdout = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestE2EChildProcessOutputAndChannelSafety(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	o := code(t, c, `
+import os, subprocess, sys
+os.system("echo from-system")
+subprocess.run(["sh", "-c", "echo from-subprocess; echo to-stderr >&2"])
+os.write(1, b"\x00\x00\x00\x05hello fake frame\n")
+os.write(2, b"raw-fd2\n")
+print("end")`)
+	out := joined(o.stdout())
+	for _, want := range []string{"from-system", "from-subprocess", "hello fake frame", "end"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q: %q", want, out)
+		}
+	}
+	errText := joined(o.stderr())
+	for _, want := range []string{"to-stderr", "raw-fd2"} {
+		if !strings.Contains(errText, want) {
+			t.Errorf("stderr lacks %q: %q", want, errText)
+		}
+	}
+	// The channel survived the fake frame.
+	if got := joined(code(t, c, "print(6 * 7)").stdout()); got != "42" {
+		t.Fatalf("after writing a fake frame, stdout = %q", got)
+	}
+}
+
+func TestE2EForkBombIsContained(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, map[string]string{"MCP_BRIDGE_PIDS": "32"})
+	o := runPython(t, c, map[string]any{"code": "import os\nwhile True:\n    os.fork()", "timeout": 20})
+	if !o.IsError {
+		t.Fatalf("a fork bomb succeeded: %s", o.Text)
+	}
+	if !strings.Contains(o.Text, "process limit") && !strings.Contains(o.Text, "BlockingIOError") {
+		t.Errorf("the error does not name the process limit: %s", o.Text)
+	}
+	// The server and the session carry on.
+	if got := joined(code(t, c, "print('alive')").stdout()); got != "alive" {
+		t.Fatalf("after a fork bomb, stdout = %q", got)
+	}
+}
+
+func TestE2EMemoryBombIsContained(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, map[string]string{"MCP_BRIDGE_MEMORY": "128m"})
+	o := runPython(t, c, map[string]any{"code": "blocks = []\nwhile True:\n    blocks.append(bytearray(16 << 20))", "timeout": 30})
+	if !o.IsError {
+		t.Fatalf("a memory bomb succeeded: %s", o.Text)
+	}
+	if !strings.Contains(strings.ToLower(o.Text), "memory") {
+		t.Errorf("the error does not mention memory: %s", o.Text)
+	}
+	if got := joined(code(t, c, "print('alive')").stdout()); got != "alive" {
+		t.Fatalf("after a memory bomb, stdout = %q", got)
+	}
+}
+
+func TestE2EIdleSessionsAreReaped(t *testing.T) {
+	t.Parallel()
+	c, logs := startStdio(t, map[string]string{"CODEEXEC_IDLE_TIMEOUT": "1s"})
+	code(t, c, "v = 5")
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), "reaping idle session") {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle session was not reaped")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	o := runPython(t, c, map[string]any{"code": "print(v)"})
+	if !o.IsError || !strings.Contains(o.Text, "NameError") {
+		t.Fatalf("a reaped session kept its state: %s", o.Text)
+	}
+	if !strings.Contains(o.Text, "lost") {
+		t.Errorf("the result does not say the session was lost: %s", o.Text)
+	}
+}
+
+func TestE2ELargeCodeAndOutputPassIntact(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, map[string]string{"CODEEXEC_OUTPUT_LIMIT": "0"})
+	// 4 MB of code in one call, and 3 MB of output back.
+	payload := strings.Repeat("a", 4<<20)
+	src := fmt.Sprintf("s = %q\nimport hashlib\nprint(len(s), hashlib.sha256(s.encode()).hexdigest()[:12])\nprint('b' * (3 << 20))", payload)
+	o := code(t, c, src)
+	lines := o.stdout()
+	if len(lines) != 2 || lines[0] != fmt.Sprintf("%d 299285fc41a4", 4<<20) {
+		t.Fatalf("first line = %q", lines[:min(1, len(lines))])
+	}
+	if len(lines[1]) != 3<<20 || strings.Trim(lines[1], "b") != "" {
+		t.Fatalf("second line has %d bytes, want %d b's", len(lines[1]), 3<<20)
+	}
+}

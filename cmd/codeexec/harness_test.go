@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// binary is the codeexec binary built once for the end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "codeexec-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "codeexec")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building codeexec for the end-to-end tests failed:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// baseEnv isolates a server from the developer's own configs and state.
+func baseEnv(t *testing.T, extra map[string]string) []string {
+	t.Helper()
+	home := t.TempDir()
+	env := map[string]string{
+		"HOME":                 home,
+		"MCP_BRIDGE_STATE_DIR": filepath.Join(home, "MCPs"),
+		"CODEEXEC_POOL_SIZE":   "1",
+		"MCP_BRIDGE_LOG_LEVEL": "debug",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// lockedBuffer collects a child's stderr for failure messages.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startStdio launches `codeexec serve` on stdio and returns an initialised
+// MCP client. The server is stopped when the test ends.
+func startStdio(t *testing.T, extra map[string]string, args ...string) (*client.Client, *lockedBuffer) {
+	t.Helper()
+	logs := &lockedBuffer{}
+	c, err := client.NewStdioMCPClientWithOptions(binary, baseEnv(t, extra), append([]string{"serve"}, args...),
+		transport.WithCommandStderrWriter(logs))
+	if err != nil {
+		t.Fatalf("start codeexec serve: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = c.Close()
+		if t.Failed() {
+			t.Logf("codeexec serve stderr:\n%s", tailOf(logs.String(), 6000))
+		}
+	})
+	initialize(t, c)
+	return c, logs
+}
+
+func initialize(t *testing.T, c *client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ClientInfo = mcp.Implementation{Name: "codeexec-e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+}
+
+func tailOf(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// outcome is one run_python result, decoded.
+type outcome struct {
+	Text       string
+	IsError    bool
+	Structured map[string]any
+}
+
+// stdout returns the stdout lines from the structured result.
+func (o outcome) stdout() []string { return strList(o.Structured["stdout"]) }
+func (o outcome) stderr() []string { return strList(o.Structured["stderr"]) }
+func (o outcome) str(k string) string {
+	s, _ := o.Structured[k].(string)
+	return s
+}
+
+func strList(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, x := range l {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+// runPython calls run_python with the given arguments.
+func runPython(t *testing.T, c *client.Client, args map[string]any) outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_python"
+	req.Params.Arguments = args
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("run_python(%v): %v", args, err)
+	}
+	var o outcome
+	o.IsError = res.IsError
+	for _, ct := range res.Content {
+		if tc, ok := ct.(mcp.TextContent); ok {
+			o.Text += tc.Text
+		}
+	}
+	if res.StructuredContent != nil {
+		raw, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(raw, &o.Structured)
+	}
+	if o.Structured == nil {
+		o.Structured = map[string]any{}
+	}
+	return o
+}
+
+// code runs one snippet and fails the test unless it succeeded.
+func code(t *testing.T, c *client.Client, src string) outcome {
+	t.Helper()
+	o := runPython(t, c, map[string]any{"code": src})
+	if o.IsError {
+		t.Fatalf("run_python(%q) failed: %s", src, o.Text)
+	}
+	return o
+}
+
+func joined(lines []string) string { return strings.Join(lines, "\n") }

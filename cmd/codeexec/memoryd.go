@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/codeexec/codeexec/memoryd"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/dial"
+	"github.com/codeexec/codeexec/services/flagenv"
+	"github.com/codeexec/codeexec/services/grpcserver"
+)
+
+// runMemoryd runs MemoryService and ToolService alone, or takes a backup.
+func runMemoryd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "backup" {
+		return runMemorydBackup(ctx, args[1:], getenv, stdout, stderr)
+	}
+	fs := flagenv.New("memoryd", getenv)
+	var (
+		common commonSettings
+		st     stores
+		listen string
+	)
+	bindCommon(fs, &common, "127.0.0.1:9104")
+	bindStores(fs, &st, getenv)
+	fs.String(&listen, "listen", "127.0.0.1:9004", "gRPC address: host:port or unix:/path", "CODEEXEC_MEMORYD_LISTEN")
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if err := fs.Err(); err != nil {
+		return err
+	}
+	logger, err := common.logger(stderr, "memoryd")
+	if err != nil {
+		return err
+	}
+	srv := grpcserver.New(logger, nil)
+	cfg := st.memoryConfig()
+	cfg.Registerer = srv.Registry
+	svc, err := memoryd.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Close() }()
+	svc.Register(srv.GRPC)
+	return serveGRPC(ctx, srv, listen, common.metrics, logger)
+}
+
+// runMemorydBackup copies a running memoryd's database to a file.
+func runMemorydBackup(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flagenv.New("memoryd backup", getenv)
+	var addr string
+	fs.String(&addr, "memory", "127.0.0.1:9004", "memoryd address: host:port or unix:/path", "CODEEXEC_MEMORYD_ADDR")
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: codeexec memoryd backup [--memory ADDR] FILE")
+		return errUsage
+	}
+	conn, err := dial.New(addr, nil)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	n, err := memoryd.BackupToFile(ctx, memoryv1.NewMemoryServiceClient(conn), fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "backed up %d bytes to %s\n", n, fs.Arg(0))
+	return nil
+}

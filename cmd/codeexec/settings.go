@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/codeexec/codeexec/gateway"
+	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/services/flagenv"
+)
+
+// commonSettings apply to every target.
+type commonSettings struct {
+	logLevel  string
+	logFormat string
+	metrics   string
+}
+
+func bindCommon(fs *flagenv.Set, c *commonSettings, metricsDefault string) {
+	fs.String(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error", "MCP_BRIDGE_LOG_LEVEL", "CODEEXEC_LOG_LEVEL")
+	fs.String(&c.logFormat, "log-format", "text", "log format: text or json", "CODEEXEC_LOG_FORMAT")
+	fs.String(&c.metrics, "metrics", metricsDefault, "serve Prometheus /metrics on this address; empty disables it", "CODEEXEC_METRICS_ADDR")
+}
+
+// logger builds the process logger. Logs go to stderr: stdout may carry MCP.
+func (c *commonSettings) logger(stderr io.Writer, service string) (*slog.Logger, error) {
+	var level slog.Level
+	switch strings.ToLower(c.logLevel) {
+	case "debug":
+		level = slog.LevelDebug
+	case "info", "":
+		level = slog.LevelInfo
+	case "warn", "warning":
+		level = slog.LevelWarn
+	case "error", "critical":
+		level = slog.LevelError
+	default:
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", c.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch c.logFormat {
+	case "json":
+		h = slog.NewJSONHandler(stderr, opts)
+	case "text", "":
+		h = slog.NewTextHandler(stderr, opts)
+	default:
+		return nil, fmt.Errorf("log format %q: want text or json", c.logFormat)
+	}
+	return slog.New(h).With("service", service), nil
+}
+
+// bindGateway binds the MCP surface's settings.
+func bindGateway(fs *flagenv.Set, c *gateway.Config) {
+	fs.Duration(&c.DefaultTimeout, "timeout", 30*time.Second, "default run_python timeout", "MCP_BRIDGE_TIMEOUT")
+	fs.Duration(&c.MaxTimeout, "max-timeout", 120*time.Second, "largest run_python timeout; larger requests are clamped", "MCP_BRIDGE_MAX_TIMEOUT")
+	fs.String(&c.OutputMode, "output-mode", "compact", "result format: compact or toon", "MCP_BRIDGE_OUTPUT_MODE")
+	fs.String(&c.Tenant, "tenant", "default", "tenant for memory, saved tools and sessions", "CODEEXEC_TENANT")
+}
+
+// containerSettings are upstream's container options. They are accepted and
+// validated now; the podman and docker runtimes use them.
+type containerSettings struct {
+	image              string
+	user               string
+	runtimeIdleTimeout time.Duration
+}
+
+// bindSandbox binds sandboxd's settings.
+func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
+	d := sandboxd.DefaultConfig()
+	fs.String(&c.Runtime, "runtime", "", "sandbox runtime: bwrap (default when installed)", "MCP_BRIDGE_RUNTIME")
+	fs.String(&c.Python, "python", d.Python, "Python interpreter inside the sandbox", "CODEEXEC_PYTHON")
+	fs.Bytes(&c.MemoryBytes, "memory", d.MemoryBytes, "memory limit per sandbox, e.g. 512m", "MCP_BRIDGE_MEMORY")
+	fs.Int(&c.Pids, "pids", d.Pids, "process and thread limit per sandbox", "MCP_BRIDGE_PIDS")
+	fs.Float(&c.CPUs, "cpus", 0, "CPU cores per sandbox, e.g. 0.5; 0 means no cap", "MCP_BRIDGE_CPUS")
+	fs.Duration(&c.CPUTime, "cpu-time", d.CPUTime, "total CPU time per sandbox; 0 means no cap", "CODEEXEC_CPU_TIME")
+	fs.Bytes(&c.TmpBytes, "tmp-size", d.TmpBytes, "size of the sandbox's /tmp", "CODEEXEC_TMP_SIZE")
+	fs.Bytes(&c.WorkspaceBytes, "workspace-size", d.WorkspaceBytes, "size of the sandbox's /workspace", "CODEEXEC_WORKSPACE_SIZE")
+	fs.Bytes(&c.OutputLimitBytes, "output-limit", d.OutputLimitBytes, "bytes of stdout and of stderr kept per call; 0 means no cap", "CODEEXEC_OUTPUT_LIMIT")
+	fs.Duration(&c.IdleTimeout, "idle-timeout", d.IdleTimeout, "destroy sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
+	fs.Int(&c.PoolSize, "pool", d.PoolSize, "sandboxes kept started and ready for new sessions", "CODEEXEC_POOL_SIZE")
+	fs.Int(&c.MaxSessions, "max-sessions", d.MaxSessions, "most live sessions; 0 means no cap", "CODEEXEC_MAX_SESSIONS")
+	c.StartTimeout = d.StartTimeout
+	fs.String(&cs.image, "image", "python:3.14-slim", "container image for the podman and docker runtimes", "MCP_BRIDGE_IMAGE")
+	fs.String(&cs.user, "container-user", "65534:65534", "uid:gid inside containers", "MCP_BRIDGE_CONTAINER_USER")
+	fs.Duration(&cs.runtimeIdleTimeout, "runtime-idle-timeout", 300*time.Second, "upstream's podman-machine idle stop (macOS/Windows); accepted for compatibility", "MCP_BRIDGE_RUNTIME_IDLE_TIMEOUT")
+}
+
+// bindSandboxTimeouts binds the timeouts for sandboxd running alone; with
+// the gateway in the same process they come from bindGateway.
+func bindSandboxTimeouts(fs *flagenv.Set, c *sandboxd.Config) {
+	d := sandboxd.DefaultConfig()
+	fs.Duration(&c.DefaultTimeout, "timeout", d.DefaultTimeout, "default run_python timeout", "MCP_BRIDGE_TIMEOUT")
+	fs.Duration(&c.MaxTimeout, "max-timeout", d.MaxTimeout, "largest run_python timeout", "MCP_BRIDGE_MAX_TIMEOUT")
+}
+
+// sharedTimeouts makes the gateway and sandboxd agree when both run here.
+func sharedTimeouts(g *gateway.Config, s *sandboxd.Config) {
+	s.DefaultTimeout, s.MaxTimeout = g.DefaultTimeout, g.MaxTimeout
+}
+
+// stateDir resolves MCP_BRIDGE_STATE_DIR's default, ~/MCPs.
+func stateDirDefault(getenv func(string) string) string {
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, "MCPs")
+	}
+	return "MCPs"
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/codeexec/codeexec/discoveryd"
+	"github.com/codeexec/codeexec/memoryd"
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/services/flagenv"
+	"github.com/codeexec/codeexec/services/suite"
+)
+
+// stores are the settings of the services sandboxd brokers to.
+type stores struct {
+	stateDir  string
+	memory    memoryd.Config
+	maxValue  int64
+	discovery discoveryd.Config
+}
+
+func bindStores(fs *flagenv.Set, s *stores, getenv func(string) string) {
+	fs.String(&s.stateDir, "state-dir", stateDirDefault(getenv), "state directory; holds the memory database codeexec.db", "MCP_BRIDGE_STATE_DIR")
+	bindMemory(fs, s)
+	bindDiscovery(fs, &s.discovery, getenv)
+}
+
+// bindDiscovery binds discoveryd's settings. The config sources are found
+// from the home and working directories, as upstream finds them.
+func bindDiscovery(fs *flagenv.Set, c *discoveryd.Config, getenv func(string) string) {
+	c.Home = getenv("HOME")
+	c.Cwd, _ = os.Getwd()
+	c.Getenv = getenv
+	fs.String(&c.ServersConfig, "servers-config", "", "extra JSON or TOML file of mcpServers, loaded after every other source", "MCP_SERVERS_CONFIG")
+	fs.Bool(&c.AllowSelfServer, "allow-self-server", false, "keep server configs that would launch codeexec itself", "MCP_BRIDGE_ALLOW_SELF_SERVER")
+	fs.Duration(&c.CallTimeout, "tool-timeout", discoveryd.DefaultCallTimeout, "timeout of one upstream MCP tool call", "CODEEXEC_TOOL_TIMEOUT")
+	fs.Duration(&c.StartTimeout, "server-start-timeout", discoveryd.DefaultStartTimeout, "timeout for starting an upstream MCP server", "CODEEXEC_SERVER_START_TIMEOUT")
+}
+
+// bindMemory binds memoryd's own settings.
+func bindMemory(fs *flagenv.Set, s *stores) {
+	fs.String(&s.memory.Path, "db", "", "bbolt file for memory and saved tools (default STATE_DIR/codeexec.db)", "CODEEXEC_DB")
+	fs.Bytes(&s.maxValue, "max-value", memoryd.DefaultMaxValueBytes, "largest memory value or saved tool, e.g. 1m", "CODEEXEC_MEMORY_MAX_VALUE")
+}
+
+// memoryConfig resolves the database path against the state dir.
+func (s *stores) memoryConfig() memoryd.Config {
+	cfg := s.memory
+	if cfg.Path == "" {
+		cfg.Path = filepath.Join(s.stateDir, "codeexec.db")
+	}
+	cfg.MaxValueBytes = int(s.maxValue)
+	return cfg
+}
+
+// open starts memoryd (and discoveryd) in-process, registered on inproc,
+// and returns clients that reach them through it.
+func (s *stores) open(_ context.Context, inproc *suite.InProcess, reg *prometheus.Registry, logger *slog.Logger) (sandboxd.Deps, func(), error) {
+	mcfg := s.memoryConfig()
+	mcfg.Registerer = reg
+	mem, err := memoryd.New(mcfg, logger.With("service", "memoryd"))
+	if err != nil {
+		return sandboxd.Deps{}, nil, err
+	}
+	mem.Register(inproc.Server.GRPC)
+	disc, err := discoveryd.New(s.discovery, logger.With("service", "discoveryd"))
+	if err != nil {
+		_ = mem.Close()
+		return sandboxd.Deps{}, nil, err
+	}
+	disc.Register(inproc.Server.GRPC)
+	deps := sandboxd.Deps{
+		Discovery: discoveryv1.NewDiscoveryServiceClient(inproc.Conn),
+		Memory:    memoryv1.NewMemoryServiceClient(inproc.Conn),
+		Tools:     memoryv1.NewToolServiceClient(inproc.Conn),
+		Registry:  reg,
+	}
+	return deps, func() { _ = disc.Close(); _ = mem.Close() }, nil
+}

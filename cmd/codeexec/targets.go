@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/codeexec/codeexec/gateway"
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/services/dial"
+	"github.com/codeexec/codeexec/services/flagenv"
+	"github.com/codeexec/codeexec/services/grpcserver"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// runSandboxd runs SandboxService alone.
+func runSandboxd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := flagenv.New("sandboxd", getenv)
+	var (
+		common            commonSettings
+		sb                = sandboxd.DefaultConfig()
+		cs                containerSettings
+		listen            string
+		discovery, memory string
+	)
+	bindCommon(fs, &common, "127.0.0.1:9102")
+	bindSandbox(fs, &sb, &cs)
+	bindSandboxTimeouts(fs, &sb)
+	fs.String(&listen, "listen", "127.0.0.1:9002", "gRPC address: host:port or unix:/path", "CODEEXEC_SANDBOXD_LISTEN")
+	fs.String(&discovery, "discovery", "", "discoveryd address; empty: no MCP servers", "CODEEXEC_DISCOVERYD_ADDR")
+	fs.String(&memory, "memory-addr", "", "memoryd address; empty: no memory or saved tools", "CODEEXEC_MEMORYD_ADDR")
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if err := fs.Err(); err != nil {
+		return err
+	}
+	logger, err := common.logger(stderr, "sandboxd")
+	if err != nil {
+		return err
+	}
+	srv := grpcserver.New(logger, nil)
+	deps, closeDeps, err := remoteDeps(discovery, memory)
+	if err != nil {
+		return err
+	}
+	defer closeDeps()
+	deps.Registry = srv.Registry
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	svc, err := sandboxd.New(ctx, sb, deps, logger)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Close() }()
+	svc.Register(srv.GRPC)
+	return serveGRPC(ctx, srv, listen, common.metrics, logger)
+}
+
+// runGateway runs the MCP gateway against a remote sandboxd.
+func runGateway(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flagenv.New("gateway", getenv)
+	var (
+		common      commonSettings
+		gw          gateway.Config
+		sandboxAddr string
+		httpAd      string
+	)
+	bindCommon(fs, &common, "")
+	bindGateway(fs, &gw)
+	fs.Bytes(&gw.OutputLimitBytes, "output-limit", sandboxd.DefaultConfig().OutputLimitBytes, "sandboxd's output cap, quoted in truncation notes", "CODEEXEC_OUTPUT_LIMIT")
+	fs.String(&sandboxAddr, "sandbox", "127.0.0.1:9002", "sandboxd address: host:port or unix:/path", "CODEEXEC_SANDBOXD_ADDR")
+	fs.String(&httpAd, "http", "", "serve MCP over streamable HTTP at ADDR/mcp instead of stdio", "CODEEXEC_HTTP")
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if err := fs.Err(); err != nil {
+		return err
+	}
+	gw.Version = version
+	logger, err := common.logger(stderr, "gateway")
+	if err != nil {
+		return err
+	}
+	conn, err := dial.New(sandboxAddr, nil)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	g, err := gateway.New(gw, sandboxv1.NewSandboxServiceClient(conn), logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = g.Close(closeCtx)
+	}()
+	if httpAd == "" {
+		return g.ServeStdio(ctx, stdin, stdout)
+	}
+	return serveHTTP(ctx, httpAd, g, grpcserver.NewRegistry(), logger)
+}
+
+// serveGRPC serves a gRPC server and its metrics until ctx ends.
+func serveGRPC(ctx context.Context, srv *grpcserver.Server, listen, metrics string, logger interface {
+	Info(string, ...any)
+}) error {
+	lis, err := grpcserver.Listen(listen)
+	if err != nil {
+		return err
+	}
+	logger.Info("serving gRPC", logkeys.Address, lis.Addr().String())
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.Go(func() error { return srv.Serve(ctx, lis, 15*time.Second) })
+	eg.Go(func() error { return grpcserver.ServeMetrics(ctx, metrics, srv.Registry, srv.Logger()) })
+	return eg.Wait()
+}
+
+// runHealth checks a gRPC service's health: for container health checks.
+func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: codeexec health ADDR")
+		return errUsage
+	}
+	conn, err := dial.New(args[0], nil)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return fmt.Errorf("health check of %s: %w", args[0], err)
+	}
+	fmt.Fprintln(stdout, resp.GetStatus())
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("%s is %s", args[0], resp.GetStatus())
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+// Package sandboxd is the sandbox service: it runs Python in isolated,
+// persistent sessions and brokers the sandbox's requests to discoveryd and
+// memoryd.
+package sandboxd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd/internal/agent"
+	"github.com/codeexec/codeexec/sandboxd/internal/broker"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/session"
+)
+
+// Config configures sandboxd. Defaults follow upstream's MCP_BRIDGE_* values.
+type Config struct {
+	// Runtime selects the engine: "bwrap", or "" to detect one.
+	Runtime string
+	// Python is the interpreter path inside the sandbox.
+	Python string
+
+	MemoryBytes    int64
+	Pids           int
+	CPUs           float64
+	CPUTime        time.Duration
+	TmpBytes       int64
+	WorkspaceBytes int64
+	// OutputLimitBytes caps each output stream per call.
+	OutputLimitBytes int64
+
+	DefaultTimeout time.Duration
+	MaxTimeout     time.Duration
+	StartTimeout   time.Duration
+	IdleTimeout    time.Duration
+	PoolSize       int
+	MaxSessions    int
+}
+
+// DefaultConfig returns upstream's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Python:           "/usr/bin/python3",
+		MemoryBytes:      512 << 20,
+		Pids:             128,
+		CPUTime:          0,
+		TmpBytes:         64 << 20,
+		WorkspaceBytes:   128 << 20,
+		OutputLimitBytes: 256 << 10,
+		DefaultTimeout:   30 * time.Second,
+		MaxTimeout:       120 * time.Second,
+		StartTimeout:     30 * time.Second,
+		IdleTimeout:      30 * time.Minute,
+		PoolSize:         2,
+		MaxSessions:      64,
+	}
+}
+
+// Validate reports the first bad setting, saying what is accepted.
+func (c Config) Validate() error {
+	switch {
+	case c.Runtime != "" && c.Runtime != "bwrap":
+		return fmt.Errorf("runtime %q is not supported yet: use \"bwrap\" (podman and docker are planned)", c.Runtime)
+	case c.Python == "":
+		return errors.New("python path is empty: set it to the interpreter inside the sandbox, e.g. /usr/bin/python3")
+	case c.MemoryBytes < 0 || (c.MemoryBytes > 0 && c.MemoryBytes < 32<<20):
+		return fmt.Errorf("memory limit %d bytes is too small: use at least 32m (Python needs about 10 MiB to start)", c.MemoryBytes)
+	case c.Pids < 0 || (c.Pids > 0 && c.Pids < 8):
+		return fmt.Errorf("pids limit %d is too small: use at least 8 (the agent needs a few threads)", c.Pids)
+	case c.DefaultTimeout < time.Second:
+		return fmt.Errorf("default timeout %s is too short: use at least 1s", c.DefaultTimeout)
+	case c.MaxTimeout < c.DefaultTimeout:
+		return fmt.Errorf("max timeout %s is below the default timeout %s", c.MaxTimeout, c.DefaultTimeout)
+	case c.OutputLimitBytes < 0:
+		return errors.New("output limit must be 0 (no limit) or positive")
+	case c.PoolSize < 0 || c.PoolSize > 64:
+		return fmt.Errorf("warm pool size %d is out of range: use 0 to 64", c.PoolSize)
+	case c.MaxSessions < 0:
+		return errors.New("max sessions must be 0 (no limit) or positive")
+	}
+	return nil
+}
+
+// Deps are the services sandboxd brokers to. A nil client leaves that
+// feature out; the sandbox then gets a clear error when it asks for it.
+type Deps struct {
+	Discovery discoveryv1.DiscoveryServiceClient
+	Memory    memoryv1.MemoryServiceClient
+	Tools     memoryv1.ToolServiceClient
+	// Registry receives sandboxd's metrics; nil leaves them unregistered.
+	Registry prometheus.Registerer
+}
+
+// Service is a running sandboxd.
+type Service struct {
+	m        *session.Manager
+	eng      engine.Engine
+	agentDir string
+	logger   *slog.Logger
+}
+
+// New checks the runtime, writes the agent and starts the warm pool. ctx
+// bounds the background loops; Close stops them.
+func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	eng, err := engine.NewBwrap(engine.BwrapConfig{}, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := eng.Check(ctx); err != nil {
+		_ = eng.Close()
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "codeexec-agent-")
+	if err != nil {
+		_ = eng.Close()
+		return nil, fmt.Errorf("agent directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent directory: %w", err)
+	}
+	if err := agent.WriteTo(dir); err != nil {
+		_ = os.RemoveAll(dir)
+		_ = eng.Close()
+		return nil, fmt.Errorf("write agent: %w", err)
+	}
+	m, err := session.NewManager(ctx, session.Config{
+		Engine:   eng,
+		Broker:   &broker.Broker{Discovery: deps.Discovery, Memory: deps.Memory, Tools: deps.Tools},
+		AgentDir: dir,
+		Argv:     []string{cfg.Python, "-I", filepath.Join(engine.AgentMount, agent.Entry)},
+		Env: map[string]string{
+			"HOME": "/workspace", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+			"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
+		},
+		Limits: engine.Limits{
+			MemoryBytes: cfg.MemoryBytes, Pids: cfg.Pids, CPUs: cfg.CPUs, CPUTime: cfg.CPUTime,
+			TmpBytes: cfg.TmpBytes, WorkspaceBytes: cfg.WorkspaceBytes, OpenFiles: 1024,
+		},
+		OutputLimit:    cfg.OutputLimitBytes,
+		DefaultTimeout: cfg.DefaultTimeout,
+		MaxTimeout:     cfg.MaxTimeout,
+		StartTimeout:   cfg.StartTimeout,
+		IdleTimeout:    cfg.IdleTimeout,
+		PoolSize:       cfg.PoolSize,
+		MaxSessions:    cfg.MaxSessions,
+		Metrics:        session.NewMetrics(deps.Registry),
+	}, logger)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		_ = eng.Close()
+		return nil, err
+	}
+	return &Service{m: m, eng: eng, agentDir: dir, logger: logger}, nil
+}
+
+// Register adds SandboxService to g.
+func (s *Service) Register(g *grpc.Server) {
+	sandboxv1.RegisterSandboxServiceServer(g, &server{m: s.m, logger: s.logger})
+}
+
+// Close stops every session and sandbox and removes the agent files.
+func (s *Service) Close() error {
+	s.m.Close()
+	err := s.eng.Close()
+	return errors.Join(err, os.RemoveAll(s.agentDir))
+}

@@ -1,0 +1,326 @@
+package sandboxd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/services/grpcserver"
+	"github.com/codeexec/codeexec/services/suite"
+)
+
+// fakeDiscovery serves one server, "demo", whose tool "echo" returns its
+// text argument.
+type fakeDiscovery struct {
+	discoveryv1.UnimplementedDiscoveryServiceServer
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fakeDiscovery) ListServers(context.Context, *discoveryv1.ListServersRequest) (*discoveryv1.ListServersResponse, error) {
+	return &discoveryv1.ListServersResponse{Servers: []*discoveryv1.Server{{Name: "demo", Alias: "demo", Description: "a demo server"}}}, nil
+}
+
+func (f *fakeDiscovery) ListTools(_ context.Context, req *discoveryv1.ListToolsRequest) (*discoveryv1.ListToolsResponse, error) {
+	if req.GetServer() != "demo" {
+		return nil, status.Errorf(codes.NotFound, "unknown server %q", req.GetServer())
+	}
+	return &discoveryv1.ListToolsResponse{
+		Server: &discoveryv1.Server{Name: "demo", Alias: "demo"},
+		Tools:  []*discoveryv1.Tool{{Name: "echo", Alias: "echo", Description: "Echo text.", InputSchemaJson: `{"type":"object","properties":{"text":{"type":"string"}}}`}},
+	}, nil
+}
+
+func (f *fakeDiscovery) CallTool(_ context.Context, req *discoveryv1.CallToolRequest) (*discoveryv1.CallToolResponse, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, req.GetServer()+"/"+req.GetTool())
+	f.mu.Unlock()
+	var args struct{ Text string }
+	_ = json.Unmarshal([]byte(req.GetArgumentsJson()), &args)
+	out, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": args.Text}}})
+	return &discoveryv1.CallToolResponse{ResultJson: string(out)}, nil
+}
+
+func newService(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxServiceClient, *fakeDiscovery) {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sandboxd.DefaultConfig()
+	cfg.PoolSize = 1
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	fd := &fakeDiscovery{}
+	discoveryv1.RegisterDiscoveryServiceServer(ip.Server.GRPC, fd)
+	ctx, cancel := context.WithCancel(context.Background())
+	svc, err := sandboxd.New(ctx, cfg, sandboxd.Deps{Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn)}, logger)
+	if err != nil {
+		cancel()
+		t.Fatalf("sandboxd.New: %v", err)
+	}
+	svc.Register(ip.Server.GRPC)
+	ip.Start(ctx)
+	t.Cleanup(func() {
+		cancel()
+		_ = ip.Wait()
+		if err := svc.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return sandboxv1.NewSandboxServiceClient(ip.Conn), fd
+}
+
+// execResult collects one Execute stream.
+type execResult struct {
+	stdout, stderr string
+	chunksBefore   int
+	result         *sandboxv1.ExecResult
+}
+
+func execute(ctx context.Context, c sandboxv1.SandboxServiceClient, req *sandboxv1.ExecuteRequest) (*execResult, error) {
+	stream, err := c.Execute(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r := &execResult{}
+	for {
+		ev, err := stream.Recv()
+		if err == io.EOF {
+			return r, nil
+		}
+		if err != nil {
+			return r, err
+		}
+		if o := ev.GetOutput(); o != nil {
+			if r.result != nil {
+				return r, status.Error(codes.Internal, "output after the result")
+			}
+			r.chunksBefore++
+			if o.GetStream() == sandboxv1.Stream_STREAM_STDERR {
+				r.stderr += o.GetText()
+			} else {
+				r.stdout += o.GetText()
+			}
+		}
+		if res := ev.GetResult(); res != nil {
+			r.result = res
+		}
+	}
+}
+
+func create(t *testing.T, c sandboxv1.SandboxServiceClient, tenant string) string {
+	t.Helper()
+	resp, err := c.CreateSession(t.Context(), &sandboxv1.CreateSessionRequest{Tenant: tenant, Labels: map[string]string{"who": t.Name()}})
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	return resp.GetSession().GetId()
+}
+
+func TestExecuteError(t *testing.T) {
+	t.Parallel()
+	c, _ := newService(t, nil)
+	id := create(t, c, "alice")
+	for _, tc := range []struct {
+		name string
+		req  *sandboxv1.ExecuteRequest
+		code codes.Code
+		msg  string
+	}{
+		{"no session id", &sandboxv1.ExecuteRequest{Code: "pass"}, codes.InvalidArgument, "session_id is required"},
+		{"unknown session", &sandboxv1.ExecuteRequest{SessionId: "nope", Code: "pass"}, codes.NotFound, "no session"},
+		{"another tenant's session", &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "bob", Code: "pass"}, codes.NotFound, "no session"},
+		{"empty code", &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice"}, codes.InvalidArgument, "code is empty"},
+		{"unknown server", &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Code: "pass", Servers: []string{"github"}}, codes.InvalidArgument, `unknown MCP server "github"; configured servers: "demo"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := execute(t.Context(), c, tc.req)
+			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.msg) {
+				t.Fatalf("Execute error = %v, want %s containing %q", err, tc.code, tc.msg)
+			}
+		})
+	}
+}
+
+func TestSessionRPCErrors(t *testing.T) {
+	t.Parallel()
+	c, _ := newService(t, func(cfg *sandboxd.Config) { cfg.MaxSessions = 1 })
+	id := create(t, c, "")
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name string
+		call func() error
+		code codes.Code
+	}{
+		{"create past the cap", func() error { _, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{}); return err }, codes.ResourceExhausted},
+		{"get unknown", func() error { _, err := c.GetSession(ctx, &sandboxv1.GetSessionRequest{SessionId: "x"}); return err }, codes.NotFound},
+		{"get other tenant", func() error {
+			_, err := c.GetSession(ctx, &sandboxv1.GetSessionRequest{SessionId: id, Tenant: "eve"})
+			return err
+		}, codes.NotFound},
+		{"reset unknown", func() error {
+			_, err := c.ResetSession(ctx, &sandboxv1.ResetSessionRequest{SessionId: "x"})
+			return err
+		}, codes.NotFound},
+		{"destroy unknown", func() error {
+			_, err := c.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: "x"})
+			return err
+		}, codes.NotFound},
+		{"get own", func() error { _, err := c.GetSession(ctx, &sandboxv1.GetSessionRequest{SessionId: id}); return err }, codes.OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); status.Code(err) != tc.code {
+				t.Fatalf("error = %v, want %s", err, tc.code)
+			}
+		})
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	c, _ := newService(t, nil)
+	ctx := t.Context()
+	a, b := create(t, c, "t1"), create(t, c, "t2")
+
+	r, err := execute(ctx, c, &sandboxv1.ExecuteRequest{SessionId: a, Tenant: "t1", Code: "x = 1\nfor i in range(3): print(i)"})
+	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK || r.stdout != "0\n1\n2\n" {
+		t.Fatalf("exec = %+v, %v", r, err)
+	}
+	if r.chunksBefore == 0 {
+		t.Fatal("no output chunk was streamed before the result")
+	}
+	if g := r.result.GetSession().GetGeneration(); g != 1 {
+		t.Fatalf("generation after the first exec = %d, want 1", g)
+	}
+
+	list, err := c.ListSessions(ctx, &sandboxv1.ListSessionsRequest{Tenant: "t1"})
+	if err != nil || len(list.GetSessions()) != 1 || list.GetSessions()[0].GetId() != a {
+		t.Fatalf("ListSessions(t1) = %v, %v; want only %s", list, err, a)
+	}
+	if all, _ := c.ListSessions(ctx, &sandboxv1.ListSessionsRequest{}); len(all.GetSessions()) != 2 {
+		t.Fatalf("ListSessions() has %d sessions, want 2", len(all.GetSessions()))
+	}
+
+	// Reset loses the state and a new sandbox serves the session.
+	if _, err := c.ResetSession(ctx, &sandboxv1.ResetSessionRequest{SessionId: a, Tenant: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = execute(ctx, c, &sandboxv1.ExecuteRequest{SessionId: a, Tenant: "t1", Code: "print(x)"})
+	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_ERROR || !strings.Contains(r.result.GetError(), "NameError") {
+		t.Fatalf("after reset: %+v, %v", r.result, err)
+	}
+	if g := r.result.GetSession().GetGeneration(); g != 2 {
+		t.Fatalf("generation after reset = %d, want 2", g)
+	}
+
+	// A timeout kills the sandbox; the result says so and keeps partial output.
+	r, err = execute(ctx, c, &sandboxv1.ExecuteRequest{SessionId: b, Tenant: "t2", Code: "import time\nprint('started', flush=True)\ntime.sleep(30)", Timeout: durationpb.New(time.Second)})
+	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT || !r.result.GetStateLost() || r.stdout != "started\n" {
+		t.Fatalf("timeout: %+v stdout=%q, %v", r.result, r.stdout, err)
+	}
+	if got := r.result.GetTimeout().AsDuration(); got != time.Second {
+		t.Fatalf("effective timeout = %s, want 1s", got)
+	}
+	if _, err := c.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: b, Tenant: "t2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetSession(ctx, &sandboxv1.GetSessionRequest{SessionId: b, Tenant: "t2"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("destroyed session: %v, want NotFound", err)
+	}
+}
+
+func TestTimeoutIsClamped(t *testing.T) {
+	t.Parallel()
+	c, _ := newService(t, func(cfg *sandboxd.Config) { cfg.DefaultTimeout, cfg.MaxTimeout = 2*time.Second, 3*time.Second })
+	id := create(t, c, "")
+	for _, tc := range []struct {
+		in, want time.Duration
+	}{{0, 2 * time.Second}, {time.Hour, 3 * time.Second}, {time.Millisecond, time.Second}} {
+		r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: "pass", Timeout: durationpb.New(tc.in)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.result.GetTimeout().AsDuration(); got != tc.want {
+			t.Errorf("timeout %s became %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestBrokerEnforcesTheAllowList(t *testing.T) {
+	t.Parallel()
+	c, fd := newService(t, nil)
+	id := create(t, c, "")
+	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Servers: []string{"demo"}, Code: `
+res = await mcp_demo.echo(text="hello")
+print(res["content"][0]["text"], LOADED_MCP_SERVERS, sorted(mcp_servers))`})
+	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
+		t.Fatalf("allowed call: %+v %s, %v", r.result, r.stderr, err)
+	}
+	if want := "hello ('demo',) ['demo']\n"; r.stdout != want {
+		t.Fatalf("stdout = %q, want %q", r.stdout, want)
+	}
+	if got := r.result.GetServers(); len(got) != 1 || got[0] != "demo" {
+		t.Fatalf("result servers = %v", got)
+	}
+	// The next call does not name the server: its proxy is gone and a direct
+	// call is refused by sandboxd, naming what to do.
+	r, err = execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: `
+print("mcp_demo" in globals())
+try:
+    await runtime.call_tool("demo", "echo", {"text": "x"})
+except runtime.MCPError as e:
+    print("refused:", e)`})
+	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
+		t.Fatalf("refused call: %+v %s, %v", r.result, r.stderr, err)
+	}
+	if !strings.Contains(r.stdout, "False\nrefused:") || !strings.Contains(r.stdout, `pass servers=["demo"]`) {
+		t.Fatalf("stdout = %q, want the proxy gone and a refusal naming servers=[\"demo\"]", r.stdout)
+	}
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if len(fd.calls) != 1 {
+		t.Fatalf("discoveryd saw calls %v, want exactly the allowed one", fd.calls)
+	}
+}
+
+// Different sessions run in parallel: two 1-second sleeps overlap.
+func TestSessionsRunInParallel(t *testing.T) {
+	t.Parallel()
+	c, _ := newService(t, nil)
+	ids := []string{create(t, c, ""), create(t, c, "")}
+	spans := make([][2]float64, 2)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: "import time\na = time.time(); time.sleep(1); print(a, time.time())"})
+			if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
+				t.Errorf("exec: %v %v", r, err)
+				return
+			}
+			_, _ = fmt.Sscan(r.stdout, &spans[i][0], &spans[i][1])
+		}()
+	}
+	wg.Wait()
+	a, b := spans[0], spans[1]
+	if !(a[0] < b[1] && b[0] < a[1]) {
+		t.Fatalf("sessions did not overlap: %v and %v", a, b)
+	}
+}

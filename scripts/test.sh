@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The whole test suite: what the README's quick start runs and what CI runs.
+# It installs what is missing, checks generated code and formatting, then
+# runs the Python agent's tests and every Go test with the race detector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$(go env GOPATH)/bin:$PATH"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "installing tools and test dependencies"
+bash scripts/install-tools.sh
+if [ -f package-lock.json ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+step "checking generated protobuf code"
+buf lint
+buf format -d --exit-code
+buf generate
+if ! git diff --exit-code --stat -- proto/gen; then
+  echo "proto/gen is stale: run 'buf generate' and commit the result" >&2
+  exit 1
+fi
+if [ -n "$(git status --porcelain -- proto/gen)" ]; then
+  git status --porcelain -- proto/gen
+  echo "buf generate made files that are not committed: commit them" >&2
+  exit 1
+fi
+
+step "gofmt and go vet"
+unformatted=$(git ls-files '*.go' | grep -v '^proto/gen/' | xargs gofmt -l)
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change: $unformatted" >&2
+  exit 1
+fi
+go vet ./...
+
+step "Python agent tests (/usr/bin/python3, the sandbox's interpreter)"
+/usr/bin/python3 -m unittest discover -s sandboxd/internal/agent/tests -t . 2>&1 | tail -n 25
+
+step "Go tests (race detector)"
+go test -race -shuffle=on -timeout 20m ./...
