@@ -63,6 +63,9 @@ func releaseParent(dir string) error {
 		return nil
 	}
 	delete(parentRefs, dir)
+	if _, err := os.Stat(filepath.Join(dir, v2SelfLeaf)); err == nil {
+		return nil // sandboxd lives in it (cgroup v2, see setupV2Parent)
+	}
 	return removeCgroupDir(dir)
 }
 
@@ -102,7 +105,7 @@ func removeStaleParents(dir string) {
 // be used (no permission, controllers missing); the caller then falls back to
 // rlimits.
 func newCgroupManager(root string, logger *slog.Logger) (*cgroupManager, error) {
-	self, err := readSelfCgroups("/proc/self/cgroup")
+	self, err := ownCgroups()
 	if err != nil {
 		return nil, err
 	}
@@ -110,21 +113,11 @@ func newCgroupManager(root string, logger *slog.Logger) (*cgroupManager, error) 
 	m := &cgroupManager{logger: logger, parents: map[string]string{}}
 
 	if unified, ok := unifiedMount(root); ok && self[""] != "" {
+		dir, err := setupV2Parent(filepath.Join(unified, self[""]), name, logger)
+		if err != nil {
+			return nil, err
+		}
 		m.v2 = true
-		dir := filepath.Join(unified, self[""], name)
-		if err := acquireParent(dir); err != nil {
-			return nil, fmt.Errorf("create cgroup v2 parent: %w", err)
-		}
-		// A v2 cgroup with processes cannot delegate controllers to its
-		// children ("no internal processes"); our parent holds none, so
-		// enabling them here works whenever our own cgroup delegated them.
-		if err := writeFile(filepath.Join(filepath.Dir(dir), "cgroup.subtree_control"), "+memory +pids +cpu"); err != nil {
-			logger.Debug("cgroup v2: enabling controllers in own cgroup", "error", err)
-		}
-		if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), "+memory +pids +cpu"); err != nil {
-			_ = releaseParent(dir)
-			return nil, fmt.Errorf("enable cgroup v2 controllers in %s: %w", dir, err)
-		}
 		m.parents[""] = dir
 		return m, nil
 	}

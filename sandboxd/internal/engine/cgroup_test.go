@@ -132,3 +132,52 @@ func TestSanitizeCgroupName(t *testing.T) {
 		}
 	}
 }
+
+func TestSetupV2Parent(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		prepare func(own, dir string) error
+		wantErr string
+	}{
+		{"delegation works", func(own, dir string) error {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			for _, f := range []string{filepath.Join(own, "cgroup.subtree_control"), filepath.Join(dir, "cgroup.subtree_control")} {
+				if err := os.WriteFile(f, nil, 0o644); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, ""},
+		{"no controllers to delegate", func(own, dir string) error { return nil }, "systemd Delegate=yes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			own := t.TempDir()
+			name := "codeexec-test"
+			if err := tc.prepare(own, filepath.Join(own, name)); err != nil {
+				t.Fatal(err)
+			}
+			dir, err := setupV2Parent(own, name, testLogger(t))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = releaseParent(dir) }()
+			for _, d := range []string{own, dir} {
+				b, _ := os.ReadFile(filepath.Join(d, "cgroup.subtree_control"))
+				if string(b) != v2Controllers {
+					t.Errorf("%s/cgroup.subtree_control = %q", d, b)
+				}
+			}
+		})
+	}
+}
