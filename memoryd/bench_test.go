@@ -105,3 +105,41 @@ func BenchmarkDurableSaves(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBatchingGain measures the 16-writer/1-writer ratio of durable
+// saves over gRPC in alternating 200ms windows, so that slow drift in disk
+// speed (shared machines) hits both sides alike. Each iteration is one
+// pair of windows; run it with -benchtime 10x.
+func BenchmarkBatchingGain(b *testing.B) {
+	e := start(b, memoryd.Config{})
+	const window = 200 * time.Millisecond
+	run := func(writers int) int64 {
+		var done atomic.Int64
+		var wg sync.WaitGroup
+		stop := time.Now().Add(window)
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; time.Now().Before(stop); i++ {
+					if _, err := e.mem.SaveMemory(b.Context(), &memoryv1.SaveMemoryRequest{Key: fmt.Sprintf("w%d-%d", w, i%1000), ValueJson: benchValue}); err != nil {
+						b.Error(err)
+						return
+					}
+					done.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		return done.Load()
+	}
+	var one, sixteen int64
+	for b.Loop() {
+		one += run(1)
+		sixteen += run(16)
+	}
+	secs := float64(b.N) * window.Seconds()
+	b.ReportMetric(float64(one)/secs, "1w-saves/s")
+	b.ReportMetric(float64(sixteen)/secs, "16w-saves/s")
+	b.ReportMetric(float64(sixteen)/float64(one), "gain-x")
+}
