@@ -76,10 +76,15 @@ func bwrapArgs(spec Spec) []string {
 	if spec.AgentDir != "" {
 		a = append(a, "--ro-bind", spec.AgentDir, AgentMount)
 	}
-	if spec.Limits.TmpBytes > 0 {
-		a = append(a, "--size", strconv.FormatInt(spec.Limits.TmpBytes, 10))
+	// /dev/shm (POSIX semaphores and shared memory, used by
+	// multiprocessing) would otherwise live on bwrap's unsized /dev tmpfs;
+	// it gets its own tmpfs with the /tmp size.
+	for _, dir := range []string{"/tmp", "/dev/shm"} {
+		if spec.Limits.TmpBytes > 0 {
+			a = append(a, "--size", strconv.FormatInt(spec.Limits.TmpBytes, 10))
+		}
+		a = append(a, "--tmpfs", dir)
 	}
-	a = append(a, "--tmpfs", "/tmp")
 	if spec.Limits.WorkspaceBytes > 0 {
 		a = append(a, "--size", strconv.FormatInt(spec.Limits.WorkspaceBytes, 10))
 	}

@@ -43,6 +43,9 @@ func TestBwrapCheck(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Check: %v", err)
 					}
+					if !e.checked {
+						t.Error("Check succeeded but did not cache it")
+					}
 					continue
 				}
 				if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), tc.wantErr) {

@@ -86,7 +86,7 @@ import socket
 print("ok" if socket.gethostname() == "sandbox" else socket.gethostname())`, nil},
 		{"tmp and workspace nosuid nodev", `
 opts = {l.split()[4]: l.split()[5] for l in open("/proc/self/mountinfo")}
-bad = [m for m in ["/tmp", "/workspace"] if not {"nosuid", "nodev"} <= set(opts[m].split(","))]
+bad = [m for m in ["/tmp", "/workspace", "/dev/shm"] if not {"nosuid", "nodev"} <= set(opts[m].split(","))]
 print("ok" if not bad else opts)`, nil},
 		{"tmp sized and writable", `
 import errno, os
@@ -101,6 +101,12 @@ else:
         print("no ENOSPC")
     except OSError as e:
         print("ok" if e.errno == errno.ENOSPC else e)`, nil},
+		{"dev shm sized, multiprocessing works", `
+import os, multiprocessing
+st = os.statvfs("/dev/shm")
+with multiprocessing.Pool(2) as p:
+    r = p.map(abs, [-1, -2])
+print("ok" if st.f_blocks * st.f_frsize == 16 << 20 and r == [1, 2] else (st, r))`, nil},
 		{"workspace sized and cwd", `
 import os
 st = os.statvfs("/workspace")
