@@ -1,6 +1,6 @@
 package search
 
-import "sort"
+import "slices"
 
 // cand is a matched document awaiting ranking.
 type cand struct {
@@ -21,59 +21,70 @@ func better(a, b cand) bool {
 	return a.doc < b.doc
 }
 
-// collect picks the best limit candidates among s.touched. tierStep is
-// added to the score once per tier so that Score alone orders the hits.
-func (ix *Index) collect(s *scratch, limit int, tierStep float64) Result {
-	total := len(s.touched)
+// collect picks the best limit candidates among the documents in
+// s.touched that keep accepts (all when keep is nil). tierStep is added to
+// the score once per tier so that Score alone orders the hits.
+func (ix *Index) collect(s *scratch, limit int, tierStep float64, keep func(*Doc) bool) Result {
+	c := s.top[:0]
+	for _, d := range s.touched {
+		if keep == nil || keep(&ix.docs[d]) {
+			c = append(c, cand{doc: d, tier: s.tier[d], score: s.acc[d]})
+		}
+	}
+	s.top = c[:0]
+	total := len(c)
 	if limit <= 0 || limit > total {
 		limit = total
 	}
-	// s.top is a min-heap (worst candidate at the root) of at most limit.
-	top := s.top[:0]
-	for _, d := range s.touched {
-		c := cand{doc: d, tier: s.tier[d], score: s.acc[d]}
-		if len(top) < limit {
-			top = append(top, c)
-			siftUp(top, len(top)-1)
-			continue
+	if limit < total {
+		// Select the best limit with a min-heap (worst at the root) over
+		// c[:limit], so the cost is n log limit rather than a full sort.
+		h := c[:limit]
+		for i := limit/2 - 1; i >= 0; i-- {
+			siftDown(h, i)
 		}
-		if limit > 0 && better(c, top[0]) {
-			top[0] = c
-			siftDown(top, 0)
+		for _, x := range c[limit:] {
+			if better(x, h[0]) {
+				h[0] = x
+				siftDown(h, 0)
+			}
 		}
 	}
-	sort.Slice(top, func(i, j int) bool { return better(top[i], top[j]) })
+	top := c[:limit]
+	slices.SortFunc(top, func(a, b cand) int {
+		switch {
+		case better(a, b):
+			return -1
+		case better(b, a):
+			return 1
+		}
+		return 0
+	})
 	hits := make([]Hit, len(top))
-	for i, c := range top {
-		hits[i] = Hit{Doc: &ix.docs[c.doc], Score: float64(c.score) + float64(c.tier)*tierStep}
+	for i, x := range top {
+		hits[i] = Hit{Doc: &ix.docs[x.doc], Score: float64(x.score) + float64(x.tier)*tierStep}
 	}
-	s.top = top[:0]
 	return Result{Hits: hits, Total: total, Truncated: total > len(hits)}
 }
 
-// all answers the empty query: every document in index order.
-func (ix *Index) all(limit int) Result {
-	n := len(ix.docs)
-	if limit <= 0 || limit > n {
-		limit = n
-	}
-	hits := make([]Hit, limit)
-	for i := range hits {
-		hits[i] = Hit{Doc: &ix.docs[i]}
-	}
-	return Result{Hits: hits, Total: n, Truncated: n > limit}
-}
-
-// siftUp restores the heap property after h[i] was appended.
-func siftUp(h []cand, i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !better(h[p], h[i]) {
-			return
+// all answers the empty query: every document keep accepts, in index order.
+func (ix *Index) all(limit int, keep func(*Doc) bool) Result {
+	var res Result
+	for i := range ix.docs {
+		d := &ix.docs[i]
+		if keep != nil && !keep(d) {
+			continue
 		}
-		h[p], h[i] = h[i], h[p]
-		i = p
+		res.Total++
+		if limit <= 0 || len(res.Hits) < limit {
+			res.Hits = append(res.Hits, Hit{Doc: d})
+		}
 	}
+	if res.Hits == nil {
+		res.Hits = []Hit{}
+	}
+	res.Truncated = res.Total > len(res.Hits)
+	return res
 }
 
 // siftDown restores the heap property after h[i] was replaced.

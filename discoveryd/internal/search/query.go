@@ -25,9 +25,18 @@ type alt struct {
 // case, optionally qualified as "server.tool", "server/tool", "server:tool"
 // or "mcp__server__tool") always ranks first.
 func (ix *Index) Search(query string, limit int) Result {
+	return ix.SearchFunc(query, limit, nil)
+}
+
+// SearchFunc is Search over only the documents keep accepts (all of them
+// when keep is nil): Total and Truncated count only those, and limit
+// applies after filtering. Use it to search the servers a caller may see
+// without asking for every hit and filtering afterwards. keep must be safe
+// to call from the searching goroutine and must not retain the *Doc.
+func (ix *Index) SearchFunc(query string, limit int, keep func(*Doc) bool) Result {
 	q := strings.TrimSpace(query)
 	if q == "" {
-		return ix.all(limit)
+		return ix.all(limit, keep)
 	}
 	s := ix.pool.Get().(*scratch)
 	defer ix.pool.Put(s)
@@ -51,7 +60,7 @@ func (ix *Index) Search(query string, limit int) Result {
 		}
 		maxScore = max(maxScore, s.acc[d])
 	}
-	return ix.collect(s, limit, float64(maxScore)+1)
+	return ix.collect(s, limit, float64(maxScore)+1, keep)
 }
 
 // markTiers lifts exact and near-exact name matches above scored matches.

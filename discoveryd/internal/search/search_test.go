@@ -375,3 +375,35 @@ func TestParamsFromSchema(t *testing.T) {
 		}
 	}
 }
+
+func TestSearchFunc(t *testing.T) {
+	t.Parallel()
+	ix := NewIndex(testDocs())
+	onlyGitlab := func(d *Doc) bool { return d.Server == "gitlab" }
+	tests := []struct {
+		query     string
+		limit     int
+		keep      func(*Doc) bool
+		want      []string
+		wantTotal int
+	}{
+		{"create issue", 5, onlyGitlab, []string{"gitlab/create_issue"}, 1},
+		{"create_issue", 5, onlyGitlab, []string{"gitlab/create_issue"}, 1},
+		{"", 1, onlyGitlab, []string{"gitlab/create_issue"}, 2},
+		{"", 0, onlyGitlab, []string{"gitlab/create_issue", "gitlab/list_events"}, 2},
+		{"read_file", 5, onlyGitlab, []string{}, 0},
+		{"create issue", 5, nil, []string{"github/create_issue", "gitlab/create_issue"}, 2},
+		{"", 0, func(*Doc) bool { return false }, []string{}, 0},
+	}
+	for _, tt := range tests {
+		res := ix.SearchFunc(tt.query, tt.limit, tt.keep)
+		got := names(res.Hits)
+		if tt.keep == nil {
+			slices.Sort(got)
+		}
+		if !slices.Equal(got, tt.want) || res.Total != tt.wantTotal || res.Truncated != (tt.wantTotal > len(got)) {
+			t.Errorf("SearchFunc(%q, %d) = %q total %d truncated %v; want %q total %d",
+				tt.query, tt.limit, got, res.Total, res.Truncated, tt.want, tt.wantTotal)
+		}
+	}
+}
