@@ -2,6 +2,13 @@
 // records and saved Python tools, per tenant, in one bbolt file. Details
 // live under memoryd/internal; other services reach memoryd only through
 // the generated gRPC clients.
+//
+// Durability: a write is acknowledged only after its bbolt transaction has
+// committed with fsync (NoSync stays false). Concurrent writes share
+// transactions through a group commit (internal/store), so 16 writers get
+// several times the single-writer rate without weakening that promise.
+// The handlers see storage only through the narrow store.Store interface,
+// so a replicated store can replace bbolt without touching them.
 package memoryd
 
 import (

@@ -127,20 +127,16 @@ func (c *committer) loop() {
 			timer.Stop()
 		}
 		expect = len(group)
-		began := time.Now()
-		c.commit(group)
-		took := time.Since(began)
-		linger = min(max(took, minLinger), maxLinger)
-		if c.observe != nil {
-			c.observe(len(group), took)
-		}
+		linger = min(max(c.commit(group), minLinger), maxLinger)
 	}
 }
 
-// commit runs a group in one transaction. Domain errors stay with their
-// write; anything else makes the group fall back to one transaction each,
-// so one broken write cannot fail its neighbours.
-func (c *committer) commit(group []pending) {
+// commit runs a group in one transaction and returns how long that took.
+// Domain errors stay with their write; anything else makes the group fall
+// back to one transaction each, so one broken write cannot fail its
+// neighbours.
+func (c *committer) commit(group []pending) time.Duration {
+	began := time.Now()
 	results := make([]error, len(group))
 	err := c.db.Update(func(tx *bolt.Tx) error {
 		for i, p := range group {
@@ -151,17 +147,23 @@ func (c *committer) commit(group []pending) {
 		}
 		return nil
 	})
+	took := time.Since(began)
 	if err == nil {
+		// Observe before answering, so that a caller that has its answer
+		// also sees its commit in the statistics.
 		c.commits.Add(1)
 		c.writes.Add(uint64(len(group)))
+		if c.observe != nil {
+			c.observe(len(group), took)
+		}
 		for i, p := range group {
 			p.done <- results[i]
 		}
-		return
+		return took
 	}
 	if len(group) == 1 {
 		group[0].done <- err
-		return
+		return took
 	}
 	for _, p := range group {
 		var res error
@@ -177,6 +179,7 @@ func (c *committer) commit(group []pending) {
 		}
 		p.done <- res
 	}
+	return time.Since(began)
 }
 
 // close stops the loop after the group in progress. Later do calls fail
