@@ -52,7 +52,14 @@ func baseEnv(t *testing.T, extra map[string]string) []string {
 	for k, v := range extra {
 		env[k] = v
 	}
-	out := make([]string, 0, len(env))
+	// Start from the whole host environment: the sandbox must show none of
+	// it, and the binary needs PATH to find bwrap.
+	var out []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); env[k] == "" {
+			out = append(out, kv)
+		}
+	}
 	for k, v := range env {
 		out = append(out, k+"="+v)
 	}

@@ -45,11 +45,12 @@ func sandboxMemory() (perSandbox float64, sandboxes int) {
 			continue
 		}
 		total += pss(pid)
+		// The agent is the python3 process running agent.py; bwrap's own
+		// command line names both too, so look at argv[0] only.
 		cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-		if bytes.Contains(cmd, []byte("agent.py")) && !bytes.Contains(cmd, []byte("bwrap")) {
-			if pcmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(parent[pid]), "cmdline")); !bytes.Contains(pcmd, []byte("python")) {
-				sandboxes++
-			}
+		argv0, _, _ := bytes.Cut(cmd, []byte{0})
+		if strings.HasPrefix(filepath.Base(string(argv0)), "python") && bytes.Contains(cmd, []byte("agent.py")) {
+			sandboxes++
 		}
 	}
 	if sandboxes == 0 {

@@ -77,19 +77,37 @@ func NewBwrap(cfg BwrapConfig, logger *slog.Logger) (*Bwrap, error) {
 	return b, nil
 }
 
+// systemDirs are searched after PATH: MCP clients often start servers with
+// a minimal PATH, and a tool that is installed must still be found.
+var systemDirs = []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"}
+
+// lookPath is exec.LookPath with systemDirs as a fallback for bare names.
+func lookPath(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err == nil || strings.Contains(name, "/") {
+		return p, err
+	}
+	for _, dir := range systemDirs {
+		if p, err2 := exec.LookPath(filepath.Join(dir, name)); err2 == nil {
+			return p, nil
+		}
+	}
+	return "", err
+}
+
 func (b *Bwrap) lookPaths() error {
 	var err error
-	if b.bwrap, err = exec.LookPath(b.cfg.Path); err != nil {
+	if b.bwrap, err = lookPath(b.cfg.Path); err != nil {
 		return fmt.Errorf("%w: bubblewrap (bwrap) is not installed: run `apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap`", ErrUnavailable)
 	}
 	if b.sh, err = exec.LookPath("/bin/sh"); err != nil {
 		return fmt.Errorf("%w: /bin/sh is missing", ErrUnavailable)
 	}
-	if b.prlimit, err = exec.LookPath("prlimit"); err != nil {
+	if b.prlimit, err = lookPath("prlimit"); err != nil {
 		return fmt.Errorf("%w: prlimit is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", ErrUnavailable)
 	}
 	if os.Geteuid() == 0 {
-		if b.setpriv, err = exec.LookPath("setpriv"); err != nil {
+		if b.setpriv, err = lookPath("setpriv"); err != nil {
 			return fmt.Errorf("%w: setpriv is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", ErrUnavailable)
 		}
 	}

@@ -1,0 +1,6 @@
+package main
+
+import "syscall"
+
+// interruptSignal is what a service manager sends to stop codeexec.
+var interruptSignal = syscall.SIGTERM

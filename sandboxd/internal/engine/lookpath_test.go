@@ -1,0 +1,21 @@
+package engine
+
+import "testing"
+
+// An MCP client may start codeexec with an empty PATH; installed tools are
+// still found in the system directories.
+func TestLookPathFallsBackToSystemDirs(t *testing.T) {
+	t.Setenv("PATH", "")
+	for _, name := range []string{"bwrap", "prlimit", "setpriv"} {
+		p, err := lookPath(name)
+		if err != nil || p == "" {
+			t.Errorf("lookPath(%q) with an empty PATH = %q, %v; want the system copy", name, p, err)
+		}
+	}
+	if p, err := lookPath("no-such-tool-codeexec"); err == nil {
+		t.Errorf("lookPath of a missing tool = %q, want an error", p)
+	}
+	if _, err := lookPath("/nonexistent/bwrap"); err == nil {
+		t.Error("an explicit missing path must not fall back")
+	}
+}
