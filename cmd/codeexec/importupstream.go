@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/codeexec/codeexec/memoryd"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/dial"
+	"github.com/codeexec/codeexec/services/flagenv"
+	"github.com/codeexec/codeexec/services/grpcserver"
+	"github.com/codeexec/codeexec/services/suite"
+)
+
+// runImportUpstream copies an upstream state dir (user_tools/memory/*.json
+// and user_tools/user_tools.py) into memoryd: into a running one with
+// --memory, else straight into the local database.
+func runImportUpstream(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flagenv.New("import-upstream", getenv)
+	var (
+		st     stores
+		addr   string
+		tenant string
+	)
+	bindStores(fs, &st, getenv)
+	fs.String(&addr, "memory", "", "a running memoryd's address; empty opens the local database directly", "CODEEXEC_MEMORYD_ADDR")
+	fs.String(&tenant, "tenant", "default", "tenant to import into", "CODEEXEC_TENANT")
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if err := fs.Err(); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "usage: codeexec import-upstream [flags] [DIR]   (DIR defaults to ~/MCPs)")
+		return errUsage
+	}
+	dir := stateDirDefault(getenv)
+	if fs.NArg() == 1 {
+		dir = fs.Arg(0)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory: pass upstream's state dir (the one holding user_tools/)", dir)
+	}
+
+	var (
+		mem   memoryv1.MemoryServiceClient
+		tools memoryv1.ToolServiceClient
+	)
+	if addr != "" {
+		conn, err := dial.New(addr, nil)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		mem, tools = memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn)
+	} else {
+		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		svc, err := memoryd.New(st.memoryConfig(), logger)
+		if err != nil {
+			return fmt.Errorf("%w (stop the codeexec that uses it, or pass --memory ADDR of a running memoryd)", err)
+		}
+		defer func() { _ = svc.Close() }()
+		ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
+		if err != nil {
+			return err
+		}
+		svc.Register(ip.Server.GRPC)
+		ctx, cancel := context.WithCancel(ctx)
+		ip.Start(ctx)
+		defer func() { cancel(); _ = ip.Wait() }()
+		mem, tools = memoryv1.NewMemoryServiceClient(ip.Conn), memoryv1.NewToolServiceClient(ip.Conn)
+	}
+	rep, err := memoryd.ImportUpstream(ctx, mem, tools, dir, tenant)
+	fmt.Fprint(stdout, rep.String())
+	return err
+}
