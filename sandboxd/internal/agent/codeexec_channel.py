@@ -49,7 +49,9 @@ class Channel:
         self.diag_fd = diag_fd
         self._wlock = threading.Lock()
         self._main = threading.main_thread()
-        self._wq = None  # frames the main thread hands to the writer thread
+        self._wq = SimpleQueue()  # frames the main thread hands to the writer thread
+        threading.Thread(target=self._write_loop, args=(self._wq,), name="codeexec-writer",
+                         daemon=True).start()
         self._forked = False
         self._ids = count(1)
         self._waiters = {}
@@ -75,7 +77,7 @@ class Channel:
         # So the main thread hands the frame to a writer thread and waits.
         box = []
         done = Flag()
-        self._writer_queue().put((body, done, box))
+        self._wq.put((body, done, box))
         interrupted = None
         while True:
             try:
@@ -92,13 +94,6 @@ class Channel:
         with self._wlock:
             _write_all(self._wfd, len(body).to_bytes(4, "big"))
             _write_all(self._wfd, body)
-
-    def _writer_queue(self):
-        q = self._wq
-        if q is None:
-            q = self._wq = SimpleQueue()
-            threading.Thread(target=self._write_loop, args=(q,), name="codeexec-writer", daemon=True).start()
-        return q
 
     def _write_loop(self, q):
         while True:
@@ -219,7 +214,6 @@ class Channel:
     def after_fork_in_child(self):
         self._forked = True
         self._wlock = threading.Lock()
-        self._wq = None
         for fd in (self._rfd, self._wfd, self.diag_fd):
             try:
                 os.close(fd)
@@ -230,8 +224,10 @@ class Channel:
 @codeexec_interrupt.mark_interruptible
 def _wait_for_reply(flag):
     # Ctrl-C may abandon a call that waits for its reply; the late reply is
-    # then dropped.
-    flag.wait()
+    # then dropped. The lock is used directly so that this frame is on top
+    # while waiting (the SIGINT handler looks at the top frames).
+    flag.lock.acquire()
+    flag.lock.release()
 
 
 def _resolve(fut, msg):

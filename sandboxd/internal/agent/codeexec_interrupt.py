@@ -64,23 +64,23 @@ class Flag:
     """A one-shot event built on a raw lock, so an exception raised while
     waiting can never leave it broken (threading.Event can be)."""
 
-    __slots__ = ("_lock",)
+    __slots__ = ("lock",)
 
     def __init__(self):
-        self._lock = allocate_lock()
-        self._lock.acquire()
+        self.lock = allocate_lock()
+        self.lock.acquire()
 
     def set(self):
         try:
-            self._lock.release()
+            self.lock.release()
         except RuntimeError:
             pass  # already set
 
     def wait(self, timeout=-1):
-        if self._lock.acquire(True, timeout):
-            self._lock.release()
+        if self.lock.acquire(True, timeout):
+            self.lock.release()
             return True
         return False
 
     def is_set(self):
-        return not self._lock.locked()
+        return not self.lock.locked()

@@ -44,6 +44,10 @@ def _trim(exc, seen):
         if tb.tb_frame.f_code.co_filename.startswith("<cell-"):
             frames = frames[i:]
             break
+    else:
+        # No user frame: raised by the machinery around the code (compile,
+        # the event loop on SIGINT), which is not the user's to read.
+        frames = []
     kept = [tb for tb in frames if not _agent_file(tb.tb_frame.f_code.co_filename)]
     for a, b in zip(kept, kept[1:]):
         a.tb_next = b

@@ -143,6 +143,7 @@ class Agent:
         self.calls = []
         self._wlock = threading.Lock()
         self._next = 0
+        self._early = []  # output consumed by wait_for_output
         self.diag = b""
         threading.Thread(target=self._read, daemon=True).start()
         self._diag_thread = threading.Thread(target=self._read_diag, daemon=True)
@@ -195,8 +196,17 @@ class Agent:
                    "discovered": discovered, "limit": limit})
         return self._next
 
+    def wait_for_output(self, exec_id, text, timeout=30):
+        """Consumes frames until exec_id's output contains text (kept for wait)."""
+        deadline = time.monotonic() + timeout
+        while text not in "".join(d for _, d in self._early):
+            msg = self.frames.get(timeout=max(0.01, deadline - time.monotonic()))
+            if msg is None or msg["t"] != "out" or msg["id"] != exec_id:
+                raise AssertionError("expected output of exec %r, got %r" % (exec_id, msg))
+            self._early.append((msg["s"], msg["d"]))
+
     def wait(self, exec_id, timeout=60):
-        chunks = []
+        chunks, self._early = self._early, []
         ncalls = len(self.calls)
         deadline = time.monotonic() + timeout
         while True:

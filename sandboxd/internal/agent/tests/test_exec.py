@@ -5,7 +5,7 @@ import signal
 import time
 import unittest
 
-from agenthost import Agent, server
+from agenthost import Agent, FakeHost, server
 
 
 class ExecTest(unittest.TestCase):
@@ -174,7 +174,8 @@ class InterruptTest(unittest.TestCase):
 
     def interrupt_during(self, code):
         eid = self.a.start(code)
-        time.sleep(0.5)
+        self.a.wait_for_output(eid, "start")
+        time.sleep(0.1)
         os.kill(self.a.proc.pid, signal.SIGINT)
         return self.a.wait(eid)
 
@@ -185,11 +186,37 @@ class InterruptTest(unittest.TestCase):
         self.assertEqual(self.a.exec("print('alive')").stdout, "alive\n")
 
     def test_sigint_interrupts_async_code_for_good(self):
-        r = self.interrupt_during("import asyncio\nawait asyncio.sleep(1)\nprint('resumed')")
-        self.assertEqual((r.ok, r.error), (False, "KeyboardInterrupt"))
+        r = self.interrupt_during("import asyncio\nprint('start')\nawait asyncio.sleep(1)\nprint('resumed')")
+        self.assertEqual((r.ok, r.error, r.stdout), (False, "KeyboardInterrupt", "start\n"))
+        self.assertNotIn("asyncio", r.stderr)
         # The interrupted cell must not resume inside a later exec.
         r = self.a.exec("await asyncio.sleep(1.2)\nprint('later')")
         self.assertEqual(r.stdout, "later\n")
+
+    def test_sigint_interrupts_a_waiting_call(self):
+        class NeverHost(FakeHost):
+            def on_call(self, agent, msg):
+                # call_tool and anything about key "never" go unanswered
+                if msg["m"] != "call_tool" and msg["p"].get("key") != "never":
+                    FakeHost.on_call(self, agent, msg)
+
+        a = Agent(NeverHost())
+        try:
+            srv = [server("s", ["t"])]
+            for code in ("import asyncio\nprint('start')\nawait mcp_s.t()",
+                         "print('start')\nsave_memory('k', 1)\nimport asyncio\nawait mcp_s.t()",
+                         "print('start')\nload_memory('never')"):
+                eid = a.start(code, servers=srv)
+                a.wait_for_output(eid, "start")
+                time.sleep(0.2)
+                os.kill(a.proc.pid, signal.SIGINT)
+                r = a.wait(eid)
+                self.assertEqual((r.ok, r.error), (False, "KeyboardInterrupt"), r)
+                self.assertNotIn("codeexec", r.stderr)
+                self.assertNotIn("asyncio", r.stderr)
+            self.assertEqual(a.exec("print(load_memory('k'))").stdout, "1\n")
+        finally:
+            a.close()
 
     def test_sigint_between_execs(self):
         self.a.exec("pass")
