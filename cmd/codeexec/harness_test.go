@@ -188,3 +188,6 @@ func code(t *testing.T, c *client.Client, src string) outcome {
 }
 
 func joined(lines []string) string { return strings.Join(lines, "\n") }
+
+// mcpClient is the client type the helpers take.
+type mcpClient = *client.Client

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// End-to-end tests of memory and saved tools: the real binary, a real MCP
+// client, real sandboxes and a real bbolt file.
+
+// stateEnv pins HOME and the state dir so that two processes share them.
+func stateEnv(home string) map[string]string {
+	return map[string]string{"HOME": home, "MCP_BRIDGE_STATE_DIR": filepath.Join(home, "MCPs")}
+}
+
+func TestE2EMemorySurvivesARestart(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	c, _ := startStdio(t, stateEnv(home))
+	code(t, c, `save_memory("plan", {"step": 3, "todo": ["a", "b"]}, metadata={"owner": "me"})`)
+	first := code(t, c, `print(get_memory_info("plan")["created_at"])`).stdout()
+	code(t, c, `save_memory("plan", {"step": 4, "todo": ["b"]}, metadata={"owner": "me"})`)
+	_ = c.Close()
+
+	c, _ = startStdio(t, stateEnv(home))
+	o := code(t, c, `
+info = get_memory_info("plan")
+print(load_memory("plan"))
+print(info["metadata"], info["created_at"])
+print(memory_exists("plan"), memory_exists("nope"), load_memory("nope", default="dflt"))
+print([m["key"] for m in list_memories()])`)
+	want := []string{"{'step': 4, 'todo': ['b']}", "{'owner': 'me'} " + joined(first), "True False dflt", "['plan']"}
+	if got := o.stdout(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("after a restart:\n%s\nwant:\n%s", joined(got), strings.Join(want, "\n"))
+	}
+	o = code(t, c, `print(delete_memory("plan"), delete_memory("plan"), load_memory("plan"))`)
+	if got := joined(o.stdout()); got != "Memory 'plan' deleted. Memory 'plan' not found. None" {
+		t.Fatalf("delete: %q", got)
+	}
+}
+
+func TestE2EMemoryRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	for _, tc := range []struct{ src, want string }{
+		{`save_memory("k", {1, 2})`, "TypeError: value of type set is not JSON serialisable"},
+		{`save_memory("", 1)`, "key"},
+		{`save_memory("x" * 257, 1)`, "256"},
+		{`save_memory("big", "x" * (2 << 20))`, "limit"},
+	} {
+		o := runPython(t, c, map[string]any{"code": tc.src})
+		if !o.IsError || !strings.Contains(o.Text, tc.want) {
+			t.Errorf("%s: %s; want an error containing %q", tc.src, o.Text, tc.want)
+		}
+	}
+	// Distinct keys that upstream would have collapsed stay distinct.
+	o := code(t, c, `save_memory("a b", 1); save_memory("a_b", 2); save_memory("ключ", 3)
+print(load_memory("a b"), load_memory("a_b"), load_memory("ключ"))`)
+	if got := joined(o.stdout()); got != "1 2 3" {
+		t.Fatalf("distinct keys: %q", got)
+	}
+}
+
+// Two MCP sessions increment one key 200 times each, at the same time.
+func TestE2EConcurrentUpdateMemoryLosesNothing(t *testing.T) {
+	t.Parallel()
+	base := startHTTP(t, nil)
+	a, b := httpClient(t, base), httpClient(t, base)
+	var wg sync.WaitGroup
+	for _, c := range []any{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code(t, c.(mcpClient), `
+for _ in range(200):
+    update_memory("n", lambda v: (v or 0) + 1)`)
+		}()
+	}
+	wg.Wait()
+	if got := joined(code(t, a, `print(load_memory("n"))`).stdout()); got != "400" {
+		t.Fatalf("after 2 × 200 concurrent increments n = %s, want 400", got)
+	}
+	// The loops really raced: memoryd refused stale compare-and-swaps, and
+	// update_memory retried them.
+	if conflicts := metric(t, base, `codeexec_memoryd_op_duration_seconds_count{code="Aborted",op="memory.update"}`); conflicts == 0 {
+		t.Fatal("memoryd saw no update conflicts, so the two sessions never raced")
+	}
+}
+
+func TestE2ESavedToolsCarryToNewSessions(t *testing.T) {
+	t.Parallel()
+	base := startHTTP(t, nil)
+	a := httpClient(t, base)
+	code(t, a, `
+def slugify(text):
+    """Lower-case text and join its words with dashes."""
+    return "-".join(text.lower().split())`)
+	// save_tool works for a function defined in an earlier call.
+	if got := joined(code(t, a, `print(save_tool(slugify))`).stdout()); !strings.Contains(got, "Tool 'slugify' saved") {
+		t.Fatalf("save_tool: %q", got)
+	}
+	// Saving again replaces it.
+	code(t, a, `
+def slugify(text):
+    """Lower-case text and join its words with underscores."""
+    return "_".join(text.lower().split())
+save_tool(slugify)`)
+
+	b := httpClient(t, base)
+	o := code(t, b, `
+import user_tools
+print(user_tools.slugify("Hello Big World"))
+print([(t["name"], t["docstring"]) for t in runtime.list_saved_tools()])`)
+	want := "hello_big_world\n[('slugify', 'Lower-case text and join its words with underscores.')]"
+	if got := joined(o.stdout()); got != want {
+		t.Fatalf("new session:\n%s\nwant:\n%s", got, want)
+	}
+	code(t, b, `runtime.delete_saved_tool("slugify")`)
+	c := httpClient(t, base)
+	o = runPython(t, c, map[string]any{"code": "import user_tools\nprint(hasattr(user_tools, 'slugify'))"})
+	if got := joined(o.stdout()); got != "False" {
+		t.Fatalf("after delete: %s", o.Text)
+	}
+}
+
+func TestE2EImportUpstream(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	cmd := exec.Command(binary, "import-upstream", filepath.Join("..", "..", "memoryd", "testdata", "upstream"))
+	cmd.Env = baseEnv(t, stateEnv(home))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "imported 4 memories and 4 tools") {
+		t.Fatalf("import-upstream: %v\n%s", err, out)
+	}
+	c, _ := startStdio(t, stateEnv(home))
+	o := code(t, c, `
+import user_tools
+print(load_memory("a b"))
+print(user_tools.greet("Ada"), user_tools.add(2, 3), user_tools.add.__doc__)`)
+	want := "the key upstream turned into a_b\nHello, Ada! 5 Add two numbers (second version)."
+	if got := joined(o.stdout()); got != want {
+		t.Fatalf("after import:\n%s\nwant:\n%s", got, want)
+	}
+}
