@@ -96,18 +96,20 @@ class _Pipe:
 
     def _read_loop(self):
         buf = b""
-        live = True
         while True:
             try:
                 data = os.read(self.rfd, READ_SIZE)
             except InterruptedError:
                 continue
             except OSError:
-                break
+                data = b""
             if not data:
-                break
-            if not live or self._abandoned:
-                continue  # after the marker: belongs to no exec
+                self._finish()  # only if every writer closed before the fence
+                _close(self.rfd)
+                return
+            if self._abandoned:
+                _drainer().add(self.rfd)
+                return
             buf = buf + data if buf else data
             marker = self._marker
             if marker is None:
@@ -117,18 +119,19 @@ class _Pipe:
             i = buf.find(marker)
             if i >= 0:
                 self._emit(buf[:i])
-                buf = b""
-                live = False
                 self._finish()
-                continue
+                # What follows belongs to no exec. Children of this exec may
+                # keep writing for a long time: one shared thread drains all
+                # such pipes rather than one thread each.
+                _drainer().add(self.rfd)
+                return
             keep = _held_back(buf, marker)
             self._emit(buf[: len(buf) - keep])
             buf = buf[len(buf) - keep:]
-        if live:
-            self._finish()
-        _close(self.rfd)
 
     def _finish(self):
+        if self.reached.is_set():
+            return
         self._forward(self._decoder.decode(b"", True))
         self.reached.set()
 
@@ -169,6 +172,54 @@ class _Pipe:
             self._channel.send_out(self.exec_id, self.name, text)
         except Exception:  # noqa: BLE001 - a lost channel ends the agent via the channel reader
             pass
+
+
+class _Drainer:
+    """Reads and drops everything from pipes whose exec has ended, until
+    their last writer closes them, with one thread for all of them."""
+
+    def __init__(self):
+        import select
+
+        self._select = select
+        self._wake_r, self._wake_w = os.pipe()
+        _open_fds.update((self._wake_r, self._wake_w))
+        self._new = []
+        self._poll = select.poll()
+        self._poll.register(self._wake_r, select.POLLIN)
+        threading.Thread(target=self._loop, name="codeexec-drain", daemon=True).start()
+
+    def add(self, fd):
+        self._new.append(fd)
+        os.write(self._wake_w, b"x")
+
+    def _loop(self):
+        while True:
+            for fd, _ in self._poll.poll():
+                if fd == self._wake_r:
+                    os.read(self._wake_r, 4096)
+                    while self._new:
+                        self._poll.register(self._new.pop(), self._select.POLLIN)
+                    continue
+                try:
+                    data = os.read(fd, READ_SIZE)
+                except OSError:
+                    data = b""
+                if not data:
+                    self._poll.unregister(fd)
+                    _close(fd)
+
+
+_the_drainer = None
+_drainer_lock = threading.Lock()
+
+
+def _drainer():
+    global _the_drainer
+    with _drainer_lock:  # only reader threads get here, never the main thread
+        if _the_drainer is None:
+            _the_drainer = _Drainer()
+        return _the_drainer
 
 
 class Capture:

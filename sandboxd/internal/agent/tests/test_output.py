@@ -80,6 +80,16 @@ class OutputTest(unittest.TestCase):
         r = self.a.exec("import time; time.sleep(0.8); print('mine')")
         self.assertEqual(r.stdout, "mine\n")
 
+    def test_lingering_children_do_not_cost_threads(self):
+        # Pipes kept open by children of ended execs are drained by one thread.
+        for _ in range(40):
+            self.a.exec("import subprocess\nsubprocess.Popen(['sh', '-c', 'sleep 1; echo late'])")
+        r = self.a.exec("import threading\nprint(threading.active_count())")
+        self.assertLessEqual(int(r.stdout), 6, r)
+        time.sleep(1.5)
+        r = self.a.exec("import os\nprint(len(os.listdir('/proc/self/fd')))")
+        self.assertLessEqual(int(r.stdout), 14, r)
+
     def test_thread_output_goes_to_running_exec(self):
         # As in Jupyter: a thread pool made in one exec is used by later ones.
         self.a.exec("from concurrent.futures import ThreadPoolExecutor\npool = ThreadPoolExecutor(2)")
