@@ -4,10 +4,12 @@
 package agent
 
 import (
+	"context"
 	"embed"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 )
 
@@ -47,4 +49,30 @@ func WriteTo(dir string) error {
 		}
 	}
 	return nil
+}
+
+// Precompile writes bytecode for the files WriteTo wrote into
+// dir/__pycache__, using python, the interpreter the sandboxes run. The
+// agent dir is read-only inside a sandbox, so without this every sandbox
+// compiles the agent's modules again (about 7 ms before its first exec can
+// run). It is optional: a bytecode file for another Python version is
+// ignored, and checked-hash files are never used for a changed source.
+func Precompile(ctx context.Context, python, dir string) error {
+	cmd := exec.CommandContext(ctx, python, "-I", "-m", "compileall", "-q", "-l",
+		"--invalidation-mode", "checked-hash", dir)
+	cmd.Env = []string{}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("agent: precompile with %s: %w: %s", python, err, out)
+	}
+	// The sandbox user must be able to read what compileall created.
+	return filepath.WalkDir(filepath.Join(dir, "__pycache__"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if d.IsDir() {
+			mode = 0o755
+		}
+		return os.Chmod(path, mode)
+	})
 }

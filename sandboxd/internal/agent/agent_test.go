@@ -88,6 +88,38 @@ func readFrame(r io.Reader) (frame, error) {
 	return f, json.Unmarshal(body, &f)
 }
 
+func TestPrecompile(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("this test needs %s (Debian package python3): %v", python, err)
+	}
+	dir := t.TempDir()
+	if err := WriteTo(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := Precompile(t.Context(), python, dir); err != nil {
+		t.Fatal(err)
+	}
+	pycs, err := filepath.Glob(filepath.Join(dir, "__pycache__", "*.pyc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := fs.ReadDir(files, ".")
+	if len(pycs) != len(entries) {
+		t.Errorf("got %d .pyc files %v, want one per embedded file (%d)", len(pycs), pycs, len(entries))
+	}
+	for _, p := range pycs {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o644 {
+			t.Errorf("%s mode = %o, want 644", p, st.Mode().Perm())
+		}
+	}
+	runAgent(t, dir)
+}
+
 // TestWrittenAgentRuns starts the written agent with plain python3 (no
 // sandbox) and checks the ready frame and one exec.
 func TestWrittenAgentRuns(t *testing.T) {
@@ -99,6 +131,12 @@ func TestWrittenAgentRuns(t *testing.T) {
 	if err := WriteTo(dir); err != nil {
 		t.Fatalf("WriteTo: %v", err)
 	}
+	runAgent(t, dir)
+}
+
+// runAgent starts the agent in dir and checks ready and one exec.
+func runAgent(t *testing.T, dir string) {
+	t.Helper()
 	cmd := exec.CommandContext(t.Context(), python, "-I", filepath.Join(dir, Entry))
 	cmd.Dir = t.TempDir()
 	cmd.Env = []string{}

@@ -1,0 +1,40 @@
+"""Prints start-up timings: bare python3 vs the agent (run from this folder).
+
+    /usr/bin/python3 measure_startup.py [runs]
+
+bare: spawn to first stdout byte of `python3 -I -c "os.write(1, b'x')"`.
+ready: spawn to the agent's `ready` frame.
+first exec: `print(1)` sent right after `ready` until its `done` (includes
+the warm-up that runs after `ready`).
+"""
+
+import statistics
+import sys
+import time
+
+from agenthost import Agent
+from test_startup import _bare_first_byte
+
+
+def main(runs):
+    bare, ready, first, second = [], [], [], []
+    for _ in range(runs):
+        bare.append(_bare_first_byte())
+        a = Agent()
+        ready.append(a.ready_time)
+        t0 = time.perf_counter()
+        a.exec("print(1)")
+        first.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        a.exec("print(1)")
+        second.append(time.perf_counter() - t0)
+        a.close()
+    for name, xs in (("bare python", bare), ("agent ready", ready),
+                     ("first exec", first), ("later exec", second)):
+        ms = sorted(x * 1000 for x in xs)
+        print("%-12s median %6.2f ms  min %6.2f ms  p90 %6.2f ms"
+              % (name, statistics.median(ms), ms[0], ms[int(len(ms) * 0.9) - 1]))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 30)
