@@ -37,7 +37,7 @@ fi
 go vet ./...
 
 step "Python agent tests (/usr/bin/python3, the sandbox's interpreter)"
-/usr/bin/python3 -m unittest discover -s sandboxd/internal/agent/tests -t . 2>&1 | tail -n 25
+/usr/bin/python3 -m unittest discover -s sandboxd/internal/agent/tests 2>&1 | tail -n 25
 
 step "Go tests (race detector)"
 go test -race -shuffle=on -timeout 20m ./...
