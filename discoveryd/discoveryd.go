@@ -32,6 +32,12 @@ const (
 	DefaultStartTimeout = 60 * time.Second
 	// MaxCallTimeout caps the timeout a caller may ask for.
 	MaxCallTimeout = 10 * time.Minute
+	// DefaultSearchIndexWait bounds how long an unfiltered search waits for
+	// servers that were never listed to start and list their tools. A user's
+	// first search must see every server, but one slow server must not
+	// stall it; the slow one keeps starting in the background and is
+	// searched next time.
+	DefaultSearchIndexWait = 5 * time.Second
 )
 
 // Config configures a Service. cmd/ fills it from flags and the
@@ -61,6 +67,10 @@ type Config struct {
 	// StartTimeout bounds a server's start and handshake; 0 means
 	// DefaultStartTimeout.
 	StartTimeout time.Duration
+	// SearchIndexWait bounds how long an unfiltered SearchTools waits for
+	// unlisted servers to be indexed (less when the request's deadline is
+	// sooner); 0 means DefaultSearchIndexWait.
+	SearchIndexWait time.Duration
 }
 
 // Validate checks the config and fills in defaults.
@@ -70,6 +80,12 @@ func (c *Config) Validate() error {
 	}
 	if c.StartTimeout < 0 {
 		return fmt.Errorf("discoveryd: start timeout %s is negative; use a positive duration or 0 for the default (%s)", c.StartTimeout, DefaultStartTimeout)
+	}
+	if c.SearchIndexWait < 0 {
+		return fmt.Errorf("discoveryd: search index wait %s is negative; use a positive duration or 0 for the default (%s)", c.SearchIndexWait, DefaultSearchIndexWait)
+	}
+	if c.SearchIndexWait == 0 {
+		c.SearchIndexWait = DefaultSearchIndexWait
 	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = DefaultCallTimeout
@@ -111,6 +127,11 @@ type Service struct {
 	indexMu    sync.Mutex
 	index      *search.Index
 	indexDirty atomic.Bool
+
+	// indexing holds the background listings that searches started, one
+	// per server, so that concurrent searches share them.
+	indexingMu sync.Mutex
+	indexing   map[string]*indexAttempt
 }
 
 // New loads the server configs. No server is started until it is used.
@@ -123,7 +144,7 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, logger: logger, alias: map[string]string{}, byAlias: map[string]string{}}
+	s := &Service{cfg: cfg, logger: logger, alias: map[string]string{}, byAlias: map[string]string{}, indexing: map[string]*indexAttempt{}}
 	s.indexDirty.Store(true)
 	s.mgr = upstream.New(nil, upstream.Options{
 		BaseEnv:        upstream.DefaultEnv(cfg.GOOS, cfg.lookup),

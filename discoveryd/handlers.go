@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/codeexec/codeexec/discoveryd/internal/search"
 	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 )
@@ -155,32 +156,31 @@ func (s *Service) searchTools(ctx context.Context, req *discoveryv1.SearchToolsR
 	case limit > maxSearchLimit:
 		limit = maxSearchLimit
 	}
-	scope := s.mgr.Names()
-	var failed map[string]bool
+	resp := &discoveryv1.SearchToolsResponse{}
+	var keep func(*search.Doc) bool
 	if len(req.GetServers()) > 0 {
-		if scope, err = s.resolveAll(req.GetServers()); err != nil {
+		scope, err := s.resolveAll(req.GetServers())
+		if err != nil {
 			return nil, err
 		}
-		failed = s.listAll(ctx, scope)
-	}
-	in := map[string]bool{}
-	resp := &discoveryv1.SearchToolsResponse{}
-	for _, n := range scope {
-		in[n] = true
-		if _, listed := s.mgr.CachedTools(n); !listed || failed[n] {
-			resp.UnindexedServers = append(resp.UnindexedServers, n)
+		failed := s.listAll(ctx, scope)
+		in := map[string]bool{}
+		for _, n := range scope {
+			in[n] = true
+			if _, listed := s.mgr.CachedTools(n); !listed || failed[n] {
+				resp.UnindexedServers = append(resp.UnindexedServers, n)
+			}
 		}
+		keep = func(d *search.Doc) bool { return in[d.Server] }
+	} else {
+		// The first search must find tools on every server, not only on
+		// those used so far: index the rest first, within a bound.
+		resp.UnindexedServers = s.indexUnlisted(ctx, s.mgr.Names())
 	}
-	res := s.searchIndex().Search(query, 0)
+	res := s.searchIndex().SearchFunc(query, limit, keep)
+	resp.Total = int32(res.Total)
 	full := map[string][]entry{} // schemas for DETAIL_FULL, per server
 	for _, h := range res.Hits {
-		if !in[h.Doc.Server] {
-			continue
-		}
-		resp.Total++
-		if len(resp.Docs) == limit {
-			continue
-		}
 		doc := &discoveryv1.ToolDoc{Server: h.Doc.Server, ServerAlias: h.Doc.ServerAlias, Tool: h.Doc.Tool, ToolAlias: h.Doc.ToolAlias, Description: h.Doc.Description}
 		if detail == discoveryv1.Detail_DETAIL_FULL {
 			es, ok := full[h.Doc.Server]

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/codeexec/codeexec/discoveryd"
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 )
@@ -19,14 +22,27 @@ func TestSearchAndDocs(t *testing.T) {
 	e := start(t, realServers(t, dir), nil)
 	ctx := t.Context()
 
-	// Nothing is listed yet: an unfiltered search says what it skipped.
+	// Nothing is listed yet: an unfiltered search starts and indexes every
+	// server first, so the first search already finds tools anywhere.
 	resp, err := e.client.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: "echo"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.GetDocs()) != 0 || strings.Join(resp.GetUnindexedServers(), ",") != "everything,filesystem,memory" {
-		t.Errorf("search before listing: docs %v, unindexed %v", resp.GetDocs(), resp.GetUnindexedServers())
+	if len(resp.GetUnindexedServers()) != 0 || len(resp.GetDocs()) == 0 || resp.GetDocs()[0].GetServer()+"/"+resp.GetDocs()[0].GetTool() != "everything/echo" {
+		t.Errorf("first search: docs %v, unindexed %v; want everything/echo first and nothing unindexed", resp.GetDocs(), resp.GetUnindexedServers())
 	}
+	resp, err = e.client.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: "read the contents of a text file", Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := map[string]bool{}
+	for _, d := range resp.GetDocs() {
+		servers[d.GetServer()] = true
+	}
+	if !servers["everything"] || !servers["filesystem"] || !servers["memory"] {
+		t.Errorf("unfiltered search hit servers %v, want all three", servers)
+	}
+	unfilteredTotal := resp.GetTotal()
 
 	// A filter starts and indexes the servers it names (by name or alias).
 	resp, err = e.client.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: "read the contents of a text file", Servers: []string{"everything", "filesystem"}, Detail: discoveryv1.Detail_DETAIL_FULL})
@@ -52,6 +68,22 @@ func TestSearchAndDocs(t *testing.T) {
 	if len(resp.GetUnindexedServers()) != 0 {
 		t.Errorf("unindexed after a filtered search: %v", resp.GetUnindexedServers())
 	}
+	// Total and truncated count only the servers the filter names.
+	if resp.GetTotal() >= unfilteredTotal {
+		t.Errorf("filtered total %d, unfiltered %d; the filter should count fewer", resp.GetTotal(), unfilteredTotal)
+	}
+	resp, err = e.client.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: "read the contents of a text file", Servers: []string{"memory"}, Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(resp.GetTotal()) != len(resp.GetDocs()) || resp.GetTruncated() || len(resp.GetDocs()) == 0 {
+		t.Errorf("memory-only search: %d docs, total %d, truncated %v", len(resp.GetDocs()), resp.GetTotal(), resp.GetTruncated())
+	}
+	for _, d := range resp.GetDocs() {
+		if d.GetServer() != "memory" {
+			t.Errorf("memory-only search returned %s/%s", d.GetServer(), d.GetTool())
+		}
+	}
 
 	// An exact tool name ranks first; limit is clamped; summary has no schema.
 	resp, err = e.client.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: "get_sum", Limit: 500})
@@ -61,8 +93,8 @@ func TestSearchAndDocs(t *testing.T) {
 	if d := resp.GetDocs()[0]; d.GetTool() != "get-sum" || d.GetToolAlias() != "get_sum" || d.GetServerAlias() != "everything" || d.GetInputSchemaJson() != "" {
 		t.Errorf("first hit for get_sum = %v", d)
 	}
-	if slices.Contains(resp.GetUnindexedServers(), "everything") || !slices.Contains(resp.GetUnindexedServers(), "memory") {
-		t.Errorf("unindexed = %v, want memory only", resp.GetUnindexedServers())
+	if len(resp.GetUnindexedServers()) != 0 {
+		t.Errorf("unindexed = %v, want none", resp.GetUnindexedServers())
 	}
 
 	// Docs: all tools in summary, one tool (case-insensitive alias) in full.
@@ -79,5 +111,75 @@ func TestSearchAndDocs(t *testing.T) {
 	}
 	if len(docs.GetDocs()) != 1 || docs.GetDocs()[0].GetTool() != "get-sum" || !strings.Contains(docs.GetDocs()[0].GetInputSchemaJson(), `"a"`) {
 		t.Errorf("full doc for GET_SUM = %v", docs.GetDocs())
+	}
+}
+
+// An unfiltered search waits a bounded time for unlisted servers: one that
+// cannot start and one that is too slow stay unindexed and are named; the
+// slow one keeps starting in the background and is searched once it is up.
+func TestSearchIndexesEveryServerWithinABound(t *testing.T) {
+	t.Parallel()
+	fake := fakeServer(t)
+	script := fake["args"].([]any)[0]
+	e := start(t, map[string]any{
+		"fast":   fake,
+		"slow":   map[string]any{"command": fake["command"], "args": []any{script, "--start-delay", "3"}},
+		"broken": map[string]any{"command": filepath.Join(t.TempDir(), "no-such-server")},
+	}, func(c *discoveryd.Config) { c.SearchIndexWait = time.Second })
+	ctx := t.Context()
+
+	resp, err := e.client.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: "echo the text back", Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(resp.GetUnindexedServers(), ","); got != "broken,slow" {
+		t.Errorf("unindexed after the first search = %q, want broken,slow", got)
+	}
+	if len(resp.GetDocs()) == 0 || resp.GetDocs()[0].GetServer() != "fast" || resp.GetDocs()[0].GetTool() != "echo" {
+		t.Errorf("first search docs = %v, want fast/echo first", resp.GetDocs())
+	}
+	for _, d := range resp.GetDocs() {
+		if d.GetServer() != "fast" {
+			t.Errorf("hit on a server that was not indexed: %v", d)
+		}
+	}
+
+	// The slow server finishes starting on its own; ListServers does not
+	// start anything, so this only watches the background listing.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		list, err := e.client.ListServers(ctx, &discoveryv1.ListServersRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(list.GetServers(), func(s *discoveryv1.Server) bool { return s.GetName() == "slow" })
+		if s := list.GetServers()[i]; s.GetStatus() == discoveryv1.ServerStatus_SERVER_STATUS_RUNNING && s.GetToolCount() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow server was never indexed in the background: %v", list.GetServers()[i])
+		}
+	}
+	resp, err = e.client.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: "echo the text back", Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(resp.GetUnindexedServers(), ","); got != "broken" {
+		t.Errorf("unindexed after the slow server came up = %q, want broken", got)
+	}
+	var hits []string
+	for _, d := range resp.GetDocs() {
+		hits = append(hits, d.GetServer()+"/"+d.GetTool())
+	}
+	if !slices.Contains(hits, "slow/echo") || !slices.Contains(hits, "fast/echo") {
+		t.Errorf("second search hits = %v, want fast/echo and slow/echo", hits)
+	}
+	list, err := e.client.ListServers(ctx, &discoveryv1.ListServersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.GetServers() {
+		if s.GetName() == "broken" && (s.GetStatus() != discoveryv1.ServerStatus_SERVER_STATUS_FAILED || !strings.Contains(s.GetLastError(), "no-such-server")) {
+			t.Errorf("broken server: status %v, last error %q", s.GetStatus(), s.GetLastError())
+		}
 	}
 }

@@ -106,12 +106,20 @@ func (b *Broker) discoveryCall(ctx context.Context, env *session.ExecEnv, method
 			return nil, err
 		}
 		// Search spans every configured server: finding which server to load
-		// is the point of searching. Calls stay limited to the allow-list.
+		// is the point of searching, so discoveryd starts the ones not yet
+		// listed. Calls stay limited to the allow-list.
 		resp, err := b.Discovery.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: p.Query, Limit: p.Limit, Detail: detail})
 		if err != nil {
 			return nil, rpcError(err)
 		}
-		return map[string]any{"results": toDocs(resp.GetDocs()), "total": resp.GetTotal(), "truncated": resp.GetTruncated()}, nil
+		out := map[string]any{"results": toDocs(resp.GetDocs()), "total": resp.GetTotal(), "truncated": resp.GetTruncated()}
+		if u := resp.GetUnindexedServers(); len(u) > 0 {
+			// Servers that failed to start or were too slow were not
+			// searched; saying so keeps a partial answer from looking
+			// complete.
+			out["unindexed"] = u
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("unknown request %q", method)
 }

@@ -4,7 +4,9 @@
 Tools: echo(text), fail(), sleep(seconds), crash(code), env(), add_tool(name).
 `crash` writes to stderr and exits mid-call; `add_tool` registers a tool and
 sends notifications/tools/list_changed. With --die-on-start the process
-writes to stderr and exits before answering anything.
+writes to stderr and exits before answering anything; with
+--start-delay SECONDS it waits that long before reading its input, like a
+server that is slow to start.
 """
 import json
 import os
@@ -16,6 +18,9 @@ if "--die-on-start" in sys.argv:
     sys.stderr.write("fakeserver: cannot open database /nonexistent/db\n")
     sys.stderr.flush()
     sys.exit(2)
+
+if "--start-delay" in sys.argv:
+    time.sleep(float(sys.argv[sys.argv.index("--start-delay") + 1]))
 
 lock = threading.Lock()
 schema = {"type": "object", "properties": {}}
