@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 )
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -256,6 +260,30 @@ func TestE2ESplitServices(t *testing.T) {
 	}
 	if got := metric(t, "http://"+sbMetrics, `codeexec_sandbox_exec_seconds_count{status="ok"}`); got != 2 {
 		t.Fatalf("sandboxd counted %v ok execs, want 2", got)
+	}
+	// Server reflection lists the service, as grpcurl needs.
+	conn, err := grpc.NewClient(sbAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rc, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	refl, err := rc.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var services []string
+	for _, s := range refl.GetListServicesResponse().GetService() {
+		services = append(services, s.GetName())
+	}
+	if !slices.Contains(services, "codeexec.sandbox.v1.SandboxService") || !slices.Contains(services, "grpc.health.v1.Health") {
+		t.Fatalf("reflection lists %v", services)
 	}
 	out, err := exec.Command(binary, "health", sbAddr).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "SERVING" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -292,4 +293,48 @@ func TestE2ELargeCodeAndOutputPassIntact(t *testing.T) {
 	if len(lines[1]) != 3<<20 || strings.Trim(lines[1], "b") != "" {
 		t.Fatalf("second line has %d bytes, want %d b's", len(lines[1]), 3<<20)
 	}
+}
+
+// Nothing a session started outlives the server, not even a detached child.
+func TestE2ENoSandboxProcessOutlivesTheServer(t *testing.T) {
+	t.Parallel()
+	marker := fmt.Sprintf("%d.%03d", time.Now().UnixNano()%100000, 7)
+	c, _ := startStdio(t, nil)
+	code(t, c, fmt.Sprintf(`
+import subprocess
+subprocess.Popen(["sleep", "%s"], start_new_session=True)`, marker))
+	if pids := processesWithArg(marker); len(pids) == 0 {
+		t.Fatal("the test's sleep is not running, so the check below proves nothing")
+	}
+	_ = c.Close() // ends stdin: codeexec serve shuts down
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		pids := processesWithArg(marker)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox processes %v are still running after the server stopped", pids)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// processesWithArg lists PIDs whose command line has arg as an argument.
+func processesWithArg(arg string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		for _, a := range strings.Split(string(cmd), "\x00") {
+			if a == arg {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }
