@@ -4,9 +4,9 @@ Every exec gets two fresh pipes, dup2'd onto fds 1 and 2 before user code
 runs; one reader thread per pipe turns what it reads into `out` frames for
 that exec. At the end of the exec the main thread writes a marker into each
 pipe and waits until the reader has reached it. A pipe is FIFO, so
-everything written before the marker belongs to the exec; the reader then
-drops whatever else arrives (a background thread before the next exec, a
-child process still running) until the last writer closes the pipe. A child
+everything written before the marker belongs to the exec; whatever else
+arrives (a background thread before the next exec, a child process still
+running) is drained and dropped until the last writer closes the pipe. A child
 started by one exec keeps the pipe of that exec, so its later output can
 never land in another exec's result.
 

@@ -24,7 +24,10 @@ def _key(key):
         raise TypeError("memory key must be a str, not %s" % type(key).__name__)
     if not key:
         raise ValueError("memory key must not be empty")
-    n = len(key.encode("utf-8", "surrogatepass"))
+    try:
+        n = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError("memory key must be valid Unicode (it holds a lone surrogate)") from None
     if n > MAX_KEY_BYTES:
         raise ValueError("memory key is %d UTF-8 bytes; the limit is %d" % (n, MAX_KEY_BYTES))
     return key

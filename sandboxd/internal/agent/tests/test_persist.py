@@ -44,7 +44,7 @@ class MemoryTest(unittest.TestCase):
             "         lambda: save_memory('k', float('nan')), lambda: save_memory('', 1),\n"
             "         lambda: save_memory(5, 1), lambda: save_memory('é' * 129, 1),\n"
             "         lambda: save_memory('k', 1, metadata=[1]), lambda: load_memory(None),\n"
-            "         lambda: update_memory('k', 3)]\n"
+            "         lambda: update_memory('k', 3), lambda: save_memory('a\\ud800', 1)]\n"
             "for f in cases:\n"
             "    try:\n"
             "        f(); print('no error')\n"
@@ -61,6 +61,7 @@ class MemoryTest(unittest.TestCase):
             "TypeError: metadata must be a dict, not list",
             "TypeError: memory key must be a str, not NoneType",
             "TypeError: update_memory needs a callable, not int",
+            "ValueError: memory key must be valid Unicode (it holds a lone surrogate)",
             "Memory '%s' saved." % ("é" * 128),
         ], r)
         self.assertEqual(set(self.host.memory), {"é" * 128})
