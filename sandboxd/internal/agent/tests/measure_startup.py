@@ -2,6 +2,7 @@
 
     /usr/bin/python3 measure_startup.py [runs]
 
+pass: spawn to exit of `python3 -I -c pass`.
 bare: spawn to first stdout byte of `python3 -I -c "os.write(1, b'x')"`.
 ready: spawn to the agent's `ready` frame.
 first exec: `print(1)` sent right after `ready` until its `done` (includes
@@ -9,16 +10,24 @@ the warm-up that runs after `ready`).
 """
 
 import statistics
+import subprocess
 import sys
 import time
 
-from agenthost import Agent
+from agenthost import PYTHON, Agent
 from test_startup import _bare_first_byte
 
 
+def _bare_pass():
+    t0 = time.perf_counter()
+    subprocess.run([PYTHON, "-I", "-c", "pass"], env={}, check=True)
+    return time.perf_counter() - t0
+
+
 def main(runs):
-    bare, ready, first, second = [], [], [], []
+    npass, bare, ready, first, second = [], [], [], [], []
     for _ in range(runs):
+        npass.append(_bare_pass())
         bare.append(_bare_first_byte())
         a = Agent()
         ready.append(a.ready_time)
@@ -29,7 +38,7 @@ def main(runs):
         a.exec("print(1)")
         second.append(time.perf_counter() - t0)
         a.close()
-    for name, xs in (("bare python", bare), ("agent ready", ready),
+    for name, xs in (("python pass", npass), ("bare python", bare), ("agent ready", ready),
                      ("first exec", first), ("later exec", second)):
         ms = sorted(x * 1000 for x in xs)
         print("%-12s median %6.2f ms  min %6.2f ms  p90 %6.2f ms"
