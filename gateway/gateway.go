@@ -48,6 +48,11 @@ type Config struct {
 	Tenant string
 	// Version is reported as the MCP server version.
 	Version string
+	// SessionIdleTimeout ends HTTP sessions idle for this long, as if the
+	// client had sent DELETE, so that clients that vanish do not leave
+	// sandbox sessions and routing entries behind. Zero keeps them until
+	// sandboxd reaps the sandbox session.
+	SessionIdleTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -190,6 +195,7 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		inner := server.NewStreamableHTTPServer(g.mcp,
 			server.WithStreamableHTTPLogger(g.logger),
 			server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
+			server.WithSessionIdleTTL(g.cfg.SessionIdleTimeout),
 		)
 		g.http = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inner.ServeHTTP(w, r)

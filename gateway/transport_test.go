@@ -176,3 +176,25 @@ func TestHTTPSessionFromEarlierProcess(t *testing.T) {
 		t.Errorf("created = %v", created)
 	}
 }
+
+// TestHTTPIdleSessionsAreEnded: a client that vanishes without DELETE has
+// its sandbox session destroyed once it has been idle for the timeout.
+func TestHTTPIdleSessionsAreEnded(t *testing.T) {
+	t.Parallel()
+	g, f := newTestGateway(t, Config{SessionIdleTimeout: 200 * time.Millisecond})
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(srv.Close)
+	c, err := client.NewStreamableHttpClient(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initialize(t, c)
+	if res := call(t, c, ToolName, map[string]any{"code": "hello"}); res.IsError {
+		t.Fatalf("call failed: %s", textOf(t, res))
+	}
+	if f.liveCount() != 1 {
+		t.Fatalf("live sandbox sessions = %d, want 1", f.liveCount())
+	}
+	// No Close: the client just goes quiet.
+	waitFor(t, "the idle session's sandbox session to be destroyed", func() bool { return f.liveCount() == 0 })
+}

@@ -50,6 +50,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	sharedTimeouts(&gw, &sb)
 	gw.Version = version
 	gw.OutputLimitBytes = sb.OutputLimitBytes
+	gw.SessionIdleTimeout = sb.IdleTimeout
 	logger, err := common.logger(stderr, "codeexec")
 	if err != nil {
 		return err

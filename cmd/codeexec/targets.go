@@ -75,6 +75,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	bindCommon(fs, &common, "")
 	bindGateway(fs, &gw)
 	fs.Bytes(&gw.OutputLimitBytes, "output-limit", sandboxd.DefaultConfig().OutputLimitBytes, "sandboxd's output cap, quoted in truncation notes", "CODEEXEC_OUTPUT_LIMIT")
+	fs.Duration(&gw.SessionIdleTimeout, "idle-timeout", sandboxd.DefaultConfig().IdleTimeout, "end HTTP sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
 	fs.String(&sandboxAddr, "sandbox", "127.0.0.1:9002", "sandboxd address: host:port or unix:/path", "CODEEXEC_SANDBOXD_ADDR")
 	fs.String(&httpAd, "http", "", "serve MCP over streamable HTTP at ADDR/mcp instead of stdio", "CODEEXEC_HTTP")
 	fs.SetOutput(stderr)
