@@ -1,0 +1,579 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// upstreams is a set of real MCP servers configured for one codeexec: the
+// npm filesystem and memory servers over stdio, server-everything over
+// streamable HTTP, a Python server that crashes on demand, and a server
+// whose command does not exist.
+type upstreams struct {
+	// config is the MCP_SERVERS_CONFIG file.
+	config string
+	// dir is the only directory the filesystem server may read.
+	dir string
+	// mark is set in every stdio server's environment (and codeexec's), so
+	// that leftover processes can be found.
+	mark string
+}
+
+// env is the extra environment for startStdio.
+func (u upstreams) env() map[string]string {
+	return map[string]string{"MCP_SERVERS_CONFIG": u.config, "CODEEXEC_TEST_MARK": u.mark}
+}
+
+// repoRoot is the module root, two levels above this package.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// npmEntry returns the entry script of an npm MCP server. The tests need
+// the real servers, so a missing install fails with the fix.
+func npmEntry(t testing.TB, pkg string) string {
+	t.Helper()
+	p := filepath.Join(repoRoot(t), "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is missing: run `npm ci` in %s to install the MCP servers that package.json pins", p, repoRoot(t))
+	}
+	return p
+}
+
+func lookTool(t testing.TB, name, why string) string {
+	t.Helper()
+	if name == "python3" {
+		if _, err := os.Stat("/usr/bin/python3"); err == nil {
+			return "/usr/bin/python3" // not a version-manager shim
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s is not on PATH; %s: %v", name, why, err)
+	}
+	return p
+}
+
+// serveEverythingHTTP runs server-everything over streamable HTTP on a free
+// port until the test ends and returns its /mcp URL.
+func serveEverythingHTTP(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(lookTool(t, "node", "install Node.js 18+ and run `npm ci`"), npmEntry(t, "server-everything"), "streamableHttp")
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return "http://" + addr + "/mcp"
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server-everything did not listen on %s: %v", addr, err)
+		}
+	}
+}
+
+// configureUpstreams writes the MCP_SERVERS_CONFIG file for the servers.
+func configureUpstreams(t testing.TB) upstreams {
+	t.Helper()
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	u := upstreams{dir: t.TempDir(), mark: "e2e-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(t.TempDir())}
+	crash, err := filepath.Abs(filepath.Join("testdata", "crashserver.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := func(env map[string]any) map[string]any {
+		env["CODEEXEC_TEST_MARK"] = u.mark
+		return env
+	}
+	servers := map[string]any{
+		"filesystem": map[string]any{
+			"command": node, "args": []any{npmEntry(t, "server-filesystem"), u.dir},
+			"env": marked(map[string]any{}), "description": "Files in the test directory",
+		},
+		"memory": map[string]any{
+			"command": node, "args": []any{npmEntry(t, "server-memory")},
+			"env": marked(map[string]any{"MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "memory.jsonl")}),
+		},
+		"everything": map[string]any{"type": "http", "url": serveEverythingHTTP(t), "description": "The MCP test server, over HTTP"},
+		"crashy": map[string]any{
+			"command": lookTool(t, "python3", "python3 runs the crashing test server"), "args": []any{crash},
+			"env": marked(map[string]any{}),
+		},
+		"missing": map[string]any{"command": filepath.Join(t.TempDir(), "no-such-mcp-server"), "args": []any{"--stdio"}},
+	}
+	b, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.config = filepath.Join(t.TempDir(), "servers.json")
+	if err := os.WriteFile(u.config, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// markedProcess is a live process whose environment holds the test mark.
+type markedProcess struct {
+	pid     int
+	cmdline string
+}
+
+// markedProcesses lists live processes whose environment holds mark.
+func markedProcesses(mark string) []markedProcess {
+	var out []markedProcess
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), "CODEEXEC_TEST_MARK="+mark) {
+			continue
+		}
+		st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if strings.Contains(string(st), ") Z ") {
+			continue // exited, not yet reaped
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out = append(out, markedProcess{pid, strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))})
+	}
+	return out
+}
+
+// pyJSON runs src in the sandbox with servers and decodes the last line of
+// stdout as JSON into v.
+func pyJSON(t *testing.T, c mcpClient, servers []string, src string, v any) outcome {
+	t.Helper()
+	o := runPython(t, c, map[string]any{"code": src, "servers": toAny(servers)})
+	if o.IsError {
+		t.Fatalf("run_python(servers=%v) failed:\n%s\ncode:\n%s", servers, o.Text, src)
+	}
+	lines := o.stdout()
+	if len(lines) == 0 {
+		t.Fatalf("run_python(servers=%v) printed nothing:\n%s", servers, o.Text)
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), v); err != nil {
+		t.Fatalf("last stdout line is not JSON (%v):\n%s", err, joined(lines))
+	}
+	return o
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// TestE2EDiscovery drives `codeexec serve` with a real MCP client against
+// real MCP servers, one feature per subtest, in one session, in order.
+func TestE2EDiscovery(t *testing.T) {
+	t.Parallel()
+	u := configureUpstreams(t)
+	file := filepath.Join(u.dir, "hello.txt")
+	if err := os.WriteFile(file, []byte("hello from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := startStdio(t, u.env())
+	all := []string{"crashy", "everything", "filesystem", "memory", "missing"}
+
+	t.Run("discovered servers", func(t *testing.T) {
+		var got struct {
+			Names    []string
+			Detailed []map[string]string
+		}
+		pyJSON(t, c, nil, `import json
+print(json.dumps({"Names": list(runtime.discovered_servers()), "Detailed": list(runtime.discovered_servers(detailed=True))}))`, &got)
+		if strings.Join(got.Names, ",") != strings.Join(all, ",") {
+			t.Errorf("discovered_servers() = %v, want %v", got.Names, all)
+		}
+		want := map[string]string{"everything": "The MCP test server, over HTTP", "filesystem": "Files in the test directory", "memory": "", "crashy": "", "missing": ""}
+		if len(got.Detailed) != len(want) {
+			t.Errorf("discovered_servers(detailed=True) = %v", got.Detailed)
+		}
+		for _, d := range got.Detailed {
+			if desc, ok := want[d["name"]]; !ok || d["description"] != desc || len(d) != 2 {
+				t.Errorf("discovered_servers(detailed=True) entry %v, want {name, description: %q}", d, desc)
+			}
+		}
+	})
+
+	// The first search of a session, with no server loaded, finds tools on
+	// every configured server: discoveryd starts the ones never used.
+	t.Run("first search spans every server", func(t *testing.T) {
+		var got struct {
+			Read, Echo []map[string]any
+			Raw        struct {
+				Results   []map[string]any
+				Total     int
+				Truncated *bool
+				Unindexed []string
+			}
+			Servers []string
+		}
+		pyJSON(t, c, nil, `import json
+import codeexec_runtime  # the agent module behind mcp.runtime, for the raw channel reply
+read = await runtime.search_tool_docs("read a file")
+echo = await runtime.search_tool_docs("echo", limit=10)
+raw = await codeexec_runtime._chan.call_async("search_tool_docs", {"query": "read a file", "limit": 3, "detail": "summary"})
+print(json.dumps({"Read": read, "Echo": echo, "Raw": raw, "Servers": list(runtime.list_servers_sync())}))`, &got)
+		if len(got.Servers) != 0 {
+			t.Errorf("servers loaded in a call without servers: %v", got.Servers)
+		}
+		if len(got.Read) != 5 || !hasDoc(got.Read, "filesystem", "read_text_file") {
+			t.Errorf("search_tool_docs('read a file') = %v, want 5 docs with filesystem/read_text_file", docNames(got.Read))
+		}
+		for _, d := range got.Read {
+			if d["inputSchema"] != nil || d["serverAlias"] == nil || d["toolAlias"] == nil || d["description"] == nil {
+				t.Errorf("summary doc %v: want server, serverAlias, tool, toolAlias, description and no inputSchema", d)
+			}
+		}
+		// An exact tool name ranks first; the same name on another server
+		// (crashy's echo, started only by this search) follows.
+		if names := docNames(got.Echo); len(names) < 2 || names[0] != "everything/echo" || !hasDoc(got.Echo, "crashy", "echo") {
+			t.Errorf("search_tool_docs('echo') = %v, want everything/echo first and crashy/echo among them", names)
+		}
+		// What sandboxd answers on the channel: the total, whether the list
+		// was cut, and the server that could not be searched.
+		r := got.Raw
+		if len(r.Results) != 3 || r.Total <= 3 || r.Truncated == nil || !*r.Truncated || strings.Join(r.Unindexed, ",") != "missing" {
+			t.Errorf("channel reply: %d results, total %d, truncated %v, unindexed %v; want 3, >3, true, [missing]", len(r.Results), r.Total, r.Truncated, r.Unindexed)
+		}
+	})
+
+	t.Run("loaded servers and docs", func(t *testing.T) {
+		var got struct {
+			Async, Sync, Loaded, Proxies []string
+			Describe                     map[string]any
+			Metadata                     []map[string]any
+			Live                         []map[string]any
+			Cached                       []map[string]any
+			SummaryDocs                  []map[string]any
+			FullDoc                      map[string]any
+			SyncSummary                  []map[string]any
+			SyncFull                     map[string]any
+			NoServer                     string
+		}
+		pyJSON(t, c, []string{"filesystem", "everything"}, `import json
+try:
+    runtime.list_tools_sync()
+    no_server = ""
+except runtime.MCPError as e:
+    no_server = str(e)
+print(json.dumps({
+    "Async": list(await runtime.list_servers()),
+    "Sync": list(runtime.list_servers_sync()),
+    "Loaded": list(LOADED_MCP_SERVERS),
+    "Proxies": [n for n in mcp_servers if mcp_servers[n] is globals()["mcp_" + n]],
+    "Describe": runtime.describe_server("filesystem"),
+    "Metadata": list(runtime.list_loaded_server_metadata()),
+    "Live": await runtime.list_tools("filesystem"),
+    "Cached": list(runtime.list_tools_sync("filesystem")),
+    "SummaryDocs": await runtime.query_tool_docs("filesystem"),
+    "FullDoc": await runtime.query_tool_docs("filesystem", "read_text_file", detail="full"),
+    "SyncSummary": runtime.query_tool_docs_sync("everything"),
+    "SyncFull": runtime.query_tool_docs_sync("everything", "GET_SUM", detail="full"),
+    "NoServer": no_server,
+}))`, &got)
+		for name, l := range map[string][]string{"list_servers()": got.Async, "list_servers_sync()": got.Sync, "LOADED_MCP_SERVERS": got.Loaded, "mcp_servers": got.Proxies} {
+			if strings.Join(l, ",") != "filesystem,everything" {
+				t.Errorf("%s = %v, want [filesystem everything]", name, l)
+			}
+		}
+		if got.Describe["name"] != "filesystem" || got.Describe["alias"] != "filesystem" || got.Describe["description"] != "Files in the test directory" {
+			t.Errorf("describe_server('filesystem') = %v", got.Describe)
+		}
+		if tools, _ := got.Describe["tools"].([]any); len(tools) != len(got.Live) || len(tools) < 10 {
+			t.Errorf("describe_server lists %d tools, list_tools %d", len(tools), len(got.Live))
+		}
+		if len(got.Metadata) != 2 || got.Metadata[0]["name"] != "filesystem" || got.Metadata[1]["name"] != "everything" {
+			t.Errorf("list_loaded_server_metadata() names: %v", got.Metadata)
+		}
+		// list_tools is the server's own tools/list entry; the sync one is
+		// upstream's {name, alias, description, input_schema}.
+		if !hasTool(got.Live, "read_text_file", "inputSchema") || !hasTool(got.Cached, "read_text_file", "input_schema") {
+			t.Errorf("list_tools / list_tools_sync lack read_text_file with its schema")
+		}
+		for _, d := range got.SummaryDocs {
+			if d["inputSchema"] != nil || d["server"] != "filesystem" {
+				t.Errorf("summary doc %v", d)
+			}
+		}
+		if len(got.SummaryDocs) != len(got.Live) {
+			t.Errorf("query_tool_docs('filesystem') gave %d docs for %d tools", len(got.SummaryDocs), len(got.Live))
+		}
+		if got.FullDoc["tool"] != "read_text_file" || !strings.Contains(mustJSON(got.FullDoc["inputSchema"]), `"path"`) {
+			t.Errorf("query_tool_docs(filesystem, read_text_file, full) = %v", got.FullDoc)
+		}
+		if !hasDoc(got.SyncSummary, "everything", "get-sum") || got.SyncSummary[0]["inputSchema"] != nil {
+			t.Errorf("query_tool_docs_sync('everything') = %v", docNames(got.SyncSummary))
+		}
+		if got.SyncFull["tool"] != "get-sum" || got.SyncFull["toolAlias"] != "get_sum" || !strings.Contains(mustJSON(got.SyncFull["inputSchema"]), `"a"`) {
+			t.Errorf("query_tool_docs_sync(everything, GET_SUM, full) = %v", got.SyncFull)
+		}
+		if !strings.Contains(got.NoServer, "filesystem, everything") {
+			t.Errorf("list_tools_sync() without a server: MCPError %q, want it to name the loaded servers", got.NoServer)
+		}
+	})
+
+	t.Run("calls with arguments", func(t *testing.T) {
+		var got struct {
+			Read, Echo, Sum, ByModule, Created, Graph, ViaRuntime map[string]any
+			ModuleTools                                           []string
+			MapHasSum                                             bool
+		}
+		src := `import json
+from mcp.servers.everything import *  # one function per tool alias: echo, get_sum, ...
+import mcp.servers.filesystem as fs
+import mcp.servers.everything as ev
+out = {
+    "Read": await mcp_filesystem.read_text_file(path=` + strconv.Quote(file) + `),
+    "Echo": await mcp_servers["everything"].echo(message="over HTTP"),
+    "Sum": await get_sum(a=2, b=40),
+    "ByModule": await fs.read_text_file(path=` + strconv.Quote(file) + `, head=1),
+    "Created": await mcp_memory.create_entities(entities=[{"name": "codeexec", "entityType": "project", "observations": ["written in Go"]}]),
+    "Graph": await mcp_memory.read_graph(),
+    "ViaRuntime": await runtime.call_tool("everything", "echo", {"message": "by name"}),
+    "ModuleTools": [t["name"] for t in fs.TOOLS],
+    "MapHasSum": "get_sum" in ev.TOOL_MAP and echo is ev.echo,
+}
+print(json.dumps(out))`
+		pyJSON(t, c, []string{"filesystem", "everything", "memory"}, src, &got)
+		for name, tc := range map[string]struct {
+			res  map[string]any
+			want string
+		}{
+			"read_text_file":          {got.Read, "hello from the host"},
+			"echo over HTTP":          {got.Echo, "Echo: over HTTP"},
+			"get_sum from import *":   {got.Sum, "42"},
+			"mcp.servers.filesystem":  {got.ByModule, "hello from the host"},
+			"memory create_entities":  {got.Created, "codeexec"},
+			"memory read_graph":       {got.Graph, "written in Go"},
+			"runtime.call_tool(echo)": {got.ViaRuntime, "Echo: by name"},
+		} {
+			// The CallToolResult dict: content blocks, no isError on success.
+			if text := resultText(tc.res); !strings.Contains(text, tc.want) || tc.res["isError"] == true {
+				t.Errorf("%s = %v, want content text with %q and no isError", name, tc.res, tc.want)
+			}
+		}
+		if !strings.Contains(mustJSON(got.Graph["structuredContent"]), "written in Go") {
+			t.Errorf("read_graph structuredContent = %v", got.Graph["structuredContent"])
+		}
+		if len(got.ModuleTools) < 10 || !got.MapHasSum {
+			t.Errorf("mcp.servers modules: filesystem TOOLS %v, everything TOOL_MAP has get_sum: %v", got.ModuleTools, got.MapHasSum)
+		}
+	})
+
+	t.Run("tool error is a result", func(t *testing.T) {
+		var got map[string]any
+		o := pyJSON(t, c, []string{"filesystem"}, `import json
+print(json.dumps(await mcp_filesystem.read_text_file(path="/etc/passwd")))`, &got)
+		if got["isError"] != true || !strings.Contains(resultText(got), "denied") || o.IsError {
+			t.Errorf("reading outside the allowed dir = %v (run_python isError %v), want isError true with 'denied', and no exception", got, o.IsError)
+		}
+	})
+
+	t.Run("parallel calls overlap", func(t *testing.T) {
+		var got struct {
+			Wall  float64
+			Each  []float64
+			Texts []string
+		}
+		pyJSON(t, c, []string{"everything"}, `import asyncio, json, time
+async def timed():
+    t0 = time.perf_counter()
+    r = await mcp_everything.trigger_long_running_operation(duration=1, steps=2)
+    return time.perf_counter() - t0, r
+t0 = time.perf_counter()
+res = await asyncio.gather(*(timed() for _ in range(4)))
+wall = time.perf_counter() - t0
+print(json.dumps({"Wall": wall, "Each": [d for d, _ in res], "Texts": [r["content"][0]["text"] for _, r in res]}))`, &got)
+		sum := 0.0
+		for _, d := range got.Each {
+			sum += d
+		}
+		for _, s := range got.Texts {
+			if !strings.Contains(s, "completed") {
+				t.Errorf("long-running operation result %q", s)
+			}
+		}
+		// Serialised calls would take the sum; concurrent ones about the
+		// longest, i.e. a quarter of it here.
+		if len(got.Each) != 4 || got.Wall >= 0.75*sum {
+			t.Errorf("4 concurrent calls: wall %.3fs, each %v (sum %.3fs); want wall < 0.75 × sum", got.Wall, got.Each, sum)
+		}
+		t.Logf("4 concurrent calls: wall %.3fs, sum of calls %.3fs", got.Wall, sum)
+	})
+
+	t.Run("server crashes mid-call", func(t *testing.T) {
+		var got struct {
+			Before, After, Error, Type string
+		}
+		pyJSON(t, c, []string{"crashy"}, `import json
+before = (await mcp_crashy.echo(text="up"))["content"][0]["text"]
+try:
+    await mcp_crashy.crash()
+    err, typ = "", "no exception"
+except Exception as e:
+    err, typ = str(e), "MCPError" if isinstance(e, runtime.MCPError) else type(e).__name__
+print(json.dumps({"Before": before, "Error": err, "Type": typ}))`, &got)
+		if got.Type != "MCPError" {
+			t.Errorf("crash raised %s, want runtime.MCPError", got.Type)
+		}
+		for _, w := range []string{`server "crashy" died during tools/call "crash"`, "exit status 3", "crashserver: crashing on purpose", "restarts on the next call"} {
+			if !strings.Contains(got.Error, w) {
+				t.Errorf("crash MCPError %q lacks %q", got.Error, w)
+			}
+		}
+		// The next call starts the server again: a new process answers.
+		var after map[string]any
+		pyJSON(t, c, []string{"crashy"}, `import json
+print(json.dumps(await mcp_crashy.echo(text="back")))`, &after)
+		if text := resultText(after); !strings.HasPrefix(text, "back (pid ") || text == strings.Replace(got.Before, "up", "back", 1) {
+			t.Errorf("echo after the crash = %q (before: %q), want an answer from a new process", text, got.Before)
+		}
+	})
+
+	// sandboxd loads a call's servers before running its code, so a server
+	// that cannot start fails the whole call with the reason.
+	t.Run("server command does not exist", func(t *testing.T) {
+		o := runPython(t, c, map[string]any{"code": "print('ran')", "servers": []any{"missing"}})
+		if !o.IsError || o.str("status") != "error" || strings.Contains(joined(o.stdout()), "ran") {
+			t.Fatalf("run_python(servers=[missing]) = %s, want an error before the code runs", o.Text)
+		}
+		for _, w := range []string{`MCP server "missing"`, "failed to start", "no-such-mcp-server", "no such file or directory"} {
+			if !strings.Contains(o.Text, w) {
+				t.Errorf("error %q lacks %q", o.Text, w)
+			}
+		}
+	})
+
+	t.Run("servers are taken per call", func(t *testing.T) {
+		var one, two, three struct {
+			Proxies []string
+			Loaded  []string
+			Error   string
+		}
+		const probe = `import json
+err = ""
+try:
+    await keep.list_directory(path=` + `DIR` + `)
+    await runtime.call_tool("filesystem", "list_directory", {"path": DIR})
+except runtime.MCPError as e:
+    err = str(e)
+print(json.dumps({"Proxies": sorted(n for n in globals() if n.startswith("mcp_") and n != "mcp_servers"), "Loaded": list(LOADED_MCP_SERVERS), "Error": err}))`
+		src := strings.ReplaceAll(probe, "DIR", strconv.Quote(u.dir))
+		pyJSON(t, c, []string{"filesystem"}, "keep = mcp_filesystem\n"+src, &one)
+		pyJSON(t, c, []string{"filesystem", "memory"}, src, &two)
+		pyJSON(t, c, []string{"memory"}, src, &three)
+		if strings.Join(one.Proxies, ",") != "mcp_filesystem" || one.Error != "" {
+			t.Errorf("call 1 (filesystem): proxies %v, error %q", one.Proxies, one.Error)
+		}
+		if strings.Join(two.Proxies, ",") != "mcp_filesystem,mcp_memory" || two.Error != "" {
+			t.Errorf("call 2 (filesystem, memory): proxies %v, error %q; want a new mcp_memory proxy", two.Proxies, two.Error)
+		}
+		if strings.Join(three.Proxies, ",") != "mcp_memory" || strings.Join(three.Loaded, ",") != "memory" {
+			t.Errorf("call 3 (memory): proxies %v, loaded %v; want only mcp_memory", three.Proxies, three.Loaded)
+		}
+		// A proxy kept from call 1 is refused, naming the loaded servers.
+		if !strings.Contains(three.Error, `server "filesystem" is not available to this call; loaded servers: "memory"`) {
+			t.Errorf("call 3 with a kept filesystem proxy: MCPError %q", three.Error)
+		}
+	})
+
+	// codeexec is stopped as a service manager stops it; every upstream
+	// child must be gone by the time it has exited.
+	t.Run("no upstream process outlives codeexec", func(t *testing.T) {
+		before := markedProcesses(u.mark)
+		var self []int
+		for _, p := range before {
+			if strings.HasPrefix(p.cmdline, binary+" serve") {
+				self = append(self, p.pid)
+			}
+		}
+		if len(self) != 1 || len(before) < 4 { // codeexec, filesystem, memory, crashy
+			t.Fatalf("marked processes before exit: %v; want codeexec serve and its three stdio servers", before)
+		}
+		if err := syscall.Kill(self[0], interruptSignal); err != nil {
+			t.Fatal(err)
+		}
+		var left []markedProcess
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if left = markedProcesses(u.mark); len(left) == 0 {
+				return
+			}
+		}
+		t.Errorf("processes left 20s after SIGTERM to codeexec (pid %d): %v", self[0], left)
+	})
+}
+
+func resultText(res map[string]any) string {
+	var parts []string
+	blocks, _ := res["content"].([]any)
+	for _, b := range blocks {
+		if m, ok := b.(map[string]any); ok {
+			s, _ := m["text"].(string)
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func docNames(docs []map[string]any) []string {
+	out := make([]string, len(docs))
+	for i, d := range docs {
+		out[i] = fmt.Sprint(d["server"], "/", d["tool"])
+	}
+	return out
+}
+
+func hasDoc(docs []map[string]any, server, tool string) bool {
+	return slices.Contains(docNames(docs), server+"/"+tool)
+}
+
+func hasTool(tools []map[string]any, name, schemaKey string) bool {
+	for _, t := range tools {
+		if t["name"] == name && strings.Contains(mustJSON(t[schemaKey]), `"path"`) {
+			return true
+		}
+	}
+	return false
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""A tiny MCP server over stdio (hand-written JSON-RPC) that crashes on demand.
+
+Tools: echo(text) answers with the text and this process's pid; crash()
+writes a line to stderr and exits with status 3 in the middle of the call,
+without answering. The end-to-end tests use it to check that a crash gives
+the sandbox a precise MCPError and that the next call starts it again.
+"""
+import json
+import os
+import sys
+import threading
+
+lock = threading.Lock()
+tools = [
+    {"name": "echo", "description": "Echo the text back with the server's pid.",
+     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+    {"name": "crash", "description": "Exit the server process in the middle of the call.",
+     "inputSchema": {"type": "object", "properties": {}}},
+]
+
+
+def send(msg):
+    with lock:
+        sys.stdout.write(json.dumps(msg) + "\n")
+        sys.stdout.flush()
+
+
+def handle(msg):
+    mid, method, params = msg.get("id"), msg.get("method"), msg.get("params") or {}
+    if mid is None:
+        return  # a notification
+    if method == "initialize":
+        result = {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                  "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "crashserver", "version": "1"}}
+    elif method == "ping":
+        result = {}
+    elif method == "tools/list":
+        result = {"tools": tools}
+    elif method == "tools/call":
+        name, args = params.get("name"), params.get("arguments") or {}
+        if name == "echo":
+            result = {"content": [{"type": "text", "text": "%s (pid %d)" % (args.get("text", ""), os.getpid())}]}
+        elif name == "crash":
+            sys.stderr.write("crashserver: crashing on purpose\n")
+            sys.stderr.flush()
+            os._exit(3)
+        else:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "Unknown tool: %s" % name}})
+            return
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "Method not found: %s" % method}})
+        return
+    send({"jsonrpc": "2.0", "id": mid, "result": result})
+
+
+for line in sys.stdin:
+    line = line.strip()
+    if line:
+        handle(json.loads(line))
