@@ -16,6 +16,7 @@ import codeexec_output
 import codeexec_persist
 import codeexec_servers
 import codeexec_source
+import codeexec_stdio
 
 PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, without importing ast
 CO_COROUTINE = 0x80  # inspect.CO_COROUTINE
@@ -71,6 +72,10 @@ def _describe(exc):
     return "%s: %s" % (name, msg) if msg else name
 
 
+async def _in_loop(code, ns):
+    eval(code, ns)
+
+
 @codeexec_interrupt.mark_interruptible
 def _drive(loop, task):
     # SIGINT may interrupt the event loop itself (as with asyncio.run) while
@@ -105,28 +110,11 @@ class Session:
 
         os.register_at_fork(after_in_child=self._after_fork_in_child)
         codeexec_interrupt.install()
-        self._fix_stdio()
+        codeexec_stdio.install()
 
     def _after_fork_in_child(self):
         self.chan.after_fork_in_child()
         self.capture.after_fork_in_child()
-
-    def _fix_stdio(self):
-        """Makes sys.stdout/sys.stderr line-buffered writers to fds 1 and 2."""
-        import io
-
-        for name, fd in (("stdout", 1), ("stderr", 2)):
-            f = getattr(sys, name, None)
-            if f is None or getattr(f, "closed", True):
-                f = io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
-                                     errors="backslashreplace", line_buffering=True)
-                setattr(sys, name, f)
-                setattr(sys, "__%s__" % name, f)
-            else:
-                try:
-                    f.reconfigure(line_buffering=True, errors="backslashreplace")
-                except (AttributeError, ValueError, OSError):
-                    pass
 
     def serve(self):
         threading.Thread(target=self.chan.read_loop, name="codeexec-channel", daemon=True).start()
@@ -159,7 +147,8 @@ class Session:
             self.chan.send_out(exec_id, "stderr", "sandbox agent: cannot capture the output of "
                                "this call (%s); it is lost\n" % exc)
         try:
-            self._fix_stdio()
+            codeexec_stdio.fix()
+            codeexec_stdio.begin_exec()
             done["ok"], done["exit"], done["error"] = self._execute(msg)
         finally:
             if os.getpid() != self.pid:
@@ -182,11 +171,7 @@ class Session:
         os._exit(code if isinstance(code, int) and 0 <= code <= 255 else 1)
 
     def _fence(self, token):
-        for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-            try:
-                f.flush()
-            except Exception:  # noqa: BLE001 - user code may have closed or replaced them
-                pass
+        codeexec_stdio.flush()
         dropped, late = self.capture.end(token, FENCE_TIMEOUT)
         for name in late:
             codeexec_channel.diag(self.chan.diag_fd, "fence on %s timed out" % name)
@@ -230,9 +215,15 @@ class Session:
             codeexec_source.register(filename, source)
             code = compile(source, filename, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
             codeexec_interrupt.deliver()  # a SIGINT during the set-up above
-            result = eval(code, self.ns)
             if code.co_flags & CO_COROUTINE:
-                self._run_coroutine(result)
+                self._run_coroutine(eval(code, self.ns))
+            elif "asyncio" in sys.modules:
+                # Once asyncio is in use, every cell runs inside the session's
+                # event loop, as in Jupyter (and upstream): create_task and
+                # get_running_loop work, and earlier tasks make progress.
+                self._run_coroutine(_in_loop(code, self.ns))
+            else:
+                eval(code, self.ns)
         except SystemExit as exc:
             return self._exit(exc)
         except BaseException as exc:  # noqa: BLE001 - every user failure is reported, not raised
@@ -275,11 +266,10 @@ class Session:
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         except BaseException as err:  # noqa: BLE001
             text = "%s\n(traceback unavailable: %r)\n" % (_describe(exc), err)
-        for f in (sys.stdout, sys.stderr):
-            try:
-                f.flush()
-            except Exception:  # noqa: BLE001 - user code may have closed or replaced them
-                pass
+        if isinstance(exc, RuntimeError) and "cannot be called from a running event loop" in str(exc):
+            text += ("hint: cells run inside the session's event loop; use top-level "
+                     "`await main()` instead of asyncio.run(main())\n")
+        codeexec_stdio.flush()
         try:
             sys.__stderr__.write(text)
             sys.__stderr__.flush()

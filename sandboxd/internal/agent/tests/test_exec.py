@@ -44,11 +44,27 @@ class ExecTest(unittest.TestCase):
         self.assertEqual(r.stdout, "awaited\n", r)
         r = self.a.exec("print(asyncio.get_running_loop() is loop, await task)")
         self.assertEqual(r.stdout, "True task result\n", r)
-        # Sync code may still use asyncio.run: our loop is not running then.
-        r = self.a.exec("print(asyncio.run(asyncio.sleep(0, 'ran')))")
-        self.assertEqual(r.stdout, "ran\n", r)
-        r = self.a.exec("await asyncio.sleep(0)\nprint(asyncio.get_running_loop() is loop)")
+        # Once asyncio is in use every cell runs in the loop, as in Jupyter.
+        r = self.a.exec("print(asyncio.get_running_loop() is loop)")
         self.assertEqual(r.stdout, "True\n", r)
+        r = self.a.exec("print(asyncio.run(asyncio.sleep(0, 'ran')))")
+        self.assertEqual(r.error, "RuntimeError: asyncio.run() cannot be called from a running event loop")
+        self.assertIn("hint: cells run inside the session's event loop; use top-level `await main()`", r.stderr)
+
+    def test_task_made_in_sync_cell_awaited_later(self):
+        self.a.exec("import asyncio\nasync def f():\n    await asyncio.sleep(0.01)\n    return 7\n")
+        r = self.a.exec("task = asyncio.get_running_loop().create_task(f())")
+        self.assertTrue(r.ok, r)
+        self.assertEqual(self.a.exec("print(await task)").stdout, "7\n")
+        # A task progresses while later cells run in the loop.
+        r = self.a.exec("t2 = asyncio.create_task(asyncio.sleep(0.05, 'bg'))")
+        self.assertTrue(r.ok, r)
+        r = self.a.exec("await asyncio.sleep(0.1)\nprint(t2.done(), t2.result())")
+        self.assertEqual(r.stdout, "True bg\n")
+
+    def test_asyncio_run_works_before_asyncio_is_in_use(self):
+        r = self.a.exec("import asyncio\nprint(asyncio.run(asyncio.sleep(0, 'ran')))")
+        self.assertEqual(r.stdout, "ran\n", r)
 
     def test_exception(self):
         self.a.exec("def boom(d):\n    return 1 / d\n")
@@ -115,6 +131,10 @@ class ExecTest(unittest.TestCase):
         self.assertEqual(self.a.exec("print(kept)").stdout, "yes\n")
         r = self.a.exec("import asyncio\nawait asyncio.sleep(0)\nraise SystemExit(5)")
         self.assertEqual((r.ok, r.exit), (False, 5))
+        r = self.a.exec("raise SystemExit(6)")  # a sync cell run inside the loop
+        self.assertEqual((r.ok, r.exit), (False, 6))
+        r = self.a.exec("1/0")
+        self.assertEqual(r.stderr.count("File"), 1, r)
         self.assertEqual(self.a.exec("print(kept)").stdout, "yes\n")
 
     def test_forked_child_that_returns_ends(self):

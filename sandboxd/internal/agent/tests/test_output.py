@@ -73,6 +73,21 @@ class OutputTest(unittest.TestCase):
         r = self.a.exec("print('second')")
         self.assertEqual(r.stdout, "second\n")
 
+    def test_background_thread_never_reaches_later_exec(self):
+        r = self.a.exec(
+            "import threading, time, sys\n"
+            "def chatter():\n"
+            "    for i in range(60):\n"
+            "        print('background', i, flush=True)\n"
+            "        sys.stderr.write('bg err\\n')\n"
+            "        time.sleep(0.01)\n"
+            "threading.Thread(target=chatter, daemon=True).start()\n"
+            "print('first')")
+        self.assertTrue(r.ok, r)
+        for _ in range(5):
+            r = self.a.exec("import time; time.sleep(0.05); print('next')")
+            self.assertEqual((r.stdout, r.stderr), ("next\n", ""))
+
     def test_child_of_earlier_exec_never_reaches_later_exec(self):
         r = self.a.exec("import subprocess\n"
                         "subprocess.Popen(['sh', '-c', 'for i in 1 2 3 4 5 6; do echo spam; sleep 0.1; done'])")
@@ -90,11 +105,21 @@ class OutputTest(unittest.TestCase):
         r = self.a.exec("import os\nprint(len(os.listdir('/proc/self/fd')))")
         self.assertLessEqual(int(r.stdout), 14, r)
 
-    def test_thread_output_goes_to_running_exec(self):
-        # As in Jupyter: a thread pool made in one exec is used by later ones.
-        self.a.exec("from concurrent.futures import ThreadPoolExecutor\npool = ThreadPoolExecutor(2)")
+    def test_thread_pool_output_goes_to_running_exec(self):
+        # A thread pool made in one exec is routinely used by later ones.
+        self.a.exec("from concurrent.futures import ThreadPoolExecutor\npool = ThreadPoolExecutor(2)\n"
+                    "pool.submit(print, 'warm').result()")
         r = self.a.exec("pool.submit(print, 'from pool').result()")
         self.assertEqual(r.stdout, "from pool\n")
+        r = self.a.exec("import asyncio\nawait asyncio.to_thread(print, 'to_thread')")
+        self.assertEqual(r.stdout, "to_thread\n")
+        r = self.a.exec("await asyncio.to_thread(print, 'to_thread again')")
+        self.assertEqual(r.stdout, "to_thread again\n")
+
+    def test_thread_started_in_exec_writes_to_it(self):
+        r = self.a.exec("import threading\nt = threading.Thread(target=print, args=('mine',))\n"
+                        "t.start(); t.join()")
+        self.assertEqual(r.stdout, "mine\n")
 
     def test_user_closing_or_moving_stdout(self):
         r = self.a.exec("import sys; print('before'); sys.stdout.close()")
