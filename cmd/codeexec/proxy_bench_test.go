@@ -187,3 +187,74 @@ func runPythonTB(tb testing.TB, c *client.Client, args map[string]any) outcome {
 	}
 	return o
 }
+
+// TestE2EDiscoveryTokens logs the context the model spends on tools, in
+// characters and in tokens estimated as characters / 4 (an approximation;
+// real tokenizers differ by model):
+//   - the fixed surface: the run_python definition from tools/list;
+//   - a typical discovery round: search_tool_docs in summary detail, then
+//     query_tool_docs in full for one tool, printed by sandbox code, as the
+//     code the model writes and the result text it reads;
+//   - listing every tool schema of the three real servers directly, i.e.
+//     their tools/list JSON, which a client without code mode puts in
+//     context.
+//
+//	go test -run TestE2EDiscoveryTokens -v ./cmd/codeexec/
+func TestE2EDiscoveryTokens(t *testing.T) {
+	t.Parallel()
+	u := configureUpstreams(t)
+	c, _ := startStdio(t, u.env())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	list, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil || len(list.Tools) != 1 {
+		t.Fatalf("tools/list = %v, %v; want run_python only", list, err)
+	}
+	def, _ := json.Marshal(list.Tools[0])
+
+	src := `import json
+print(json.dumps(await runtime.search_tool_docs("read a file")))
+print(json.dumps(await runtime.query_tool_docs("filesystem", "read_text_file", detail="full")))`
+	o := runPython(t, c, map[string]any{"code": src, "servers": []any{"filesystem"}})
+	if o.IsError || len(o.stdout()) != 2 || !strings.Contains(o.Text, `"inputSchema"`) {
+		t.Fatalf("discovery round failed: %s", o.Text)
+	}
+	printed := joined(o.stdout())
+
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	direct := 0
+	var per []string
+	for _, s := range []struct{ pkg, arg string }{{"server-everything", "stdio"}, {"server-filesystem", u.dir}, {"server-memory", ""}} {
+		args := []string{npmEntry(t, s.pkg)}
+		env := []string{"MEMORY_FILE_PATH=" + filepath.Join(t.TempDir(), "memory.jsonl")}
+		if s.arg != "" {
+			args = append(args, s.arg)
+		}
+		dc, err := client.NewStdioMCPClient(node, env, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = dc.Close() })
+		initializeTB(t, dc)
+		tools, err := dc.ListTools(ctx, mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatalf("%s tools/list: %v", s.pkg, err)
+		}
+		raw, _ := json.Marshal(tools.Tools)
+		direct += len(raw)
+		per = append(per, fmt.Sprintf("%s %d tools %d chars", s.pkg, len(tools.Tools), len(raw)))
+	}
+
+	round := len(src) + len(o.Text)
+	tok := func(n int) int { return (n + 3) / 4 }
+	t.Logf("fixed surface: run_python definition %d chars ≈ %d tokens", len(def), tok(len(def)))
+	t.Logf("discovery round: code %d chars + result text %d chars (printed JSON %d) = %d chars ≈ %d tokens", len(src), len(o.Text), len(printed), round, tok(round))
+	t.Logf("every tool schema listed directly: %d chars ≈ %d tokens (%s)", direct, tok(direct), strings.Join(per, "; "))
+	t.Logf("fixed surface + one discovery round = %d%% of listing every schema", 100*(len(def)+round)/direct)
+	// Code mode is the cheaper way to reach a tool, even counting one
+	// whole discovery round on top of the fixed surface.
+	if len(def)+round >= direct {
+		t.Errorf("fixed surface (%d) + discovery round (%d) is not smaller than listing every schema (%d)", len(def), round, direct)
+	}
+}
