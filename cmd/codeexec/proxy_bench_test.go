@@ -191,6 +191,7 @@ func runPythonTB(tb testing.TB, c *client.Client, args map[string]any) outcome {
 // TestE2EDiscoveryTokens logs the context the model spends on tools, in
 // characters and in tokens estimated as characters / 4 (an approximation;
 // real tokenizers differ by model):
+//
 //   - the fixed surface: the run_python definition from tools/list;
 //   - a typical discovery round: search_tool_docs in summary detail, then
 //     query_tool_docs in full for one tool, printed by sandbox code, as the
@@ -198,6 +199,8 @@ func runPythonTB(tb testing.TB, c *client.Client, args map[string]any) outcome {
 //   - listing every tool schema of the three real servers directly, i.e.
 //     their tools/list JSON, which a client without code mode puts in
 //     context.
+//
+// Run it with:
 //
 //	go test -run TestE2EDiscoveryTokens -v ./cmd/codeexec/
 func TestE2EDiscoveryTokens(t *testing.T) {
