@@ -162,13 +162,27 @@ def _limit(limit):
     return max(1, min(20, limit))
 
 
+class ToolDocs(list):
+    """A search result: a list of docs (upstream's shape) that also says how
+    many tools matched in all (`total`) and whether the list was cut to the
+    limit (`truncated`)."""
+
+    def __init__(self, docs=(), total=None, truncated=False):
+        super().__init__(docs)
+        self.total = len(self) if total is None else total
+        self.truncated = bool(truncated)
+
+
+ToolDocs.__module__ = "mcp.runtime"
+
+
 async def search_tool_docs(query, *, limit=5, detail="summary"):
-    """Searches tool docs of the loaded servers; every word must match."""
+    """Searches the docs of every configured server's tools."""
     p = {"query": str(query), "limit": _limit(limit), "detail": _detail(detail)}
     res = await _chan.call_async("search_tool_docs", p)
     if isinstance(res, dict):
-        return res.get("results") or []
-    return res
+        return ToolDocs(res.get("results") or [], res.get("total"), res.get("truncated"))
+    return ToolDocs(res or [])
 
 
 # --- sync, answered from this exec's metadata ------------------------------------
@@ -229,21 +243,27 @@ def query_tool_docs_sync(server, tool=None, detail="summary"):
 
 
 def search_tool_docs_sync(query, *, limit=5, detail="summary"):
-    """Like search_tool_docs, from this call's metadata."""
+    """Searches this call's servers: every word must appear in the server's
+    or tool's name, alias or description. A tool whose name or alias is the
+    whole query comes first (exact name, then any case, then alias)."""
     detail = _detail(detail)
     limit = _limit(limit)
-    words = str(query).lower().split()
+    typed = str(query).strip()
+    q = typed.lower()
+    words = q.split()
     if not words:
         raise ValueError("query must contain at least one word")
-    out = []
+    found = []
     for meta in _servers:
         for t in meta["tools"]:
             hay = " ".join((meta["name"], meta["alias"], t["name"], t["alias"], t["description"])).lower()
             if all(w in hay for w in words):
-                out.append(_doc(meta, t, detail))
-                if len(out) >= limit:
-                    return out
-    return out
+                name = t["name"]
+                rank = 0 if name == typed else 1 if name.lower() == q else 2 if t["alias"] == q else 3
+                found.append((rank, meta, t))
+    found.sort(key=lambda f: f[0])  # stable: server and tool order within a rank
+    found = [(m, t) for _, m, t in found]
+    return ToolDocs([_doc(m, t, detail) for m, t in found[:limit]], len(found), len(found) > limit)
 
 
 def capability_summary():
@@ -313,7 +333,7 @@ RUNTIME_NAMES = (
     "MCPError", "call_tool", "list_tools", "list_tools_sync", "list_servers",
     "list_servers_sync", "discovered_servers", "describe_server",
     "list_loaded_server_metadata", "query_tool_docs", "query_tool_docs_sync",
-    "search_tool_docs", "search_tool_docs_sync", "capability_summary",
+    "search_tool_docs", "search_tool_docs_sync", "capability_summary", "ToolDocs",
 )
 
 

@@ -226,7 +226,9 @@ class DiscoveryTest(unittest.TestCase):
             "print(runtime.query_tool_docs_sync('github_server_v2', 'Get-Issue', detail='full'))\n"
             "print(len(runtime.query_tool_docs_sync('filesystem')))\n"
             "print([d['tool'] for d in runtime.search_tool_docs_sync('github issue')])\n"
-            "print([d['tool'] for d in runtime.search_tool_docs_sync('tool', limit=2)])\n")
+            "print([d['tool'] for d in runtime.search_tool_docs_sync('tool', limit=2)])\n"
+            "r = runtime.search_tool_docs_sync('tool', limit=2); print(r.total, r.truncated)\n"
+            "r = runtime.search_tool_docs_sync('get_issue'); print([d['tool'] for d in r], r.total, r.truncated)\n")
         self.assertEqual(r.stdout.splitlines(), [
             "('filesystem', 'GitHub-Server.v2')",
             "('filesystem', 'GitHub-Server.v2', 'idle')",
@@ -243,6 +245,8 @@ class DiscoveryTest(unittest.TestCase):
             "2",
             "['Get-Issue', 'get_issue']",
             "['read_file', 'write_file']",
+            "6 True",
+            "['get_issue', 'Get-Issue'] 2 False",
         ])
 
     def test_sync_helper_errors(self):
@@ -268,13 +272,14 @@ class DiscoveryTest(unittest.TestCase):
             "print(await runtime.list_tools('filesystem'))\n"
             "print(await runtime.query_tool_docs('filesystem', 'read_file', detail='full'))\n"
             "print(await runtime.query_tool_docs('filesystem'))\n"
-            "print(await runtime.search_tool_docs('read', limit=50))\n")
+            "r = await runtime.search_tool_docs('read', limit=50)\n"
+            "print(r, type(r).__name__, isinstance(r, list), r.total, r.truncated)\n")
         self.assertEqual(r.stdout.splitlines(), [
             "('filesystem', 'GitHub-Server.v2')",
             "[{'name': 'echo', 'inputSchema': {'type': 'object'}}]",
             "{'server': 'filesystem', 'tool': 'read_file', 'detail': 'full'}",
             "[{'server': 'filesystem', 'tool': 'echo', 'detail': 'summary'}]",
-            "[{'query': 'read', 'limit': 20}]",
+            "[{'query': 'read', 'limit': 20}] ToolDocs True 1 False",
         ])
         self.assertEqual([(c["m"], c["p"]) for c in r.calls], [
             ("list_servers", {}),
