@@ -2,16 +2,17 @@ package discoveryd
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
 // indexAttempt is one background listing of a server's tools, started so
 // that the server can be searched.
 type indexAttempt struct {
-	done chan struct{} // closed when err is set
-	err  error
+	done chan struct{} // closed when the listing ended, either way
 }
 
 // indexServer starts listing name's tools in the background, or joins the
@@ -35,7 +36,6 @@ func (s *Service) indexServer(ctx context.Context, name string) *indexAttempt {
 		s.indexingMu.Lock()
 		delete(s.indexing, name)
 		s.indexingMu.Unlock()
-		a.err = err
 		close(a.done)
 	}()
 	return a
@@ -46,17 +46,27 @@ func (s *Service) indexServer(ctx context.Context, name string) *indexAttempt {
 // s.cfg.SearchIndexWait, or most of the time left before ctx's deadline when
 // that is sooner, so that the search itself can still answer. It returns
 // the servers that are still not indexed.
+//
+// A server whose last start failed is retried in the background, but not
+// waited for: it is backing off, possibly for longer than the wait, and a
+// broken server must not slow down every search.
 func (s *Service) indexUnlisted(ctx context.Context, names []string) []string {
-	var pending []string
+	var pending, missing []string
 	attempts := map[string]*indexAttempt{}
 	for _, n := range names {
-		if _, listed := s.mgr.CachedTools(n); !listed {
-			pending = append(pending, n)
-			attempts[n] = s.indexServer(ctx, n)
+		if _, listed := s.mgr.CachedTools(n); listed {
+			continue
 		}
+		a := s.indexServer(ctx, n)
+		if st, err := s.mgr.Status(n); err == nil && st.State == upstream.StateFailed {
+			missing = append(missing, n)
+			continue
+		}
+		pending = append(pending, n)
+		attempts[n] = a
 	}
 	if len(pending) == 0 {
-		return nil
+		return missing
 	}
 	d := s.cfg.SearchIndexWait
 	if dl, ok := ctx.Deadline(); ok {
@@ -64,7 +74,6 @@ func (s *Service) indexUnlisted(ctx context.Context, names []string) []string {
 	}
 	wait := time.NewTimer(d)
 	defer wait.Stop()
-	var missing []string
 	timedOut := false
 	for _, n := range pending {
 		if !timedOut {
@@ -80,5 +89,6 @@ func (s *Service) indexUnlisted(ctx context.Context, names []string) []string {
 			missing = append(missing, n)
 		}
 	}
+	slices.Sort(missing)
 	return missing
 }

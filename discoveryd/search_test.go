@@ -117,23 +117,33 @@ func TestSearchAndDocs(t *testing.T) {
 // An unfiltered search waits a bounded time for unlisted servers: one that
 // cannot start and one that is too slow stay unindexed and are named; the
 // slow one keeps starting in the background and is searched once it is up.
+// A server whose start failed is retried in the background by the next
+// search, without that search waiting for it.
 func TestSearchIndexesEveryServerWithinABound(t *testing.T) {
 	t.Parallel()
 	fake := fakeServer(t)
-	script := fake["args"].([]any)[0]
+	script := fake["args"].([]any)[0].(string)
+	flag := filepath.Join(t.TempDir(), "ready")
 	e := start(t, map[string]any{
 		"fast":   fake,
 		"slow":   map[string]any{"command": fake["command"], "args": []any{script, "--start-delay", "3"}},
 		"broken": map[string]any{"command": filepath.Join(t.TempDir(), "no-such-server")},
+		// flaky fails to start until the flag file exists.
+		"flaky": map[string]any{"command": "/bin/sh", "args": []any{"-c", "test -f '" + flag + "' || exit 2; exec '" + fake["command"].(string) + "' '" + script + "'"}},
 	}, func(c *discoveryd.Config) { c.SearchIndexWait = time.Second })
 	ctx := t.Context()
-
-	resp, err := e.client.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: "echo the text back", Limit: 50})
-	if err != nil {
-		t.Fatal(err)
+	search := func() *discoveryv1.SearchToolsResponse {
+		t.Helper()
+		resp, err := e.client.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: "echo the text back", Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
 	}
-	if got := strings.Join(resp.GetUnindexedServers(), ","); got != "broken,slow" {
-		t.Errorf("unindexed after the first search = %q, want broken,slow", got)
+
+	resp := search()
+	if got := strings.Join(resp.GetUnindexedServers(), ","); got != "broken,flaky,slow" {
+		t.Errorf("unindexed after the first search = %q, want broken,flaky,slow", got)
 	}
 	if len(resp.GetDocs()) == 0 || resp.GetDocs()[0].GetServer() != "fast" || resp.GetDocs()[0].GetTool() != "echo" {
 		t.Errorf("first search docs = %v, want fast/echo first", resp.GetDocs())
@@ -144,34 +154,46 @@ func TestSearchIndexesEveryServerWithinABound(t *testing.T) {
 		}
 	}
 
-	// The slow server finishes starting on its own; ListServers does not
-	// start anything, so this only watches the background listing.
+	// flaky can start now; the next search retries it in the background.
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if resp := search(); !slices.Contains(resp.GetUnindexedServers(), "broken") {
+		t.Errorf("unindexed after the second search = %v, want broken among them", resp.GetUnindexedServers())
+	}
+
+	// slow and flaky come up on their own; ListServers starts nothing, so
+	// this only watches the background listings.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		list, err := e.client.ListServers(ctx, &discoveryv1.ListServersRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		i := slices.IndexFunc(list.GetServers(), func(s *discoveryv1.Server) bool { return s.GetName() == "slow" })
-		if s := list.GetServers()[i]; s.GetStatus() == discoveryv1.ServerStatus_SERVER_STATUS_RUNNING && s.GetToolCount() > 0 {
+		up := 0
+		for _, s := range list.GetServers() {
+			if (s.GetName() == "slow" || s.GetName() == "flaky") && s.GetStatus() == discoveryv1.ServerStatus_SERVER_STATUS_RUNNING && s.GetToolCount() > 0 {
+				up++
+			}
+		}
+		if up == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the slow server was never indexed in the background: %v", list.GetServers()[i])
+			t.Fatalf("slow and flaky were never indexed in the background: %v", list.GetServers())
 		}
 	}
-	resp, err = e.client.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: "echo the text back", Limit: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp = search()
 	if got := strings.Join(resp.GetUnindexedServers(), ","); got != "broken" {
-		t.Errorf("unindexed after the slow server came up = %q, want broken", got)
+		t.Errorf("unindexed after slow and flaky came up = %q, want broken", got)
 	}
 	var hits []string
 	for _, d := range resp.GetDocs() {
 		hits = append(hits, d.GetServer()+"/"+d.GetTool())
 	}
-	if !slices.Contains(hits, "slow/echo") || !slices.Contains(hits, "fast/echo") {
-		t.Errorf("second search hits = %v, want fast/echo and slow/echo", hits)
+	for _, want := range []string{"fast/echo", "slow/echo", "flaky/echo"} {
+		if !slices.Contains(hits, want) {
+			t.Errorf("last search hits = %v, want %s among them", hits, want)
+		}
 	}
 	list, err := e.client.ListServers(ctx, &discoveryv1.ListServersRequest{})
 	if err != nil {
