@@ -106,7 +106,8 @@ func serveEverythingHTTP(t testing.TB) string {
 func configureUpstreams(t testing.TB) upstreams {
 	t.Helper()
 	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
-	u := upstreams{dir: t.TempDir(), mark: "e2e-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(t.TempDir())}
+	// The temp dir's path is unique to this test in this run.
+	u := upstreams{dir: t.TempDir(), mark: "e2e-" + strings.ReplaceAll(t.TempDir(), "/", "_")}
 	crash, err := filepath.Abs(filepath.Join("testdata", "crashserver.py"))
 	if err != nil {
 		t.Fatal(err)
@@ -577,3 +578,44 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
+// TestE2EDiscoverySearchContract checks the issue's search contract on the
+// sandbox's public API: a result says how many tools matched and whether
+// the list was cut, and an exact tool name ranks first in both variants.
+// The channel reply carries total and truncated (TestE2EDiscovery checks
+// it); what the agent's runtime returns from it is checked here.
+func TestE2EDiscoverySearchContract(t *testing.T) {
+	t.Parallel()
+	u := configureUpstreams(t)
+	c, _ := startStdio(t, u.env())
+
+	t.Run("results say total and truncated", func(t *testing.T) {
+		var got map[string]any
+		pyJSON(t, c, []string{"filesystem"}, `import json
+out = {}
+for name, r in (("async", await runtime.search_tool_docs("read a file", limit=2)),
+                ("sync", runtime.search_tool_docs_sync("file", limit=2))):
+    out[name] = {"list": isinstance(r, list), "n": len(r),
+                 "total": getattr(r, "total", None), "truncated": getattr(r, "truncated", None)}
+print(json.dumps(out))`, &got)
+		for _, v := range []string{"async", "sync"} {
+			r, _ := got[v].(map[string]any)
+			total, _ := r["total"].(float64)
+			if r["list"] != true || r["n"] != 2.0 || total <= 2 || r["truncated"] != true {
+				t.Errorf("%s search_tool_docs(limit=2) = %v; want a list of 2 docs (upstream's shape) whose .total (> 2) and .truncated (True) say that more tools matched", v, r)
+			}
+		}
+	})
+
+	t.Run("exact name first", func(t *testing.T) {
+		// read_file's description says "Use read_text_file instead", and
+		// read_file comes first in the server's list.
+		var got map[string][]map[string]any
+		pyJSON(t, c, []string{"filesystem"}, `import json
+print(json.dumps({"async": await runtime.search_tool_docs("read_text_file"), "sync": runtime.search_tool_docs_sync("read_text_file")}))`, &got)
+		for _, v := range []string{"async", "sync"} {
+			if names := docNames(got[v]); len(names) == 0 || names[0] != "filesystem/read_text_file" {
+				t.Errorf("%s search for the exact tool name read_text_file = %v, want filesystem/read_text_file first", v, names)
+			}
+		}
+	})
+}
