@@ -12,7 +12,6 @@ loop running a cell) are marked with mark_interruptible.
 """
 
 import os
-import sys
 from _signal import SIGINT, signal
 from _thread import allocate_lock
 

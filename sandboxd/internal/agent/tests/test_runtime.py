@@ -1,6 +1,5 @@
 """The in-sandbox API: globals, proxies, aliases, mcp.runtime and calls."""
 
-import json
 import threading
 import time
 import unittest

@@ -6,7 +6,6 @@ import subprocess
 import time
 import unittest
 
-import agenthost
 from agenthost import PYTHON, Agent
 
 
