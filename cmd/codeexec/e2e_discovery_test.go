@@ -17,8 +17,8 @@ import (
 
 // upstreams is a set of real MCP servers configured for one codeexec: the
 // npm filesystem and memory servers over stdio, server-everything over
-// streamable HTTP, a Python server that crashes on demand, and a server
-// whose command does not exist.
+// streamable HTTP, a Python server that crashes on demand, the same server
+// failing at start, and a server whose command does not exist.
 type upstreams struct {
 	// config is the MCP_SERVERS_CONFIG file.
 	config string
@@ -31,7 +31,9 @@ type upstreams struct {
 
 // env is the extra environment for startStdio.
 func (u upstreams) env() map[string]string {
-	return map[string]string{"MCP_SERVERS_CONFIG": u.config, "CODEEXEC_TEST_MARK": u.mark}
+	// A short tool timeout lets a test see an upstream timeout; the other
+	// calls take a second at most.
+	return map[string]string{"MCP_SERVERS_CONFIG": u.config, "CODEEXEC_TEST_MARK": u.mark, "CODEEXEC_TOOL_TIMEOUT": "3s"}
 }
 
 // repoRoot is the module root, two levels above this package.
@@ -130,6 +132,10 @@ func configureUpstreams(t testing.TB) upstreams {
 			"command": lookTool(t, "python3", "python3 runs the crashing test server"), "args": []any{crash},
 			"env": marked(map[string]any{}),
 		},
+		"dies": map[string]any{
+			"command": lookTool(t, "python3", "python3 runs the crashing test server"), "args": []any{crash, "--die-on-start"},
+			"env": marked(map[string]any{}),
+		},
 		"missing": map[string]any{"command": filepath.Join(t.TempDir(), "no-such-mcp-server"), "args": []any{"--stdio"}},
 	}
 	b, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
@@ -208,7 +214,7 @@ func TestE2EDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := startStdio(t, u.env())
-	all := []string{"crashy", "everything", "filesystem", "memory", "missing"}
+	all := []string{"crashy", "dies", "everything", "filesystem", "memory", "missing"}
 
 	t.Run("discovered servers", func(t *testing.T) {
 		var got struct {
@@ -220,7 +226,7 @@ print(json.dumps({"Names": list(runtime.discovered_servers()), "Detailed": list(
 		if strings.Join(got.Names, ",") != strings.Join(all, ",") {
 			t.Errorf("discovered_servers() = %v, want %v", got.Names, all)
 		}
-		want := map[string]string{"everything": "The MCP test server, over HTTP", "filesystem": "Files in the test directory", "memory": "", "crashy": "", "missing": ""}
+		want := map[string]string{"everything": "The MCP test server, over HTTP", "filesystem": "Files in the test directory", "memory": "", "crashy": "", "dies": "", "missing": ""}
 		if len(got.Detailed) != len(want) {
 			t.Errorf("discovered_servers(detailed=True) = %v", got.Detailed)
 		}
@@ -267,10 +273,10 @@ print(json.dumps({"Read": read, "Echo": echo, "Raw": raw, "Servers": list(runtim
 			t.Errorf("search_tool_docs('echo') = %v, want everything/echo first and crashy/echo among them", names)
 		}
 		// What sandboxd answers on the channel: the total, whether the list
-		// was cut, and the server that could not be searched.
+		// was cut, and the servers that could not be searched.
 		r := got.Raw
-		if len(r.Results) != 3 || r.Total <= 3 || r.Truncated == nil || !*r.Truncated || strings.Join(r.Unindexed, ",") != "missing" {
-			t.Errorf("channel reply: %d results, total %d, truncated %v, unindexed %v; want 3, >3, true, [missing]", len(r.Results), r.Total, r.Truncated, r.Unindexed)
+		if len(r.Results) != 3 || r.Total <= 3 || r.Truncated == nil || !*r.Truncated || strings.Join(r.Unindexed, ",") != "dies,missing" {
+			t.Errorf("channel reply: %d results, total %d, truncated %v, unindexed %v; want 3, >3, true, [dies missing]", len(r.Results), r.Total, r.Truncated, r.Unindexed)
 		}
 	})
 
@@ -467,16 +473,55 @@ print(json.dumps(await mcp_crashy.echo(text="back")))`, &after)
 		}
 	})
 
+	t.Run("unknown tool and upstream timeout", func(t *testing.T) {
+		var got struct{ Unknown, Timeout, After string }
+		pyJSON(t, c, []string{"everything"}, `import json
+out = {}
+try:
+    await mcp_everything.no_such_tool()
+except runtime.MCPError as e:
+    out["Unknown"] = str(e)
+try:
+    await mcp_everything.trigger_long_running_operation(duration=10, steps=2)
+except runtime.MCPError as e:
+    out["Timeout"] = str(e)
+out["After"] = (await mcp_everything.echo(message="still here"))["content"][0]["text"]
+print(json.dumps(out))`, &got)
+		for _, w := range []string{`unknown tool "no_such_tool" on server "everything"`, "get-sum", "echo"} {
+			if !strings.Contains(got.Unknown, w) {
+				t.Errorf("unknown tool MCPError %q lacks %q", got.Unknown, w)
+			}
+		}
+		// CODEEXEC_TOOL_TIMEOUT is 3s for these tests.
+		for _, w := range []string{"timed out", `server "everything" did not answer tools/call "trigger-long-running-operation" within 3s`} {
+			if !strings.Contains(got.Timeout, w) {
+				t.Errorf("timeout MCPError %q lacks %q", got.Timeout, w)
+			}
+		}
+		if got.After != "Echo: still here" {
+			t.Errorf("echo after a timeout = %q", got.After)
+		}
+	})
+
 	// sandboxd loads a call's servers before running its code, so a server
 	// that cannot start fails the whole call with the reason.
-	t.Run("server command does not exist", func(t *testing.T) {
-		o := runPython(t, c, map[string]any{"code": "print('ran')", "servers": []any{"missing"}})
-		if !o.IsError || o.str("status") != "error" || strings.Contains(joined(o.stdout()), "ran") {
-			t.Fatalf("run_python(servers=[missing]) = %s, want an error before the code runs", o.Text)
-		}
-		for _, w := range []string{`MCP server "missing"`, "failed to start", "no-such-mcp-server", "no such file or directory"} {
-			if !strings.Contains(o.Text, w) {
-				t.Errorf("error %q lacks %q", o.Text, w)
+	t.Run("server fails to start", func(t *testing.T) {
+		for _, tc := range []struct {
+			server string
+			want   []string
+		}{
+			{"missing", []string{`MCP server "missing"`, "failed to start", "no-such-mcp-server", "no such file or directory"}},
+			{"dies", []string{`MCP server "dies"`, "failed to start", "exit status 2", "crashserver: cannot open /nonexistent/state.db"}},
+		} {
+			o := runPython(t, c, map[string]any{"code": "print('ran')", "servers": []any{tc.server}})
+			if !o.IsError || o.str("status") != "error" || strings.Contains(joined(o.stdout()), "ran") {
+				t.Errorf("run_python(servers=[%s]) = %s, want an error before the code runs", tc.server, o.Text)
+				continue
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(o.Text, w) {
+					t.Errorf("run_python(servers=[%s]) error %q lacks %q", tc.server, o.Text, w)
+				}
 			}
 		}
 	})

@@ -3,13 +3,20 @@
 
 Tools: echo(text) answers with the text and this process's pid; crash()
 writes a line to stderr and exits with status 3 in the middle of the call,
-without answering. The end-to-end tests use it to check that a crash gives
-the sandbox a precise MCPError and that the next call starts it again.
+without answering. With --die-on-start it writes a line to stderr and exits
+with status 2 before answering anything. The end-to-end tests use it to
+check that a crash gives the sandbox a precise MCPError, that the next call
+starts it again, and that a failed start is reported with its stderr.
 """
 import json
 import os
 import sys
 import threading
+
+if "--die-on-start" in sys.argv:
+    sys.stderr.write("crashserver: cannot open /nonexistent/state.db\n")
+    sys.stderr.flush()
+    sys.exit(2)
 
 lock = threading.Lock()
 tools = [
