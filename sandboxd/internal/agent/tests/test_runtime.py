@@ -135,6 +135,23 @@ class CallTest(unittest.TestCase):
                          "call_tool: parameters must be JSON serialisable: value of type set is not "
                          "JSON serialisable\n", r)
 
+    def test_large_payloads_both_ways(self):
+        big = "é" * (8 << 20)  # 16 MiB of UTF-8 each way
+
+        class BigHost(FakeHost):
+            def handle(self, m, p):
+                if m == "call_tool":
+                    return True, {"content": [{"type": "text", "text": big}], "echo": len(p["arguments"]["s"])}
+                return FakeHost.handle(self, m, p)
+
+        a = Agent(BigHost())
+        try:
+            r = a.exec("res = await mcp_filesystem.read_file(s='x' * (20 << 20))\n"
+                       "print(len(res['content'][0]['text']), res['echo'])", servers=[FS], timeout=120)
+            self.assertEqual(r.stdout, "%d %d\n" % (8 << 20, 20 << 20), r)
+        finally:
+            a.close()
+
     def test_unserved_method(self):
         host = FakeHost()
         host.handle = lambda m, p: (False, "sandboxd does not serve %s yet" % m)
