@@ -40,7 +40,7 @@ const localCapFactor = 2
 
 // execute runs p in the sandbox session of an MCP session. An empty mcpID
 // (a client without a session) gets a throwaway sandbox session.
-func (g *Gateway) execute(ctx context.Context, mcpID string, p params.RunPython, progress func(string)) result.Outcome {
+func (g *Gateway) execute(ctx context.Context, tenant, mcpID string, p params.RunPython, progress func(string)) result.Outcome {
 	base := result.Outcome{TimeoutSeconds: p.TimeoutSeconds, Servers: p.Servers, OutputCapBytes: g.cfg.OutputLimitBytes}
 	var notices []string
 	if mcpID == "" {
@@ -48,7 +48,7 @@ func (g *Gateway) execute(ctx context.Context, mcpID string, p params.RunPython,
 		notices = append(notices, "no MCP session: this call ran in a fresh sandbox, and its state is not kept")
 		defer g.sessions.end(ctx, mcpID)
 	}
-	e, err := g.sessions.entry(mcpID)
+	e, err := g.sessions.entry(tenant, mcpID)
 	if err != nil {
 		base.Err = err
 		return base
@@ -63,7 +63,7 @@ func (g *Gateway) execute(ctx context.Context, mcpID string, p params.RunPython,
 		// whatever state it had lived in a sandbox session now out of reach.
 		notices = append(notices, noticeSessionLost)
 	}
-	out := g.runOnce(ctx, id, p, base, progress)
+	out := g.runOnce(ctx, e, id, p, base, progress)
 	// NotFound before any output means sandboxd no longer knows the
 	// session, typically because it restarted. Start over once.
 	if status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "" {
@@ -71,7 +71,7 @@ func (g *Gateway) execute(ctx context.Context, mcpID string, p params.RunPython,
 			base.Err = err
 			return base
 		}
-		out = g.runOnce(ctx, id, p, base, progress)
+		out = g.runOnce(ctx, e, id, p, base, progress)
 		if !slices.Contains(notices, noticeSessionLost) {
 			notices = append(notices, noticeSessionLost)
 		}
@@ -83,13 +83,13 @@ func (g *Gateway) execute(ctx context.Context, mcpID string, p params.RunPython,
 }
 
 // runOnce makes one Execute call and gathers its stream.
-func (g *Gateway) runOnce(ctx context.Context, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) (out result.Outcome) {
+func (g *Gateway) runOnce(ctx context.Context, e *sessionEntry, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) (out result.Outcome) {
 	out = base
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.TimeoutSeconds)*time.Second+rpcGrace)
 	defer cancel()
 	stream, err := g.sandbox.Execute(ctx, &sandboxv1.ExecuteRequest{
 		SessionId: sandboxID,
-		Tenant:    g.cfg.Tenant,
+		Tenant:    e.tenant,
 		Code:      p.Code,
 		Servers:   p.Servers,
 		Timeout:   durationpb.New(time.Duration(p.TimeoutSeconds) * time.Second),

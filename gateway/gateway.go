@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/codeexec/codeexec/gateway/internal/auth"
 	"github.com/codeexec/codeexec/gateway/internal/result"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
@@ -53,6 +54,11 @@ type Config struct {
 	// sandbox sessions and routing entries behind. Zero keeps them until
 	// sandboxd reaps the sandbox session.
 	SessionIdleTimeout time.Duration
+	// Auth controls access to the HTTP transport. stdio is not affected:
+	// whoever starts the process owns it.
+	Auth HTTPAuth
+	// Quotas cap each tenant's sessions and calls.
+	Quotas Quotas
 }
 
 func (c Config) withDefaults() Config {
@@ -82,6 +88,12 @@ func (c Config) Validate() error {
 	if c.MaxTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("maximum timeout (MCP_BRIDGE_MAX_TIMEOUT) is %v; it must be at least 1s", c.MaxTimeout))
 	}
+	if c.Quotas.Sessions < 0 || c.Quotas.Execs < 0 || c.Quotas.ExecsPerMinute < 0 {
+		errs = append(errs, fmt.Errorf("quotas %+v: each must be zero (no cap) or positive", c.Quotas))
+	}
+	if err := c.Auth.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.OutputLimitBytes < 0 {
 		errs = append(errs, fmt.Errorf("output limit is %d bytes; it must be zero (unknown) or positive", c.OutputLimitBytes))
 	}
@@ -103,6 +115,14 @@ type Gateway struct {
 	logger     *slog.Logger
 	mcp        *server.MCPServer
 	sessions   *sessionTable
+	authn      auth.Authenticator
+	quota      *execQuota
+	calls      callTracker
+
+	// owners maps each MCP session begun in this process to the tenant
+	// that initialised it.
+	ownersMu sync.Mutex
+	owners   map[string]string
 
 	httpOnce sync.Once
 	http     http.Handler
@@ -128,8 +148,16 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		maxSec:     seconds(cfg.MaxTimeout),
 		sandbox:    sandbox,
 		logger:     logger.With(logkeys.Service, "gateway"),
+		quota:      newExecQuota(cfg.Quotas),
+		owners:     map[string]string{},
 	}
-	g.sessions = newSessionTable(sandbox, cfg.Tenant, g.logger)
+	authn, err := newAuthenticator(cfg.Auth)
+	if err != nil {
+		return nil, fmt.Errorf("gateway authentication: %w", err)
+	}
+	g.authn = authn
+	g.sessions = newSessionTable(sandbox, g.logger)
+	g.sessions.maxPerTenant, g.sessions.idleHint = cfg.Quotas.Sessions, cfg.SessionIdleTimeout
 	if g.defaultSec > g.maxSec {
 		g.logger.Warn("default timeout exceeds the maximum; calls without a timeout get the maximum",
 			"default", cfg.DefaultTimeout, "max", cfg.MaxTimeout)
@@ -147,10 +175,12 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		if s := server.ClientSessionFromContext(ctx); s != nil {
 			g.sessions.started(s.SessionID())
+			g.setOwner(s.SessionID(), g.tenantOf(ctx))
 		}
 	})
 	hooks.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) {
 		g.sessions.end(ctx, s.SessionID())
+		g.dropOwner(s.SessionID())
 	})
 	g.mcp = server.NewMCPServer(ServerName, cfg.Version,
 		server.WithToolCapabilities(false),
@@ -190,21 +220,27 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 // mcp-go refuses requests that insist on the stateless core. (A sessionless
 // call reaching MCPServer by another route runs in a throwaway sandbox.)
 // A DELETE that ends a session destroys its sandbox session.
+//
+// Requests pass the guard first: Host and Origin checks against DNS
+// rebinding, then authentication when Config.Auth enables it (see
+// HTTPAuth); the credentials decide the tenant.
 func (g *Gateway) HTTPHandler() http.Handler {
 	g.httpOnce.Do(func() {
 		inner := server.NewStreamableHTTPServer(g.mcp,
 			server.WithStreamableHTTPLogger(g.logger),
 			server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 			server.WithSessionIdleTTL(g.cfg.SessionIdleTimeout),
+			// The guard checks Host itself, against a configurable list.
+			server.WithDisableLocalhostProtection(true),
 		)
-		g.http = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.http = g.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inner.ServeHTTP(w, r)
 			// mcp-go unregisters only sessions it registered; a session
 			// that outlived a gateway restart is known here alone.
 			if id := r.Header.Get(server.HeaderKeySessionID); r.Method == http.MethodDelete && id != "" {
-				g.sessions.end(r.Context(), id)
+				g.sessions.endFor(r.Context(), g.tenantOf(r.Context()), id)
 			}
-		})
+		}))
 	})
 	return g.http
 }

@@ -30,24 +30,37 @@ var (
 // sessionTable maps MCP session IDs to sandbox sessions. The routing it
 // holds is all the state the gateway has, and it rebuilds itself: a lost
 // entry just means a fresh sandbox session on the next call.
+//
+// Entries are keyed by tenant and MCP session ID together, so a tenant that
+// learns (or guesses) another tenant's MCP session ID still reaches only its
+// own sandbox sessions.
 type sessionTable struct {
 	client sandboxv1.SandboxServiceClient
-	tenant string
 	logger *slog.Logger
+	// maxPerTenant caps the sandbox sessions one tenant holds at once; zero
+	// means no cap. idleHint is quoted in the quota error.
+	maxPerTenant int
+	idleHint     time.Duration
 
 	mu      sync.Mutex
 	closed  bool
-	entries map[string]*sessionEntry
+	entries map[sessionKey]*sessionEntry
+	// live counts each tenant's sandbox sessions, created or being created.
+	live map[string]int
 	// known holds the MCP sessions this process saw start. A call from any
 	// other session comes from a client of an earlier gateway process,
 	// whose sandbox session (and state) this one cannot reach.
 	known map[string]bool
 }
 
+// sessionKey identifies an entry: one tenant's view of one MCP session.
+type sessionKey struct{ tenant, mcpID string }
+
 // sessionEntry is one MCP session's sandbox session. Its mutex serialises
 // creation, so concurrent first calls share one sandbox session.
 type sessionEntry struct {
-	mcpID string
+	tenant string
+	mcpID  string
 
 	mu        sync.Mutex
 	sandboxID string
@@ -59,8 +72,8 @@ type sessionEntry struct {
 	lastStateLost bool
 }
 
-func newSessionTable(client sandboxv1.SandboxServiceClient, tenant string, logger *slog.Logger) *sessionTable {
-	return &sessionTable{client: client, tenant: tenant, logger: logger, entries: map[string]*sessionEntry{}, known: map[string]bool{}}
+func newSessionTable(client sandboxv1.SandboxServiceClient, logger *slog.Logger) *sessionTable {
+	return &sessionTable{client: client, logger: logger, entries: map[sessionKey]*sessionEntry{}, live: map[string]int{}, known: map[string]bool{}}
 }
 
 // started records that an MCP session began in this process.
@@ -77,19 +90,41 @@ func (t *sessionTable) isKnown(mcpID string) bool {
 	return t.known[mcpID]
 }
 
-// entry returns the entry for an MCP session, adding it if needed.
-func (t *sessionTable) entry(mcpID string) (*sessionEntry, error) {
+// entry returns a tenant's entry for an MCP session, adding it if needed.
+func (t *sessionTable) entry(tenant, mcpID string) (*sessionEntry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return nil, errClosed
 	}
-	e, ok := t.entries[mcpID]
+	k := sessionKey{tenant, mcpID}
+	e, ok := t.entries[k]
 	if !ok {
-		e = &sessionEntry{mcpID: mcpID}
-		t.entries[mcpID] = e
+		e = &sessionEntry{tenant: tenant, mcpID: mcpID}
+		t.entries[k] = e
 	}
 	return e, nil
+}
+
+// reserve counts a sandbox session against its tenant's quota.
+func (t *sessionTable) reserve(tenant string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.maxPerTenant > 0 && t.live[tenant] >= t.maxPerTenant {
+		return &QuotaError{Limit: LimitSessions, Max: t.maxPerTenant,
+			Retry: "end another MCP session (HTTP DELETE) first" + idleRetry(t.idleHint)}
+	}
+	t.live[tenant]++
+	return nil
+}
+
+// release undoes reserve.
+func (t *sessionTable) release(tenant string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.live[tenant]--; t.live[tenant] <= 0 {
+		delete(t.live, tenant)
+	}
 }
 
 // sandboxID returns the entry's sandbox session, creating it on first use;
@@ -122,15 +157,20 @@ func (t *sessionTable) replace(ctx context.Context, e *sessionEntry, stale strin
 	t.logger.Warn("sandbox session lost; creating a new one",
 		logkeys.MCPSession, e.mcpID, logkeys.SessionID, stale)
 	e.sandboxID, e.genKnown = "", false
+	t.release(e.tenant)
 	return t.createLocked(ctx, e)
 }
 
 func (t *sessionTable) createLocked(ctx context.Context, e *sessionEntry) (string, error) {
+	if err := t.reserve(e.tenant); err != nil {
+		return "", err
+	}
 	resp, err := t.client.CreateSession(ctx, &sandboxv1.CreateSessionRequest{
-		Tenant: t.tenant,
+		Tenant: e.tenant,
 		Labels: map[string]string{labelMCPSession: e.mcpID},
 	})
 	if err != nil {
+		t.release(e.tenant)
 		t.logger.Error("create sandbox session", logkeys.MCPSession, e.mcpID, logkeys.Error, err)
 		return "", err
 	}
@@ -157,22 +197,41 @@ func (e *sessionEntry) observe(sandboxID string, r *sandboxv1.ExecResult) (silen
 	return silentlyReset
 }
 
-// end forgets an MCP session and destroys its sandbox session. It is
-// idempotent and safe for sessions the table never saw.
+// end forgets an MCP session, for every tenant, and destroys its sandbox
+// sessions. It is idempotent and safe for sessions the table never saw.
 func (t *sessionTable) end(ctx context.Context, mcpID string) {
+	t.endMatching(ctx, func(k sessionKey) bool { return k.mcpID == mcpID }, mcpID)
+}
+
+// endFor is end limited to one tenant's entry: what a client's DELETE may
+// end.
+func (t *sessionTable) endFor(ctx context.Context, tenant, mcpID string) {
+	t.endMatching(ctx, func(k sessionKey) bool { return k == sessionKey{tenant, mcpID} }, "")
+}
+
+func (t *sessionTable) endMatching(ctx context.Context, match func(sessionKey) bool, forgetKnown string) {
+	var ended []*sessionEntry
 	t.mu.Lock()
-	e, ok := t.entries[mcpID]
-	delete(t.entries, mcpID)
-	delete(t.known, mcpID)
+	for k, e := range t.entries {
+		if match(k) {
+			ended = append(ended, e)
+			delete(t.entries, k)
+		}
+	}
+	if forgetKnown != "" {
+		delete(t.known, forgetKnown)
+	}
 	t.mu.Unlock()
-	if !ok {
+	if len(ended) == 0 {
 		return
 	}
 	// The session's own context is often already cancelled (a closed
 	// connection), but the sandbox must still go.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
 	defer cancel()
-	t.destroy(ctx, e)
+	for _, e := range ended {
+		t.destroy(ctx, e)
+	}
 }
 
 func (t *sessionTable) destroy(ctx context.Context, e *sessionEntry) {
@@ -183,7 +242,8 @@ func (t *sessionTable) destroy(ctx context.Context, e *sessionEntry) {
 	if id == "" {
 		return
 	}
-	_, err := t.client.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: t.tenant})
+	t.release(e.tenant)
+	_, err := t.client.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: e.tenant})
 	if err != nil && status.Code(err) != codes.NotFound {
 		t.logger.Error("destroy sandbox session", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id, logkeys.Error, err)
 		return
@@ -196,7 +256,7 @@ func (t *sessionTable) closeAll(ctx context.Context) error {
 	t.mu.Lock()
 	t.closed = true
 	entries := t.entries
-	t.entries = map[string]*sessionEntry{}
+	t.entries = map[sessionKey]*sessionEntry{}
 	t.mu.Unlock()
 
 	var wg sync.WaitGroup

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -87,10 +88,25 @@ func (g *Gateway) handleRunPython(ctx context.Context, req mcp.CallToolRequest) 
 		reqID = requestid.New()
 		ctx = requestid.With(ctx, reqID)
 	}
-	logger := g.logger.With(logkeys.MCPTool, ToolName, logkeys.MCPSession, mcpID, logkeys.RequestID, reqID)
+	tenant := g.tenantOf(ctx)
+	logger := g.logger.With(logkeys.MCPTool, ToolName, logkeys.MCPSession, mcpID, logkeys.RequestID, reqID, logkeys.Tenant, tenant)
+	end, err := g.calls.begin()
+	if err != nil {
+		return result.ToolResult(result.Failure("The server is shutting down; retry on a new connection in a moment.", err.Error()), g.mode), nil
+	}
+	defer end()
+	release, err := g.quota.acquire(tenant)
+	if err != nil {
+		logger.Warn("run_python refused", logkeys.Error, err)
+		return result.ToolResult(result.Failure(err.Error(), err.Error()), g.mode), nil
+	}
+	defer release()
 	start := time.Now()
-	out := g.execute(ctx, mcpID, p, g.progress(ctx, req))
+	out := g.execute(ctx, tenant, mcpID, p, g.progress(ctx, req))
 	payload := result.FromOutcome(out)
+	if qe := (*QuotaError)(nil); errors.As(out.Err, &qe) {
+		payload = result.Failure(qe.Error(), qe.Error())
+	}
 	logger.LogAttrs(ctx, levelFor(payload), "run_python finished",
 		slog.String(logkeys.ExecStatus, payload.Status),
 		slog.Duration(logkeys.Duration, time.Since(start)),
