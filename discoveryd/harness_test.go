@@ -34,7 +34,9 @@ type env struct {
 func start(t testing.TB, servers map[string]any, mutate func(*discoveryd.Config)) *env {
 	t.Helper()
 	home := t.TempDir()
-	mark := "mark-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(home)
+	// The home's full path is unique per test; its base name ("001") is
+	// not, and parallel tests must not see each other's processes.
+	mark := "mark-" + strconv.Itoa(os.Getpid()) + strings.ReplaceAll(home, "/", "_")
 	for _, v := range servers {
 		entry, ok := v.(map[string]any)
 		if !ok || entry["command"] == nil {
