@@ -43,6 +43,7 @@ Usage:
   codeexec import-upstream [DIR] import an upstream state dir (default ~/MCPs) into memoryd
   codeexec bench [flags]         measure latency and throughput; prints a table
   codeexec health ADDR           exit 0 when the gRPC service at ADDR is SERVING
+  codeexec token add TENANT      make a bearer token for --tokens-file (hash on stdout)
   codeexec version               print the version
 
 Run "codeexec <command> -h" for the flags of a command. Every flag can also be
@@ -75,6 +76,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runBench(ctx, rest, getenv, stdout, stderr)
 	case "health":
 		return runHealth(ctx, rest, stdout, stderr)
+	case "token":
+		return runToken(rest, stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "codeexec", version)
 		return nil

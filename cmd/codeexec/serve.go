@@ -3,16 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/codeexec/codeexec/gateway"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
@@ -33,13 +25,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		sb     = sandboxd.DefaultConfig()
 		cs     containerSettings
 		st     stores
-		httpAd string
+		hs     httpSettings
 	)
 	bindCommon(fs, &common, "")
 	bindGateway(fs, &gw)
 	bindSandbox(fs, &sb, &cs)
 	bindStores(fs, &st, getenv)
-	fs.String(&httpAd, "http", "", "serve MCP over streamable HTTP at ADDR/mcp instead of stdio, e.g. 127.0.0.1:8080", "CODEEXEC_HTTP")
+	bindHTTP(fs, &hs, &gw)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
@@ -47,6 +39,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := fs.Err(); err != nil {
 		return err
 	}
+	httpAd, err := hs.finish(&gw)
+	if err != nil {
+		return err
+	}
+	cs.apply(&sb)
 	sharedTimeouts(&gw, &sb)
 	gw.Version = version
 	gw.OutputLimitBytes = sb.OutputLimitBytes
@@ -61,7 +58,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	// The services outlive the signal: on SIGTERM the HTTP server first
+	// lets running calls finish (--shutdown-grace), then they stop.
+	signalled := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 
 	deps, closeStores, err := st.open(ctx, inproc, reg, logger)
@@ -84,9 +84,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	logger.Info("codeexec serving", "transport", map[bool]string{true: "http", false: "stdio"}[httpAd != ""], logkeys.Address, httpAd)
 	if httpAd == "" {
-		err = g.ServeStdio(ctx, stdin, stdout)
+		err = g.ServeStdio(signalled, stdin, stdout)
 	} else {
-		err = serveHTTP(ctx, httpAd, g, reg, logger)
+		err = serveHTTP(signalled, httpAd, hs.shutdownGrace, g, reg, logger)
 	}
 	closeCtx, closeCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer closeCancel()
@@ -97,29 +97,4 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return nil
 	}
 	return err
-}
-
-// serveHTTP serves MCP at /mcp and metrics at /metrics on one listener.
-func serveHTTP(ctx context.Context, addr string, g *gateway.Gateway, reg *prometheus.Registry, logger *slog.Logger) error {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen for MCP over HTTP on %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", g.HTTPHandler())
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	logger.Info("serving MCP over streamable HTTP", logkeys.Address, "http://"+lis.Addr().String()+"/mcp")
-	var eg errgroup.Group
-	eg.Go(func() error {
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdownCtx)
-	})
-	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return eg.Wait()
 }

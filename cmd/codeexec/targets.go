@@ -41,6 +41,7 @@ func runSandboxd(ctx context.Context, args []string, getenv func(string) string,
 	if err := fs.Err(); err != nil {
 		return err
 	}
+	cs.apply(&sb)
 	logger, err := common.logger(stderr, "sandboxd")
 	if err != nil {
 		return err
@@ -70,19 +71,23 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 		common      commonSettings
 		gw          gateway.Config
 		sandboxAddr string
-		httpAd      string
+		hs          httpSettings
 	)
 	bindCommon(fs, &common, "")
 	bindGateway(fs, &gw)
 	fs.Bytes(&gw.OutputLimitBytes, "output-limit", sandboxd.DefaultConfig().OutputLimitBytes, "sandboxd's output cap, quoted in truncation notes", "CODEEXEC_OUTPUT_LIMIT")
 	fs.Duration(&gw.SessionIdleTimeout, "idle-timeout", sandboxd.DefaultConfig().IdleTimeout, "end HTTP sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
 	fs.String(&sandboxAddr, "sandbox", "127.0.0.1:9002", "sandboxd address: host:port or unix:/path", "CODEEXEC_SANDBOXD_ADDR")
-	fs.String(&httpAd, "http", "", "serve MCP over streamable HTTP at ADDR/mcp instead of stdio", "CODEEXEC_HTTP")
+	bindHTTP(fs, &hs, &gw)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
 	if err := fs.Err(); err != nil {
+		return err
+	}
+	httpAd, err := hs.finish(&gw)
+	if err != nil {
 		return err
 	}
 	gw.Version = version
@@ -107,7 +112,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	if httpAd == "" {
 		return g.ServeStdio(ctx, stdin, stdout)
 	}
-	return serveHTTP(ctx, httpAd, g, grpcserver.NewRegistry(), logger)
+	return serveHTTP(ctx, httpAd, hs.shutdownGrace, g, grpcserver.NewRegistry(), logger)
 }
 
 // serveGRPC serves a gRPC server and its metrics until ctx ends.
