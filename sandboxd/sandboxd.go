@@ -29,10 +29,25 @@ import (
 
 // Config configures sandboxd. Defaults follow upstream's MCP_BRIDGE_* values.
 type Config struct {
-	// Runtime selects the engine: "bwrap", or "" to detect one.
+	// Runtime selects the engine: "bwrap", "podman", "docker", or "" to
+	// detect one (bwrap, then podman, then docker).
 	Runtime string
-	// Python is the interpreter path inside the sandbox.
+	// Python is the interpreter path inside the sandbox (for podman and
+	// docker: inside the image).
 	Python string
+	// Image is the image the podman and docker engines run.
+	Image string
+	// ContainerUser is uid:gid inside containers.
+	ContainerUser string
+	// RuntimeArgs are extra `run` arguments for podman and docker, e.g.
+	// --runtime=runsc for gVisor.
+	RuntimeArgs []string
+	// AgentRoot is where the agent's files are written (a fresh directory
+	// below it per sandboxd); default the system temp dir. When sandboxd
+	// itself runs in a container and starts sandboxes through the host's
+	// engine socket, the engine resolves bind-mount sources on the host, so
+	// this must be a host directory mounted at the same path.
+	AgentRoot string
 
 	MemoryBytes    int64
 	Pids           int
@@ -55,6 +70,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Python:           "/usr/bin/python3",
+		Image:            "python:3.14-slim",
+		ContainerUser:    "65534:65534",
 		MemoryBytes:      512 << 20,
 		Pids:             128,
 		CPUTime:          0,
@@ -73,8 +90,10 @@ func DefaultConfig() Config {
 // Validate reports the first bad setting, saying what is accepted.
 func (c Config) Validate() error {
 	switch {
-	case c.Runtime != "" && c.Runtime != "bwrap":
-		return fmt.Errorf("runtime %q is not supported yet: use \"bwrap\" (podman and docker are planned)", c.Runtime)
+	case c.Runtime != "" && c.Runtime != "bwrap" && c.Runtime != "podman" && c.Runtime != "docker":
+		return fmt.Errorf("runtime %q is not supported: use bwrap, podman or docker, or leave it empty to detect one", c.Runtime)
+	case (c.Runtime == "podman" || c.Runtime == "docker") && c.Image == "":
+		return fmt.Errorf("the %s runtime needs an image: set MCP_BRIDGE_IMAGE (--image), e.g. codeexec-sandbox:latest from deploy/build-images.sh", c.Runtime)
 	case c.Python == "":
 		return errors.New("python path is empty: set it to the interpreter inside the sandbox, e.g. /usr/bin/python3")
 	case c.MemoryBytes < 0 || (c.MemoryBytes > 0 && c.MemoryBytes < 32<<20):
@@ -119,15 +138,11 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	eng, err := engine.NewBwrap(engine.BwrapConfig{}, logger)
+	eng, err := selectEngine(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	if err := eng.Check(ctx); err != nil {
-		_ = eng.Close()
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "codeexec-agent-")
+	dir, err := os.MkdirTemp(cfg.AgentRoot, "codeexec-agent-")
 	if err != nil {
 		_ = eng.Close()
 		return nil, fmt.Errorf("agent directory: %w", err)
@@ -140,7 +155,14 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		_ = eng.Close()
 		return nil, fmt.Errorf("write agent: %w", err)
 	}
-	precompile(ctx, cfg.Python, dir, logger)
+	if c, ok := eng.(*engine.Container); ok {
+		// The image's Python may differ from the host's: compile with it.
+		if err := c.Precompile(ctx, dir, cfg.Python); err != nil {
+			logger.Warn("could not precompile the sandbox agent in the image; sandboxes will start slower", logkeys.Error, err)
+		}
+	} else {
+		precompile(ctx, cfg.Python, dir, logger)
+	}
 	m, err := session.NewManager(ctx, session.Config{
 		Engine:   eng,
 		Broker:   &broker.Broker{Discovery: deps.Discovery, Memory: deps.Memory, Tools: deps.Tools},

@@ -43,6 +43,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	cs.apply(&sb)
 	sharedTimeouts(&gw, &sb)
 	gw.Version = version
 	gw.OutputLimitBytes = sb.OutputLimitBytes

@@ -62,18 +62,18 @@ func bindGateway(fs *flagenv.Set, c *gateway.Config) {
 	fs.String(&c.Tenant, "tenant", "default", "tenant for memory, saved tools and sessions", "CODEEXEC_TENANT")
 }
 
-// containerSettings are upstream's container options. They are accepted and
-// validated now; the podman and docker runtimes use them.
+// containerSettings are upstream's container options that sandboxd.Config
+// does not hold.
 type containerSettings struct {
-	image              string
-	user               string
 	runtimeIdleTimeout time.Duration
+	runtimeArgs        string     // CODEEXEC_RUNTIME_ARGS, space-separated
+	runtimeArg         stringList // --runtime-arg, repeated
 }
 
 // bindSandbox binds sandboxd's settings.
 func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	d := sandboxd.DefaultConfig()
-	fs.String(&c.Runtime, "runtime", "", "sandbox runtime: bwrap (default when installed)", "MCP_BRIDGE_RUNTIME")
+	fs.String(&c.Runtime, "runtime", "", "sandbox runtime: bwrap, podman or docker; empty detects one in that order", "MCP_BRIDGE_RUNTIME")
 	fs.String(&c.Python, "python", d.Python, "Python interpreter inside the sandbox", "CODEEXEC_PYTHON")
 	fs.Bytes(&c.MemoryBytes, "memory", d.MemoryBytes, "memory limit per sandbox, e.g. 512m", "MCP_BRIDGE_MEMORY")
 	fs.Int(&c.Pids, "pids", d.Pids, "process and thread limit per sandbox", "MCP_BRIDGE_PIDS")
@@ -86,8 +86,9 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.Int(&c.PoolSize, "pool", d.PoolSize, "sandboxes kept started and ready for new sessions", "CODEEXEC_POOL_SIZE")
 	fs.Int(&c.MaxSessions, "max-sessions", d.MaxSessions, "most live sessions; 0 means no cap", "CODEEXEC_MAX_SESSIONS")
 	c.StartTimeout = d.StartTimeout
-	fs.String(&cs.image, "image", "python:3.14-slim", "container image for the podman and docker runtimes", "MCP_BRIDGE_IMAGE")
-	fs.String(&cs.user, "container-user", "65534:65534", "uid:gid inside containers", "MCP_BRIDGE_CONTAINER_USER")
+	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes", "MCP_BRIDGE_IMAGE")
+	fs.String(&c.ContainerUser, "container-user", d.ContainerUser, "uid:gid inside containers", "MCP_BRIDGE_CONTAINER_USER")
+	bindContainers(fs, c, cs)
 	fs.Duration(&cs.runtimeIdleTimeout, "runtime-idle-timeout", 300*time.Second, "upstream's podman-machine idle stop (macOS/Windows); accepted for compatibility", "MCP_BRIDGE_RUNTIME_IDLE_TIMEOUT")
 }
 

@@ -41,6 +41,7 @@ func runSandboxd(ctx context.Context, args []string, getenv func(string) string,
 	if err := fs.Err(); err != nil {
 		return err
 	}
+	cs.apply(&sb)
 	logger, err := common.logger(stderr, "sandboxd")
 	if err != nil {
 		return err

@@ -1,0 +1,421 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Labels every container engine sets, so that sandboxes can be found again
+// (orphan reaping, `docker ps --filter label=codeexec.owner`).
+const (
+	// LabelOwner names the sandboxd that started a container:
+	// "<hostname>/<pid>/<instance>", instance being random per engine.
+	LabelOwner = "codeexec.owner"
+	// LabelSession is the sandbox ID (Spec.ID).
+	LabelSession = "codeexec.session"
+)
+
+// ContainerConfig configures the podman and docker engines. cmd/ fills it;
+// nothing in this package reads the environment.
+type ContainerConfig struct {
+	// Runtime is "podman" or "docker".
+	Runtime string
+	// Path is the CLI binary, a name looked up on PATH or a path. Default:
+	// Runtime.
+	Path string
+	// Image is the image every sandbox runs, e.g. codeexec-sandbox:latest.
+	// It must exist locally: sandboxes never pull (--pull never), so a
+	// missing image is an error at Check, not a hang in the first exec.
+	Image string
+	// User is uid:gid inside the container. Default "65534:65534".
+	User string
+	// ExtraArgs are added to every `run`, before the image: e.g.
+	// --runtime=runsc for gVisor.
+	ExtraArgs []string
+	// GlobalArgs go before the subcommand (`podman --runtime runc …`). nil
+	// means detect them (podman only, see detectPodmanGlobals); an empty
+	// non-nil slice means none.
+	GlobalArgs []string
+	// CheckArgv is the trial command Check runs in the image. Default
+	// ["/bin/sh", "-c", "exit 0"]; sandboxd passes its Python so that a
+	// missing interpreter is reported at start.
+	CheckArgv []string
+	// Nproc is RLIMIT_NPROC inside containers. It counts every process of
+	// the uid on the whole host (all sandboxes share uid 65534), so it is a
+	// high ceiling, not the per-sandbox cap: that is the pids cgroup
+	// (--pids-limit). It is always set because podman's default (the
+	// host's hard limit, or more) is refused on some hosts. Default 32768.
+	Nproc int
+}
+
+// Container is the podman or docker engine: a sandbox is one container,
+// started with upstream's flags (see runArgs) and attached through the
+// CLI's stdin and stdout, which carry the channel.
+//
+// Containers are named codeexec-<Spec.ID> and labelled with LabelOwner and
+// LabelSession. They run without --rm so that, after exit, `inspect` can
+// still say whether the kernel killed them for memory; the engine removes
+// each one itself once it has exited. Containers left behind by a sandboxd
+// that died are removed by the next Check and by Close (see reapOrphans).
+type Container struct {
+	cfg    ContainerConfig
+	logger *slog.Logger
+
+	bin     string
+	lookErr error
+	owner   string
+	host    string
+
+	checkMu sync.Mutex // serialises Check; guards checked and global
+	checked bool
+	global  []string
+
+	mu     sync.Mutex // guards closed and live
+	closed bool
+	live   map[*containerProcess]struct{}
+}
+
+// NewContainer returns a podman or docker engine. Like NewBwrap it does not
+// fail when the CLI is missing; Check says what to install.
+func NewContainer(cfg ContainerConfig, logger *slog.Logger) (*Container, error) {
+	switch cfg.Runtime {
+	case "podman", "docker":
+	default:
+		return nil, fmt.Errorf("container runtime %q: want podman or docker", cfg.Runtime)
+	}
+	if cfg.Image == "" {
+		return nil, fmt.Errorf("%s runtime: no image: set MCP_BRIDGE_IMAGE (--image), e.g. codeexec-sandbox:latest built by deploy/build-images.sh", cfg.Runtime)
+	}
+	if cfg.Path == "" {
+		cfg.Path = cfg.Runtime
+	}
+	if cfg.User == "" {
+		cfg.User = "65534:65534"
+	}
+	if len(cfg.CheckArgv) == 0 {
+		cfg.CheckArgv = []string{"/bin/sh", "-c", "exit 0"}
+	}
+	if cfg.Nproc <= 0 {
+		cfg.Nproc = 32768
+	}
+	host, _ := os.Hostname()
+	c := &Container{
+		cfg: cfg, logger: logger.With("runtime", cfg.Runtime),
+		host:  host,
+		owner: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomHex(4)),
+		live:  map[*containerProcess]struct{}{},
+	}
+	var err error
+	if c.bin, err = lookPath(cfg.Path); err != nil {
+		c.lookErr = fmt.Errorf("%w: %s is not installed (%s not found): %s", ErrUnavailable, cfg.Runtime, cfg.Path, installAdvice(cfg.Runtime))
+	}
+	return c, nil
+}
+
+func installAdvice(rt string) string {
+	if rt == "podman" {
+		return "run `apt-get install podman runc catatonit` (Debian/Ubuntu) or `dnf install podman`"
+	}
+	return "run `apt-get install docker.io` (Debian/Ubuntu) or install Docker Engine, then start the daemon (`systemctl start docker`, or `dockerd &` as root)"
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Name implements Engine.
+func (c *Container) Name() string { return c.cfg.Runtime }
+
+// Owner is the value of LabelOwner on this engine's containers.
+func (c *Container) Owner() string { return c.owner }
+
+// cli runs the CLI with args and returns its stdout; a failure carries the
+// trimmed stderr.
+func (c *Container) cli(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.bin, append(c.globals(), args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return stdout.String(), errors.New(msg)
+	}
+	return stdout.String(), nil
+}
+
+func (c *Container) globals() []string {
+	c.checkMu.Lock()
+	defer c.checkMu.Unlock()
+	return c.global
+}
+
+// Check implements Engine: the CLI is installed, the daemon answers, the
+// image exists locally and a trial container with every flag runs. The
+// first success also removes orphaned containers. Success is remembered.
+func (c *Container) Check(ctx context.Context) error {
+	if c.lookErr != nil {
+		return c.lookErr
+	}
+	c.checkMu.Lock()
+	if c.checked {
+		c.checkMu.Unlock()
+		return nil
+	}
+	c.checkMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+
+	if err := c.checkDaemon(ctx); err != nil {
+		return err
+	}
+	if _, err := c.cli(ctx, "image", "inspect", "--format", "{{.Id}}", c.cfg.Image); err != nil {
+		return fmt.Errorf("%w: image %s not found locally (%s) and sandboxes never pull one: "+
+			"build it with deploy/build-images.sh (works offline), or where a registry is reachable `%s pull %s`",
+			ErrUnavailable, c.cfg.Image, firstLine(err.Error()), c.cfg.Runtime, c.cfg.Image)
+	}
+	c.reapOrphans(ctx, false)
+	if err := c.trial(ctx); err != nil {
+		return err
+	}
+	c.checkMu.Lock()
+	c.checked = true
+	c.checkMu.Unlock()
+	return nil
+}
+
+// checkDaemon asks the engine for its state and sets the global args.
+func (c *Container) checkDaemon(ctx context.Context) error {
+	if c.cfg.Runtime == "docker" {
+		if _, err := c.cli(ctx, "version", "--format", "{{.Server.Version}}"); err != nil {
+			msg := err.Error()
+			if strings.Contains(msg, "Cannot connect") || strings.Contains(msg, "Is the docker daemon running") ||
+				strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such file") {
+				return fmt.Errorf("%w: the Docker daemon is not running (%s): start it: `systemctl start docker`, or `dockerd &` as root; "+
+					"with a remote daemon set DOCKER_HOST", ErrUnavailable, firstLine(msg))
+			}
+			if strings.Contains(msg, "permission denied") {
+				return fmt.Errorf("%w: no permission to use the Docker daemon (%s): add the user to the docker group or run sandboxd as root", ErrUnavailable, firstLine(msg))
+			}
+			return fmt.Errorf("%w: docker does not answer: %s", ErrUnavailable, firstLine(msg))
+		}
+		c.checkMu.Lock()
+		if c.cfg.GlobalArgs != nil {
+			c.global = c.cfg.GlobalArgs
+		}
+		c.checkMu.Unlock()
+		return nil
+	}
+	out, err := c.cli(ctx, "info", "--format", "{{.Host.CgroupsVersion}} {{.Host.CgroupManager}} {{.Host.OCIRuntime.Name}}")
+	if err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, "Cannot connect to Podman") {
+			return fmt.Errorf("%w: the podman service is not reachable (%s): start it (`systemctl start podman.socket`) or unset CONTAINER_HOST", ErrUnavailable, firstLine(msg))
+		}
+		return fmt.Errorf("%w: `podman info` failed: %s", ErrUnavailable, firstLine(msg))
+	}
+	global := c.cfg.GlobalArgs
+	if global == nil {
+		global = detectPodmanGlobals(strings.Fields(out), func(name string) bool { _, err := lookPath(name); return err == nil },
+			dirExists("/run/systemd/system"))
+	}
+	c.checkMu.Lock()
+	c.global = global
+	c.checkMu.Unlock()
+	if len(global) > 0 {
+		c.logger.Info("podman global options chosen for this host", "args", strings.Join(global, " "))
+	}
+	return nil
+}
+
+// detectPodmanGlobals picks podman's global options from `podman info`
+// (cgroups version, cgroup manager, OCI runtime). On a cgroup v1 or hybrid
+// host crun refuses to run containers, so runc is used when it is
+// installed; without a running systemd the systemd cgroup manager cannot
+// work, so cgroupfs is used. Where podman's own defaults already are these,
+// nothing is added.
+func detectPodmanGlobals(info []string, have func(string) bool, systemd bool) []string {
+	var out []string
+	if len(info) != 3 {
+		return out
+	}
+	version, manager, oci := info[0], info[1], info[2]
+	if version != "v2" && oci != "runc" && have("runc") {
+		out = append(out, "--runtime", "runc")
+	}
+	if manager == "systemd" && !systemd {
+		out = append(out, "--cgroup-manager", "cgroupfs")
+	}
+	return out
+}
+
+func dirExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// trial runs CheckArgv in a container with every flag a sandbox gets.
+func (c *Container) trial(ctx context.Context) error {
+	spec := Spec{ID: "check-" + randomHex(4), Argv: c.cfg.CheckArgv,
+		Limits: Limits{MemoryBytes: 64 << 20, Pids: 16, TmpBytes: 1 << 20, WorkspaceBytes: 1 << 20, OpenFiles: 64}}
+	args := append(c.globals(), c.runArgs(spec)...)
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	_, _ = c.cli(context.WithoutCancel(ctx), "rm", "-f", containerName(spec.ID))
+	if err != nil {
+		msg := strings.TrimSpace(out.String())
+		advice := ""
+		switch {
+		case strings.Contains(msg, "rlimit"):
+			advice = ": the host refuses a resource limit; pass the engine different --ulimit values through --runtime-arg"
+		case strings.Contains(msg, "catatonit") || strings.Contains(msg, "init binary"):
+			advice = ": --init needs podman's init: `apt-get install catatonit`"
+		case strings.Contains(msg, "executable file not found") || strings.Contains(msg, "no such file or directory"):
+			advice = fmt.Sprintf(": the image %s lacks %s; use an image with Python at that path or set --python", c.cfg.Image, c.cfg.CheckArgv[0])
+		case strings.Contains(msg, "cgroup"):
+			advice = ": on cgroup v1 hosts podman needs `--runtime runc --cgroup-manager cgroupfs` (detected automatically when runc is installed: `apt-get install runc`)"
+		}
+		return fmt.Errorf("%w: a trial %s sandbox failed: %s%s", ErrUnavailable, c.cfg.Runtime, firstLine(msg), advice)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		// The CLIs put the decisive line last ("Error: …").
+		s = s[i+1:]
+	}
+	return s
+}
+
+// containerName is the container name of sandbox id.
+func containerName(id string) string { return "codeexec-" + id }
+
+// Start implements Engine. ctx bounds only the start of the CLI.
+func (c *Container) Start(ctx context.Context, spec Spec) (Process, error) {
+	if c.lookErr != nil {
+		return nil, c.lookErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("start sandbox: empty Argv")
+	}
+	for k, v := range spec.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsAny(v, "\x00\n") {
+			return nil, fmt.Errorf("start sandbox: invalid environment variable %q: names must be non-empty without '=' or NUL, values without NUL or newline", k)
+		}
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, errors.New("start sandbox: engine is closed")
+	}
+	p, err := c.startProcess(spec)
+	if err != nil {
+		return nil, fmt.Errorf("start %s sandbox %s: %w", c.cfg.Runtime, spec.ID, err)
+	}
+	c.mu.Lock()
+	c.live[p] = struct{}{}
+	c.mu.Unlock()
+	go func() {
+		<-p.done
+		c.mu.Lock()
+		delete(c.live, p)
+		c.mu.Unlock()
+	}()
+	return p, nil
+}
+
+// Close implements Engine: it removes every live container, waits for their
+// CLIs, then removes any other container this engine owns.
+func (c *Container) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	live := make([]*containerProcess, 0, len(c.live))
+	for p := range c.live {
+		live = append(live, p)
+	}
+	c.mu.Unlock()
+	if c.lookErr != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if len(live) > 0 {
+		names := make([]string, 0, len(live))
+		for _, p := range live {
+			p.markKilled()
+			names = append(names, p.name)
+		}
+		// One CLI call for all: a shutdown with many sessions stays quick.
+		_, _ = c.cli(ctx, append([]string{"rm", "-f"}, names...)...)
+		for _, p := range live {
+			_ = p.killCLI()
+		}
+		for _, p := range live {
+			_ = p.Wait()
+		}
+	}
+	c.reapOrphans(ctx, true)
+	return nil
+}
+
+// Precompile writes the bytecode of the Python files in dir with the image's
+// own interpreter, python, in a one-off container (no network, no
+// capabilities) that mounts dir read-write at AgentMount. sandboxd compiles
+// with the host's Python for bwrap; an image's Python is often another
+// version, whose interpreter would ignore that bytecode and compile the
+// agent again in every sandbox.
+func (c *Container) Precompile(ctx context.Context, dir, python string) error {
+	if c.lookErr != nil {
+		return c.lookErr
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	args := []string{"run", "--rm", "--pull", "never", "--network", "none", "--read-only",
+		"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "0:0", "--log-driver", "none",
+		"--label", LabelOwner + "=" + c.owner, "--name", containerName("compile-" + randomHex(4)),
+		"--mount", "type=bind,src=" + dir + ",dst=" + AgentMount}
+	args = append(args, c.cfg.ExtraArgs...)
+	args = append(args, c.cfg.Image, python, "-I", "-m", "compileall", "-q", "-l", "--invalidation-mode", "checked-hash", AgentMount)
+	if out, err := c.cli(ctx, args...); err != nil {
+		return fmt.Errorf("compile the agent in %s: %w %s", c.cfg.Image, err, out)
+	}
+	// The sandbox user must be able to read what compileall created.
+	return filepath.WalkDir(filepath.Join(dir, "__pycache__"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if d.IsDir() {
+			mode = 0o755
+		}
+		return os.Chmod(path, mode)
+	})
+}
