@@ -310,3 +310,93 @@ func TestE2EProgressArrivesBeforeResult(t *testing.T) {
 		t.Errorf("result text %q lacks the whole output", text)
 	}
 }
+
+// memoryUpstream writes an MCP_SERVERS_CONFIG with the npm memory server,
+// whose process carries mark in its environment.
+func memoryUpstream(t *testing.T, mark string) string {
+	t.Helper()
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	cfg := map[string]any{"mcpServers": map[string]any{"memory": map[string]any{
+		"command": node, "args": []any{npmEntry(t, "server-memory")},
+		"env": map[string]any{"CODEEXEC_TEST_MARK": mark, "MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "memory.jsonl")},
+	}}}
+	b, _ := json.Marshal(cfg)
+	path := filepath.Join(t.TempDir(), "servers.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestE2EShutdownLetsRunningExecFinish(t *testing.T) {
+	t.Parallel()
+	mark := "e2e-shutdown-" + strings.ReplaceAll(t.TempDir(), "/", "_")
+	sleepMark := fmt.Sprintf("%d.%03d", time.Now().UnixNano()%100000, 11)
+	addr := freeAddr(t)
+	base := "http://" + addr
+	logs := &lockedBuffer{}
+	cmd := exec.Command(binary, "serve", "--http", addr, "--shutdown-grace", "60s")
+	cmd.Env = baseEnv(t, map[string]string{
+		"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha"}),
+		"MCP_SERVERS_CONFIG":   memoryUpstream(t, mark),
+	})
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("codeexec output:\n%s", tailOf(logs.String(), 8000))
+		}
+	})
+	waitHTTP(t, base+"/healthz")
+	c, late := tokenClient(t, base, "alpha-token"), tokenClient(t, base, "alpha-token")
+	// The upstream server runs, and so does a detached sandbox child.
+	o := runPython(t, c, map[string]any{"code": "print(await mcp_memory.read_graph())", "servers": []any{"memory"}})
+	if o.IsError || len(markedProcesses(mark)) == 0 {
+		t.Fatalf("the memory server is not running (%s), so the orphan check proves nothing", o.Text)
+	}
+	code(t, late, "pass")
+
+	result := make(chan outcome, 1)
+	go func() {
+		result <- runPython(t, c, map[string]any{"code": fmt.Sprintf(`
+import subprocess, time
+subprocess.Popen(["sleep", "%s"], start_new_session=True)
+time.sleep(3)
+print("finished")`, sleepMark)})
+	}()
+	for len(processesWithArg(sleepMark)) == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(interruptSignal); err != nil {
+		t.Fatal(err)
+	}
+	// New calls are refused while the running one finishes.
+	for !strings.Contains(logs.String(), "shutting down") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if o := runPython(t, late, map[string]any{"code": "print('late')"}); !o.IsError || !strings.Contains(o.Text, "shutting down") {
+		t.Errorf("a call after SIGTERM = %q; want a shutting-down tool error", o.Text)
+	}
+	if o := <-result; o.IsError || joined(o.stdout()) != "finished" {
+		t.Fatalf("the exec running at SIGTERM ended with %q; want it to finish", o.Text)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("codeexec exited with %v after SIGTERM; want 0", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("codeexec did not exit after SIGTERM and the last call ended")
+	}
+	if pids := processesWithArg(sleepMark); len(pids) != 0 {
+		t.Errorf("sandbox processes %v outlived the server", pids)
+	}
+	if procs := markedProcesses(mark); len(procs) != 0 {
+		t.Errorf("upstream servers %v outlived the server", procs)
+	}
+}
