@@ -503,24 +503,33 @@ print(json.dumps(out))`, &got)
 		}
 	})
 
-	// sandboxd loads a call's servers before running its code, so a server
-	// that cannot start fails the whole call with the reason.
+	// A server that cannot start does not stop the call: the code runs,
+	// the other servers of the call work, and using the broken one raises
+	// runtime.MCPError with the reason.
 	t.Run("server fails to start", func(t *testing.T) {
 		for _, tc := range []struct {
-			server string
-			want   []string
+			server, alias string
+			want          []string
 		}{
-			{"missing", []string{`MCP server "missing"`, "failed to start", "no-such-mcp-server", "no such file or directory"}},
-			{"dies", []string{`MCP server "dies"`, "failed to start", "exit status 2", "crashserver: cannot open /nonexistent/state.db"}},
+			{"missing", "missing", []string{"failed to start", "no-such-mcp-server", "no such file or directory"}},
+			{"dies", "dies", []string{"failed to start", "exit status 2", "crashserver: cannot open /nonexistent/state.db"}},
 		} {
-			o := runPython(t, c, map[string]any{"code": "print('ran')", "servers": []any{tc.server}})
-			if !o.IsError || o.str("status") != "error" || strings.Contains(joined(o.stdout()), "ran") {
-				t.Errorf("run_python(servers=[%s]) = %s, want an error before the code runs", tc.server, o.Text)
+			src := `print('ran')
+echo = await mcp_everything.echo(message="fine")
+print(echo["content"][0]["text"])
+try:
+    await mcp_` + tc.alias + `.anything()
+except runtime.MCPError as e:
+    print("MCPError:", e)`
+			o := runPython(t, c, map[string]any{"code": src, "servers": []any{"everything", tc.server}})
+			out := joined(o.stdout())
+			if o.IsError || !strings.HasPrefix(out, "ran\nEcho: fine\nMCPError: ") {
+				t.Errorf("run_python(servers=[everything, %s]) = %s, want the code to run and MCPError on use", tc.server, o.Text)
 				continue
 			}
 			for _, w := range tc.want {
-				if !strings.Contains(o.Text, w) {
-					t.Errorf("run_python(servers=[%s]) error %q lacks %q", tc.server, o.Text, w)
+				if !strings.Contains(out, w) {
+					t.Errorf("MCPError for %s %q lacks %q", tc.server, out, w)
 				}
 			}
 		}

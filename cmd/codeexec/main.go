@@ -17,6 +17,10 @@ import (
 var version = "dev"
 
 func main() {
+	// An MCP client may close our stderr (or stdout) when it goes away. A
+	// log line written after that must fail quietly, not kill the process
+	// with SIGPIPE before it has stopped its sandboxes and servers.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()

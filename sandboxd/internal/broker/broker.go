@@ -37,6 +37,9 @@ type serverMeta struct {
 	Description string     `json:"description,omitempty"`
 	Cwd         string     `json:"cwd,omitempty"`
 	Tools       []toolMeta `json:"tools"`
+	// Error says why the server's tools could not be listed; calls to it
+	// will fail with the same kind of reason.
+	Error string `json:"error,omitempty"`
 }
 
 type toolMeta struct {
@@ -74,9 +77,11 @@ func (b *Broker) Prepare(ctx context.Context, _ string, servers []string) (*sess
 	}
 	all := make([]discovered, 0, len(list.GetServers()))
 	known := map[string]bool{}
+	aliases := map[string]string{}
 	for _, s := range list.GetServers() {
 		all = append(all, discovered{Name: s.GetName(), Description: s.GetDescription()})
 		known[s.GetName()] = true
+		aliases[s.GetName()] = s.GetAlias()
 	}
 	env.Discovered, _ = json.Marshal(all)
 	var unknown []string
@@ -91,11 +96,15 @@ func (b *Broker) Prepare(ctx context.Context, _ string, servers []string) (*sess
 	metas := make([]serverMeta, 0, len(names))
 	for _, n := range names {
 		resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: n})
-		if err != nil {
-			if status.Code(err) == codes.NotFound {
-				return nil, fmt.Errorf("%w: %s", session.ErrInvalid, status.Convert(err).Message())
-			}
-			return nil, status.Errorf(codes.FailedPrecondition, "MCP server %q is not available: %s", n, status.Convert(err).Message())
+		switch {
+		case status.Code(err) == codes.NotFound:
+			return nil, fmt.Errorf("%w: %s", session.ErrInvalid, status.Convert(err).Message())
+		case err != nil:
+			// A server that cannot start now is still allowed: the code
+			// gets runtime.MCPError, with the reason, when it uses it, and
+			// the other servers of the call stay usable.
+			metas = append(metas, serverMeta{Name: n, Alias: aliases[n], Tools: []toolMeta{}, Error: status.Convert(err).Message()})
+			continue
 		}
 		srv := resp.GetServer()
 		meta := serverMeta{Name: n, Alias: srv.GetAlias(), Description: srv.GetDescription(), Cwd: srv.GetCwd(), Tools: []toolMeta{}}
