@@ -137,6 +137,9 @@ class Session:
         token = os.urandom(12).hex().encode()
         done = {"t": "done", "id": exec_id, "ok": False, "exit": 1, "error": "",
                 "dropped": {"stdout": 0, "stderr": 0}}
+        # Threads already running belong to earlier execs: mute them before
+        # fds 1/2 lead to this exec's pipes.
+        codeexec_stdio.begin_exec()
         try:
             # Each exec starts with fds 1/2 and sys.stdout/err writing to its
             # own capture pipes, whatever the previous exec did to them.
@@ -148,7 +151,6 @@ class Session:
                                "this call (%s); it is lost\n" % exc)
         try:
             codeexec_stdio.fix()
-            codeexec_stdio.begin_exec()
             done["ok"], done["exit"], done["error"] = self._execute(msg)
         finally:
             if os.getpid() != self.pid:

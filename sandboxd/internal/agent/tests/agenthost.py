@@ -144,6 +144,7 @@ class Agent:
         self._wlock = threading.Lock()
         self._next = 0
         self._early = []  # output consumed by wait_for_output
+        self._calls_mark = 0
         self.diag = b""
         threading.Thread(target=self._read, daemon=True).start()
         self._diag_thread = threading.Thread(target=self._read_diag, daemon=True)
@@ -192,6 +193,7 @@ class Agent:
         if discovered is None:
             discovered = [{"name": s["name"], "description": s.get("description", "")} for s in servers]
         self.host.allowed = [s["name"] for s in servers]
+        self._calls_mark = len(self.calls)  # before the exec can make calls
         self.send({"t": "exec", "id": self._next, "code": code, "servers": list(servers),
                    "discovered": discovered, "limit": limit})
         return self._next
@@ -207,7 +209,7 @@ class Agent:
 
     def wait(self, exec_id, timeout=60):
         chunks, self._early = self._early, []
-        ncalls = len(self.calls)
+        ncalls = self._calls_mark
         deadline = time.monotonic() + timeout
         while True:
             msg = self.frames.get(timeout=max(0.01, deadline - time.monotonic()))
