@@ -26,7 +26,7 @@ func (s *Service) ListServers(ctx context.Context, req *discoveryv1.ListServersR
 		s.rescan()
 	}
 	resp := &discoveryv1.ListServersResponse{}
-	for _, name := range s.mgr.Names() {
+	for _, name := range s.visibleNames(req.GetTenant()) {
 		p, err := s.serverProto(name)
 		if err != nil {
 			return nil, s.toStatus(ctx, "ListServers", err)
@@ -62,6 +62,9 @@ func (s *Service) listTools(ctx context.Context, req *discoveryv1.ListToolsReque
 		return nil, invalid("server is empty; name one of the servers that ListServers returns")
 	}
 	name := s.resolve(req.GetServer())
+	if err := s.checkVisible(req.GetTenant(), name); err != nil {
+		return nil, err
+	}
 	es, err := s.tools(ctx, name)
 	if err != nil {
 		return nil, err
@@ -95,6 +98,9 @@ func (s *Service) getToolDocs(ctx context.Context, req *discoveryv1.GetToolDocsR
 		return nil, err
 	}
 	name := s.resolve(req.GetServer())
+	if err := s.checkVisible(req.GetTenant(), name); err != nil {
+		return nil, err
+	}
 	es, err := s.tools(ctx, name)
 	if err != nil {
 		return nil, err
@@ -163,6 +169,11 @@ func (s *Service) searchTools(ctx context.Context, req *discoveryv1.SearchToolsR
 		if err != nil {
 			return nil, err
 		}
+		for _, n := range scope {
+			if err := s.checkVisible(req.GetTenant(), n); err != nil {
+				return nil, err
+			}
+		}
 		failed := s.listAll(ctx, scope)
 		in := map[string]bool{}
 		for _, n := range scope {
@@ -175,7 +186,15 @@ func (s *Service) searchTools(ctx context.Context, req *discoveryv1.SearchToolsR
 	} else {
 		// The first search must find tools on every server, not only on
 		// those used so far: index the rest first, within a bound.
-		resp.UnindexedServers = s.indexUnlisted(ctx, s.mgr.Names())
+		names := s.visibleNames(req.GetTenant())
+		resp.UnindexedServers = s.indexUnlisted(ctx, names)
+		if len(names) < len(s.mgr.Names()) {
+			in := map[string]bool{}
+			for _, n := range names {
+				in[n] = true
+			}
+			keep = func(d *search.Doc) bool { return in[d.Server] }
+		}
 	}
 	res := s.searchIndex().SearchFunc(query, limit, keep)
 	resp.Total = int32(res.Total)
@@ -272,6 +291,9 @@ func (s *Service) callTool(ctx context.Context, req *discoveryv1.CallToolRequest
 		}
 	}
 	name := s.resolve(req.GetServer())
+	if err := s.checkVisible(req.GetTenant(), name); err != nil {
+		return nil, err
+	}
 	tool := s.toolName(name, req.GetTool())
 	res, err := s.mgr.CallTool(ctx, name, tool, args, timeout)
 	if errors.Is(err, upstream.ErrUnknownTool) {

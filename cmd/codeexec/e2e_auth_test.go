@@ -400,3 +400,32 @@ print("finished")`, sleepMark)})
 		t.Errorf("upstream servers %v outlived the server", procs)
 	}
 }
+
+func TestE2ETenantScopedUpstream(t *testing.T) {
+	t.Parallel()
+	cfgPath := memoryUpstream(t, "e2e-scoped-"+strings.ReplaceAll(t.TempDir(), "/", "_"))
+	raw, _ := os.ReadFile(cfgPath)
+	var cfg map[string]map[string]map[string]any
+	_ = json.Unmarshal(raw, &cfg)
+	cfg["mcpServers"]["memory"]["tenants"] = []any{"alpha"}
+	raw, _ = json.Marshal(cfg)
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := startAuthHTTP(t, map[string]string{
+		"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha", "beta-token": "beta"}),
+		"MCP_SERVERS_CONFIG":   cfgPath,
+	})
+	a, b := tokenClient(t, base, "alpha-token"), tokenClient(t, base, "beta-token")
+	if o := runPython(t, a, map[string]any{"code": "print(await mcp_memory.read_graph())", "servers": []any{"memory"}}); o.IsError {
+		t.Fatalf("alpha cannot use its server: %s", o.Text)
+	}
+	o := runPython(t, b, map[string]any{"code": "pass", "servers": []any{"memory"}})
+	if !o.IsError || !strings.Contains(o.Text, `unknown MCP server "memory"`) {
+		t.Errorf("beta asking for alpha's server got %q; want it unknown", o.Text)
+	}
+	o = code(t, b, "print(runtime.discovered_servers(), runtime.search_tool_docs_sync('read graph'))")
+	if strings.Contains(joined(o.stdout()), "memory") {
+		t.Errorf("beta discovers alpha's server: %q", joined(o.stdout()))
+	}
+}

@@ -46,6 +46,9 @@ type Server struct {
 	Headers map[string]string
 	// Source is the file that defined the server.
 	Source string
+	// Tenants, when set, limits the server to these tenants; others do
+	// not see it. Empty shares it with every tenant.
+	Tenants []string
 }
 
 // Warning reports a config file or entry that could not be used. Server is

@@ -143,6 +143,9 @@ func parseEntry(name string, raw any, fileDesc string, opts Options) (s Server, 
 	if s.Headers, err = stringMap(e, "headers", &x); err != nil {
 		return s, "", err
 	}
+	if s.Tenants, err = stringList(e, "tenants"); err != nil {
+		return s, "", err
+	}
 	if s.Transport, err = transportOf(e, s); err != nil {
 		return s, "", err
 	}

@@ -55,7 +55,7 @@ type discovered struct {
 }
 
 // Prepare resolves the servers allowed for one exec.
-func (b *Broker) Prepare(ctx context.Context, _ string, servers []string) (*session.ExecEnv, error) {
+func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (*session.ExecEnv, error) {
 	env := &session.ExecEnv{Allowed: []string{}, Servers: json.RawMessage("[]"), Discovered: json.RawMessage("[]")}
 	var names []string
 	for _, s := range servers {
@@ -71,7 +71,7 @@ func (b *Broker) Prepare(ctx context.Context, _ string, servers []string) (*sess
 		}
 		return env, nil
 	}
-	list, err := b.Discovery.ListServers(ctx, &discoveryv1.ListServersRequest{})
+	list, err := b.Discovery.ListServers(ctx, &discoveryv1.ListServersRequest{Tenant: tenant})
 	if err != nil {
 		return nil, fmt.Errorf("list MCP servers: %w", err)
 	}
@@ -95,7 +95,7 @@ func (b *Broker) Prepare(ctx context.Context, _ string, servers []string) (*sess
 	}
 	metas := make([]serverMeta, 0, len(names))
 	for _, n := range names {
-		resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: n})
+		resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: n, Tenant: tenant})
 		switch {
 		case status.Code(err) == codes.NotFound:
 			return nil, fmt.Errorf("%w: %s", session.ErrInvalid, status.Convert(err).Message())
@@ -143,7 +143,7 @@ func (b *Broker) Call(ctx context.Context, tenant string, env *session.ExecEnv, 
 		if b.Discovery == nil {
 			return nil, errors.New("MCP server discovery is not available in this deployment")
 		}
-		out, err = b.discoveryCall(ctx, env, method, &p)
+		out, err = b.discoveryCall(ctx, tenant, env, method, &p)
 	default:
 		return nil, fmt.Errorf("unknown request %q from the sandbox", method)
 	}

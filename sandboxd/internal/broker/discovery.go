@@ -41,13 +41,13 @@ func detailOf(s string) (discoveryv1.Detail, error) {
 	return 0, fmt.Errorf("detail must be \"summary\" or \"full\", not %q", s)
 }
 
-func (b *Broker) discoveryCall(ctx context.Context, env *session.ExecEnv, method string, p *callParams) (any, error) {
+func (b *Broker) discoveryCall(ctx context.Context, tenant string, env *session.ExecEnv, method string, p *callParams) (any, error) {
 	switch method {
 	case "list_tools":
 		if err := allowed(env, p.Server); err != nil {
 			return nil, err
 		}
-		resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: p.Server})
+		resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: p.Server, Tenant: tenant})
 		if err != nil {
 			return nil, rpcError(err)
 		}
@@ -75,7 +75,7 @@ func (b *Broker) discoveryCall(ctx context.Context, env *session.ExecEnv, method
 		if args[0] != '{' {
 			return nil, fmt.Errorf("arguments must be an object (keyword arguments), not %s", args)
 		}
-		resp, err := b.Discovery.CallTool(ctx, &discoveryv1.CallToolRequest{Server: p.Server, Tool: *p.Tool, ArgumentsJson: string(args)})
+		resp, err := b.Discovery.CallTool(ctx, &discoveryv1.CallToolRequest{Server: p.Server, Tool: *p.Tool, ArgumentsJson: string(args), Tenant: tenant})
 		if err != nil {
 			return nil, rpcError(err)
 		}
@@ -88,7 +88,7 @@ func (b *Broker) discoveryCall(ctx context.Context, env *session.ExecEnv, method
 		if err != nil {
 			return nil, err
 		}
-		req := &discoveryv1.GetToolDocsRequest{Server: p.Server, Detail: detail}
+		req := &discoveryv1.GetToolDocsRequest{Server: p.Server, Detail: detail, Tenant: tenant}
 		if p.Tool != nil {
 			req.Tool = *p.Tool
 		}
@@ -108,7 +108,7 @@ func (b *Broker) discoveryCall(ctx context.Context, env *session.ExecEnv, method
 		// Search spans every configured server: finding which server to load
 		// is the point of searching, so discoveryd starts the ones not yet
 		// listed. Calls stay limited to the allow-list.
-		resp, err := b.Discovery.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: p.Query, Limit: p.Limit, Detail: detail})
+		resp, err := b.Discovery.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: p.Query, Limit: p.Limit, Detail: detail, Tenant: tenant})
 		if err != nil {
 			return nil, rpcError(err)
 		}

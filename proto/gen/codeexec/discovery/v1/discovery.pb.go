@@ -513,7 +513,11 @@ type ListServersRequest struct {
 	// rescan re-reads the config sources first. New names are added; names
 	// already known are never removed or changed, as upstream does on every
 	// call.
-	Rescan        bool `protobuf:"varint,1,opt,name=rescan,proto3" json:"rescan,omitempty"`
+	Rescan bool `protobuf:"varint,1,opt,name=rescan,proto3" json:"rescan,omitempty"`
+	// tenant is the caller's tenant. A server whose config lists tenants is
+	// visible only to those; to any other tenant it does not exist
+	// (NOT_FOUND, as for an unknown name). Empty means "default".
+	Tenant        string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -553,6 +557,13 @@ func (x *ListServersRequest) GetRescan() bool {
 		return x.Rescan
 	}
 	return false
+}
+
+func (x *ListServersRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 // ListServersResponse lists every configured server, sorted by name.
@@ -615,7 +626,11 @@ func (x *ListServersResponse) GetWarnings() []string {
 type ListToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// server is the server's name or alias.
-	Server        string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// tenant is the caller's tenant. A server whose config lists tenants is
+	// visible only to those; to any other tenant it does not exist
+	// (NOT_FOUND, as for an unknown name). Empty means "default".
+	Tenant        string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -653,6 +668,13 @@ func (*ListToolsRequest) Descriptor() ([]byte, []int) {
 func (x *ListToolsRequest) GetServer() string {
 	if x != nil {
 		return x.Server
+	}
+	return ""
+}
+
+func (x *ListToolsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -721,7 +743,11 @@ type GetToolDocsRequest struct {
 	// Empty returns every tool of the server.
 	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	// detail selects summary or full docs.
-	Detail        Detail `protobuf:"varint,3,opt,name=detail,proto3,enum=codeexec.discovery.v1.Detail" json:"detail,omitempty"`
+	Detail Detail `protobuf:"varint,3,opt,name=detail,proto3,enum=codeexec.discovery.v1.Detail" json:"detail,omitempty"`
+	// tenant is the caller's tenant. A server whose config lists tenants is
+	// visible only to those; to any other tenant it does not exist
+	// (NOT_FOUND, as for an unknown name). Empty means "default".
+	Tenant        string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -775,6 +801,13 @@ func (x *GetToolDocsRequest) GetDetail() Detail {
 		return x.Detail
 	}
 	return Detail_DETAIL_UNSPECIFIED
+}
+
+func (x *GetToolDocsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 // GetToolDocsResponse returns tool docs.
@@ -839,7 +872,11 @@ type SearchToolsRequest struct {
 	// are started and listed first if needed. Empty searches every server
 	// whose tools are already known, and names the others in
 	// unindexed_servers. sandboxd passes the exec's allow-list here.
-	Servers       []string `protobuf:"bytes,4,rep,name=servers,proto3" json:"servers,omitempty"`
+	Servers []string `protobuf:"bytes,4,rep,name=servers,proto3" json:"servers,omitempty"`
+	// tenant is the caller's tenant. A server whose config lists tenants is
+	// visible only to those; to any other tenant it does not exist
+	// (NOT_FOUND, as for an unknown name). Empty means "default".
+	Tenant        string `protobuf:"bytes,5,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -900,6 +937,13 @@ func (x *SearchToolsRequest) GetServers() []string {
 		return x.Servers
 	}
 	return nil
+}
+
+func (x *SearchToolsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 // SearchToolsResponse returns ranked docs, best first.
@@ -990,7 +1034,11 @@ type CallToolRequest struct {
 	ArgumentsJson string `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// timeout bounds the upstream call, including starting the server if it
 	// is not running. Zero means the service default.
-	Timeout       *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// tenant is the caller's tenant. A server whose config lists tenants is
+	// visible only to those; to any other tenant it does not exist
+	// (NOT_FOUND, as for an unknown name). Empty means "default".
+	Tenant        string `protobuf:"bytes,5,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1051,6 +1099,13 @@ func (x *CallToolRequest) GetTimeout() *durationpb.Duration {
 		return x.Timeout
 	}
 	return nil
+}
+
+func (x *CallToolRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 // CallToolResponse carries the tool's result.
@@ -1133,38 +1188,43 @@ const file_codeexec_discovery_v1_discovery_proto_rawDesc = "" +
 	"\n" +
 	"tool_alias\x18\x04 \x01(\tR\ttoolAlias\x12 \n" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12*\n" +
-	"\x11input_schema_json\x18\x06 \x01(\tR\x0finputSchemaJson\",\n" +
+	"\x11input_schema_json\x18\x06 \x01(\tR\x0finputSchemaJson\"D\n" +
 	"\x12ListServersRequest\x12\x16\n" +
-	"\x06rescan\x18\x01 \x01(\bR\x06rescan\"j\n" +
+	"\x06rescan\x18\x01 \x01(\bR\x06rescan\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"j\n" +
 	"\x13ListServersResponse\x127\n" +
 	"\aservers\x18\x01 \x03(\v2\x1d.codeexec.discovery.v1.ServerR\aservers\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"*\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"B\n" +
 	"\x10ListToolsRequest\x12\x16\n" +
-	"\x06server\x18\x01 \x01(\tR\x06server\"}\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"}\n" +
 	"\x11ListToolsResponse\x125\n" +
 	"\x06server\x18\x01 \x01(\v2\x1d.codeexec.discovery.v1.ServerR\x06server\x121\n" +
-	"\x05tools\x18\x02 \x03(\v2\x1b.codeexec.discovery.v1.ToolR\x05tools\"w\n" +
+	"\x05tools\x18\x02 \x03(\v2\x1b.codeexec.discovery.v1.ToolR\x05tools\"\x8f\x01\n" +
 	"\x12GetToolDocsRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x125\n" +
-	"\x06detail\x18\x03 \x01(\x0e2\x1d.codeexec.discovery.v1.DetailR\x06detail\"I\n" +
+	"\x06detail\x18\x03 \x01(\x0e2\x1d.codeexec.discovery.v1.DetailR\x06detail\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"I\n" +
 	"\x13GetToolDocsResponse\x122\n" +
-	"\x04docs\x18\x01 \x03(\v2\x1e.codeexec.discovery.v1.ToolDocR\x04docs\"\x91\x01\n" +
+	"\x04docs\x18\x01 \x03(\v2\x1e.codeexec.discovery.v1.ToolDocR\x04docs\"\xa9\x01\n" +
 	"\x12SearchToolsRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x125\n" +
 	"\x06detail\x18\x03 \x01(\x0e2\x1d.codeexec.discovery.v1.DetailR\x06detail\x12\x18\n" +
-	"\aservers\x18\x04 \x03(\tR\aservers\"\xaa\x01\n" +
+	"\aservers\x18\x04 \x03(\tR\aservers\x12\x16\n" +
+	"\x06tenant\x18\x05 \x01(\tR\x06tenant\"\xaa\x01\n" +
 	"\x13SearchToolsResponse\x122\n" +
 	"\x04docs\x18\x01 \x03(\v2\x1e.codeexec.discovery.v1.ToolDocR\x04docs\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\x12\x1c\n" +
 	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12+\n" +
-	"\x11unindexed_servers\x18\x04 \x03(\tR\x10unindexedServers\"\x99\x01\n" +
+	"\x11unindexed_servers\x18\x04 \x03(\tR\x10unindexedServers\"\xb1\x01\n" +
 	"\x0fCallToolRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\x123\n" +
-	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"3\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x16\n" +
+	"\x06tenant\x18\x05 \x01(\tR\x06tenant\"3\n" +
 	"\x10CallToolResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson*m\n" +
