@@ -1,5 +1,6 @@
-// End-to-end tests of agent behaviour that notebooks users rely on.
 package main
+
+// End-to-end tests of agent behaviour that notebook users rely on.
 
 import (
 	"strings"
