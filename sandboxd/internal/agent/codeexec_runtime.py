@@ -164,13 +164,15 @@ def _limit(limit):
 
 class ToolDocs(list):
     """A search result: a list of docs (upstream's shape) that also says how
-    many tools matched in all (`total`) and whether the list was cut to the
-    limit (`truncated`)."""
+    many tools matched in all (`total`), whether the list was cut to the
+    limit (`truncated`), and which servers could not be searched because
+    they had not listed their tools yet (`unindexed`)."""
 
-    def __init__(self, docs=(), total=None, truncated=False):
+    def __init__(self, docs=(), total=None, truncated=False, unindexed=()):
         super().__init__(docs)
         self.total = len(self) if total is None else total
         self.truncated = bool(truncated)
+        self.unindexed = tuple(unindexed or ())
 
 
 ToolDocs.__module__ = "mcp.runtime"
@@ -181,7 +183,7 @@ async def search_tool_docs(query, *, limit=5, detail="summary"):
     p = {"query": str(query), "limit": _limit(limit), "detail": _detail(detail)}
     res = await _chan.call_async("search_tool_docs", p)
     if isinstance(res, dict):
-        return ToolDocs(res.get("results") or [], res.get("total"), res.get("truncated"))
+        return ToolDocs(res.get("results") or [], res.get("total"), res.get("truncated"), res.get("unindexed"))
     return ToolDocs(res or [])
 
 
