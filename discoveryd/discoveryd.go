@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/config"
@@ -71,6 +72,9 @@ type Config struct {
 	// unlisted servers to be indexed (less when the request's deadline is
 	// sooner); 0 means DefaultSearchIndexWait.
 	SearchIndexWait time.Duration
+	// Registerer, when set, receives the service's metrics: tool-call and
+	// search latency, and tokens spared.
+	Registerer prometheus.Registerer
 }
 
 // Validate checks the config and fills in defaults.
@@ -115,9 +119,10 @@ func (c *Config) loadOptions() config.Options {
 type Service struct {
 	discoveryv1.UnimplementedDiscoveryServiceServer
 
-	cfg    Config
-	logger *slog.Logger
-	mgr    *upstream.Manager
+	cfg     Config
+	logger  *slog.Logger
+	mgr     *upstream.Manager
+	metrics *metrics
 
 	mu       sync.Mutex
 	warnings []string
@@ -144,8 +149,13 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, logger: logger, alias: map[string]string{}, byAlias: map[string]string{}, indexing: map[string]*indexAttempt{}}
+	s := &Service{cfg: cfg, logger: logger, alias: map[string]string{}, byAlias: map[string]string{}, indexing: map[string]*indexAttempt{}, metrics: newMetrics()}
 	s.indexDirty.Store(true)
+	if cfg.Registerer != nil {
+		if err := s.registerMetrics(cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("discoveryd metrics: %w", err)
+		}
+	}
 	s.mgr = upstream.New(nil, upstream.Options{
 		BaseEnv:        upstream.DefaultEnv(cfg.GOOS, cfg.lookup),
 		CallTimeout:    cfg.CallTimeout,

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/search"
 	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
@@ -86,6 +87,7 @@ func (s *Service) GetToolDocs(ctx context.Context, req *discoveryv1.GetToolDocsR
 	if err != nil {
 		return nil, s.toStatus(ctx, "GetToolDocs", err)
 	}
+	go s.spare("GetToolDocs", req.GetTenant(), resp)
 	return resp, nil
 }
 
@@ -137,10 +139,17 @@ func checkDetail(d discoveryv1.Detail) (discoveryv1.Detail, error) {
 
 // SearchTools ranks tools against a query.
 func (s *Service) SearchTools(ctx context.Context, req *discoveryv1.SearchToolsRequest) (*discoveryv1.SearchToolsResponse, error) {
+	start := time.Now()
 	resp, err := s.searchTools(ctx, req)
+	scope := "all"
+	if len(req.GetServers()) > 0 {
+		scope = "servers"
+	}
+	s.metrics.search.WithLabelValues(scope).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, s.toStatus(ctx, "SearchTools", err)
 	}
+	go s.spare("SearchTools", req.GetTenant(), resp)
 	return resp, nil
 }
 
@@ -255,7 +264,14 @@ func (s *Service) listAll(ctx context.Context, names []string) map[string]bool {
 
 // CallTool proxies one tool call.
 func (s *Service) CallTool(ctx context.Context, req *discoveryv1.CallToolRequest) (*discoveryv1.CallToolResponse, error) {
+	start := time.Now()
 	resp, err := s.callTool(ctx, req)
+	// Unknown names are not labels: they would grow without bound.
+	if server := s.resolve(req.GetServer()); s.visible(req.GetTenant(), server) {
+		if _, cfgErr := s.mgr.Config(server); cfgErr == nil {
+			s.metrics.observeCall(server, start, resp, err)
+		}
+	}
 	if err != nil {
 		return nil, s.toStatus(ctx, "CallTool", err)
 	}

@@ -118,6 +118,7 @@ func (g *Gateway) tenantOf(ctx context.Context) string {
 func (g *Gateway) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if msg := g.checkOrigin(r); msg != "" {
+			g.metrics.denied.WithLabelValues("origin").Inc()
 			g.logger.Warn("HTTP request refused", "http.host", r.Host, "http.origin", r.Header.Get("Origin"), logkeys.Error, msg)
 			http.Error(w, "Forbidden: "+msg, http.StatusForbidden)
 			return
@@ -126,11 +127,13 @@ func (g *Gateway) guard(next http.Handler) http.Handler {
 		if g.authn != nil {
 			token, ok := bearer(r)
 			if !ok {
+				g.metrics.denied.WithLabelValues("missing_token").Inc()
 				g.unauthorized(w, r, "")
 				return
 			}
 			t, err := g.authn.Authenticate(r.Context(), token)
 			if err != nil {
+				g.metrics.denied.WithLabelValues("invalid_token").Inc()
 				g.logger.Info("HTTP request not authenticated", logkeys.Error, err)
 				g.unauthorized(w, r, "invalid_token")
 				return
@@ -140,6 +143,7 @@ func (g *Gateway) guard(next http.Handler) http.Handler {
 		if id := r.Header.Get(server.HeaderKeySessionID); id != "" && !g.owns(tenant, id) {
 			// The same answer as for a session that does not exist, so a
 			// tenant learns nothing about another's sessions.
+			g.metrics.denied.WithLabelValues("session").Inc()
 			http.Error(w, "Invalid session ID", http.StatusNotFound)
 			return
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
 	"github.com/codeexec/codeexec/gateway/internal/result"
@@ -59,6 +60,8 @@ type Config struct {
 	Auth HTTPAuth
 	// Quotas cap each tenant's sessions and calls.
 	Quotas Quotas
+	// Registerer, when set, receives the gateway's metrics.
+	Registerer prometheus.Registerer
 }
 
 func (c Config) withDefaults() Config {
@@ -118,6 +121,7 @@ type Gateway struct {
 	authn      auth.Authenticator
 	quota      *execQuota
 	calls      callTracker
+	metrics    *metrics
 
 	// owners maps each MCP session begun in this process to the tenant
 	// that initialised it.
@@ -150,6 +154,7 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		logger:     logger.With(logkeys.Service, "gateway"),
 		quota:      newExecQuota(cfg.Quotas),
 		owners:     map[string]string{},
+		metrics:    newMetrics(),
 	}
 	authn, err := newAuthenticator(cfg.Auth)
 	if err != nil {
@@ -158,6 +163,11 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 	g.authn = authn
 	g.sessions = newSessionTable(sandbox, g.logger)
 	g.sessions.maxPerTenant, g.sessions.idleHint = cfg.Quotas.Sessions, cfg.SessionIdleTimeout
+	if cfg.Registerer != nil {
+		if err := g.metrics.register(cfg.Registerer, g); err != nil {
+			return nil, fmt.Errorf("gateway metrics: %w", err)
+		}
+	}
 	if g.defaultSec > g.maxSec {
 		g.logger.Warn("default timeout exceeds the maximum; calls without a timeout get the maximum",
 			"default", cfg.DefaultTimeout, "max", cfg.MaxTimeout)

@@ -171,11 +171,11 @@ func (t *sessionTable) createLocked(ctx context.Context, e *sessionEntry) (strin
 	})
 	if err != nil {
 		t.release(e.tenant)
-		t.logger.Error("create sandbox session", logkeys.MCPSession, e.mcpID, logkeys.Error, err)
+		t.logger.ErrorContext(ctx, "create sandbox session", logkeys.MCPSession, e.mcpID, logkeys.Error, err)
 		return "", err
 	}
 	e.sandboxID = resp.GetSession().GetId()
-	t.logger.Info("sandbox session created", logkeys.MCPSession, e.mcpID, logkeys.SessionID, e.sandboxID)
+	t.logger.InfoContext(ctx, "sandbox session created", logkeys.MCPSession, e.mcpID, logkeys.SessionID, e.sandboxID)
 	return e.sandboxID, nil
 }
 

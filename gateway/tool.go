@@ -90,23 +90,32 @@ func (g *Gateway) handleRunPython(ctx context.Context, req mcp.CallToolRequest) 
 	}
 	tenant := g.tenantOf(ctx)
 	logger := g.logger.With(logkeys.MCPTool, ToolName, logkeys.MCPSession, mcpID, logkeys.RequestID, reqID, logkeys.Tenant, tenant)
+	start := time.Now()
 	end, err := g.calls.begin()
 	if err != nil {
+		g.metrics.observe("refused", start)
 		return result.ToolResult(result.Failure("The server is shutting down; retry on a new connection in a moment.", err.Error()), g.mode), nil
 	}
 	defer end()
 	release, err := g.quota.acquire(tenant)
 	if err != nil {
+		g.metrics.observe("refused", start)
+		var qe *QuotaError
+		if errors.As(err, &qe) {
+			g.metrics.quota.WithLabelValues(qe.Limit).Inc()
+		}
 		logger.Warn("run_python refused", logkeys.Error, err)
 		return result.ToolResult(result.Failure(err.Error(), err.Error()), g.mode), nil
 	}
 	defer release()
-	start := time.Now()
 	out := g.execute(ctx, tenant, mcpID, p, g.progress(ctx, req))
 	payload := result.FromOutcome(out)
+	status := payload.Status
 	if qe := (*QuotaError)(nil); errors.As(out.Err, &qe) {
-		payload = result.Failure(qe.Error(), qe.Error())
+		payload, status = result.Failure(qe.Error(), qe.Error()), "refused"
+		g.metrics.quota.WithLabelValues(qe.Limit).Inc()
 	}
+	g.metrics.observe(status, start)
 	logger.LogAttrs(ctx, levelFor(payload), "run_python finished",
 		slog.String(logkeys.ExecStatus, payload.Status),
 		slog.Duration(logkeys.Duration, time.Since(start)),

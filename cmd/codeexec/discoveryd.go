@@ -32,6 +32,7 @@ func runDiscoveryd(ctx context.Context, args []string, getenv func(string) strin
 		return err
 	}
 	srv := grpcserver.New(logger, nil)
+	cfg.Registerer = srv.Registry
 	svc, err := discoveryd.New(cfg, logger)
 	if err != nil {
 		return err

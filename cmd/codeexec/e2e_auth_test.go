@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,23 +251,19 @@ func TestE2EQuotaHitThenRecovers(t *testing.T) {
 	base, _ := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha", "beta-token": "beta"})},
 		"--quota-execs", "1")
 	long, other, beta := tokenClient(t, base, "alpha-token"), tokenClient(t, base, "alpha-token"), tokenClient(t, base, "beta-token")
-	code(t, other, "pass") // start the second session's sandbox before the race
+	code(t, other, "pass") // start the second session's sandbox first
+	// The long call runs a sleep whose argument marks it, so the test
+	// knows when the call holds the tenant's only execution slot.
+	marker := fmt.Sprintf("3.%06d", time.Now().UnixNano()%1000000)
 	var wg sync.WaitGroup
-	var finished atomic.Bool
 	wg.Go(func() {
-		defer finished.Store(true)
-		code(t, long, "import time\ntime.sleep(4)\nprint('done')")
+		code(t, long, fmt.Sprintf("import subprocess\nsubprocess.run(['sleep', '%s'])\nprint('done')", marker))
 	})
-	var refused outcome
-	for !finished.Load() {
-		o := runPython(t, other, map[string]any{"code": "pass"})
-		if o.IsError {
-			refused = o
-			break
-		}
+	for len(processesWithArg(marker)) == 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !strings.Contains(refused.Text, "limit of 1 concurrent executions") || !strings.Contains(refused.Text, "retry when") {
+	refused := runPython(t, other, map[string]any{"code": "pass"})
+	if !refused.IsError || !strings.Contains(refused.Text, "limit of 1 concurrent executions") || !strings.Contains(refused.Text, "retry when") {
 		t.Fatalf("while alpha's long call ran, another alpha call gave %q; want the concurrent-executions quota and when to retry", refused.Text)
 	}
 	// Beta has its own quota.
@@ -424,7 +419,7 @@ func TestE2ETenantScopedUpstream(t *testing.T) {
 	if !o.IsError || !strings.Contains(o.Text, `unknown MCP server "memory"`) {
 		t.Errorf("beta asking for alpha's server got %q; want it unknown", o.Text)
 	}
-	o = code(t, b, "print(runtime.discovered_servers(), runtime.search_tool_docs_sync('read graph'))")
+	o = code(t, b, "print(runtime.discovered_servers(), await runtime.search_tool_docs('read graph'))")
 	if strings.Contains(joined(o.stdout()), "memory") {
 		t.Errorf("beta discovers alpha's server: %q", joined(o.stdout()))
 	}

@@ -78,6 +78,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	sbs.Register(inproc.Server.GRPC)
 	inproc.Start(ctx)
 
+	gw.Registerer = reg
 	g, err := gateway.New(gw, sandboxv1.NewSandboxServiceClient(inproc.Conn), logger)
 	if err != nil {
 		return err

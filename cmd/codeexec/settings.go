@@ -11,6 +11,7 @@ import (
 	"github.com/codeexec/codeexec/gateway"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
+	"github.com/codeexec/codeexec/services/requestid"
 )
 
 // commonSettings apply to every target.
@@ -51,7 +52,8 @@ func (c *commonSettings) logger(stderr io.Writer, service string) (*slog.Logger,
 	default:
 		return nil, fmt.Errorf("log format %q: want text or json", c.logFormat)
 	}
-	return slog.New(h).With("service", service), nil
+	// Lines logged with a call's context carry its request ID.
+	return slog.New(requestid.NewLogHandler(h)).With("service", service), nil
 }
 
 // bindGateway binds the MCP surface's settings.

@@ -70,6 +70,7 @@ func (s *stores) open(_ context.Context, inproc *suite.InProcess, reg *prometheu
 		return sandboxd.Deps{}, nil, err
 	}
 	mem.Register(inproc.Server.GRPC)
+	s.discovery.Registerer = reg
 	disc, err := discoveryd.New(s.discovery, logger.With("service", "discoveryd"))
 	if err != nil {
 		_ = mem.Close()

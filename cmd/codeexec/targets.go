@@ -100,6 +100,8 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer conn.Close()
+	reg := grpcserver.NewRegistry()
+	gw.Registerer = reg
 	g, err := gateway.New(gw, sandboxv1.NewSandboxServiceClient(conn), logger)
 	if err != nil {
 		return err
@@ -112,7 +114,7 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	if httpAd == "" {
 		return g.ServeStdio(ctx, stdin, stdout)
 	}
-	return serveHTTP(ctx, httpAd, hs.shutdownGrace, g, grpcserver.NewRegistry(), logger)
+	return serveHTTP(ctx, httpAd, hs.shutdownGrace, g, reg, logger)
 }
 
 // serveGRPC serves a gRPC server and its metrics until ctx ends.

@@ -83,7 +83,7 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	s.setBusy(false, true)
 	res.Session = s.Info()
 	m.metrics.observe(res)
-	s.logger().Info("exec finished", logkeys.ExecStatus, res.Status, logkeys.Duration, res.Duration, logkeys.Error, res.Error)
+	s.logger().InfoContext(ctx, "exec finished", logkeys.ExecStatus, res.Status, logkeys.Duration, res.Duration, logkeys.Error, res.Error)
 	return res, ctx.Err()
 }
 

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// metricSum adds up every sample of a metric family whose labels include
+// all of want (name_count for histograms).
+func metricSum(t *testing.T, url, name string, want ...string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	total := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(line, w)
+		}
+		if i := strings.LastIndexByte(line, ' '); ok && i > 0 {
+			v, _ := strconv.ParseFloat(line[i+1:], 64)
+			total += v
+		}
+	}
+	return total
+}
+
+// TestE2EMetricsAndRequestIDsAcrossSplitServices runs every service as its
+// own process: one MCP call's request ID appears in each service's log,
+// and each service's metrics move.
+func TestE2EMetricsAndRequestIDsAcrossSplitServices(t *testing.T) {
+	t.Parallel()
+	mark := "e2e-split-" + strings.ReplaceAll(t.TempDir(), "/", "_")
+	env := baseEnv(t, map[string]string{"MCP_SERVERS_CONFIG": memoryUpstream(t, mark)})
+	dir := t.TempDir()
+	memSock := "unix:" + dir + "/memoryd.sock"
+	discAddr, discMetrics, memMetrics := freeAddr(t), freeAddr(t), freeAddr(t)
+	sbAddr, sbMetrics, gwAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	memLogs := startProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", memMetrics)
+	discLogs := startProcess(t, env, "discoveryd", "--listen", discAddr, "--metrics", discMetrics)
+	waitHealth(t, memSock)
+	waitHealth(t, discAddr)
+	sbLogs := startProcess(t, env, "sandboxd", "--listen", sbAddr, "--memory-addr", memSock, "--discovery", discAddr, "--metrics", sbMetrics, "--pool", "1")
+	waitHealth(t, sbAddr)
+	gwLogs := startProcess(t, env, "gateway", "--sandbox", sbAddr, "--http", gwAddr,
+		"--tokens-file", tokensFile(t, map[string]string{"alpha-token": "alpha"}))
+	gw := "http://" + gwAddr
+	waitHTTP(t, gw+"/healthz")
+
+	if resp, _ := rawInitialize(t, gw, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: status %d", resp.StatusCode)
+	}
+	c := tokenClient(t, gw, "alpha-token")
+	o := runPython(t, c, map[string]any{"servers": []any{"memory"}, "code": `
+save_memory("k", 1)
+print(await mcp_memory.read_graph())
+print(await runtime.search_tool_docs("read graph"))`})
+	if o.IsError {
+		t.Fatalf("call failed: %s", o.Text)
+	}
+
+	// The gateway named the call; every service logged that name.
+	// Log lines reach the test through pipes, so they are waited for.
+	m := waitLog(t, "gateway", gwLogs, regexp.MustCompile(`msg="run_python finished".* request\.id=([0-9a-f]+)`))
+	id := regexp.QuoteMeta("request.id=" + m[1])
+	for name, logs := range map[string]*lockedBuffer{"sandboxd": sbLogs, "memoryd": memLogs, "discoveryd": discLogs} {
+		waitLog(t, name, logs, regexp.MustCompile(id))
+	}
+	waitLog(t, "sandboxd", sbLogs, regexp.MustCompile(`msg="exec finished".* `+id))
+
+	for _, tc := range []struct {
+		url, name string
+		labels    []string
+	}{
+		{gw, "codeexec_gateway_tool_call_seconds_count", []string{`status="success"`}},
+		{gw, "codeexec_gateway_http_denied_total", []string{`reason="missing_token"`}},
+		{"http://" + sbMetrics, "codeexec_sandbox_exec_seconds_count", []string{`status="ok"`}},
+		{"http://" + memMetrics, "codeexec_memoryd_op_duration_seconds_count", nil},
+		{"http://" + discMetrics, "codeexec_discovery_tool_call_seconds_count", []string{`outcome="ok"`, `server="memory"`}},
+		{"http://" + discMetrics, "codeexec_discovery_search_seconds_count", nil},
+	} {
+		if got := metricSum(t, tc.url, tc.name, tc.labels...); got < 1 {
+			t.Errorf("%s%v = %v after the call; want at least 1", tc.name, tc.labels, got)
+		}
+	}
+	// Tokens spared are counted after the search answer is sent.
+	for deadline := time.Now().Add(10 * time.Second); metricSum(t, "http://"+discMetrics, "codeexec_discovery_schema_tokens_spared_total") <= 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("codeexec_discovery_schema_tokens_spared_total stayed 0 after a search")
+		}
+	}
+}
+
+// waitLog waits for a service's log to match re and returns the match.
+func waitLog(t *testing.T, name string, logs *lockedBuffer, re *regexp.Regexp) []string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(logs.String()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's log has no line matching %s:\n%s", name, re, tailOf(logs.String(), 3000))
+		}
+	}
+}
