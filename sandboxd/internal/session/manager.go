@@ -298,6 +298,11 @@ func (m *Manager) fillPool(ctx context.Context) {
 				continue
 			}
 			backoff = 100 * time.Millisecond
+			if err := m.warmUp(ctx, sb); err != nil {
+				m.logger.Warn("warm pool sandbox failed its warm-up", logkeys.Error, err)
+				go sb.kill()
+				continue
+			}
 			select {
 			case m.pool <- sb:
 			default:
@@ -339,6 +344,37 @@ func (m *Manager) reap(ctx context.Context) {
 			m.logger.Info("reaping idle session", logkeys.SessionID, s.id, "idle_for", time.Since(s.Info().LastUsed))
 			s.destroy()
 			m.metrics.reaped()
+		}
+	}
+}
+
+// warmUp runs one empty exec so that the agent's one-time setup is done
+// before a session takes the sandbox: a pooled sandbox's first real exec is
+// then as fast as any later one.
+func (m *Manager) warmUp(ctx context.Context, sb *sandbox) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
+	defer cancel()
+	sb.mu.Lock()
+	sb.nextExec++
+	id := sb.nextExec
+	sb.mu.Unlock()
+	empty := &ExecEnv{Servers: []byte("[]"), Discovered: []byte("[]")}
+	if err := sendExec(sb, id, "pass", empty, 0); err != nil {
+		return err
+	}
+	for {
+		select {
+		case msg := <-sb.msgs:
+			if msg.T == "done" && msg.ID == id {
+				if msg.OK == nil || !*msg.OK {
+					return fmt.Errorf("warm-up exec failed: %s", msg.Error)
+				}
+				return nil
+			}
+		case <-sb.dead:
+			return fmt.Errorf("sandbox died during warm-up: %s", sb.describeDeath())
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
