@@ -38,10 +38,12 @@ type Bwrap struct {
 	cfg    BwrapConfig
 	logger *slog.Logger
 
-	// Host helpers, resolved once. setpriv is empty when sandboxd is not
-	// root (there is no privilege to drop).
-	bwrap, sh, prlimit, setpriv string
-	lookErr                     error
+	// dropRoot is set when sandboxd is root: bwrap and the sandbox then run
+	// as uid 65534 on the host too (see shimArgv).
+	dropRoot bool
+	// Host programs, resolved once. setpriv is used only with dropRoot.
+	bwrap, sh, setpriv string
+	lookErr            error
 
 	cgroups *cgroupManager // nil: rlimits only
 
@@ -103,10 +105,7 @@ func (b *Bwrap) lookPaths() error {
 	if b.sh, err = exec.LookPath("/bin/sh"); err != nil {
 		return fmt.Errorf("%w: /bin/sh is missing", ErrUnavailable)
 	}
-	if b.prlimit, err = lookPath("prlimit"); err != nil {
-		return fmt.Errorf("%w: prlimit is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", ErrUnavailable)
-	}
-	if os.Geteuid() == 0 {
+	if b.dropRoot = os.Geteuid() == 0; b.dropRoot {
 		if b.setpriv, err = lookPath("setpriv"); err != nil {
 			return fmt.Errorf("%w: setpriv is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", ErrUnavailable)
 		}
@@ -196,7 +195,7 @@ func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
 			return nil, fmt.Errorf("start sandbox: invalid environment variable %q: names must be non-empty without '=' or NUL, values without NUL", k)
 		}
 	}
-	if spec.AgentDir != "" && b.setpriv != "" {
+	if spec.AgentDir != "" && b.dropRoot {
 		if err := readableByNobody(spec.AgentDir); err != nil {
 			return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 		}
@@ -215,12 +214,9 @@ func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
 			return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 		}
 	}
-	var procs []string
-	if cg != nil {
-		procs = cg.ProcsFiles()
-	}
-	argv := shimArgv(b.sh, b.prlimit, b.setpriv, b.bwrap, procs, spec, cg.HasMemory(), cg.HasPids())
-	p, err := startProcess(argv, envArgs(spec.Env), cg, b.logger.With("sandbox.id", spec.ID))
+	argv := shimArgv(b.sh, b.setpriv, b.bwrap, spec)
+	limits := rlimits(spec.Limits, cg.HasMemory(), cg.HasPids())
+	p, err := startProcess(argv, envArgs(spec.Env), cg, limits, b.logger.With("sandbox.id", spec.ID))
 	if err != nil {
 		_ = cg.Remove()
 		return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)

@@ -1,10 +1,12 @@
 package engine
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // sandboxUID and sandboxGID are the ids the sandboxed code runs as, inside
@@ -117,58 +119,62 @@ func envArgs(env map[string]string) []byte {
 	return b
 }
 
-// prlimitArgs returns the util-linux prlimit(1) options for the limits that
-// are rlimits: always a core size of 0, and RLIMIT_AS / RLIMIT_NPROC for
-// memory and pids when no cgroup enforces them.
+// rlimit is one resource limit applied to the shim before it starts bwrap.
+type rlimit struct {
+	resource int
+	value    uint64
+}
+
+// rlimits returns the limits that are rlimits: always a core size of 0, and
+// RLIMIT_AS / RLIMIT_NPROC for memory and pids when no cgroup enforces them.
 //
 // RLIMIT_NPROC counts every process of the host uid the sandbox runs as
 // (65534 when sandboxd is root), so as a fallback it is shared by all
 // sandboxes at once; cgroups have no such problem.
-func prlimitArgs(lim Limits, memCgroup, pidsCgroup bool) []string {
-	a := []string{"--core=0"}
+func rlimits(lim Limits, memCgroup, pidsCgroup bool) []rlimit {
+	r := []rlimit{{unix.RLIMIT_CORE, 0}}
 	if lim.CPUTime > 0 {
-		secs := int64((lim.CPUTime + 999_999_999) / 1_000_000_000) // round up
-		a = append(a, fmt.Sprintf("--cpu=%d", secs))
+		secs := uint64((lim.CPUTime + time.Second - 1) / time.Second) // round up
+		r = append(r, rlimit{unix.RLIMIT_CPU, secs})
 	}
 	if lim.FileBytes > 0 {
-		a = append(a, fmt.Sprintf("--fsize=%d", lim.FileBytes))
+		r = append(r, rlimit{unix.RLIMIT_FSIZE, uint64(lim.FileBytes)})
 	}
 	if lim.OpenFiles > 0 {
-		a = append(a, fmt.Sprintf("--nofile=%d", lim.OpenFiles))
+		r = append(r, rlimit{unix.RLIMIT_NOFILE, uint64(lim.OpenFiles)})
 	}
 	if lim.MemoryBytes > 0 && !memCgroup {
-		a = append(a, fmt.Sprintf("--as=%d", lim.MemoryBytes))
+		r = append(r, rlimit{unix.RLIMIT_AS, uint64(lim.MemoryBytes)})
 	}
 	if lim.Pids > 0 && !pidsCgroup {
-		a = append(a, fmt.Sprintf("--nproc=%d", lim.Pids))
+		r = append(r, rlimit{unix.RLIMIT_NPROC, uint64(lim.Pids)})
 	}
-	return a
+	return r
 }
 
-// joinShim is the script that starts every sandbox. It runs as /bin/sh on
-// the host, writes its own PID ("$$") into each cgroup.procs file named in
-// its first $1 arguments, and only then execs the rest of its arguments
-// (prlimit, setpriv, bwrap). A process keeps its cgroups across execve, and
-// bwrap forks the sandbox only after that, so every sandbox process is born
-// inside the cgroups: there is no window in which a fork could escape the
-// limits, unlike writing bwrap's PID from sandboxd after Start. (cgroup v2's
-// CLONE_INTO_CGROUP would do this without a shell, but this host family runs
-// v1, and one mechanism for both keeps the code small.)
-const joinShim = `n="$1"; shift
-while [ "$n" -gt 0 ]; do
-  printf '%s\n' "$$" > "$1" || exit 125
-  shift; n=$((n - 1))
-done
+// gateShim is the script that starts every sandbox. It runs as /bin/sh on
+// the host and waits on fd 6 until sandboxd has put it into the sandbox's
+// cgroups and lowered its rlimits (prlimit(2) on its PID, which needs no
+// privilege while the shim has sandboxd's uid), then execs the rest:
+// setpriv, when dropping root, then bwrap. A
+// process keeps its cgroups and rlimits across execve, and bwrap forks the
+// sandbox only after that, so every sandbox process is born inside the
+// limits: there is no window in which a fork could escape them. If
+// sandboxd closes the gate without the go-ahead, the shim exits. (cgroup
+// v2's CLONE_INTO_CGROUP could join without a shell, but this host family
+// runs v1, and one mechanism for both keeps the code small.) Setting the
+// rlimits from sandboxd rather than with prlimit(1) saves a program start
+// on every sandbox; dropping root still needs setpriv(1), because root
+// here may lack CAP_SYS_RESOURCE and so could not limit a process that
+// already runs as another user.
+const gateShim = `read -r go <&6 && [ "$go" = go ] || exit 125
+exec 6<&-
 exec "$@"`
 
-// shimArgv returns the complete host command line: the sh shim, prlimit,
-// setpriv (when dropping root), then bwrap.
-func shimArgv(sh, prlimit, setpriv, bwrap string, procs []string, spec Spec, memCgroup, pidsCgroup bool) []string {
-	a := []string{sh, "-c", joinShim, "codeexec-shim", strconv.Itoa(len(procs))}
-	a = append(a, procs...)
-	a = append(a, prlimit)
-	a = append(a, prlimitArgs(spec.Limits, memCgroup, pidsCgroup)...)
-	a = append(a, "--")
+// shimArgv returns the complete host command line: the sh shim, setpriv
+// (when dropping root), then bwrap.
+func shimArgv(sh, setpriv, bwrap string, spec Spec) []string {
+	a := []string{sh, "-c", gateShim, "codeexec-shim"}
 	if setpriv != "" {
 		// Drop root before bwrap: the sandbox's processes are then uid
 		// 65534 on the host too, so a namespace escape lands as nobody, and

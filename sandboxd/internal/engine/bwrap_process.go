@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // bwrapProcess is one running bwrap sandbox.
@@ -37,7 +40,7 @@ type bwrapProcess struct {
 // startProcess starts argv (the shim) with an empty environment, the
 // synthetic passwd and group files on fds 3 and 4 and bwrap's --args
 // (envArgs) on fd 5, and reaps it in the background.
-func startProcess(argv []string, args []byte, cg *cgroup, logger *slog.Logger) (*bwrapProcess, error) {
+func startProcess(argv []string, args []byte, cg *cgroup, limits []rlimit, logger *slog.Logger) (*bwrapProcess, error) {
 	inheritedOnce.Do(closeInheritedOnExec)
 	var parentEnds, childEnds []*os.File
 	closeAll := func(fs []*os.File) {
@@ -97,6 +100,13 @@ func startProcess(argv []string, args []byte, cg *cgroup, logger *slog.Logger) (
 	}
 	childEnds = append(childEnds, argsR)
 	data = append(data, argsR)
+	// The gate holds the shim until it is inside its limits (gateShim).
+	gateR, gateW, err := pipe()
+	if err != nil {
+		return nil, err
+	}
+	childEnds = append(childEnds, gateR)
+	data = append(data, gateR)
 
 	cmd := &exec.Cmd{
 		Path:        argv[0],
@@ -106,7 +116,7 @@ func startProcess(argv []string, args []byte, cg *cgroup, logger *slog.Logger) (
 		Stdin:       inR,
 		Stdout:      outW,
 		Stderr:      errW,
-		ExtraFiles:  data, // fds 3 (passwd), 4 (group), 5 (--args)
+		ExtraFiles:  data, // fds 3 (passwd), 4 (group), 5 (--args), 6 (gate)
 		SysProcAttr: sysProcAttr(),
 	}
 	err = startOnStarterThread(cmd)
@@ -114,7 +124,25 @@ func startProcess(argv []string, args []byte, cg *cgroup, logger *slog.Logger) (
 	if err != nil {
 		closeAll(parentEnds)
 		_ = argsW.Close()
+		_ = gateW.Close()
 		return nil, fmt.Errorf("exec bwrap shim: %w", err)
+	}
+	if err := confine(cmd.Process.Pid, cg, limits); err != nil {
+		_ = gateW.Close() // the shim exits without starting bwrap
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		closeAll(parentEnds)
+		_ = argsW.Close()
+		return nil, fmt.Errorf("confine the sandbox: %w", err)
+	}
+	_, err = io.WriteString(gateW, "go\n")
+	_ = gateW.Close()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		closeAll(parentEnds)
+		_ = argsW.Close()
+		return nil, fmt.Errorf("release the sandbox shim: %w", err)
 	}
 	go func() {
 		// An early bwrap failure makes this EPIPE; the exit reports that.
@@ -216,3 +244,22 @@ func (p *bwrapProcess) Usage() Usage {
 
 // PID implements Process.
 func (p *bwrapProcess) PID() int { return p.cmd.Process.Pid }
+
+// confine puts the waiting shim into its cgroups and applies its rlimits.
+// Both are inherited by everything it starts.
+func confine(pid int, cg *cgroup, limits []rlimit) error {
+	if cg != nil {
+		for _, f := range cg.ProcsFiles() {
+			if err := os.WriteFile(f, []byte(strconv.Itoa(pid)), 0); err != nil {
+				return fmt.Errorf("join cgroup %s: %w", filepath.Dir(f), err)
+			}
+		}
+	}
+	for _, l := range limits {
+		lim := unix.Rlimit{Cur: l.value, Max: l.value}
+		if err := unix.Prlimit(pid, l.resource, &lim, nil); err != nil {
+			return fmt.Errorf("set rlimit %d to %d: %w", l.resource, l.value, err)
+		}
+	}
+	return nil
+}
