@@ -6,6 +6,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/dial"
 )
 
 // End-to-end tests of memory and saved tools: the real binary, a real MCP
@@ -143,5 +147,61 @@ print(user_tools.greet("Ada"), user_tools.add(2, 3), user_tools.add.__doc__)`)
 	want := "the key upstream turned into a_b\nHello, Ada! 5 Add two numbers (second version)."
 	if got := joined(o.stdout()); got != want {
 		t.Fatalf("after import:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// A backup taken from a running memoryd is a working database, and a second
+// memoryd on a file in use is refused at once.
+func TestE2EMemorydBackupAndLock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := baseEnv(t, nil)
+	sock := "unix:" + dir + "/memoryd.sock"
+	startProcess(t, env, "memoryd", "--listen", sock, "--db", dir+"/live.db", "--metrics", "")
+	waitHealth(t, sock)
+
+	imp := exec.Command(binary, "import-upstream", "--memory", sock, filepath.Join("..", "..", "memoryd", "testdata", "upstream"))
+	imp.Env = env
+	if out, err := imp.CombinedOutput(); err != nil || !strings.Contains(string(out), "imported 4 memories") {
+		t.Fatalf("import into the running memoryd: %v\n%s", err, out)
+	}
+	backup := exec.Command(binary, "memoryd", "backup", "--memory", sock, dir+"/copy.db")
+	backup.Env = env
+	if out, err := backup.CombinedOutput(); err != nil || !strings.Contains(string(out), "backed up") {
+		t.Fatalf("memoryd backup: %v\n%s", err, out)
+	}
+
+	// The live file is locked: a second memoryd fails fast, saying why.
+	second := exec.Command(binary, "memoryd", "--listen", "unix:"+dir+"/second.sock", "--db", dir+"/live.db", "--metrics", "")
+	second.Env = env
+	done := make(chan struct{})
+	var out []byte
+	go func() { out, _ = second.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+		if !strings.Contains(string(out), "locked by another process") {
+			t.Fatalf("a second memoryd on a file in use said:\n%s", out)
+		}
+	case <-time.After(10 * time.Second):
+		_ = second.Process.Kill()
+		t.Fatal("a second memoryd on a file in use hung instead of failing")
+	}
+
+	// The copy serves the data.
+	copySock := "unix:" + dir + "/copy.sock"
+	startProcess(t, env, "memoryd", "--listen", copySock, "--db", dir+"/copy.db", "--metrics", "")
+	waitHealth(t, copySock)
+	conn, err := dial.New(copySock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rec, err := memoryv1.NewMemoryServiceClient(conn).GetMemory(t.Context(), &memoryv1.GetMemoryRequest{Key: "a b"})
+	if err != nil || rec.GetRecord().GetValueJson() != `"the key upstream turned into a_b"` {
+		t.Fatalf("GetMemory from the backup = %v, %v", rec, err)
+	}
+	tools, err := memoryv1.NewToolServiceClient(conn).ListTools(t.Context(), &memoryv1.ListToolsRequest{})
+	if err != nil || len(tools.GetTools()) != 4 {
+		t.Fatalf("ListTools from the backup = %d tools, %v; want 4", len(tools.GetTools()), err)
 	}
 }
