@@ -77,6 +77,9 @@ type Container struct {
 	lookErr error
 	owner   string
 	host    string
+	// workDir is the CLI's working directory: conmon (podman) drops files
+	// such as "oom" into it, which must not land in sandboxd's own.
+	workDir string
 
 	checkMu sync.Mutex // serialises Check; guards checked and global
 	checked bool
@@ -118,6 +121,9 @@ func NewContainer(cfg ContainerConfig, logger *slog.Logger) (*Container, error) 
 		live:  map[*containerProcess]struct{}{},
 	}
 	var err error
+	if c.workDir, err = os.MkdirTemp("", "codeexec-"+cfg.Runtime+"-"); err != nil {
+		return nil, fmt.Errorf("%s runtime: work directory: %w", cfg.Runtime, err)
+	}
 	if c.bin, err = lookPath(cfg.Path); err != nil {
 		c.lookErr = fmt.Errorf("%w: %s is not installed (%s not found): %s", ErrUnavailable, cfg.Runtime, cfg.Path, installAdvice(cfg.Runtime))
 	}
@@ -147,6 +153,7 @@ func (c *Container) Owner() string { return c.owner }
 // trimmed stderr.
 func (c *Container) cli(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, c.bin, append(c.globals(), args...)...)
+	cmd.Dir = c.workDir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -276,6 +283,7 @@ func (c *Container) trial(ctx context.Context) error {
 		Limits: Limits{MemoryBytes: 64 << 20, Pids: 16, TmpBytes: 1 << 20, WorkspaceBytes: 1 << 20, OpenFiles: 64}}
 	args := append(c.globals(), c.runArgs(spec)...)
 	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Dir = c.workDir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -283,12 +291,13 @@ func (c *Container) trial(ctx context.Context) error {
 	if err != nil {
 		msg := strings.TrimSpace(out.String())
 		advice := ""
+		lower := strings.ToLower(msg)
 		switch {
 		case strings.Contains(msg, "rlimit"):
 			advice = ": the host refuses a resource limit; pass the engine different --ulimit values through --runtime-arg"
-		case strings.Contains(msg, "catatonit") || strings.Contains(msg, "init binary"):
+		case strings.Contains(msg, "init binary") || strings.Contains(msg, "libexec/podman/catatonit"):
 			advice = ": --init needs podman's init: `apt-get install catatonit`"
-		case strings.Contains(msg, "executable file not found") || strings.Contains(msg, "no such file or directory"):
+		case strings.Contains(lower, "no such file or directory") || strings.Contains(lower, "executable file not found"):
 			advice = fmt.Sprintf(": the image %s lacks %s; use an image with Python at that path or set --python", c.cfg.Image, c.cfg.CheckArgv[0])
 		case strings.Contains(msg, "cgroup"):
 			advice = ": on cgroup v1 hosts podman needs `--runtime runc --cgroup-manager cgroupfs` (detected automatically when runc is installed: `apt-get install runc`)"
@@ -362,6 +371,7 @@ func (c *Container) Close() error {
 		live = append(live, p)
 	}
 	c.mu.Unlock()
+	defer os.RemoveAll(c.workDir)
 	if c.lookErr != nil {
 		return nil
 	}
@@ -382,7 +392,12 @@ func (c *Container) Close() error {
 			_ = p.Wait()
 		}
 	}
-	c.reapOrphans(ctx, true)
+	c.checkMu.Lock()
+	checked := c.checked
+	c.checkMu.Unlock()
+	if checked { // the engine is known to answer
+		c.reapOrphans(ctx, true)
+	}
 	return nil
 }
 

@@ -40,9 +40,16 @@ func (c *Container) runArgs(spec Spec) []string {
 		"--init", "--log-driver", "none",
 		"--workdir", "/workspace",
 		"--tmpfs", "/tmp:"+tmpfsOpts(lim.TmpBytes),
-		"--tmpfs", "/workspace:"+tmpfsOpts(lim.WorkspaceBytes)+ownerOpts(c.cfg.User),
+		"--tmpfs", "/workspace:"+tmpfsOpts(lim.WorkspaceBytes)+c.ownerOpts(),
 		"--tmpfs", "/sys/fs/cgroup:ro,nosuid,nodev,noexec,size=4k",
 	)
+	if c.cfg.Runtime == "podman" {
+		// podman's --read-only also mounts writable tmpfs on /run, /tmp and
+		// /var/tmp by default: only the two sized ones above may exist.
+		// It also adds default variables (TERM, container=podman):
+		// the environment is Spec.Env only.
+		a = append(a, "--read-only-tmpfs=false", "--unsetenv-all")
+	}
 	shm := lim.TmpBytes
 	if shm <= 0 || (lim.MemoryBytes > 0 && shm > lim.MemoryBytes) {
 		shm = 64 << 20
@@ -83,11 +90,17 @@ func (c *Container) runArgs(spec Spec) []string {
 	return append(a, spec.Argv...)
 }
 
-// ownerOpts makes a tmpfs belong to a numeric container user. docker copies
-// the mode and owner of the image's mount point onto a tmpfs (so mode= is
-// lost when the image has the directory); uid= and gid= survive that.
-func ownerOpts(user string) string {
-	u, g, hasG := strings.Cut(user, ":")
+// ownerOpts makes docker's /workspace tmpfs belong to a numeric container
+// user. docker copies the mode and owner of the image's mount point onto a
+// tmpfs (so mode= is lost when the image has the directory); uid= and gid=
+// survive that. podman refuses uid=; it keeps mode= when the image lacks
+// the directory, and otherwise the image's mode (deploy's image makes
+// /workspace 1777).
+func (c *Container) ownerOpts() string {
+	if c.cfg.Runtime != "docker" {
+		return ""
+	}
+	u, g, hasG := strings.Cut(c.cfg.User, ":")
 	if _, err := strconv.Atoi(u); err != nil {
 		return ""
 	}

@@ -61,7 +61,7 @@ func (c *Container) startProcess(spec Spec) (*containerProcess, error) {
 	}
 	args := append(c.globals(), c.runArgs(spec)...)
 	cmd := &exec.Cmd{
-		Path: c.bin, Args: append([]string{c.bin}, args...),
+		Path: c.bin, Args: append([]string{c.bin}, args...), Dir: c.workDir,
 		// The CLI inherits sandboxd's environment (DOCKER_HOST,
 		// XDG_RUNTIME_DIR …); the container gets only Spec.Env.
 		Stdin: inR, Stdout: outW, Stderr: errW,
@@ -183,7 +183,7 @@ func (p *containerProcess) reap() {
 	if !u.OOMKilled && !killed && p.memLimit && exitCode == 137 {
 		u.OOMKilled = true
 	}
-	if _, rerr := p.eng.cli(ctx, "rm", "-f", p.name); rerr != nil && !strings.Contains(strings.ToLower(rerr.Error()), "no such container") {
+	if _, rerr := p.eng.cli(ctx, "rm", "-f", p.name); rerr != nil && !goneAlready(rerr) {
 		p.logger.Warn("sandbox container not removed", "container", p.name, "error", rerr)
 	}
 	p.mu.Lock()
@@ -232,7 +232,7 @@ func (p *containerProcess) Kill() error {
 	if err := p.killCLI(); err != nil {
 		return err
 	}
-	if rmErr != nil && !strings.Contains(strings.ToLower(rmErr.Error()), "no such container") {
+	if rmErr != nil && !goneAlready(rmErr) {
 		return fmt.Errorf("kill sandbox: remove container %s: %w", p.name, rmErr)
 	}
 	return nil
@@ -258,3 +258,11 @@ func (p *containerProcess) Usage() Usage {
 
 // PID implements Process: the CLI's PID.
 func (p *containerProcess) PID() int { return p.cmd.Process.Pid }
+
+// goneAlready reports whether a failed `rm -f` means that the container is
+// gone or going anyway (Kill and reap may remove it at the same time).
+func goneAlready(err error) bool {
+	m := strings.ToLower(err.Error())
+	return strings.Contains(m, "no such container") || strings.Contains(m, "no container with") ||
+		strings.Contains(m, "already in progress")
+}
