@@ -11,6 +11,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/result"
@@ -89,6 +92,11 @@ func (g *Gateway) handleRunPython(ctx context.Context, req mcp.CallToolRequest) 
 		ctx = requestid.With(ctx, reqID)
 	}
 	tenant := g.tenantOf(ctx)
+	// A no-op unless tracing is configured; the span is the parent of the
+	// gRPC spans of every service the call reaches.
+	ctx, span := otel.Tracer("github.com/codeexec/codeexec/gateway").Start(ctx, "run_python",
+		trace.WithAttributes(attribute.String(logkeys.Tenant, tenant), attribute.String(logkeys.RequestID, reqID)))
+	defer span.End()
 	logger := g.logger.With(logkeys.MCPTool, ToolName, logkeys.MCPSession, mcpID, logkeys.RequestID, reqID, logkeys.Tenant, tenant)
 	start := time.Now()
 	end, err := g.calls.begin()
@@ -116,6 +124,7 @@ func (g *Gateway) handleRunPython(ctx context.Context, req mcp.CallToolRequest) 
 		g.metrics.quota.WithLabelValues(qe.Limit).Inc()
 	}
 	g.metrics.observe(status, start)
+	span.SetAttributes(attribute.String(logkeys.ExecStatus, status))
 	logger.LogAttrs(ctx, levelFor(payload), "run_python finished",
 		slog.String(logkeys.ExecStatus, payload.Status),
 		slog.Duration(logkeys.Duration, time.Since(start)),

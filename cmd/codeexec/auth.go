@@ -20,6 +20,7 @@ import (
 	"github.com/codeexec/codeexec/gateway"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/tracing"
 )
 
 // httpSettings are the options of MCP over HTTP: who may call, how much,
@@ -164,4 +165,23 @@ func runToken(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fmt.Fprint(stderr, "usage:\n  codeexec token add TENANT >> tokens   new random token for TENANT; the line for --tokens-file goes to stdout\n"+
 		"  echo TOKEN | codeexec token hash     the sha256:<hex> form of an existing token\n")
 	return errUsage
+}
+
+// startTracing exports traces when --otlp-endpoint is set; the returned
+// function flushes them at exit.
+func (c *commonSettings) startTracing(ctx context.Context, service string, logger *slog.Logger) (func(), error) {
+	shutdown, err := tracing.Setup(ctx, c.otlp, service)
+	if err != nil {
+		return nil, err
+	}
+	if c.otlp != "" {
+		logger.Info("exporting traces over OTLP", "otlp.endpoint", c.otlp)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(ctx); err != nil {
+			logger.Warn("flushing traces", logkeys.Error, err)
+		}
+	}, nil
 }

@@ -31,6 +31,11 @@ func runDiscoveryd(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
+	stopTracing, err := common.startTracing(ctx, "discoveryd", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	srv := grpcserver.New(logger, nil)
 	cfg.Registerer = srv.Registry
 	svc, err := discoveryd.New(cfg, logger)

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"context"
+	"encoding/hex"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
 )
 
 // metricSum adds up every sample of a metric family whose labels include
@@ -112,6 +120,95 @@ func waitLog(t *testing.T, name string, logs *lockedBuffer, re *regexp.Regexp) [
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s's log has no line matching %s:\n%s", name, re, tailOf(logs.String(), 3000))
+		}
+	}
+}
+
+// collector is a fake OTLP/gRPC trace collector that keeps span names by
+// service.
+type collector struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	spans map[string][]string // trace ID (hex) → "service/span" names
+}
+
+func (c *collector) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		service := ""
+		for _, a := range rs.GetResource().GetAttributes() {
+			if a.GetKey() == "service.name" {
+				service = a.GetValue().GetStringValue()
+			}
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				id := hex.EncodeToString(s.GetTraceId())
+				c.spans[id] = append(c.spans[id], service+"/"+s.GetName())
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// traceOf returns the names in the trace that has a span named name.
+func (c *collector) traceOf(name string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, names := range c.spans {
+		if slices.Contains(names, name) {
+			return slices.Clone(names)
+		}
+	}
+	return nil
+}
+
+// TestE2EMetricsTracesOverOTLP: with --otlp-endpoint, one run_python call
+// is one trace from the gateway's span through sandboxd to memoryd, as
+// separate processes export it.
+func TestE2EMetricsTracesOverOTLP(t *testing.T) {
+	t.Parallel()
+	col := &collector{spans: map[string][]string{}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(g, col)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+
+	env := baseEnv(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + lis.Addr().String()})
+	dir := t.TempDir()
+	memSock := "unix:" + dir + "/memoryd.sock"
+	sbAddr, gwAddr := freeAddr(t), freeAddr(t)
+	startProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", "")
+	waitHealth(t, memSock)
+	startProcess(t, env, "sandboxd", "--listen", sbAddr, "--memory-addr", memSock, "--metrics", "", "--pool", "1")
+	waitHealth(t, sbAddr)
+	startProcess(t, env, "gateway", "--sandbox", sbAddr, "--http", gwAddr)
+	waitHTTP(t, "http://"+gwAddr+"/healthz")
+	c := httpClient(t, "http://"+gwAddr)
+	code(t, c, `save_memory("traced", 1)`)
+
+	want := []string{
+		"gateway/run_python",
+		"gateway/codeexec.sandbox.v1.SandboxService/Execute",
+		"sandboxd/codeexec.sandbox.v1.SandboxService/Execute",
+		"sandboxd/codeexec.memory.v1.MemoryService/SaveMemory",
+		"memoryd/codeexec.memory.v1.MemoryService/SaveMemory",
+	}
+	// The exporters batch spans for a few seconds before sending.
+	var got []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		got = col.traceOf("gateway/run_python")
+		missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return slices.Contains(got, w) })
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the call's trace lacks %v; it has %v", missing, got)
 		}
 	}
 }

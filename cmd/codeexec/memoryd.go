@@ -37,6 +37,11 @@ func runMemoryd(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
+	stopTracing, err := common.startTracing(ctx, "memoryd", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	srv := grpcserver.New(logger, nil)
 	cfg := st.memoryConfig()
 	cfg.Registerer = srv.Registry

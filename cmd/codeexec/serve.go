@@ -52,6 +52,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	stopTracing, err := common.startTracing(ctx, "codeexec", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	reg := grpcserver.NewRegistry()
 	inproc, err := suite.NewInProcess(logger, reg)

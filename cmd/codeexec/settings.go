@@ -19,12 +19,14 @@ type commonSettings struct {
 	logLevel  string
 	logFormat string
 	metrics   string
+	otlp      string
 }
 
 func bindCommon(fs *flagenv.Set, c *commonSettings, metricsDefault string) {
 	fs.String(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error", "MCP_BRIDGE_LOG_LEVEL", "CODEEXEC_LOG_LEVEL")
 	fs.String(&c.logFormat, "log-format", "text", "log format: text or json", "CODEEXEC_LOG_FORMAT")
 	fs.String(&c.metrics, "metrics", metricsDefault, "serve Prometheus /metrics on this address; empty disables it", "CODEEXEC_METRICS_ADDR")
+	fs.String(&c.otlp, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/gRPC URL, e.g. http://collector:4317; empty exports none", "CODEEXEC_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 }
 
 // logger builds the process logger. Logs go to stderr: stdout may carry MCP.

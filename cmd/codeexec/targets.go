@@ -46,6 +46,11 @@ func runSandboxd(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
+	stopTracing, err := common.startTracing(ctx, "sandboxd", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	srv := grpcserver.New(logger, nil)
 	deps, closeDeps, err := remoteDeps(discovery, memory)
 	if err != nil {
@@ -95,6 +100,11 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
+	stopTracing, err := common.startTracing(ctx, "gateway", logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	conn, err := dial.New(sandboxAddr, nil)
 	if err != nil {
 		return err

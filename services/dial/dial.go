@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/codeexec/codeexec/services/requestid"
+	"github.com/codeexec/codeexec/services/tracing"
 )
 
 // Dialer opens a raw connection; it stands in for the network when services
@@ -55,6 +56,7 @@ func New(addr string, dialer Dialer, opts ...grpc.DialOption) (*grpc.ClientConn,
 	if dialer != nil {
 		base = append(base, grpc.WithContextDialer(dialer))
 	}
+	base = append(base, tracing.DialOptions()...)
 	return grpc.NewClient(target, append(base, opts...)...)
 }
 

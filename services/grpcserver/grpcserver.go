@@ -27,6 +27,7 @@ import (
 	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/logkeys"
 	"github.com/codeexec/codeexec/services/requestid"
+	"github.com/codeexec/codeexec/services/tracing"
 )
 
 // Server is a gRPC server with the suite's standard services attached.
@@ -46,12 +47,14 @@ func New(logger *slog.Logger, reg *prometheus.Registry) *Server {
 	}
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
 	reg.MustRegister(metrics)
-	s := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(dial.MaxMessageBytes),
 		grpc.MaxSendMsgSize(dial.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(requestid.UnaryServerInterceptor, metrics.UnaryServerInterceptor(), unaryLog(logger)),
 		grpc.ChainStreamInterceptor(requestid.StreamServerInterceptor, metrics.StreamServerInterceptor(), streamLog(logger)),
-	)
+	}
+	// Spans only when an OTLP endpoint is configured; none otherwise.
+	s := grpc.NewServer(append(opts, tracing.ServerOptions()...)...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(s, hs)
 	reflection.Register(s)
