@@ -34,6 +34,14 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer, g *Gateway) error {
+	// Every known series exists from the start, at zero, so that rates
+	// and dashboards see them before the first refusal.
+	for _, l := range []string{LimitSessions, LimitExecs, LimitExecsPerMinute} {
+		m.quota.WithLabelValues(l)
+	}
+	for _, r := range []string{"missing_token", "invalid_token", "origin", "session"} {
+		m.denied.WithLabelValues(r)
+	}
 	return errors.Join(reg.Register(m.calls), reg.Register(m.denied), reg.Register(m.quota),
 		reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "codeexec_gateway_calls_in_flight",

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -101,6 +103,22 @@ print(await runtime.search_tool_docs("read graph"))`})
 	} {
 		if got := metricSum(t, tc.url, tc.name, tc.labels...); got < 1 {
 			t.Errorf("%s%v = %v after the call; want at least 1", tc.name, tc.labels, got)
+		}
+	}
+	// Every metric the Grafana dashboard queries is exported by a service.
+	var exported strings.Builder
+	for _, u := range []string{gw, "http://" + sbMetrics, "http://" + memMetrics, "http://" + discMetrics} {
+		resp, err := http.Get(u + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		exported.Write(b)
+	}
+	for _, name := range dashboardMetrics(t) {
+		if !strings.Contains(exported.String(), "\n"+name) {
+			t.Errorf("deploy/grafana/codeexec.json queries %s, which no service exports", name)
 		}
 	}
 	// Tokens spared are counted after the search answer is sent.
@@ -211,4 +229,23 @@ func TestE2EMetricsTracesOverOTLP(t *testing.T) {
 			t.Fatalf("the call's trace lacks %v; it has %v", missing, got)
 		}
 	}
+}
+
+// dashboardMetrics lists the metric names the Grafana dashboard queries.
+func dashboardMetrics(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "grafana", "codeexec.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range regexp.MustCompile(`\b(?:codeexec|grpc_server)_[a-z_]+`).FindAllString(string(raw), -1) {
+		if !slices.Contains(names, m) {
+			names = append(names, m)
+		}
+	}
+	if len(names) < 10 {
+		t.Fatalf("found only %v in the dashboard", names)
+	}
+	return names
 }
