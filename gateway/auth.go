@@ -73,6 +73,12 @@ func (a HTTPAuth) Validate() error {
 // HashToken returns how a token is written in a tokens file.
 func HashToken(token string) string { return auth.Hash(token) }
 
+// ValidTenant checks a tenant name as the tokens file does.
+func ValidTenant(t string) error { return auth.ValidTenant(t) }
+
+// Authenticates reports whether HTTP requests must carry credentials.
+func (g *Gateway) Authenticates() bool { return g.authn != nil }
+
 // newAuthenticator builds the configured authenticator, or nil when
 // authentication is off.
 func newAuthenticator(a HTTPAuth) (auth.Authenticator, error) {

@@ -116,6 +116,10 @@ func serveHTTP(ctx context.Context, addr string, grace time.Duration, g *gateway
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	logger.Info("serving MCP over streamable HTTP", logkeys.Address, "http://"+lis.Addr().String()+"/mcp")
+	if !g.Authenticates() {
+		logger.Warn("MCP over HTTP without authentication: every local process can run code as the default tenant; "+
+			"give --tokens-file or --jwt-issuer to require tokens", logkeys.Address, lis.Addr().String())
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	select {
@@ -146,6 +150,9 @@ func serveHTTP(ctx context.Context, addr string, grace time.Duration, g *gateway
 func runToken(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	switch {
 	case len(args) == 2 && args[0] == "add":
+		if err := gateway.ValidTenant(args[1]); err != nil {
+			return err
+		}
 		var b [32]byte
 		_, _ = rand.Read(b[:])
 		token := "cx_" + base64.RawURLEncoding.EncodeToString(b[:])
