@@ -20,6 +20,32 @@
 //
 // Such notices open stderr, in brackets.
 //
+// # HTTP: authentication, tenants, quotas, shutdown
+//
+// Over HTTP every request passes a guard (auth.go) before mcp-go sees it:
+//
+//   - Host and Origin are checked against DNS rebinding: loopback names, the
+//     resource URL's host and the configured lists are accepted, anything
+//     else gets 403. With authentication on, any Host is accepted unless a
+//     list is given (a rebinding page has no token).
+//   - With a tokens file or a JWT issuer configured, a request without a
+//     valid bearer token gets 401 with WWW-Authenticate pointing at the
+//     RFC 9728 metadata (ProtectedResourceHandler). The token names the
+//     tenant; the message never names one.
+//   - An MCP session belongs to the tenant that initialised it; another
+//     tenant presenting its ID gets 404, as for an unknown session. The
+//     session table is keyed by tenant and MCP session ID too, so that even
+//     IDs whose owner this process never saw lead each tenant only to its
+//     own sandbox sessions.
+//
+// stdio has no guard: whoever starts the process is Config.Tenant.
+//
+// Quotas (quota.go) cap each tenant's sandbox sessions, running calls and
+// calls per sliding minute; a refused call is a tool error naming the limit
+// and when to retry. Drain (drain.go) refuses new calls with a "shutting
+// down" tool error and waits for running ones; Close then destroys the
+// sandbox sessions.
+//
 // # Compatibility with upstream
 //
 // Names, validation messages and result shapes follow upstream's
