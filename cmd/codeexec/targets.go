@@ -10,7 +10,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/codeexec/codeexec/gateway"
-	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/flagenv"
@@ -73,16 +72,16 @@ func runSandboxd(ctx context.Context, args []string, getenv func(string) string,
 func runGateway(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flagenv.New("gateway", getenv)
 	var (
-		common      commonSettings
-		gw          gateway.Config
-		sandboxAddr string
-		hs          httpSettings
+		common commonSettings
+		gw     gateway.Config
+		sbs    sandboxSettings
+		hs     httpSettings
 	)
 	bindCommon(fs, &common, "")
 	bindGateway(fs, &gw)
 	fs.Bytes(&gw.OutputLimitBytes, "output-limit", sandboxd.DefaultConfig().OutputLimitBytes, "sandboxd's output cap, quoted in truncation notes", "CODEEXEC_OUTPUT_LIMIT")
 	fs.Duration(&gw.SessionIdleTimeout, "idle-timeout", sandboxd.DefaultConfig().IdleTimeout, "end HTTP sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
-	fs.String(&sandboxAddr, "sandbox", "127.0.0.1:9002", "sandboxd address: host:port or unix:/path", "CODEEXEC_SANDBOXD_ADDR")
+	bindSandboxAddr(fs, &sbs)
 	bindHTTP(fs, &hs, &gw)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
@@ -105,14 +104,14 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer stopTracing()
-	conn, err := dial.New(sandboxAddr, nil)
+	sandboxClient, closeSandbox, err := sbs.client(ctx, logger)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer closeSandbox()
 	reg := grpcserver.NewRegistry()
 	gw.Registerer = reg
-	g, err := gateway.New(gw, sandboxv1.NewSandboxServiceClient(conn), logger)
+	g, err := gateway.New(gw, sandboxClient, logger)
 	if err != nil {
 		return err
 	}

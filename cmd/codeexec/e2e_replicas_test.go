@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+)
+
+// The gateway spreads sessions over three sandboxd replicas, pins each to
+// its replica, and when one replica dies its sessions say "session lost"
+// and carry on elsewhere while the others keep their state.
+func TestE2EGatewayOverReplicas(t *testing.T) {
+	t.Parallel()
+	env := baseEnv(t, nil)
+	dir := t.TempDir()
+	memSock := "unix:" + dir + "/memoryd.sock"
+	startProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", "")
+	waitHealth(t, memSock)
+	addrs := make([]string, 3)
+	procs := make([]*exec.Cmd, 3)
+	for i := range addrs {
+		addrs[i] = freeAddr(t)
+		procs[i] = startKillable(t, env, "sandboxd", "--listen", addrs[i], "--memory-addr", memSock, "--metrics", "", "--pool", "1")
+	}
+	for _, a := range addrs {
+		waitHealth(t, a)
+	}
+	gwAddr := freeAddr(t)
+	gwLogs := startProcess(t, env, "gateway", "--sandbox", strings.Join(addrs, ","), "--http", gwAddr)
+	base := "http://" + gwAddr
+	waitHTTP(t, base+"/healthz")
+
+	const n = 6
+	clients := make([]mcpClient, n)
+	for i := range clients {
+		clients[i] = httpClient(t, base)
+		code(t, clients[i], fmt.Sprintf("x = %d", i))
+	}
+	perReplica := make([]int, len(addrs))
+	for i, a := range addrs {
+		perReplica[i] = len(listSessions(t, a))
+	}
+	for _, c := range perReplica {
+		if c != n/len(addrs) {
+			t.Fatalf("sessions per replica = %v, want %d each (least loaded)", perReplica, n/len(addrs))
+		}
+	}
+
+	// Kill replica 1 outright: no graceful shutdown, its sessions vanish.
+	_ = procs[1].Process.Kill()
+	_ = procs[1].Wait()
+	lost := 0
+	for i, c := range clients {
+		o := runPython(t, c, map[string]any{"code": "print(x)"})
+		switch {
+		case !o.IsError && joined(o.stdout()) == fmt.Sprint(i):
+			// A session on a live replica kept its state.
+		case o.IsError && strings.Contains(o.Text, "NameError") && strings.Contains(o.Text, "session lost"):
+			lost++
+			// The next call works, on a healthy replica.
+			if got := joined(code(t, c, "print('again')").stdout()); got != "again" {
+				t.Fatalf("after losing its replica, client %d got %q", i, got)
+			}
+		default:
+			t.Fatalf("client %d after a replica died: %s", i, o.Text)
+		}
+	}
+	if lost != perReplica[1] {
+		t.Fatalf("%d sessions said they were lost, want the %d that were on the killed replica", lost, perReplica[1])
+	}
+	if logs := gwLogs.String(); !strings.Contains(logs, "sandboxd replica went away") || !strings.Contains(logs, addrs[1]) {
+		t.Errorf("the gateway did not log why the sessions were lost:\n%s", tailOf(gwLogs.String(), 3000))
+	}
+	survivors := len(listSessions(t, addrs[0])) + len(listSessions(t, addrs[2]))
+	if survivors != n {
+		t.Fatalf("the two healthy replicas hold %d sessions, want all %d", survivors, n)
+	}
+}
+
+// startKillable is startProcess, returning the command so that a test can
+// kill it.
+func startKillable(t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	logs := &lockedBuffer{}
+	cmd := exec.Command(binary, args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start codeexec %v: %v", args, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(interruptSignal)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("codeexec %v output:\n%s", args, tailOf(logs.String(), 3000))
+		}
+	})
+	return cmd
+}
+
+func listSessions(t *testing.T, addr string) []*sandboxv1.Session {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := sandboxv1.NewSandboxServiceClient(conn).ListSessions(t.Context(), &sandboxv1.ListSessionsRequest{})
+	if err != nil {
+		t.Fatalf("ListSessions on %s: %v", addr, err)
+	}
+	return resp.GetSessions()
+}

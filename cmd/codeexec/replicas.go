@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"google.golang.org/grpc"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/services/dial"
+	"github.com/codeexec/codeexec/services/flagenv"
+	"github.com/codeexec/codeexec/services/replicas"
+)
+
+// sandboxSettings say where the gateway finds sandboxd.
+type sandboxSettings struct {
+	addr    string
+	balance string
+}
+
+func bindSandboxAddr(fs *flagenv.Set, s *sandboxSettings) {
+	fs.String(&s.addr, "sandbox", "127.0.0.1:9002",
+		"sandboxd address: host:port or unix:/path; several replicas as host:port,host:port or dns:///name:port (every address of name, re-resolved every 5s)",
+		"CODEEXEC_SANDBOXD_ADDR")
+	fs.String(&s.balance, "balance", string(replicas.LeastLoaded), "how new sessions pick a sandboxd replica: least-loaded or round-robin", "CODEEXEC_SANDBOX_BALANCE")
+}
+
+// client connects to sandboxd: one connection for one address, a balancer
+// over the replicas otherwise. close releases it.
+func (s *sandboxSettings) client(ctx context.Context, logger *slog.Logger) (sandboxv1.SandboxServiceClient, func(), error) {
+	if !replicas.IsMulti(s.addr) {
+		conn, err := dial.New(s.addr, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sandboxv1.NewSandboxServiceClient(conn), func() { _ = conn.Close() }, nil
+	}
+	resolve, err := replicas.Parse(s.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := replicas.New(ctx, replicas.Config{
+		Resolve: resolve,
+		Dial:    func(addr string) (*grpc.ClientConn, error) { return dial.New(addr, nil) },
+		Policy:  replicas.Policy(s.balance),
+	}, logger.With("component", "replicas"))
+	if err != nil {
+		return nil, nil, err
+	}
+	logger.Info("balancing sessions over sandboxd replicas", "sandbox", s.addr, "balance", s.balance, "replicas", len(b.Replicas()))
+	return b, func() { _ = b.Close() }, nil
+}

@@ -1,0 +1,333 @@
+package replicas
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+)
+
+// fakeSandboxd is one replica over real gRPC on loopback.
+type fakeSandboxd struct {
+	sandboxv1.UnimplementedSandboxServiceServer
+	addr string
+	srv  *grpc.Server
+
+	mu       sync.Mutex
+	n        int
+	sessions map[string]bool
+	execs    []string
+}
+
+func startFake(t *testing.T) *fakeSandboxd {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSandboxd{addr: lis.Addr().String(), srv: grpc.NewServer(), sessions: map[string]bool{}}
+	sandboxv1.RegisterSandboxServiceServer(f.srv, f)
+	healthpb.RegisterHealthServer(f.srv, health.NewServer())
+	go func() { _ = f.srv.Serve(lis) }()
+	t.Cleanup(f.srv.Stop)
+	return f
+}
+
+func (f *fakeSandboxd) CreateSession(context.Context, *sandboxv1.CreateSessionRequest) (*sandboxv1.CreateSessionResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	id := fmt.Sprintf("%s#%d", f.addr, f.n)
+	f.sessions[id] = true
+	return &sandboxv1.CreateSessionResponse{Session: &sandboxv1.Session{Id: id}}, nil
+}
+
+func (f *fakeSandboxd) Execute(req *sandboxv1.ExecuteRequest, stream grpc.ServerStreamingServer[sandboxv1.ExecuteResponse]) error {
+	f.mu.Lock()
+	known := f.sessions[req.GetSessionId()]
+	f.execs = append(f.execs, req.GetSessionId())
+	f.mu.Unlock()
+	if !known {
+		return status.Error(codes.NotFound, "no such session")
+	}
+	_ = stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Output{Output: &sandboxv1.OutputChunk{Text: f.addr}}})
+	return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Result{Result: &sandboxv1.ExecResult{}}})
+}
+
+func (f *fakeSandboxd) DestroySession(_ context.Context, req *sandboxv1.DestroySessionRequest) (*sandboxv1.DestroySessionResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.sessions, req.GetSessionId())
+	return &sandboxv1.DestroySessionResponse{}, nil
+}
+
+func (f *fakeSandboxd) ListSessions(context.Context, *sandboxv1.ListSessionsRequest) (*sandboxv1.ListSessionsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &sandboxv1.ListSessionsResponse{}
+	for id := range f.sessions {
+		out.Sessions = append(out.Sessions, &sandboxv1.Session{Id: id})
+	}
+	return out, nil
+}
+
+func dialTest(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+func newBalancer(t *testing.T, resolve func(context.Context) ([]string, error), policy Policy) *Balancer {
+	t.Helper()
+	b, err := New(t.Context(), Config{Resolve: resolve, Dial: dialTest, Policy: policy, Interval: time.Hour}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// run executes on a session and returns the replica that answered.
+func run(ctx context.Context, b *Balancer, id string) (string, error) {
+	stream, err := b.Execute(ctx, &sandboxv1.ExecuteRequest{SessionId: id, Code: "pass"})
+	if err != nil {
+		return "", err
+	}
+	var out string
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return "", err
+		}
+		if o := m.GetOutput(); o != nil {
+			out += o.GetText()
+		}
+		if m.GetResult() != nil {
+			return out, nil
+		}
+	}
+}
+
+func create(t *testing.T, b *Balancer) string {
+	t.Helper()
+	resp, err := b.CreateSession(t.Context(), &sandboxv1.CreateSessionRequest{})
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	return resp.GetSession().GetId()
+}
+
+func TestSessionsAreSpreadAndPinned(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []Policy{LeastLoaded, RoundRobin} {
+		t.Run(string(policy), func(t *testing.T) {
+			t.Parallel()
+			fakes := []*fakeSandboxd{startFake(t), startFake(t), startFake(t)}
+			b := newBalancer(t, Static([]string{fakes[0].addr, fakes[1].addr, fakes[2].addr}), policy)
+			perReplica := map[string]int{}
+			var ids []string
+			for range 6 {
+				id := create(t, b)
+				ids = append(ids, id)
+				addr, _ := b.ReplicaOf(id)
+				perReplica[addr]++
+			}
+			for _, f := range fakes {
+				if perReplica[f.addr] != 2 {
+					t.Fatalf("6 sessions over 3 replicas: %v, want 2 each", perReplica)
+				}
+			}
+			for _, id := range ids {
+				got, err := run(t.Context(), b, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want, _, _ := strings.Cut(id, "#"); got != want {
+					t.Fatalf("session %s ran on %s", id, got)
+				}
+			}
+			list, err := b.ListSessions(t.Context(), &sandboxv1.ListSessionsRequest{})
+			if err != nil || len(list.GetSessions()) != 6 {
+				t.Fatalf("ListSessions = %d sessions, %v; want 6", len(list.GetSessions()), err)
+			}
+		})
+	}
+}
+
+func TestLeastLoadedFillsTheEmptiestReplica(t *testing.T) {
+	t.Parallel()
+	a, c := startFake(t), startFake(t)
+	b := newBalancer(t, Static([]string{a.addr, c.addr}), LeastLoaded)
+	first := []string{create(t, b), create(t, b), create(t, b), create(t, b)}
+	// Destroy both sessions on one replica: the next two go there.
+	emptied, _ := b.ReplicaOf(first[0])
+	for _, id := range first {
+		if addr, _ := b.ReplicaOf(id); addr == emptied {
+			if _, err := b.DestroySession(t.Context(), &sandboxv1.DestroySessionRequest{SessionId: id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 2 {
+		if addr, _ := b.ReplicaOf(create(t, b)); addr != emptied {
+			t.Fatalf("new session went to %s, want the emptier %s (replicas %+v)", addr, emptied, b.Replicas())
+		}
+	}
+}
+
+func TestDeadReplicaLosesItsSessionsOnly(t *testing.T) {
+	t.Parallel()
+	fakes := []*fakeSandboxd{startFake(t), startFake(t), startFake(t)}
+	b := newBalancer(t, Static([]string{fakes[0].addr, fakes[1].addr, fakes[2].addr}), LeastLoaded)
+	ids := []string{create(t, b), create(t, b), create(t, b)}
+	dead := fakes[1]
+	dead.srv.Stop()
+	for _, id := range ids {
+		_, err := run(t.Context(), b, id)
+		onDead := strings.HasPrefix(id, dead.addr+"#")
+		switch {
+		case onDead && (status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "session lost: its sandbox replica "+dead.addr+" went away")):
+			t.Fatalf("session on the dead replica: err = %v, want NotFound saying the session was lost", err)
+		case !onDead && err != nil:
+			t.Fatalf("session on a live replica failed: %v", err)
+		}
+	}
+	// New sessions (the gateway's replacement) land on healthy replicas.
+	for range 4 {
+		id := create(t, b)
+		if strings.HasPrefix(id, dead.addr) {
+			t.Fatalf("a new session went to the dead replica")
+		}
+		if _, err := run(t.Context(), b, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range b.Replicas() {
+		if r.Addr == dead.addr && r.Healthy {
+			t.Fatalf("the dead replica is still marked healthy: %+v", b.Replicas())
+		}
+	}
+}
+
+func TestHealthCheckNoticesADeadReplica(t *testing.T) {
+	t.Parallel()
+	a, c := startFake(t), startFake(t)
+	b := newBalancer(t, Static([]string{a.addr, c.addr}), LeastLoaded)
+	idA, idC := create(t, b), create(t, b)
+	if strings.HasPrefix(idA, c.addr) {
+		idA, idC = idC, idA
+	}
+	a.srv.Stop()
+	if err := b.refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetSession(t.Context(), &sandboxv1.GetSessionRequest{SessionId: idA}); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "stopped answering health checks") {
+		t.Fatalf("after a failed health check: %v", err)
+	}
+	if _, err := run(t.Context(), b, idC); err != nil {
+		t.Fatalf("the healthy replica's session: %v", err)
+	}
+}
+
+func TestDNSReresolution(t *testing.T) {
+	t.Parallel()
+	a, c := startFake(t), startFake(t)
+	// The loopback fakes differ by port, so the resolver returns whole
+	// addresses; DNS itself is tested in TestDNSResolver.
+	var mu sync.Mutex
+	current := []string{a.addr, c.addr}
+	resolve := func(context.Context) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), current...), nil
+	}
+	b := newBalancer(t, resolve, RoundRobin)
+	ids := []string{create(t, b), create(t, b)}
+	mu.Lock()
+	current = []string{c.addr} // a scaled away
+	mu.Unlock()
+	if err := b.refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		_, err := run(t.Context(), b, id)
+		if strings.HasPrefix(id, a.addr) {
+			if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "no longer resolves") {
+				t.Fatalf("session on the removed replica: %v", err)
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := b.Replicas(); len(got) != 1 || got[0].Addr != c.addr {
+		t.Fatalf("replicas after re-resolution: %+v", got)
+	}
+}
+
+func TestDNSResolver(t *testing.T) {
+	t.Parallel()
+	r := DNS("sandboxd", "9002", func(_ context.Context, host string) ([]string, error) {
+		if host != "sandboxd" {
+			t.Errorf("looked up %q", host)
+		}
+		return []string{"10.0.0.3", "10.0.0.2", "10.0.0.3", "fd00::1"}, nil
+	})
+	got, err := r(t.Context())
+	want := []string{"10.0.0.2:9002", "10.0.0.3:9002", "[fd00::1]:9002"}
+	if err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("got %v, %v; want %v", got, err, want)
+	}
+}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	for spec, want := range map[string]string{
+		"a:1,b:2":                    "a:1 b:2",
+		" a:1 , b:2 ,":               "a:1 b:2",
+		"dns:///nosuch.invalid:9002": "",
+		"dns:///sandboxd":            "error: want dns:///name:port",
+		"a:1,b":                      "error: want host:port",
+		",":                          "error: names no replica",
+	} {
+		r, err := Parse(spec)
+		switch {
+		case strings.HasPrefix(want, "error: "):
+			if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(want, "error: ")) {
+				t.Errorf("Parse(%q) = %v, want an error with %q", spec, err, want)
+			}
+		case err != nil:
+			t.Errorf("Parse(%q): %v", spec, err)
+		case want != "":
+			got, _ := r(t.Context())
+			if strings.Join(got, " ") != want {
+				t.Errorf("Parse(%q) resolves to %v, want %s", spec, got, want)
+			}
+		}
+	}
+	if !IsMulti("a:1,b:2") || !IsMulti("dns:///s:1") || IsMulti("a:1") || IsMulti("unix:/x") {
+		t.Error("IsMulti")
+	}
+}
+
+func TestNewFailsWithoutReplicas(t *testing.T) {
+	t.Parallel()
+	_, err := New(t.Context(), Config{Resolve: Static(nil), Dial: dialTest}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || !strings.Contains(err.Error(), "no addresses") {
+		t.Fatalf("New with no replicas: %v", err)
+	}
+	if _, err := New(t.Context(), Config{Resolve: Static([]string{"a:1"}), Dial: dialTest, Policy: "random"}, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
+		t.Fatal("an unknown policy was accepted")
+	}
+}
