@@ -38,7 +38,7 @@ type HTTPAuth struct {
 	// Disabled serves without authentication: every caller is Config.Tenant.
 	Disabled bool
 	// AllowedHosts are Host header values accepted besides loopback names
-	// and ResourceURL's host ("*" accepts any). Without authentication only
+	// and ResourceURL's host: "name" (any port), "name:port" or "*" (any). Without authentication only
 	// these are accepted, which defeats DNS rebinding; with authentication
 	// an empty list accepts any host, since a rebinding page has no token.
 	AllowedHosts []string
@@ -229,7 +229,8 @@ func (g *Gateway) checkOrigin(r *http.Request) string {
 	if u, err := url.Parse(a.ResourceURL); err == nil && a.ResourceURL != "" {
 		resHost = u.Host
 	}
-	hostOK := loopbackName(r.Host) || strings.EqualFold(r.Host, resHost) || listed(a.AllowedHosts, r.Host) ||
+	hostOK := loopbackName(r.Host) || strings.EqualFold(r.Host, resHost) ||
+		listed(a.AllowedHosts, r.Host) || listed(a.AllowedHosts, hostOnly(r.Host)) ||
 		(g.authn != nil && len(a.AllowedHosts) == 0)
 	if !hostOK {
 		return fmt.Sprintf("Host %q is not allowed; add it to the allowed hosts", r.Host)
@@ -261,6 +262,15 @@ func loopbackName(hostport string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
+}
+
+// hostOnly drops the port of host:port, so that a listed name matches on
+// any port.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
 }
 
 func listed(list []string, v string) bool {

@@ -136,7 +136,7 @@ func TestProtectedResourceMetadataNamesIssuer(t *testing.T) {
 func TestOriginValidation(t *testing.T) {
 	t.Parallel()
 	open, _, _ := authServer(t, func(c *Config) {
-		c.Auth = HTTPAuth{Disabled: true, AllowedOrigins: []string{"https://app.example"}, AllowedHosts: []string{"mcp.internal:8080"}}
+		c.Auth = HTTPAuth{Disabled: true, AllowedOrigins: []string{"https://app.example"}, AllowedHosts: []string{"mcp.internal:8080", "proxy.internal"}}
 	})
 	authed, _, _ := authServer(t, nil)
 	tok := "Bearer alpha-token"
@@ -150,6 +150,8 @@ func TestOriginValidation(t *testing.T) {
 		{"localhost host", open, map[string]string{"Host": "localhost:1234"}, 200},
 		{"rebound host", open, map[string]string{"Host": "evil.example:1234"}, 403},
 		{"listed host", open, map[string]string{"Host": "mcp.internal:8080"}, 200},
+		{"listed host, other port", open, map[string]string{"Host": "mcp.internal:9090"}, 403},
+		{"listed name, any port", open, map[string]string{"Host": "proxy.internal:1234"}, 200},
 		{"foreign origin", open, map[string]string{"Origin": "https://evil.example"}, 403},
 		{"rebound origin and host", open, map[string]string{"Origin": "http://evil.example:1234", "Host": "evil.example:1234"}, 403},
 		{"loopback origin", open, map[string]string{"Origin": "http://localhost:5173"}, 200},
