@@ -424,3 +424,29 @@ func TestE2ETenantScopedUpstream(t *testing.T) {
 		t.Errorf("beta discovers alpha's server: %q", joined(o.stdout()))
 	}
 }
+
+func TestE2EAuthTokensFileReloads(t *testing.T) {
+	t.Parallel()
+	path := tokensFile(t, map[string]string{"alpha-token": "alpha"})
+	base, _ := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": path})
+	status := func(token string) int {
+		resp, _ := rawInitialize(t, base, map[string]string{"Authorization": "Bearer " + token})
+		return resp.StatusCode
+	}
+	if status("alpha-token") != http.StatusOK || status("gamma-token") != http.StatusUnauthorized {
+		t.Fatal("before the edit: want alpha accepted and gamma refused")
+	}
+	// Replace the file, as an operator rotating tokens would.
+	fresh := tokensFile(t, map[string]string{"gamma-token": "gamma"})
+	if err := os.Rename(fresh, path); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); status("gamma-token") != http.StatusOK; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the new token is still refused after the tokens file changed")
+		}
+	}
+	if got := status("alpha-token"); got != http.StatusUnauthorized {
+		t.Errorf("the removed token gets %d, want 401", got)
+	}
+}
