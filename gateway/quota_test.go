@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -191,5 +192,31 @@ func deleteSession(t *testing.T, url, token, id string) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE session: status %d", resp.StatusCode)
+	}
+}
+
+// TestSessionQuotaCountsReplacedSessions: a sandbox session that sandboxd
+// lost and the gateway replaced counts once, not twice, and not zero times.
+func TestSessionQuotaCountsReplacedSessions(t *testing.T) {
+	t.Parallel()
+	g, f := newTestGateway(t, Config{Quotas: Quotas{Sessions: 1}})
+	p := mustParams(t)
+	if out := g.execute(t.Context(), "alpha", "s1", p, func(string) {}); out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	f.forget() // sandboxd restarted
+	f.setCreateErr(errors.New("sandboxd is still starting"))
+	if out := g.execute(t.Context(), "alpha", "s1", p, func(string) {}); out.Err == nil {
+		t.Fatal("the replacement was created although CreateSession failed")
+	}
+	f.setCreateErr(nil)
+	// The failed replacement released nothing twice: s1 may get its
+	// sandbox back, and a second session is still over the quota.
+	if out := g.execute(t.Context(), "alpha", "s1", p, func(string) {}); out.Err != nil {
+		t.Fatalf("s1 after sandboxd came back: %v", out.Err)
+	}
+	var qe *QuotaError
+	if out := g.execute(t.Context(), "alpha", "s2", p, func(string) {}); !errors.As(out.Err, &qe) {
+		t.Errorf("a second session while s1 holds the only one: %v; want the sessions quota", out.Err)
 	}
 }

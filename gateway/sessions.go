@@ -156,8 +156,10 @@ func (t *sessionTable) replace(ctx context.Context, e *sessionEntry, stale strin
 	}
 	t.logger.Warn("sandbox session lost; creating a new one",
 		logkeys.MCPSession, e.mcpID, logkeys.SessionID, stale)
+	if e.sandboxID != "" {
+		t.release(e.tenant) // the lost session no longer counts
+	}
 	e.sandboxID, e.genKnown = "", false
-	t.release(e.tenant)
 	return t.createLocked(ctx, e)
 }
 
