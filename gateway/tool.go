@@ -97,7 +97,9 @@ func (g *Gateway) handleRunPython(ctx context.Context, req mcp.CallToolRequest) 
 	ctx, span := otel.Tracer("github.com/codeexec/codeexec/gateway").Start(ctx, "run_python",
 		trace.WithAttributes(attribute.String(logkeys.Tenant, tenant), attribute.String(logkeys.RequestID, reqID)))
 	defer span.End()
-	logger := g.logger.With(logkeys.MCPTool, ToolName, logkeys.MCPSession, mcpID, logkeys.RequestID, reqID, logkeys.Tenant, tenant)
+	// The request ID is put in each record, not in With, so that a
+	// requestid.LogHandler does not add it a second time.
+	logger := g.logger.With(logkeys.MCPTool, ToolName, logkeys.MCPSession, mcpID, logkeys.Tenant, tenant)
 	start := time.Now()
 	end, err := g.calls.begin()
 	if err != nil {
@@ -112,7 +114,7 @@ func (g *Gateway) handleRunPython(ctx context.Context, req mcp.CallToolRequest) 
 		if errors.As(err, &qe) {
 			g.metrics.quota.WithLabelValues(qe.Limit).Inc()
 		}
-		logger.Warn("run_python refused", logkeys.Error, err)
+		logger.WarnContext(ctx, "run_python refused", logkeys.RequestID, reqID, logkeys.Error, err)
 		return result.ToolResult(result.Failure(err.Error(), err.Error()), g.mode), nil
 	}
 	defer release()
@@ -126,6 +128,7 @@ func (g *Gateway) handleRunPython(ctx context.Context, req mcp.CallToolRequest) 
 	g.metrics.observe(status, start)
 	span.SetAttributes(attribute.String(logkeys.ExecStatus, status))
 	logger.LogAttrs(ctx, levelFor(payload), "run_python finished",
+		slog.String(logkeys.RequestID, reqID),
 		slog.String(logkeys.ExecStatus, payload.Status),
 		slog.Duration(logkeys.Duration, time.Since(start)),
 		slog.Int("timeout.seconds", p.TimeoutSeconds),
