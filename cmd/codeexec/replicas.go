@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -49,4 +54,28 @@ func (s *sandboxSettings) client(ctx context.Context, logger *slog.Logger) (sand
 	}
 	logger.Info("balancing sessions over sandboxd replicas", "sandbox", s.addr, "balance", s.balance, "replicas", len(b.Replicas()))
 	return b, func() { _ = b.Close() }, nil
+}
+
+func isHTTPURL(s string) bool {
+	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
+}
+
+// httpHealth checks the gateway's /healthz: for its container health check.
+func httpHealth(ctx context.Context, url string, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("health check of %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("health check of %s: %s", url, resp.Status)
+	}
+	fmt.Fprintln(stdout, "SERVING")
+	return nil
 }

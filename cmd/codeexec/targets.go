@@ -144,8 +144,11 @@ func serveGRPC(ctx context.Context, srv *grpcserver.Server, listen, metrics stri
 // runHealth checks a gRPC service's health: for container health checks.
 func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: codeexec health ADDR")
+		fmt.Fprintln(stderr, "usage: codeexec health ADDR|http://HOST:PORT/healthz")
 		return errUsage
+	}
+	if isHTTPURL(args[0]) {
+		return httpHealth(ctx, args[0], stdout)
 	}
 	conn, err := dial.New(args[0], nil)
 	if err != nil {

@@ -288,14 +288,19 @@ func (b *Balancer) route(id string) (*replica, error) {
 // replica is unreachable the session is lost, and the error becomes
 // NotFound so that the caller starts over elsewhere.
 func (b *Balancer) failed(r *replica, id string, err error) error {
-	if status.Code(err) != codes.Unavailable {
+	b.mu.Lock()
+	gone := b.replicas[r.addr] != r
+	b.mu.Unlock()
+	// A replica dropped meanwhile had its connection closed, which fails
+	// calls on it with Canceled: that too means the session is lost.
+	if status.Code(err) != codes.Unavailable && !gone {
 		if status.Code(err) == codes.NotFound {
 			b.forget(r, id)
 		}
 		return err
 	}
 	b.mu.Lock()
-	if b.replicas[r.addr] == r && r.healthy {
+	if !gone && r.healthy {
 		b.loseSessionsLocked(r, "it is unreachable: "+status.Convert(err).Message())
 	}
 	why, ok := b.lost[id]

@@ -27,6 +27,8 @@ type fakeSandboxd struct {
 	addr string
 	srv  *grpc.Server
 
+	block chan struct{} // when set, Execute waits on it before answering
+
 	mu       sync.Mutex
 	n        int
 	sessions map[string]bool
@@ -63,6 +65,13 @@ func (f *fakeSandboxd) Execute(req *sandboxv1.ExecuteRequest, stream grpc.Server
 	f.mu.Unlock()
 	if !known {
 		return status.Error(codes.NotFound, "no such session")
+	}
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
 	}
 	_ = stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Output{Output: &sandboxv1.OutputChunk{Text: f.addr}}})
 	return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Result{Result: &sandboxv1.ExecResult{}}})
@@ -329,5 +338,46 @@ func TestNewFailsWithoutReplicas(t *testing.T) {
 	}
 	if _, err := New(t.Context(), Config{Resolve: Static([]string{"a:1"}), Dial: dialTest, Policy: "random"}, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
 		t.Fatal("an unknown policy was accepted")
+	}
+}
+
+// A replica dropped by re-resolution while a call on it waits: closing its
+// connection fails the call with Canceled, which must read as a lost session.
+func TestCallInFlightWhenItsReplicaIsDropped(t *testing.T) {
+	t.Parallel()
+	a, c := startFake(t), startFake(t)
+	a.block, c.block = make(chan struct{}), make(chan struct{})
+	defer close(a.block)
+	defer close(c.block)
+	var mu sync.Mutex
+	current := []string{a.addr, c.addr}
+	resolve := func(context.Context) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), current...), nil
+	}
+	b := newBalancer(t, resolve, RoundRobin)
+	id := create(t, b)
+	victim, _ := b.ReplicaOf(id)
+	errc := make(chan error, 1)
+	go func() { _, err := run(t.Context(), b, id); errc <- err }()
+	time.Sleep(200 * time.Millisecond) // the call is waiting in the fake
+	mu.Lock()
+	if victim == a.addr {
+		current = []string{c.addr}
+	} else {
+		current = []string{a.addr}
+	}
+	mu.Unlock()
+	if err := b.refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "session lost") {
+			t.Fatalf("the call in flight got %v, want NotFound saying the session was lost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call in flight did not end when its replica was dropped")
 	}
 }

@@ -88,7 +88,16 @@ type Container struct {
 	mu     sync.Mutex // guards closed and live
 	closed bool
 	live   map[*containerProcess]struct{}
+
+	// The sweeper removes orphans every sweepEvery after the first Check:
+	// the containers of a replica that died elsewhere exit (their stdin
+	// closes) but nobody else would remove them.
+	sweepStop chan struct{}
+	sweepDone chan struct{}
 }
+
+// sweepEvery is how often orphans are looked for after the first Check.
+const sweepEvery = time.Minute
 
 // NewContainer returns a podman or docker engine. Like NewBwrap it does not
 // fail when the CLI is missing; Check says what to install.
@@ -204,7 +213,29 @@ func (c *Container) Check(ctx context.Context) error {
 	c.checkMu.Lock()
 	c.checked = true
 	c.checkMu.Unlock()
+	c.mu.Lock()
+	if !c.closed && c.sweepStop == nil {
+		c.sweepStop, c.sweepDone = make(chan struct{}), make(chan struct{})
+		go c.sweep(c.sweepStop, c.sweepDone)
+	}
+	c.mu.Unlock()
 	return nil
+}
+
+func (c *Container) sweep(stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			c.reapOrphans(ctx, false)
+			cancel()
+		}
+	}
 }
 
 // checkDaemon asks the engine for its state and sets the global args.
@@ -366,6 +397,10 @@ func (c *Container) Close() error {
 		return nil
 	}
 	c.closed = true
+	if c.sweepStop != nil {
+		close(c.sweepStop)
+		defer func() { <-c.sweepDone }()
+	}
 	live := make([]*containerProcess, 0, len(c.live))
 	for p := range c.live {
 		live = append(live, p)

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the images deploy/ needs from local material only (no registry):
+#
+#   codeexec-base:latest     a minimal Debian root file system with python3,
+#                            made with debootstrap and imported;
+#   codeexec-sandbox:latest  what each sandbox runs (Dockerfile.sandbox);
+#   codeexec:latest          the services (Dockerfile.services): the codeexec
+#                            binary built here with CGO_ENABLED=0, and the
+#                            docker CLI for sandboxd's sibling containers.
+#
+# Usage: deploy/build-images.sh [docker|podman]   (default: docker)
+# Env:   CODEEXEC_ROOTFS_CACHE  where the debootstrap tarball is kept
+#                               (default /var/cache/codeexec/rootfs.tar)
+#        DEBIAN_SUITE, DEBIAN_MIRROR  default: this host's (or bookworm and
+#                               the mirror apt uses)
+# Needs root (debootstrap), debootstrap and go. With a registry reachable
+# the Dockerfiles build the normal way from any python3 base image too.
+set -euo pipefail
+engine=${1:-docker}
+case "$engine" in docker|podman) ;; *) echo "usage: $0 [docker|podman]" >&2; exit 2 ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+cache=${CODEEXEC_ROOTFS_CACHE:-/var/cache/codeexec/rootfs.tar}
+
+command -v "$engine" >/dev/null || { echo "$engine is not installed: apt-get install ${engine/docker/docker.io}" >&2; exit 1; }
+command -v go >/dev/null || { echo "go is not installed (needed to build the codeexec binary)" >&2; exit 1; }
+
+# The mirror apt already uses: it is reachable wherever apt-get works.
+mirror() {
+  local m
+  m=$(grep -hsE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null \
+      | grep -v security | sed -E 's/^URIs: *//; s/^deb (\[[^]]*\] )?//' | awk '{print $1}' | head -n1)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+suite=${DEBIAN_SUITE:-$(. /etc/os-release 2>/dev/null; echo "${VERSION_CODENAME:-bookworm}")}
+[ "$suite" = "" ] && suite=bookworm
+
+if ! "$engine" image inspect codeexec-base:latest >/dev/null 2>&1; then
+  if [ ! -s "$cache" ]; then
+    command -v debootstrap >/dev/null || { echo "debootstrap is not installed: apt-get install debootstrap" >&2; exit 1; }
+    [ "$(id -u)" = 0 ] || { echo "debootstrap needs root" >&2; exit 1; }
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    echo "debootstrap $suite from $(mirror) (a minute or two) ..." >&2
+    debootstrap --variant=minbase --include=python3 "$suite" "$tmp/rootfs" "$(mirror)" >"$tmp/debootstrap.log" 2>&1 \
+      || { tail -20 "$tmp/debootstrap.log" >&2; exit 1; }
+    mkdir -p "$(dirname "$cache")"
+    tar -C "$tmp/rootfs" -cf "$cache.part" . && mv "$cache.part" "$cache"
+    rm -rf "$tmp"; trap - EXIT
+  fi
+  "$engine" import "$cache" codeexec-base:latest >/dev/null
+  echo "imported codeexec-base:latest" >&2
+fi
+
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/codeexec" ./cmd/codeexec)
+# The docker CLI for sandboxd inside the services image (it only needs libc,
+# which the base has). Prefer Debian's, which matches the Debian daemon.
+cli=$(command -v /usr/bin/docker || command -v docker || true)
+[ -n "$cli" ] || { echo "the docker CLI is needed for the services image: apt-get install docker.io" >&2; exit 1; }
+cp "$cli" "$ctx/docker"
+cp "$here/Dockerfile.sandbox" "$here/Dockerfile.services" "$ctx/"
+
+build() { # tag dockerfile
+  # The legacy docker builder needs no buildx plugin and no registry.
+  if ! { [ "$engine" = docker ] && DOCKER_BUILDKIT=0 docker build -q -t "$1" -f "$ctx/$2" "$ctx" ||
+         [ "$engine" = podman ] && podman build -q -t "$1" -f "$ctx/$2" "$ctx"; } >"$ctx/build.log" 2>&1; then
+    cat "$ctx/build.log" >&2; exit 1
+  fi
+  echo "built $1" >&2
+}
+build codeexec-sandbox:latest Dockerfile.sandbox
+build codeexec:latest Dockerfile.services

@@ -1,0 +1,301 @@
+// Command e2e drives the compose stack of deploy/docker-compose.yml with a
+// real MCP client over streamable HTTP, as deploy/e2e.sh runs it:
+//
+//	go run ./deploy/e2e -mode throughput -label 1   # calls per second
+//	go run ./deploy/e2e -mode replicas              # spread, pinning, a killed replica
+//
+// It finds the sandboxd replicas through the engine (compose labels) and
+// asks each one for its sessions over gRPC, to see where sessions landed.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+)
+
+var (
+	gatewayURL  = flag.String("gateway", "http://127.0.0.1:8080/mcp", "the gateway's MCP endpoint")
+	engine      = flag.String("engine", "docker", "container engine CLI")
+	project     = flag.String("project", "codeexec", "compose project name")
+	mode        = flag.String("mode", "replicas", "replicas, throughput or recall")
+	sessions    = flag.Int("sessions", 6, "MCP sessions for -mode replicas")
+	concurrency = flag.Int("concurrency", 8, "concurrent MCP sessions for -mode throughput")
+	duration    = flag.Duration("duration", 10*time.Second, "how long -mode throughput runs")
+	label       = flag.String("label", "", "a label for the throughput line, e.g. the replica count")
+)
+
+func main() {
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var err error
+	switch *mode {
+	case "replicas":
+		err = replicas(ctx)
+	case "throughput":
+		err = throughput(ctx)
+	case "recall":
+		err = recall(ctx)
+	default:
+		err = fmt.Errorf("mode %q: want replicas, throughput or recall", *mode)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: FAIL:", err)
+		os.Exit(1)
+	}
+}
+
+// session is one MCP client session.
+type session struct {
+	c *client.Client
+}
+
+func open(ctx context.Context) (*session, error) {
+	c, err := client.NewStreamableHttpClient(*gatewayURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ClientInfo = mcp.Implementation{Name: "codeexec-deploy-e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return &session{c: c}, nil
+}
+
+// run calls run_python and returns its text, stdout and whether it failed.
+func (s *session) run(ctx context.Context, code string) (text, stdout string, isErr bool, err error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_python"
+	req.Params.Arguments = map[string]any{"code": code}
+	res, err := s.c.CallTool(ctx, req)
+	if err != nil {
+		return "", "", false, err
+	}
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	var sc struct{ Stdout []string }
+	raw, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(raw, &sc)
+	return text, strings.Join(sc.Stdout, "\n"), res.IsError, nil
+}
+
+func (s *session) must(ctx context.Context, code string) (string, error) {
+	text, out, isErr, err := s.run(ctx, code)
+	if err != nil {
+		return "", err
+	}
+	if isErr {
+		return "", fmt.Errorf("run_python(%q) failed: %s", code, text)
+	}
+	return out, nil
+}
+
+// replica is one sandboxd container.
+type replica struct{ name, addr string }
+
+func findReplicas(ctx context.Context) ([]replica, error) {
+	out, err := exec.CommandContext(ctx, *engine, "ps", "-q",
+		"--filter", "label=com.docker.compose.project="+*project,
+		"--filter", "label=com.docker.compose.service=sandboxd").Output()
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxd replicas: %w", err)
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		return nil, errors.New("no sandboxd replica is running")
+	}
+	out, err = exec.CommandContext(ctx, *engine, append([]string{"inspect", "--format",
+		"{{.Name}} {{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}"}, ids...)...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("inspect sandboxd replicas: %w", err)
+	}
+	var rs []replica
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			return nil, fmt.Errorf("replica without an address: %q", line)
+		}
+		rs = append(rs, replica{name: strings.TrimPrefix(f[0], "/"), addr: f[1] + ":9002"})
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].name < rs[j].name })
+	return rs, nil
+}
+
+// sessionsOn lists the MCP sessions whose sandbox sessions live on r.
+func sessionsOn(ctx context.Context, r replica) ([]string, error) {
+	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	resp, err := sandboxv1.NewSandboxServiceClient(conn).ListSessions(ctx, &sandboxv1.ListSessionsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("ListSessions on %s (%s): %w", r.name, r.addr, err)
+	}
+	var ids []string
+	for _, s := range resp.GetSessions() {
+		ids = append(ids, s.GetId())
+	}
+	return ids, nil
+}
+
+func replicas(ctx context.Context) error {
+	rs, err := findReplicas(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("replicas: %d\n", len(rs))
+	clients := make([]*session, *sessions)
+	for i := range clients {
+		if clients[i], err = open(ctx); err != nil {
+			return err
+		}
+		defer clients[i].c.Close()
+		if _, err := clients[i].must(ctx, fmt.Sprintf("x = %d", i)); err != nil {
+			return err
+		}
+	}
+	counts := make([]int, len(rs))
+	for i, r := range rs {
+		ids, err := sessionsOn(ctx, r)
+		if err != nil {
+			return err
+		}
+		counts[i] = len(ids)
+		fmt.Printf("  %s (%s): %d sessions\n", r.name, r.addr, counts[i])
+	}
+	used := 0
+	for _, c := range counts {
+		if c > 0 {
+			used++
+		}
+	}
+	if used < min(len(rs), *sessions) {
+		return fmt.Errorf("%d sessions landed on %d of %d replicas: %v", *sessions, used, len(rs), counts)
+	}
+	// Memory is shared through memoryd whichever replica a session is on.
+	if _, err := clients[0].must(ctx, "save_memory('e2e', {'from': 0})\ndef e2e_tool(v):\n    return v * 2\nsave_tool(e2e_tool)"); err != nil {
+		return err
+	}
+	if out, err := clients[len(clients)-1].must(ctx, "print(load_memory('e2e')['from'])"); err != nil || out != "0" {
+		return fmt.Errorf("memory across replicas: %q %v", out, err)
+	}
+
+	// Kill the busiest replica outright.
+	victim := slices.Index(counts, slices.Max(counts))
+	fmt.Printf("killing %s with %d sessions\n", rs[victim].name, counts[victim])
+	if out, err := exec.CommandContext(ctx, *engine, "kill", rs[victim].name).CombinedOutput(); err != nil {
+		return fmt.Errorf("kill %s: %v: %s", rs[victim].name, err, out)
+	}
+	lost := 0
+	for i, s := range clients {
+		text, out, isErr, err := s.run(ctx, "print(x)")
+		switch {
+		case err != nil:
+			return fmt.Errorf("client %d after the kill: the gateway failed: %w", i, err)
+		case !isErr && out == fmt.Sprint(i):
+		case isErr && strings.Contains(text, "session lost") && strings.Contains(text, "NameError"):
+			lost++
+			if out, err := s.must(ctx, "print('again')"); err != nil || out != "again" {
+				return fmt.Errorf("client %d: the call after 'session lost' gave %q, %v", i, out, err)
+			}
+		default:
+			return fmt.Errorf("client %d after the kill: %s", i, text)
+		}
+	}
+	fmt.Printf("after the kill: %d sessions said \"session lost\" and continued on a healthy replica; %d kept their state\n", lost, len(clients)-lost)
+	if lost != counts[victim] {
+		return fmt.Errorf("%d sessions were lost, want the %d that were on %s", lost, counts[victim], rs[victim].name)
+	}
+	fmt.Println("e2e: replicas: PASS")
+	return nil
+}
+
+func throughput(ctx context.Context) error {
+	clients := make([]*session, *concurrency)
+	for i := range clients {
+		var err error
+		if clients[i], err = open(ctx); err != nil {
+			return err
+		}
+		defer clients[i].c.Close()
+		if _, err := clients[i].must(ctx, "n = 0"); err != nil {
+			return err
+		}
+	}
+	var calls, failures atomic.Int64
+	var lat sync.Mutex
+	var lats []time.Duration
+	deadline := time.Now().Add(*duration)
+	var wg sync.WaitGroup
+	for _, s := range clients {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				if _, err := s.must(ctx, "n += 1"); err != nil {
+					failures.Add(1)
+					continue
+				}
+				d := time.Since(t0)
+				calls.Add(1)
+				lat.Lock()
+				lats = append(lats, d)
+				lat.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if failures.Load() > 0 {
+		return fmt.Errorf("%d calls failed", failures.Load())
+	}
+	slices.Sort(lats)
+	p := func(q float64) time.Duration { return lats[int(q*float64(len(lats)-1))].Round(10 * time.Microsecond) }
+	fmt.Printf("throughput replicas=%s concurrency=%d: %.0f calls/s (%d calls in %s), latency p50 %s p99 %s\n",
+		*label, *concurrency, float64(calls.Load())/duration.Seconds(), calls.Load(), *duration, p(0.5), p(0.99))
+	return nil
+}
+
+// recall checks that the memory and the saved tool written by -mode
+// replicas are still there (after the stack was recreated, say).
+func recall(ctx context.Context) error {
+	s, err := open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.c.Close()
+	out, err := s.must(ctx, "import user_tools\nprint(load_memory('e2e')['from'], user_tools.e2e_tool(21))")
+	if err != nil {
+		return err
+	}
+	if out != "0 42" {
+		return fmt.Errorf("memory and saved tool after recreating the stack: %q, want \"0 42\"", out)
+	}
+	fmt.Println("e2e: recall: PASS (memory and saved tools survived)")
+	return nil
+}
