@@ -182,7 +182,7 @@ func (g *Gateway) progress(ctx context.Context, req mcp.CallToolRequest) func(st
 			"message":       line,
 		})
 		if err != nil {
-			g.logger.Debug("progress notification not sent", logkeys.Error, err)
+			g.logger.DebugContext(ctx, "progress notification not sent", logkeys.Error, err)
 		}
 	}
 }

@@ -154,7 +154,7 @@ func (t *sessionTable) replace(ctx context.Context, e *sessionEntry, stale strin
 	if e.sandboxID != stale && e.sandboxID != "" {
 		return e.sandboxID, nil
 	}
-	t.logger.Warn("sandbox session lost; creating a new one",
+	t.logger.WarnContext(ctx, "sandbox session lost; creating a new one",
 		logkeys.MCPSession, e.mcpID, logkeys.SessionID, stale)
 	if e.sandboxID != "" {
 		t.release(e.tenant) // the lost session no longer counts
@@ -247,10 +247,10 @@ func (t *sessionTable) destroy(ctx context.Context, e *sessionEntry) {
 	t.release(e.tenant)
 	_, err := t.client.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: e.tenant})
 	if err != nil && status.Code(err) != codes.NotFound {
-		t.logger.Error("destroy sandbox session", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id, logkeys.Error, err)
+		t.logger.ErrorContext(ctx, "destroy sandbox session", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id, logkeys.Error, err)
 		return
 	}
-	t.logger.Info("sandbox session destroyed", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id)
+	t.logger.InfoContext(ctx, "sandbox session destroyed", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id)
 }
 
 // closeAll refuses new sessions and destroys every existing one.

@@ -72,7 +72,7 @@ func routeUnknownTools(_ context.Context, _ any, req *mcp.CallToolRequest) {
 // it returns a Go error never.
 func (g *Gateway) handleRunPython(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if name := req.Header.Get(unknownToolHeader); name != "" {
-		g.logger.Warn("call to unknown tool", logkeys.MCPTool, name)
+		g.logger.WarnContext(ctx, "call to unknown tool", logkeys.MCPTool, name)
 		return result.ToolResult(result.UnknownTool(name), g.mode), nil
 	}
 	p, msg, ok := params.Parse(req.GetArguments(), params.Limits{DefaultSeconds: g.defaultSec, MaxSeconds: g.maxSec})
