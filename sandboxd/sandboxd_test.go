@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -56,6 +57,12 @@ func (f *fakeDiscovery) CallTool(_ context.Context, req *discoveryv1.CallToolReq
 
 func newService(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxServiceClient, *fakeDiscovery) {
 	t.Helper()
+	c, fd, _ := newServiceWithMetrics(t, mutate)
+	return c, fd
+}
+
+func newServiceWithMetrics(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxServiceClient, *fakeDiscovery, *prometheus.Registry) {
+	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
 	if err != nil {
@@ -69,7 +76,8 @@ func newService(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxS
 	fd := &fakeDiscovery{}
 	discoveryv1.RegisterDiscoveryServiceServer(ip.Server.GRPC, fd)
 	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := sandboxd.New(ctx, cfg, sandboxd.Deps{Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn)}, logger)
+	reg := prometheus.NewRegistry()
+	svc, err := sandboxd.New(ctx, cfg, sandboxd.Deps{Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn), Registry: reg}, logger)
 	if err != nil {
 		cancel()
 		t.Fatalf("sandboxd.New: %v", err)
@@ -83,7 +91,57 @@ func newService(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxS
 			t.Errorf("Close: %v", err)
 		}
 	})
-	return sandboxv1.NewSandboxServiceClient(ip.Conn), fd
+	return sandboxv1.NewSandboxServiceClient(ip.Conn), fd, reg
+}
+
+// gauge reads one unlabelled metric from reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			m := mf.GetMetric()[0]
+			switch {
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// New sessions take ready sandboxes from the warm pool, which refills.
+func TestWarmPoolServesNewSessions(t *testing.T) {
+	t.Parallel()
+	c, _, reg := newServiceWithMetrics(t, func(cfg *sandboxd.Config) { cfg.PoolSize = 2 })
+	waitUntil(t, "the pool to fill", func() bool { return gauge(t, reg, "codeexec_sandbox_warm_pool") == 2 })
+	for i := range 3 {
+		id := create(t, c, "")
+		r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: "print('hi')"})
+		if err != nil || r.stdout != "hi\n" {
+			t.Fatalf("exec %d: %+v, %v", i, r, err)
+		}
+		waitUntil(t, "the pool to refill", func() bool { return gauge(t, reg, "codeexec_sandbox_warm_pool") == 2 })
+	}
+	if hits := gauge(t, reg, "codeexec_sandbox_pool_hits_total"); hits != 3 {
+		t.Fatalf("pool hits = %v, want 3: every new session should take a pooled sandbox", hits)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // execResult collects one Execute stream.
