@@ -46,6 +46,9 @@ type HTTPAuth struct {
 	// besides loopback ones and ResourceURL's ("*" accepts any). A request
 	// with any other Origin header is refused with 403.
 	AllowedOrigins []string
+	// MetricsTenants may read /metrics from other hosts with their token;
+	// loopback peers always may (see MetricsGuard).
+	MetricsTenants []string
 }
 
 // Enabled reports whether some authentication method is configured.

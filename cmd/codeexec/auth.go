@@ -29,6 +29,7 @@ type httpSettings struct {
 	addr           string
 	allowedHosts   string
 	allowedOrigins string
+	metricsTenants string
 	shutdownGrace  time.Duration
 }
 
@@ -45,6 +46,7 @@ func bindHTTP(fs *flagenv.Set, h *httpSettings, c *gateway.Config) {
 	fs.Bool(&a.Disabled, "insecure-no-auth", false, "serve HTTP without authentication even on a non-loopback address (only behind something that authenticates)", "CODEEXEC_INSECURE_NO_AUTH")
 	fs.String(&h.allowedHosts, "allowed-hosts", "", "comma-separated Host values accepted besides localhost (* for any); defends against DNS rebinding", "CODEEXEC_ALLOWED_HOSTS")
 	fs.String(&h.allowedOrigins, "allowed-origins", "", "comma-separated browser origins accepted besides localhost ones (* for any)", "CODEEXEC_ALLOWED_ORIGINS")
+	fs.String(&h.metricsTenants, "metrics-tenants", "", "with authentication on, tenants whose token may read /metrics from other hosts (loopback always may)", "CODEEXEC_METRICS_TENANTS")
 	fs.Int(&c.Quotas.Sessions, "quota-sessions", 0, "most MCP sessions one tenant holds at once; 0 means no cap", "CODEEXEC_QUOTA_SESSIONS")
 	fs.Int(&c.Quotas.Execs, "quota-execs", 0, "most run_python calls one tenant runs at once; 0 means no cap", "CODEEXEC_QUOTA_EXECS")
 	fs.Int(&c.Quotas.ExecsPerMinute, "quota-execs-per-minute", 0, "most run_python calls one tenant starts per minute; 0 means no cap", "CODEEXEC_QUOTA_EXECS_PER_MINUTE")
@@ -56,6 +58,7 @@ func bindHTTP(fs *flagenv.Set, h *httpSettings, c *gateway.Config) {
 func (h *httpSettings) finish(c *gateway.Config) (string, error) {
 	c.Auth.AllowedHosts = splitList(h.allowedHosts)
 	c.Auth.AllowedOrigins = splitList(h.allowedOrigins)
+	c.Auth.MetricsTenants = splitList(h.metricsTenants)
 	if h.addr == "" {
 		return "", nil
 	}
@@ -112,7 +115,8 @@ func serveHTTP(ctx context.Context, addr string, grace time.Duration, g *gateway
 	mux.Handle("/mcp", g.HTTPHandler())
 	mux.Handle("/.well-known/oauth-protected-resource", g.ProtectedResourceHandler())
 	mux.Handle("/.well-known/oauth-protected-resource/", g.ProtectedResourceHandler())
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// Metrics name every upstream server, including tenant-limited ones.
+	mux.Handle("/metrics", g.MetricsGuard(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	logger.Info("serving MCP over streamable HTTP", logkeys.Address, "http://"+lis.Addr().String()+"/mcp")
