@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -102,15 +103,17 @@ func (s *server) toStatus(err error) error {
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
 		return err
 	}
+	// The sentinels classify; the text after them is the message.
+	msg := func(sentinel error) string { return strings.TrimPrefix(err.Error(), sentinel.Error()+": ") }
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	case errors.Is(err, session.ErrNotFound):
-		return status.Error(codes.NotFound, err.Error())
+		return status.Error(codes.NotFound, msg(session.ErrNotFound))
 	case errors.Is(err, session.ErrInvalid):
-		return status.Error(codes.InvalidArgument, err.Error())
+		return status.Error(codes.InvalidArgument, msg(session.ErrInvalid))
 	case errors.Is(err, session.ErrExhausted):
-		return status.Error(codes.ResourceExhausted, err.Error())
+		return status.Error(codes.ResourceExhausted, msg(session.ErrExhausted))
 	case errors.Is(err, engine.ErrUnavailable):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}

@@ -104,7 +104,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	start := time.Now()
 	if err := sendExec(sb, id, code, env, limit); err != nil {
 		res.Status, res.StateLost = StatusKilled, true
-		res.Error = "could not send code to the sandbox: " + err.Error() + "; session state was lost"
+		res.Error = "could not send code to the sandbox: " + err.Error()
 		return res
 	}
 	timer := time.NewTimer(timeout)
@@ -178,7 +178,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 					// Runaway processes would keep the sandbox busy forever.
 					res.Status, res.StateLost = StatusError, true
 					res.Error = joinErr(res.Error, fmt.Sprintf(
-						"the code reached the process limit (%d); the sandbox was stopped to clear runaway processes and session state was lost",
+						"the code reached the process limit (%d; raise MCP_BRIDGE_PIDS if it needs more), so the sandbox was stopped to clear the runaway processes",
 						m.cfg.Limits.Pids))
 				}
 				return res
@@ -187,21 +187,21 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			drain()
 			res.Duration = time.Since(start)
 			res.Status, res.StateLost = StatusKilled, true
-			res.Error = "the sandbox died: " + sb.describeDeath() + deathHint(sb, m) + "; session state was lost and the next call starts a fresh session"
+			res.Error = sb.describeDeath() + deathHint(sb, m)
 			return res
 		case <-timer.C:
 			sb.kill()
 			drain()
 			res.Duration = time.Since(start)
 			res.Status, res.StateLost = StatusTimeout, true
-			res.Error = fmt.Sprintf("execution exceeded the %s timeout; the sandbox was stopped, so session state (variables, imports, functions) was lost and the next call starts a fresh session", timeout)
+			res.Error = fmt.Sprintf("execution exceeded the %s timeout; the sandbox was stopped", timeout)
 			return res
 		case <-ctx.Done():
 			// The caller is gone; the code must not run on unobserved.
 			sb.kill()
 			res.Duration = time.Since(start)
 			res.Status, res.StateLost = StatusKilled, true
-			res.Error = "the call was cancelled by the client; the sandbox was stopped and session state was lost"
+			res.Error = "the call was cancelled by the client; the sandbox was stopped"
 			return res
 		}
 	}

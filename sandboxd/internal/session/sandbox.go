@@ -68,7 +68,7 @@ func startSandbox(ctx context.Context, eng engine.Engine, spec engine.Spec, logg
 		return sb, nil
 	case <-sb.dead:
 		sb.kill()
-		return nil, fmt.Errorf("sandbox exited before its agent was ready: %s", sb.describeDeath())
+		return nil, fmt.Errorf("the sandbox exited before its agent was ready: %s", sb.describeDeath())
 	case <-ctx.Done():
 		sb.kill()
 		return nil, fmt.Errorf("sandbox did not become ready: %w", ctx.Err())
@@ -151,29 +151,28 @@ func (sb *sandbox) finalUsage() engine.Usage {
 	return sb.usage
 }
 
-// describeDeath explains why the channel ended.
+// describeDeath explains why the channel ended, most telling cause first.
+// An out-of-memory kill says all there is to say; otherwise the exit
+// status, a channel error and the tail of the diagnostics stream help.
 func (sb *sandbox) describeDeath() string {
 	u := sb.finalUsage()
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	var parts []string
-	switch {
-	case u.OOMKilled:
-		parts = append(parts, "it ran out of memory")
-	case u.PidsLimitHit:
-		parts = append(parts, "it hit the process limit")
+	if u.OOMKilled {
+		return "the sandbox ran out of memory"
+	}
+	parts := []string{"the sandbox died"}
+	if u.PidsLimitHit {
+		parts[0] += " after reaching the process limit"
 	}
 	if sb.waitErr != nil {
-		parts = append(parts, "exit: "+sb.waitErr.Error())
+		parts = append(parts, sb.waitErr.Error())
 	}
 	if sb.readErr != nil && !errors.Is(sb.readErr, io.EOF) {
 		parts = append(parts, "channel: "+sb.readErr.Error())
 	}
 	if t := sb.stderr.String(); t != "" {
 		parts = append(parts, "stderr: "+t)
-	}
-	if len(parts) == 0 {
-		return "it exited"
 	}
 	return strings.Join(parts, "; ")
 }
