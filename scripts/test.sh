@@ -39,5 +39,8 @@ go vet ./...
 step "Python agent tests (/usr/bin/python3, the sandbox's interpreter)"
 /usr/bin/python3 -m unittest discover -s sandboxd/internal/agent/tests 2>&1 | tail -n 25
 
+step "MCP conformance suite against codeexec serve --http"
+bash scripts/conformance.sh
+
 step "Go tests (race detector)"
 go test -race -shuffle=on -timeout 20m ./...
