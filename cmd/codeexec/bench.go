@@ -42,9 +42,15 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fs.Int(&s.fresh, "fresh", 25, "new sessions timed, with and without the warm pool")
 	fs.Int(&s.sessions, "sessions", 50, "concurrent sessions in the load test")
 	fs.Int(&s.perSession, "execs", 20, "execs per session in the load test")
+	var rb runtimeBench
+	bindRuntimeBench(fs, &rb)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
+	}
+	if rb.runtimes != "" {
+		rb.python, rb.fresh, rb.warm = s.python, s.fresh, s.warm
+		return benchRuntimes(ctx, rb, stdout)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	fmt.Fprintf(stdout, "codeexec bench — %s, %d CPUs\n\n", hostDescription(), numCPU())

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/services/flagenv"
+	"github.com/codeexec/codeexec/services/grpcserver"
+	"github.com/codeexec/codeexec/services/suite"
+)
+
+// runtimeBench compares sandbox runtimes side by side in one run
+// (`codeexec bench --runtimes bwrap,podman,docker`).
+type runtimeBench struct {
+	runtimes string
+	image    string
+	python   string
+	fresh    int
+	warm     int
+	idle     int
+}
+
+// benchRuntimes prints, per runtime: a new session's first result with and
+// without the warm pool, the warm exec round trip over gRPC, and the host
+// memory each idle session costs (the sandbox's processes, plus for
+// containers the attached CLI and the engine's per-container shim or
+// conmon).
+func benchRuntimes(ctx context.Context, rb runtimeBench, stdout io.Writer) error {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	fmt.Fprintf(stdout, "codeexec bench --runtimes — %s, %d CPUs; image %s for containers\n\n", hostDescription(), numCPU(), rb.image)
+	fmt.Fprintf(stdout, "| %-8s | %-26s | %-26s | %-22s | %s\n", "runtime", "new session, no pool p50/p99", "new session, pool 4 p50/p99", "warm exec p50/p99", "memory per idle session")
+	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s\n", strings.Repeat("-", 10), strings.Repeat("-", 28), strings.Repeat("-", 28), strings.Repeat("-", 24), strings.Repeat("-", 26))
+	for _, rt := range strings.Split(rb.runtimes, ",") {
+		rt = strings.TrimSpace(rt)
+		cold, err := runtimeFresh(ctx, logger, rb, rt, 0, 0)
+		if err != nil {
+			return fmt.Errorf("%s: new session without a pool: %w", rt, err)
+		}
+		// Between sessions, give the pool time to refill one sandbox.
+		pooled, err := runtimeFresh(ctx, logger, rb, rt, 4, max(240*time.Millisecond, cold.p50*3/2))
+		if err != nil {
+			return fmt.Errorf("%s: new session with a pool: %w", rt, err)
+		}
+		warm, mem, n, err := runtimeWarmAndIdle(ctx, logger, rb, rt)
+		if err != nil {
+			return fmt.Errorf("%s: %w", rt, err)
+		}
+		fmt.Fprintf(stdout, "| %-8s | %-26s | %-26s | %-22s | %.1f MiB PSS (%d sessions)\n", rt,
+			ms(cold.p50)+" / "+ms(cold.p99), ms(pooled.p50)+" / "+ms(pooled.p99), ms(warm.p50)+" / "+ms(warm.p99), mem/(1<<20), n)
+	}
+	fmt.Fprintf(stdout, "\nn=%d new sessions per column, %d warm execs, %d idle sessions\n", rb.fresh, rb.warm, rb.idle)
+	return nil
+}
+
+// runtimeSandbox runs sandboxd in-process with runtime rt.
+func runtimeSandbox(ctx context.Context, logger *slog.Logger, rb runtimeBench, rt string, pool int) (sandboxv1.SandboxServiceClient, func(), error) {
+	cfg := sandboxd.DefaultConfig()
+	cfg.Runtime, cfg.Image, cfg.Python, cfg.PoolSize, cfg.MaxSessions = rt, rb.image, rb.python, pool, 0
+	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	svc, err := sandboxd.New(ctx, cfg, sandboxd.Deps{}, logger)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	svc.Register(ip.Server.GRPC)
+	ip.Start(ctx)
+	return sandboxv1.NewSandboxServiceClient(ip.Conn), func() { cancel(); _ = ip.Wait(); _ = svc.Close() }, nil
+}
+
+func runtimeFresh(ctx context.Context, logger *slog.Logger, rb runtimeBench, rt string, pool int, gap time.Duration) (stats, error) {
+	c, stop, err := runtimeSandbox(ctx, logger, rb, rt, pool)
+	if err != nil {
+		return stats{}, err
+	}
+	defer stop()
+	time.Sleep(time.Duration(pool) * gap) // the pool fills first
+	var d []time.Duration
+	for range rb.fresh {
+		time.Sleep(gap)
+		start := time.Now()
+		s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
+		if err != nil {
+			return stats{}, err
+		}
+		if _, err := execOnce(ctx, c, s.GetSession().GetId(), "pass"); err != nil {
+			return stats{}, err
+		}
+		d = append(d, time.Since(start))
+		if _, err := c.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: s.GetSession().GetId()}); err != nil {
+			return stats{}, err
+		}
+	}
+	return summarize(d), nil
+}
+
+// runtimeWarmAndIdle times warm execs on one session, then opens rb.idle
+// sessions and measures the memory they hold.
+func runtimeWarmAndIdle(ctx context.Context, logger *slog.Logger, rb runtimeBench, rt string) (stats, float64, int, error) {
+	c, stop, err := runtimeSandbox(ctx, logger, rb, rt, 0)
+	if err != nil {
+		return stats{}, 0, 0, err
+	}
+	defer stop()
+	s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
+	if err != nil {
+		return stats{}, 0, 0, err
+	}
+	id := s.GetSession().GetId()
+	for range 10 {
+		if _, err := execOnce(ctx, c, id, "pass"); err != nil {
+			return stats{}, 0, 0, err
+		}
+	}
+	var d []time.Duration
+	for range rb.warm {
+		t0 := time.Now()
+		if _, err := execOnce(ctx, c, id, "pass"); err != nil {
+			return stats{}, 0, 0, err
+		}
+		d = append(d, time.Since(t0))
+	}
+	for range rb.idle - 1 {
+		s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
+		if err != nil {
+			return stats{}, 0, 0, err
+		}
+		if _, err := execOnce(ctx, c, s.GetSession().GetId(), "pass"); err != nil {
+			return stats{}, 0, 0, err
+		}
+	}
+	time.Sleep(time.Second)
+	var mem float64
+	var n int
+	if rt == "bwrap" {
+		mem, n = sandboxMemory()
+	} else {
+		mem, n = containerMemory(ctx, rt)
+	}
+	return summarize(d), mem, n, nil
+}
+
+// containerMemory sums the PSS of everything this process's containers
+// cost on the host, per container: the processes in the container, the
+// engine's per-container parent (containerd-shim for docker, conmon for
+// podman) and the attached CLI below this process.
+func containerMemory(ctx context.Context, rt string) (float64, int) {
+	out, err := exec.CommandContext(ctx, rt, "ps", "-q", "--no-trunc", "--filter", "label=codeexec.owner").Output()
+	if err != nil {
+		return 0, 0
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		return 0, 0
+	}
+	out, err = exec.CommandContext(ctx, rt, append([]string{"inspect", "--format", `{{.State.Pid}} {{index .Config.Labels "codeexec.owner"}}`}, ids...)...).Output()
+	if err != nil {
+		return 0, 0
+	}
+	host, _ := os.Hostname()
+	mine := fmt.Sprintf("%s/%d/", host, os.Getpid())
+	parent := procParents()
+	children := map[int][]int{}
+	for p, pp := range parent {
+		children[pp] = append(children[pp], p)
+	}
+	counted := map[int]bool{}
+	var add func(int)
+	add = func(p int) {
+		if counted[p] {
+			return
+		}
+		counted[p] = true
+		for _, c := range children[p] {
+			add(c)
+		}
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || !strings.HasPrefix(f[1], mine) {
+			continue
+		}
+		pid, _ := strconv.Atoi(f[0])
+		if pid <= 0 {
+			continue
+		}
+		n++
+		add(pid)
+		counted[parent[pid]] = true // the shim or conmon
+	}
+	self := os.Getpid()
+	for p, pp := range parent {
+		if pp == self {
+			add(p) // the attached CLIs
+		}
+	}
+	var total int64
+	for p := range counted {
+		total += pss(p)
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return float64(total) / float64(n), n
+}
+
+// procParents maps every PID to its parent.
+func procParents() map[int]int {
+	parent := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 2 {
+			parent[pid], _ = strconv.Atoi(f[1])
+		}
+	}
+	return parent
+}
+
+func bindRuntimeBench(fs *flagenv.Set, rb *runtimeBench) {
+	fs.String(&rb.runtimes, "runtimes", "", "instead of the usual table, compare these sandbox runtimes side by side, e.g. bwrap,podman,docker")
+	fs.String(&rb.image, "image", "codeexec-sandbox:latest", "image for the container runtimes (with --runtimes; build it with deploy/build-images.sh)")
+	fs.Int(&rb.idle, "idle", 8, "idle sessions for the memory figure (with --runtimes)")
+}
