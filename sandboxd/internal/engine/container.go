@@ -130,7 +130,10 @@ func NewContainer(cfg ContainerConfig, logger *slog.Logger) (*Container, error) 
 		live:  map[*containerProcess]struct{}{},
 	}
 	var err error
-	if c.workDir, err = os.MkdirTemp("", "codeexec-"+cfg.Runtime+"-"); err != nil {
+	// One fixed directory for every engine: a sandboxd that is killed
+	// leaves nothing behind.
+	c.workDir = filepath.Join(os.TempDir(), "codeexec-engine-cwd")
+	if err := os.MkdirAll(c.workDir, 0o700); err != nil {
 		return nil, fmt.Errorf("%s runtime: work directory: %w", cfg.Runtime, err)
 	}
 	if c.bin, err = lookPath(cfg.Path); err != nil {
@@ -406,7 +409,6 @@ func (c *Container) Close() error {
 		live = append(live, p)
 	}
 	c.mu.Unlock()
-	defer os.RemoveAll(c.workDir)
 	if c.lookErr != nil {
 		return nil
 	}

@@ -163,6 +163,20 @@ sys.stdin.read()`)
 					t.Fatalf("the pids cap was hit (%s) but Usage does not say so", strings.TrimSpace(line))
 				}
 			})
+			t.Run("extra run args", func(t *testing.T) {
+				t.Parallel()
+				// What --runtime=runsc does for gVisor, with a flag that
+				// works on any host.
+				e, err := NewContainer(ContainerConfig{Runtime: rt, Image: testImage(), ExtraArgs: []string{"--hostname", "codeexec-extra"}}, testLogger(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = e.Close() })
+				r := runSandbox(t, e, containerSpec(t, "import socket; print(socket.gethostname())"), "", time.Minute)
+				if r.err != nil || r.stdout != "codeexec-extra\n" {
+					t.Fatalf("stdout %q, err %v, stderr %q; want the hostname set by the extra args", r.stdout, r.err, r.stderr)
+				}
+			})
 			t.Run("close removes live containers", func(t *testing.T) {
 				t.Parallel()
 				e := newTestContainer(t, rt)
@@ -225,6 +239,7 @@ func TestContainerCheckDockerDaemonDown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer c.Close()
 		err = c.Check(t.Context())
 		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "Docker daemon is not running") ||
 			!strings.Contains(err.Error(), "dockerd") {
