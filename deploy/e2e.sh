@@ -7,7 +7,8 @@
 #  4. scale to 3 replicas: throughput again, then sessions spread over the
 #     replicas with a real MCP client, memory and saved tools shared, one
 #     replica killed: its sessions say "session lost" and continue on a
-#     healthy one;
+#     healthy one; a fork bomb and a memory bomb in a sibling sandbox are
+#     stopped with a clear error;
 #  5. restart the killed replica (it removes its orphaned sandboxes),
 #     recreate the whole stack (an upgrade): memory and saved tools remain;
 #  6. compose down; nothing of ours is left running.
@@ -102,6 +103,7 @@ log "scale to 3 sandboxd replicas"
 wait_healthy 3
 driver -mode throughput -label 3 -duration "${CODEEXEC_E2E_DURATION:-10s}"
 driver -mode replicas
+driver -mode limits
 
 # 5. The killed replica comes back and removes the sandboxes it left.
 log "restarting the killed replica"

@@ -35,7 +35,7 @@ var (
 	gatewayURL  = flag.String("gateway", "http://127.0.0.1:8080/mcp", "the gateway's MCP endpoint")
 	engine      = flag.String("engine", "docker", "container engine CLI")
 	project     = flag.String("project", "codeexec", "compose project name")
-	mode        = flag.String("mode", "replicas", "replicas, throughput or recall")
+	mode        = flag.String("mode", "replicas", "replicas, throughput, recall or limits")
 	sessions    = flag.Int("sessions", 6, "MCP sessions for -mode replicas")
 	concurrency = flag.Int("concurrency", 8, "concurrent MCP sessions for -mode throughput")
 	duration    = flag.Duration("duration", 10*time.Second, "how long -mode throughput runs")
@@ -54,8 +54,10 @@ func main() {
 		err = throughput(ctx)
 	case "recall":
 		err = recall(ctx)
+	case "limits":
+		err = limits(ctx)
 	default:
-		err = fmt.Errorf("mode %q: want replicas, throughput or recall", *mode)
+		err = fmt.Errorf("mode %q: want replicas, throughput, recall or limits", *mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: FAIL:", err)
@@ -298,4 +300,53 @@ func recall(ctx context.Context) error {
 	}
 	fmt.Println("e2e: recall: PASS (memory and saved tools survived)")
 	return nil
+}
+
+// limits checks that the sandboxes sandboxd starts as sibling containers
+// keep their limits and isolation: a fork bomb and a memory bomb are
+// stopped with a clear error and the session carries on, and the sandbox
+// has no network and runs as nobody.
+func limits(ctx context.Context) error {
+	s, err := open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.c.Close()
+	out, err := s.must(ctx, `
+import os, socket
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=2); net = "network!"
+except OSError:
+    net = "no network"
+print(os.getuid(), net)`)
+	if err != nil || out != "65534 no network" {
+		return fmt.Errorf("isolation: %q %v", out, err)
+	}
+	for _, bomb := range []struct{ name, code, want string }{
+		{"fork bomb", "import os\nwhile True:\n    os.fork()", "process limit"},
+		{"memory bomb", "b = []\nwhile True:\n    b.append(bytearray(16 << 20))", "memory"},
+	} {
+		text, _, isErr, err := s.run(ctx, bomb.code)
+		if err != nil {
+			return fmt.Errorf("%s: %w", bomb.name, err)
+		}
+		if !isErr || !strings.Contains(text, bomb.want) {
+			return fmt.Errorf("%s: isError=%v, want an error naming the %s: %s", bomb.name, isErr, bomb.want, text)
+		}
+		if out, err := s.must(ctx, "print('alive')"); err != nil || out != "alive" {
+			return fmt.Errorf("after the %s: %q %v", bomb.name, out, err)
+		}
+		fmt.Printf("%s: stopped (%s), the session carried on\n", bomb.name, firstLine(text))
+	}
+	fmt.Println("e2e: limits: PASS")
+	return nil
+}
+
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, "limit") || strings.Contains(l, "memory") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return strings.SplitN(s, "\n", 2)[0]
 }
