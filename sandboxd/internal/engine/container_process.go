@@ -115,11 +115,14 @@ func (p *containerProcess) findCgroup() {
 		}
 		cg := cgroupOfPid(pid)
 		if cg == nil {
-			return
+			// Not visible from here (sandboxd in a container without the
+			// host's PIDs), or not set up yet: look again, within budget.
+			continue
 		}
 		p.mu.Lock()
 		p.cg = cg
 		p.mu.Unlock()
+		p.logger.Debug("sandbox cgroup found", "pid", pid, "cgroups", fmt.Sprint(cg.dirs))
 		return
 	}
 }
@@ -168,12 +171,20 @@ func (p *containerProcess) reap() {
 		u = p.cg.Usage()
 	}
 	p.mu.Unlock()
+	// `run` exits with the container's exit code (125 and up for its own
+	// failures); inspect is asked too, in case the CLI was killed.
 	exitCode := -1
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		exitCode = ee.ExitCode()
+	}
 	if out, ierr := p.eng.cli(ctx, "inspect", "--format", "{{.State.OOMKilled}} {{.State.ExitCode}}", p.name); ierr == nil {
 		f := strings.Fields(out)
 		if len(f) == 2 {
 			u.OOMKilled = u.OOMKilled || f[0] == "true"
-			exitCode, _ = strconv.Atoi(f[1])
+			if c, cerr := strconv.Atoi(f[1]); cerr == nil && exitCode != 137 {
+				exitCode = c
+			}
 		}
 	}
 	// podman on cgroup v1 does not record OOM kills (State.OOMKilled stays
