@@ -24,6 +24,9 @@ log() { printf '[e2e %3ds] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
 
 port=${CODEEXEC_HTTP_PORT:-18080}
 export CODEEXEC_HTTP_PORT=$port
+# The agent's files for this stack only, removed at the end (a killed
+# replica cannot remove its own).
+export CODEEXEC_AGENT_ROOT=/var/lib/codeexec-agent-e2e
 project=codeexec-e2e
 file=deploy/docker-compose.yml
 
@@ -55,7 +58,7 @@ cleanup() {
     log "stopping the dockerd this script started"
     kill "$dockerd_pid"; wait "$dockerd_pid" 2>/dev/null
   fi
-  rm -rf "$work"
+  rm -rf "$work" "$CODEEXEC_AGENT_ROOT"
   log "done (exit $rc)"
 }
 trap cleanup EXIT
@@ -74,7 +77,7 @@ log "building images"
 bash deploy/build-images.sh docker
 go build -o "$work/codeexec" ./cmd/codeexec
 go build -o "$work/driver" ./deploy/e2e
-mkdir -p /var/lib/codeexec-agent
+mkdir -p "$CODEEXEC_AGENT_ROOT"
 driver() { "$work/driver" -gateway "http://127.0.0.1:$port/mcp" -project "$project" "$@"; }
 
 wait_healthy() { # replicas
