@@ -36,6 +36,13 @@ func TestE2EGatewayOverReplicas(t *testing.T) {
 	gwLogs := startProcess(t, env, "gateway", "--sandbox", strings.Join(addrs, ","), "--http", gwAddr)
 	base := "http://" + gwAddr
 	waitHTTP(t, base+"/healthz")
+	// The compose health check of the gateway.
+	if out, err := exec.Command(binary, "health", base+"/healthz").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "SERVING" {
+		t.Fatalf("codeexec health %s/healthz: %s, %v", base, out, err)
+	}
+	if out, err := exec.Command(binary, "health", "http://"+freeAddr(t)+"/healthz").CombinedOutput(); err == nil {
+		t.Fatalf("codeexec health of a closed port succeeded: %s", out)
+	}
 
 	const n = 6
 	clients := make([]mcpClient, n)
