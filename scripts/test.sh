@@ -39,6 +39,12 @@ go vet ./...
 step "Python agent tests (/usr/bin/python3, the sandbox's interpreter)"
 /usr/bin/python3 -m unittest discover -s sandboxd/internal/agent/tests 2>&1 | tail -n 25
 
+step "container runtimes: engine tests and the end-to-end suite under podman and docker"
+bash deploy/test-runtimes.sh
+
+step "the compose stack end to end: 3 sandboxd replicas, one killed"
+bash deploy/e2e.sh
+
 step "MCP conformance suite against codeexec serve --http"
 bash scripts/conformance.sh
 
