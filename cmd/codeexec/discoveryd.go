@@ -44,5 +44,5 @@ func runDiscoveryd(ctx context.Context, args []string, getenv func(string) strin
 	}
 	defer func() { _ = svc.Close() }()
 	svc.Register(srv.GRPC)
-	return serveGRPC(ctx, srv, listen, common.metrics, logger)
+	return serveGRPC(ctx, srv, listen, common.metrics, defaultGRPCGrace, logger)
 }

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 )
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -303,5 +305,70 @@ func waitHealth(t *testing.T, addr string) {
 			t.Fatalf("%s never became healthy: %s", addr, out)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// SIGTERM to a split sandboxd lets a running execution finish.
+func TestE2ESplitSandboxdDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	cmd := exec.Command(binary, "sandboxd", "--listen", addr, "--metrics", "", "--pool", "0", "--shutdown-grace", "60s")
+	cmd.Env = baseEnv(t, nil)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("sandboxd output:\n%s", tailOf(logs.String(), 4000))
+		}
+	})
+	waitHealth(t, addr)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := sandboxv1.NewSandboxServiceClient(conn)
+	s, err := c.CreateSession(t.Context(), &sandboxv1.CreateSessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := c.Execute(t.Context(), &sandboxv1.ExecuteRequest{SessionId: s.GetSession().GetId(), Code: "import time\nprint('start', flush=True)\ntime.sleep(2)\nprint('finished')"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil || first.GetOutput().GetText() != "start\n" {
+		t.Fatalf("first event = %v, %v", first, err)
+	}
+	if err := cmd.Process.Signal(interruptSignal); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("the running execution was cut off by SIGTERM: %v (output so far %q)", err, out.String())
+		}
+		out.WriteString(ev.GetOutput().GetText())
+		if r := ev.GetResult(); r != nil {
+			if r.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK || out.String() != "finished\n" {
+				t.Fatalf("result %v, output %q", r, out.String())
+			}
+			break
+		}
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("sandboxd exited with %v after draining", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("sandboxd did not exit after draining")
 	}
 }

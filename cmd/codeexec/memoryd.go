@@ -51,7 +51,7 @@ func runMemoryd(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer func() { _ = svc.Close() }()
 	svc.Register(srv.GRPC)
-	return serveGRPC(ctx, srv, listen, common.metrics, logger)
+	return serveGRPC(ctx, srv, listen, common.metrics, defaultGRPCGrace, logger)
 }
 
 // runMemorydBackup copies a running memoryd's database to a file.

@@ -25,12 +25,14 @@ func runSandboxd(ctx context.Context, args []string, getenv func(string) string,
 		sb                = sandboxd.DefaultConfig()
 		cs                containerSettings
 		listen            string
+		grace             time.Duration
 		discovery, memory string
 	)
 	bindCommon(fs, &common, "127.0.0.1:9102")
 	bindSandbox(fs, &sb, &cs)
 	bindSandboxTimeouts(fs, &sb)
 	fs.String(&listen, "listen", "127.0.0.1:9002", "gRPC address: host:port or unix:/path", "CODEEXEC_SANDBOXD_LISTEN")
+	fs.Duration(&grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running executions may finish before they are stopped", "CODEEXEC_SHUTDOWN_GRACE")
 	fs.String(&discovery, "discovery", "", "discoveryd address; empty: no MCP servers", "CODEEXEC_DISCOVERYD_ADDR")
 	fs.String(&memory, "memory-addr", "", "memoryd address; empty: no memory or saved tools", "CODEEXEC_MEMORYD_ADDR")
 	fs.SetOutput(stderr)
@@ -65,7 +67,7 @@ func runSandboxd(ctx context.Context, args []string, getenv func(string) string,
 	}
 	defer func() { _ = svc.Close() }()
 	svc.Register(srv.GRPC)
-	return serveGRPC(ctx, srv, listen, common.metrics, logger)
+	return serveGRPC(ctx, srv, listen, common.metrics, grace, logger)
 }
 
 // runGateway runs the MCP gateway against a remote sandboxd.
@@ -127,7 +129,13 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 }
 
 // serveGRPC serves a gRPC server and its metrics until ctx ends.
-func serveGRPC(ctx context.Context, srv *grpcserver.Server, listen, metrics string, logger interface {
+// defaultGRPCGrace bounds a graceful stop of the services whose calls are
+// short (discoveryd, memoryd); sandboxd's is --shutdown-grace.
+const defaultGRPCGrace = 15 * time.Second
+
+// serveGRPC serves srv on listen, and metrics, until ctx ends; then calls in
+// flight get up to grace to finish.
+func serveGRPC(ctx context.Context, srv *grpcserver.Server, listen, metrics string, grace time.Duration, logger interface {
 	Info(string, ...any)
 }) error {
 	lis, err := grpcserver.Listen(listen)
@@ -136,7 +144,7 @@ func serveGRPC(ctx context.Context, srv *grpcserver.Server, listen, metrics stri
 	}
 	logger.Info("serving gRPC", logkeys.Address, lis.Addr().String())
 	eg, ctx := errgroup.WithContext(ctx)
-	eg.Go(func() error { return srv.Serve(ctx, lis, 15*time.Second) })
+	eg.Go(func() error { return srv.Serve(ctx, lis, grace) })
 	eg.Go(func() error { return grpcserver.ServeMetrics(ctx, metrics, srv.Registry, srv.Logger()) })
 	return eg.Wait()
 }
