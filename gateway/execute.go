@@ -67,14 +67,16 @@ func (g *Gateway) execute(ctx context.Context, tenant, mcpID string, p params.Ru
 	// NotFound before any output means sandboxd no longer knows the
 	// session, typically because it restarted. Start over once.
 	if status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "" {
+		// sandboxd's message says why (reaped when idle, its replica went
+		// away); the model and the user deserve the reason.
+		why := status.Convert(out.Err).Message()
 		if id, err = g.sessions.replace(ctx, e, id); err != nil {
 			base.Err = err
 			return base
 		}
 		out = g.runOnce(ctx, e, id, p, base, progress)
-		if !slices.Contains(notices, noticeSessionLost) {
-			notices = append(notices, noticeSessionLost)
-		}
+		notices = slices.DeleteFunc(notices, func(n string) bool { return n == noticeSessionLost })
+		notices = append(notices, noticeSessionLost+" ("+why+")")
 	} else if out.Err == nil && e.observe(id, out.Result) {
 		notices = append(notices, noticeSilentReset)
 	}

@@ -83,7 +83,8 @@ func TestSessionLostIsRecovered(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("isError after recovery: %s", textOf(t, res))
 	}
-	want := "print(x)\nstderr:\n[session lost; started a new session — earlier state is gone]"
+	// The notice carries sandboxd's reason.
+	want := "print(x)\nstderr:\n[session lost; started a new session — earlier state is gone (session \"sbx-1\" not found)]"
 	if got := textOf(t, res); got != want {
 		t.Errorf("text = %q, want %q", got, want)
 	}

@@ -71,6 +71,9 @@ func TestE2EGatewayOverReplicas(t *testing.T) {
 			// A session on a live replica kept its state.
 		case o.IsError && strings.Contains(o.Text, "NameError") && strings.Contains(o.Text, "session lost"):
 			lost++
+			if !strings.Contains(o.Text, "replica") || !strings.Contains(o.Text, "went away") {
+				t.Errorf("client %d: the notice does not say its replica went away: %s", i, o.Text)
+			}
 			// The next call works, on a healthy replica.
 			if got := joined(code(t, c, "print('again')").stdout()); got != "again" {
 				t.Fatalf("after losing its replica, client %d got %q", i, got)
