@@ -187,13 +187,8 @@ func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if len(spec.Argv) == 0 {
-		return nil, errors.New("start sandbox: empty Argv")
-	}
-	for k, v := range spec.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return nil, fmt.Errorf("start sandbox: invalid environment variable %q: names must be non-empty without '=' or NUL, values without NUL", k)
-		}
+	if err := validateSpec(spec, "\x00", "NUL"); err != nil {
+		return nil, err
 	}
 	if spec.AgentDir != "" && b.dropRoot {
 		if err := readableByNobody(spec.AgentDir); err != nil {

@@ -26,11 +26,7 @@ type bwrapProcess struct {
 	cg     *cgroup
 	logger *slog.Logger
 
-	stdin          *os.File
-	stdout, stderr *os.File
-
-	done    chan struct{}
-	waitErr error
+	procPipes
 
 	mu    sync.Mutex
 	final bool  // usage holds the figures read just before the cgroup went
@@ -149,11 +145,7 @@ func startProcess(argv []string, args []byte, cg *cgroup, limits []rlimit, logge
 		_, _ = argsW.Write(args)
 		_ = argsW.Close()
 	}()
-	p := &bwrapProcess{
-		cmd: cmd, cg: cg, logger: logger,
-		stdin: inW, stdout: outR, stderr: errR,
-		done: make(chan struct{}),
-	}
+	p := &bwrapProcess{cmd: cmd, cg: cg, logger: logger, procPipes: newProcPipes(inW, outR, errR)}
 	go p.reap()
 	return p, nil
 }
@@ -195,21 +187,6 @@ func (p *bwrapProcess) reap() {
 	}
 	p.waitErr = err
 	close(p.done)
-}
-
-// Stdin implements Process.
-func (p *bwrapProcess) Stdin() io.WriteCloser { return p.stdin }
-
-// Stdout implements Process.
-func (p *bwrapProcess) Stdout() io.ReadCloser { return p.stdout }
-
-// Stderr implements Process.
-func (p *bwrapProcess) Stderr() io.ReadCloser { return p.stderr }
-
-// Wait implements Process.
-func (p *bwrapProcess) Wait() error {
-	<-p.done
-	return p.waitErr
 }
 
 // Kill implements Process. Killing bwrap is enough: --die-with-parent kills

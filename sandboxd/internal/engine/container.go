@@ -361,13 +361,10 @@ func (c *Container) Start(ctx context.Context, spec Spec) (Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if len(spec.Argv) == 0 {
-		return nil, errors.New("start sandbox: empty Argv")
-	}
-	for k, v := range spec.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsAny(v, "\x00\n") {
-			return nil, fmt.Errorf("start sandbox: invalid environment variable %q: names must be non-empty without '=' or NUL, values without NUL or newline", k)
-		}
+	// Values reach the container CLI as --env arguments; newlines are
+	// refused there as well as NUL.
+	if err := validateSpec(spec, "\x00\n", "NUL or newline"); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	closed := c.closed

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -28,11 +27,7 @@ type containerProcess struct {
 	cmd    *exec.Cmd
 	logger *slog.Logger
 
-	stdin          *os.File
-	stdout, stderr *os.File
-
-	done    chan struct{}
-	waitErr error
+	procPipes
 
 	mu       sync.Mutex
 	killed   bool    // Kill was called: an exit by SIGKILL is ours, not the OOM killer's
@@ -77,10 +72,9 @@ func (c *Container) startProcess(spec Spec) (*containerProcess, error) {
 	}
 	p := &containerProcess{
 		eng: c, name: containerName(spec.ID), cmd: cmd,
-		logger: c.logger.With("sandbox.id", spec.ID),
-		stdin:  inW, stdout: outR, stderr: errR,
-		done:     make(chan struct{}),
-		memLimit: spec.Limits.MemoryBytes > 0,
+		logger:    c.logger.With("sandbox.id", spec.ID),
+		procPipes: newProcPipes(inW, outR, errR),
+		memLimit:  spec.Limits.MemoryBytes > 0,
 	}
 	go p.reap()
 	go p.findCgroup()
@@ -211,21 +205,6 @@ func (p *containerProcess) markKilled() {
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
-}
-
-// Stdin implements Process.
-func (p *containerProcess) Stdin() io.WriteCloser { return p.stdin }
-
-// Stdout implements Process.
-func (p *containerProcess) Stdout() io.ReadCloser { return p.stdout }
-
-// Stderr implements Process.
-func (p *containerProcess) Stderr() io.ReadCloser { return p.stderr }
-
-// Wait implements Process.
-func (p *containerProcess) Wait() error {
-	<-p.done
-	return p.waitErr
 }
 
 // Kill implements Process: it removes the container (which ends the CLI)
