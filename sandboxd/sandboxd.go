@@ -169,7 +169,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		AgentDir: dir,
 		Argv:     []string{cfg.Python, "-I", filepath.Join(engine.AgentMount, agent.Entry)},
 		Env: map[string]string{
-			"HOME": "/workspace", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+			"HOME": "/workspace", "PWD": "/workspace", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
 			"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
 		},
 		Limits: engine.Limits{

@@ -53,8 +53,13 @@ const (
 //   - The environment is --clearenv plus one --setenv per variable, read
 //     through --args from a pipe (envArgs), so secrets never show up in a
 //     host process listing, and the host-side shell never sees (or drops)
-//     any variable. bwrap always sets PWD after --chdir, so the command is
-//     started through /usr/bin/env to make the environment exactly spec.Env.
+//     any variable. bwrap always sets PWD after --chdir, so unless spec.Env
+//     sets PWD to the working directory, the command is started through
+//     /usr/bin/env to make the environment exactly spec.Env.
+//
+// workDir is the sandbox's working directory, a tmpfs.
+const workDir = "/workspace"
+
 func bwrapArgs(spec Spec) []string {
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
@@ -90,17 +95,21 @@ func bwrapArgs(spec Spec) []string {
 	if spec.Limits.WorkspaceBytes > 0 {
 		a = append(a, "--size", strconv.FormatInt(spec.Limits.WorkspaceBytes, 10))
 	}
-	a = append(a, "--tmpfs", "/workspace",
-		"--chdir", "/workspace",
+	a = append(a, "--tmpfs", workDir,
+		"--chdir", workDir,
 		"--remount-ro", "/",
-		"--",
-		"/usr/bin/env")
-	if pwd, ok := spec.Env["PWD"]; ok {
-		a = append(a, "PWD="+pwd)
-	} else {
-		a = append(a, "-u", "PWD")
+		"--")
+	switch pwd, ok := spec.Env["PWD"]; {
+	case ok && pwd == workDir:
+		// bwrap's own PWD is the one asked for: no wrapper, which saves a
+		// program start (about 2 ms) on every sandbox.
+	case ok:
+		// env takes the command right after the assignments: a "--" here
+		// would be taken for the command.
+		a = append(a, "/usr/bin/env", "PWD="+pwd)
+	default:
+		a = append(a, "/usr/bin/env", "-u", "PWD", "--")
 	}
-	a = append(a, "--")
 	return append(a, spec.Argv...)
 }
 

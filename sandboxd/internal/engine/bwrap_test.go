@@ -112,6 +112,13 @@ func TestBwrapArgs(t *testing.T) {
 	if got := a[len(a)-6:]; !slices.Equal(got, []string{"/usr/bin/env", "-u", "PWD", "--", "/usr/bin/python3", "-I"}) {
 		t.Errorf("command tail = %v", got)
 	}
+	// With PWD set to the working directory, bwrap's own PWD is right and
+	// the command starts without a wrapper.
+	withPWD := spec
+	withPWD.Env = map[string]string{"PWD": "/workspace"}
+	if got := bwrapArgs(withPWD); !slices.Equal(got[len(got)-3:], []string{"--", "/usr/bin/python3", "-I"}) || slices.Contains(got, "/usr/bin/env") {
+		t.Errorf("with PWD=/workspace the command tail = %v, want no env wrapper", got[len(got)-6:])
+	}
 	if got, want := string(envArgs(spec.Env)), "--clearenv\x00--setenv\x00A\x00secret\x00--setenv\x00B\x002\x00"; got != want {
 		t.Errorf("envArgs = %q, want %q", got, want)
 	}

@@ -129,24 +129,35 @@ print("ok" if st.f_blocks * st.f_frsize == 32 << 20 and os.getcwd() == "/workspa
 func TestBwrapEnvironment(t *testing.T) {
 	t.Setenv("CODEEXEC_TEST_SECRET", "hunter2")
 	e := newTestEngine(t, BwrapConfig{})
-	spec := baseSpec(t, `
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"no PWD", map[string]string{"HOME": "/workspace", "A": "1", "WITH SPACE": "x y", "LANG": "C.UTF-8"}},
+		{"PWD of the working directory", map[string]string{"HOME": "/workspace", "PWD": "/workspace", "A": "1"}},
+		{"another PWD", map[string]string{"PWD": "/elsewhere"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := baseSpec(t, `
 import json
 raw = open("/proc/self/environ", "rb").read().split(b"\0")
 print(json.dumps(dict(kv.decode().split("=", 1) for kv in raw if kv)))`)
-	spec.Env = map[string]string{"HOME": "/workspace", "A": "1", "WITH SPACE": "x y", "LANG": "C.UTF-8"}
-	r := runSandbox(t, e, spec, "", 30*time.Second)
-	if r.err != nil {
-		t.Fatalf("sandbox failed: %v, stderr %q", r.err, r.stderr)
-	}
-	var got map[string]string
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
-		t.Fatalf("bad output %q: %v", r.stdout, err)
-	}
-	if !maps.Equal(got, spec.Env) {
-		t.Errorf("environment = %v, want exactly %v", got, spec.Env)
-	}
-	if strings.Contains(r.stdout, "hunter2") {
-		t.Error("the host secret leaked into the sandbox")
+			spec.Env = tc.env
+			r := runSandbox(t, e, spec, "", 30*time.Second)
+			if r.err != nil {
+				t.Fatalf("sandbox failed: %v, stderr %q", r.err, r.stderr)
+			}
+			var got map[string]string
+			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+				t.Fatalf("bad output %q: %v", r.stdout, err)
+			}
+			if !maps.Equal(got, spec.Env) {
+				t.Errorf("environment = %v, want exactly %v", got, spec.Env)
+			}
+			if strings.Contains(r.stdout, "hunter2") {
+				t.Error("the host secret leaked into the sandbox")
+			}
+		})
 	}
 }
 
