@@ -25,10 +25,10 @@ type server struct {
 	logger *slog.Logger
 }
 
-func (s *server) CreateSession(_ context.Context, req *sandboxv1.CreateSessionRequest) (*sandboxv1.CreateSessionResponse, error) {
-	info, err := s.m.Create(req.GetTenant(), req.GetLabels())
+func (s *server) CreateSession(ctx context.Context, req *sandboxv1.CreateSessionRequest) (*sandboxv1.CreateSessionResponse, error) {
+	info, err := s.m.Create(ctx, req.GetTenant(), req.GetLabels())
 	if err != nil {
-		return nil, s.toStatus(err)
+		return nil, s.toStatus(ctx, err)
 	}
 	return &sandboxv1.CreateSessionResponse{Session: toProto(info)}, nil
 }
@@ -57,7 +57,7 @@ func (s *server) Execute(req *sandboxv1.ExecuteRequest, stream sandboxv1.Sandbox
 		}})
 	})
 	if res == nil {
-		return s.toStatus(err)
+		return s.toStatus(ctx, err)
 	}
 	return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Result{Result: resultToProto(res)}})
 }
@@ -65,22 +65,22 @@ func (s *server) Execute(req *sandboxv1.ExecuteRequest, stream sandboxv1.Sandbox
 func (s *server) ResetSession(ctx context.Context, req *sandboxv1.ResetSessionRequest) (*sandboxv1.ResetSessionResponse, error) {
 	info, err := s.m.Reset(ctx, req.GetTenant(), req.GetSessionId())
 	if err != nil {
-		return nil, s.toStatus(err)
+		return nil, s.toStatus(ctx, err)
 	}
 	return &sandboxv1.ResetSessionResponse{Session: toProto(info)}, nil
 }
 
-func (s *server) DestroySession(_ context.Context, req *sandboxv1.DestroySessionRequest) (*sandboxv1.DestroySessionResponse, error) {
-	if err := s.m.Destroy(req.GetTenant(), req.GetSessionId()); err != nil {
-		return nil, s.toStatus(err)
+func (s *server) DestroySession(ctx context.Context, req *sandboxv1.DestroySessionRequest) (*sandboxv1.DestroySessionResponse, error) {
+	if err := s.m.Destroy(ctx, req.GetTenant(), req.GetSessionId()); err != nil {
+		return nil, s.toStatus(ctx, err)
 	}
 	return &sandboxv1.DestroySessionResponse{}, nil
 }
 
-func (s *server) GetSession(_ context.Context, req *sandboxv1.GetSessionRequest) (*sandboxv1.GetSessionResponse, error) {
+func (s *server) GetSession(ctx context.Context, req *sandboxv1.GetSessionRequest) (*sandboxv1.GetSessionResponse, error) {
 	sess, err := s.m.Get(req.GetTenant(), req.GetSessionId())
 	if err != nil {
-		return nil, s.toStatus(err)
+		return nil, s.toStatus(ctx, err)
 	}
 	return &sandboxv1.GetSessionResponse{Session: toProto(sess.Info())}, nil
 }
@@ -96,7 +96,7 @@ func (s *server) ListSessions(_ context.Context, req *sandboxv1.ListSessionsRequ
 
 // toStatus translates a domain error into a gRPC status, once. Internal
 // causes are logged and not sent to the caller.
-func (s *server) toStatus(err error) error {
+func (s *server) toStatus(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (s *server) toStatus(err error) error {
 	case errors.Is(err, engine.ErrUnavailable):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
-	s.logger.Error("sandbox request failed", logkeys.Error, err)
+	s.logger.ErrorContext(ctx, "sandbox request failed", logkeys.Error, err)
 	return status.Error(codes.Internal, "sandbox failure: "+err.Error())
 }
 

@@ -89,6 +89,8 @@ print(await runtime.search_tool_docs("read graph"))`})
 		waitLog(t, name, logs, regexp.MustCompile(id))
 	}
 	waitLog(t, "sandboxd", sbLogs, regexp.MustCompile(`msg="exec finished".* `+id))
+	// The call's first step, creating its sandbox session, carries it too.
+	waitLog(t, "sandboxd", sbLogs, regexp.MustCompile(`msg="session created".* `+id))
 
 	for _, tc := range []struct {
 		url, name string

@@ -129,7 +129,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			counted[stream] += int64(len(msg.Data))
 			if out != nil {
 				if err := out(stream, msg.Data); err != nil {
-					s.logger().Debug("output receiver failed", logkeys.Error, err)
+					s.logger().DebugContext(ctx, "output receiver failed", logkeys.Error, err)
 				}
 			}
 		case "call":
@@ -152,7 +152,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			}
 			return true
 		default:
-			s.logger().Warn("unknown message from sandbox", "type", msg.T)
+			s.logger().WarnContext(ctx, "unknown message from sandbox", "type", msg.T)
 		}
 		return false
 	}
@@ -245,6 +245,6 @@ func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env
 		reply.Result = result
 	}
 	if err := sb.conn.Write(reply); err != nil {
-		m.logger.Debug("reply to sandbox failed", logkeys.Error, err)
+		m.logger.DebugContext(ctx, "reply to sandbox failed", logkeys.Error, err)
 	}
 }

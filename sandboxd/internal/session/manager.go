@@ -137,7 +137,7 @@ func (m *Manager) count() int {
 
 // Create makes a new session. Its sandbox starts on first use (from the
 // pool when one is ready).
-func (m *Manager) Create(tenant string, labels map[string]string) (Info, error) {
+func (m *Manager) Create(ctx context.Context, tenant string, labels map[string]string) (Info, error) {
 	if tenant == "" {
 		tenant = "default"
 	}
@@ -153,7 +153,7 @@ func (m *Manager) Create(tenant string, labels map[string]string) (Info, error) 
 	}
 	m.sessions[s.id] = s
 	m.mu.Unlock()
-	m.logger.Info("session created", logkeys.SessionID, s.id, logkeys.Tenant, tenant)
+	m.logger.InfoContext(ctx, "session created", logkeys.SessionID, s.id, logkeys.Tenant, tenant)
 	return s.Info(), nil
 }
 
@@ -172,7 +172,7 @@ func (m *Manager) Get(tenant, id string) (*Session, error) {
 }
 
 // Destroy stops a session and forgets it.
-func (m *Manager) Destroy(tenant, id string) error {
+func (m *Manager) Destroy(ctx context.Context, tenant, id string) error {
 	s, err := m.Get(tenant, id)
 	if err != nil {
 		return err
@@ -181,7 +181,7 @@ func (m *Manager) Destroy(tenant, id string) error {
 	delete(m.sessions, id)
 	m.mu.Unlock()
 	s.destroy()
-	m.logger.Info("session destroyed", logkeys.SessionID, id)
+	m.logger.InfoContext(ctx, "session destroyed", logkeys.SessionID, id)
 	return nil
 }
 
