@@ -102,8 +102,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("pids limit %d is too small: use at least 8 (the agent needs a few threads)", c.Pids)
 	case c.DefaultTimeout < time.Second:
 		return fmt.Errorf("default timeout %s is too short: use at least 1s", c.DefaultTimeout)
-	case c.MaxTimeout < c.DefaultTimeout:
-		return fmt.Errorf("max timeout %s is below the default timeout %s", c.MaxTimeout, c.DefaultTimeout)
+	case c.MaxTimeout < time.Second:
+		return fmt.Errorf("max timeout %s is too short: use at least 1s", c.MaxTimeout)
 	case c.OutputLimitBytes < 0:
 		return errors.New("output limit must be 0 (no limit) or positive")
 	case c.PoolSize < 0 || c.PoolSize > 64:
@@ -137,6 +137,11 @@ type Service struct {
 func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.DefaultTimeout > cfg.MaxTimeout {
+		// As upstream: calls are clamped to the maximum, default included.
+		logger.Warn("the default timeout is above the maximum; calls are clamped to the maximum",
+			"timeout.default", cfg.DefaultTimeout, "timeout.max", cfg.MaxTimeout)
 	}
 	eng, err := selectEngine(ctx, cfg, logger)
 	if err != nil {

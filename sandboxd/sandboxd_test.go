@@ -382,3 +382,17 @@ func TestSessionsRunInParallel(t *testing.T) {
 		t.Fatalf("sessions did not overlap: %v and %v", a, b)
 	}
 }
+
+// As upstream: a maximum below the default clamps the default too.
+func TestMaxBelowDefaultClampsTheDefault(t *testing.T) {
+	t.Parallel()
+	c, _ := newService(t, func(cfg *sandboxd.Config) { cfg.DefaultTimeout, cfg.MaxTimeout = 30*time.Second, 2*time.Second })
+	id := create(t, c, "")
+	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: "pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.result.GetTimeout().AsDuration(); got != 2*time.Second {
+		t.Fatalf("timeout = %s, want the 2s maximum", got)
+	}
+}

@@ -48,6 +48,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	gw.Version = version
 	gw.OutputLimitBytes = sb.OutputLimitBytes
 	gw.SessionIdleTimeout = sb.IdleTimeout
+	// Bad settings are reported before anything opens or starts.
+	if err := errors.Join(sb.Validate(), gw.Validate()); err != nil {
+		return err
+	}
 	logger, err := common.logger(stderr, "codeexec")
 	if err != nil {
 		return err
