@@ -168,9 +168,7 @@ func benchWarmStdio(ctx context.Context, n int) (stats, error) {
 }
 
 // inprocSandbox runs sandboxd in-process behind its gRPC API.
-func inprocSandbox(ctx context.Context, logger *slog.Logger, python string, pool, maxSessions int) (sandboxv1.SandboxServiceClient, func(), error) {
-	cfg := sandboxd.DefaultConfig()
-	cfg.Python, cfg.PoolSize, cfg.MaxSessions = python, pool, maxSessions
+func inprocSandbox(ctx context.Context, logger *slog.Logger, cfg sandboxd.Config) (sandboxv1.SandboxServiceClient, func(), error) {
 	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
 	if err != nil {
 		return nil, nil, err
@@ -184,6 +182,13 @@ func inprocSandbox(ctx context.Context, logger *slog.Logger, python string, pool
 	svc.Register(ip.Server.GRPC)
 	ip.Start(ctx)
 	return sandboxv1.NewSandboxServiceClient(ip.Conn), func() { cancel(); _ = ip.Wait(); _ = svc.Close() }, nil
+}
+
+// sandboxConfig is the default config with the bench's choices.
+func sandboxConfig(python string, pool, maxSessions int) sandboxd.Config {
+	cfg := sandboxd.DefaultConfig()
+	cfg.Python, cfg.PoolSize, cfg.MaxSessions = python, pool, maxSessions
+	return cfg
 }
 
 // execOnce runs code and returns its stdout.
@@ -211,15 +216,22 @@ func execOnce(ctx context.Context, c sandboxv1.SandboxServiceClient, id, code st
 }
 
 func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, n int) (stats, error) {
-	c, stop, err := inprocSandbox(ctx, logger, python, pool, 0)
+	c, stop, err := inprocSandbox(ctx, logger, sandboxConfig(python, pool, 0))
 	if err != nil {
 		return stats{}, err
 	}
 	defer stop()
+	// Let the pool refill between sessions, as it would between real
+	// session starts.
+	return timeFresh(ctx, c, n, time.Duration(pool)*60*time.Millisecond)
+}
+
+// timeFresh times n new sessions to their first result, waiting gap
+// before each.
+func timeFresh(ctx context.Context, c sandboxv1.SandboxServiceClient, n int, gap time.Duration) (stats, error) {
 	var d []time.Duration
 	for range n {
-		// Let the pool refill, as it would between real session starts.
-		time.Sleep(time.Duration(pool) * 60 * time.Millisecond)
+		time.Sleep(gap)
 		start := time.Now()
 		s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
 		if err != nil {
@@ -245,7 +257,7 @@ type loadResult struct {
 }
 
 func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions, execs int) (loadResult, error) {
-	c, stop, err := inprocSandbox(ctx, logger, python, 4, sessions+8)
+	c, stop, err := inprocSandbox(ctx, logger, sandboxConfig(python, 4, sessions+8))
 	if err != nil {
 		return loadResult{}, err
 	}

@@ -1,23 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
-	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
-	"github.com/codeexec/codeexec/services/grpcserver"
-	"github.com/codeexec/codeexec/services/suite"
 )
 
 // runtimeBench compares sandbox runtimes side by side in one run
@@ -65,21 +60,9 @@ func benchRuntimes(ctx context.Context, rb runtimeBench, stdout io.Writer) error
 
 // runtimeSandbox runs sandboxd in-process with runtime rt.
 func runtimeSandbox(ctx context.Context, logger *slog.Logger, rb runtimeBench, rt string, pool int) (sandboxv1.SandboxServiceClient, func(), error) {
-	cfg := sandboxd.DefaultConfig()
-	cfg.Runtime, cfg.Image, cfg.Python, cfg.PoolSize, cfg.MaxSessions = rt, rb.image, rb.python, pool, 0
-	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	svc, err := sandboxd.New(ctx, cfg, sandboxd.Deps{}, logger)
-	if err != nil {
-		cancel()
-		return nil, nil, err
-	}
-	svc.Register(ip.Server.GRPC)
-	ip.Start(ctx)
-	return sandboxv1.NewSandboxServiceClient(ip.Conn), func() { cancel(); _ = ip.Wait(); _ = svc.Close() }, nil
+	cfg := sandboxConfig(rb.python, pool, 0)
+	cfg.Runtime, cfg.Image = rt, rb.image
+	return inprocSandbox(ctx, logger, cfg)
 }
 
 func runtimeFresh(ctx context.Context, logger *slog.Logger, rb runtimeBench, rt string, pool int, gap time.Duration) (stats, error) {
@@ -89,23 +72,7 @@ func runtimeFresh(ctx context.Context, logger *slog.Logger, rb runtimeBench, rt 
 	}
 	defer stop()
 	time.Sleep(time.Duration(pool) * gap) // the pool fills first
-	var d []time.Duration
-	for range rb.fresh {
-		time.Sleep(gap)
-		start := time.Now()
-		s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
-		if err != nil {
-			return stats{}, err
-		}
-		if _, err := execOnce(ctx, c, s.GetSession().GetId(), "pass"); err != nil {
-			return stats{}, err
-		}
-		d = append(d, time.Since(start))
-		if _, err := c.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: s.GetSession().GetId()}); err != nil {
-			return stats{}, err
-		}
-	}
-	return summarize(d), nil
+	return timeFresh(ctx, c, rb.fresh, gap)
 }
 
 // runtimeWarmAndIdle times warm execs on one session, then opens rb.idle
@@ -217,27 +184,6 @@ func containerMemory(ctx context.Context, rt string) (float64, int) {
 		return 0, 0
 	}
 	return float64(total) / float64(n), n
-}
-
-// procParents maps every PID to its parent.
-func procParents() map[int]int {
-	parent := map[int]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) > 2 {
-			parent[pid], _ = strconv.Atoi(f[1])
-		}
-	}
-	return parent
 }
 
 func bindRuntimeBench(fs *flagenv.Set, rb *runtimeBench) {

@@ -13,23 +13,7 @@ import (
 // sandboxMemory sums the PSS of every process below this one and divides
 // it by the number of sandbox agents among them.
 func sandboxMemory() (perSandbox float64, sandboxes int) {
-	parent := map[int]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The command name may hold spaces; fields resume after ")".
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) > 2 {
-			parent[pid], _ = strconv.Atoi(f[1])
-		}
-	}
+	parent := procParents()
 	self := os.Getpid()
 	below := func(pid int) bool {
 		for p := parent[pid]; p > 1; p = parent[p] {
@@ -100,4 +84,25 @@ func hostDescription() string {
 	}
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	return model + ", Linux " + strings.TrimSpace(string(kernel))
+}
+
+// procParents maps every PID to its parent.
+func procParents() map[int]int {
+	parent := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 2 {
+			parent[pid], _ = strconv.Atoi(f[1])
+		}
+	}
+	return parent
 }
