@@ -37,6 +37,15 @@ func freeAddr(t *testing.T) string {
 // startProcess runs the codeexec binary with args until the test ends.
 func startProcess(t *testing.T, env []string, args ...string) *lockedBuffer {
 	t.Helper()
+	_, logs := startCommand(t, env, args...)
+	return logs
+}
+
+// startCommand is startProcess that also returns the command, for tests
+// that signal or kill it. At the end of the test it is sent SIGTERM and
+// must stop within 15 seconds.
+func startCommand(t *testing.T, env []string, args ...string) (*exec.Cmd, *lockedBuffer) {
+	t.Helper()
 	logs := &lockedBuffer{}
 	cmd := exec.Command(binary, args...)
 	cmd.Env = env
@@ -45,7 +54,9 @@ func startProcess(t *testing.T, env []string, args ...string) *lockedBuffer {
 		t.Fatalf("start codeexec %v: %v", args, err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(interruptSignal)
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(interruptSignal)
+		}
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
 		select {
@@ -59,7 +70,7 @@ func startProcess(t *testing.T, env []string, args ...string) *lockedBuffer {
 			t.Logf("codeexec %v output:\n%s", args, tailOf(logs.String(), 6000))
 		}
 	})
-	return logs
+	return cmd, logs
 }
 
 // waitHTTP waits until url answers.

@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -27,7 +26,7 @@ func TestE2EGatewayOverReplicas(t *testing.T) {
 	procs := make([]*exec.Cmd, 3)
 	for i := range addrs {
 		addrs[i] = freeAddr(t)
-		procs[i] = startKillable(t, env, "sandboxd", "--listen", addrs[i], "--memory-addr", memSock, "--metrics", "", "--pool", "1")
+		procs[i], _ = startCommand(t, env, "sandboxd", "--listen", addrs[i], "--memory-addr", memSock, "--metrics", "", "--pool", "1")
 	}
 	for _, a := range addrs {
 		waitHealth(t, a)
@@ -92,34 +91,6 @@ func TestE2EGatewayOverReplicas(t *testing.T) {
 	if survivors != n {
 		t.Fatalf("the two healthy replicas hold %d sessions, want all %d", survivors, n)
 	}
-}
-
-// startKillable is startProcess, returning the command so that a test can
-// kill it.
-func startKillable(t *testing.T, env []string, args ...string) *exec.Cmd {
-	t.Helper()
-	logs := &lockedBuffer{}
-	cmd := exec.Command(binary, args...)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start codeexec %v: %v", args, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(interruptSignal)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("codeexec %v output:\n%s", args, tailOf(logs.String(), 3000))
-		}
-	})
-	return cmd
 }
 
 func listSessions(t *testing.T, addr string) []*sandboxv1.Session {
