@@ -869,9 +869,11 @@ type SearchToolsRequest struct {
 	// detail selects summary or full docs.
 	Detail Detail `protobuf:"varint,3,opt,name=detail,proto3,enum=codeexec.discovery.v1.Detail" json:"detail,omitempty"`
 	// servers limits the search to these servers (names or aliases); they
-	// are started and listed first if needed. Empty searches every server
-	// whose tools are already known, and names the others in
-	// unindexed_servers. sandboxd passes the exec's allow-list here.
+	// are started and listed first if needed. Empty searches every
+	// configured server: those not yet listed are started first, for a
+	// bounded wait, and any that fail or are not ready in time are named in
+	// unindexed_servers. sandboxd leaves it empty, because finding which
+	// server to load is the point of a search from the sandbox.
 	Servers []string `protobuf:"bytes,4,rep,name=servers,proto3" json:"servers,omitempty"`
 	// tenant is the caller's tenant. A server whose config lists tenants is
 	// visible only to those; to any other tenant it does not exist
@@ -957,8 +959,8 @@ type SearchToolsResponse struct {
 	// partial list never looks complete.
 	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	// unindexed_servers names configured servers that were not searched
-	// because their tools have not been listed yet (or they failed to
-	// start). Listing their tools adds them to the index.
+	// because they failed to start or were not ready within the wait. A
+	// later search includes them once they have listed their tools.
 	UnindexedServers []string `protobuf:"bytes,4,rep,name=unindexed_servers,json=unindexedServers,proto3" json:"unindexed_servers,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
