@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"github.com/tailscale/hujson"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -62,79 +63,16 @@ func looksLikeSelf(s Server) bool {
 	return false
 }
 
-// stripJSONC turns VS Code's JSON with comments into JSON: // and /* */
-// comments become spaces (so error offsets still point at the right place)
-// and trailing commas before } or ] are dropped.
+// stripJSONC turns VS Code's JSON with comments into JSON: comments and
+// trailing commas become spaces, so error offsets still point at the right
+// place. Input that is not valid JSONC is returned unchanged, for the JSON
+// decoder to report.
 func stripJSONC(in []byte) []byte {
-	return dropTrailingCommas(blankComments(in))
-}
-
-// blankComments replaces comments outside string literals with spaces,
-// keeping newlines.
-func blankComments(in []byte) []byte {
-	out := make([]byte, len(in))
-	copy(out, in)
-	inStr, esc := false, false
-	for i := 0; i < len(out); i++ {
-		c := out[i]
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == '/' && i+1 < len(out) && out[i+1] == '/':
-			for ; i < len(out) && out[i] != '\n'; i++ {
-				out[i] = ' '
-			}
-		case c == '/' && i+1 < len(out) && out[i+1] == '*':
-			end := len(out)
-			if k := bytes.Index(out[i+2:], []byte("*/")); k >= 0 {
-				end = i + 2 + k + 2
-			}
-			for ; i < end; i++ {
-				if out[i] != '\n' {
-					out[i] = ' '
-				}
-			}
-			i--
-		}
+	// hujson wants a line comment to end with a newline; a file whose last
+	// line is a comment may have none.
+	out, err := hujson.Standardize(append(bytes.Clone(in), '\n'))
+	if err != nil {
+		return in
 	}
-	return out
-}
-
-// dropTrailingCommas blanks a comma outside strings whose next non-space
-// byte is } or ].
-func dropTrailingCommas(b []byte) []byte {
-	inStr, esc := false, false
-	for i, c := range b {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == ',':
-			j := i + 1
-			for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\n' || b[j] == '\r') {
-				j++
-			}
-			if j < len(b) && (b[j] == '}' || b[j] == ']') {
-				b[i] = ' '
-			}
-		}
-	}
-	return b
+	return out[:len(in)]
 }
