@@ -76,11 +76,8 @@ func (h *handler) checkValue(value string) error {
 // SaveMemory implements memoryv1.MemoryServiceServer.
 func (m *Memory) SaveMemory(ctx context.Context, req *memoryv1.SaveMemoryRequest) (*memoryv1.SaveMemoryResponse, error) {
 	return handle(ctx, m.h, "memory.save", func() (*memoryv1.SaveMemoryResponse, error) {
-		tenant, err := tenantOf(req.GetTenant())
+		tenant, err := tenantKey(req.GetTenant(), req.GetKey())
 		if err != nil {
-			return nil, err
-		}
-		if err := checkKey(req.GetKey()); err != nil {
 			return nil, err
 		}
 		if err := m.h.checkValue(req.GetValueJson()); err != nil {
@@ -107,11 +104,8 @@ func (m *Memory) SaveMemory(ctx context.Context, req *memoryv1.SaveMemoryRequest
 // GetMemory implements memoryv1.MemoryServiceServer.
 func (m *Memory) GetMemory(ctx context.Context, req *memoryv1.GetMemoryRequest) (*memoryv1.GetMemoryResponse, error) {
 	return handle(ctx, m.h, "memory.get", func() (*memoryv1.GetMemoryResponse, error) {
-		tenant, err := tenantOf(req.GetTenant())
+		tenant, err := tenantKey(req.GetTenant(), req.GetKey())
 		if err != nil {
-			return nil, err
-		}
-		if err := checkKey(req.GetKey()); err != nil {
 			return nil, err
 		}
 		rec, err := m.h.store.Get(ctx, tenant, store.KindMemory, req.GetKey())
@@ -125,11 +119,8 @@ func (m *Memory) GetMemory(ctx context.Context, req *memoryv1.GetMemoryRequest) 
 // UpdateMemory implements memoryv1.MemoryServiceServer.
 func (m *Memory) UpdateMemory(ctx context.Context, req *memoryv1.UpdateMemoryRequest) (*memoryv1.UpdateMemoryResponse, error) {
 	return handle(ctx, m.h, "memory.update", func() (*memoryv1.UpdateMemoryResponse, error) {
-		tenant, err := tenantOf(req.GetTenant())
+		tenant, err := tenantKey(req.GetTenant(), req.GetKey())
 		if err != nil {
-			return nil, err
-		}
-		if err := checkKey(req.GetKey()); err != nil {
 			return nil, err
 		}
 		if err := m.h.checkValue(req.GetValueJson()); err != nil {
@@ -152,11 +143,8 @@ func (m *Memory) UpdateMemory(ctx context.Context, req *memoryv1.UpdateMemoryReq
 // DeleteMemory implements memoryv1.MemoryServiceServer.
 func (m *Memory) DeleteMemory(ctx context.Context, req *memoryv1.DeleteMemoryRequest) (*memoryv1.DeleteMemoryResponse, error) {
 	return handle(ctx, m.h, "memory.delete", func() (*memoryv1.DeleteMemoryResponse, error) {
-		tenant, err := tenantOf(req.GetTenant())
+		tenant, err := tenantKey(req.GetTenant(), req.GetKey())
 		if err != nil {
-			return nil, err
-		}
-		if err := checkKey(req.GetKey()); err != nil {
 			return nil, err
 		}
 		deleted, err := m.h.store.Delete(ctx, tenant, store.KindMemory, req.GetKey())

@@ -26,11 +26,8 @@ func toolOf(r store.Record) *memoryv1.Tool {
 // SaveTool implements memoryv1.ToolServiceServer.
 func (t *Tools) SaveTool(ctx context.Context, req *memoryv1.SaveToolRequest) (*memoryv1.SaveToolResponse, error) {
 	return handle(ctx, t.h, "tool.save", func() (*memoryv1.SaveToolResponse, error) {
-		tenant, err := tenantOf(req.GetTenant())
+		tenant, err := tenantTool(req.GetTenant(), req.GetName())
 		if err != nil {
-			return nil, err
-		}
-		if err := checkToolName(req.GetName()); err != nil {
 			return nil, err
 		}
 		if req.GetSource() == "" {
@@ -56,11 +53,8 @@ func (t *Tools) SaveTool(ctx context.Context, req *memoryv1.SaveToolRequest) (*m
 // GetTool implements memoryv1.ToolServiceServer.
 func (t *Tools) GetTool(ctx context.Context, req *memoryv1.GetToolRequest) (*memoryv1.GetToolResponse, error) {
 	return handle(ctx, t.h, "tool.get", func() (*memoryv1.GetToolResponse, error) {
-		tenant, err := tenantOf(req.GetTenant())
+		tenant, err := tenantTool(req.GetTenant(), req.GetName())
 		if err != nil {
-			return nil, err
-		}
-		if err := checkToolName(req.GetName()); err != nil {
 			return nil, err
 		}
 		rec, err := t.h.store.Get(ctx, tenant, store.KindTool, req.GetName())
@@ -93,11 +87,8 @@ func (t *Tools) ListTools(ctx context.Context, req *memoryv1.ListToolsRequest) (
 // DeleteTool implements memoryv1.ToolServiceServer.
 func (t *Tools) DeleteTool(ctx context.Context, req *memoryv1.DeleteToolRequest) (*memoryv1.DeleteToolResponse, error) {
 	return handle(ctx, t.h, "tool.delete", func() (*memoryv1.DeleteToolResponse, error) {
-		tenant, err := tenantOf(req.GetTenant())
+		tenant, err := tenantTool(req.GetTenant(), req.GetName())
 		if err != nil {
-			return nil, err
-		}
-		if err := checkToolName(req.GetName()); err != nil {
 			return nil, err
 		}
 		deleted, err := t.h.store.Delete(ctx, tenant, store.KindTool, req.GetName())

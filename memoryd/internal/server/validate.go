@@ -26,6 +26,24 @@ func tenantOf(t string) (string, error) {
 	return t, nil
 }
 
+// tenantKey checks a request's tenant and memory key together.
+func tenantKey(tenant, key string) (string, error) {
+	t, err := tenantOf(tenant)
+	if err != nil {
+		return "", err
+	}
+	return t, checkKey(key)
+}
+
+// tenantTool checks a request's tenant and tool name together.
+func tenantTool(tenant, name string) (string, error) {
+	t, err := tenantOf(tenant)
+	if err != nil {
+		return "", err
+	}
+	return t, checkToolName(name)
+}
+
 // checkKey accepts any non-empty UTF-8 string of at most 256 bytes.
 func checkKey(key string) error { return checkName("key", key) }
 
