@@ -139,8 +139,14 @@ func NewContainer(cfg ContainerConfig, logger *slog.Logger) (*Container, error) 
 	if c.bin, err = lookPath(cfg.Path); err != nil {
 		c.lookErr = fmt.Errorf("%w: %s is not installed (%s not found): %s", ErrUnavailable, cfg.Runtime, cfg.Path, installAdvice(cfg.Runtime))
 	}
+	liveOwners.Store(c.owner, true)
 	return c, nil
 }
+
+// liveOwners holds the owners of this process's open engines. Another
+// engine's containers are never orphans while it is open, even though its
+// owner names this process's PID (see orphan).
+var liveOwners sync.Map
 
 func installAdvice(rt string) string {
 	if rt == "podman" {
@@ -397,6 +403,7 @@ func (c *Container) Close() error {
 		return nil
 	}
 	c.closed = true
+	defer liveOwners.Delete(c.owner)
 	if c.sweepStop != nil {
 		close(c.sweepStop)
 		defer func() { <-c.sweepDone }()

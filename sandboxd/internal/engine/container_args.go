@@ -128,7 +128,8 @@ const staleAfter = time.Minute
 //   - at Close (all), every container this engine owns;
 //   - containers of an earlier sandboxd on this host: same hostname, other
 //     instance, and a PID that is gone or is now this process's own (PID 1
-//     in a container restarted under the same hostname);
+//     in a container restarted under the same hostname), unless that owner
+//     is another engine still open in this process;
 //   - exited containers of any owner, finished more than staleAfter ago
 //     (a sandboxd elsewhere, e.g. a compose replica, that died).
 //
@@ -173,6 +174,9 @@ func (c *Container) reapOrphans(ctx context.Context, all bool) {
 func (c *Container) orphan(owner, state, finished string, all bool, now time.Time) bool {
 	if owner == c.owner {
 		return all
+	}
+	if _, open := liveOwners.Load(owner); open {
+		return false // another engine of this process
 	}
 	host, rest, _ := strings.Cut(owner, "/")
 	pidStr, _, _ := strings.Cut(rest, "/")

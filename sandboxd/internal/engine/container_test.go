@@ -97,6 +97,11 @@ func TestContainerOrphanRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	sibling, err := NewContainer(ContainerConfig{Runtime: "docker", Image: "img"}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sibling.Close() })
 	now := time.Now()
 	old := now.Add(-2 * staleAfter).UTC().Format(time.RFC3339Nano)
 	recent := now.Add(-time.Second).UTC().Format(time.RFC3339Nano)
@@ -108,6 +113,7 @@ func TestContainerOrphanRules(t *testing.T) {
 		{"ours while running", c.Owner(), "running", "", false, false},
 		{"ours at Close", c.Owner(), "running", "", true, true},
 		{"earlier sandboxd on this host, gone", c.host + "/" + dead + "/abcd", "running", "", false, true},
+		{"another engine open in this process", sibling.Owner(), "running", "", false, false},
 		{"earlier incarnation with our PID (PID 1 in a restarted container)", c.host + "/" + strconv.Itoa(os.Getpid()) + "/abcd", "running", "", false, true},
 		{"another live sandboxd on this host", c.host + "/1/abcd", "running", "", false, os.Getpid() == 1},
 		{"another host, running", "elsewhere/1/abcd", "running", "", true, false},
