@@ -7,8 +7,8 @@ send; a lock keeps frames whole.
 """
 
 import os
-import threading
 from _queue import SimpleQueue
+from _thread import allocate_lock, get_ident, start_new_thread
 from itertools import count
 
 import codeexec_interrupt
@@ -47,11 +47,10 @@ class Channel:
         self._rfd = rfd
         self._wfd = wfd
         self.diag_fd = diag_fd
-        self._wlock = threading.Lock()
-        self._main = threading.main_thread()
+        self._wlock = allocate_lock()
+        self._main = get_ident()  # Channel is made on the main thread
         self._wq = SimpleQueue()  # frames the main thread hands to the writer thread
-        threading.Thread(target=self._write_loop, args=(self._wq,), name="codeexec-writer",
-                         daemon=True).start()
+        start_new_thread(self._write_loop, (self._wq,))
         self._forked = False
         self._ids = count(1)
         self._waiters = {}
@@ -69,7 +68,7 @@ class Channel:
             )
         if self._forked:
             raise MCPError("the sandbox channel is not available in a forked child process")
-        if threading.current_thread() is not self._main:
+        if get_ident() != self._main:
             self._write(body)
             return
         # The main thread is where KeyboardInterrupt lands; raised between two
@@ -213,7 +212,7 @@ class Channel:
 
     def after_fork_in_child(self):
         self._forked = True
-        self._wlock = threading.Lock()
+        self._wlock = allocate_lock()
         for fd in (self._rfd, self._wfd, self.diag_fd):
             try:
                 os.close(fd)

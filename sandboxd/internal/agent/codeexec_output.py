@@ -18,7 +18,7 @@ write end, so the fence works even if user code closes or moves fd 1/2.
 
 import codecs
 import os
-import threading
+from _thread import allocate_lock, start_new_thread
 
 from codeexec_interrupt import Flag
 
@@ -68,7 +68,7 @@ class _Pipe:
         self._abandoned = False
         self.reached = Flag()
         try:
-            threading.Thread(target=self._read_loop, name="codeexec-" + name, daemon=True).start()
+            start_new_thread(self._read_loop, ())
         except BaseException:  # the pids limit can refuse a thread
             _close(self.rfd)
             _close(self.wfd)
@@ -187,7 +187,7 @@ class _Drainer:
         self._new = []
         self._poll = select.poll()
         self._poll.register(self._wake_r, select.POLLIN)
-        threading.Thread(target=self._loop, name="codeexec-drain", daemon=True).start()
+        start_new_thread(self._loop, ())
 
     def add(self, fd):
         self._new.append(fd)
@@ -211,7 +211,7 @@ class _Drainer:
 
 
 _the_drainer = None
-_drainer_lock = threading.Lock()
+_drainer_lock = allocate_lock()
 
 
 def _drainer():

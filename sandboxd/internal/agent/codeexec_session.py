@@ -8,7 +8,7 @@ multiprocessing find the user's classes and functions.
 
 import os
 import sys
-import threading
+from _thread import start_new_thread
 
 import codeexec_channel
 import codeexec_interrupt
@@ -117,7 +117,7 @@ class Session:
         self.capture.after_fork_in_child()
 
     def serve(self):
-        threading.Thread(target=self.chan.read_loop, name="codeexec-channel", daemon=True).start()
+        start_new_thread(self.chan.read_loop, ())
         while True:
             try:
                 self.run(self.chan.execs.get())

@@ -11,13 +11,14 @@ the current exec's.
 
 import io
 import sys
-import threading
 
 _muted = frozenset()  # threads alive when the current exec started
-_main = threading.main_thread()
 
 
 def _may_write():
+    threading = sys.modules.get("threading")  # _muted is empty without it
+    if threading is None:
+        return True
     t = threading.current_thread()
     if t not in _muted:
         return True
@@ -39,9 +40,20 @@ def _open(fd):
 
 
 def begin_exec():
-    """Mutes every thread but the main one that is running now."""
+    """Mutes every thread but the main one that is running now.
+
+    Only threads that user code started can write to sys.stdout, and user
+    code starts them through `threading` (the agent's own threads use
+    `_thread`, so the agent need not import `threading`): until something
+    imports it there is nothing to mute.
+    """
     global _muted
-    _muted = frozenset(t for t in threading.enumerate() if t is not _main)
+    threading = sys.modules.get("threading")
+    if threading is None:
+        _muted = frozenset()
+        return
+    main = threading.main_thread()
+    _muted = frozenset(t for t in threading.enumerate() if t is not main)
 
 
 def install():
