@@ -48,7 +48,7 @@ func selectEngine(ctx context.Context, cfg Config, logger *slog.Logger) (engine.
 func newEngine(cfg Config, name string, logger *slog.Logger) (engine.Engine, error) {
 	switch name {
 	case "bwrap":
-		return engine.NewBwrap(engine.BwrapConfig{}, logger)
+		return engine.NewBwrap(engine.BwrapConfig{Spares: cfg.LaunchSpares}, logger)
 	case "podman", "docker":
 		return engine.NewContainer(engine.ContainerConfig{
 			Runtime:   name,

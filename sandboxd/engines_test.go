@@ -31,3 +31,27 @@ func TestValidateRuntime(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateLaunchSpares(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		spares int
+		want   string
+	}{
+		{0, ""},
+		{2, ""},
+		{16, ""},
+		{-1, "launch spares -1 is out of range: use 0 to 16"},
+		{17, "launch spares 17 is out of range: use 0 to 16"},
+	} {
+		cfg := sandboxd.DefaultConfig()
+		cfg.LaunchSpares = tc.spares
+		err := cfg.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("spares %d: %v", tc.spares, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("spares %d: %v, want %q", tc.spares, err, tc.want)
+		}
+	}
+}

@@ -63,7 +63,10 @@ type Config struct {
 	StartTimeout   time.Duration
 	IdleTimeout    time.Duration
 	PoolSize       int
-	MaxSessions    int
+	// LaunchSpares is how many bwrap launchers (started, confined, held
+	// at their gate) are kept for the next sandboxes; see engine.Bwrap.
+	LaunchSpares int
+	MaxSessions  int
 }
 
 // DefaultConfig returns upstream's defaults.
@@ -83,6 +86,7 @@ func DefaultConfig() Config {
 		StartTimeout:     30 * time.Second,
 		IdleTimeout:      30 * time.Minute,
 		PoolSize:         2,
+		LaunchSpares:     2,
 		MaxSessions:      64,
 	}
 }
@@ -108,6 +112,8 @@ func (c Config) Validate() error {
 		return errors.New("output limit must be 0 (no limit) or positive")
 	case c.PoolSize < 0 || c.PoolSize > 64:
 		return fmt.Errorf("warm pool size %d is out of range: use 0 to 64", c.PoolSize)
+	case c.LaunchSpares < 0 || c.LaunchSpares > 16:
+		return fmt.Errorf("launch spares %d is out of range: use 0 to 16", c.LaunchSpares)
 	case c.MaxSessions < 0:
 		return errors.New("max sessions must be 0 (no limit) or positive")
 	}

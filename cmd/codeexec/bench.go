@@ -73,16 +73,20 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	row("warm run_python(\"pass\") via MCP stdio", warm, fmt.Sprintf("n=%d", s.warm))
 
-	for _, pool := range []int{0, 4} {
-		st, err := benchFresh(ctx, logger, s.python, pool, s.fresh)
+	spares := sandboxd.DefaultConfig().LaunchSpares
+	for _, f := range []struct {
+		name         string
+		pool, spares int
+	}{
+		{"new session → first result, no warm pool", 0, spares},
+		{"  … and no launch spares either", 0, 0},
+		{"new session → first result, warm pool of 4", 4, spares},
+	} {
+		st, err := benchFresh(ctx, logger, s.python, f.pool, f.spares, s.fresh)
 		if err != nil {
-			return fmt.Errorf("new session (pool %d): %w", pool, err)
+			return fmt.Errorf("new session (pool %d, launch spares %d): %w", f.pool, f.spares, err)
 		}
-		name := "new session → first result, no warm pool"
-		if pool > 0 {
-			name = fmt.Sprintf("new session → first result, warm pool of %d", pool)
-		}
-		row(name, st, fmt.Sprintf("n=%d", s.fresh))
+		row(f.name, st, fmt.Sprintf("n=%d, launch spares %d", s.fresh, f.spares))
 	}
 
 	load, err := benchLoad(ctx, logger, s.python, s.sessions, s.perSession)
@@ -215,15 +219,18 @@ func execOnce(ctx context.Context, c sandboxv1.SandboxServiceClient, id, code st
 	}
 }
 
-func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, n int) (stats, error) {
-	c, stop, err := inprocSandbox(ctx, logger, sandboxConfig(python, pool, 0))
+func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, spares, n int) (stats, error) {
+	cfg := sandboxConfig(python, pool, 0)
+	cfg.LaunchSpares = spares
+	c, stop, err := inprocSandbox(ctx, logger, cfg)
 	if err != nil {
 		return stats{}, err
 	}
 	defer stop()
-	// Let the pool refill between sessions, as it would between real
-	// session starts.
-	return timeFresh(ctx, c, n, time.Duration(pool)*60*time.Millisecond)
+	// Sessions arrive apart, as real ones do: the pool and the launch
+	// spares refill in between, and no session gains from kernel state the
+	// previous one left warm (docs/PERFORMANCE.md, on cgroup moves).
+	return timeFresh(ctx, c, n, max(100*time.Millisecond, time.Duration(pool)*60*time.Millisecond))
 }
 
 // timeFresh times n new sessions to their first result, waiting gap

@@ -88,6 +88,7 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.Bytes(&c.OutputLimitBytes, "output-limit", d.OutputLimitBytes, "bytes of stdout and of stderr kept per call; 0 means no cap", "CODEEXEC_OUTPUT_LIMIT")
 	fs.Duration(&c.IdleTimeout, "idle-timeout", d.IdleTimeout, "destroy sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
 	fs.Int(&c.PoolSize, "pool", d.PoolSize, "sandboxes kept started and ready for new sessions", "CODEEXEC_POOL_SIZE")
+	fs.Int(&c.LaunchSpares, "launch-spares", d.LaunchSpares, "bwrap launchers kept confined and waiting, so a new sandbox skips cgroup set-up; 0 keeps none", "CODEEXEC_LAUNCH_SPARES")
 	fs.Int(&c.MaxSessions, "max-sessions", d.MaxSessions, "most live sessions; 0 means no cap", "CODEEXEC_MAX_SESSIONS")
 	c.StartTimeout = d.StartTimeout
 	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes", "MCP_BRIDGE_IMAGE")

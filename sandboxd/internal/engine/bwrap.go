@@ -24,6 +24,10 @@ type BwrapConfig struct {
 	// CgroupRoot is where the cgroup hierarchies are mounted.
 	// Default "/sys/fs/cgroup".
 	CgroupRoot string
+	// Spares is how many launchers (launcher.go) to keep started, confined
+	// and waiting for the next sandboxes. They are made for the command
+	// line and limits of the latest Start. 0 keeps none.
+	Spares int
 }
 
 // Bwrap is the bubblewrap engine: a sandbox is a bwrap process with every
@@ -50,9 +54,15 @@ type Bwrap struct {
 	checkMu sync.Mutex // serialises Check; guards checked
 	checked bool
 
-	mu     sync.Mutex // guards closed and live
+	mu     sync.Mutex // guards the fields below
 	closed bool
 	live   map[*bwrapProcess]struct{}
+	// spares wait for starts that match spareFor; filling is set while
+	// fillSpares runs, and fills counts that goroutine for Close.
+	spares   []*launcher
+	spareFor *startPlan
+	filling  bool
+	fills    sync.WaitGroup
 }
 
 // NewBwrap returns the engine. It does not fail when bwrap is missing;
@@ -175,15 +185,45 @@ func checkFailure(stderr string, err error) error {
 	return fmt.Errorf("%w: a trial bwrap sandbox failed: %s", ErrUnavailable, msg)
 }
 
-// Start implements Engine. ctx bounds only the start.
+// Start implements Engine. ctx bounds only the start. It takes a spare
+// launcher when one matches spec, and then makes sure spares are refilled.
 func (b *Bwrap) Start(ctx context.Context, spec Spec) (Process, error) {
 	if b.lookErr != nil {
 		return nil, b.lookErr
 	}
-	return b.start(ctx, spec)
+	plan, err := b.plan(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if b.cfg.Spares <= 0 {
+		return b.startFresh(plan)
+	}
+	defer b.refillSpares(plan)
+	if l := b.takeSpare(plan.key); l != nil {
+		if err := l.cg.Rename(spec.ID); err != nil {
+			b.logger.Debug("spare sandbox cgroup keeps its name", "sandbox.id", spec.ID, "error", err)
+		}
+		p, err := l.release(plan.data, plan.logger)
+		if err == nil {
+			b.track(p)
+			return p, nil
+		}
+		b.logger.Debug("spare launcher unusable; starting afresh", "sandbox.id", spec.ID, "error", err)
+	}
+	return b.startFresh(plan)
 }
 
-func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
+// startPlan is everything the engine needs to start one sandbox.
+type startPlan struct {
+	spec   Spec
+	argv   []string
+	data   []byte
+	key    launchKey
+	logger *slog.Logger
+}
+
+// plan checks spec and works out the shim's command line and --args data.
+func (b *Bwrap) plan(ctx context.Context, spec Spec) (*startPlan, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -201,22 +241,51 @@ func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
 	if closed {
 		return nil, errors.New("start sandbox: engine is closed")
 	}
+	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, spec)
+	return &startPlan{spec: spec, argv: argv, data: data, key: newLaunchKey(argv, spec.Limits),
+		logger: b.logger.With("sandbox.id", spec.ID)}, nil
+}
 
+func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
+	plan, err := b.plan(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return b.startFresh(plan)
+}
+
+// startFresh starts a sandbox without a spare.
+func (b *Bwrap) startFresh(plan *startPlan) (*bwrapProcess, error) {
+	l, err := b.launch(plan, plan.spec.ID)
+	if err != nil {
+		return nil, err
+	}
+	p, err := l.release(plan.data, plan.logger)
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
+	}
+	b.track(p)
+	return p, nil
+}
+
+// launch makes the cgroup (named after id) and a launcher for plan.
+func (b *Bwrap) launch(plan *startPlan, id string) (*launcher, error) {
 	var cg *cgroup
 	if b.cgroups != nil {
 		var err error
-		if cg, err = b.cgroups.Create(spec.ID, spec.Limits); err != nil {
-			return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		if cg, err = b.cgroups.Create(id, plan.spec.Limits); err != nil {
+			return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
 		}
 	}
-	argv := shimArgv(b.sh, b.setpriv, b.bwrap, spec)
-	limits := rlimits(spec.Limits, cg.HasMemory(), cg.HasPids())
-	p, err := startProcess(argv, envArgs(spec.Env), cg, limits, b.logger.With("sandbox.id", spec.ID))
+	l, err := launch(plan.key, plan.argv, cg, rlimits(plan.spec.Limits, cg.HasMemory(), cg.HasPids()))
 	if err != nil {
-		_ = cg.Remove()
-		return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
 	}
+	return l, nil
+}
 
+// track adds p to the live sandboxes until it exits.
+func (b *Bwrap) track(p *bwrapProcess) {
 	b.mu.Lock()
 	b.live[p] = struct{}{}
 	b.mu.Unlock()
@@ -226,7 +295,73 @@ func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
 		delete(b.live, p)
 		b.mu.Unlock()
 	}()
-	return p, nil
+}
+
+// takeSpare removes and returns a spare launcher made for key, or nil.
+func (b *Bwrap) takeSpare(key launchKey) *launcher {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, l := range b.spares {
+		if l.key == key {
+			b.spares = append(b.spares[:i], b.spares[i+1:]...)
+			return l
+		}
+	}
+	return nil
+}
+
+// refillSpares makes plan the one spares are kept for (discarding spares
+// made for another) and starts fillSpares unless it runs.
+func (b *Bwrap) refillSpares(plan *startPlan) {
+	b.mu.Lock()
+	var stale []*launcher
+	if b.spareFor == nil || b.spareFor.key != plan.key {
+		b.spareFor, stale, b.spares = plan, b.spares, nil
+	}
+	start := !b.closed && !b.filling && len(b.spares) < b.cfg.Spares
+	if start {
+		b.filling = true
+		b.fills.Add(1)
+	}
+	b.mu.Unlock()
+	for _, l := range stale {
+		go l.discard()
+	}
+	if start {
+		go b.fillSpares()
+	}
+}
+
+// fillSpares launches spares for spareFor until there are cfg.Spares of
+// them. A failure is logged and ends the round; the next Start tries again.
+func (b *Bwrap) fillSpares() {
+	defer b.fills.Done()
+	for {
+		b.mu.Lock()
+		plan := b.spareFor
+		if b.closed || len(b.spares) >= b.cfg.Spares {
+			b.filling = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		l, err := b.launch(plan, "spare")
+		b.mu.Lock()
+		if err != nil {
+			b.filling = false
+			b.mu.Unlock()
+			b.logger.Warn("could not prepare a spare sandbox launcher", "error", err)
+			return
+		}
+		keep := !b.closed && b.spareFor.key == l.key
+		if keep {
+			b.spares = append(b.spares, l)
+		}
+		b.mu.Unlock()
+		if !keep {
+			l.discard()
+		}
+	}
 }
 
 // readableByNobody checks that uid 65534, which bwrap runs as when sandboxd
@@ -257,8 +392,8 @@ func readableByNobody(dir string) error {
 	}
 }
 
-// Close implements Engine: it kills every live sandbox, waits for them and
-// removes the cgroup parents.
+// Close implements Engine: it discards the spare launchers, kills every
+// live sandbox, waits for them and removes the cgroup parents.
 func (b *Bwrap) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -266,6 +401,14 @@ func (b *Bwrap) Close() error {
 		return nil
 	}
 	b.closed = true
+	spares := b.spares
+	b.spares = nil
+	b.mu.Unlock()
+	b.fills.Wait() // a launcher it finishes now is discarded
+	for _, l := range spares {
+		l.discard()
+	}
+	b.mu.Lock()
 	live := make([]*bwrapProcess, 0, len(b.live))
 	for p := range b.live {
 		live = append(live, p)

@@ -28,15 +28,22 @@ const (
 )
 
 // Descriptors bwrap reads from (exec.Cmd.ExtraFiles start at 3): the
-// synthetic files, and --args with the environment.
+// synthetic files, and --args with the options that differ between
+// sandboxes (bwrapArgs).
 const (
 	passwdFD = 3
 	groupFD  = 4
-	envFD    = 5
+	argsFD   = 5
 )
 
-// bwrapArgs returns bwrap's arguments for spec, ending with the command run
-// inside the sandbox.
+// bwrapArgs returns bwrap's arguments for spec in two parts: argv, the
+// command line, which ends with the command run inside the sandbox, and
+// data, the NUL-separated options bwrap reads from --args (argsFD) at the
+// point where --args stands. argv holds only what is the same for every
+// sandbox of one sandboxd (the isolation flags, the command); everything
+// else (the agent mount, tmpfs sizes, the environment) is in data. That
+// split lets a launcher be started before its sandbox is asked for
+// (launcher.go): it needs only argv.
 //
 // Notes on bubblewrap 0.8.0:
 //   - --unshare-all unshares user, pid, net, ipc, uts, cgroup and mount
@@ -49,19 +56,22 @@ const (
 //     executable; that is harmless here because the code is already
 //     arbitrary Python with no capabilities and no_new_privs.
 //   - --remount-ro / must come after every mount under / (the synthetic
-//     files are created on the root tmpfs).
-//   - The environment is --clearenv plus one --setenv per variable, read
-//     through --args from a pipe (envArgs), so secrets never show up in a
-//     host process listing, and the host-side shell never sees (or drops)
-//     any variable. bwrap always sets PWD after --chdir, so unless spec.Env
-//     sets PWD to the working directory, the command is started through
-//     /usr/bin/env to make the environment exactly spec.Env.
+//     files are created on the root tmpfs; data's mounts are parsed where
+//     --args stands, before it).
+//   - The command cannot be in data: bwrap 0.8 ignores what is left of an
+//     --args list after its options.
+//   - The environment is --clearenv plus one --setenv per variable, in
+//     data, so secrets never show up in a host process listing, and the
+//     host-side shell never sees (or drops) any variable. bwrap always sets
+//     PWD after --chdir, so unless spec.Env sets PWD to the working
+//     directory, the command is started through /usr/bin/env to make the
+//     environment exactly spec.Env.
 //
 // workDir is the sandbox's working directory, a tmpfs.
 const workDir = "/workspace"
 
-func bwrapArgs(spec Spec) []string {
-	a := []string{
+func bwrapArgs(spec Spec) (argv []string, data []byte) {
+	argv = []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session",
 		"--cap-drop", "ALL",
@@ -78,27 +88,10 @@ func bwrapArgs(spec Spec) []string {
 		"--ro-bind-data", strconv.Itoa(groupFD), "/etc/group",
 		"--proc", "/proc",
 		"--dev", "/dev",
-		"--args", strconv.Itoa(envFD),
-	}
-	if spec.AgentDir != "" {
-		a = append(a, "--ro-bind", spec.AgentDir, AgentMount)
-	}
-	// /dev/shm (POSIX semaphores and shared memory, used by
-	// multiprocessing) would otherwise live on bwrap's unsized /dev tmpfs;
-	// it gets its own tmpfs with the /tmp size.
-	for _, dir := range []string{"/tmp", "/dev/shm"} {
-		if spec.Limits.TmpBytes > 0 {
-			a = append(a, "--size", strconv.FormatInt(spec.Limits.TmpBytes, 10))
-		}
-		a = append(a, "--tmpfs", dir)
-	}
-	if spec.Limits.WorkspaceBytes > 0 {
-		a = append(a, "--size", strconv.FormatInt(spec.Limits.WorkspaceBytes, 10))
-	}
-	a = append(a, "--tmpfs", workDir,
-		"--chdir", workDir,
+		"--args", strconv.Itoa(argsFD),
 		"--remount-ro", "/",
-		"--")
+		"--",
+	}
 	switch pwd, ok := spec.Env["PWD"]; {
 	case ok && pwd == workDir:
 		// bwrap's own PWD is the one asked for: no wrapper, which saves a
@@ -106,26 +99,37 @@ func bwrapArgs(spec Spec) []string {
 	case ok:
 		// env takes the command right after the assignments: a "--" here
 		// would be taken for the command.
-		a = append(a, "/usr/bin/env", "PWD="+pwd)
+		argv = append(argv, "/usr/bin/env", "PWD="+pwd)
 	default:
-		a = append(a, "/usr/bin/env", "-u", "PWD", "--")
+		argv = append(argv, "/usr/bin/env", "-u", "PWD", "--")
 	}
-	return append(a, spec.Argv...)
-}
+	argv = append(argv, spec.Argv...)
 
-// envArgs is the NUL-separated content of bwrap's --args descriptor:
-// --clearenv and one --setenv per variable, sorted for reproducibility.
-func envArgs(env map[string]string) []byte {
-	var b []byte
-	b = append(b, "--clearenv\x00"...)
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		b = append(b, "--setenv\x00"...)
-		b = append(b, k...)
-		b = append(b, 0)
-		b = append(b, env[k]...)
-		b = append(b, 0)
+	var opts []string
+	if spec.AgentDir != "" {
+		opts = append(opts, "--ro-bind", spec.AgentDir, AgentMount)
 	}
-	return b
+	// /dev/shm (POSIX semaphores and shared memory, used by
+	// multiprocessing) would otherwise live on bwrap's unsized /dev tmpfs;
+	// it gets its own tmpfs with the /tmp size.
+	for _, dir := range []string{"/tmp", "/dev/shm"} {
+		if spec.Limits.TmpBytes > 0 {
+			opts = append(opts, "--size", strconv.FormatInt(spec.Limits.TmpBytes, 10))
+		}
+		opts = append(opts, "--tmpfs", dir)
+	}
+	if spec.Limits.WorkspaceBytes > 0 {
+		opts = append(opts, "--size", strconv.FormatInt(spec.Limits.WorkspaceBytes, 10))
+	}
+	opts = append(opts, "--tmpfs", workDir, "--chdir", workDir, "--clearenv")
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		opts = append(opts, "--setenv", k, spec.Env[k])
+	}
+	for _, o := range opts {
+		data = append(data, o...)
+		data = append(data, 0)
+	}
+	return argv, data
 }
 
 // rlimit is one resource limit applied to the shim before it starts bwrap.
@@ -180,9 +184,9 @@ const gateShim = `read -r go <&6 && [ "$go" = go ] || exit 125
 exec 6<&-
 exec "$@"`
 
-// shimArgv returns the complete host command line: the sh shim, setpriv
-// (when dropping root), then bwrap.
-func shimArgv(sh, setpriv, bwrap string, spec Spec) []string {
+// shimArgv returns the complete host command line (the sh shim, setpriv
+// when dropping root, then bwrap) and bwrap's --args data.
+func shimArgv(sh, setpriv, bwrap string, spec Spec) (argv []string, data []byte) {
 	a := []string{sh, "-c", gateShim, "codeexec-shim"}
 	if setpriv != "" {
 		// Drop root before bwrap: the sandbox's processes are then uid
@@ -193,5 +197,6 @@ func shimArgv(sh, setpriv, bwrap string, spec Spec) []string {
 			"--clear-groups", "--")
 	}
 	a = append(a, bwrap)
-	return append(a, bwrapArgs(spec)...)
+	args, data := bwrapArgs(spec)
+	return append(a, args...), data
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -31,123 +30,6 @@ type bwrapProcess struct {
 	mu    sync.Mutex
 	final bool  // usage holds the figures read just before the cgroup went
 	usage Usage // valid when final
-}
-
-// startProcess starts argv (the shim) with an empty environment, the
-// synthetic passwd and group files on fds 3 and 4 and bwrap's --args
-// (envArgs) on fd 5, and reaps it in the background.
-func startProcess(argv []string, args []byte, cg *cgroup, limits []rlimit, logger *slog.Logger) (*bwrapProcess, error) {
-	inheritedOnce.Do(closeInheritedOnExec)
-	var parentEnds, childEnds []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			_ = f.Close()
-		}
-	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err != nil {
-			closeAll(parentEnds)
-			closeAll(childEnds)
-			return nil, nil, fmt.Errorf("pipe: %w", err)
-		}
-		return r, w, nil
-	}
-
-	inR, inW, err := pipe()
-	if err != nil {
-		return nil, err
-	}
-	parentEnds, childEnds = append(parentEnds, inW), append(childEnds, inR)
-	outR, outW, err := pipe()
-	if err != nil {
-		return nil, err
-	}
-	parentEnds, childEnds = append(parentEnds, outR), append(childEnds, outW)
-	errR, errW, err := pipe()
-	if err != nil {
-		return nil, err
-	}
-	parentEnds, childEnds = append(parentEnds, errR), append(childEnds, errW)
-
-	// The synthetic files are far smaller than a pipe buffer: write them
-	// whole and close the write end so bwrap reads them to EOF.
-	var data []*os.File
-	for _, content := range []string{passwdData, groupData} {
-		r, w, err := pipe()
-		if err != nil {
-			return nil, err
-		}
-		childEnds = append(childEnds, r)
-		_, werr := io.WriteString(w, content)
-		_ = w.Close()
-		if werr != nil {
-			closeAll(parentEnds)
-			closeAll(childEnds)
-			return nil, fmt.Errorf("write synthetic file: %w", werr)
-		}
-		data = append(data, r)
-	}
-	// The --args content (the environment) may exceed a pipe buffer, so it
-	// is written after Start, while bwrap reads it.
-	argsR, argsW, err := pipe()
-	if err != nil {
-		return nil, err
-	}
-	childEnds = append(childEnds, argsR)
-	data = append(data, argsR)
-	// The gate holds the shim until it is inside its limits (gateShim).
-	gateR, gateW, err := pipe()
-	if err != nil {
-		return nil, err
-	}
-	childEnds = append(childEnds, gateR)
-	data = append(data, gateR)
-
-	cmd := &exec.Cmd{
-		Path:        argv[0],
-		Args:        argv,
-		Env:         []string{}, // nil would mean "inherit sandboxd's environment"
-		Dir:         "/",
-		Stdin:       inR,
-		Stdout:      outW,
-		Stderr:      errW,
-		ExtraFiles:  data, // fds 3 (passwd), 4 (group), 5 (--args), 6 (gate)
-		SysProcAttr: sysProcAttr(),
-	}
-	err = startOnStarterThread(cmd)
-	closeAll(childEnds)
-	if err != nil {
-		closeAll(parentEnds)
-		_ = argsW.Close()
-		_ = gateW.Close()
-		return nil, fmt.Errorf("exec bwrap shim: %w", err)
-	}
-	if err := confine(cmd.Process.Pid, cg, limits); err != nil {
-		_ = gateW.Close() // the shim exits without starting bwrap
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		closeAll(parentEnds)
-		_ = argsW.Close()
-		return nil, fmt.Errorf("confine the sandbox: %w", err)
-	}
-	_, err = io.WriteString(gateW, "go\n")
-	_ = gateW.Close()
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		closeAll(parentEnds)
-		_ = argsW.Close()
-		return nil, fmt.Errorf("release the sandbox shim: %w", err)
-	}
-	go func() {
-		// An early bwrap failure makes this EPIPE; the exit reports that.
-		_, _ = argsW.Write(args)
-		_ = argsW.Close()
-	}()
-	p := &bwrapProcess{cmd: cmd, cg: cg, logger: logger, procPipes: newProcPipes(inW, outR, errR)}
-	go p.reap()
-	return p, nil
 }
 
 var inheritedOnce sync.Once

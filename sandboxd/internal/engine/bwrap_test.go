@@ -101,26 +101,37 @@ func TestBwrapArgs(t *testing.T) {
 		Env:      map[string]string{"B": "2", "A": "secret"},
 		Limits:   Limits{TmpBytes: 1 << 20, WorkspaceBytes: 2 << 20, FileBytes: 5, OpenFiles: 7, CPUTime: 1500 * time.Millisecond, MemoryBytes: 9, Pids: 3},
 	}
-	a := bwrapArgs(spec)
+	a, data := bwrapArgs(spec)
 	idx := func(s string) int { return slices.Index(a, s) }
-	if idx("--remount-ro") < idx("--ro-bind-data") || idx("--remount-ro") < slices.Index(a, AgentMount) {
-		t.Errorf("--remount-ro / must follow every mount: %v", a)
+	if idx("--remount-ro") < idx("--ro-bind-data") || idx("--remount-ro") < idx("--args") {
+		t.Errorf("--remount-ro / must follow every mount, including those in --args: %v", a)
 	}
-	if strings.Contains(strings.Join(a, " "), "secret") {
-		t.Error("environment values must not be on bwrap's command line")
+	if strings.Contains(strings.Join(a, " "), "secret") || slices.Contains(a, "/srv/agent") {
+		t.Error("the environment and per-sandbox mounts must not be on bwrap's command line")
 	}
 	if got := a[len(a)-6:]; !slices.Equal(got, []string{"/usr/bin/env", "-u", "PWD", "--", "/usr/bin/python3", "-I"}) {
 		t.Errorf("command tail = %v", got)
+	}
+	wantData := "--ro-bind\x00/srv/agent\x00" + AgentMount + "\x00" +
+		"--size\x001048576\x00--tmpfs\x00/tmp\x00--size\x001048576\x00--tmpfs\x00/dev/shm\x00" +
+		"--size\x002097152\x00--tmpfs\x00/workspace\x00--chdir\x00/workspace\x00" +
+		"--clearenv\x00--setenv\x00A\x00secret\x00--setenv\x00B\x002\x00"
+	if got := string(data); got != wantData {
+		t.Errorf("--args data = %q, want %q", got, wantData)
 	}
 	// With PWD set to the working directory, bwrap's own PWD is right and
 	// the command starts without a wrapper.
 	withPWD := spec
 	withPWD.Env = map[string]string{"PWD": "/workspace"}
-	if got := bwrapArgs(withPWD); !slices.Equal(got[len(got)-3:], []string{"--", "/usr/bin/python3", "-I"}) || slices.Contains(got, "/usr/bin/env") {
+	if got, _ := bwrapArgs(withPWD); !slices.Equal(got[len(got)-3:], []string{"--", "/usr/bin/python3", "-I"}) || slices.Contains(got, "/usr/bin/env") {
 		t.Errorf("with PWD=/workspace the command tail = %v, want no env wrapper", got[len(got)-6:])
 	}
-	if got, want := string(envArgs(spec.Env)), "--clearenv\x00--setenv\x00A\x00secret\x00--setenv\x00B\x002\x00"; got != want {
-		t.Errorf("envArgs = %q, want %q", got, want)
+	// Sandboxes that differ only in what --args carries share a command
+	// line, so one spare launcher serves them all.
+	other := spec
+	other.ID, other.AgentDir, other.Env = "other", "/srv/elsewhere", map[string]string{"C": "3"}
+	if got, _ := bwrapArgs(other); !slices.Equal(got, a) {
+		t.Errorf("the command line depends on the ID, agent dir or environment:\n%v\n%v", got, a)
 	}
 	tests := []struct {
 		name      string

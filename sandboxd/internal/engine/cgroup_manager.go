@@ -228,7 +228,7 @@ func (m *cgroupManager) Close() error {
 // Create makes the cgroup of one sandbox and writes its limits. id is only
 // used to make the directory name readable.
 func (m *cgroupManager) Create(id string, lim Limits) (*cgroup, error) {
-	name := fmt.Sprintf("%s-%d", sanitizeCgroupName(id), cgroupSeq.Add(1))
+	name := cgroupName(id)
 	g := &cgroup{v2: m.v2, dirs: map[string]string{}}
 	for c, parent := range m.parents {
 		if c == "cpu" && lim.CPUs <= 0 {
@@ -248,6 +248,29 @@ func (m *cgroupManager) Create(id string, lim Limits) (*cgroup, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// cgroupName is a unique cgroup directory name that shows id.
+func cgroupName(id string) string {
+	return fmt.Sprintf("%s-%d", sanitizeCgroupName(id), cgroupSeq.Add(1))
+}
+
+// Rename gives the cgroup a name that shows id (a spare launcher's cgroup
+// gets its sandbox's). The directories stay where they are; on error some
+// may keep the old name, which is harmless.
+func (g *cgroup) Rename(id string) error {
+	if g == nil {
+		return nil
+	}
+	name := cgroupName(id)
+	for c, dir := range g.dirs {
+		to := filepath.Join(filepath.Dir(dir), name)
+		if err := os.Rename(dir, to); err != nil {
+			return fmt.Errorf("rename cgroup: %w", err)
+		}
+		g.dirs[c] = to
+	}
+	return nil
 }
 
 // sanitizeCgroupName keeps [A-Za-z0-9_.-] of id, at most 40 bytes.
