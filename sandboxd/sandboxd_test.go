@@ -131,6 +131,25 @@ func TestWarmPoolServesNewSessions(t *testing.T) {
 	if hits := gauge(t, reg, "codeexec_sandbox_pool_hits_total"); hits != 3 {
 		t.Fatalf("pool hits = %v, want 3: every new session should take a pooled sandbox", hits)
 	}
+	// The pool refills once a session's first exec is done, or sooner when
+	// that exec runs long.
+	id := create(t, c, "")
+	finished := make(chan error, 1)
+	go func() {
+		_, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: "import time; time.sleep(120)"})
+		finished <- err
+	}()
+	waitUntil(t, "the pool to start the session", func() bool { return gauge(t, reg, "codeexec_sandbox_pool_hits_total") == 4 })
+	waitUntil(t, "the pool to refill during a long first exec", func() bool { return gauge(t, reg, "codeexec_sandbox_warm_pool") == 2 })
+	select {
+	case err := <-finished:
+		t.Fatalf("the long exec ended early: %v", err)
+	default:
+	}
+	if _, err := c.DestroySession(t.Context(), &sandboxv1.DestroySessionRequest{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+	<-finished
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {

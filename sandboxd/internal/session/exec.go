@@ -75,6 +75,7 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 		return nil, err
 	}
 	res := m.run(ctx, s, sb, req.Code, env, timeout, out)
+	sb.firstExecDone()
 	res.Servers = env.Allowed
 	res.Timeout = timeout
 	if res.StateLost {

@@ -232,11 +232,14 @@ func (m *Manager) takeSandbox(ctx context.Context) (*sandbox, error) {
 	for {
 		select {
 		case sb := <-m.pool:
-			m.wakePool()
 			if sb.alive() {
 				m.metrics.poolHit()
+				sb.mu.Lock()
+				sb.afterFirstExec = m.deferredWake()
+				sb.mu.Unlock()
 				return sb, nil
 			}
+			m.wakePool()
 			go sb.kill()
 			continue
 		default:
@@ -265,6 +268,22 @@ func (m *Manager) startSandbox(ctx context.Context) (*sandbox, error) {
 	}
 	m.metrics.started(time.Since(start))
 	return sb, nil
+}
+
+// poolRefillDelay bounds how long deferredWake waits.
+const poolRefillDelay = 100 * time.Millisecond
+
+// deferredWake returns a function that wakes the pool filler the first time
+// it is called, and calls it itself after poolRefillDelay. A session that
+// takes a pooled sandbox calls it when its first exec is done: refilling at
+// once would start a sandbox (several milliseconds of a CPU for Python's
+// start-up) while that exec runs, which on a small machine slows the very
+// call the pool is there to make fast.
+func (m *Manager) deferredWake() func() {
+	var once sync.Once
+	wake := func() { once.Do(m.wakePool) }
+	time.AfterFunc(poolRefillDelay, wake)
+	return wake
 }
 
 func (m *Manager) wakePool() {

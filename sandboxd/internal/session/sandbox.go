@@ -35,6 +35,9 @@ type sandbox struct {
 	nextExec int64
 	python   string
 	usage    engine.Usage
+	// afterFirstExec, when set, runs once the first exec of the session
+	// that took this sandbox from the pool is done (deferredWake).
+	afterFirstExec func()
 }
 
 // startSandbox starts a sandbox and waits for its agent to be ready.
@@ -72,6 +75,17 @@ func startSandbox(ctx context.Context, eng engine.Engine, spec engine.Spec, logg
 	case <-ctx.Done():
 		sb.kill()
 		return nil, fmt.Errorf("sandbox did not become ready: %w", ctx.Err())
+	}
+}
+
+// firstExecDone runs afterFirstExec, once.
+func (sb *sandbox) firstExecDone() {
+	sb.mu.Lock()
+	f := sb.afterFirstExec
+	sb.afterFirstExec = nil
+	sb.mu.Unlock()
+	if f != nil {
+		f()
 	}
 }
 
