@@ -38,6 +38,10 @@ type BwrapConfig struct {
 // When sandboxd runs as root, bwrap itself is started as uid 65534, so
 // Spec.AgentDir and every directory above it must be readable and
 // searchable by "others".
+//
+// With BwrapConfig.Spares, the engine keeps launchers (launcher.go) that
+// are already inside their cgroups and limits, so that a start skips the
+// slow part of that set-up.
 type Bwrap struct {
 	cfg    BwrapConfig
 	logger *slog.Logger
@@ -195,22 +199,39 @@ func (b *Bwrap) Start(ctx context.Context, spec Spec) (Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b.cfg.Spares <= 0 {
-		return b.startFresh(plan)
-	}
-	defer b.refillSpares(plan)
-	if l := b.takeSpare(plan.key); l != nil {
-		if err := l.cg.Rename(spec.ID); err != nil {
-			b.logger.Debug("spare sandbox cgroup keeps its name", "sandbox.id", spec.ID, "error", err)
-		}
-		p, err := l.release(plan.data, plan.logger)
-		if err == nil {
-			b.track(p)
+	if b.cfg.Spares > 0 {
+		defer b.refillSpares(plan)
+		if p := b.startSpare(plan); p != nil {
 			return p, nil
 		}
-		b.logger.Debug("spare launcher unusable; starting afresh", "sandbox.id", spec.ID, "error", err)
 	}
-	return b.startFresh(plan)
+	p, err := b.startFresh(plan)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return p, nil
+}
+
+// startSpare starts plan's sandbox from a spare launcher, or returns nil
+// when there is none or it cannot be used.
+func (b *Bwrap) startSpare(plan *startPlan) *bwrapProcess {
+	l := b.takeSpare(plan.key)
+	if l == nil {
+		return nil
+	}
+	id := plan.spec.ID
+	if err := l.cg.Rename(id); err != nil {
+		b.logger.Debug("spare sandbox cgroup keeps its name", "sandbox.id", id, "error", err)
+	}
+	p, err := l.release(plan.data, plan.logger)
+	if err == nil {
+		err = b.track(p)
+	}
+	if err != nil {
+		b.logger.Debug("spare launcher unusable; starting afresh", "sandbox.id", id, "error", err)
+		return nil
+	}
+	return p
 }
 
 // startPlan is everything the engine needs to start one sandbox.
@@ -264,7 +285,9 @@ func (b *Bwrap) startFresh(plan *startPlan) (*bwrapProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
 	}
-	b.track(p)
+	if err := b.track(p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -284,17 +307,27 @@ func (b *Bwrap) launch(plan *startPlan, id string) (*launcher, error) {
 	return l, nil
 }
 
-// track adds p to the live sandboxes until it exits.
-func (b *Bwrap) track(p *bwrapProcess) {
+// track adds p to the live sandboxes until it exits. If the engine was
+// closed meanwhile, Close has missed p: track kills it and says so.
+func (b *Bwrap) track(p *bwrapProcess) error {
 	b.mu.Lock()
-	b.live[p] = struct{}{}
+	closed := b.closed
+	if !closed {
+		b.live[p] = struct{}{}
+	}
 	b.mu.Unlock()
+	if closed {
+		_ = p.Kill()
+		_ = p.Wait()
+		return errors.New("start sandbox: engine is closed")
+	}
 	go func() {
 		<-p.done
 		b.mu.Lock()
 		delete(b.live, p)
 		b.mu.Unlock()
 	}()
+	return nil
 }
 
 // takeSpare removes and returns a spare launcher made for key, or nil.
