@@ -180,6 +180,12 @@ print(*res)`, "denied denied denied"},
 		{"no capabilities and no_new_privs", `
 st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
 print(st["CapEff"].strip(), st["NoNewPrivs"].strip())`, "0000000000000000 1"},
+		{"kernel keyrings refused (seccomp)", `
+import ctypes, errno, platform
+nr = {"x86_64": 250, "aarch64": 219}[platform.machine()]  # keyctl
+libc = ctypes.CDLL(None, use_errno=True)
+rc = libc.syscall(nr, 0, -3, 1)  # KEYCTL_GET_KEYRING_ID of the session keyring, creating it
+print(rc, errno.errorcode.get(ctypes.get_errno()))`, "-1 EPERM"},
 		{"host home, state and other files invisible", `
 import os
 print([p for p in ("/root", "/home", "/work", "/var", "/etc/shadow", "/etc/passwd-", "/sys/fs/cgroup") if os.path.exists(p) and os.listdir(p) if os.path.isdir(p)])`, "[]"},

@@ -52,6 +52,9 @@ type Bwrap struct {
 	// Host programs, resolved once. setpriv is used only with dropRoot.
 	bwrap, sh, setpriv string
 	lookErr            error
+	// seccomp is the filter every sandbox gets (seccomp.go); nil if this
+	// architecture has none.
+	seccomp []byte
 
 	cgroups *cgroupManager // nil: rlimits only
 
@@ -82,6 +85,13 @@ func NewBwrap(cfg BwrapConfig, logger *slog.Logger) (*Bwrap, error) {
 	}
 	b := &Bwrap{cfg: cfg, logger: logger, live: map[*bwrapProcess]struct{}{}}
 	b.lookErr = b.lookPaths()
+	var err error
+	if b.seccomp, err = seccompFilter(); err != nil {
+		return nil, err
+	}
+	if b.seccomp == nil {
+		logger.Warn("no seccomp filter for this architecture: sandboxes rely on namespaces, capabilities and no_new_privs alone")
+	}
 
 	cg, err := newCgroupManager(cfg.CgroupRoot, logger)
 	if err != nil {
@@ -262,7 +272,7 @@ func (b *Bwrap) plan(ctx context.Context, spec Spec) (*startPlan, error) {
 	if closed {
 		return nil, errors.New("start sandbox: engine is closed")
 	}
-	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, spec)
+	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, b.seccomp != nil, spec)
 	return &startPlan{spec: spec, argv: argv, data: data, key: newLaunchKey(argv, spec.Limits),
 		logger: b.logger.With("sandbox.id", spec.ID)}, nil
 }
@@ -300,7 +310,7 @@ func (b *Bwrap) launch(plan *startPlan, id string) (*launcher, error) {
 			return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
 		}
 	}
-	l, err := launch(plan.key, plan.argv, cg, rlimits(plan.spec.Limits, cg.HasMemory(), cg.HasPids()))
+	l, err := launch(plan.key, plan.argv, b.seccomp, cg, rlimits(plan.spec.Limits, cg.HasMemory(), cg.HasPids()))
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
 	}

@@ -31,9 +31,10 @@ const (
 // synthetic files, and --args with the options that differ between
 // sandboxes (bwrapArgs).
 const (
-	passwdFD = 3
-	groupFD  = 4
-	argsFD   = 5
+	passwdFD  = 3
+	groupFD   = 4
+	argsFD    = 5
+	seccompFD = 7 // 6 is the gate, which the shim closes before bwrap starts
 )
 
 // bwrapArgs returns bwrap's arguments for spec in two parts: argv, the
@@ -70,7 +71,7 @@ const (
 // workDir is the sandbox's working directory, a tmpfs.
 const workDir = "/workspace"
 
-func bwrapArgs(spec Spec) (argv []string, data []byte) {
+func bwrapArgs(spec Spec, seccomp bool) (argv []string, data []byte) {
 	argv = []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session",
@@ -88,10 +89,14 @@ func bwrapArgs(spec Spec) (argv []string, data []byte) {
 		"--ro-bind-data", strconv.Itoa(groupFD), "/etc/group",
 		"--proc", "/proc",
 		"--dev", "/dev",
+	}
+	if seccomp {
+		argv = append(argv, "--seccomp", strconv.Itoa(seccompFD))
+	}
+	argv = append(argv,
 		"--args", strconv.Itoa(argsFD),
 		"--remount-ro", "/",
-		"--",
-	}
+		"--")
 	switch pwd, ok := spec.Env["PWD"]; {
 	case ok && pwd == workDir:
 		// bwrap's own PWD is the one asked for: no wrapper, which saves a
@@ -186,7 +191,7 @@ exec "$@"`
 
 // shimArgv returns the complete host command line (the sh shim, setpriv
 // when dropping root, then bwrap) and bwrap's --args data.
-func shimArgv(sh, setpriv, bwrap string, spec Spec) (argv []string, data []byte) {
+func shimArgv(sh, setpriv, bwrap string, seccomp bool, spec Spec) (argv []string, data []byte) {
 	a := []string{sh, "-c", gateShim, "codeexec-shim"}
 	if setpriv != "" {
 		// Drop root before bwrap: the sandbox's processes are then uid
@@ -197,6 +202,6 @@ func shimArgv(sh, setpriv, bwrap string, spec Spec) (argv []string, data []byte)
 			"--clear-groups", "--")
 	}
 	a = append(a, bwrap)
-	args, data := bwrapArgs(spec)
+	args, data := bwrapArgs(spec, seccomp)
 	return append(a, args...), data
 }

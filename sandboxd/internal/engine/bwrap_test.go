@@ -101,10 +101,16 @@ func TestBwrapArgs(t *testing.T) {
 		Env:      map[string]string{"B": "2", "A": "secret"},
 		Limits:   Limits{TmpBytes: 1 << 20, WorkspaceBytes: 2 << 20, FileBytes: 5, OpenFiles: 7, CPUTime: 1500 * time.Millisecond, MemoryBytes: 9, Pids: 3},
 	}
-	a, data := bwrapArgs(spec)
+	a, data := bwrapArgs(spec, true)
 	idx := func(s string) int { return slices.Index(a, s) }
 	if idx("--remount-ro") < idx("--ro-bind-data") || idx("--remount-ro") < idx("--args") {
 		t.Errorf("--remount-ro / must follow every mount, including those in --args: %v", a)
+	}
+	if i := idx("--seccomp"); i < 0 || a[i+1] != "7" {
+		t.Errorf("no --seccomp 7 in %v", a)
+	}
+	if noFilter, _ := bwrapArgs(spec, false); slices.Contains(noFilter, "--seccomp") {
+		t.Errorf("--seccomp without a filter: %v", noFilter)
 	}
 	if strings.Contains(strings.Join(a, " "), "secret") || slices.Contains(a, "/srv/agent") {
 		t.Error("the environment and per-sandbox mounts must not be on bwrap's command line")
@@ -123,14 +129,14 @@ func TestBwrapArgs(t *testing.T) {
 	// the command starts without a wrapper.
 	withPWD := spec
 	withPWD.Env = map[string]string{"PWD": "/workspace"}
-	if got, _ := bwrapArgs(withPWD); !slices.Equal(got[len(got)-3:], []string{"--", "/usr/bin/python3", "-I"}) || slices.Contains(got, "/usr/bin/env") {
+	if got, _ := bwrapArgs(withPWD, true); !slices.Equal(got[len(got)-3:], []string{"--", "/usr/bin/python3", "-I"}) || slices.Contains(got, "/usr/bin/env") {
 		t.Errorf("with PWD=/workspace the command tail = %v, want no env wrapper", got[len(got)-6:])
 	}
 	// Sandboxes that differ only in what --args carries share a command
 	// line, so one spare launcher serves them all.
 	other := spec
 	other.ID, other.AgentDir, other.Env = "other", "/srv/elsewhere", map[string]string{"C": "3"}
-	if got, _ := bwrapArgs(other); !slices.Equal(got, a) {
+	if got, _ := bwrapArgs(other, true); !slices.Equal(got, a) {
 		t.Errorf("the command line depends on the ID, agent dir or environment:\n%v\n%v", got, a)
 	}
 	tests := []struct {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -80,6 +81,9 @@ type Container struct {
 	// workDir is the CLI's working directory: conmon (podman) drops files
 	// such as "oom" into it, which must not land in sandboxd's own.
 	workDir string
+	// seccompProfile is the profile file every container gets, in workDir;
+	// empty when ExtraArgs bring their own.
+	seccompProfile string
 
 	checkMu sync.Mutex // serialises Check; guards checked and global
 	checked bool
@@ -122,6 +126,7 @@ func NewContainer(cfg ContainerConfig, logger *slog.Logger) (*Container, error) 
 	if cfg.Nproc <= 0 {
 		cfg.Nproc = 32768
 	}
+	var err error
 	host, _ := os.Hostname()
 	c := &Container{
 		cfg: cfg, logger: logger.With("runtime", cfg.Runtime),
@@ -129,12 +134,16 @@ func NewContainer(cfg ContainerConfig, logger *slog.Logger) (*Container, error) 
 		owner: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomHex(4)),
 		live:  map[*containerProcess]struct{}{},
 	}
-	var err error
 	// One fixed directory for every engine: a sandboxd that is killed
 	// leaves nothing behind.
 	c.workDir = filepath.Join(os.TempDir(), "codeexec-engine-cwd")
 	if err := os.MkdirAll(c.workDir, 0o700); err != nil {
 		return nil, fmt.Errorf("%s runtime: work directory: %w", cfg.Runtime, err)
+	}
+	if !slices.ContainsFunc(cfg.ExtraArgs, func(a string) bool { return strings.Contains(a, "seccomp") }) {
+		if c.seccompProfile, err = writeSeccompProfile(c.workDir); err != nil {
+			return nil, fmt.Errorf("%s runtime: %w", cfg.Runtime, err)
+		}
 	}
 	if c.bin, err = lookPath(cfg.Path); err != nil {
 		c.lookErr = fmt.Errorf("%w: %s is not installed (%s not found): %s", ErrUnavailable, cfg.Runtime, cfg.Path, installAdvice(cfg.Runtime))
@@ -474,4 +483,31 @@ func (c *Container) Precompile(ctx context.Context, dir, python string) error {
 		}
 		return os.Chmod(path, mode)
 	})
+}
+
+// writeSeccompProfile writes containerSeccompProfile into dir (atomically:
+// engines of one process share dir and write the same bytes) and returns
+// its path.
+func writeSeccompProfile(dir string) (string, error) {
+	profile, err := containerSeccompProfile()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, "seccomp-*.tmp")
+	if err != nil {
+		return "", fmt.Errorf("write seccomp profile: %w", err)
+	}
+	_, err = f.Write(profile)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	path := filepath.Join(dir, "seccomp.json")
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("write seccomp profile: %w", err)
+	}
+	return path, nil
 }

@@ -26,7 +26,10 @@ import (
 //   - an empty read-only tmpfs over /sys/fs/cgroup, which would show the
 //     host's cgroup layout;
 //   - --log-driver none: the channel must not also be copied to a log file;
-//   - --pull never: a missing image is an error, never a registry access.
+//   - --pull never: a missing image is an error, never a registry access;
+//   - --security-opt seccomp=: Docker's default profile less the calls
+//     the bwrap engine refuses too (seccomp.go), unless ExtraArgs bring a
+//     seccomp option of their own.
 func (c *Container) runArgs(spec Spec) []string {
 	lim := spec.Limits
 	a := []string{"run", "-i", "--pull", "never", "--name", containerName(spec.ID),
@@ -37,6 +40,11 @@ func (c *Container) runArgs(spec Spec) []string {
 	a = append(a,
 		"--network", "none", "--read-only", "--cap-drop", "ALL",
 		"--security-opt", "no-new-privileges", "--user", c.cfg.User,
+	)
+	if c.seccompProfile != "" {
+		a = append(a, "--security-opt", "seccomp="+c.seccompProfile)
+	}
+	a = append(a,
 		"--init", "--log-driver", "none",
 		"--workdir", "/workspace",
 		"--tmpfs", "/tmp:"+tmpfsOpts(lim.TmpBytes),

@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestBwrapIsolation runs one real sandbox per property; each script prints
@@ -107,6 +110,25 @@ st = os.statvfs("/dev/shm")
 with multiprocessing.Pool(2) as p:
     r = p.map(abs, [-1, -2])
 print("ok" if st.f_blocks * st.f_frsize == 16 << 20 and r == [1, 2] else (st, r))`, nil},
+		{"seccomp refuses kernel attack surface", fmt.Sprintf(`
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+params = ctypes.create_string_buffer(256)
+calls = {
+    "keyctl": (%d, 0, -3, 1),                    # KEYCTL_GET_KEYRING_ID, session keyring, create
+    "add_key": (%d, b"user", b"k", b"v", 1, -2),  # into the process keyring
+    "io_uring_setup": (%d, 1, params),
+    "ptrace": (%d, 0, 0, 0, 0),                  # PTRACE_TRACEME
+    "userfaultfd": (%d, 0),
+    "unshare mount ns": (%d, 0x20000),
+}
+got = {}
+for name, (nr, *args) in calls.items():
+    rc = libc.syscall(nr, *args)
+    got[name] = "EPERM" if rc == -1 and ctypes.get_errno() == errno.EPERM else (rc, ctypes.get_errno())
+print("ok" if set(got.values()) == {"EPERM"} else got)`, unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_IO_URING_SETUP,
+			unix.SYS_PTRACE, unix.SYS_USERFAULTFD, unix.SYS_UNSHARE), nil},
 		{"workspace sized and cwd", `
 import os
 st = os.statvfs("/workspace")

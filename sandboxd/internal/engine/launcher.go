@@ -43,10 +43,10 @@ func newLaunchKey(argv []string, lim Limits) launchKey {
 }
 
 // launch starts argv (the shim) with an empty environment, the synthetic
-// passwd and group files on fds 3 and 4, the --args pipe on fd 5 and the
-// gate on fd 6, and confines it in cg and limits. It takes ownership of cg:
-// on failure cg is removed.
-func launch(key launchKey, argv []string, cg *cgroup, limits []rlimit) (*launcher, error) {
+// passwd and group files on fds 3 and 4, the --args pipe on fd 5, the gate
+// on fd 6 and the seccomp filter (if any) on fd 7, and confines it in cg
+// and limits. It takes ownership of cg: on failure cg is removed.
+func launch(key launchKey, argv []string, seccomp []byte, cg *cgroup, limits []rlimit) (*launcher, error) {
 	inheritedOnce.Do(closeInheritedOnExec)
 	var parentEnds, childEnds []*os.File
 	closeAll := func(fs []*os.File) {
@@ -84,19 +84,27 @@ func launch(key launchKey, argv []string, cg *cgroup, limits []rlimit) (*launche
 	}
 	parentEnds, childEnds = append(parentEnds, errR), append(childEnds, errW)
 
-	// The synthetic files are far smaller than a pipe buffer: write them
-	// whole and close the write end so bwrap reads them to EOF.
-	var extra []*os.File
-	for _, content := range []string{passwdData, groupData} {
+	// The synthetic files and the filter are far smaller than a pipe
+	// buffer: write them whole and close the write end so bwrap reads them
+	// to EOF.
+	filled := func(content []byte) (*os.File, error) {
 		r, w, err := pipe()
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		childEnds = append(childEnds, r)
-		_, werr := io.WriteString(w, content)
+		_, werr := w.Write(content)
 		_ = w.Close()
 		if werr != nil {
-			return fail(fmt.Errorf("write synthetic file: %w", werr))
+			return nil, fmt.Errorf("write bwrap input: %w", werr)
+		}
+		return r, nil
+	}
+	var extra []*os.File
+	for _, content := range []string{passwdData, groupData} {
+		r, err := filled([]byte(content))
+		if err != nil {
+			return fail(err)
 		}
 		extra = append(extra, r)
 	}
@@ -115,6 +123,13 @@ func launch(key launchKey, argv []string, cg *cgroup, limits []rlimit) (*launche
 	}
 	parentEnds, childEnds = append(parentEnds, gateW), append(childEnds, gateR)
 	extra = append(extra, gateR)
+	if seccomp != nil {
+		r, err := filled(seccomp)
+		if err != nil {
+			return fail(err)
+		}
+		extra = append(extra, r)
+	}
 
 	cmd := &exec.Cmd{
 		Path:        argv[0],
@@ -124,7 +139,7 @@ func launch(key launchKey, argv []string, cg *cgroup, limits []rlimit) (*launche
 		Stdin:       inR,
 		Stdout:      outW,
 		Stderr:      errW,
-		ExtraFiles:  extra, // fds 3 (passwd), 4 (group), 5 (--args), 6 (gate)
+		ExtraFiles:  extra, // fds 3 (passwd), 4 (group), 5 (--args), 6 (gate), 7 (seccomp)
 		SysProcAttr: sysProcAttr(),
 	}
 	err = startOnStarterThread(cmd)

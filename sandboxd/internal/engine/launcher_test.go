@@ -14,7 +14,7 @@ import (
 // them made for spec's command line and limits.
 func waitSpares(t *testing.T, e *Bwrap, spec Spec, n int) []int {
 	t.Helper()
-	argv, _ := shimArgv(e.sh, e.setpriv, e.bwrap, spec)
+	argv, _ := shimArgv(e.sh, e.setpriv, e.bwrap, e.seccomp != nil, spec)
 	key := newLaunchKey(argv, spec.Limits)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
