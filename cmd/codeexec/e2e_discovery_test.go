@@ -673,3 +673,65 @@ print(json.dumps({"async": await runtime.search_tool_docs("read_text_file"), "sy
 		}
 	})
 }
+
+// TestE2EClientConfigLayouts starts `codeexec serve` with nothing but the
+// config files two clients write themselves, and calls a real server from
+// each: OpenCode's global config (command as one list, "environment") and
+// a server that `claude mcp add` put under this project in ~/.claude.json.
+func TestE2EClientConfigLayouts(t *testing.T) {
+	t.Parallel()
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	home, files := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(files, "note.txt"), []byte("from a project server\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cwd, err := os.Getwd() // codeexec serve runs in the test's directory
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(rel string, v any) {
+		p := filepath.Join(home, rel)
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".config/opencode/opencode.json", map[string]any{"mcp": map[string]any{
+		"notes": map[string]any{"type": "local", "command": []any{node, npmEntry(t, "server-memory")},
+			"environment": map[string]any{"MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "memory.jsonl")}},
+		"switched-off": map[string]any{"type": "local", "command": []any{node}, "enabled": false},
+	}})
+	write(".claude.json", map[string]any{
+		"mcpServers": map[string]any{},
+		"projects": map[string]any{
+			cwd:               map[string]any{"mcpServers": map[string]any{"project-files": map[string]any{"command": node, "args": []any{npmEntry(t, "server-filesystem"), files}}}},
+			"/somewhere/else": map[string]any{"mcpServers": map[string]any{"not-here": map[string]any{"command": node}}},
+		},
+	})
+	c, _ := startStdio(t, map[string]string{"HOME": home, "MCP_BRIDGE_STATE_DIR": filepath.Join(home, "MCPs")})
+
+	var got struct {
+		Servers []string
+		Note    string
+		Created string
+	}
+	pyJSON(t, c, []string{"notes", "project-files"}, `import json
+note = await mcp_project_files.read_text_file(path=`+strconv.Quote(filepath.Join(files, "note.txt"))+`)
+made = await mcp_notes.create_entities(entities=[{"name": "codeexec", "entityType": "project", "observations": ["configured by OpenCode"]}])
+print(json.dumps({"Servers": list(runtime.discovered_servers()), "Note": str(note), "Created": str(made)}))`, &got)
+	if strings.Join(got.Servers, ",") != "notes,project-files" {
+		t.Errorf("discovered_servers() = %v, want notes and project-files only", got.Servers)
+	}
+	if !strings.Contains(got.Note, "from a project server") {
+		t.Errorf("read_text_file through the project server: %q", got.Note)
+	}
+	if !strings.Contains(got.Created, "configured by OpenCode") {
+		t.Errorf("create_entities through the OpenCode server: %q", got.Created)
+	}
+}

@@ -25,6 +25,7 @@ func writeFiles(t *testing.T, root string, files map[string]string) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		body = strings.ReplaceAll(body, "@CWD@", filepath.Join(root, "cwd"))
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -183,6 +184,52 @@ env = { LEVEL = 3 }
 			wantWarnings: []string{`server "c": undefined variable(s) `},
 		},
 		{
+			name: "Claude Code: the project's own servers first, then user scope, then .mcp.json",
+			files: map[string]string{
+				"home/.claude.json": `{
+  "mcpServers": {"shared": {"command": "user-scope"}, "user-only": {"command": "u"}},
+  "projects": {
+    "@CWD@": {"mcpServers": {"shared": {"command": "project-local"}}},
+    "@CWD@/sub": {"mcpServers": {"deeper": {"command": "d"}}},
+    "/somewhere/else": {"mcpServers": {"other-project": {"command": "o"}}}
+  }
+}`,
+				"cwd/.mcp.json": `{"mcpServers": {"user-only": {"command": "team"}, "team": {"command": "t"}}}`,
+			},
+			want: []Server{
+				{Name: "shared", Transport: TransportStdio, Command: "project-local", Source: "home/.claude.json"},
+				{Name: "team", Transport: TransportStdio, Command: "t", Source: "cwd/.mcp.json"},
+				{Name: "user-only", Transport: TransportStdio, Command: "u", Source: "home/.claude.json"},
+			},
+			// Within one file the first layout wins silently; across files
+			// the loser is reported.
+			wantSkipped: []string{`.mcp.json: server "user-only": already defined`},
+		},
+		{
+			name: "OpenCode: mcp with command lists, environment, enabled and remote servers",
+			files: map[string]string{
+				"home/.config/opencode/opencode.json": `{
+  "$schema": "https://opencode.ai/config.json",
+  // JSONC, as OpenCode allows
+  "mcp": {
+    "everything": {"type": "local", "command": ["npx", "-y", "@modelcontextprotocol/server-everything"], "environment": {"K": "v"}},
+    "jira": {"type": "remote", "url": "https://jira.example.com/mcp", "headers": {"Authorization": "Bearer x"}, "enabled": true},
+    "off": {"type": "local", "command": ["x"], "enabled": false},
+    "empty": {"type": "local", "command": []},
+  },
+}`,
+				"home/.config/Code/User/settings.json": `{"mcp": {"servers": {"vs": {"command": "v"}}, "inputs": [{"id": "k"}]}}`,
+			},
+			opts: Options{GOOS: "linux"},
+			want: []Server{
+				{Name: "everything", Transport: TransportStdio, Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"}, Env: map[string]string{"K": "v"}, Source: "home/.config/opencode/opencode.json"},
+				{Name: "jira", Transport: TransportHTTP, URL: "https://jira.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer x"}, Source: "home/.config/opencode/opencode.json"},
+				{Name: "vs", Transport: TransportStdio, Command: "v", Source: "home/.config/Code/User/settings.json"},
+			},
+			wantWarnings: []string{`server "empty": "command" is an empty list`},
+			wantSkipped:  []string{`server "off": enabled: false`},
+		},
+		{
 			name: "self-reference guard",
 			files: map[string]string{
 				"home/MCPs/self.json": `{"mcpServers": {
@@ -262,8 +309,11 @@ func TestSourcesOrder(t *testing.T) {
 		"/w/mcp-servers",
 		"/w/.vscode/mcp.json",
 		"/h/.claude.json",
+		"/w/.mcp.json",
 		"/h/.cursor/mcp.json",
 		"/h/.opencode.json",
+		"/h/.config/opencode/opencode.json",
+		"/h/.config/opencode/opencode.jsonc",
 		"/h/.codeium/windsurf/mcp_config.json",
 		"/h/Library/Application Support/Claude Code/claude_code_config.json",
 		"/h/Library/Application Support/Claude/claude_desktop_config.json",

@@ -3,9 +3,11 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,14 +18,43 @@ import (
 // layouts are the places inside a config file where server maps live, in
 // the order they are read. Upstream reads only "mcpServers"; the others are
 // VS Code's workspace mcp.json ("servers"), VS Code's settings.json
-// ("mcp": {"servers"} or the flat key "mcp.servers") and Codex's TOML
-// ("mcp_servers").
+// ("mcp": {"servers"} or the flat key "mcp.servers"), Codex's TOML
+// ("mcp_servers") and OpenCode's "mcp" (servers directly under it). Claude
+// Code's per-project servers come before all of them (projectLayout).
 var layouts = [][]string{
 	{"mcpServers"},
 	{"servers"},
 	{"mcp", "servers"},
 	{"mcp.servers"},
 	{"mcp_servers"},
+	{"mcp"},
+}
+
+// vsCodeMCPKeys are the keys of VS Code's "mcp" setting that are not
+// servers; the OpenCode layout skips them.
+var vsCodeMCPKeys = []string{"servers", "inputs"}
+
+// projectLayout returns where ~/.claude.json keeps the servers Claude Code
+// added for the project the bridge runs in ("local" scope, what `claude
+// mcp add` writes by default): projects.<dir>.mcpServers for the deepest
+// <dir> that is cwd or contains it. Claude Code prefers them to the
+// user-scope top-level "mcpServers", and so does the first-wins rule here.
+func projectLayout(doc map[string]any, cwd string) []string {
+	projects, ok := doc["projects"].(map[string]any)
+	if !ok || cwd == "" {
+		return nil
+	}
+	best := ""
+	for dir := range projects {
+		clean := filepath.Clean(dir)
+		if (cwd == clean || strings.HasPrefix(cwd, strings.TrimSuffix(clean, "/")+"/")) && len(dir) > len(best) {
+			best = dir
+		}
+	}
+	if best == "" {
+		return nil
+	}
+	return []string{"projects", best, "mcpServers"}
 }
 
 // loadFile parses one config file. Problems go to res; the servers that
@@ -42,7 +73,11 @@ func loadFile(path string, opts Options, res *Result) []Server {
 	fileDesc, _ := doc["description"].(string)
 	seen := map[string]bool{}
 	var out []Server
-	for _, layout := range layouts {
+	all := layouts
+	if p := projectLayout(doc, opts.Cwd); p != nil {
+		all = append([][]string{p}, layouts...)
+	}
+	for _, layout := range all {
 		entries, ok := lookupPath(doc, layout)
 		if !ok {
 			continue
@@ -52,8 +87,9 @@ func loadFile(path string, opts Options, res *Result) []Server {
 			res.Warnings = append(res.Warnings, Warning{Path: path, Reason: fmt.Sprintf("%q must be an object of servers, got %s", strings.Join(layout, "."), kind(entries))})
 			continue
 		}
+		openCode := len(layout) == 1 && layout[0] == "mcp"
 		for _, name := range sortedKeys(m) {
-			if seen[name] {
+			if seen[name] || (openCode && slices.Contains(vsCodeMCPKeys, name)) {
 				continue
 			}
 			seen[name] = true
@@ -122,14 +158,30 @@ func parseEntry(name string, raw any, fileDesc string, opts Options) (s Server, 
 	if d, _ := e["disabled"].(bool); d {
 		return s, "disabled: true", nil
 	}
+	if en, ok := e["enabled"].(bool); ok && !en { // OpenCode
+		return s, "enabled: false", nil
+	}
 	s = Server{Name: name, Description: fileDesc}
 	if d, ok := e["description"].(string); ok && d != "" {
 		s.Description = d
 	}
 	x := expander{lookup: opts.Lookup}
-	s.Command = x.expand(str(e["command"]))
 	s.Cwd = x.expand(str(e["cwd"]))
 	s.URL = x.expand(str(e["url"]))
+	switch c := e["command"].(type) {
+	case []any: // OpenCode: the program and its arguments in one list
+		if len(c) == 0 {
+			return s, "", errors.New("\"command\" is an empty list")
+		}
+		s.Command = x.expand(str(c[0]))
+		for _, a := range c[1:] {
+			s.Args = append(s.Args, x.expand(str(a)))
+		}
+	case map[string]any:
+		return s, "", fmt.Errorf("\"command\" must be a string or a list, got %s", kind(c))
+	default:
+		s.Command = x.expand(str(c))
+	}
 	if args, ok := e["args"].([]any); ok {
 		for _, a := range args {
 			s.Args = append(s.Args, x.expand(str(a)))
@@ -139,6 +191,11 @@ func parseEntry(name string, raw any, fileDesc string, opts Options) (s Server, 
 	}
 	if s.Env, err = stringMap(e, "env", &x); err != nil {
 		return s, "", err
+	}
+	if s.Env == nil { // OpenCode calls it "environment"
+		if s.Env, err = stringMap(e, "environment", &x); err != nil {
+			return s, "", err
+		}
 	}
 	if s.Headers, err = stringMap(e, "headers", &x); err != nil {
 		return s, "", err
@@ -174,12 +231,12 @@ func transportOf(e map[string]any, s Server) (Transport, error) {
 			return TransportHTTP, nil
 		}
 		return "", fmt.Errorf("entry has neither \"command\" (stdio) nor \"url\" (HTTP/SSE)")
-	case "stdio":
+	case "stdio", "local": // "local" and "remote" are OpenCode's
 		if s.Command == "" {
 			return "", fmt.Errorf("stdio entry needs a \"command\"")
 		}
 		return TransportStdio, nil
-	case "http", "streamable-http", "streamablehttp", "streamable_http":
+	case "http", "streamable-http", "streamablehttp", "streamable_http", "remote":
 		if s.URL == "" {
 			return "", fmt.Errorf("%s entry needs a \"url\"", t)
 		}
@@ -190,7 +247,7 @@ func transportOf(e map[string]any, s Server) (Transport, error) {
 		}
 		return TransportSSE, nil
 	}
-	return "", fmt.Errorf("unknown \"type\" %q; accepted: stdio, http, streamable-http, sse", t)
+	return "", fmt.Errorf("unknown \"type\" %q; accepted: stdio, http, streamable-http, sse (and OpenCode's local, remote)", t)
 }
 
 func stringMap(e map[string]any, key string, x *expander) (map[string]string, error) {

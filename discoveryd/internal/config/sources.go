@@ -38,10 +38,20 @@ func Sources(opts Options) []Source {
 		)
 	}
 	if opts.Home != "" {
+		out = append(out, Source{Path: home(".claude.json"), Name: "Claude CLI"})
+	}
+	if opts.Cwd != "" {
+		// Not upstream's: Claude Code's project-scope file, after the
+		// local and user scopes that ~/.claude.json holds.
+		out = append(out, Source{Path: filepath.Join(opts.Cwd, ".mcp.json"), Name: "Claude Code project"})
+	}
+	if opts.Home != "" {
 		out = append(out,
-			Source{Path: home(".claude.json"), Name: "Claude CLI"},
 			Source{Path: home(".cursor", "mcp.json"), Name: "Cursor"},
 			Source{Path: home(".opencode.json"), Name: "OpenCode CLI"},
+			// Not upstream's: where OpenCode keeps its global config now.
+			Source{Path: home(".config", "opencode", "opencode.json"), Name: "OpenCode"},
+			Source{Path: home(".config", "opencode", "opencode.jsonc"), Name: "OpenCode"},
 			Source{Path: home(".codeium", "windsurf", "mcp_config.json"), Name: "Windsurf"},
 		)
 		switch opts.GOOS {
