@@ -6,7 +6,6 @@ import (
 
 	"github.com/codeexec/codeexec/discoveryd"
 	"github.com/codeexec/codeexec/services/flagenv"
-	"github.com/codeexec/codeexec/services/grpcserver"
 )
 
 // runDiscoveryd runs DiscoveryService alone.
@@ -36,7 +35,10 @@ func runDiscoveryd(ctx context.Context, args []string, getenv func(string) strin
 		return err
 	}
 	defer stopTracing()
-	srv := grpcserver.New(logger, nil)
+	srv, creds, err := common.grpcServer(logger)
+	if err != nil {
+		return err
+	}
 	cfg.Registerer = srv.Registry
 	svc, err := discoveryd.New(cfg, logger)
 	if err != nil {
@@ -44,5 +46,5 @@ func runDiscoveryd(ctx context.Context, args []string, getenv func(string) strin
 	}
 	defer func() { _ = svc.Close() }()
 	svc.Register(srv.GRPC)
-	return serveGRPC(ctx, srv, listen, common.metrics, defaultGRPCGrace, logger)
+	return serveGRPC(ctx, srv, creds, listen, common.metrics, defaultGRPCGrace, logger)
 }

@@ -21,6 +21,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/services/grpctls/grpctlstest"
 )
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -304,11 +305,53 @@ func TestE2ESplitServices(t *testing.T) {
 	}
 }
 
-func waitHealth(t *testing.T, addr string) {
+// TestE2ESplitServicesMutualTLS runs memoryd, sandboxd and the gateway as
+// separate processes over TCP with mutual TLS, each with its own
+// certificate: a call that uses memory crosses both links, and the health
+// check answers only a client whose certificate the services' CA signed.
+func TestE2ESplitServicesMutualTLS(t *testing.T) {
+	t.Parallel()
+	env := baseEnv(t, nil)
+	dir := t.TempDir()
+	ca := grpctlstest.NewCA(t, "codeexec")
+	memAddr, sbAddr, gwAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	startProcess(t, env, append([]string{"memoryd", "--listen", memAddr, "--db", dir + "/codeexec.db", "--metrics", ""}, grpctlstest.Args(ca.Issue(t, "memoryd"))...)...)
+	probe := grpctlstest.Args(ca.Issue(t, "probe"))
+	waitHealth(t, memAddr, probe...)
+	startProcess(t, env, append([]string{"sandboxd", "--listen", sbAddr, "--memory-addr", memAddr, "--metrics", "", "--pool", "1"}, grpctlstest.Args(ca.Issue(t, "sandboxd"))...)...)
+	waitHealth(t, sbAddr, probe...)
+	startProcess(t, env, append([]string{"gateway", "--sandbox", sbAddr, "--http", gwAddr}, grpctlstest.Args(ca.Issue(t, "gateway"))...)...)
+	base := "http://" + gwAddr
+	waitHTTP(t, base+"/healthz")
+
+	c := httpClient(t, base)
+	code(t, c, `save_memory("over-tls", {"ok": True})`)
+	if got := joined(code(t, c, `print(load_memory("over-tls"))`).stdout()); got != "{'ok': True}" {
+		t.Fatalf("memory through gateway → sandboxd → memoryd over mutual TLS: %q", got)
+	}
+
+	rogue := grpctlstest.Args(grpctlstest.NewCA(t, "rogue").Issue(t, "intruder"))
+	for name, args := range map[string][]string{"plaintext": nil, "a certificate from another CA": rogue} {
+		out, err := exec.Command(binary, append(append([]string{"health"}, args...), sbAddr)...).CombinedOutput()
+		if err == nil {
+			t.Errorf("health check of sandboxd with %s succeeded: %s", name, out)
+		}
+	}
+	out, err := exec.Command(binary, append(append([]string{"health"}, probe...), memAddr)...).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "SERVING" {
+		t.Errorf("health check of memoryd with the CA's certificate: %s, %v", out, err)
+	}
+	out, err = exec.Command(binary, "health", "--grpc-tls-cert", probe[1], memAddr).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "missing --grpc-tls-key, --grpc-tls-ca") {
+		t.Errorf("health check with a certificate but no key or CA: %s, %v", out, err)
+	}
+}
+
+func waitHealth(t *testing.T, addr string, tlsArgs ...string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		out, err := exec.Command(binary, "health", addr).CombinedOutput()
+		out, err := exec.Command(binary, append(append([]string{"health"}, tlsArgs...), addr)...).CombinedOutput()
 		if err == nil {
 			return
 		}

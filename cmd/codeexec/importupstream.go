@@ -12,6 +12,7 @@ import (
 	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/grpcserver"
+	"github.com/codeexec/codeexec/services/grpctls"
 	"github.com/codeexec/codeexec/services/suite"
 )
 
@@ -24,8 +25,10 @@ func runImportUpstream(ctx context.Context, args []string, getenv func(string) s
 		st     stores
 		addr   string
 		tenant string
+		tlsc   grpctls.Config
 	)
 	bindStores(fs, &st, getenv)
+	bindGRPCTLS(fs, &tlsc)
 	fs.String(&addr, "memory", "", "a running memoryd's address; empty opens the local database directly", "CODEEXEC_MEMORYD_ADDR")
 	fs.String(&tenant, "tenant", "default", "tenant to import into", "CODEEXEC_TENANT")
 	fs.SetOutput(stderr)
@@ -52,7 +55,11 @@ func runImportUpstream(ctx context.Context, args []string, getenv func(string) s
 		tools memoryv1.ToolServiceClient
 	)
 	if addr != "" {
-		conn, err := dial.New(addr, nil)
+		creds, err := tlsc.Load()
+		if err != nil {
+			return err
+		}
+		conn, err := dial.New(addr, nil, creds.DialOptions()...)
 		if err != nil {
 			return err
 		}

@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "bench":
 		return runBench(ctx, rest, getenv, stdout, stderr)
 	case "health":
-		return runHealth(ctx, rest, stdout, stderr)
+		return runHealth(ctx, rest, getenv, stdout, stderr)
 	case "token":
 		return runToken(rest, stdin, stdout, stderr)
 	case "version", "--version":

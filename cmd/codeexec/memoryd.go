@@ -9,7 +9,7 @@ import (
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/flagenv"
-	"github.com/codeexec/codeexec/services/grpcserver"
+	"github.com/codeexec/codeexec/services/grpctls"
 )
 
 // runMemoryd runs MemoryService and ToolService alone, or takes a backup.
@@ -42,7 +42,10 @@ func runMemoryd(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer stopTracing()
-	srv := grpcserver.New(logger, nil)
+	srv, creds, err := common.grpcServer(logger)
+	if err != nil {
+		return err
+	}
 	cfg := st.memoryConfig()
 	cfg.Registerer = srv.Registry
 	svc, err := memoryd.New(cfg, logger)
@@ -51,14 +54,18 @@ func runMemoryd(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer func() { _ = svc.Close() }()
 	svc.Register(srv.GRPC)
-	return serveGRPC(ctx, srv, listen, common.metrics, defaultGRPCGrace, logger)
+	return serveGRPC(ctx, srv, creds, listen, common.metrics, defaultGRPCGrace, logger)
 }
 
 // runMemorydBackup copies a running memoryd's database to a file.
 func runMemorydBackup(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flagenv.New("memoryd backup", getenv)
-	var addr string
+	var (
+		addr string
+		tlsc grpctls.Config
+	)
 	fs.String(&addr, "memory", "127.0.0.1:9004", "memoryd address: host:port or unix:/path", "CODEEXEC_MEMORYD_ADDR")
+	bindGRPCTLS(fs, &tlsc)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
@@ -67,7 +74,11 @@ func runMemorydBackup(ctx context.Context, args []string, getenv func(string) st
 		fmt.Fprintln(stderr, "usage: codeexec memoryd backup [--memory ADDR] FILE")
 		return errUsage
 	}
-	conn, err := dial.New(addr, nil)
+	creds, err := tlsc.Load()
+	if err != nil {
+		return err
+	}
+	conn, err := dial.New(addr, nil, creds.DialOptions()...)
 	if err != nil {
 		return err
 	}

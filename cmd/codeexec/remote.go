@@ -12,7 +12,7 @@ import (
 
 // remoteDeps connects sandboxd to remote discoveryd and memoryd. An empty
 // address leaves that dependency out.
-func remoteDeps(discovery, memory string) (sandboxd.Deps, func(), error) {
+func remoteDeps(discovery, memory string, opts ...grpc.DialOption) (sandboxd.Deps, func(), error) {
 	var (
 		deps  sandboxd.Deps
 		conns []*grpc.ClientConn
@@ -23,7 +23,7 @@ func remoteDeps(discovery, memory string) (sandboxd.Deps, func(), error) {
 		}
 	}
 	if discovery != "" {
-		c, err := dial.New(discovery, nil)
+		c, err := dial.New(discovery, nil, opts...)
 		if err != nil {
 			return deps, closeAll, errors.Join(err, errors.New("bad --discovery address"))
 		}
@@ -31,7 +31,7 @@ func remoteDeps(discovery, memory string) (sandboxd.Deps, func(), error) {
 		deps.Discovery = discoveryv1.NewDiscoveryServiceClient(c)
 	}
 	if memory != "" {
-		c, err := dial.New(memory, nil)
+		c, err := dial.New(memory, nil, opts...)
 		if err != nil {
 			closeAll()
 			return deps, func() {}, errors.Join(err, errors.New("bad --memory-addr address"))

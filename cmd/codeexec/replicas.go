@@ -32,9 +32,9 @@ func bindSandboxAddr(fs *flagenv.Set, s *sandboxSettings) {
 
 // client connects to sandboxd: one connection for one address, a balancer
 // over the replicas otherwise. close releases it.
-func (s *sandboxSettings) client(ctx context.Context, logger *slog.Logger) (sandboxv1.SandboxServiceClient, func(), error) {
+func (s *sandboxSettings) client(ctx context.Context, logger *slog.Logger, opts ...grpc.DialOption) (sandboxv1.SandboxServiceClient, func(), error) {
 	if !replicas.IsMulti(s.addr) {
-		conn, err := dial.New(s.addr, nil)
+		conn, err := dial.New(s.addr, nil, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -46,7 +46,7 @@ func (s *sandboxSettings) client(ctx context.Context, logger *slog.Logger) (sand
 	}
 	b, err := replicas.New(ctx, replicas.Config{
 		Resolve: resolve,
-		Dial:    func(addr string) (*grpc.ClientConn, error) { return dial.New(addr, nil) },
+		Dial:    func(addr string) (*grpc.ClientConn, error) { return dial.New(addr, nil, opts...) },
 		Policy:  replicas.Policy(s.balance),
 	}, logger.With("component", "replicas"))
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/codeexec/codeexec/gateway"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
+	"github.com/codeexec/codeexec/services/grpcserver"
+	"github.com/codeexec/codeexec/services/grpctls"
 	"github.com/codeexec/codeexec/services/requestid"
 )
 
@@ -20,6 +22,7 @@ type commonSettings struct {
 	logFormat string
 	metrics   string
 	otlp      string
+	tls       grpctls.Config
 }
 
 func bindCommon(fs *flagenv.Set, c *commonSettings, metricsDefault string) {
@@ -27,6 +30,24 @@ func bindCommon(fs *flagenv.Set, c *commonSettings, metricsDefault string) {
 	fs.String(&c.logFormat, "log-format", "text", "log format: text or json", "CODEEXEC_LOG_FORMAT")
 	fs.String(&c.metrics, "metrics", metricsDefault, "serve Prometheus /metrics on this address; empty disables it", "CODEEXEC_METRICS_ADDR")
 	fs.String(&c.otlp, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/gRPC URL, e.g. http://collector:4317; empty exports none", "CODEEXEC_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+	bindGRPCTLS(fs, &c.tls)
+}
+
+// grpcServer loads the TLS files, if any, and builds the service's gRPC
+// server with them.
+func (c *commonSettings) grpcServer(logger *slog.Logger) (*grpcserver.Server, *grpctls.Creds, error) {
+	creds, err := c.tls.Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	return grpcserver.New(logger, nil, creds.ServerOptions()...), creds, nil
+}
+
+// bindGRPCTLS binds the mutual TLS files of the split services' gRPC.
+func bindGRPCTLS(fs *flagenv.Set, c *grpctls.Config) {
+	fs.String(&c.CertFile, "grpc-tls-cert", "", "gRPC between services: this process's certificate (PEM), served and shown to peers", "CODEEXEC_GRPC_TLS_CERT")
+	fs.String(&c.KeyFile, "grpc-tls-key", "", "gRPC between services: the certificate's private key (PEM)", "CODEEXEC_GRPC_TLS_KEY")
+	fs.String(&c.CAFile, "grpc-tls-ca", "", "gRPC between services: the CA bundle (PEM) that peers' certificates must chain to", "CODEEXEC_GRPC_TLS_CA")
 }
 
 // logger builds the process logger. Logs go to stderr: stdout may carry MCP.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -14,6 +16,7 @@ import (
 	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/grpcserver"
+	"github.com/codeexec/codeexec/services/grpctls"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
@@ -52,8 +55,11 @@ func runSandboxd(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer stopTracing()
-	srv := grpcserver.New(logger, nil)
-	deps, closeDeps, err := remoteDeps(discovery, memory)
+	srv, creds, err := common.grpcServer(logger)
+	if err != nil {
+		return err
+	}
+	deps, closeDeps, err := remoteDeps(discovery, memory, creds.DialOptions()...)
 	if err != nil {
 		return err
 	}
@@ -67,7 +73,7 @@ func runSandboxd(ctx context.Context, args []string, getenv func(string) string,
 	}
 	defer func() { _ = svc.Close() }()
 	svc.Register(srv.GRPC)
-	return serveGRPC(ctx, srv, listen, common.metrics, grace, logger)
+	return serveGRPC(ctx, srv, creds, listen, common.metrics, grace, logger)
 }
 
 // runGateway runs the MCP gateway against a remote sandboxd.
@@ -106,7 +112,11 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer stopTracing()
-	sandboxClient, closeSandbox, err := sbs.client(ctx, logger)
+	creds, err := common.tls.Load()
+	if err != nil {
+		return err
+	}
+	sandboxClient, closeSandbox, err := sbs.client(ctx, logger, creds.DialOptions()...)
 	if err != nil {
 		return err
 	}
@@ -134,15 +144,19 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 const defaultGRPCGrace = 15 * time.Second
 
 // serveGRPC serves srv on listen, and metrics, until ctx ends; then calls in
-// flight get up to grace to finish.
-func serveGRPC(ctx context.Context, srv *grpcserver.Server, listen, metrics string, grace time.Duration, logger interface {
-	Info(string, ...any)
-}) error {
+// flight get up to grace to finish. Plaintext on an address other hosts can
+// reach is allowed (a private network, as in deploy/'s compose file) but
+// logged as a warning.
+func serveGRPC(ctx context.Context, srv *grpcserver.Server, creds *grpctls.Creds, listen, metrics string, grace time.Duration, logger *slog.Logger) error {
 	lis, err := grpcserver.Listen(listen)
 	if err != nil {
 		return err
 	}
-	logger.Info("serving gRPC", logkeys.Address, lis.Addr().String())
+	logger.Info("serving gRPC", logkeys.Address, lis.Addr().String(), "tls", creds != nil)
+	if tcp, ok := lis.Addr().(*net.TCPAddr); ok && creds == nil && !tcp.IP.IsLoopback() {
+		logger.Warn("gRPC is plaintext and unauthenticated on a non-loopback address: anything that reaches it can call the service; "+
+			"set --grpc-tls-cert, --grpc-tls-key and --grpc-tls-ca on every service for mutual TLS", logkeys.Address, lis.Addr().String())
+	}
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.Go(func() error { return srv.Serve(ctx, lis, grace) })
 	eg.Go(func() error { return grpcserver.ServeMetrics(ctx, metrics, srv.Registry, srv.Logger()) })
@@ -150,15 +164,30 @@ func serveGRPC(ctx context.Context, srv *grpcserver.Server, listen, metrics stri
 }
 
 // runHealth checks a gRPC service's health: for container health checks.
-func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runHealth(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flagenv.New("health", getenv)
+	var tlsc grpctls.Config
+	bindGRPCTLS(fs, &tlsc)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if err := fs.Err(); err != nil {
+		return err
+	}
+	args = fs.Args()
 	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: codeexec health ADDR|http://HOST:PORT/healthz")
+		fmt.Fprintln(stderr, "usage: codeexec health [--grpc-tls-cert F --grpc-tls-key F --grpc-tls-ca F] ADDR|http://HOST:PORT/healthz")
 		return errUsage
 	}
 	if isHTTPURL(args[0]) {
 		return httpHealth(ctx, args[0], stdout)
 	}
-	conn, err := dial.New(args[0], nil)
+	creds, err := tlsc.Load()
+	if err != nil {
+		return err
+	}
+	conn, err := dial.New(args[0], nil, creds.DialOptions()...)
 	if err != nil {
 		return err
 	}

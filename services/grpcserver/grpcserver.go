@@ -40,8 +40,9 @@ type Server struct {
 
 // New builds a server. Register the service implementations on s.GRPC, then
 // call Serve. The registry collects the gRPC metrics plus anything the
-// service registers on it.
-func New(logger *slog.Logger, reg *prometheus.Registry) *Server {
+// service registers on it. extra adds options, such as TLS credentials
+// (services/grpctls).
+func New(logger *slog.Logger, reg *prometheus.Registry, extra ...grpc.ServerOption) *Server {
 	if reg == nil {
 		reg = NewRegistry()
 	}
@@ -54,7 +55,8 @@ func New(logger *slog.Logger, reg *prometheus.Registry) *Server {
 		grpc.ChainStreamInterceptor(requestid.StreamServerInterceptor, metrics.StreamServerInterceptor(), streamLog(logger)),
 	}
 	// Spans only when an OTLP endpoint is configured; none otherwise.
-	s := grpc.NewServer(append(opts, tracing.ServerOptions()...)...)
+	opts = append(opts, tracing.ServerOptions()...)
+	s := grpc.NewServer(append(opts, extra...)...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(s, hs)
 	reflection.Register(s)
