@@ -65,7 +65,8 @@ type Bwrap struct {
 	closed bool
 	live   map[*bwrapProcess]struct{}
 	// spares wait for starts that match spareFor; filling is set while
-	// fillSpares runs, and fills counts that goroutine for Close.
+	// fillSpares runs, and fills counts that goroutine and the discards of
+	// stale spares for Close.
 	spares   []*launcher
 	spareFor *startPlan
 	filling  bool
@@ -366,9 +367,10 @@ func (b *Bwrap) refillSpares(plan *startPlan) {
 		b.filling = true
 		b.fills.Add(1)
 	}
+	b.fills.Add(len(stale)) // Close waits for these too
 	b.mu.Unlock()
 	for _, l := range stale {
-		go l.discard()
+		go func() { defer b.fills.Done(); l.discard() }()
 	}
 	if start {
 		go b.fillSpares()
