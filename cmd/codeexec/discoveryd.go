@@ -26,25 +26,17 @@ func runDiscoveryd(ctx context.Context, args []string, getenv func(string) strin
 	if err := fs.Err(); err != nil {
 		return err
 	}
-	logger, err := common.logger(stderr, "discoveryd")
+	svcRT, err := common.startService(ctx, "discoveryd", stderr)
 	if err != nil {
 		return err
 	}
-	stopTracing, err := common.startTracing(ctx, "discoveryd", logger)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
-	srv, creds, err := common.grpcServer(logger)
-	if err != nil {
-		return err
-	}
-	cfg.Registerer = srv.Registry
-	svc, err := discoveryd.New(cfg, logger)
+	defer svcRT.stopTracing()
+	cfg.Registerer = svcRT.srv.Registry
+	svc, err := discoveryd.New(cfg, svcRT.logger)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = svc.Close() }()
-	svc.Register(srv.GRPC)
-	return serveGRPC(ctx, srv, creds, listen, common.metrics, defaultGRPCGrace, logger)
+	svc.Register(svcRT.srv.GRPC)
+	return svcRT.serve(ctx, listen, common.metrics, defaultGRPCGrace)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
-	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/grpctls"
@@ -55,11 +54,7 @@ func runImportUpstream(ctx context.Context, args []string, getenv func(string) s
 		tools memoryv1.ToolServiceClient
 	)
 	if addr != "" {
-		creds, err := tlsc.Load()
-		if err != nil {
-			return err
-		}
-		conn, err := dial.New(addr, nil, creds.DialOptions()...)
+		conn, err := dialService(addr, tlsc)
 		if err != nil {
 			return err
 		}

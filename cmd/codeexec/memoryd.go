@@ -7,7 +7,6 @@ import (
 
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
-	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/grpctls"
 )
@@ -33,28 +32,20 @@ func runMemoryd(ctx context.Context, args []string, getenv func(string) string, 
 	if err := fs.Err(); err != nil {
 		return err
 	}
-	logger, err := common.logger(stderr, "memoryd")
+	svcRT, err := common.startService(ctx, "memoryd", stderr)
 	if err != nil {
 		return err
 	}
-	stopTracing, err := common.startTracing(ctx, "memoryd", logger)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
-	srv, creds, err := common.grpcServer(logger)
-	if err != nil {
-		return err
-	}
+	defer svcRT.stopTracing()
 	cfg := st.memoryConfig()
-	cfg.Registerer = srv.Registry
-	svc, err := memoryd.New(cfg, logger)
+	cfg.Registerer = svcRT.srv.Registry
+	svc, err := memoryd.New(cfg, svcRT.logger)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = svc.Close() }()
-	svc.Register(srv.GRPC)
-	return serveGRPC(ctx, srv, creds, listen, common.metrics, defaultGRPCGrace, logger)
+	svc.Register(svcRT.srv.GRPC)
+	return svcRT.serve(ctx, listen, common.metrics, defaultGRPCGrace)
 }
 
 // runMemorydBackup copies a running memoryd's database to a file.
@@ -74,11 +65,7 @@ func runMemorydBackup(ctx context.Context, args []string, getenv func(string) st
 		fmt.Fprintln(stderr, "usage: codeexec memoryd backup [--memory ADDR] FILE")
 		return errUsage
 	}
-	creds, err := tlsc.Load()
-	if err != nil {
-		return err
-	}
-	conn, err := dial.New(addr, nil, creds.DialOptions()...)
+	conn, err := dialService(addr, tlsc)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -8,8 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/codeexec/codeexec/gateway"
 	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/grpctls"
@@ -33,14 +37,40 @@ func bindCommon(fs *flagenv.Set, c *commonSettings, metricsDefault string) {
 	bindGRPCTLS(fs, &c.tls)
 }
 
-// grpcServer loads the TLS files, if any, and builds the service's gRPC
-// server with them.
-func (c *commonSettings) grpcServer(logger *slog.Logger) (*grpcserver.Server, *grpctls.Creds, error) {
+// grpcService is what each split gRPC target (sandboxd, discoveryd,
+// memoryd) starts with: its logger, its tracing, and a gRPC server with
+// the TLS files, if any.
+type grpcService struct {
+	logger      *slog.Logger
+	srv         *grpcserver.Server
+	creds       *grpctls.Creds
+	stopTracing func()
+}
+
+func (c *commonSettings) startService(ctx context.Context, name string, stderr io.Writer) (*grpcService, error) {
+	logger, err := c.logger(stderr, name)
+	if err != nil {
+		return nil, err
+	}
 	creds, err := c.tls.Load()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return grpcserver.New(logger, nil, creds.ServerOptions()...), creds, nil
+	stop, err := c.startTracing(ctx, name, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &grpcService{logger: logger, srv: grpcserver.New(logger, nil, creds.ServerOptions()...), creds: creds, stopTracing: stop}, nil
+}
+
+// dialService connects a client command (health, backup, import) to a
+// service, with TLS when tlsc names files.
+func dialService(addr string, tlsc grpctls.Config) (*grpc.ClientConn, error) {
+	creds, err := tlsc.Load()
+	if err != nil {
+		return nil, err
+	}
+	return dial.New(addr, nil, creds.DialOptions()...)
 }
 
 // bindGRPCTLS binds the mutual TLS files of the split services' gRPC.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 
 	"github.com/codeexec/codeexec/gateway"
 	"github.com/codeexec/codeexec/sandboxd"
-	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/grpctls"
@@ -46,34 +44,26 @@ func runSandboxd(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	cs.apply(&sb)
-	logger, err := common.logger(stderr, "sandboxd")
+	svcRT, err := common.startService(ctx, "sandboxd", stderr)
 	if err != nil {
 		return err
 	}
-	stopTracing, err := common.startTracing(ctx, "sandboxd", logger)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
-	srv, creds, err := common.grpcServer(logger)
-	if err != nil {
-		return err
-	}
-	deps, closeDeps, err := remoteDeps(discovery, memory, creds.DialOptions()...)
+	defer svcRT.stopTracing()
+	deps, closeDeps, err := remoteDeps(discovery, memory, svcRT.creds.DialOptions()...)
 	if err != nil {
 		return err
 	}
 	defer closeDeps()
-	deps.Registry = srv.Registry
+	deps.Registry = svcRT.srv.Registry
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	svc, err := sandboxd.New(ctx, sb, deps, logger)
+	svc, err := sandboxd.New(ctx, sb, deps, svcRT.logger)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = svc.Close() }()
-	svc.Register(srv.GRPC)
-	return serveGRPC(ctx, srv, creds, listen, common.metrics, grace, logger)
+	svc.Register(svcRT.srv.GRPC)
+	return svcRT.serve(ctx, listen, common.metrics, grace)
 }
 
 // runGateway runs the MCP gateway against a remote sandboxd.
@@ -138,28 +128,27 @@ func runGateway(ctx context.Context, args []string, getenv func(string) string, 
 	return serveHTTP(ctx, httpAd, hs.shutdownGrace, g, reg, logger)
 }
 
-// serveGRPC serves a gRPC server and its metrics until ctx ends.
 // defaultGRPCGrace bounds a graceful stop of the services whose calls are
 // short (discoveryd, memoryd); sandboxd's is --shutdown-grace.
 const defaultGRPCGrace = 15 * time.Second
 
-// serveGRPC serves srv on listen, and metrics, until ctx ends; then calls in
-// flight get up to grace to finish. Plaintext on an address other hosts can
-// reach is allowed (a private network, as in deploy/'s compose file) but
-// logged as a warning.
-func serveGRPC(ctx context.Context, srv *grpcserver.Server, creds *grpctls.Creds, listen, metrics string, grace time.Duration, logger *slog.Logger) error {
+// serve serves the service on listen, and metrics, until ctx ends; then
+// calls in flight get up to grace to finish. Plaintext on an address other
+// hosts can reach is allowed (a private network, as in deploy/'s compose
+// file) but logged as a warning.
+func (s *grpcService) serve(ctx context.Context, listen, metrics string, grace time.Duration) error {
 	lis, err := grpcserver.Listen(listen)
 	if err != nil {
 		return err
 	}
-	logger.Info("serving gRPC", logkeys.Address, lis.Addr().String(), "tls", creds != nil)
-	if tcp, ok := lis.Addr().(*net.TCPAddr); ok && creds == nil && !tcp.IP.IsLoopback() {
-		logger.Warn("gRPC is plaintext and unauthenticated on a non-loopback address: anything that reaches it can call the service; "+
+	s.logger.Info("serving gRPC", logkeys.Address, lis.Addr().String(), "tls", s.creds != nil)
+	if tcp, ok := lis.Addr().(*net.TCPAddr); ok && s.creds == nil && !tcp.IP.IsLoopback() {
+		s.logger.Warn("gRPC is plaintext and unauthenticated on a non-loopback address: anything that reaches it can call the service; "+
 			"set --grpc-tls-cert, --grpc-tls-key and --grpc-tls-ca on every service for mutual TLS", logkeys.Address, lis.Addr().String())
 	}
 	eg, ctx := errgroup.WithContext(ctx)
-	eg.Go(func() error { return srv.Serve(ctx, lis, grace) })
-	eg.Go(func() error { return grpcserver.ServeMetrics(ctx, metrics, srv.Registry, srv.Logger()) })
+	eg.Go(func() error { return s.srv.Serve(ctx, lis, grace) })
+	eg.Go(func() error { return grpcserver.ServeMetrics(ctx, metrics, s.srv.Registry, s.logger) })
 	return eg.Wait()
 }
 
@@ -183,11 +172,7 @@ func runHealth(ctx context.Context, args []string, getenv func(string) string, s
 	if isHTTPURL(args[0]) {
 		return httpHealth(ctx, args[0], stdout)
 	}
-	creds, err := tlsc.Load()
-	if err != nil {
-		return err
-	}
-	conn, err := dial.New(args[0], nil, creds.DialOptions()...)
+	conn, err := dialService(args[0], tlsc)
 	if err != nil {
 		return err
 	}

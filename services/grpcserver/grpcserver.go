@@ -181,6 +181,3 @@ func logCall(ctx context.Context, logger *slog.Logger, method string, start time
 		logkeys.Duration, time.Since(start),
 		logkeys.RequestID, requestid.From(ctx))
 }
-
-// Logger returns the server's logger.
-func (s *Server) Logger() *slog.Logger { return s.logger }

@@ -27,9 +27,6 @@ type Config struct {
 	CAFile string
 }
 
-// Enabled reports whether any file is set.
-func (c Config) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" }
-
 // Creds are loaded TLS settings. A nil *Creds means plaintext.
 type Creds struct {
 	server, client *tls.Config
@@ -37,7 +34,7 @@ type Creds struct {
 
 // Load reads the files. With none set it returns nil, nil: plaintext.
 func (c Config) Load() (*Creds, error) {
-	if !c.Enabled() {
+	if c == (Config{}) {
 		return nil, nil
 	}
 	var missing []string
