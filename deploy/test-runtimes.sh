@@ -4,7 +4,7 @@
 #  - installs podman, runc, catatonit, docker.io and debootstrap when missing
 #    (as root, with apt-get);
 #  - starts dockerd if none answers, and stops it at the end;
-#  - builds codeexec-sandbox:latest for docker and for podman, offline
+#  - builds localhost/codeexec-sandbox:latest for docker and for podman, offline
 #    (deploy/build-images.sh);
 #  - runs the engine's tests against both engines
 #    (CODEEXEC_TEST_RUNTIMES=podman,docker) and the whole end-to-end suite of

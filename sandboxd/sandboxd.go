@@ -97,7 +97,7 @@ func (c Config) Validate() error {
 	case c.Runtime != "" && c.Runtime != "bwrap" && c.Runtime != "podman" && c.Runtime != "docker":
 		return fmt.Errorf("runtime %q is not supported: use bwrap, podman or docker, or leave it empty to detect one", c.Runtime)
 	case (c.Runtime == "podman" || c.Runtime == "docker") && c.Image == "":
-		return fmt.Errorf("the %s runtime needs an image: set MCP_BRIDGE_IMAGE (--image), e.g. codeexec-sandbox:latest from deploy/build-images.sh", c.Runtime)
+		return fmt.Errorf("the %s runtime needs an image: set MCP_BRIDGE_IMAGE (--image), e.g. localhost/codeexec-sandbox:latest from deploy/build-images.sh", c.Runtime)
 	case c.Python == "":
 		return errors.New("python path is empty: set it to the interpreter inside the sandbox, e.g. /usr/bin/python3")
 	case c.MemoryBytes < 0 || (c.MemoryBytes > 0 && c.MemoryBytes < 32<<20):

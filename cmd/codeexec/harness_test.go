@@ -51,11 +51,11 @@ func baseEnv(t *testing.T, extra map[string]string) []string {
 		"MCP_BRIDGE_LOG_LEVEL": "debug",
 	}
 	// CODEEXEC_E2E_RUNTIME=podman|docker runs the whole suite in containers
-	// (image CODEEXEC_E2E_IMAGE, default codeexec-sandbox:latest from
+	// (image CODEEXEC_E2E_IMAGE, default localhost/codeexec-sandbox:latest from
 	// deploy/build-images.sh); unset, the default runtime (bwrap) is used.
 	if rt := os.Getenv("CODEEXEC_E2E_RUNTIME"); rt != "" {
 		env["MCP_BRIDGE_RUNTIME"] = rt
-		env["MCP_BRIDGE_IMAGE"] = cmp.Or(os.Getenv("CODEEXEC_E2E_IMAGE"), "codeexec-sandbox:latest")
+		env["MCP_BRIDGE_IMAGE"] = cmp.Or(os.Getenv("CODEEXEC_E2E_IMAGE"), "localhost/codeexec-sandbox:latest")
 	}
 	for k, v := range extra {
 		env[k] = v

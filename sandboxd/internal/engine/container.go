@@ -36,7 +36,7 @@ type ContainerConfig struct {
 	// Path is the CLI binary, a name looked up on PATH or a path. Default:
 	// Runtime.
 	Path string
-	// Image is the image every sandbox runs, e.g. codeexec-sandbox:latest.
+	// Image is the image every sandbox runs, e.g. localhost/codeexec-sandbox:latest.
 	// It must exist locally: sandboxes never pull (--pull never), so a
 	// missing image is an error at Check, not a hang in the first exec.
 	Image string
@@ -112,7 +112,7 @@ func NewContainer(cfg ContainerConfig, logger *slog.Logger) (*Container, error) 
 		return nil, fmt.Errorf("container runtime %q: want podman or docker", cfg.Runtime)
 	}
 	if cfg.Image == "" {
-		return nil, fmt.Errorf("%s runtime: no image: set MCP_BRIDGE_IMAGE (--image), e.g. codeexec-sandbox:latest built by deploy/build-images.sh", cfg.Runtime)
+		return nil, fmt.Errorf("%s runtime: no image: set MCP_BRIDGE_IMAGE (--image), e.g. localhost/codeexec-sandbox:latest built by deploy/build-images.sh", cfg.Runtime)
 	}
 	if cfg.Path == "" {
 		cfg.Path = cfg.Runtime

@@ -15,7 +15,7 @@ import (
 // Tests against real podman and docker engines. They need an engine and an
 // image, so the default `go test ./...` leaves them out: set
 // CODEEXEC_TEST_RUNTIMES=podman,docker (and CODEEXEC_TEST_IMAGE, default
-// codeexec-sandbox:latest from deploy/build-images.sh). Once asked for, a
+// localhost/codeexec-sandbox:latest from deploy/build-images.sh). Once asked for, a
 // runtime that does not work fails the test with Check's advice.
 
 func testRuntimes(t *testing.T) []string {
@@ -27,7 +27,9 @@ func testRuntimes(t *testing.T) []string {
 	return strings.Split(v, ",")
 }
 
-func testImage() string { return cmp.Or(os.Getenv("CODEEXEC_TEST_IMAGE"), "codeexec-sandbox:latest") }
+func testImage() string {
+	return cmp.Or(os.Getenv("CODEEXEC_TEST_IMAGE"), "localhost/codeexec-sandbox:latest")
+}
 
 // newTestContainer returns a checked engine closed at the end of t.
 func newTestContainer(t *testing.T, rt string) *Container {
