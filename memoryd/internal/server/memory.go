@@ -147,7 +147,7 @@ func (m *Memory) DeleteMemory(ctx context.Context, req *memoryv1.DeleteMemoryReq
 		if err != nil {
 			return nil, err
 		}
-		deleted, err := m.h.store.Delete(ctx, tenant, store.KindMemory, req.GetKey())
+		deleted, err := m.h.store.Delete(ctx, tenant, store.KindMemory, req.GetKey(), nil)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -42,6 +43,9 @@ type Bolt struct {
 	db     *bolt.DB
 	commit *committer
 	now    func() time.Time
+	// lastSweep is when expired request outcomes were last swept (Unix
+	// nanoseconds).
+	lastSweep atomic.Int64
 }
 
 var _ Store = (*Bolt)(nil)
@@ -68,7 +72,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		InitialMmapSize: 64 << 20,
 	})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("database %s is locked by another process (is another memoryd or codeexec running?)", path)
+		return nil, lockedError{path}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -98,6 +102,15 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	}
 	return &Bolt{db: db, commit: newCommitter(db, opts.OnCommit), now: opts.Now}, nil
 }
+
+// lockedError is ErrLocked with the file's name.
+type lockedError struct{ path string }
+
+func (e lockedError) Error() string {
+	return fmt.Sprintf("database %s is locked by another process (is another memoryd or codeexec running?)", e.path)
+}
+
+func (e lockedError) Is(target error) bool { return target == ErrLocked }
 
 // Path returns the database file's path.
 func (s *Bolt) Path() string { return s.db.Path() }
@@ -146,18 +159,25 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
+	if err := checkRequestID(w.RequestID); err != nil {
+		return Record{}, err
+	}
 	if w.CheckRevision {
 		// A stale revision fails here, on a cheap read, rather than in
 		// the commit path, where it would cost a transaction. Under
 		// contention most compare-and-swaps are stale. The check is
 		// repeated inside the transaction, which is what makes it safe.
-		if err := s.checkRevision(tenant, kind, key, w.Revision); err != nil {
+		if err := s.checkRevision(tenant, kind, key, w.Revision, w.RequestID); err != nil {
 			return Record{}, err
 		}
 	}
 	var rec Record
 	err := s.commit.do(func(tx *bolt.Tx) error {
 		rec = Record{}
+		if o, ok, err := findOutcome(tx, w.RequestID, outcomePut, tenant, kind, key); err != nil || ok {
+			rec = replayPut(tx, tenant, kind, key, o.rec)
+			return err
+		}
 		t, err := tx.Bucket(bucketTenants).CreateBucketIfNotExists([]byte(tenant))
 		if err != nil {
 			return err
@@ -187,17 +207,39 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 		if err := b.Put([]byte(key), encode(next)); err != nil {
 			return err
 		}
+		if err := s.recordOutcome(tx, w.RequestID, outcome{kind: outcomePut, tenant: tenant, recKind: kind, key: key, rec: next}); err != nil {
+			return err
+		}
 		rec = next
 		return nil
 	})
 	return rec, err
 }
 
+// replayPut answers a retried write: the record as it is now when nothing
+// wrote the key since, else what the first attempt wrote, without its value.
+func replayPut(tx *bolt.Tx, tenant string, kind Kind, key string, first Record) Record {
+	if b := kindBucket(tx, tenant, kind); b != nil {
+		if v := b.Get([]byte(key)); v != nil {
+			if cur, err := decode(key, v, true); err == nil && cur.Revision == first.Revision {
+				return cur
+			}
+		}
+	}
+	return first
+}
+
 // checkRevision fails with ErrConflict when key's current revision (0 for
-// absent) is not want.
-func (s *Bolt) checkRevision(tenant string, kind Kind, key string, want uint64) error {
+// absent) is not want, unless requestID was already committed: then the
+// write is a retry whose first attempt moved the revision on, and the
+// transaction answers it.
+func (s *Bolt) checkRevision(tenant string, kind Kind, key string, want uint64, requestID []byte) error {
 	var have uint64
 	err := s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketRequests); len(requestID) > 0 && b != nil && b.Get(requestID) != nil {
+			have = want
+			return nil
+		}
 		b := kindBucket(tx, tenant, kind)
 		if b == nil {
 			return nil
@@ -228,25 +270,38 @@ func conflict(key string, have, want uint64) error {
 }
 
 // Delete implements Store.
-func (s *Bolt) Delete(ctx context.Context, tenant string, kind Kind, key string) (bool, error) {
+func (s *Bolt) Delete(ctx context.Context, tenant string, kind Kind, key string, requestID []byte) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	// A read first keeps deletes of missing keys off the commit path.
-	if _, err := s.Get(ctx, tenant, kind, key); errors.Is(err, ErrNotFound) {
-		return false, nil
-	} else if err != nil {
+	if err := checkRequestID(requestID); err != nil {
 		return false, err
+	}
+	// A read first keeps deletes of missing keys off the commit path. A
+	// retried delete goes to the transaction, which knows whether its
+	// first attempt deleted something.
+	if len(requestID) == 0 {
+		if _, err := s.Get(ctx, tenant, kind, key); errors.Is(err, ErrNotFound) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
 	}
 	var deleted bool
 	err := s.commit.do(func(tx *bolt.Tx) error {
 		deleted = false
-		b := kindBucket(tx, tenant, kind)
-		if b == nil || b.Get([]byte(key)) == nil {
-			return nil
+		if o, ok, err := findOutcome(tx, requestID, outcomeDelete, tenant, kind, key); err != nil || ok {
+			deleted = o.deleted
+			return err
 		}
-		deleted = true
-		return b.Delete([]byte(key))
+		b := kindBucket(tx, tenant, kind)
+		if b != nil && b.Get([]byte(key)) != nil {
+			deleted = true
+			if err := b.Delete([]byte(key)); err != nil {
+				return err
+			}
+		}
+		return s.recordOutcome(tx, requestID, outcome{kind: outcomeDelete, tenant: tenant, recKind: kind, key: key, deleted: deleted})
 	})
 	return deleted, err
 }

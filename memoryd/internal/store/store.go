@@ -25,6 +25,11 @@ var (
 	ErrTooLarge = errors.New("too large")
 	// ErrClosed means the store has been closed.
 	ErrClosed = errors.New("store closed")
+	// ErrUnavailable means the store cannot be reached for now (no
+	// process serves a shared database); a later call may succeed.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrLocked means another process holds the database file.
+	ErrLocked = errors.New("locked")
 )
 
 // Kind separates the record families of a tenant. Keys of different kinds
@@ -76,6 +81,11 @@ type Write struct {
 	CheckRevision bool
 	// Revision is the expected revision when CheckRevision is set.
 	Revision uint64
+	// RequestID, when set, makes the write idempotent: a second Put with
+	// the same ID does not write again but returns what the first one
+	// did. A caller that lost the answer to a write (its connection to
+	// the store broke) retries with the same ID; see NewRequestID.
+	RequestID []byte
 }
 
 // Store is what the memoryd handlers need from storage. Every method is
@@ -87,8 +97,9 @@ type Store interface {
 	// Put writes a record atomically: it keeps Created, sets Updated and
 	// bumps Revision, and applies the revision check of w.
 	Put(ctx context.Context, tenant string, kind Kind, key string, w Write) (Record, error)
-	// Delete removes a record and reports whether it existed.
-	Delete(ctx context.Context, tenant string, kind Kind, key string) (bool, error)
+	// Delete removes a record and reports whether it existed. A
+	// non-empty requestID makes it idempotent, as Write.RequestID does.
+	Delete(ctx context.Context, tenant string, kind Kind, key string, requestID []byte) (bool, error)
 	// List returns a tenant's records of one kind sorted by key, with
 	// values only when withValues is set.
 	List(ctx context.Context, tenant string, kind Kind, withValues bool) ([]Record, error)
