@@ -5,6 +5,7 @@ Everything is stored by sandboxd's backends (memoryd) through `memory.*` and
 here so that mistakes fail fast with a precise message.
 """
 
+import os
 import sys
 import time
 
@@ -16,7 +17,12 @@ _chan = None  # the Channel, set by install()
 _helpers = {}  # names given to the user_tools module (runtime, proxies, ...)
 
 MAX_KEY_BYTES = 256
-UPDATE_ATTEMPTS = 50
+# update_memory retries a conflicting write for this long. Many sessions
+# (of many codeexec processes) may update one key at once; each retry
+# waits a random while, growing up to UPDATE_MAX_PAUSE, so that they take
+# turns rather than colliding again in step.
+UPDATE_PATIENCE = 60.0
+UPDATE_MAX_PAUSE = 0.05
 
 
 def _key(key):
@@ -84,7 +90,9 @@ def update_memory(key, fn):
     key = _key(key)
     if not callable(fn):
         raise TypeError("update_memory needs a callable, not %s" % type(fn).__name__)
-    for attempt in range(UPDATE_ATTEMPTS):
+    began = time.monotonic()
+    attempt = 0
+    while True:
         rec = _chan.call_sync("memory.load", {"key": key})
         current = None if rec is None else rec.get("value")
         revision = 0 if rec is None else rec.get("revision", 0)
@@ -96,9 +104,14 @@ def update_memory(key, fn):
         except MCPError as exc:
             if "conflict" not in str(exc).lower():
                 raise
-        time.sleep(min(0.001 * (attempt + 1), 0.02))
-    raise MCPError("update_memory(%r): gave up after %d conflicting concurrent updates"
-                   % (key, UPDATE_ATTEMPTS))
+        attempt += 1
+        if time.monotonic() - began > UPDATE_PATIENCE:
+            raise MCPError("update_memory(%r): gave up after %d conflicting concurrent updates in %g s"
+                           % (key, attempt, UPDATE_PATIENCE))
+        # os.urandom rather than random: importing random costs every
+        # sandbox's start, and this path only runs under contention.
+        jitter = int.from_bytes(os.urandom(2), "big") / 65536.0
+        time.sleep(jitter * min(UPDATE_MAX_PAUSE, 0.001 * (1 << min(attempt, 6))))
 
 
 def delete_memory(key):

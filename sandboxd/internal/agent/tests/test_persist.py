@@ -84,10 +84,15 @@ class MemoryTest(unittest.TestCase):
         self.assertEqual(self.host.memory["list"]["metadata"], {"keep": 1})
 
     def test_update_memory_gives_up(self):
-        self.host.conflicts_left = 1000
-        r = self.a.exec("update_memory('n', lambda v: (v or []) + [1])")
-        self.assertEqual(r.error, "MCPError: update_memory('n'): gave up after 50 conflicting concurrent updates")
-        self.assertEqual(len([c for c in r.calls if c["m"] == "memory.update"]), 50)
+        # Endless conflicts: it keeps trying for UPDATE_PATIENCE seconds
+        # (shortened here), pausing between tries, then says how often.
+        self.host.conflicts_left = 10**6
+        r = self.a.exec("import codeexec_persist\ncodeexec_persist.UPDATE_PATIENCE = 0.3\n"
+                        "update_memory('n', lambda v: (v or []) + [1])")
+        tries = len([c for c in r.calls if c["m"] == "memory.update"])
+        self.assertEqual(r.error, "MCPError: update_memory('n'): gave up after %d conflicting concurrent updates in 0.3 s" % tries)
+        self.assertGreater(tries, 5)
+        self.assertLess(tries, 1000)  # it paused between tries
 
     def test_update_memory_other_error_not_retried(self):
         orig = self.host.handle
