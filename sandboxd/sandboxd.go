@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -204,18 +202,14 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 	return &Service{m: m, eng: eng, agentDir: dir, logger: logger}, nil
 }
 
-// precompile writes the agent's bytecode next to it. The directory is
-// read-only inside the sandbox, so without this every new sandbox would
-// compile the agent from source: about half of a cold start. It uses the
-// sandbox's own interpreter (bwrap shares the host's /usr), and a failure
-// only costs speed.
+// precompile writes the agent's bytecode next to it with the host's
+// interpreter, which bwrap sandboxes share (see agent.Precompile). A
+// failure only costs speed.
 func precompile(ctx context.Context, python, dir string, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, python, "-I", "-m", "compileall", "-q", dir).CombinedOutput()
-	if err != nil {
-		logger.Warn("could not precompile the sandbox agent; sandboxes will start slower",
-			logkeys.Error, err, "output", strings.TrimSpace(string(out)))
+	if err := agent.Precompile(ctx, python, dir); err != nil {
+		logger.Warn("could not precompile the sandbox agent; sandboxes will start slower", logkeys.Error, err)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 )
 
 // Labels every container engine sets, so that sandboxes can be found again
@@ -451,12 +452,10 @@ func (c *Container) Close() error {
 	return nil
 }
 
-// Precompile writes the bytecode of the Python files in dir with the image's
-// own interpreter, python, in a one-off container (no network, no
-// capabilities) that mounts dir read-write at AgentMount. sandboxd compiles
-// with the host's Python for bwrap; an image's Python is often another
-// version, whose interpreter would ignore that bytecode and compile the
-// agent again in every sandbox.
+// Precompile writes the bytecode of the agent in dir with the image's own
+// interpreter, python, in a one-off container (no network, no
+// capabilities) that mounts dir read-write at AgentMount (see
+// agent.PrecompileWith).
 func (c *Container) Precompile(ctx context.Context, dir, python string) error {
 	if c.lookErr != nil {
 		return c.lookErr
@@ -468,21 +467,13 @@ func (c *Container) Precompile(ctx context.Context, dir, python string) error {
 		"--label", LabelOwner + "=" + c.owner, "--name", containerName("compile-" + randomHex(4)),
 		"--mount", "type=bind,src=" + dir + ",dst=" + AgentMount}
 	args = append(args, c.cfg.ExtraArgs...)
-	args = append(args, c.cfg.Image, python, "-I", "-m", "compileall", "-q", "-l", "--invalidation-mode", "checked-hash", AgentMount)
-	if out, err := c.cli(ctx, args...); err != nil {
-		return fmt.Errorf("compile the agent in %s: %w %s", c.cfg.Image, err, out)
-	}
-	// The sandbox user must be able to read what compileall created.
-	return filepath.WalkDir(filepath.Join(dir, "__pycache__"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	args = append(args, c.cfg.Image, python)
+	return agent.PrecompileWith(ctx, func(ctx context.Context, compile []string) error {
+		if out, err := c.cli(ctx, slices.Concat(args, compile)...); err != nil {
+			return fmt.Errorf("compile the agent in %s: %w %s", c.cfg.Image, err, out)
 		}
-		mode := os.FileMode(0o644)
-		if d.IsDir() {
-			mode = 0o755
-		}
-		return os.Chmod(path, mode)
-	})
+		return nil
+	}, dir, AgentMount)
 }
 
 // writeSeccompProfile writes containerSeccompProfile into dir (atomically:
