@@ -164,13 +164,9 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		_ = eng.Close()
 		return nil, fmt.Errorf("write agent: %w", err)
 	}
-	if c, ok := eng.(*engine.Container); ok {
-		// The image's Python may differ from the host's: compile with it.
-		if err := c.Precompile(ctx, dir, cfg.Python); err != nil {
-			logger.Warn("could not precompile the sandbox agent in the image; sandboxes will start slower", logkeys.Error, err)
-		}
-	} else {
-		precompile(ctx, cfg.Python, dir, logger)
+	if err := eng.Prepare(ctx, dir, cfg.Python); err != nil {
+		logger.Warn("could not precompile the sandbox agent; sandboxes will start slower",
+			logkeys.Runtime, eng.Name(), logkeys.Error, err)
 	}
 	m, err := session.NewManager(ctx, session.Config{
 		Engine:   eng,
@@ -200,17 +196,6 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		return nil, err
 	}
 	return &Service{m: m, eng: eng, agentDir: dir, logger: logger}, nil
-}
-
-// precompile writes the agent's bytecode next to it with the host's
-// interpreter, which bwrap sandboxes share (see agent.Precompile). A
-// failure only costs speed.
-func precompile(ctx context.Context, python, dir string, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := agent.Precompile(ctx, python, dir); err != nil {
-		logger.Warn("could not precompile the sandbox agent; sandboxes will start slower", logkeys.Error, err)
-	}
 }
 
 // Register adds SandboxService to g.

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 )
 
 // BwrapConfig configures the bubblewrap engine. cmd/ fills it; nothing in
@@ -181,6 +183,14 @@ func (b *Bwrap) Check(ctx context.Context) error {
 	}
 	b.checked = true
 	return nil
+}
+
+// Prepare implements Engine: it compiles the agent in agentDir with the
+// host's python, which bwrap sandboxes run (they bind the host's /usr).
+func (b *Bwrap) Prepare(ctx context.Context, agentDir, python string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return agent.Precompile(ctx, python, agentDir)
 }
 
 // checkFailure turns a failed trial sandbox into advice.

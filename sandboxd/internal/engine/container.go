@@ -452,11 +452,11 @@ func (c *Container) Close() error {
 	return nil
 }
 
-// Precompile writes the bytecode of the agent in dir with the image's own
-// interpreter, python, in a one-off container (no network, no
-// capabilities) that mounts dir read-write at AgentMount (see
+// Prepare implements Engine: it compiles the agent in agentDir with the
+// image's own interpreter, python, in a one-off container (no network, no
+// capabilities) that mounts agentDir read-write at AgentMount (see
 // agent.PrecompileWith).
-func (c *Container) Precompile(ctx context.Context, dir, python string) error {
+func (c *Container) Prepare(ctx context.Context, agentDir, python string) error {
 	if c.lookErr != nil {
 		return c.lookErr
 	}
@@ -465,7 +465,7 @@ func (c *Container) Precompile(ctx context.Context, dir, python string) error {
 	args := []string{"run", "--rm", "--pull", "never", "--network", "none", "--read-only",
 		"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "0:0", "--log-driver", "none",
 		"--label", LabelOwner + "=" + c.owner, "--name", containerName("compile-" + randomHex(4)),
-		"--mount", "type=bind,src=" + dir + ",dst=" + AgentMount}
+		"--mount", "type=bind,src=" + agentDir + ",dst=" + AgentMount}
 	args = append(args, c.cfg.ExtraArgs...)
 	args = append(args, c.cfg.Image, python)
 	return agent.PrecompileWith(ctx, func(ctx context.Context, compile []string) error {
@@ -473,7 +473,7 @@ func (c *Container) Precompile(ctx context.Context, dir, python string) error {
 			return fmt.Errorf("compile the agent in %s: %w %s", c.cfg.Image, err, out)
 		}
 		return nil
-	}, dir, AgentMount)
+	}, agentDir, AgentMount)
 }
 
 // writeSeccompProfile writes containerSeccompProfile into dir (atomically:

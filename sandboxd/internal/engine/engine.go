@@ -92,6 +92,12 @@ type Engine interface {
 	// Check verifies that the engine can run here. A failure wraps
 	// ErrUnavailable and says what to do.
 	Check(ctx context.Context) error
+	// Prepare readies agentDir, the host directory every Spec.AgentDir
+	// will name, for this engine's sandboxes: it precompiles the agent
+	// with python, the interpreter they run (a path inside the sandbox),
+	// so that each sandbox loads bytecode instead of compiling the agent
+	// again. An error only costs start-up time: sandboxes still work.
+	Prepare(ctx context.Context, agentDir, python string) error
 	// Start launches a sandbox. ctx bounds the start only, not the life of
 	// the sandbox.
 	Start(ctx context.Context, spec Spec) (Process, error)
