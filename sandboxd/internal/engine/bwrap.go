@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
 )
 
 // BwrapConfig configures the bubblewrap engine. cmd/ fills it; nothing in
@@ -54,7 +55,7 @@ type Bwrap struct {
 	// Host programs, resolved once. setpriv is used only with dropRoot.
 	bwrap, sh, setpriv string
 	lookErr            error
-	// seccomp is the filter every sandbox gets (seccomp.go); nil if this
+	// seccomp is the filter every sandbox gets (package seccomp); nil if this
 	// architecture has none.
 	seccomp []byte
 
@@ -89,7 +90,7 @@ func NewBwrap(cfg BwrapConfig, logger *slog.Logger) (*Bwrap, error) {
 	b := &Bwrap{cfg: cfg, logger: logger, live: map[*bwrapProcess]struct{}{}}
 	b.lookErr = b.lookPaths()
 	var err error
-	if b.seccomp, err = seccompFilter(); err != nil {
+	if b.seccomp, err = seccomp.Filter(); err != nil {
 		return nil, err
 	}
 	if b.seccomp == nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
 )
 
 // Labels every container engine sets, so that sandboxes can be found again
@@ -476,11 +477,11 @@ func (c *Container) Prepare(ctx context.Context, agentDir, python string) error 
 	}, agentDir, AgentMount)
 }
 
-// writeSeccompProfile writes containerSeccompProfile into dir (atomically:
+// writeSeccompProfile writes seccomp.ContainerProfile into dir (atomically:
 // engines of one process share dir and write the same bytes) and returns
 // its path.
 func writeSeccompProfile(dir string) (string, error) {
-	profile, err := containerSeccompProfile()
+	profile, err := seccomp.ContainerProfile()
 	if err != nil {
 		return "", err
 	}

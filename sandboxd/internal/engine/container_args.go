@@ -28,7 +28,7 @@ import (
 //   - --log-driver none: the channel must not also be copied to a log file;
 //   - --pull never: a missing image is an error, never a registry access;
 //   - --security-opt seccomp=: Docker's default profile less the calls
-//     the bwrap engine refuses too (seccomp.go), unless ExtraArgs bring a
+//     the bwrap engine refuses too (package seccomp), unless ExtraArgs bring a
 //     seccomp option of their own.
 func (c *Container) runArgs(spec Spec) []string {
 	lim := spec.Limits

@@ -1,6 +1,6 @@
 //go:build !amd64 && !arm64
 
-package engine
+package seccomp
 
 // No syscall numbers are kept for this architecture: bwrap sandboxes run
 // without a seccomp filter (the engine logs that once). Container

@@ -1,4 +1,6 @@
-package engine
+// Package seccomp holds the system calls every sandbox is refused, as the
+// BPF filter bwrap installs and as the profile podman and docker read.
+package seccomp
 
 import (
 	"encoding/binary"
@@ -6,7 +8,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/moby/profiles/seccomp"
+	mobyseccomp "github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -41,7 +43,7 @@ import (
 //
 // Container sandboxes get the same calls refused: their profile is
 // Docker's default with these names taken out of its allow rules
-// (containerSeccompProfile), for podman too, whose own default allows
+// (ContainerProfile), for podman too, whose own default allows
 // keyctl.
 var deniedSyscalls = []string{
 	"keyctl", "add_key", "request_key",
@@ -58,6 +60,9 @@ var deniedSyscalls = []string{
 	"nfsservctl", "uselib", "ustat", "sysfs", "_sysctl", "vhangup",
 }
 
+// Denied returns the names of the calls every sandbox is refused.
+func Denied() []string { return slices.Clone(deniedSyscalls) }
+
 // seccomp_data offsets (linux/seccomp.h): the syscall number, then the arch.
 const (
 	seccompNrOffset   = 0
@@ -65,10 +70,10 @@ const (
 	x32SyscallBit     = 0x40000000
 )
 
-// seccompFilter returns the filter as bwrap --seccomp reads it: an array of
+// Filter returns the filter as bwrap --seccomp reads it: an array of
 // struct sock_filter in native byte order. It returns nil on architectures
 // without syscall numbers (seccompArch is 0).
-func seccompFilter() ([]byte, error) {
+func Filter() ([]byte, error) {
 	if seccompArch == 0 {
 		return nil, nil
 	}
@@ -113,13 +118,13 @@ func seccompFilter() ([]byte, error) {
 	return out, nil
 }
 
-// containerSeccompProfile returns the profile for container sandboxes, in
+// ContainerProfile returns the profile for container sandboxes, in
 // the JSON that `docker run --security-opt seccomp=FILE` and podman read:
 // Docker's default profile (github.com/moby/profiles/seccomp) with
 // deniedSyscalls removed from every rule that allows something. What the
 // default refuses stays refused.
-func containerSeccompProfile() ([]byte, error) {
-	p := seccomp.DefaultProfile()
+func ContainerProfile() ([]byte, error) {
+	p := mobyseccomp.DefaultProfile()
 	for _, rule := range p.Syscalls {
 		if rule.Action != specs.ActAllow {
 			continue
@@ -129,7 +134,7 @@ func containerSeccompProfile() ([]byte, error) {
 			rule.Name = ""
 		}
 	}
-	p.Syscalls = slices.DeleteFunc(p.Syscalls, func(r *seccomp.Syscall) bool { return len(r.Names) == 0 && r.Name == "" })
+	p.Syscalls = slices.DeleteFunc(p.Syscalls, func(r *mobyseccomp.Syscall) bool { return len(r.Names) == 0 && r.Name == "" })
 	b, err := json.MarshalIndent(p, "", "\t")
 	if err != nil {
 		return nil, fmt.Errorf("container seccomp profile: %w", err)

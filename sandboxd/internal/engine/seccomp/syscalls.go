@@ -1,11 +1,11 @@
 //go:build amd64 || arm64
 
-package engine
+package seccomp
 
 import "golang.org/x/sys/unix"
 
 // syscallNumbers maps the names in deniedSyscalls that exist on this
-// architecture to their numbers; seccomp_<arch>.go adds the
+// architecture to their numbers; arch_<arch>.go adds the
 // architecture's own.
 var syscallNumbers = map[string]uint32{
 	"keyctl": unix.SYS_KEYCTL, "add_key": unix.SYS_ADD_KEY, "request_key": unix.SYS_REQUEST_KEY,

@@ -1,4 +1,4 @@
-package engine
+package seccomp
 
 import "golang.org/x/sys/unix"
 
