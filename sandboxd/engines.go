@@ -5,6 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/bwrap"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/container"
 )
 
 // selectEngine returns the checked engine cfg.Runtime names, or with none
@@ -17,9 +19,9 @@ func selectEngine(ctx context.Context, cfg Config, logger *slog.Logger) (engine.
 // candidates are the runtimes sandboxd offers, in the order detection
 // tries them.
 func candidates(cfg Config, logger *slog.Logger) []engine.Candidate {
-	container := func(name string) engine.Candidate {
+	containerRuntime := func(name string) engine.Candidate {
 		return engine.Candidate{Name: name, New: func() (engine.Engine, error) {
-			c, err := engine.NewContainer(engine.ContainerConfig{
+			c, err := container.New(container.Config{
 				Runtime:   name,
 				Image:     cfg.Image,
 				User:      cfg.ContainerUser,
@@ -34,13 +36,13 @@ func candidates(cfg Config, logger *slog.Logger) []engine.Candidate {
 	}
 	return []engine.Candidate{
 		{Name: "bwrap", New: func() (engine.Engine, error) {
-			b, err := engine.NewBwrap(engine.BwrapConfig{Spares: cfg.LaunchSpares}, logger)
+			b, err := bwrap.New(bwrap.Config{Spares: cfg.LaunchSpares}, logger)
 			if err != nil {
 				return nil, err
 			}
 			return b, nil
 		}},
-		container("podman"),
-		container("docker"),
+		containerRuntime("podman"),
+		containerRuntime("docker"),
 	}
 }

@@ -62,7 +62,7 @@ type Config struct {
 	IdleTimeout    time.Duration
 	PoolSize       int
 	// LaunchSpares is how many bwrap launchers (started, confined, held
-	// at their gate) are kept for the next sandboxes; see engine.Bwrap.
+	// at their gate) are kept for the next sandboxes; see bwrap.Engine.
 	LaunchSpares int
 	MaxSessions  int
 }

@@ -22,7 +22,7 @@ func TestSeccompFilterDecisions(t *testing.T) {
 		if raw != nil {
 			t.Fatal("a filter without syscall numbers")
 		}
-		return // no filter on this architecture, and NewBwrap logs that
+		return // no filter on this architecture, and bwrap.New logs that
 	}
 	if len(raw)%8 != 0 {
 		t.Fatalf("filter is %d bytes, not whole sock_filter entries", len(raw))

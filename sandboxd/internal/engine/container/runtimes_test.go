@@ -1,4 +1,4 @@
-package engine
+package container
 
 import (
 	"bufio"
@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
 
 // Tests against real podman and docker engines. They need an engine and an
@@ -32,9 +35,9 @@ func testImage() string {
 }
 
 // newTestContainer returns a checked engine closed at the end of t.
-func newTestContainer(t *testing.T, rt string) *Container {
+func newTestContainer(t *testing.T, rt string) *Engine {
 	t.Helper()
-	c, err := NewContainer(ContainerConfig{Runtime: rt, Image: testImage(), CheckArgv: []string{python, "-c", "pass"}}, testLogger(t))
+	c, err := New(Config{Runtime: rt, Image: testImage(), CheckArgv: []string{enginetest.Python, "-c", "pass"}}, enginetest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,14 +52,14 @@ func newTestContainer(t *testing.T, rt string) *Container {
 	return c
 }
 
-func containerSpec(t *testing.T, script string) Spec {
-	s := baseSpec(t, script)
+func containerSpec(t *testing.T, script string) engine.Spec {
+	s := enginetest.Spec(t, script)
 	s.ID = "t" + randomHex(6)
 	return s
 }
 
 // exists reports whether a container of that name exists.
-func (c *Container) exists(t *testing.T, name string) bool {
+func (c *Engine) exists(t *testing.T, name string) bool {
 	t.Helper()
 	_, err := c.cli(t.Context(), "inspect", "--format", "{{.Id}}", name)
 	return err == nil
@@ -80,15 +83,15 @@ for p in ("/opt/codeexec/x", "/x"):
     except OSError:
         print("denied")
 print(sys.stdin.read().upper())`)
-				r := runSandbox(t, c, spec, "ping", time.Minute)
-				if r.err != nil {
-					t.Fatalf("sandbox failed: %v; stderr: %s", r.err, r.stderr)
+				r := enginetest.Run(t, c, spec, "ping", time.Minute)
+				if r.Err != nil {
+					t.Fatalf("sandbox failed: %v; stderr: %s", r.Err, r.Stderr)
 				}
-				// Besides Spec.Env, engines set HOSTNAME, docker a default PATH,
+				// Besides engine.Spec.Env, engines set HOSTNAME, docker a default PATH,
 				// and Python LC_CTYPE (PEP 538); nothing from the host.
 				want := "65534 65534 0000000000000000 1 True /workspace\nagent /workspace\ndenied\ndenied\nPING\n"
-				if r.stdout != want {
-					t.Fatalf("stdout = %q, want %q (stderr %q)", r.stdout, want, r.stderr)
+				if r.Stdout != want {
+					t.Fatalf("stdout = %q, want %q (stderr %q)", r.Stdout, want, r.Stderr)
 				}
 				if c.exists(t, containerName(spec.ID)) {
 					t.Error("the container was not removed after it exited")
@@ -127,9 +130,9 @@ print(sys.stdin.read().upper())`)
 				t.Parallel()
 				spec := containerSpec(t, "b = []\nwhile True:\n    b.append(bytearray(8 << 20))")
 				spec.Limits.MemoryBytes = 64 << 20
-				r := runSandbox(t, c, spec, "", time.Minute)
-				if r.err == nil || !r.usage.OOMKilled {
-					t.Fatalf("err = %v, usage = %+v; want an OOM kill", r.err, r.usage)
+				r := enginetest.Run(t, c, spec, "", time.Minute)
+				if r.Err == nil || !r.Usage.OOMKilled {
+					t.Fatalf("err = %v, usage = %+v; want an OOM kill", r.Err, r.Usage)
 				}
 			})
 			t.Run("pids cap", func(t *testing.T) {
@@ -169,14 +172,14 @@ sys.stdin.read()`)
 				t.Parallel()
 				// What --runtime=runsc does for gVisor, with a flag that
 				// works on any host.
-				e, err := NewContainer(ContainerConfig{Runtime: rt, Image: testImage(), ExtraArgs: []string{"--hostname", "codeexec-extra"}}, testLogger(t))
+				e, err := New(Config{Runtime: rt, Image: testImage(), ExtraArgs: []string{"--hostname", "codeexec-extra"}}, enginetest.Logger(t))
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = e.Close() })
-				r := runSandbox(t, e, containerSpec(t, "import socket; print(socket.gethostname())"), "", time.Minute)
-				if r.err != nil || r.stdout != "codeexec-extra\n" {
-					t.Fatalf("stdout %q, err %v, stderr %q; want the hostname set by the extra args", r.stdout, r.err, r.stderr)
+				r := enginetest.Run(t, e, containerSpec(t, "import socket; print(socket.gethostname())"), "", time.Minute)
+				if r.Err != nil || r.Stdout != "codeexec-extra\n" {
+					t.Fatalf("stdout %q, err %v, stderr %q; want the hostname set by the extra args", r.Stdout, r.Err, r.Stderr)
 				}
 			})
 			t.Run("close removes live containers", func(t *testing.T) {
@@ -207,23 +210,23 @@ func TestContainerCheckErrors(t *testing.T) {
 	for _, rt := range testRuntimes(t) {
 		t.Run(rt, func(t *testing.T) {
 			t.Parallel()
-			c, err := NewContainer(ContainerConfig{Runtime: rt, Image: "codeexec-no-such-image:1"}, testLogger(t))
+			c, err := New(Config{Runtime: rt, Image: "codeexec-no-such-image:1"}, enginetest.Logger(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
 			err = c.Check(t.Context())
-			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "codeexec-no-such-image:1 not found locally") ||
+			if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "codeexec-no-such-image:1 not found locally") ||
 				!strings.Contains(err.Error(), "deploy/build-images.sh") {
 				t.Fatalf("Check with a missing image = %v", err)
 			}
 			// A Python path the image lacks is caught by the trial run.
-			c2, err := NewContainer(ContainerConfig{Runtime: rt, Image: testImage(), CheckArgv: []string{"/usr/local/bin/python9", "-c", "pass"}}, testLogger(t))
+			c2, err := New(Config{Runtime: rt, Image: testImage(), CheckArgv: []string{"/usr/local/bin/python9", "-c", "pass"}}, enginetest.Logger(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c2.Close()
-			if err := c2.Check(t.Context()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "lacks /usr/local/bin/python9") {
+			if err := c2.Check(t.Context()); !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "lacks /usr/local/bin/python9") {
 				t.Fatalf("Check with a missing interpreter = %v", err)
 			}
 		})
@@ -237,13 +240,13 @@ func TestContainerCheckDockerDaemonDown(t *testing.T) {
 			continue
 		}
 		t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-		c, err := NewContainer(ContainerConfig{Runtime: "docker", Image: testImage()}, testLogger(t))
+		c, err := New(Config{Runtime: "docker", Image: testImage()}, enginetest.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 		err = c.Check(t.Context())
-		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "Docker daemon is not running") ||
+		if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "Docker daemon is not running") ||
 			!strings.Contains(err.Error(), "dockerd") {
 			t.Fatalf("Check with no daemon = %v", err)
 		}
@@ -258,7 +261,7 @@ func TestContainerReapsOrphans(t *testing.T) {
 			name := "codeexec-orphan-" + randomHex(4)
 			// A container left by a sandboxd of this host that is gone.
 			out, err := exec.CommandContext(t.Context(), rt, "create", "--name", name,
-				"--label", LabelOwner+"="+host+"/"+deadPID(t)+"/dead", testImage(), python, "-c", "pass").CombinedOutput()
+				"--label", LabelOwner+"="+host+"/"+deadPID(t)+"/dead", testImage(), enginetest.Python, "-c", "pass").CombinedOutput()
 			if err != nil {
 				t.Fatalf("%s create: %v: %s", rt, err, out)
 			}

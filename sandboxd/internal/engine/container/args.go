@@ -1,4 +1,4 @@
-package engine
+package container
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 )
 
 // runArgs returns the `run` command line (without global args) for spec.
@@ -21,8 +23,8 @@ import (
 //     agent exits;
 //   - --memory-swap equal to --memory: no swap beyond the cap;
 //   - a sized /dev/shm and ulimits for open files, core dumps, CPU time and
-//     file size from Limits; RLIMIT_NPROC as a host-wide ceiling (see
-//     ContainerConfig.Nproc);
+//     file size from engine.Limits; RLIMIT_NPROC as a host-wide ceiling (see
+//     Config.Nproc);
 //   - an empty read-only tmpfs over /sys/fs/cgroup, which would show the
 //     host's cgroup layout;
 //   - --log-driver none: the channel must not also be copied to a log file;
@@ -30,7 +32,7 @@ import (
 //   - --security-opt seccomp=: Docker's default profile less the calls
 //     the bwrap engine refuses too (package seccomp), unless ExtraArgs bring a
 //     seccomp option of their own.
-func (c *Container) runArgs(spec Spec) []string {
+func (c *Engine) runArgs(spec engine.Spec) []string {
 	lim := spec.Limits
 	a := []string{"run", "-i", "--pull", "never", "--name", containerName(spec.ID),
 		"--label", LabelOwner + "=" + c.owner, "--label", LabelSession + "=" + spec.ID}
@@ -55,7 +57,7 @@ func (c *Container) runArgs(spec Spec) []string {
 		// podman's --read-only also mounts writable tmpfs on /run, /tmp and
 		// /var/tmp by default: only the two sized ones above may exist.
 		// It also adds default variables (TERM, container=podman):
-		// the environment is Spec.Env only.
+		// the environment is engine.Spec.Env only.
 		a = append(a, "--read-only-tmpfs=false", "--unsetenv-all")
 	}
 	shm := lim.TmpBytes
@@ -88,7 +90,7 @@ func (c *Container) runArgs(spec Spec) []string {
 		a = append(a, "--ulimit", fmt.Sprintf("fsize=%d:%d", lim.FileBytes, lim.FileBytes))
 	}
 	if spec.AgentDir != "" {
-		a = append(a, "--mount", "type=bind,src="+spec.AgentDir+",dst="+AgentMount+",readonly")
+		a = append(a, "--mount", "type=bind,src="+spec.AgentDir+",dst="+engine.AgentMount+",readonly")
 	}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		a = append(a, "--env", k+"="+spec.Env[k])
@@ -104,7 +106,7 @@ func (c *Container) runArgs(spec Spec) []string {
 // survive that. podman refuses uid=; it keeps mode= when the image lacks
 // the directory, and otherwise the image's mode (deploy's image makes
 // /workspace 1777).
-func (c *Container) ownerOpts() string {
+func (c *Engine) ownerOpts() string {
 	if c.cfg.Runtime != "docker" {
 		return ""
 	}
@@ -142,7 +144,7 @@ const staleAfter = time.Minute
 //     (a sandboxd elsewhere, e.g. a compose replica, that died).
 //
 // Errors are logged: reaping is housekeeping.
-func (c *Container) reapOrphans(ctx context.Context, all bool) {
+func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 	out, err := c.cli(ctx, "ps", "-a", "-q", "--no-trunc", "--filter", "label="+LabelOwner)
 	if err != nil {
 		c.logger.Warn("could not list containers for orphan reaping", "error", err)
@@ -179,7 +181,7 @@ func (c *Container) reapOrphans(ctx context.Context, all bool) {
 }
 
 // orphan decides for one container (see reapOrphans).
-func (c *Container) orphan(owner, state, finished string, all bool, now time.Time) bool {
+func (c *Engine) orphan(owner, state, finished string, all bool, now time.Time) bool {
 	if owner == c.owner {
 		return all
 	}

@@ -1,4 +1,4 @@
-package engine
+package container
 
 import (
 	"context"
@@ -7,39 +7,41 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
 )
 
-// containerProcess is one sandbox container, attached through the CLI
+// process is one sandbox container, attached through the CLI
 // (`docker run -i` / `podman run -i`) that sandboxd started: the CLI's stdin
 // and stdout are the channel, its stderr carries the container's stderr and
 // the CLI's own errors.
 //
 // When the CLI exits (the container ended, or was removed), reap inspects
 // the container for an OOM kill, removes it, and only then ends Wait.
-type containerProcess struct {
-	eng    *Container
+type process struct {
+	eng    *Engine
 	name   string
 	cmd    *exec.Cmd
 	logger *slog.Logger
 
-	procPipes
+	engine.Pipes
 
 	mu       sync.Mutex
-	killed   bool    // Kill was called: an exit by SIGKILL is ours, not the OOM killer's
-	cg       *cgroup // the container's cgroup on this host, once known; nil if unknown
+	killed   bool          // Kill was called: an exit by SIGKILL is ours, not the OOM killer's
+	cg       *cgroup.Group // the container's cgroup on this host, once known; nil if unknown
 	final    bool
-	usage    Usage // valid when final
+	usage    engine.Usage // valid when final
 	memLimit bool
 }
 
 // startProcess starts the CLI. The pipes are plain os.Pipe ends, as for
 // bwrap: Wait must not close the read ends under a reader.
-func (c *Container) startProcess(spec Spec) (*containerProcess, error) {
+func (c *Engine) startProcess(spec engine.Spec) (*process, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("pipe: %w", err)
@@ -58,23 +60,22 @@ func (c *Container) startProcess(spec Spec) (*containerProcess, error) {
 	cmd := &exec.Cmd{
 		Path: c.bin, Args: append([]string{c.bin}, args...), Dir: c.workDir,
 		// The CLI inherits sandboxd's environment (DOCKER_HOST,
-		// XDG_RUNTIME_DIR …); the container gets only Spec.Env.
+		// XDG_RUNTIME_DIR …); the container gets only engine.Spec.Env.
 		Stdin: inR, Stdout: outW, Stderr: errW,
-		// If sandboxd dies, so does the CLI; the container's stdin then
-		// closes, the agent exits, and the next Check reaps the container.
-		SysProcAttr: sysProcAttr(),
 	}
-	err = startOnStarterThread(cmd)
+	// If sandboxd dies, so does the CLI; the container's stdin then
+	// closes, the agent exits, and the next Check reaps the container.
+	err = engine.StartChild(cmd)
 	closeFiles(inR, outW, errW)
 	if err != nil {
 		closeFiles(inW, outR, errR)
 		return nil, fmt.Errorf("exec %s: %w", c.bin, err)
 	}
-	p := &containerProcess{
+	p := &process{
 		eng: c, name: containerName(spec.ID), cmd: cmd,
-		logger:    c.logger.With("sandbox.id", spec.ID),
-		procPipes: newProcPipes(inW, outR, errR),
-		memLimit:  spec.Limits.MemoryBytes > 0,
+		logger:   c.logger.With("sandbox.id", spec.ID),
+		Pipes:    engine.NewPipes(inW, outR, errR),
+		memLimit: spec.Limits.MemoryBytes > 0,
 	}
 	go p.reap()
 	go p.findCgroup()
@@ -91,12 +92,12 @@ func closeFiles(fs ...*os.File) {
 // report pids-cap hits and peak memory while it runs, as the bwrap engine
 // does. It is best effort: when sandboxd itself runs in a container it
 // cannot see the host's /proc, and Usage falls back to `inspect` at exit.
-func (p *containerProcess) findCgroup() {
+func (p *process) findCgroup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for delay := 20 * time.Millisecond; ; delay = min(delay*2, 500*time.Millisecond) {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			return
 		case <-ctx.Done():
 			return
@@ -107,7 +108,7 @@ func (p *containerProcess) findCgroup() {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		cg := cgroupOfPid(pid)
+		cg := cgroup.OfPID(pid)
 		if cg == nil {
 			// Not visible from here (sandboxd in a container without the
 			// host's PIDs), or not set up yet: look again, within budget.
@@ -116,51 +117,20 @@ func (p *containerProcess) findCgroup() {
 		p.mu.Lock()
 		p.cg = cg
 		p.mu.Unlock()
-		p.logger.Debug("sandbox cgroup found", "pid", pid, "cgroups", fmt.Sprint(cg.dirs))
+		p.logger.Debug("sandbox cgroup found", "pid", pid, "cgroups", fmt.Sprint(cg.Dirs()))
 		return
 	}
 }
 
-// cgroupOfPid returns the memory and pids cgroups of a host PID, or nil.
-func cgroupOfPid(pid int) *cgroup {
-	own, err := readSelfCgroups(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
-	if err != nil {
-		return nil
-	}
-	const root = "/sys/fs/cgroup"
-	if dir, ok := unifiedMount(root); ok && own[""] != "" && dir == root {
-		d := filepath.Join(dir, own[""])
-		if _, err := os.Stat(d); err == nil {
-			return &cgroup{v2: true, dirs: map[string]string{"": d}}
-		}
-		return nil
-	}
-	g := &cgroup{dirs: map[string]string{}}
-	for _, ctrl := range []string{"memory", "pids"} {
-		mnt, ok := v1Mount(root, ctrl)
-		if !ok || own[ctrl] == "" {
-			continue
-		}
-		d := filepath.Join(mnt, own[ctrl])
-		if _, err := os.Stat(d); err == nil {
-			g.dirs[ctrl] = d
-		}
-	}
-	if len(g.dirs) == 0 {
-		return nil
-	}
-	return g
-}
-
 // reap waits for the CLI, records the container's end and removes it.
-func (p *containerProcess) reap() {
+func (p *process) reap() {
 	err := p.cmd.Wait()
-	_ = p.stdin.Close()
+	_ = p.Stdin().Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
 	p.mu.Lock()
-	u, killed := Usage{}, p.killed
+	u, killed := engine.Usage{}, p.killed
 	if p.cg != nil {
 		u = p.cg.Usage()
 	}
@@ -194,26 +164,20 @@ func (p *containerProcess) reap() {
 	p.mu.Lock()
 	p.usage, p.final = u, true
 	p.mu.Unlock()
-	if err != nil {
-		err = fmt.Errorf("sandbox exited: %w", err)
-	}
-	p.waitErr = err
-	close(p.done)
+	p.Exit(err)
 }
 
-func (p *containerProcess) markKilled() {
+func (p *process) markKilled() {
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
 }
 
-// Kill implements Process: it removes the container (which ends the CLI)
+// Kill implements engine.Process: it removes the container (which ends the CLI)
 // and kills the CLI too, in case the container was never created.
-func (p *containerProcess) Kill() error {
-	select {
-	case <-p.done:
+func (p *process) Kill() error {
+	if p.Exited() {
 		return nil
-	default:
 	}
 	p.markKilled()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -228,16 +192,16 @@ func (p *containerProcess) Kill() error {
 	return nil
 }
 
-func (p *containerProcess) killCLI() error {
+func (p *process) killCLI() error {
 	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("kill sandbox: %w", err)
 	}
 	return nil
 }
 
-// Usage implements Process: live cgroup figures while running when the
+// Usage implements engine.Process: live cgroup figures while running when the
 // cgroup is visible, the final ones after exit.
-func (p *containerProcess) Usage() Usage {
+func (p *process) Usage() engine.Usage {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.final || p.cg == nil {
@@ -246,8 +210,8 @@ func (p *containerProcess) Usage() Usage {
 	return p.cg.Usage()
 }
 
-// PID implements Process: the CLI's PID.
-func (p *containerProcess) PID() int { return p.cmd.Process.Pid }
+// PID implements engine.Process: the CLI's PID.
+func (p *process) PID() int { return p.cmd.Process.Pid }
 
 // goneAlready reports whether a failed `rm -f` means that the container is
 // gone or going anyway (Kill and reap may remove it at the same time).

@@ -1,4 +1,4 @@
-package engine
+package bwrap
 
 import (
 	"io"
@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 )
 
 // BenchmarkStartToFirstByte measures how long a sandboxed `python3 -I`
@@ -16,7 +18,7 @@ import (
 // cgroup v1 move makes after a quiet moment (launcher.go). Teardown is not
 // timed either. Run:
 //
-//	go test -run '^$' -bench StartToFirstByte ./sandboxd/internal/engine/
+//	go test -run '^$' -bench StartToFirstByte ./sandboxd/internal/engine/bwrap/
 func BenchmarkStartToFirstByte(b *testing.B) {
 	argv := []string{python, "-I", "-c", "import os; os.write(1, b'x')"}
 	b.Run("bare", func(b *testing.B) {
@@ -43,7 +45,7 @@ func BenchmarkStartToFirstByte(b *testing.B) {
 		spares int
 	}{{"sandbox", 0}, {"sandbox from a spare launcher", 2}} {
 		b.Run(bc.name, func(b *testing.B) {
-			e, err := NewBwrap(BwrapConfig{CgroupRoot: benchCgroupRoot, Spares: bc.spares}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			e, err := New(Config{CgroupRoot: benchCgroupRoot, Spares: bc.spares}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -51,10 +53,10 @@ func BenchmarkStartToFirstByte(b *testing.B) {
 			if err := e.Check(b.Context()); err != nil {
 				b.Fatal(err)
 			}
-			spec := Spec{
+			spec := engine.Spec{
 				ID: "bench", Argv: argv,
 				Env:    map[string]string{"HOME": "/workspace", "PWD": "/workspace"},
-				Limits: Limits{MemoryBytes: 512 << 20, Pids: 128, CPUs: 1, TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, OpenFiles: 256},
+				Limits: engine.Limits{MemoryBytes: 512 << 20, Pids: 128, CPUs: 1, TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, OpenFiles: 256},
 			}
 			for b.Loop() {
 				b.StopTimer()

@@ -1,4 +1,4 @@
-package engine
+package bwrap
 
 import (
 	"fmt"
@@ -7,6 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
 )
 
 // A launcher is a sandbox start cut in two. launch does everything that
@@ -16,7 +19,7 @@ import (
 // differ between sandboxes (bwrap's --args) and lets it go.
 //
 // Both halves run back to back for an ordinary start. The bwrap engine also
-// keeps a few launchers waiting ahead of demand (Bwrap.spares), because on a
+// keeps a few launchers waiting ahead of demand (Engine.spares), because on a
 // cgroup v1 host the first half is slow for a reason that has nothing to do
 // with the sandbox: moving a process into a cgroup takes the kernel's
 // cgroup_threadgroup_rwsem for writing, which waits for an RCU grace period
@@ -25,7 +28,7 @@ import (
 type launcher struct {
 	key launchKey
 	cmd *exec.Cmd
-	cg  *cgroup
+	cg  *cgroup.Group
 
 	stdin, stdout, stderr *os.File // sandboxd's ends
 	argsW, gateW          *os.File
@@ -35,10 +38,10 @@ type launcher struct {
 // with the same command line and limits.
 type launchKey struct {
 	argv   string // NUL-joined
-	limits Limits
+	limits engine.Limits
 }
 
-func newLaunchKey(argv []string, lim Limits) launchKey {
+func newLaunchKey(argv []string, lim engine.Limits) launchKey {
 	return launchKey{argv: strings.Join(argv, "\x00"), limits: lim}
 }
 
@@ -46,7 +49,7 @@ func newLaunchKey(argv []string, lim Limits) launchKey {
 // passwd and group files on fds 3 and 4, the --args pipe on fd 5, the gate
 // on fd 6 and the seccomp filter (if any) on fd 7, and confines it in cg
 // and limits. It takes ownership of cg: on failure cg is removed.
-func launch(key launchKey, argv []string, seccomp []byte, cg *cgroup, limits []rlimit) (*launcher, error) {
+func launch(key launchKey, argv []string, seccomp []byte, cg *cgroup.Group, limits []rlimit) (*launcher, error) {
 	inheritedOnce.Do(closeInheritedOnExec)
 	var parentEnds, childEnds []*os.File
 	closeAll := func(fs []*os.File) {
@@ -132,17 +135,18 @@ func launch(key launchKey, argv []string, seccomp []byte, cg *cgroup, limits []r
 	}
 
 	cmd := &exec.Cmd{
-		Path:        argv[0],
-		Args:        argv,
-		Env:         []string{}, // nil would mean "inherit sandboxd's environment"
-		Dir:         "/",
-		Stdin:       inR,
-		Stdout:      outW,
-		Stderr:      errW,
-		ExtraFiles:  extra, // fds 3 (passwd), 4 (group), 5 (--args), 6 (gate), 7 (seccomp)
-		SysProcAttr: sysProcAttr(),
+		Path:       argv[0],
+		Args:       argv,
+		Env:        []string{}, // nil would mean "inherit sandboxd's environment"
+		Dir:        "/",
+		Stdin:      inR,
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: extra, // fds 3 (passwd), 4 (group), 5 (--args), 6 (gate), 7 (seccomp)
 	}
-	err = startOnStarterThread(cmd)
+	// The parent-death signal kills the shim (and so bwrap) if sandboxd
+	// dies before bwrap sets its own --die-with-parent.
+	err = engine.StartChild(cmd)
 	closeAll(childEnds)
 	childEnds = nil
 	if err != nil {
@@ -160,7 +164,7 @@ func launch(key launchKey, argv []string, seccomp []byte, cg *cgroup, limits []r
 // release lets the shim start bwrap with data on its --args descriptor and
 // returns the running sandbox, which is reaped in the background. On error
 // the launcher is discarded.
-func (l *launcher) release(data []byte, logger *slog.Logger) (*bwrapProcess, error) {
+func (l *launcher) release(data []byte, logger *slog.Logger) (*process, error) {
 	_, err := io.WriteString(l.gateW, "go\n")
 	_ = l.gateW.Close()
 	if err != nil {
@@ -174,7 +178,7 @@ func (l *launcher) release(data []byte, logger *slog.Logger) (*bwrapProcess, err
 		_, _ = argsW.Write(data)
 		_ = argsW.Close()
 	}()
-	p := &bwrapProcess{cmd: l.cmd, cg: l.cg, logger: logger, procPipes: newProcPipes(l.stdin, l.stdout, l.stderr)}
+	p := &process{cmd: l.cmd, cg: l.cg, logger: logger, Pipes: engine.NewPipes(l.stdin, l.stdout, l.stderr)}
 	go p.reap()
 	return p, nil
 }

@@ -1,4 +1,4 @@
-package engine
+package bwrap
 
 import (
 	"os"
@@ -8,11 +8,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
 
 // waitSpares returns the PIDs of the spare launchers once there are n of
 // them made for spec's command line and limits.
-func waitSpares(t *testing.T, e *Bwrap, spec Spec, n int) []int {
+func waitSpares(t *testing.T, e *Engine, spec engine.Spec, n int) []int {
 	t.Helper()
 	argv, _ := shimArgv(e.sh, e.setpriv, e.bwrap, e.seccomp != nil, spec)
 	key := newLaunchKey(argv, spec.Limits)
@@ -42,11 +45,11 @@ func waitSpares(t *testing.T, e *Bwrap, spec Spec, n int) []int {
 // Close leaves nothing behind.
 func TestBwrapSpareLaunchers(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, BwrapConfig{Spares: 2})
+	e := newTestEngine(t, Config{Spares: 2})
 	if e.cgroups == nil {
 		t.Fatal("cgroups are unavailable on this host; these tests need root and cgroup v1 or v2 with memory and pids")
 	}
-	spec := baseSpec(t, `
+	spec := enginetest.Spec(t, `
 import os, resource, errno, time, sys
 sys.stdin.read()
 st = os.statvfs("/workspace")
@@ -68,32 +71,32 @@ for k in kids:
 x = b"\x01" * (1 << 30)
 print("survived")`)
 	spec.Env["SPARE"] = "yes"
-	spec.Limits = Limits{MemoryBytes: 96 << 20, Pids: 24, OpenFiles: 77, TmpBytes: 8 << 20, WorkspaceBytes: 12 << 20}
+	spec.Limits = engine.Limits{MemoryBytes: 96 << 20, Pids: 24, OpenFiles: 77, TmpBytes: 8 << 20, WorkspaceBytes: 12 << 20}
 
-	first := runSandbox(t, e, spec, "", 60*time.Second) // no spare yet: starts afresh
+	first := enginetest.Run(t, e, spec, "", 60*time.Second) // no spare yet: starts afresh
 	spares := waitSpares(t, e, spec, 2)
-	if slices.Contains(spares, first.pid) {
-		t.Fatalf("the first sandbox (pid %d) came from a spare", first.pid)
+	if slices.Contains(spares, first.PID) {
+		t.Fatalf("the first sandbox (pid %d) came from a spare", first.PID)
 	}
 
 	// A sandbox from a spare, with another ID, agent dir and environment
 	// (they travel in --args), is confined like any other.
 	spec.ID = "from-a-spare"
-	spec.AgentDir = agentDir(t)
+	spec.AgentDir = enginetest.AgentDir(t)
 	spec.Env["SPARE"] = "still"
-	r := runSandbox(t, e, spec, "", 60*time.Second)
-	if !slices.Contains(spares, r.pid) {
-		t.Errorf("sandbox pid %d is not one of the spares %v", r.pid, spares)
+	r := enginetest.Run(t, e, spec, "", 60*time.Second)
+	if !slices.Contains(spares, r.PID) {
+		t.Errorf("sandbox pid %d is not one of the spares %v", r.PID, spares)
 	}
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	if len(lines) != 2 || lines[0] != "/workspace still 12582912 77" || lines[1] != "blocked True" {
-		t.Errorf("stdout %q, want the spec's cwd, env, workspace size and open-files limit, then a blocked fork bomb; stderr %q", r.stdout, r.stderr)
+		t.Errorf("stdout %q, want the spec's cwd, env, workspace size and open-files limit, then a blocked fork bomb; stderr %q", r.Stdout, r.Stderr)
 	}
-	if !r.usage.OOMKilled || !r.usage.PidsLimitHit {
-		t.Errorf("usage %+v: the memory and pids caps did not apply", r.usage)
+	if !r.Usage.OOMKilled || !r.Usage.PidsLimitHit {
+		t.Errorf("usage %+v: the memory and pids caps did not apply", r.Usage)
 	}
-	if r.usage.MemoryPeakBytes > 96<<20 {
-		t.Errorf("MemoryPeakBytes = %d, above the 96 MiB cap", r.usage.MemoryPeakBytes)
+	if r.Usage.MemoryPeakBytes > 96<<20 {
+		t.Errorf("MemoryPeakBytes = %d, above the 96 MiB cap", r.Usage.MemoryPeakBytes)
 	}
 
 	// The cgroup of a sandbox from a spare is named after the sandbox.
@@ -104,15 +107,15 @@ print("survived")`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bp := p.(*bwrapProcess)
+	bp := p.(*process)
 	if !slices.Contains(spares, bp.PID()) {
 		t.Errorf("sleeper pid %d is not one of the spares %v", bp.PID(), spares)
 	}
-	for c, dir := range bp.cg.dirs {
+	for c, dir := range bp.cg.Dirs() {
 		if !strings.HasPrefix(filepath.Base(dir), "named-sleeper-") {
 			t.Errorf("%s cgroup %s is not named after the sandbox", c, dir)
 		}
-		if got := readPids(filepath.Join(dir, "cgroup.procs")); len(got) == 0 {
+		if procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs")); len(strings.Fields(string(procs))) == 0 {
 			t.Errorf("%s cgroup %s has no processes", c, dir)
 		}
 	}
@@ -148,14 +151,14 @@ print("survived")`)
 	waitGone(t, fresh[0])
 	waitGone(t, fresh[1])
 	other.ID = "after-dead-spares"
-	after := runSandbox(t, e, other, "", 30*time.Second)
-	if !strings.HasPrefix(after.stdout, "/workspace still 12582912 77\nblocked True") || slices.Contains(fresh, after.pid) {
-		t.Errorf("start with dead spares (%v): pid %d %q %v %q", fresh, after.pid, after.stdout, after.err, after.stderr)
+	after := enginetest.Run(t, e, other, "", 30*time.Second)
+	if !strings.HasPrefix(after.Stdout, "/workspace still 12582912 77\nblocked True") || slices.Contains(fresh, after.PID) {
+		t.Errorf("start with dead spares (%v): pid %d %q %v %q", fresh, after.PID, after.Stdout, after.Err, after.Stderr)
 	}
 
 	// Close ends the spares and removes every cgroup.
 	spares = waitSpares(t, e, other, 2)
-	parents := e.cgroups.parents
+	parents := e.cgroups.Parents()
 	if err := e.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -164,8 +167,9 @@ print("survived")`)
 			t.Errorf("spare %d survived Close", pid)
 		}
 	}
-	// Other tests' engines share the parents: look only at this test's.
-	ours := []string{sanitizeCgroupName(t.Name()), "from-a-spare", "named-sleeper", "after-dead-spares", "spare"}
+	// Other tests' engines share the parents: look only at this test's
+	// (the test's name is a cgroup name as it is).
+	ours := []string{t.Name(), "from-a-spare", "named-sleeper", "after-dead-spares", "spare"}
 	for _, dir := range parents {
 		if _, err := os.Stat(dir); os.IsNotExist(err) {
 			continue // the last engine closed removes the parent too

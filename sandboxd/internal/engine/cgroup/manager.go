@@ -1,29 +1,33 @@
-package engine
+package cgroup
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 )
 
-// cgroupControllers are the cgroup controllers a sandbox uses: memory and
-// pids for the hard caps and for Usage, cpu for the bandwidth quota.
-var cgroupControllers = []string{"memory", "pids", "cpu"}
+// controllers are the cgroup controllers a sandbox uses: memory and
+// pids for the hard caps and for engine.Usage, cpu for the bandwidth quota.
+var controllers = []string{"memory", "pids", "cpu"}
 
-// cgroupManager makes one cgroup per sandbox. All of them live under a
+// Manager makes one cgroup per sandbox. All of them live under a
 // codeexec-<pid> parent that is a child of the cgroup sandboxd itself is in
 // (read from /proc/self/cgroup), so nesting works inside containers and under
 // systemd, and two sandboxd processes never collide. It knows nothing about
 // bwrap: any engine that starts host processes can use it.
-type cgroupManager struct {
+type Manager struct {
 	logger *slog.Logger
 	// v2 is true for the unified hierarchy; then parents has the single key "".
 	v2 bool
@@ -99,18 +103,26 @@ func removeStaleParents(dir string) {
 	}
 }
 
-// newCgroupManager prepares the codeexec-<pid> parents under root (normally
+// NewManager prepares the codeexec-<pid> parents under root (normally
 // /sys/fs/cgroup). It uses cgroup v2 when the unified hierarchy has the
 // memory and pids controllers, else v1. It returns an error when neither can
 // be used (no permission, controllers missing); the caller then falls back to
 // rlimits.
-func newCgroupManager(root string, logger *slog.Logger) (*cgroupManager, error) {
+func NewManager(root string, logger *slog.Logger) (*Manager, error) {
+	m, err := newManager(root, logger)
+	if err == nil {
+		logger.Debug("cgroups ready", "cgroup.v2", m.v2, "cgroup.parents", m.parents)
+	}
+	return m, err
+}
+
+func newManager(root string, logger *slog.Logger) (*Manager, error) {
 	self, err := ownCgroups()
 	if err != nil {
 		return nil, err
 	}
 	name := fmt.Sprintf("codeexec-%d", os.Getpid())
-	m := &cgroupManager{logger: logger, parents: map[string]string{}}
+	m := &Manager{logger: logger, parents: map[string]string{}}
 
 	if unified, ok := unifiedMount(root); ok && self[""] != "" {
 		dir, err := setupV2Parent(filepath.Join(unified, self[""]), name, logger)
@@ -122,7 +134,7 @@ func newCgroupManager(root string, logger *slog.Logger) (*cgroupManager, error) 
 		return m, nil
 	}
 
-	for _, c := range cgroupControllers {
+	for _, c := range controllers {
 		mount, ok := v1Mount(root, c)
 		if !ok {
 			continue
@@ -213,9 +225,13 @@ func v1Mount(root, controller string) (string, bool) {
 	return "", false
 }
 
+// Parents lists the codeexec-<pid> directories that hold the sandbox
+// cgroups, one per controller (one on cgroup v2).
+func (m *Manager) Parents() []string { return slices.Collect(maps.Values(m.parents)) }
+
 // Close removes the codeexec-<pid> parents. Sandbox cgroups must already be
 // gone; a parent that still has children is left and reported.
-func (m *cgroupManager) Close() error {
+func (m *Manager) Close() error {
 	var errs []error
 	for _, dir := range m.parents {
 		if err := releaseParent(dir); err != nil {
@@ -227,9 +243,9 @@ func (m *cgroupManager) Close() error {
 
 // Create makes the cgroup of one sandbox and writes its limits. id is only
 // used to make the directory name readable.
-func (m *cgroupManager) Create(id string, lim Limits) (*cgroup, error) {
+func (m *Manager) Create(id string, lim engine.Limits) (*Group, error) {
 	name := cgroupName(id)
-	g := &cgroup{v2: m.v2, dirs: map[string]string{}}
+	g := &Group{v2: m.v2, dirs: map[string]string{}}
 	for c, parent := range m.parents {
 		if c == "cpu" && lim.CPUs <= 0 {
 			continue
@@ -258,7 +274,7 @@ func cgroupName(id string) string {
 // Rename gives the cgroup a name that shows id (a spare launcher's cgroup
 // gets its sandbox's). The directories stay where they are; on error some
 // may keep the old name, which is harmless.
-func (g *cgroup) Rename(id string) error {
+func (g *Group) Rename(id string) error {
 	if g == nil {
 		return nil
 	}

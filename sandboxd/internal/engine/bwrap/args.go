@@ -1,4 +1,4 @@
-package engine
+package bwrap
 
 import (
 	"maps"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 )
 
 // sandboxUID and sandboxGID are the ids the sandboxed code runs as, inside
@@ -71,7 +73,7 @@ const (
 // workDir is the sandbox's working directory, a tmpfs.
 const workDir = "/workspace"
 
-func bwrapArgs(spec Spec, seccomp bool) (argv []string, data []byte) {
+func bwrapArgs(spec engine.Spec, seccomp bool) (argv []string, data []byte) {
 	argv = []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session",
@@ -112,7 +114,7 @@ func bwrapArgs(spec Spec, seccomp bool) (argv []string, data []byte) {
 
 	var opts []string
 	if spec.AgentDir != "" {
-		opts = append(opts, "--ro-bind", spec.AgentDir, AgentMount)
+		opts = append(opts, "--ro-bind", spec.AgentDir, engine.AgentMount)
 	}
 	// /dev/shm (POSIX semaphores and shared memory, used by
 	// multiprocessing) would otherwise live on bwrap's unsized /dev tmpfs;
@@ -149,7 +151,7 @@ type rlimit struct {
 // RLIMIT_NPROC counts every process of the host uid the sandbox runs as
 // (65534 when sandboxd is root), so as a fallback it is shared by all
 // sandboxes at once; cgroups have no such problem.
-func rlimits(lim Limits, memCgroup, pidsCgroup bool) []rlimit {
+func rlimits(lim engine.Limits, memCgroup, pidsCgroup bool) []rlimit {
 	r := []rlimit{{unix.RLIMIT_CORE, 0}}
 	if lim.CPUTime > 0 {
 		secs := uint64((lim.CPUTime + time.Second - 1) / time.Second) // round up
@@ -191,7 +193,7 @@ exec "$@"`
 
 // shimArgv returns the complete host command line (the sh shim, setpriv
 // when dropping root, then bwrap) and bwrap's --args data.
-func shimArgv(sh, setpriv, bwrap string, seccomp bool, spec Spec) (argv []string, data []byte) {
+func shimArgv(sh, setpriv, bwrap string, seccomp bool, spec engine.Spec) (argv []string, data []byte) {
 	a := []string{sh, "-c", gateShim, "codeexec-shim"}
 	if setpriv != "" {
 		// Drop root before bwrap: the sandbox's processes are then uid

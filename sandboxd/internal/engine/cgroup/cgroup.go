@@ -1,24 +1,30 @@
-package engine
+// Package cgroup gives each sandbox its own cgroup, v1 or v2: memory, pids
+// and cpu caps, the usage the kernel records, and a sure way to kill every
+// process in it. It knows nothing about how the sandbox is started.
+package cgroup
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 )
 
-// cgroup is the cgroup of one sandbox: one directory per v1 controller, or
+// Group is the cgroup of one sandbox: one directory per v1 controller, or
 // one v2 directory under the key "".
-type cgroup struct {
+type Group struct {
 	v2   bool
 	dirs map[string]string
 }
 
-func (g *cgroup) dir(controller string) string {
+func (g *Group) dir(controller string) string {
 	if g.v2 {
 		return g.dirs[""]
 	}
@@ -27,13 +33,17 @@ func (g *cgroup) dir(controller string) string {
 
 // HasMemory and HasPids report whether those caps are enforced by the cgroup
 // (otherwise the engine must use rlimits).
-func (g *cgroup) HasMemory() bool { return g != nil && g.dir("memory") != "" }
+func (g *Group) HasMemory() bool { return g != nil && g.dir("memory") != "" }
 
 // HasPids reports whether the pids cap is enforced by the cgroup.
-func (g *cgroup) HasPids() bool { return g != nil && g.dir("pids") != "" }
+func (g *Group) HasPids() bool { return g != nil && g.dir("pids") != "" }
+
+// Dirs maps each controller to the group's directory under it ("" on
+// cgroup v2).
+func (g *Group) Dirs() map[string]string { return maps.Clone(g.dirs) }
 
 // ProcsFiles lists the cgroup.procs files a process must write its pid to.
-func (g *cgroup) ProcsFiles() []string {
+func (g *Group) ProcsFiles() []string {
 	var out []string
 	for _, d := range g.dirs {
 		out = append(out, filepath.Join(d, "cgroup.procs"))
@@ -41,7 +51,7 @@ func (g *cgroup) ProcsFiles() []string {
 	return out
 }
 
-func (g *cgroup) setLimits(lim Limits) error {
+func (g *Group) setLimits(lim engine.Limits) error {
 	type setting struct{ controller, file, value string }
 	var s []setting
 	if lim.MemoryBytes > 0 {
@@ -87,8 +97,8 @@ func (g *cgroup) setLimits(lim Limits) error {
 }
 
 // Usage reads what the kernel recorded for the cgroup.
-func (g *cgroup) Usage() Usage {
-	var u Usage
+func (g *Group) Usage() engine.Usage {
+	var u engine.Usage
 	if d := g.dir("memory"); d != "" {
 		if g.v2 {
 			u.MemoryPeakBytes = readInt(filepath.Join(d, "memory.peak"))
@@ -104,9 +114,41 @@ func (g *cgroup) Usage() Usage {
 	return u
 }
 
+// OfPID returns the memory and pids cgroups of a host PID (a container's,
+// say), or nil when they cannot be seen from here.
+func OfPID(pid int) *Group {
+	own, err := readSelfCgroups(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return nil
+	}
+	const root = "/sys/fs/cgroup"
+	if dir, ok := unifiedMount(root); ok && own[""] != "" && dir == root {
+		d := filepath.Join(dir, own[""])
+		if _, err := os.Stat(d); err == nil {
+			return &Group{v2: true, dirs: map[string]string{"": d}}
+		}
+		return nil
+	}
+	g := &Group{dirs: map[string]string{}}
+	for _, ctrl := range []string{"memory", "pids"} {
+		mnt, ok := v1Mount(root, ctrl)
+		if !ok || own[ctrl] == "" {
+			continue
+		}
+		d := filepath.Join(mnt, own[ctrl])
+		if _, err := os.Stat(d); err == nil {
+			g.dirs[ctrl] = d
+		}
+	}
+	if len(g.dirs) == 0 {
+		return nil
+	}
+	return g
+}
+
 // Kill sends SIGKILL to every process in the cgroup. The pids controller is
 // the authoritative member list (threads and forks included).
-func (g *cgroup) Kill() {
+func (g *Group) Kill() {
 	for _, c := range []string{"pids", "memory", "cpu"} {
 		d := g.dir(c)
 		if d == "" {
@@ -121,7 +163,7 @@ func (g *cgroup) Kill() {
 
 // Remove kills what is left and deletes the cgroup directories, retrying
 // briefly while the kernel finishes tearing the processes down.
-func (g *cgroup) Remove() error {
+func (g *Group) Remove() error {
 	if g == nil {
 		return nil
 	}

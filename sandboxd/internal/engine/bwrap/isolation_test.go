@@ -1,4 +1,4 @@
-package engine
+package bwrap
 
 import (
 	"bufio"
@@ -14,13 +14,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
 
 // TestBwrapIsolation runs one real sandbox per property; each script prints
 // "ok" or what it found instead.
 func TestBwrapIsolation(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, BwrapConfig{})
+	e := newTestEngine(t, Config{})
 	hidden := t.TempDir()
 
 	tests := []struct {
@@ -137,20 +139,20 @@ print("ok" if st.f_blocks * st.f_frsize == 32 << 20 and os.getcwd() == "/workspa
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := runSandbox(t, e, baseSpec(t, tc.script, tc.args...), "", 30*time.Second)
-			if r.err != nil || strings.TrimSpace(r.stdout) != "ok" {
-				t.Errorf("got stdout %q, err %v, stderr %q", r.stdout, r.err, r.stderr)
+			r := enginetest.Run(t, e, enginetest.Spec(t, tc.script, tc.args...), "", 30*time.Second)
+			if r.Err != nil || strings.TrimSpace(r.Stdout) != "ok" {
+				t.Errorf("got stdout %q, err %v, stderr %q", r.Stdout, r.Err, r.Stderr)
 			}
 		})
 	}
 }
 
-// TestBwrapEnvironment checks that the sandbox gets exactly Spec.Env: the
+// TestBwrapEnvironment checks that the sandbox gets exactly engine.Spec.Env: the
 // test's own environment (with a secret in it) must not leak. Not parallel:
 // it uses t.Setenv.
 func TestBwrapEnvironment(t *testing.T) {
 	t.Setenv("CODEEXEC_TEST_SECRET", "hunter2")
-	e := newTestEngine(t, BwrapConfig{})
+	e := newTestEngine(t, Config{})
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -160,23 +162,23 @@ func TestBwrapEnvironment(t *testing.T) {
 		{"another PWD", map[string]string{"PWD": "/elsewhere"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := baseSpec(t, `
+			spec := enginetest.Spec(t, `
 import json
 raw = open("/proc/self/environ", "rb").read().split(b"\0")
 print(json.dumps(dict(kv.decode().split("=", 1) for kv in raw if kv)))`)
 			spec.Env = tc.env
-			r := runSandbox(t, e, spec, "", 30*time.Second)
-			if r.err != nil {
-				t.Fatalf("sandbox failed: %v, stderr %q", r.err, r.stderr)
+			r := enginetest.Run(t, e, spec, "", 30*time.Second)
+			if r.Err != nil {
+				t.Fatalf("sandbox failed: %v, stderr %q", r.Err, r.Stderr)
 			}
 			var got map[string]string
-			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
-				t.Fatalf("bad output %q: %v", r.stdout, err)
+			if err := json.Unmarshal([]byte(r.Stdout), &got); err != nil {
+				t.Fatalf("bad output %q: %v", r.Stdout, err)
 			}
 			if !maps.Equal(got, spec.Env) {
 				t.Errorf("environment = %v, want exactly %v", got, spec.Env)
 			}
-			if strings.Contains(r.stdout, "hunter2") {
+			if strings.Contains(r.Stdout, "hunter2") {
 				t.Error("the host secret leaked into the sandbox")
 			}
 		})
@@ -186,8 +188,8 @@ print(json.dumps(dict(kv.decode().split("=", 1) for kv in raw if kv)))`)
 // TestBwrapSeparateTmp checks that two live sandboxes do not share /tmp.
 func TestBwrapSeparateTmp(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, BwrapConfig{})
-	writer, err := e.Start(t.Context(), baseSpec(t, `
+	e := newTestEngine(t, Config{})
+	writer, err := e.Start(t.Context(), enginetest.Spec(t, `
 import sys
 open("/tmp/marker", "w").write("a")
 print("written", flush=True)
@@ -200,11 +202,11 @@ sys.stdin.read()`))
 	if err != nil || line != "written\n" {
 		t.Fatalf("writer said %q, %v", line, err)
 	}
-	r := runSandbox(t, e, baseSpec(t, `
+	r := enginetest.Run(t, e, enginetest.Spec(t, `
 import os
 print("ok" if not os.path.exists("/tmp/marker") else "shared /tmp")`), "", 30*time.Second)
-	if strings.TrimSpace(r.stdout) != "ok" {
-		t.Errorf("second sandbox: %q %v %q", r.stdout, r.err, r.stderr)
+	if strings.TrimSpace(r.Stdout) != "ok" {
+		t.Errorf("second sandbox: %q %v %q", r.Stdout, r.Err, r.Stderr)
 	}
 	_ = writer.Stdin().Close()
 	if err := writer.Wait(); err != nil {
@@ -216,8 +218,8 @@ print("ok" if not os.path.exists("/tmp/marker") else "shared /tmp")`), "", 30*ti
 // channel and that Stdout reaches EOF after exit.
 func TestBwrapChannel(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, BwrapConfig{})
-	p, err := e.Start(t.Context(), baseSpec(t, `
+	e := newTestEngine(t, Config{})
+	p, err := e.Start(t.Context(), enginetest.Spec(t, `
 import sys
 for line in sys.stdin:
     sys.stdout.write(line.upper())
@@ -254,8 +256,8 @@ for line in sys.stdin:
 // child the sandboxed code started.
 func TestBwrapKill(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, BwrapConfig{})
-	p, err := e.Start(t.Context(), baseSpec(t, `
+	e := newTestEngine(t, Config{})
+	p, err := e.Start(t.Context(), enginetest.Spec(t, `
 import subprocess, sys
 c = subprocess.Popen(["/usr/bin/sleep", "1000"])
 print(c.pid, flush=True)

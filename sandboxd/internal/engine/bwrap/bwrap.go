@@ -1,4 +1,7 @@
-package engine
+// Package bwrap is the bubblewrap engine, the default: no daemon and no
+// image, the host's /usr read-only in fresh namespaces, with cgroup caps,
+// rlimits and a seccomp filter, and spare launchers for quick starts.
+package bwrap
 
 import (
 	"bytes"
@@ -11,16 +14,17 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
 )
 
-// BwrapConfig configures the bubblewrap engine. cmd/ fills it; nothing in
+// Config configures the bubblewrap engine. cmd/ fills it; nothing in
 // this package reads the environment.
-type BwrapConfig struct {
+type Config struct {
 	// Path is the bwrap binary, a name looked up on PATH or a path.
 	// Default "bwrap".
 	Path string
@@ -33,7 +37,7 @@ type BwrapConfig struct {
 	Spares int
 }
 
-// Bwrap is the bubblewrap engine: a sandbox is a bwrap process with every
+// Engine is the bubblewrap engine: a sandbox is a bwrap process with every
 // namespace unshared, the host's /usr bound read-only, no network, no
 // capabilities and uid 65534. Memory and pids are capped with cgroups when
 // sandboxd may create them (it must be root for that), else with rlimits.
@@ -42,11 +46,11 @@ type BwrapConfig struct {
 // Spec.AgentDir and every directory above it must be readable and
 // searchable by "others".
 //
-// With BwrapConfig.Spares, the engine keeps launchers (launcher.go) that
+// With Config.Spares, the engine keeps launchers (launcher.go) that
 // are already inside their cgroups and limits, so that a start skips the
 // slow part of that set-up.
-type Bwrap struct {
-	cfg    BwrapConfig
+type Engine struct {
+	cfg    Config
 	logger *slog.Logger
 
 	// dropRoot is set when sandboxd is root: bwrap and the sandbox then run
@@ -59,14 +63,14 @@ type Bwrap struct {
 	// architecture has none.
 	seccomp []byte
 
-	cgroups *cgroupManager // nil: rlimits only
+	cgroups *cgroup.Manager // nil: rlimits only
 
 	checkMu sync.Mutex // serialises Check; guards checked
 	checked bool
 
 	mu     sync.Mutex // guards the fields below
 	closed bool
-	live   map[*bwrapProcess]struct{}
+	live   map[*process]struct{}
 	// spares wait for starts that match spareFor; filling is set while
 	// fillSpares runs, and fills counts that goroutine and the discards of
 	// stale spares for Close.
@@ -76,18 +80,18 @@ type Bwrap struct {
 	fills    sync.WaitGroup
 }
 
-// NewBwrap returns the engine. It does not fail when bwrap is missing;
+// New returns the engine. It does not fail when bwrap is missing;
 // Check reports that, so sandboxd can start and say what to install. It
 // prepares the cgroup parents when possible and logs when it falls back to
 // rlimits.
-func NewBwrap(cfg BwrapConfig, logger *slog.Logger) (*Bwrap, error) {
+func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if cfg.Path == "" {
 		cfg.Path = "bwrap"
 	}
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
-	b := &Bwrap{cfg: cfg, logger: logger, live: map[*bwrapProcess]struct{}{}}
+	b := &Engine{cfg: cfg, logger: logger, live: map[*process]struct{}{}}
 	b.lookErr = b.lookPaths()
 	var err error
 	if b.seccomp, err = seccomp.Filter(); err != nil {
@@ -97,56 +101,37 @@ func NewBwrap(cfg BwrapConfig, logger *slog.Logger) (*Bwrap, error) {
 		logger.Warn("no seccomp filter for this architecture: sandboxes rely on namespaces, capabilities and no_new_privs alone")
 	}
 
-	cg, err := newCgroupManager(cfg.CgroupRoot, logger)
+	cg, err := cgroup.NewManager(cfg.CgroupRoot, logger)
 	if err != nil {
 		logger.Warn("cgroups unavailable: memory and pids are capped with rlimits only", "error", err)
 	} else {
 		b.cgroups = cg
-		logger.Debug("cgroups ready", "cgroup.v2", cg.v2, "cgroup.parents", cg.parents)
 	}
 	return b, nil
 }
 
-// systemDirs are searched after PATH: MCP clients often start servers with
-// a minimal PATH, and a tool that is installed must still be found.
-var systemDirs = []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"}
-
-// lookPath is exec.LookPath with systemDirs as a fallback for bare names.
-func lookPath(name string) (string, error) {
-	p, err := exec.LookPath(name)
-	if err == nil || strings.Contains(name, "/") {
-		return p, err
-	}
-	for _, dir := range systemDirs {
-		if p, err2 := exec.LookPath(filepath.Join(dir, name)); err2 == nil {
-			return p, nil
-		}
-	}
-	return "", err
-}
-
-func (b *Bwrap) lookPaths() error {
+func (b *Engine) lookPaths() error {
 	var err error
-	if b.bwrap, err = lookPath(b.cfg.Path); err != nil {
-		return fmt.Errorf("%w: bubblewrap (bwrap) is not installed: run `apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap`", ErrUnavailable)
+	if b.bwrap, err = engine.LookPath(b.cfg.Path); err != nil {
+		return fmt.Errorf("%w: bubblewrap (bwrap) is not installed: run `apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap`", engine.ErrUnavailable)
 	}
 	if b.sh, err = exec.LookPath("/bin/sh"); err != nil {
-		return fmt.Errorf("%w: /bin/sh is missing", ErrUnavailable)
+		return fmt.Errorf("%w: /bin/sh is missing", engine.ErrUnavailable)
 	}
 	if b.dropRoot = os.Geteuid() == 0; b.dropRoot {
-		if b.setpriv, err = lookPath("setpriv"); err != nil {
-			return fmt.Errorf("%w: setpriv is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", ErrUnavailable)
+		if b.setpriv, err = engine.LookPath("setpriv"); err != nil {
+			return fmt.Errorf("%w: setpriv is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", engine.ErrUnavailable)
 		}
 	}
 	return nil
 }
 
-// Name implements Engine.
-func (b *Bwrap) Name() string { return "bwrap" }
+// Name implements engine.Engine.
+func (b *Engine) Name() string { return "bwrap" }
 
-// Check implements Engine. It starts one trivial sandbox (/usr/bin/true)
+// Check implements engine.Engine. It starts one trivial sandbox (/usr/bin/true)
 // the first time and remembers success.
-func (b *Bwrap) Check(ctx context.Context) error {
+func (b *Engine) Check(ctx context.Context) error {
 	if b.lookErr != nil {
 		return b.lookErr
 	}
@@ -157,9 +142,9 @@ func (b *Bwrap) Check(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p, err := b.start(ctx, Spec{ID: "check", Argv: []string{"/usr/bin/true"}})
+	p, err := b.start(ctx, engine.Spec{ID: "check", Argv: []string{"/usr/bin/true"}})
 	if err != nil {
-		return fmt.Errorf("%w: bwrap: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: bwrap: %w", engine.ErrUnavailable, err)
 	}
 	_ = p.Stdin().Close()
 	var stderr bytes.Buffer
@@ -186,9 +171,9 @@ func (b *Bwrap) Check(ctx context.Context) error {
 	return nil
 }
 
-// Prepare implements Engine: it compiles the agent in agentDir with the
+// Prepare implements engine.Engine: it compiles the agent in agentDir with the
 // host's python, which bwrap sandboxes run (they bind the host's /usr).
-func (b *Bwrap) Prepare(ctx context.Context, agentDir, python string) error {
+func (b *Engine) Prepare(ctx context.Context, agentDir, python string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return agent.Precompile(ctx, python, agentDir)
@@ -203,17 +188,17 @@ func checkFailure(stderr string, err error) error {
 			"`sysctl user.max_user_namespaces` is not 0 (e.g. `sysctl -w user.max_user_namespaces=15000`); "+
 			"on Ubuntu 24.04+ also `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; "+
 			"in a container, run it with --security-opt seccomp=unconfined or use the podman/docker runtime",
-			ErrUnavailable, msg)
+			engine.ErrUnavailable, msg)
 	}
 	if msg == "" {
 		msg = err.Error()
 	}
-	return fmt.Errorf("%w: a trial bwrap sandbox failed: %s", ErrUnavailable, msg)
+	return fmt.Errorf("%w: a trial bwrap sandbox failed: %s", engine.ErrUnavailable, msg)
 }
 
-// Start implements Engine. ctx bounds only the start. It takes a spare
+// Start implements engine.Engine. ctx bounds only the start. It takes a spare
 // launcher when one matches spec, and then makes sure spares are refilled.
-func (b *Bwrap) Start(ctx context.Context, spec Spec) (Process, error) {
+func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, error) {
 	if b.lookErr != nil {
 		return nil, b.lookErr
 	}
@@ -236,7 +221,7 @@ func (b *Bwrap) Start(ctx context.Context, spec Spec) (Process, error) {
 
 // startSpare starts plan's sandbox from a spare launcher, or returns nil
 // when there is none or it cannot be used.
-func (b *Bwrap) startSpare(plan *startPlan) *bwrapProcess {
+func (b *Engine) startSpare(plan *startPlan) *process {
 	l := b.takeSpare(plan.key)
 	if l == nil {
 		return nil
@@ -258,7 +243,7 @@ func (b *Bwrap) startSpare(plan *startPlan) *bwrapProcess {
 
 // startPlan is everything the engine needs to start one sandbox.
 type startPlan struct {
-	spec   Spec
+	spec   engine.Spec
 	argv   []string
 	data   []byte
 	key    launchKey
@@ -266,11 +251,11 @@ type startPlan struct {
 }
 
 // plan checks spec and works out the shim's command line and --args data.
-func (b *Bwrap) plan(ctx context.Context, spec Spec) (*startPlan, error) {
+func (b *Engine) plan(ctx context.Context, spec engine.Spec) (*startPlan, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := validateSpec(spec, "\x00", "NUL"); err != nil {
+	if err := engine.ValidateSpec(spec, "\x00", "NUL"); err != nil {
 		return nil, err
 	}
 	if spec.AgentDir != "" && b.dropRoot {
@@ -289,7 +274,7 @@ func (b *Bwrap) plan(ctx context.Context, spec Spec) (*startPlan, error) {
 		logger: b.logger.With("sandbox.id", spec.ID)}, nil
 }
 
-func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
+func (b *Engine) start(ctx context.Context, spec engine.Spec) (*process, error) {
 	plan, err := b.plan(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -298,7 +283,7 @@ func (b *Bwrap) start(ctx context.Context, spec Spec) (*bwrapProcess, error) {
 }
 
 // startFresh starts a sandbox without a spare.
-func (b *Bwrap) startFresh(plan *startPlan) (*bwrapProcess, error) {
+func (b *Engine) startFresh(plan *startPlan) (*process, error) {
 	l, err := b.launch(plan, plan.spec.ID)
 	if err != nil {
 		return nil, err
@@ -314,8 +299,8 @@ func (b *Bwrap) startFresh(plan *startPlan) (*bwrapProcess, error) {
 }
 
 // launch makes the cgroup (named after id) and a launcher for plan.
-func (b *Bwrap) launch(plan *startPlan, id string) (*launcher, error) {
-	var cg *cgroup
+func (b *Engine) launch(plan *startPlan, id string) (*launcher, error) {
+	var cg *cgroup.Group
 	if b.cgroups != nil {
 		var err error
 		if cg, err = b.cgroups.Create(id, plan.spec.Limits); err != nil {
@@ -331,7 +316,7 @@ func (b *Bwrap) launch(plan *startPlan, id string) (*launcher, error) {
 
 // track adds p to the live sandboxes until it exits. If the engine was
 // closed meanwhile, Close has missed p: track kills it and says so.
-func (b *Bwrap) track(p *bwrapProcess) error {
+func (b *Engine) track(p *process) error {
 	b.mu.Lock()
 	closed := b.closed
 	if !closed {
@@ -344,7 +329,7 @@ func (b *Bwrap) track(p *bwrapProcess) error {
 		return errors.New("start sandbox: engine is closed")
 	}
 	go func() {
-		<-p.done
+		<-p.Done()
 		b.mu.Lock()
 		delete(b.live, p)
 		b.mu.Unlock()
@@ -353,7 +338,7 @@ func (b *Bwrap) track(p *bwrapProcess) error {
 }
 
 // takeSpare removes and returns a spare launcher made for key, or nil.
-func (b *Bwrap) takeSpare(key launchKey) *launcher {
+func (b *Engine) takeSpare(key launchKey) *launcher {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, l := range b.spares {
@@ -367,7 +352,7 @@ func (b *Bwrap) takeSpare(key launchKey) *launcher {
 
 // refillSpares makes plan the one spares are kept for (discarding spares
 // made for another) and starts fillSpares unless it runs.
-func (b *Bwrap) refillSpares(plan *startPlan) {
+func (b *Engine) refillSpares(plan *startPlan) {
 	b.mu.Lock()
 	var stale []*launcher
 	if b.spareFor == nil || b.spareFor.key != plan.key {
@@ -390,7 +375,7 @@ func (b *Bwrap) refillSpares(plan *startPlan) {
 
 // fillSpares launches spares for spareFor until there are cfg.Spares of
 // them. A failure is logged and ends the round; the next Start tries again.
-func (b *Bwrap) fillSpares() {
+func (b *Engine) fillSpares() {
 	defer b.fills.Done()
 	for {
 		b.mu.Lock()
@@ -448,9 +433,9 @@ func readableByNobody(dir string) error {
 	}
 }
 
-// Close implements Engine: it discards the spare launchers, kills every
+// Close implements engine.Engine: it discards the spare launchers, kills every
 // live sandbox, waits for them and removes the cgroup parents.
-func (b *Bwrap) Close() error {
+func (b *Engine) Close() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -465,7 +450,7 @@ func (b *Bwrap) Close() error {
 		l.discard()
 	}
 	b.mu.Lock()
-	live := make([]*bwrapProcess, 0, len(b.live))
+	live := make([]*process, 0, len(b.live))
 	for p := range b.live {
 		live = append(live, p)
 	}
@@ -483,10 +468,4 @@ func (b *Bwrap) Close() error {
 		return fmt.Errorf("close bwrap engine: %w", err)
 	}
 	return nil
-}
-
-// sysProcAttr kills the shim (and so bwrap) if sandboxd's thread dies
-// before bwrap sets its own --die-with-parent.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

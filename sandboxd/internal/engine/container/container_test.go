@@ -1,6 +1,7 @@
-package engine
+package container
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,22 +12,28 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	mobyseccomp "github.com/moby/profiles/seccomp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func TestContainerRunArgs(t *testing.T) {
 	t.Parallel()
-	spec := Spec{
+	spec := engine.Spec{
 		ID: "cx-1", AgentDir: "/srv/agent", Argv: []string{"/usr/bin/python3", "-I", "/opt/codeexec/agent.py"},
 		Labels: map[string]string{"codeexec.sandbox": "cx-1"},
 		Env:    map[string]string{"HOME": "/workspace", "B": "2"},
-		Limits: Limits{MemoryBytes: 512 << 20, Pids: 128, CPUs: 0.5, CPUTime: 1500 * time.Millisecond,
+		Limits: engine.Limits{MemoryBytes: 512 << 20, Pids: 128, CPUs: 0.5, CPUTime: 1500 * time.Millisecond,
 			TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, OpenFiles: 1024},
 	}
 	for _, rt := range []string{"docker", "podman"} {
 		t.Run(rt, func(t *testing.T) {
-			c, err := NewContainer(ContainerConfig{Runtime: rt, Image: "img:1", ExtraArgs: []string{"--runtime=runsc"}}, quietLogger())
+			c, err := New(Config{Runtime: rt, Image: "img:1", ExtraArgs: []string{"--runtime=runsc"}}, quietLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,12 +99,12 @@ func TestDetectPodmanGlobals(t *testing.T) {
 
 func TestContainerOrphanRules(t *testing.T) {
 	t.Parallel()
-	c, err := NewContainer(ContainerConfig{Runtime: "docker", Image: "img"}, quietLogger())
+	c, err := New(Config{Runtime: "docker", Image: "img"}, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	sibling, err := NewContainer(ContainerConfig{Runtime: "docker", Image: "img"}, quietLogger())
+	sibling, err := New(Config{Runtime: "docker", Image: "img"}, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,15 +148,15 @@ func deadPID(t *testing.T) string {
 func TestContainerCheckMissingBinary(t *testing.T) {
 	t.Parallel()
 	for rt, advice := range map[string]string{"docker": "apt-get install docker.io", "podman": "apt-get install podman runc"} {
-		c, err := NewContainer(ContainerConfig{Runtime: rt, Path: "/nonexistent/" + rt, Image: "img"}, quietLogger())
+		c, err := New(Config{Runtime: rt, Path: "/nonexistent/" + rt, Image: "img"}, quietLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = c.Check(t.Context())
-		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), advice) {
+		if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), advice) {
 			t.Errorf("%s: Check = %v, want ErrUnavailable saying %q", rt, err, advice)
 		}
-		if _, err := c.Start(t.Context(), Spec{ID: "x", Argv: []string{"true"}}); !errors.Is(err, ErrUnavailable) {
+		if _, err := c.Start(t.Context(), engine.Spec{ID: "x", Argv: []string{"true"}}); !errors.Is(err, engine.ErrUnavailable) {
 			t.Errorf("%s: Start = %v, want ErrUnavailable", rt, err)
 		}
 		if err := c.Close(); err != nil {
@@ -160,10 +167,64 @@ func TestContainerCheckMissingBinary(t *testing.T) {
 
 func TestNewContainerRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	if _, err := NewContainer(ContainerConfig{Runtime: "lxc", Image: "img"}, quietLogger()); err == nil || !strings.Contains(err.Error(), "want podman or docker") {
+	if _, err := New(Config{Runtime: "lxc", Image: "img"}, quietLogger()); err == nil || !strings.Contains(err.Error(), "want podman or docker") {
 		t.Errorf("unknown runtime: %v", err)
 	}
-	if _, err := NewContainer(ContainerConfig{Runtime: "docker"}, quietLogger()); err == nil || !strings.Contains(err.Error(), "MCP_BRIDGE_IMAGE") {
+	if _, err := New(Config{Runtime: "docker"}, quietLogger()); err == nil || !strings.Contains(err.Error(), "MCP_BRIDGE_IMAGE") {
 		t.Errorf("no image: %v", err)
+	}
+}
+
+// TestContainerSeccompProfile checks the profile container sandboxes get:
+// Docker's default less the denied calls, and only when ExtraArgs do not
+// bring their own.
+func TestContainerSeccompProfile(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Runtime: "podman", Image: "img:1"}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	line := strings.Join(c.runArgs(engine.Spec{ID: "cx-1", Argv: []string{"python3"}}), " ")
+	if !strings.Contains(line, "--security-opt seccomp="+c.seccompProfile) || c.seccompProfile == "" {
+		t.Fatalf("no seccomp profile in the run args:\n%s", line)
+	}
+	b, err := os.ReadFile(c.seccompProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p mobyseccomp.Seccomp
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatalf("profile is not a Docker profile: %v", err)
+	}
+	if p.DefaultAction != specs.ActErrno {
+		t.Errorf("default action %s, want Docker's %s", p.DefaultAction, specs.ActErrno)
+	}
+	allowed := map[string]bool{}
+	for _, r := range p.Syscalls {
+		if r.Action == specs.ActAllow {
+			for _, n := range append(r.Names, r.Name) {
+				allowed[n] = true
+			}
+		}
+	}
+	for _, n := range seccomp.Denied() {
+		if allowed[n] {
+			t.Errorf("the profile allows %s", n)
+		}
+	}
+	for _, n := range []string{"read", "write", "openat", "clone", "execve", "futex", "wait4"} {
+		if !allowed[n] {
+			t.Errorf("the profile does not allow %s", n)
+		}
+	}
+
+	own, err := New(Config{Runtime: "docker", Image: "img:1", ExtraArgs: []string{"--security-opt", "seccomp=unconfined"}}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = own.Close() })
+	if line := strings.Join(own.runArgs(engine.Spec{ID: "cx-2", Argv: []string{"python3"}}), " "); strings.Count(line, "seccomp=") != 1 {
+		t.Errorf("with a seccomp option in ExtraArgs, want only that one:\n%s", line)
 	}
 }

@@ -1,4 +1,6 @@
-package engine
+// Package container is the podman and docker engine: each sandbox is one
+// container with upstream's flags, attached through the CLI.
+package container
 
 import (
 	"bytes"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
 )
 
@@ -26,13 +29,13 @@ const (
 	// LabelOwner names the sandboxd that started a container:
 	// "<hostname>/<pid>/<instance>", instance being random per engine.
 	LabelOwner = "codeexec.owner"
-	// LabelSession is the sandbox ID (Spec.ID).
+	// LabelSession is the sandbox ID (engine.Spec.ID).
 	LabelSession = "codeexec.session"
 )
 
-// ContainerConfig configures the podman and docker engines. cmd/ fills it;
+// Config configures the podman and docker engines. cmd/ fills it;
 // nothing in this package reads the environment.
-type ContainerConfig struct {
+type Config struct {
 	// Runtime is "podman" or "docker".
 	Runtime string
 	// Path is the CLI binary, a name looked up on PATH or a path. Default:
@@ -63,17 +66,17 @@ type ContainerConfig struct {
 	Nproc int
 }
 
-// Container is the podman or docker engine: a sandbox is one container,
+// Engine is the podman or docker engine: a sandbox is one container,
 // started with upstream's flags (see runArgs) and attached through the
 // CLI's stdin and stdout, which carry the channel.
 //
-// Containers are named codeexec-<Spec.ID> and labelled with LabelOwner and
+// Containers are named codeexec-<engine.Spec.ID> and labelled with LabelOwner and
 // LabelSession. They run without --rm so that, after exit, `inspect` can
 // still say whether the kernel killed them for memory; the engine removes
 // each one itself once it has exited. Containers left behind by a sandboxd
 // that died are removed by the next Check and by Close (see reapOrphans).
-type Container struct {
-	cfg    ContainerConfig
+type Engine struct {
+	cfg    Config
 	logger *slog.Logger
 
 	bin     string
@@ -93,7 +96,7 @@ type Container struct {
 
 	mu     sync.Mutex // guards closed and live
 	closed bool
-	live   map[*containerProcess]struct{}
+	live   map[*process]struct{}
 
 	// The sweeper removes orphans every sweepEvery after the first Check:
 	// the containers of a replica that died elsewhere exit (their stdin
@@ -105,9 +108,9 @@ type Container struct {
 // sweepEvery is how often orphans are looked for after the first Check.
 const sweepEvery = time.Minute
 
-// NewContainer returns a podman or docker engine. Like NewBwrap it does not
+// New returns a podman or docker engine. Like bwrap.New it does not
 // fail when the CLI is missing; Check says what to install.
-func NewContainer(cfg ContainerConfig, logger *slog.Logger) (*Container, error) {
+func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	switch cfg.Runtime {
 	case "podman", "docker":
 	default:
@@ -130,11 +133,11 @@ func NewContainer(cfg ContainerConfig, logger *slog.Logger) (*Container, error) 
 	}
 	var err error
 	host, _ := os.Hostname()
-	c := &Container{
+	c := &Engine{
 		cfg: cfg, logger: logger.With("runtime", cfg.Runtime),
 		host:  host,
 		owner: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomHex(4)),
-		live:  map[*containerProcess]struct{}{},
+		live:  map[*process]struct{}{},
 	}
 	// One fixed directory for every engine: a sandboxd that is killed
 	// leaves nothing behind.
@@ -147,8 +150,8 @@ func NewContainer(cfg ContainerConfig, logger *slog.Logger) (*Container, error) 
 			return nil, fmt.Errorf("%s runtime: %w", cfg.Runtime, err)
 		}
 	}
-	if c.bin, err = lookPath(cfg.Path); err != nil {
-		c.lookErr = fmt.Errorf("%w: %s is not installed (%s not found): %s", ErrUnavailable, cfg.Runtime, cfg.Path, installAdvice(cfg.Runtime))
+	if c.bin, err = engine.LookPath(cfg.Path); err != nil {
+		c.lookErr = fmt.Errorf("%w: %s is not installed (%s not found): %s", engine.ErrUnavailable, cfg.Runtime, cfg.Path, installAdvice(cfg.Runtime))
 	}
 	liveOwners.Store(c.owner, true)
 	return c, nil
@@ -172,15 +175,15 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Name implements Engine.
-func (c *Container) Name() string { return c.cfg.Runtime }
+// Name implements engine.Engine.
+func (c *Engine) Name() string { return c.cfg.Runtime }
 
 // Owner is the value of LabelOwner on this engine's containers.
-func (c *Container) Owner() string { return c.owner }
+func (c *Engine) Owner() string { return c.owner }
 
 // cli runs the CLI with args and returns its stdout; a failure carries the
 // trimmed stderr.
-func (c *Container) cli(ctx context.Context, args ...string) (string, error) {
+func (c *Engine) cli(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, c.bin, append(c.globals(), args...)...)
 	cmd.Dir = c.workDir
 	var stdout, stderr bytes.Buffer
@@ -196,16 +199,16 @@ func (c *Container) cli(ctx context.Context, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-func (c *Container) globals() []string {
+func (c *Engine) globals() []string {
 	c.checkMu.Lock()
 	defer c.checkMu.Unlock()
 	return c.global
 }
 
-// Check implements Engine: the CLI is installed, the daemon answers, the
+// Check implements engine.Engine: the CLI is installed, the daemon answers, the
 // image exists locally and a trial container with every flag runs. The
 // first success also removes orphaned containers. Success is remembered.
-func (c *Container) Check(ctx context.Context) error {
+func (c *Engine) Check(ctx context.Context) error {
 	if c.lookErr != nil {
 		return c.lookErr
 	}
@@ -224,7 +227,7 @@ func (c *Container) Check(ctx context.Context) error {
 	if _, err := c.cli(ctx, "image", "inspect", "--format", "{{.Id}}", c.cfg.Image); err != nil {
 		return fmt.Errorf("%w: image %s not found locally (%s) and sandboxes never pull one: "+
 			"build it with deploy/build-images.sh (works offline), or where a registry is reachable `%s pull %s`",
-			ErrUnavailable, c.cfg.Image, firstLine(err.Error()), c.cfg.Runtime, c.cfg.Image)
+			engine.ErrUnavailable, c.cfg.Image, firstLine(err.Error()), c.cfg.Runtime, c.cfg.Image)
 	}
 	c.reapOrphans(ctx, false)
 	if err := c.trial(ctx); err != nil {
@@ -242,7 +245,7 @@ func (c *Container) Check(ctx context.Context) error {
 	return nil
 }
 
-func (c *Container) sweep(stop, done chan struct{}) {
+func (c *Engine) sweep(stop, done chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
@@ -259,19 +262,19 @@ func (c *Container) sweep(stop, done chan struct{}) {
 }
 
 // checkDaemon asks the engine for its state and sets the global args.
-func (c *Container) checkDaemon(ctx context.Context) error {
+func (c *Engine) checkDaemon(ctx context.Context) error {
 	if c.cfg.Runtime == "docker" {
 		if _, err := c.cli(ctx, "version", "--format", "{{.Server.Version}}"); err != nil {
 			msg := err.Error()
 			if strings.Contains(msg, "Cannot connect") || strings.Contains(msg, "Is the docker daemon running") ||
 				strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such file") {
 				return fmt.Errorf("%w: the Docker daemon is not running (%s): start it: `systemctl start docker`, or `dockerd &` as root; "+
-					"with a remote daemon set DOCKER_HOST", ErrUnavailable, firstLine(msg))
+					"with a remote daemon set DOCKER_HOST", engine.ErrUnavailable, firstLine(msg))
 			}
 			if strings.Contains(msg, "permission denied") {
-				return fmt.Errorf("%w: no permission to use the Docker daemon (%s): add the user to the docker group or run sandboxd as root", ErrUnavailable, firstLine(msg))
+				return fmt.Errorf("%w: no permission to use the Docker daemon (%s): add the user to the docker group or run sandboxd as root", engine.ErrUnavailable, firstLine(msg))
 			}
-			return fmt.Errorf("%w: docker does not answer: %s", ErrUnavailable, firstLine(msg))
+			return fmt.Errorf("%w: docker does not answer: %s", engine.ErrUnavailable, firstLine(msg))
 		}
 		c.checkMu.Lock()
 		if c.cfg.GlobalArgs != nil {
@@ -284,13 +287,13 @@ func (c *Container) checkDaemon(ctx context.Context) error {
 	if err != nil {
 		msg := err.Error()
 		if strings.Contains(msg, "Cannot connect to Podman") {
-			return fmt.Errorf("%w: the podman service is not reachable (%s): start it (`systemctl start podman.socket`) or unset CONTAINER_HOST", ErrUnavailable, firstLine(msg))
+			return fmt.Errorf("%w: the podman service is not reachable (%s): start it (`systemctl start podman.socket`) or unset CONTAINER_HOST", engine.ErrUnavailable, firstLine(msg))
 		}
-		return fmt.Errorf("%w: `podman info` failed: %s", ErrUnavailable, firstLine(msg))
+		return fmt.Errorf("%w: `podman info` failed: %s", engine.ErrUnavailable, firstLine(msg))
 	}
 	global := c.cfg.GlobalArgs
 	if global == nil {
-		global = detectPodmanGlobals(strings.Fields(out), func(name string) bool { _, err := lookPath(name); return err == nil },
+		global = detectPodmanGlobals(strings.Fields(out), func(name string) bool { _, err := engine.LookPath(name); return err == nil },
 			dirExists("/run/systemd/system"))
 	}
 	c.checkMu.Lock()
@@ -329,9 +332,9 @@ func dirExists(p string) bool {
 }
 
 // trial runs CheckArgv in a container with every flag a sandbox gets.
-func (c *Container) trial(ctx context.Context) error {
-	spec := Spec{ID: "check-" + randomHex(4), Argv: c.cfg.CheckArgv,
-		Limits: Limits{MemoryBytes: 64 << 20, Pids: 16, TmpBytes: 1 << 20, WorkspaceBytes: 1 << 20, OpenFiles: 64}}
+func (c *Engine) trial(ctx context.Context) error {
+	spec := engine.Spec{ID: "check-" + randomHex(4), Argv: c.cfg.CheckArgv,
+		Limits: engine.Limits{MemoryBytes: 64 << 20, Pids: 16, TmpBytes: 1 << 20, WorkspaceBytes: 1 << 20, OpenFiles: 64}}
 	args := append(c.globals(), c.runArgs(spec)...)
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	cmd.Dir = c.workDir
@@ -353,7 +356,7 @@ func (c *Container) trial(ctx context.Context) error {
 		case strings.Contains(msg, "cgroup"):
 			advice = ": on cgroup v1 hosts podman needs `--runtime runc --cgroup-manager cgroupfs` (detected automatically when runc is installed: `apt-get install runc`)"
 		}
-		return fmt.Errorf("%w: a trial %s sandbox failed: %s%s", ErrUnavailable, c.cfg.Runtime, firstLine(msg), advice)
+		return fmt.Errorf("%w: a trial %s sandbox failed: %s%s", engine.ErrUnavailable, c.cfg.Runtime, firstLine(msg), advice)
 	}
 	return nil
 }
@@ -370,8 +373,8 @@ func firstLine(s string) string {
 // containerName is the container name of sandbox id.
 func containerName(id string) string { return "codeexec-" + id }
 
-// Start implements Engine. ctx bounds only the start of the CLI.
-func (c *Container) Start(ctx context.Context, spec Spec) (Process, error) {
+// Start implements engine.Engine. ctx bounds only the start of the CLI.
+func (c *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, error) {
 	if c.lookErr != nil {
 		return nil, c.lookErr
 	}
@@ -380,7 +383,7 @@ func (c *Container) Start(ctx context.Context, spec Spec) (Process, error) {
 	}
 	// Values reach the container CLI as --env arguments; newlines are
 	// refused there as well as NUL.
-	if err := validateSpec(spec, "\x00\n", "NUL or newline"); err != nil {
+	if err := engine.ValidateSpec(spec, "\x00\n", "NUL or newline"); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -397,7 +400,7 @@ func (c *Container) Start(ctx context.Context, spec Spec) (Process, error) {
 	c.live[p] = struct{}{}
 	c.mu.Unlock()
 	go func() {
-		<-p.done
+		<-p.Done()
 		c.mu.Lock()
 		delete(c.live, p)
 		c.mu.Unlock()
@@ -405,9 +408,9 @@ func (c *Container) Start(ctx context.Context, spec Spec) (Process, error) {
 	return p, nil
 }
 
-// Close implements Engine: it removes every live container, waits for their
+// Close implements engine.Engine: it removes every live container, waits for their
 // CLIs, then removes any other container this engine owns.
-func (c *Container) Close() error {
+func (c *Engine) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -419,7 +422,7 @@ func (c *Container) Close() error {
 		close(c.sweepStop)
 		defer func() { <-c.sweepDone }()
 	}
-	live := make([]*containerProcess, 0, len(c.live))
+	live := make([]*process, 0, len(c.live))
 	for p := range c.live {
 		live = append(live, p)
 	}
@@ -453,11 +456,11 @@ func (c *Container) Close() error {
 	return nil
 }
 
-// Prepare implements Engine: it compiles the agent in agentDir with the
+// Prepare implements engine.Engine: it compiles the agent in agentDir with the
 // image's own interpreter, python, in a one-off container (no network, no
-// capabilities) that mounts agentDir read-write at AgentMount (see
+// capabilities) that mounts agentDir read-write at engine.AgentMount (see
 // agent.PrecompileWith).
-func (c *Container) Prepare(ctx context.Context, agentDir, python string) error {
+func (c *Engine) Prepare(ctx context.Context, agentDir, python string) error {
 	if c.lookErr != nil {
 		return c.lookErr
 	}
@@ -466,7 +469,7 @@ func (c *Container) Prepare(ctx context.Context, agentDir, python string) error 
 	args := []string{"run", "--rm", "--pull", "never", "--network", "none", "--read-only",
 		"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "0:0", "--log-driver", "none",
 		"--label", LabelOwner + "=" + c.owner, "--name", containerName("compile-" + randomHex(4)),
-		"--mount", "type=bind,src=" + agentDir + ",dst=" + AgentMount}
+		"--mount", "type=bind,src=" + agentDir + ",dst=" + engine.AgentMount}
 	args = append(args, c.cfg.ExtraArgs...)
 	args = append(args, c.cfg.Image, python)
 	return agent.PrecompileWith(ctx, func(ctx context.Context, compile []string) error {
@@ -474,7 +477,7 @@ func (c *Container) Prepare(ctx context.Context, agentDir, python string) error 
 			return fmt.Errorf("compile the agent in %s: %w %s", c.cfg.Image, err, out)
 		}
 		return nil
-	}, agentDir, AgentMount)
+	}, agentDir, engine.AgentMount)
 }
 
 // writeSeccompProfile writes seccomp.ContainerProfile into dir (atomically:

@@ -1,4 +1,4 @@
-package engine
+package bwrap
 
 import (
 	"os"
@@ -7,39 +7,42 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
 
 // TestBwrapCgroupLimits runs real bombs against the cgroup caps.
 func TestBwrapCgroupLimits(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, BwrapConfig{})
+	e := newTestEngine(t, Config{})
 	if e.cgroups == nil {
 		t.Fatal("cgroups are unavailable on this host; these tests need root and cgroup v1 or v2 with memory and pids")
 	}
 
 	t.Run("memory bomb is OOM-killed", func(t *testing.T) {
 		t.Parallel()
-		spec := baseSpec(t, `
+		spec := enginetest.Spec(t, `
 print("start", flush=True)
 x = b"\x01" * (1 << 30)
 print("survived")`)
 		spec.Limits.MemoryBytes = 128 << 20
-		r := runSandbox(t, e, spec, "", 60*time.Second)
-		if r.err == nil || strings.Contains(r.stdout, "survived") {
-			t.Errorf("bomb survived: stdout %q err %v", r.stdout, r.err)
+		r := enginetest.Run(t, e, spec, "", 60*time.Second)
+		if r.Err == nil || strings.Contains(r.Stdout, "survived") {
+			t.Errorf("bomb survived: stdout %q err %v", r.Stdout, r.Err)
 		}
-		if !r.usage.OOMKilled {
-			t.Errorf("Usage().OOMKilled = false; usage %+v, stderr %q", r.usage, r.stderr)
+		if !r.Usage.OOMKilled {
+			t.Errorf("Usage().OOMKilled = false; usage %+v, stderr %q", r.Usage, r.Stderr)
 		}
-		if r.usage.MemoryPeakBytes <= 0 || r.usage.MemoryPeakBytes > 128<<20 {
-			t.Errorf("MemoryPeakBytes = %d, want in (0, 128MiB]", r.usage.MemoryPeakBytes)
+		if r.Usage.MemoryPeakBytes <= 0 || r.Usage.MemoryPeakBytes > 128<<20 {
+			t.Errorf("MemoryPeakBytes = %d, want in (0, 128MiB]", r.Usage.MemoryPeakBytes)
 		}
-		t.Logf("usage %+v, exit %v", r.usage, r.err)
+		t.Logf("usage %+v, exit %v", r.Usage, r.Err)
 	})
 
 	t.Run("fork bomb is contained", func(t *testing.T) {
 		t.Parallel()
-		spec := baseSpec(t, `
+		spec := enginetest.Spec(t, `
 import os, errno, time
 kids = []
 try:
@@ -56,38 +59,38 @@ for k in kids:
     os.kill(k, 9)
     os.waitpid(k, 0)`)
 		spec.Limits.Pids = 32
-		r := runSandbox(t, e, spec, "", 60*time.Second)
-		f := strings.Fields(r.stdout)
+		r := enginetest.Run(t, e, spec, "", 60*time.Second)
+		f := strings.Fields(r.Stdout)
 		if len(f) != 3 || f[0] != "blocked" || f[2] != "True" {
-			t.Fatalf("fork bomb: stdout %q err %v stderr %q", r.stdout, r.err, r.stderr)
+			t.Fatalf("fork bomb: stdout %q err %v stderr %q", r.Stdout, r.Err, r.Stderr)
 		}
-		t.Logf("fork bomb: %s usage %+v", strings.TrimSpace(r.stdout), r.usage)
-		if !r.usage.PidsLimitHit {
+		t.Logf("fork bomb: %s usage %+v", strings.TrimSpace(r.Stdout), r.Usage)
+		if !r.Usage.PidsLimitHit {
 			t.Errorf("Usage().PidsLimitHit = false")
 		}
 		// The host still forks and runs sandboxes.
 		if err := exec.Command("/usr/bin/true").Run(); err != nil {
 			t.Errorf("host cannot fork after the bomb: %v", err)
 		}
-		after := runSandbox(t, e, baseSpec(t, `print("ok")`), "", 30*time.Second)
-		if strings.TrimSpace(after.stdout) != "ok" {
-			t.Errorf("sandbox after the bomb: %q %v", after.stdout, after.err)
+		after := enginetest.Run(t, e, enginetest.Spec(t, `print("ok")`), "", 30*time.Second)
+		if strings.TrimSpace(after.Stdout) != "ok" {
+			t.Errorf("sandbox after the bomb: %q %v", after.Stdout, after.Err)
 		}
 	})
 
 	t.Run("cpu quota", func(t *testing.T) {
 		t.Parallel()
-		spec := baseSpec(t, `
+		spec := enginetest.Spec(t, `
 import time
 end = time.monotonic() + 1.5
 while time.monotonic() < end:
     pass
 print(time.process_time())`)
 		spec.Limits.CPUs = 0.25
-		r := runSandbox(t, e, spec, "", 30*time.Second)
-		cpu, err := strconv.ParseFloat(strings.TrimSpace(r.stdout), 64)
+		r := enginetest.Run(t, e, spec, "", 30*time.Second)
+		cpu, err := strconv.ParseFloat(strings.TrimSpace(r.Stdout), 64)
 		if err != nil {
-			t.Fatalf("stdout %q err %v stderr %q", r.stdout, r.err, r.stderr)
+			t.Fatalf("stdout %q err %v stderr %q", r.Stdout, r.Err, r.Stderr)
 		}
 		// 1.5 s of wall time at a quarter core is about 0.375 s of CPU.
 		if cpu > 0.7 {
@@ -99,23 +102,23 @@ print(time.process_time())`)
 // TestBwrapRlimits checks the limits that are always rlimits.
 func TestBwrapRlimits(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, BwrapConfig{})
+	e := newTestEngine(t, Config{})
 	tests := []struct {
 		name   string
-		limits func(*Limits)
+		limits func(*engine.Limits)
 		script string
 	}{
-		{"no core dumps", func(*Limits) {}, `
+		{"no core dumps", func(*engine.Limits) {}, `
 import resource
 print("ok" if resource.getrlimit(resource.RLIMIT_CORE) == (0, 0) else resource.getrlimit(resource.RLIMIT_CORE))`},
-		{"file size", func(l *Limits) { l.FileBytes = 1 << 20 }, `
+		{"file size", func(l *engine.Limits) { l.FileBytes = 1 << 20 }, `
 import errno
 try:
     open("/tmp/f", "wb").write(b"x" * (2 << 20))
     print("wrote")
 except OSError as e:
     print("ok" if e.errno == errno.EFBIG else e)`},
-		{"open files", func(l *Limits) { l.OpenFiles = 20 }, `
+		{"open files", func(l *engine.Limits) { l.OpenFiles = 20 }, `
 import errno
 fs = []
 try:
@@ -124,7 +127,7 @@ try:
     print("opened all")
 except OSError as e:
     print("ok" if e.errno == errno.EMFILE and len(fs) < 20 else e)`},
-		{"cpu time", func(l *Limits) { l.CPUTime = time.Second }, `
+		{"cpu time", func(l *engine.Limits) { l.CPUTime = time.Second }, `
 import resource, signal
 soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
 if soft != 1:
@@ -137,15 +140,15 @@ else:
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			spec := baseSpec(t, tc.script)
+			spec := enginetest.Spec(t, tc.script)
 			tc.limits(&spec.Limits)
 			start := time.Now()
-			r := runSandbox(t, e, spec, "", 30*time.Second)
-			if strings.TrimSpace(r.stdout) != "ok" {
-				t.Errorf("stdout %q err %v stderr %q", r.stdout, r.err, r.stderr)
+			r := enginetest.Run(t, e, spec, "", 30*time.Second)
+			if strings.TrimSpace(r.Stdout) != "ok" {
+				t.Errorf("stdout %q err %v stderr %q", r.Stdout, r.Err, r.Stderr)
 			}
-			if tc.name == "cpu time" && (r.err == nil || time.Since(start) > 10*time.Second) {
-				t.Errorf("CPU-bound sandbox not stopped by RLIMIT_CPU: err %v after %v", r.err, time.Since(start))
+			if tc.name == "cpu time" && (r.Err == nil || time.Since(start) > 10*time.Second) {
+				t.Errorf("CPU-bound sandbox not stopped by RLIMIT_CPU: err %v after %v", r.Err, time.Since(start))
 			}
 		})
 	}
@@ -155,11 +158,11 @@ else:
 // in it, so memory and pids must fall back to RLIMIT_AS and RLIMIT_NPROC.
 func TestBwrapRlimitFallback(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, BwrapConfig{CgroupRoot: t.TempDir()})
+	e := newTestEngine(t, Config{CgroupRoot: t.TempDir()})
 	if e.cgroups != nil {
 		t.Fatal("expected no cgroups under an empty root")
 	}
-	spec := baseSpec(t, `
+	spec := enginetest.Spec(t, `
 import resource
 ok = resource.getrlimit(resource.RLIMIT_AS) == (128 << 20, 128 << 20) and resource.getrlimit(resource.RLIMIT_NPROC) == (4096, 4096)
 try:
@@ -172,9 +175,9 @@ except MemoryError:
 	// sandboxes of tests running alongside: a small value here would make
 	// bwrap's own fork fail at random. The value shows the fallback applies.
 	spec.Limits.Pids = 4096
-	r := runSandbox(t, e, spec, "", 30*time.Second)
-	if strings.TrimSpace(r.stdout) != "ok" {
-		t.Errorf("stdout %q err %v stderr %q", r.stdout, r.err, r.stderr)
+	r := enginetest.Run(t, e, spec, "", 30*time.Second)
+	if strings.TrimSpace(r.Stdout) != "ok" {
+		t.Errorf("stdout %q err %v stderr %q", r.Stdout, r.Err, r.Stderr)
 	}
 }
 
@@ -183,22 +186,19 @@ except MemoryError:
 // codeexec-<pid> parents, which only the last Close removes.
 func TestBwrapCleanup(t *testing.T) {
 	requireHost(t)
-	e, err := NewBwrap(BwrapConfig{}, testLogger(t))
+	e, err := New(Config{}, enginetest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e.cgroups == nil {
 		t.Fatal("cgroups unavailable: need root and cgroup v1 or v2 with memory and pids")
 	}
-	parents := make([]string, 0, len(e.cgroups.parents))
-	for _, d := range e.cgroups.parents {
-		parents = append(parents, d)
-	}
-	spec := baseSpec(t, `print("ok")`)
+	parents := e.cgroups.Parents()
+	spec := enginetest.Spec(t, `print("ok")`)
 	spec.Limits.CPUs = 1
-	done := runSandbox(t, e, spec, "", 30*time.Second)
-	if strings.TrimSpace(done.stdout) != "ok" {
-		t.Fatalf("sandbox: %q %v %q", done.stdout, done.err, done.stderr)
+	done := enginetest.Run(t, e, spec, "", 30*time.Second)
+	if strings.TrimSpace(done.Stdout) != "ok" {
+		t.Fatalf("sandbox: %q %v %q", done.Stdout, done.Err, done.Stderr)
 	}
 	for _, parent := range parents {
 		if entries := subdirs(t, parent); len(entries) != 0 {
@@ -207,7 +207,7 @@ func TestBwrapCleanup(t *testing.T) {
 	}
 
 	// A sandbox still running at Close must be killed and cleaned up.
-	spec = baseSpec(t, `import time; time.sleep(1000)`)
+	spec = enginetest.Spec(t, `import time; time.sleep(1000)`)
 	spec.Limits.CPUs = 1
 	live, err := e.Start(t.Context(), spec)
 	if err != nil {
@@ -235,7 +235,7 @@ func TestBwrapCleanup(t *testing.T) {
 			t.Errorf("cgroup parent %s not removed: %v", parent, err)
 		}
 	}
-	if _, err := e.Start(t.Context(), baseSpec(t, `print(1)`)); err == nil {
+	if _, err := e.Start(t.Context(), enginetest.Spec(t, `print(1)`)); err == nil {
 		t.Error("Start after Close succeeded")
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package bwrap
 
 import (
 	"errors"
@@ -12,24 +12,27 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
 )
 
-// bwrapProcess is one running bwrap sandbox.
+// process is one running bwrap sandbox.
 //
 // Its pipes are plain os.Pipe ends, not exec.Cmd's StdoutPipe: Wait must not
 // close the read ends under a reader that is still draining them. Stdout and
 // Stderr reach EOF once every process of the sandbox is gone; the caller
 // closes them. Wait closes Stdin.
-type bwrapProcess struct {
+type process struct {
 	cmd    *exec.Cmd
-	cg     *cgroup
+	cg     *cgroup.Group
 	logger *slog.Logger
 
-	procPipes
+	engine.Pipes
 
 	mu    sync.Mutex
-	final bool  // usage holds the figures read just before the cgroup went
-	usage Usage // valid when final
+	final bool         // usage holds the figures read just before the cgroup went
+	usage engine.Usage // valid when final
 }
 
 var inheritedOnce sync.Once
@@ -52,9 +55,9 @@ func closeInheritedOnExec() {
 
 // reap waits for bwrap, records Usage from the cgroup while it still exists,
 // then removes the cgroup.
-func (p *bwrapProcess) reap() {
+func (p *process) reap() {
 	err := p.cmd.Wait()
-	_ = p.stdin.Close()
+	_ = p.Stdin().Close()
 	if p.cg != nil {
 		u := p.cg.Usage()
 		p.mu.Lock()
@@ -64,21 +67,15 @@ func (p *bwrapProcess) reap() {
 			p.logger.Warn("sandbox cgroup not removed", "error", rerr)
 		}
 	}
-	if err != nil {
-		err = fmt.Errorf("sandbox exited: %w", err)
-	}
-	p.waitErr = err
-	close(p.done)
+	p.Exit(err)
 }
 
-// Kill implements Process. Killing bwrap is enough: --die-with-parent kills
+// Kill implements engine.Process. Killing bwrap is enough: --die-with-parent kills
 // the sandbox's PID 1, and the kernel then kills every process in that PID
 // namespace. The cgroup is swept as well, in case.
-func (p *bwrapProcess) Kill() error {
-	select {
-	case <-p.done:
+func (p *process) Kill() error {
+	if p.Exited() {
 		return nil
-	default:
 	}
 	err := p.cmd.Process.Kill()
 	if p.cg != nil {
@@ -90,9 +87,9 @@ func (p *bwrapProcess) Kill() error {
 	return nil
 }
 
-// Usage implements Process: live cgroup figures while running, the final
+// Usage implements engine.Process: live cgroup figures while running, the final
 // ones after exit.
-func (p *bwrapProcess) Usage() Usage {
+func (p *process) Usage() engine.Usage {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.final || p.cg == nil {
@@ -101,12 +98,12 @@ func (p *bwrapProcess) Usage() Usage {
 	return p.cg.Usage()
 }
 
-// PID implements Process.
-func (p *bwrapProcess) PID() int { return p.cmd.Process.Pid }
+// PID implements engine.Process.
+func (p *process) PID() int { return p.cmd.Process.Pid }
 
 // confine puts the waiting shim into its cgroups and applies its rlimits.
 // Both are inherited by everything it starts.
-func confine(pid int, cg *cgroup, limits []rlimit) error {
+func confine(pid int, cg *cgroup.Group, limits []rlimit) error {
 	if cg != nil {
 		for _, f := range cg.ProcsFiles() {
 			if err := os.WriteFile(f, []byte(strconv.Itoa(pid)), 0); err != nil {

@@ -1,15 +1,18 @@
-package engine
+package bwrap
 
 import (
 	"errors"
-	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
 
 func TestBwrapCheck(t *testing.T) {
@@ -17,20 +20,20 @@ func TestBwrapCheck(t *testing.T) {
 	requireHost(t)
 	tests := []struct {
 		name    string
-		cfg     BwrapConfig
+		cfg     Config
 		wantErr string // substring; "" means Check succeeds
 	}{
-		{"installed", BwrapConfig{}, ""},
-		{"absolute path", BwrapConfig{Path: "/usr/bin/bwrap"}, ""},
-		{"not on PATH", BwrapConfig{Path: "bwrap-not-installed"},
+		{"installed", Config{}, ""},
+		{"absolute path", Config{Path: "/usr/bin/bwrap"}, ""},
+		{"not on PATH", Config{Path: "bwrap-not-installed"},
 			"bubblewrap (bwrap) is not installed: run `apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap`"},
-		{"missing path", BwrapConfig{Path: "/nonexistent/bwrap"}, "bubblewrap (bwrap) is not installed"},
-		{"not bwrap", BwrapConfig{Path: "/usr/bin/false"}, "a trial bwrap sandbox failed"},
+		{"missing path", Config{Path: "/nonexistent/bwrap"}, "bubblewrap (bwrap) is not installed"},
+		{"not bwrap", Config{Path: "/usr/bin/false"}, "a trial bwrap sandbox failed"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e, err := NewBwrap(tc.cfg, testLogger(t))
+			e, err := New(tc.cfg, enginetest.Logger(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,12 +52,12 @@ func TestBwrapCheck(t *testing.T) {
 					}
 					continue
 				}
-				if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), tc.wantErr) {
+				if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Check = %v, want ErrUnavailable containing %q", err, tc.wantErr)
 				}
 			}
 			if tc.wantErr != "" {
-				if _, err := e.Start(t.Context(), Spec{Argv: []string{"/usr/bin/true"}}); err == nil && strings.Contains(tc.wantErr, "installed") {
+				if _, err := e.Start(t.Context(), engine.Spec{Argv: []string{"/usr/bin/true"}}); err == nil && strings.Contains(tc.wantErr, "installed") {
 					t.Error("Start succeeded without bwrap")
 				}
 			}
@@ -81,7 +84,7 @@ func TestCheckFailureAdvice(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			err := checkFailure(tc.stderr, errors.New("exit status 1"))
-			if !errors.Is(err, ErrUnavailable) {
+			if !errors.Is(err, engine.ErrUnavailable) {
 				t.Errorf("%v does not wrap ErrUnavailable", err)
 			}
 			for _, w := range tc.want {
@@ -95,11 +98,11 @@ func TestCheckFailureAdvice(t *testing.T) {
 
 func TestBwrapArgs(t *testing.T) {
 	t.Parallel()
-	spec := Spec{
+	spec := engine.Spec{
 		AgentDir: "/srv/agent",
 		Argv:     []string{"/usr/bin/python3", "-I"},
 		Env:      map[string]string{"B": "2", "A": "secret"},
-		Limits:   Limits{TmpBytes: 1 << 20, WorkspaceBytes: 2 << 20, FileBytes: 5, OpenFiles: 7, CPUTime: 1500 * time.Millisecond, MemoryBytes: 9, Pids: 3},
+		Limits:   engine.Limits{TmpBytes: 1 << 20, WorkspaceBytes: 2 << 20, FileBytes: 5, OpenFiles: 7, CPUTime: 1500 * time.Millisecond, MemoryBytes: 9, Pids: 3},
 	}
 	a, data := bwrapArgs(spec, true)
 	idx := func(s string) int { return slices.Index(a, s) }
@@ -118,7 +121,7 @@ func TestBwrapArgs(t *testing.T) {
 	if got := a[len(a)-6:]; !slices.Equal(got, []string{"/usr/bin/env", "-u", "PWD", "--", "/usr/bin/python3", "-I"}) {
 		t.Errorf("command tail = %v", got)
 	}
-	wantData := "--ro-bind\x00/srv/agent\x00" + AgentMount + "\x00" +
+	wantData := "--ro-bind\x00/srv/agent\x00" + engine.AgentMount + "\x00" +
 		"--size\x001048576\x00--tmpfs\x00/tmp\x00--size\x001048576\x00--tmpfs\x00/dev/shm\x00" +
 		"--size\x002097152\x00--tmpfs\x00/workspace\x00--chdir\x00/workspace\x00" +
 		"--clearenv\x00--setenv\x00A\x00secret\x00--setenv\x00B\x002\x00"
@@ -159,17 +162,17 @@ func TestBwrapArgs(t *testing.T) {
 
 func TestBwrapStartErrors(t *testing.T) {
 	t.Parallel()
-	e := newTestEngine(t, BwrapConfig{})
+	e := newTestEngine(t, Config{})
 	tests := []struct {
 		name    string
-		spec    Spec
+		spec    engine.Spec
 		wantErr string
 	}{
-		{"empty argv", Spec{}, "empty Argv"},
-		{"bad env name", Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A=B": "x"}}, "invalid environment variable"},
-		{"NUL in env", Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A": "x\x00y"}}, "invalid environment variable"},
-		{"agent dir private", Spec{Argv: []string{"/usr/bin/true"}, AgentDir: privateDir(t)}, "chmod o+rx"},
-		{"agent dir missing", Spec{Argv: []string{"/usr/bin/true"}, AgentDir: "/nonexistent/agent"}, "no such file"},
+		{"empty argv", engine.Spec{}, "empty Argv"},
+		{"bad env name", engine.Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A=B": "x"}}, "invalid environment variable"},
+		{"NUL in env", engine.Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A": "x\x00y"}}, "invalid environment variable"},
+		{"agent dir private", engine.Spec{Argv: []string{"/usr/bin/true"}, AgentDir: privateDir(t)}, "chmod o+rx"},
+		{"agent dir missing", engine.Spec{Argv: []string{"/usr/bin/true"}, AgentDir: "/nonexistent/agent"}, "no such file"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,27 +186,6 @@ func TestBwrapStartErrors(t *testing.T) {
 				t.Errorf("Start error %q lacks %q", err, tc.wantErr)
 			}
 		})
-	}
-}
-
-func TestRemoveStaleParents(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	dead := "codeexec-" + strconv.Itoa(1<<30) // beyond pid_max: never alive
-	keep := []string{"codeexec-1", "codeexec-" + strconv.Itoa(os.Getpid()), "other"}
-	for _, d := range append([]string{filepath.Join(dead, "sb-1")}, keep...) {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	removeStaleParents(dir)
-	if _, err := os.Stat(filepath.Join(dir, dead)); !os.IsNotExist(err) {
-		t.Errorf("stale parent kept: %v", err)
-	}
-	for _, k := range keep {
-		if _, err := os.Stat(filepath.Join(dir, k)); err != nil {
-			t.Errorf("%s removed: %v", k, err)
-		}
 	}
 }
 

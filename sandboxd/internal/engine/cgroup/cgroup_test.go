@@ -1,18 +1,22 @@
-package engine
+package cgroup
 
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
 
 // fakeCgroup makes directories holding the given (empty or filled) files,
 // standing in for a kernel cgroup; the kernel writes files, so setLimits
 // can only write files that exist.
-func fakeCgroup(t *testing.T, v2 bool, files map[string]map[string]string) *cgroup {
+func fakeCgroup(t *testing.T, v2 bool, files map[string]map[string]string) *Group {
 	t.Helper()
-	g := &cgroup{v2: v2, dirs: map[string]string{}}
+	g := &Group{v2: v2, dirs: map[string]string{}}
 	for ctrl, fs := range files {
 		d := filepath.Join(t.TempDir(), "cg")
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -30,13 +34,13 @@ func fakeCgroup(t *testing.T, v2 bool, files map[string]map[string]string) *cgro
 
 func TestCgroupLimitsAndUsage(t *testing.T) {
 	t.Parallel()
-	lim := Limits{MemoryBytes: 128 << 20, Pids: 32, CPUs: 0.5}
+	lim := engine.Limits{MemoryBytes: 128 << 20, Pids: 32, CPUs: 0.5}
 	tests := []struct {
 		name      string
 		v2        bool
 		files     map[string]map[string]string
 		wantFiles map[string]string // controller/file -> content after setLimits
-		wantUsage Usage
+		wantUsage engine.Usage
 	}{
 		{
 			name: "v1",
@@ -50,7 +54,7 @@ func TestCgroupLimitsAndUsage(t *testing.T) {
 				"memory/memory.limit_in_bytes": "134217728", "memory/memory.memsw.limit_in_bytes": "134217728",
 				"pids/pids.max": "32", "cpu/cpu.cfs_period_us": "100000", "cpu/cpu.cfs_quota_us": "50000",
 			},
-			wantUsage: Usage{MemoryPeakBytes: 1234, OOMKilled: true, PidsLimitHit: true},
+			wantUsage: engine.Usage{MemoryPeakBytes: 1234, OOMKilled: true, PidsLimitHit: true},
 		},
 		{
 			name: "v1 without swap accounting, no events yet",
@@ -71,7 +75,7 @@ func TestCgroupLimitsAndUsage(t *testing.T) {
 			wantFiles: map[string]string{
 				"/memory.max": "134217728", "/memory.swap.max": "0", "/pids.max": "32", "/cpu.max": "50000 100000",
 			},
-			wantUsage: Usage{MemoryPeakBytes: 99, OOMKilled: true},
+			wantUsage: engine.Usage{MemoryPeakBytes: 99, OOMKilled: true},
 		},
 	}
 	for _, tc := range tests {
@@ -89,7 +93,7 @@ func TestCgroupLimitsAndUsage(t *testing.T) {
 				}
 			}
 			if got := g.Usage(); got != tc.wantUsage {
-				t.Errorf("Usage = %+v, want %+v", got, tc.wantUsage)
+				t.Errorf("engine.Usage = %+v, want %+v", got, tc.wantUsage)
 			}
 			if !g.HasMemory() || !g.HasPids() {
 				t.Error("HasMemory/HasPids false")
@@ -161,7 +165,7 @@ func TestSetupV2Parent(t *testing.T) {
 			if err := tc.prepare(own, filepath.Join(own, name)); err != nil {
 				t.Fatal(err)
 			}
-			dir, err := setupV2Parent(own, name, testLogger(t))
+			dir, err := setupV2Parent(own, name, enginetest.Logger(t))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -179,5 +183,26 @@ func TestSetupV2Parent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestRemoveStaleParents(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dead := "codeexec-" + strconv.Itoa(1<<30) // beyond pid_max: never alive
+	keep := []string{"codeexec-1", "codeexec-" + strconv.Itoa(os.Getpid()), "other"}
+	for _, d := range append([]string{filepath.Join(dead, "sb-1")}, keep...) {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removeStaleParents(dir)
+	if _, err := os.Stat(filepath.Join(dir, dead)); !os.IsNotExist(err) {
+		t.Errorf("stale parent kept: %v", err)
+	}
+	for _, k := range keep {
+		if _, err := os.Stat(filepath.Join(dir, k)); err != nil {
+			t.Errorf("%s removed: %v", k, err)
+		}
 	}
 }
