@@ -4,7 +4,6 @@
 package bwrap
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -129,71 +127,12 @@ func (b *Engine) lookPaths() error {
 // Name implements engine.Engine.
 func (b *Engine) Name() string { return "bwrap" }
 
-// Check implements engine.Engine. It starts one trivial sandbox (/usr/bin/true)
-// the first time and remembers success.
-func (b *Engine) Check(ctx context.Context) error {
-	if b.lookErr != nil {
-		return b.lookErr
-	}
-	b.checkMu.Lock()
-	defer b.checkMu.Unlock()
-	if b.checked {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	p, err := b.start(ctx, engine.Spec{ID: "check", Argv: []string{"/usr/bin/true"}})
-	if err != nil {
-		return fmt.Errorf("%w: bwrap: %w", engine.ErrUnavailable, err)
-	}
-	_ = p.Stdin().Close()
-	var stderr bytes.Buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = stderr.ReadFrom(p.Stderr())
-	}()
-	waitErr := make(chan error, 1)
-	go func() { waitErr <- p.Wait() }()
-	select {
-	case err = <-waitErr:
-	case <-ctx.Done():
-		_ = p.Kill()
-		err = <-waitErr
-	}
-	<-done
-	_ = p.Stdout().Close()
-	_ = p.Stderr().Close()
-	if err != nil {
-		return checkFailure(stderr.String(), err)
-	}
-	b.checked = true
-	return nil
-}
-
 // Prepare implements engine.Engine: it compiles the agent in agentDir with the
 // host's python, which bwrap sandboxes run (they bind the host's /usr).
 func (b *Engine) Prepare(ctx context.Context, agentDir, python string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return agent.Precompile(ctx, python, agentDir)
-}
-
-// checkFailure turns a failed trial sandbox into advice.
-func checkFailure(stderr string, err error) error {
-	msg := strings.TrimSpace(stderr)
-	if strings.Contains(msg, "namespace") || strings.Contains(msg, "uid map") || strings.Contains(msg, "uid_map") {
-		return fmt.Errorf("%w: bwrap cannot create user namespaces (%s): enable them with "+
-			"`sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu kernels) and make sure "+
-			"`sysctl user.max_user_namespaces` is not 0 (e.g. `sysctl -w user.max_user_namespaces=15000`); "+
-			"on Ubuntu 24.04+ also `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; "+
-			"in a container, run it with --security-opt seccomp=unconfined or use the podman/docker runtime",
-			engine.ErrUnavailable, msg)
-	}
-	if msg == "" {
-		msg = err.Error()
-	}
-	return fmt.Errorf("%w: a trial bwrap sandbox failed: %s", engine.ErrUnavailable, msg)
 }
 
 // Start implements engine.Engine. ctx bounds only the start. It takes a spare
@@ -217,28 +156,6 @@ func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, e
 		return nil, err // not a typed nil in the interface
 	}
 	return p, nil
-}
-
-// startSpare starts plan's sandbox from a spare launcher, or returns nil
-// when there is none or it cannot be used.
-func (b *Engine) startSpare(plan *startPlan) *process {
-	l := b.takeSpare(plan.key)
-	if l == nil {
-		return nil
-	}
-	id := plan.spec.ID
-	if err := l.cg.Rename(id); err != nil {
-		b.logger.Debug("spare sandbox cgroup keeps its name", "sandbox.id", id, "error", err)
-	}
-	p, err := l.release(plan.data, plan.logger)
-	if err == nil {
-		err = b.track(p)
-	}
-	if err != nil {
-		b.logger.Debug("spare launcher unusable; starting afresh", "sandbox.id", id, "error", err)
-		return nil
-	}
-	return p
 }
 
 // startPlan is everything the engine needs to start one sandbox.
@@ -335,74 +252,6 @@ func (b *Engine) track(p *process) error {
 		b.mu.Unlock()
 	}()
 	return nil
-}
-
-// takeSpare removes and returns a spare launcher made for key, or nil.
-func (b *Engine) takeSpare(key launchKey) *launcher {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i, l := range b.spares {
-		if l.key == key {
-			b.spares = append(b.spares[:i], b.spares[i+1:]...)
-			return l
-		}
-	}
-	return nil
-}
-
-// refillSpares makes plan the one spares are kept for (discarding spares
-// made for another) and starts fillSpares unless it runs.
-func (b *Engine) refillSpares(plan *startPlan) {
-	b.mu.Lock()
-	var stale []*launcher
-	if b.spareFor == nil || b.spareFor.key != plan.key {
-		b.spareFor, stale, b.spares = plan, b.spares, nil
-	}
-	start := !b.closed && !b.filling && len(b.spares) < b.cfg.Spares
-	if start {
-		b.filling = true
-		b.fills.Add(1)
-	}
-	b.fills.Add(len(stale)) // Close waits for these too
-	b.mu.Unlock()
-	for _, l := range stale {
-		go func() { defer b.fills.Done(); l.discard() }()
-	}
-	if start {
-		go b.fillSpares()
-	}
-}
-
-// fillSpares launches spares for spareFor until there are cfg.Spares of
-// them. A failure is logged and ends the round; the next Start tries again.
-func (b *Engine) fillSpares() {
-	defer b.fills.Done()
-	for {
-		b.mu.Lock()
-		plan := b.spareFor
-		if b.closed || len(b.spares) >= b.cfg.Spares {
-			b.filling = false
-			b.mu.Unlock()
-			return
-		}
-		b.mu.Unlock()
-		l, err := b.launch(plan, "spare")
-		b.mu.Lock()
-		if err != nil {
-			b.filling = false
-			b.mu.Unlock()
-			b.logger.Warn("could not prepare a spare sandbox launcher", "error", err)
-			return
-		}
-		keep := !b.closed && b.spareFor.key == l.key
-		if keep {
-			b.spares = append(b.spares, l)
-		}
-		b.mu.Unlock()
-		if !keep {
-			l.discard()
-		}
-	}
 }
 
 // readableByNobody checks that uid 65534, which bwrap runs as when sandboxd
