@@ -29,10 +29,7 @@ type process struct {
 	logger *slog.Logger
 
 	engine.Pipes
-
-	mu    sync.Mutex
-	final bool         // usage holds the figures read just before the cgroup went
-	usage engine.Usage // valid when final
+	meter cgroup.Meter // watches cg
 }
 
 var inheritedOnce sync.Once
@@ -59,10 +56,7 @@ func (p *process) reap() {
 	err := p.cmd.Wait()
 	_ = p.Stdin().Close()
 	if p.cg != nil {
-		u := p.cg.Usage()
-		p.mu.Lock()
-		p.usage, p.final = u, true
-		p.mu.Unlock()
+		p.meter.Stop(p.cg.Usage())
 		if rerr := p.cg.Remove(); rerr != nil {
 			p.logger.Warn("sandbox cgroup not removed", "error", rerr)
 		}
@@ -89,14 +83,7 @@ func (p *process) Kill() error {
 
 // Usage implements engine.Process: live cgroup figures while running, the final
 // ones after exit.
-func (p *process) Usage() engine.Usage {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.final || p.cg == nil {
-		return p.usage
-	}
-	return p.cg.Usage()
-}
+func (p *process) Usage() engine.Usage { return p.meter.Usage() }
 
 // PID implements engine.Process.
 func (p *process) PID() int { return p.cmd.Process.Pid }

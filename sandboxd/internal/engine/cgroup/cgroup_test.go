@@ -206,3 +206,24 @@ func TestRemoveStaleParents(t *testing.T) {
 		}
 	}
 }
+
+func TestMeter(t *testing.T) {
+	t.Parallel()
+	var m Meter
+	if got := m.Usage(); got != (engine.Usage{}) {
+		t.Errorf("without a group: %+v, want zero", got)
+	}
+	g := fakeCgroup(t, true, map[string]map[string]string{"": {"memory.peak": "7\n", "pids.events": "max 1\n"}})
+	m.Watch(g)
+	if got, want := m.Usage(), (engine.Usage{MemoryPeakBytes: 7, PidsLimitHit: true}); got != want {
+		t.Errorf("live: %+v, want %+v", got, want)
+	}
+	final := engine.Usage{MemoryPeakBytes: 9, OOMKilled: true}
+	m.Stop(final)
+	if err := os.WriteFile(filepath.Join(g.dirs[""], "memory.peak"), []byte("100\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Usage(); got != final {
+		t.Errorf("after Stop: %+v, want %+v", got, final)
+	}
+}

@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
@@ -31,11 +31,8 @@ type process struct {
 
 	engine.Pipes
 
-	mu       sync.Mutex
-	killed   bool          // Kill was called: an exit by SIGKILL is ours, not the OOM killer's
-	cg       *cgroup.Group // the container's cgroup on this host, once known; nil if unknown
-	final    bool
-	usage    engine.Usage // valid when final
+	killed   atomic.Bool  // Kill was called: an exit by SIGKILL is ours, not the OOM killer's
+	meter    cgroup.Meter // watches the container's cgroup on this host once it is known
 	memLimit bool
 }
 
@@ -114,9 +111,7 @@ func (p *process) findCgroup() {
 			// host's PIDs), or not set up yet: look again, within budget.
 			continue
 		}
-		p.mu.Lock()
-		p.cg = cg
-		p.mu.Unlock()
+		p.meter.Watch(cg)
 		p.logger.Debug("sandbox cgroup found", "pid", pid, "cgroups", fmt.Sprint(cg.Dirs()))
 		return
 	}
@@ -129,12 +124,7 @@ func (p *process) reap() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	p.mu.Lock()
-	u, killed := engine.Usage{}, p.killed
-	if p.cg != nil {
-		u = p.cg.Usage()
-	}
-	p.mu.Unlock()
+	u, killed := p.meter.Usage(), p.killed.Load()
 	// `run` exits with the container's exit code (125 and up for its own
 	// failures); inspect is asked too, in case the CLI was killed.
 	exitCode := -1
@@ -161,17 +151,11 @@ func (p *process) reap() {
 	if _, rerr := p.eng.cli(ctx, "rm", "-f", p.name); rerr != nil && !goneAlready(rerr) {
 		p.logger.Warn("sandbox container not removed", "container", p.name, "error", rerr)
 	}
-	p.mu.Lock()
-	p.usage, p.final = u, true
-	p.mu.Unlock()
+	p.meter.Stop(u)
 	p.Exit(err)
 }
 
-func (p *process) markKilled() {
-	p.mu.Lock()
-	p.killed = true
-	p.mu.Unlock()
-}
+func (p *process) markKilled() { p.killed.Store(true) }
 
 // Kill implements engine.Process: it removes the container (which ends the CLI)
 // and kills the CLI too, in case the container was never created.
@@ -201,14 +185,7 @@ func (p *process) killCLI() error {
 
 // Usage implements engine.Process: live cgroup figures while running when the
 // cgroup is visible, the final ones after exit.
-func (p *process) Usage() engine.Usage {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.final || p.cg == nil {
-		return p.usage
-	}
-	return p.cg.Usage()
-}
+func (p *process) Usage() engine.Usage { return p.meter.Usage() }
 
 // PID implements engine.Process: the CLI's PID.
 func (p *process) PID() int { return p.cmd.Process.Pid }
