@@ -5,7 +5,6 @@ package bwrap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -66,9 +65,9 @@ type Engine struct {
 	checkMu sync.Mutex // serialises Check; guards checked
 	checked bool
 
-	mu     sync.Mutex // guards the fields below
-	closed bool
-	live   map[*process]struct{}
+	live engine.Live[*process]
+
+	mu sync.Mutex // guards the fields below
 	// spares wait for starts that match spareFor; filling is set while
 	// fillSpares runs, and fills counts that goroutine and the discards of
 	// stale spares for Close.
@@ -89,7 +88,7 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
-	b := &Engine{cfg: cfg, logger: logger, live: map[*process]struct{}{}}
+	b := &Engine{cfg: cfg, logger: logger}
 	b.lookErr = b.lookPaths()
 	var err error
 	if b.seccomp, err = seccomp.Filter(); err != nil {
@@ -180,11 +179,8 @@ func (b *Engine) plan(ctx context.Context, spec engine.Spec) (*startPlan, error)
 			return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 		}
 	}
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
-		return nil, errors.New("start sandbox: engine is closed")
+	if b.live.Closed() {
+		return nil, engine.ErrClosed
 	}
 	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, b.seccomp != nil, spec)
 	return &startPlan{spec: spec, argv: argv, data: data, key: newLaunchKey(argv, spec.Limits),
@@ -234,23 +230,11 @@ func (b *Engine) launch(plan *startPlan, id string) (*launcher, error) {
 // track adds p to the live sandboxes until it exits. If the engine was
 // closed meanwhile, Close has missed p: track kills it and says so.
 func (b *Engine) track(p *process) error {
-	b.mu.Lock()
-	closed := b.closed
-	if !closed {
-		b.live[p] = struct{}{}
-	}
-	b.mu.Unlock()
-	if closed {
+	if !b.live.Add(p) {
 		_ = p.Kill()
 		_ = p.Wait()
-		return errors.New("start sandbox: engine is closed")
+		return engine.ErrClosed
 	}
-	go func() {
-		<-p.Done()
-		b.mu.Lock()
-		delete(b.live, p)
-		b.mu.Unlock()
-	}()
 	return nil
 }
 
@@ -285,25 +269,18 @@ func readableByNobody(dir string) error {
 // Close implements engine.Engine: it discards the spare launchers, kills every
 // live sandbox, waits for them and removes the cgroup parents.
 func (b *Engine) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil
-	}
-	b.closed = true
+	b.mu.Lock() // closing and taking the spares are one step for fillSpares
+	live, first := b.live.Close()
 	spares := b.spares
 	b.spares = nil
 	b.mu.Unlock()
+	if !first {
+		return nil
+	}
 	b.fills.Wait() // a launcher it finishes now is discarded
 	for _, l := range spares {
 		l.discard()
 	}
-	b.mu.Lock()
-	live := make([]*process, 0, len(b.live))
-	for p := range b.live {
-		live = append(live, p)
-	}
-	b.mu.Unlock()
 	for _, p := range live {
 		_ = p.Kill()
 	}

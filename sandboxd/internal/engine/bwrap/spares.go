@@ -43,7 +43,7 @@ func (b *Engine) refillSpares(plan *startPlan) {
 	if b.spareFor == nil || b.spareFor.key != plan.key {
 		b.spareFor, stale, b.spares = plan, b.spares, nil
 	}
-	start := !b.closed && !b.filling && len(b.spares) < b.cfg.Spares
+	start := !b.live.Closed() && !b.filling && len(b.spares) < b.cfg.Spares
 	if start {
 		b.filling = true
 		b.fills.Add(1)
@@ -65,7 +65,7 @@ func (b *Engine) fillSpares() {
 	for {
 		b.mu.Lock()
 		plan := b.spareFor
-		if b.closed || len(b.spares) >= b.cfg.Spares {
+		if b.live.Closed() || len(b.spares) >= b.cfg.Spares {
 			b.filling = false
 			b.mu.Unlock()
 			return
@@ -79,7 +79,7 @@ func (b *Engine) fillSpares() {
 			b.logger.Warn("could not prepare a spare sandbox launcher", "error", err)
 			return
 		}
-		keep := !b.closed && b.spareFor.key == l.key
+		keep := !b.live.Closed() && b.spareFor.key == l.key
 		if keep {
 			b.spares = append(b.spares, l)
 		}

@@ -47,7 +47,7 @@ func (c *Engine) Check(ctx context.Context) error {
 	c.checked = true
 	c.checkMu.Unlock()
 	c.mu.Lock()
-	if !c.closed && c.sweepStop == nil {
+	if !c.live.Closed() && c.sweepStop == nil {
 		c.sweepStop, c.sweepDone = make(chan struct{}), make(chan struct{})
 		go c.sweep(c.sweepStop, c.sweepDone)
 	}

@@ -94,9 +94,8 @@ type Engine struct {
 	checked bool
 	global  []string
 
-	mu     sync.Mutex // guards closed and live
-	closed bool
-	live   map[*process]struct{}
+	live engine.Live[*process]
+	mu   sync.Mutex // guards the sweeper's channels
 
 	// The sweeper removes orphans every sweepEvery after the first Check:
 	// the containers of a replica that died elsewhere exit (their stdin
@@ -134,7 +133,6 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 		cfg: cfg, logger: logger.With("runtime", cfg.Runtime),
 		host:  host,
 		owner: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomHex(4)),
-		live:  map[*process]struct{}{},
 	}
 	// One fixed directory for every engine: a sandboxd that is killed
 	// leaves nothing behind.
@@ -218,45 +216,34 @@ func (c *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, e
 	if err := engine.ValidateSpec(spec, "\x00\n", "NUL or newline"); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return nil, errors.New("start sandbox: engine is closed")
+	if c.live.Closed() {
+		return nil, engine.ErrClosed
 	}
 	p, err := c.startProcess(spec)
 	if err != nil {
 		return nil, fmt.Errorf("start %s sandbox %s: %w", c.cfg.Runtime, spec.ID, err)
 	}
-	c.mu.Lock()
-	c.live[p] = struct{}{}
-	c.mu.Unlock()
-	go func() {
-		<-p.Done()
-		c.mu.Lock()
-		delete(c.live, p)
-		c.mu.Unlock()
-	}()
+	if !c.live.Add(p) { // Close ran meanwhile and missed p
+		_ = p.Kill()
+		_ = p.Wait()
+		return nil, engine.ErrClosed
+	}
 	return p, nil
 }
 
 // Close implements engine.Engine: it removes every live container, waits for their
 // CLIs, then removes any other container this engine owns.
 func (c *Engine) Close() error {
-	c.mu.Lock()
-	if c.closed {
+	c.mu.Lock() // closing and stopping the sweeper are one step for Check
+	live, first := c.live.Close()
+	if !first {
 		c.mu.Unlock()
 		return nil
 	}
-	c.closed = true
 	defer liveOwners.Delete(c.owner)
 	if c.sweepStop != nil {
 		close(c.sweepStop)
 		defer func() { <-c.sweepDone }()
-	}
-	live := make([]*process, 0, len(c.live))
-	for p := range c.live {
-		live = append(live, p)
 	}
 	c.mu.Unlock()
 	if c.lookErr != nil {
