@@ -1,6 +1,8 @@
 // Package engine starts and stops sandboxes. An Engine hides how isolation
-// is done (bubblewrap, podman, docker); the session layer above only sees a
-// Process with three pipes.
+// is done; the session layer above only sees a Process with three pipes.
+// The engines live below: bwrap (the default) and container (podman,
+// docker), both built on cgroup and seccomp. Select picks one; this package
+// also holds what every engine shares.
 package engine
 
 import (

@@ -25,8 +25,10 @@ func Logger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// tWriter writes into a test's log.
 type tWriter struct{ t *testing.T }
 
+// Write logs p, less its final newline, as one entry.
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(string(bytes.TrimRight(p, "\n")))
@@ -65,11 +67,14 @@ func Spec(t *testing.T, script string, args ...string) engine.Spec {
 
 // Result is what a finished sandbox produced.
 type Result struct {
+	// Stdout and Stderr are everything the sandbox wrote.
 	Stdout, Stderr string
 	// Err is what Wait returned.
-	Err   error
+	Err error
+	// Usage is what the Process reported after exit.
 	Usage engine.Usage
-	PID   int
+	// PID is the Process's PID.
+	PID int
 }
 
 // Run starts spec, feeds it stdin, and collects everything until it
