@@ -40,7 +40,7 @@ type Config struct {
 // sandboxd may create them (it must be root for that), else with rlimits.
 //
 // When sandboxd runs as root, bwrap itself is started as uid 65534, so
-// Spec.AgentDir and every directory above it must be readable and
+// engine.Spec.AgentDir and every directory above it must be readable and
 // searchable by "others".
 //
 // With Config.Spares, the engine keeps launchers (launcher.go) that
@@ -76,6 +76,8 @@ type Engine struct {
 	filling  bool
 	fills    sync.WaitGroup
 }
+
+var _ engine.Engine = (*Engine)(nil)
 
 // New returns the engine. It does not fail when bwrap is missing;
 // Check reports that, so sandboxd can start and say what to install. It

@@ -104,6 +104,8 @@ type Engine struct {
 	sweepDone chan struct{}
 }
 
+var _ engine.Engine = (*Engine)(nil)
+
 // New returns a podman or docker engine. Like bwrap.New it does not
 // fail when the CLI is missing; Check says what to install.
 func New(cfg Config, logger *slog.Logger) (*Engine, error) {
