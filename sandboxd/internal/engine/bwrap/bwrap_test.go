@@ -160,6 +160,13 @@ func TestBwrapArgs(t *testing.T) {
 	}
 }
 
+// TestBwrapPrepare checks that Prepare compiles the agent with the
+// interpreter the sandboxes run.
+func TestBwrapPrepare(t *testing.T) {
+	t.Parallel()
+	enginetest.CheckPrepare(t, newTestEngine(t, Config{}), "")
+}
+
 func TestBwrapStartErrors(t *testing.T) {
 	t.Parallel()
 	e := newTestEngine(t, Config{})

@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 )
 
@@ -108,4 +110,47 @@ func Run(t *testing.T, e engine.Engine, spec engine.Spec, stdin string, timeout 
 	_ = p.Stdout().Close()
 	_ = p.Stderr().Close()
 	return Result{Stdout: out.String(), Stderr: errb.String(), Err: werr, Usage: p.Usage(), PID: p.PID()}
+}
+
+// CheckPrepare writes the agent into a new AgentDir, runs e.Prepare on it
+// and checks that every module got bytecode that the sandbox user can read
+// and that the sandbox's own interpreter would load. id names the sandbox
+// that checks; "" names it after t.
+func CheckPrepare(t *testing.T, e engine.Engine, id string) {
+	t.Helper()
+	spec := Spec(t, `
+import glob, importlib.util, os
+srcs = glob.glob("/opt/codeexec/*.py")
+stale = [p for p in srcs if not os.path.exists(importlib.util.cache_from_source(p))]
+print("ok" if srcs and not stale else "no bytecode for %s" % stale)`)
+	if id != "" {
+		spec.ID = id
+	}
+	if err := agent.WriteTo(spec.AgentDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Prepare(t.Context(), spec.AgentDir, Python); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	pycs, err := filepath.Glob(filepath.Join(spec.AgentDir, "__pycache__", "*.pyc"))
+	if err != nil || len(pycs) == 0 {
+		t.Fatalf("no bytecode after Prepare: %v %v", pycs, err)
+	}
+	for _, p := range append(pycs, filepath.Dir(pycs[0])) {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := os.FileMode(0o644)
+		if st.IsDir() {
+			want = os.ModeDir | 0o755
+		}
+		if st.Mode() != want {
+			t.Errorf("%s mode = %v, want %v", p, st.Mode(), want)
+		}
+	}
+	r := Run(t, e, spec, "", time.Minute)
+	if r.Err != nil || strings.TrimSpace(r.Stdout) != "ok" {
+		t.Errorf("in the sandbox: stdout %q, err %v, stderr %q", r.Stdout, r.Err, r.Stderr)
+	}
 }
