@@ -72,20 +72,7 @@ func (c *Engine) runArgs(spec engine.Spec) []string {
 	if lim.CPUs > 0 {
 		a = append(a, "--cpus", strconv.FormatFloat(lim.CPUs, 'f', -1, 64))
 	}
-	openFiles := lim.OpenFiles
-	if openFiles <= 0 {
-		openFiles = 1024
-	}
-	a = append(a, "--ulimit", fmt.Sprintf("nofile=%d:%d", openFiles, openFiles),
-		"--ulimit", fmt.Sprintf("nproc=%d:%d", c.cfg.Nproc, c.cfg.Nproc),
-		"--ulimit", "core=0:0")
-	if lim.CPUTime > 0 {
-		secs := int64((lim.CPUTime + time.Second - 1) / time.Second)
-		a = append(a, "--ulimit", fmt.Sprintf("cpu=%d:%d", secs, secs))
-	}
-	if lim.FileBytes > 0 {
-		a = append(a, "--ulimit", fmt.Sprintf("fsize=%d:%d", lim.FileBytes, lim.FileBytes))
-	}
+	a = append(a, c.ulimits(lim)...)
 	if spec.AgentDir != "" {
 		a = append(a, "--mount", "type=bind,src="+spec.AgentDir+",dst="+engine.AgentMount+",readonly")
 	}
@@ -95,6 +82,29 @@ func (c *Engine) runArgs(spec engine.Spec) []string {
 	a = append(a, c.cfg.ExtraArgs...)
 	a = append(a, c.cfg.Image)
 	return append(a, spec.Argv...)
+}
+
+// ulimits returns the --ulimit options for lim: open files (1024 unless
+// lim says), the host-wide RLIMIT_NPROC ceiling, no core dumps, and CPU
+// time and file size when lim sets them. Every container gets them, the
+// one-off compile of Prepare too: podman's own defaults (the host's hard
+// limits) are refused on some hosts.
+func (c *Engine) ulimits(lim engine.Limits) []string {
+	openFiles := lim.OpenFiles
+	if openFiles <= 0 {
+		openFiles = 1024
+	}
+	a := []string{"--ulimit", fmt.Sprintf("nofile=%d:%d", openFiles, openFiles),
+		"--ulimit", fmt.Sprintf("nproc=%d:%d", c.cfg.Nproc, c.cfg.Nproc),
+		"--ulimit", "core=0:0"}
+	if lim.CPUTime > 0 {
+		secs := int64((lim.CPUTime + time.Second - 1) / time.Second)
+		a = append(a, "--ulimit", fmt.Sprintf("cpu=%d:%d", secs, secs))
+	}
+	if lim.FileBytes > 0 {
+		a = append(a, "--ulimit", fmt.Sprintf("fsize=%d:%d", lim.FileBytes, lim.FileBytes))
+	}
+	return a
 }
 
 // ownerOpts makes docker's /workspace tmpfs belong to a numeric container

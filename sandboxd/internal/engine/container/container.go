@@ -291,6 +291,7 @@ func (c *Engine) Prepare(ctx context.Context, agentDir, python string) error {
 		"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "0:0", "--log-driver", "none",
 		"--label", LabelOwner + "=" + c.owner, "--name", containerName("compile-" + randomHex(4)),
 		"--mount", "type=bind,src=" + agentDir + ",dst=" + engine.AgentMount}
+	args = append(args, c.ulimits(engine.Limits{})...)
 	args = append(args, c.cfg.ExtraArgs...)
 	args = append(args, c.cfg.Image, python)
 	return agent.PrecompileWith(ctx, func(ctx context.Context, compile []string) error {

@@ -182,6 +182,10 @@ sys.stdin.read()`)
 					t.Fatalf("stdout %q, err %v, stderr %q; want the hostname set by the extra args", r.Stdout, r.Err, r.Stderr)
 				}
 			})
+			t.Run("prepare compiles with the image's interpreter", func(t *testing.T) {
+				t.Parallel()
+				enginetest.CheckPrepare(t, c, "t"+randomHex(6))
+			})
 			t.Run("close removes live containers", func(t *testing.T) {
 				t.Parallel()
 				e := newTestContainer(t, rt)
