@@ -58,7 +58,7 @@ bash deploy/build-images.sh docker
 bash deploy/build-images.sh podman
 
 log "engine tests against podman and docker"
-CODEEXEC_TEST_RUNTIMES=podman,docker go test -count=1 -run 'TestContainer|TestDetectPodman|TestNewContainer' ./sandboxd/internal/engine
+CODEEXEC_TEST_RUNTIMES=podman,docker go test -count=1 -run 'TestContainer|TestDetectPodman|TestNewContainer' ./sandboxd/internal/engine/...
 for rt in docker podman; do
   log "end-to-end suite with $rt"
   CODEEXEC_E2E_RUNTIME=$rt go test -count=1 ./cmd/codeexec
