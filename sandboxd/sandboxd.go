@@ -156,9 +156,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		_ = eng.Close()
 		return nil, fmt.Errorf("agent directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("agent directory: %w", err)
-	}
+	// WriteTo also opens the directory to the sandbox user (0755).
 	if err := agent.WriteTo(dir); err != nil {
 		_ = os.RemoveAll(dir)
 		_ = eng.Close()
