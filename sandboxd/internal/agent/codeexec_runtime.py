@@ -131,12 +131,12 @@ async def call_tool(server, tool, arguments=None):
 
 async def list_tools(server):
     """Lists `server`'s tools live from the server."""
-    return await _chan.call_async("list_tools", {"server": server})
+    return list(await _chan.call_async("list_tools", {"server": server}) or ())
 
 
 async def list_servers():
     """Names of the servers allowed for this call, as sandboxd sees them."""
-    return tuple(await _chan.call_async("list_servers", {}))
+    return tuple(await _chan.call_async("list_servers", {}) or ())
 
 
 def _detail(detail):

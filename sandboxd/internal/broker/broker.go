@@ -57,7 +57,9 @@ type discovered struct {
 // Prepare resolves the servers allowed for one exec.
 func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (*session.ExecEnv, error) {
 	env := &session.ExecEnv{Allowed: []string{}, Servers: json.RawMessage("[]"), Discovered: json.RawMessage("[]")}
-	var names []string
+	// Never nil: list_servers() sends this list, and the code expects an
+	// empty list (upstream's ()), not null, when no servers were asked for.
+	names := []string{}
 	for _, s := range servers {
 		s = strings.TrimSpace(s)
 		if s != "" && !slices.Contains(names, s) {

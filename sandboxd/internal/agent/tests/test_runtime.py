@@ -314,5 +314,25 @@ class DiscoveryTest(unittest.TestCase):
         self.assertLess(len(r.stdout), 3000)
 
 
+class NullHost(FakeHost):
+    """A host that answers discovery lists with null, as sandboxd once did."""
+
+    def handle(self, m, p):
+        if m in ("list_servers", "list_tools"):
+            return True, None
+        return super().handle(m, p)
+
+
+class EmptyRepliesTest(unittest.TestCase):
+    def test_null_lists_read_back_empty(self):
+        a = Agent(NullHost())
+        try:
+            r = a.exec("print(repr(await runtime.list_servers()), repr(await runtime.list_tools('filesystem')))",
+                       servers=[FS])
+        finally:
+            a.close()
+        self.assertEqual(r.stdout, "() []\n", r)
+
+
 if __name__ == "__main__":
     unittest.main()

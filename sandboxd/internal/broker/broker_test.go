@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+)
+
+// fakeDiscovery is a hand-written DiscoveryServiceClient: the configured
+// servers, each with one tool named after it, and a search that returns
+// one doc per server.
+type fakeDiscovery struct {
+	servers []string
+}
+
+func (f *fakeDiscovery) ListServers(context.Context, *discoveryv1.ListServersRequest, ...grpc.CallOption) (*discoveryv1.ListServersResponse, error) {
+	resp := &discoveryv1.ListServersResponse{}
+	for _, s := range f.servers {
+		resp.Servers = append(resp.Servers, &discoveryv1.Server{Name: s, Alias: s})
+	}
+	return resp, nil
+}
+
+func (f *fakeDiscovery) ListTools(_ context.Context, req *discoveryv1.ListToolsRequest, _ ...grpc.CallOption) (*discoveryv1.ListToolsResponse, error) {
+	for _, s := range f.servers {
+		if s == req.GetServer() {
+			return &discoveryv1.ListToolsResponse{Server: &discoveryv1.Server{Name: s, Alias: s},
+				Tools: []*discoveryv1.Tool{{Name: s + "_tool", Alias: s + "_tool"}}}, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "unknown server %q", req.GetServer())
+}
+
+func (f *fakeDiscovery) GetToolDocs(context.Context, *discoveryv1.GetToolDocsRequest, ...grpc.CallOption) (*discoveryv1.GetToolDocsResponse, error) {
+	return &discoveryv1.GetToolDocsResponse{}, nil
+}
+
+func (f *fakeDiscovery) SearchTools(context.Context, *discoveryv1.SearchToolsRequest, ...grpc.CallOption) (*discoveryv1.SearchToolsResponse, error) {
+	resp := &discoveryv1.SearchToolsResponse{}
+	for _, s := range f.servers {
+		resp.Docs = append(resp.Docs, &discoveryv1.ToolDoc{Server: s, ServerAlias: s, Tool: s + "_tool", ToolAlias: s + "_tool"})
+	}
+	resp.Total = int32(len(resp.Docs))
+	return resp, nil
+}
+
+func (f *fakeDiscovery) CallTool(context.Context, *discoveryv1.CallToolRequest, ...grpc.CallOption) (*discoveryv1.CallToolResponse, error) {
+	return &discoveryv1.CallToolResponse{ResultJson: `{"content":[]}`}, nil
+}
+
+func call(t *testing.T, b *Broker, servers []string, method, params string) (string, error) {
+	t.Helper()
+	env, err := b.Prepare(t.Context(), "default", servers)
+	if err != nil {
+		t.Fatalf("Prepare(%v): %v", servers, err)
+	}
+	out, err := b.Call(t.Context(), "default", env, method, json.RawMessage(params))
+	return string(out), err
+}
+
+func TestListServersIsNeverNull(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		broker  *Broker
+		servers []string
+		want    string
+	}{
+		{"no servers asked for", &Broker{Discovery: &fakeDiscovery{servers: []string{"a"}}}, nil, `[]`},
+		{"blank names only", &Broker{Discovery: &fakeDiscovery{servers: []string{"a"}}}, []string{" ", ""}, `[]`},
+		{"no discovery", &Broker{}, nil, `[]`},
+		{"duplicates dropped", &Broker{Discovery: &fakeDiscovery{servers: []string{"a", "b"}}}, []string{"b", "a", "b"}, `["b","a"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := call(t, tc.broker, tc.servers, "list_servers", `{}`)
+			if err != nil || got != tc.want {
+				t.Errorf("list_servers = %s, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+}
