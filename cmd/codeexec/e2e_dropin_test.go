@@ -96,3 +96,32 @@ print(repr(runtime.describe_server("empty")["tools"]), repr(mcp_empty))`})
 		t.Errorf("discovered_servers() with no servers configured = %s, want () ()", got)
 	}
 }
+
+// Item 2: query_tool_docs_sync(server, tool) is a list holding the one doc.
+func TestE2EDropInQueryToolDocsSyncIsAList(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	o := runPython(t, c, map[string]any{"servers": []any{"filesystem"}, "code": `
+docs = runtime.query_tool_docs_sync("filesystem", "READ_TEXT_FILE", detail="full")
+one = await runtime.query_tool_docs("filesystem", "read_text_file")
+print(type(docs).__name__, len(docs), docs[0]["tool"], "path" in docs[0]["inputSchema"]["properties"])
+print(type(one).__name__, one["tool"])
+try:
+    runtime.query_tool_docs_sync("filesystem", 7)
+except runtime.MCPError as e:
+    print("MCPError:", e)`})
+	want := []string{
+		// mcp_server_code_execution_mode.py L1265-1280: the sync form
+		// returns [_format_tool_doc(...)] for the tool matched by alias or
+		// name, case-insensitively.
+		"list 1 read_text_file True",
+		// L1240-1252: the async form returns docs[0] when exactly one doc
+		// matches a given tool.
+		"dict read_text_file",
+		// L1272-1273: a tool that is not a string.
+		"MCPError: 'tool' must be a string when provided, not int",
+	}
+	if o.IsError || joined(o.stdout()) != joined(want) {
+		t.Errorf("query_tool_docs_sync:\n%s\nwant:\n%s", o.Text, joined(want))
+	}
+}

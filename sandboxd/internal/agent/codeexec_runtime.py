@@ -231,15 +231,19 @@ def _doc(meta, tool, detail):
 
 
 def query_tool_docs_sync(server, tool=None, detail="summary"):
-    """Like query_tool_docs, from this call's metadata."""
+    """Docs of a loaded server's tools, from this call's metadata: a list,
+    with one doc when `tool` names one (by name or alias, any case). Unlike
+    the async form, which returns that one doc itself, as upstream does."""
     detail = _detail(detail)
     meta = _server(server)
     if tool is None:
         return [_doc(meta, t, detail) for t in meta["tools"]]
-    want = str(tool).lower()
+    if not isinstance(tool, str):
+        raise MCPError("'tool' must be a string when provided, not %s" % type(tool).__name__)
+    want = tool.lower()
     for t in meta["tools"]:
         if t["alias"].lower() == want or t["name"].lower() == want:
-            return _doc(meta, t, detail)
+            return [_doc(meta, t, detail)]
     raise MCPError("Tool %r not found on server %r (tools: %s)"
                    % (tool, meta["name"], ", ".join(t["name"] for t in meta["tools"]) or "none"))
 

@@ -254,10 +254,10 @@ class DiscoveryTest(unittest.TestCase):
             "/srv/filesystem filesystem filesystem server",
             "2",
             "2",
-            "{'server': 'filesystem', 'serverAlias': 'filesystem', 'tool': 'read_file', 'toolAlias': 'read_file', "
-            "'description': 'the read_file tool'}",
-            "{'server': 'GitHub-Server.v2', 'serverAlias': 'github_server_v2', 'tool': 'Get-Issue', "
-            "'toolAlias': 'get_issue', 'description': 'the Get-Issue tool', 'inputSchema': {'type': 'object'}}",
+            "[{'server': 'filesystem', 'serverAlias': 'filesystem', 'tool': 'read_file', 'toolAlias': 'read_file', "
+            "'description': 'the read_file tool'}]",
+            "[{'server': 'GitHub-Server.v2', 'serverAlias': 'github_server_v2', 'tool': 'Get-Issue', "
+            "'toolAlias': 'get_issue', 'description': 'the Get-Issue tool', 'inputSchema': {'type': 'object'}}]",
             "2",
             "['Get-Issue', 'get_issue']",
             "['read_file', 'write_file']",
@@ -269,7 +269,8 @@ class DiscoveryTest(unittest.TestCase):
         r = self.run_code(
             "for f in (lambda: runtime.list_tools_sync(), lambda: runtime.describe_server('idle'),\n"
             "          lambda: runtime.query_tool_docs_sync('filesystem', 'nope'),\n"
-            "          lambda: runtime.query_tool_docs_sync('filesystem', detail='all')):\n"
+            "          lambda: runtime.query_tool_docs_sync('filesystem', detail='all'),\n"
+            "          lambda: runtime.query_tool_docs_sync('filesystem', 3)):\n"
             "    try:\n"
             "        f()\n"
             "    except Exception as e:\n"
@@ -280,6 +281,7 @@ class DiscoveryTest(unittest.TestCase):
             "List it in run_python's servers=[...] to use it.",
             "MCPError Tool 'nope' not found on server 'filesystem' (tools: read_file, write_file)",
             "ValueError detail must be 'summary' or 'full', not 'all'",
+            "MCPError 'tool' must be a string when provided, not int",
         ])
 
     def test_async_helpers(self):
