@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -13,8 +15,8 @@ import (
 // reference/upstream-behaviour.md, or one of upstream's tests.
 
 // dropinServers writes an MCP_SERVERS_CONFIG for the tests in this file:
-// "empty", a real MCP server with no tools, and the npm filesystem server
-// on dir.
+// "empty", a real MCP server with no tools, "crashy", the same server with
+// its echo tool, and the npm filesystem server on dir.
 func dropinServers(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	crash, err := filepath.Abs(filepath.Join("testdata", "crashserver.py"))
@@ -26,6 +28,7 @@ func dropinServers(t *testing.T, dir string) map[string]string {
 	path := filepath.Join(t.TempDir(), "servers.json")
 	writeServers(t, path, map[string]any{
 		"empty":      map[string]any{"command": python, "args": []any{crash, "--no-tools"}, "description": "No tools at all"},
+		"crashy":     map[string]any{"command": python, "args": []any{crash}},
 		"filesystem": map[string]any{"command": node, "args": []any{npmEntry(t, "server-filesystem"), dir}, "description": "Files"},
 	})
 	return map[string]string{"MCP_SERVERS_CONFIG": path}
@@ -123,5 +126,51 @@ except runtime.MCPError as e:
 	}
 	if o.IsError || joined(o.stdout()) != joined(want) {
 		t.Errorf("query_tool_docs_sync:\n%s\nwant:\n%s", o.Text, joined(want))
+	}
+}
+
+// Item 3: a search spans every configured server; each hit says whether
+// its server is loaded in this call and the servers=[...] that loads it,
+// and the sync and async forms give the same answer.
+func TestE2EDropInSearchSaysHowToLoad(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	var got struct{ Async, Sync, Exact []map[string]any }
+	pyJSON(t, c, []string{"filesystem"}, `import json
+a = await runtime.search_tool_docs("echo", limit=10)
+s = runtime.search_tool_docs_sync("echo", limit=10)
+exact = runtime.search_tool_docs_sync("read_text_file")
+print(json.dumps({"Async": a, "Sync": s, "Exact": exact}))`, &got)
+	if mustJSON(got.Async) != mustJSON(got.Sync) {
+		t.Errorf("sync and async searches differ:\nasync %s\nsync  %s", mustJSON(got.Async), mustJSON(got.Sync))
+	}
+	// Upstream searched the loaded servers only
+	// (mcp_server_code_execution_mode.py L2549-2554: "if entry.get("server")
+	// not in allowed: continue"), so every hit it returned was on a loaded
+	// server: codeexec's hits on loaded servers say loaded, the others
+	// say how to load them.
+	var echo map[string]any
+	for _, d := range got.Async {
+		if d["server"] == "crashy" && d["tool"] == "echo" {
+			echo = d
+		}
+		if (d["loaded"] == true) != (d["server"] == "filesystem") || d["loadWith"] != `servers=["`+d["server"].(string)+`"]` {
+			t.Errorf("hit %v: want loaded only for filesystem, and loadWith servers=[its server]", d)
+		}
+	}
+	if echo == nil || echo["loaded"] != false {
+		t.Fatalf("search_tool_docs('echo') = %v, want crashy/echo, not loaded", docNames(got.Async))
+	}
+	if len(got.Exact) == 0 || got.Exact[0]["tool"] != "read_text_file" || got.Exact[0]["loaded"] != true {
+		t.Errorf("search_tool_docs_sync('read_text_file') = %v, want filesystem/read_text_file first, loaded", got.Exact)
+	}
+	// The hit's loadWith is the argument that loads its server.
+	var servers []any
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(echo["loadWith"].(string), "servers=")), &servers); err != nil {
+		t.Fatal(err)
+	}
+	o := runPython(t, c, map[string]any{"servers": servers, "code": `print((await mcp_crashy.echo(text="loaded"))["content"][0]["text"].split(" (")[0])`})
+	if o.IsError || joined(o.stdout()) != "loaded" {
+		t.Errorf("calling the hit with %s: %s", echo["loadWith"], o.Text)
 	}
 }

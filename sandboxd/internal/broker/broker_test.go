@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -84,5 +85,44 @@ func TestListServersIsNeverNull(t *testing.T) {
 				t.Errorf("list_servers = %s, %v; want %s", got, err, tc.want)
 			}
 		})
+	}
+}
+
+func TestSearchHitsSayHowToLoadTheirServer(t *testing.T) {
+	t.Parallel()
+	b := &Broker{Discovery: &fakeDiscovery{servers: []string{"files", `odd "name" <x>`}}}
+	got, err := call(t, b, []string{"files"}, "search_tool_docs", `{"query":"anything","limit":5}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Results []map[string]any
+	}
+	if err := json.Unmarshal([]byte(got), &res); err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]any{
+		{"server": "files", "loaded": true, "loadWith": `servers=["files"]`},
+		{"server": `odd "name" <x>`, "loaded": false, "loadWith": `servers=["odd \"name\" <x>"]`},
+	}
+	if len(res.Results) != len(want) {
+		t.Fatalf("results = %s", got)
+	}
+	for i, w := range want {
+		for k, v := range w {
+			if res.Results[i][k] != v {
+				t.Errorf("hit %d: %s = %v, want %v (%s)", i, k, res.Results[i][k], v, got)
+			}
+		}
+	}
+	// Other docs carry neither field.
+	docs, err := call(t, b, []string{"files"}, "query_tool_docs", `{"server":"files"}`)
+	if err != nil || docs != `[]` {
+		t.Errorf("query_tool_docs = %s, %v", docs, err)
+	}
+	for _, q := range []string{`{"query":""}`, `{"query":"  \t"}`, `{}`} {
+		if _, err := call(t, b, nil, "search_tool_docs", q); err == nil || !strings.HasPrefix(err.Error(), "Missing 'query' value") {
+			t.Errorf("search_tool_docs(%s) error = %v, want upstream's \"Missing 'query' value\"", q, err)
+		}
 	}
 }
