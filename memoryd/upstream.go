@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/codeexec/codeexec/memoryd/internal/pysplit"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
@@ -59,6 +62,35 @@ type upstreamRecord struct {
 	Key      *string         `json:"key"`
 	Value    json.RawMessage `json:"value"`
 	Metadata json.RawMessage `json:"metadata"`
+	// CreatedAt and UpdatedAt are seconds since 1970, as Python's
+	// time.time() gives them.
+	CreatedAt json.RawMessage `json:"created_at"`
+	UpdatedAt json.RawMessage `json:"updated_at"`
+}
+
+// times converts the record's epoch seconds. A time that is missing or not
+// a number is left nil, so that memoryd uses the time of the import; an
+// update time before the create time (a clock that went back) is raised to
+// it.
+func (r upstreamRecord) times() (created, updated *timestamppb.Timestamp) {
+	created, updated = epochTime(r.CreatedAt), epochTime(r.UpdatedAt)
+	if created != nil && updated != nil && updated.AsTime().Before(created.AsTime()) {
+		updated = created
+	}
+	return created, updated
+}
+
+func epochTime(raw json.RawMessage) *timestamppb.Timestamp {
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	sec := math.Floor(f)
+	nanos := math.Round((f - sec) * 1e9)
+	if nanos >= 1e9 {
+		sec, nanos = sec+1, 0
+	}
+	return &timestamppb.Timestamp{Seconds: int64(sec), Nanos: int32(nanos)}
 }
 
 // ImportUpstream copies the state of an upstream install (dir is its
@@ -67,10 +99,11 @@ type upstreamRecord struct {
 // dir/user_tools/user_tools.py become tools. Records and tools that
 // already exist in memoryd are left alone, so running it twice is safe.
 // Module-level imports of user_tools.py are prepended to every tool, since
-// the functions were written against them. Upstream's timestamps are not
-// kept: the records are new to memoryd. Items that memoryd refuses (bad
-// JSON, a key over 256 bytes, ...) are skipped with the reason; transport
-// errors abort the import.
+// the functions were written against them. Memories keep upstream's
+// created_at and updated_at; tools, which upstream keeps no times for, get
+// the time of the import. Items that memoryd refuses (bad JSON, a key over
+// the limit, ...) are skipped with the reason; transport errors abort the
+// import. The upstream files are only read.
 func ImportUpstream(ctx context.Context, mem memoryv1.MemoryServiceClient, tools memoryv1.ToolServiceClient, dir, tenant string) (Report, error) {
 	var rep Report
 	base := filepath.Join(dir, "user_tools")
@@ -141,7 +174,9 @@ func importMemories(ctx context.Context, mem memoryv1.MemoryServiceClient, memDi
 			}
 			return fmt.Errorf("import %s: %w", path, err)
 		}
-		_, err = mem.SaveMemory(ctx, &memoryv1.SaveMemoryRequest{Tenant: tenant, Key: *rec.Key, ValueJson: value.String(), MetadataJson: metaText})
+		created, updated := rec.times()
+		_, err = mem.SaveMemory(ctx, &memoryv1.SaveMemoryRequest{Tenant: tenant, Key: *rec.Key, ValueJson: value.String(), MetadataJson: metaText,
+			CreateTime: created, UpdateTime: updated})
 		if refused(err) {
 			skip(*rec.Key, status.Convert(err).Message())
 			continue

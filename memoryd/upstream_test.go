@@ -1,9 +1,11 @@
 package memoryd_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -55,6 +57,16 @@ func TestImportUpstream(t *testing.T) {
 	if got := e.get(t, "imported", "nothing").GetMetadataJson(); got != `{}` {
 		t.Errorf("null metadata became %s, want {}", got)
 	}
+	// Upstream's created_at and updated_at (epoch seconds) are kept.
+	for key, want := range map[string][2]time.Time{
+		"project notes": {time.Unix(1700000000, 5e8), time.Unix(1700000100, 25e7)},
+		"ключ":          {time.Unix(1, 0), time.Unix(2, 0)},
+	} {
+		rec := e.get(t, "imported", key)
+		if got := [2]time.Time{rec.GetCreateTime().AsTime(), rec.GetUpdateTime().AsTime()}; !got[0].Equal(want[0]) || !got[1].Equal(want[1]) {
+			t.Errorf("%q created, updated = %v, want %v", key, got, want)
+		}
+	}
 
 	lookup, err := e.tools.GetTool(t.Context(), &memoryv1.GetToolRequest{Tenant: "imported", Name: "lookup"})
 	if err != nil {
@@ -96,5 +108,51 @@ func TestImportUpstreamMissingDir(t *testing.T) {
 	_, err := memoryd.ImportUpstream(t.Context(), e.mem, e.tools, t.TempDir(), "")
 	if err == nil || !strings.Contains(err.Error(), "no upstream state in") {
 		t.Errorf("err = %v, want one naming the missing state", err)
+	}
+}
+
+func TestUpstreamTimes(t *testing.T) {
+	t.Parallel()
+	e := start(t, memoryd.Config{})
+	dir := t.TempDir()
+	memDir := filepath.Join(dir, "user_tools", "memory")
+	if err := os.MkdirAll(memDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"missing": `{"key": "missing", "value": 1}`,
+		"strings": `{"key": "strings", "value": 1, "created_at": "yesterday", "updated_at": null}`,
+		"skewed":  `{"key": "skewed", "value": 1, "created_at": 100.75, "updated_at": 50}`,
+		"rounded": `{"key": "rounded", "value": 1, "created_at": 1.9999999999, "updated_at": 1e3}`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(memDir, name+".json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := time.Now().Add(-time.Second)
+	if _, err := memoryd.ImportUpstream(t.Context(), e.mem, e.tools, dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string][2]time.Time{
+		"skewed":  {time.Unix(100, 75e7), time.Unix(100, 75e7)}, // an update before the create is raised to it
+		"rounded": {time.Unix(2, 0), time.Unix(1000, 0)},
+	} {
+		rec := e.get(t, "", key)
+		if got := [2]time.Time{rec.GetCreateTime().AsTime(), rec.GetUpdateTime().AsTime()}; !got[0].Equal(want[0]) || !got[1].Equal(want[1]) {
+			t.Errorf("%q created, updated = %v, want %v", key, got, want)
+		}
+	}
+	// Without usable times the record gets the time of the import.
+	for _, key := range []string{"missing", "strings"} {
+		if rec := e.get(t, "", key); rec.GetCreateTime().AsTime().Before(before) {
+			t.Errorf("%q created %v, want the time of the import", key, rec.GetCreateTime().AsTime())
+		}
+	}
+	// The upstream files are left as they were.
+	for name, body := range files {
+		if got, err := os.ReadFile(filepath.Join(memDir, name+".json")); err != nil || string(got) != body {
+			t.Errorf("%s.json changed: %q, %v", name, got, err)
+		}
 	}
 }

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
 )
@@ -122,4 +126,36 @@ func describeJSONError(err error, text string) string {
 		return fmt.Sprintf("unexpected end of input after %d bytes", len(text))
 	}
 	return err.Error()
+}
+
+// The times a record can hold: the store keeps nanoseconds since 1970 in
+// an int64.
+var (
+	earliestTime = time.Unix(0, math.MinInt64)
+	latestTime   = time.Unix(0, math.MaxInt64)
+)
+
+// importTimes checks the optional create and update times of an imported
+// record; zero times mean "now" to the store.
+func importTimes(create, update *timestamppb.Timestamp) (created, updated time.Time, err error) {
+	conv := func(what string, ts *timestamppb.Timestamp) (time.Time, error) {
+		if ts == nil {
+			return time.Time{}, nil
+		}
+		t := ts.AsTime()
+		if err := ts.CheckValid(); err != nil || t.Before(earliestTime) || t.After(latestTime) {
+			return time.Time{}, fmt.Errorf("%w: %s (%d seconds since 1970) is out of range; use a time between the years %d and %d", store.ErrInvalid, what, ts.GetSeconds(), earliestTime.Year()+1, latestTime.Year()-1)
+		}
+		return t, nil
+	}
+	if created, err = conv("create_time", create); err != nil {
+		return
+	}
+	if updated, err = conv("update_time", update); err != nil {
+		return
+	}
+	if !created.IsZero() && !updated.IsZero() && updated.Before(created) {
+		err = fmt.Errorf("%w: update_time %s is before create_time %s", store.ErrInvalid, updated.Format(time.RFC3339Nano), created.Format(time.RFC3339Nano))
+	}
+	return
 }

@@ -76,6 +76,11 @@ type Write struct {
 	CheckRevision bool
 	// Revision is the expected revision when CheckRevision is set.
 	Revision uint64
+	// Created and Updated, when not zero, are written instead of the
+	// clock's time, and Created replaces the existing record's. They are
+	// for imports of records made elsewhere, which keep their own times;
+	// every other write leaves them zero.
+	Created, Updated time.Time
 }
 
 // Store is what the memoryd handlers need from storage. Every method is
@@ -85,7 +90,8 @@ type Store interface {
 	// Get returns one record, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, tenant string, kind Kind, key string) (Record, error)
 	// Put writes a record atomically: it keeps Created, sets Updated and
-	// bumps Revision, and applies the revision check of w.
+	// bumps Revision (unless w gives the times), and applies the revision
+	// check of w.
 	Put(ctx context.Context, tenant string, kind Kind, key string, w Write) (Record, error)
 	// Delete removes a record and reports whether it existed.
 	Delete(ctx context.Context, tenant string, kind Kind, key string) (bool, error)
