@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/codeexec/codeexec/memoryd/internal/pysplit"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/logkeys"
 )
 
 // Report says what ImportUpstream took and what it left behind.
@@ -250,4 +252,44 @@ func importTools(ctx context.Context, tools memoryv1.ToolServiceClient, path, te
 func refused(err error) bool {
 	c := status.Code(err)
 	return c == codes.InvalidArgument || c == codes.Aborted || c == codes.FailedPrecondition
+}
+
+// NewDatabase reports whether this start created the database: the file
+// was new, or had never been initialised. It is the moment to bring in an
+// upstream user's state (ImportUpstreamOnFirstStart).
+func (s *Service) NewDatabase() bool { return s.store.Created() }
+
+// HasUpstreamState reports whether dir, an upstream state dir, holds
+// memories or saved tools: dir/user_tools/memory or
+// dir/user_tools/user_tools.py.
+func HasUpstreamState(dir string) bool {
+	for _, p := range []string{filepath.Join(dir, "user_tools", "memory"), filepath.Join(dir, "user_tools", "user_tools.py")} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ImportUpstreamOnFirstStart imports the upstream state in dir into tenant
+// as ImportUpstream does, for a database this start created, so that an
+// upstream user's memory and tools are there from the first call. It logs
+// what it imported, at info, and each item it skipped, at warn. A failure
+// is logged and returned; the caller carries on without the state, which
+// `codeexec import-upstream` can bring in later. The upstream files are
+// only read.
+func ImportUpstreamOnFirstStart(ctx context.Context, mem memoryv1.MemoryServiceClient, tools memoryv1.ToolServiceClient, dir, tenant string, logger *slog.Logger) error {
+	rep, err := ImportUpstream(ctx, mem, tools, dir, tenant)
+	for _, s := range rep.Skipped {
+		logger.WarnContext(ctx, "upstream state: item not imported", slog.String("path", s.Path), slog.String("item", s.Item), slog.String("reason", s.Reason))
+	}
+	if err != nil {
+		logger.ErrorContext(ctx, "importing upstream state on first start failed; run `codeexec import-upstream` to try again",
+			slog.String("dir", dir), slog.Int("memories", len(rep.Memories)), slog.Int("tools", len(rep.Tools)), slog.String(logkeys.Error, err.Error()))
+		return err
+	}
+	logger.InfoContext(ctx, "imported upstream state on first start (its files are left unchanged)",
+		slog.String("dir", dir), slog.String(logkeys.Tenant, tenant),
+		slog.Int("memories", len(rep.Memories)), slog.Int("tools", len(rep.Tools)), slog.Int("skipped", len(rep.Skipped)))
+	return nil
 }

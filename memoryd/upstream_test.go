@@ -1,6 +1,7 @@
 package memoryd_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,5 +155,42 @@ func TestUpstreamTimes(t *testing.T) {
 		if got, err := os.ReadFile(filepath.Join(memDir, name+".json")); err != nil || string(got) != body {
 			t.Errorf("%s.json changed: %q, %v", name, got, err)
 		}
+	}
+}
+
+func TestImportUpstreamOnFirstStart(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "memory.db")
+	e := start(t, memoryd.Config{Path: path})
+	if !e.svc.NewDatabase() {
+		t.Fatal("NewDatabase() = false for a database this start created")
+	}
+	dir := filepath.Join("testdata", "upstream")
+	if !memoryd.HasUpstreamState(dir) || memoryd.HasUpstreamState(t.TempDir()) {
+		t.Fatal("HasUpstreamState: want true for testdata/upstream only")
+	}
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	if err := memoryd.ImportUpstreamOnFirstStart(t.Context(), e.mem, e.tools, dir, memoryd.DefaultTenant, logger); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`level=INFO msg="imported upstream state on first start (its files are left unchanged)" dir=testdata/upstream tenant=default memories=4 tools=4 skipped=6`,
+		`level=WARN msg="upstream state: item not imported" path=testdata/upstream/user_tools/memory/nokey.json item="" reason="missing \"key\""`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs.String())
+		}
+	}
+	if got := e.get(t, "", "a b").GetValueJson(); got != `"the key upstream turned into a_b"` {
+		t.Errorf(`"a b" = %s`, got)
+	}
+	if err := e.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.closed = true
+	again := start(t, memoryd.Config{Path: path})
+	if again.svc.NewDatabase() {
+		t.Error("NewDatabase() = true on the second start")
 	}
 }

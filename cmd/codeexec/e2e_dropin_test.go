@@ -2,9 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // End-to-end tests of issue 14: code written for upstream, run as an
@@ -172,5 +178,104 @@ print(json.dumps({"Async": a, "Sync": s, "Exact": exact}))`, &got)
 	o := runPython(t, c, map[string]any{"servers": servers, "code": `print((await mcp_crashy.echo(text="loaded"))["content"][0]["text"].split(" (")[0])`})
 	if o.IsError || joined(o.stdout()) != "loaded" {
 		t.Errorf("calling the hit with %s: %s", echo["loadWith"], o.Text)
+	}
+}
+
+// copyTree copies the files under src into dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshot maps each file under dir to its content and modification time.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[p] = fmt.Sprintf("%s @ %s", b, fi.ModTime().Format(time.RFC3339Nano))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Item 4: an upstream user's state dir (~/MCPs/user_tools) is imported on
+// the first start with a new database, with its times, and is never
+// changed; later starts do not import it again.
+func TestE2EDropInUpstreamStateOnFirstStart(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	upstream := filepath.Join(home, "MCPs", "user_tools")
+	copyTree(t, filepath.Join("..", "..", "memoryd", "testdata", "upstream", "user_tools"), upstream)
+	before := snapshot(t, upstream)
+
+	c, logs := startStdio(t, stateEnv(home))
+	waitLog(t, "codeexec", logs, regexp.MustCompile(`msg="imported upstream state on first start \(its files are left unchanged\)".* memories=4 tools=4 skipped=\d+`))
+	o := code(t, c, `
+import user_tools
+print(load_memory("project notes"))
+info = get_memory_info("project notes")
+print(info["key"], info["metadata"], info["created_at"], info["updated_at"])
+print(user_tools.greet("Ada"), user_tools.add.__doc__)`)
+	want := []string{
+		// upstream-behaviour.md §4 and mcp_server_code_execution_mode.py
+		// L838-839: memory lives in /projects/memory/<key>.json, which is
+		// ~/MCPs/user_tools/memory on the host; L1001-1024: load_memory
+		// returns the file's "value".
+		"{'todo': ['a', 'b'], 'done': 2}",
+		// L1106-1120: get_memory_info returns the file's record, whose
+		// created_at and updated_at (L980-998) are notes.json's.
+		"project notes {'source': 'chat'} 1700000000.5 1700000100.25",
+		// L838 and L919-931: user_tools.py is loaded as the module
+		// user_tools; the last definition of a name wins.
+		"Hello, Ada! Add two numbers (second version).",
+	}
+	if joined(o.stdout()) != joined(want) {
+		t.Errorf("upstream state after the first start:\n%s\nwant:\n%s", o.Text, joined(want))
+	}
+	code(t, c, `delete_memory("project notes")`)
+	_ = c.Close()
+
+	// A later start finds the database and imports nothing: the deleted
+	// memory stays deleted.
+	c, logs = startStdio(t, stateEnv(home))
+	waitLog(t, "codeexec", logs, regexp.MustCompile(`msg="codeexec serving"`))
+	if strings.Contains(logs.String(), "imported upstream state") {
+		t.Errorf("the second start imported upstream state again:\n%s", logs.String())
+	}
+	if got := joined(code(t, c, `print(load_memory("project notes"), load_memory("a b"))`).stdout()); got != "None the key upstream turned into a_b" {
+		t.Errorf("after a restart: %s", got)
+	}
+	if after := snapshot(t, upstream); !maps.Equal(before, after) {
+		t.Errorf("the upstream files changed:\nbefore %v\nafter  %v", before, after)
 	}
 }

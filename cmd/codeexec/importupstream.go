@@ -12,6 +12,7 @@ import (
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/grpctls"
+	"github.com/codeexec/codeexec/services/logkeys"
 	"github.com/codeexec/codeexec/services/suite"
 )
 
@@ -67,17 +68,48 @@ func runImportUpstream(ctx context.Context, args []string, getenv func(string) s
 			return fmt.Errorf("%w (stop the codeexec that uses it, or pass --memory ADDR of a running memoryd)", err)
 		}
 		defer func() { _ = svc.Close() }()
-		ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
+		var stop func()
+		mem, tools, stop, err = localMemory(ctx, svc, logger)
 		if err != nil {
 			return err
 		}
-		svc.Register(ip.Server.GRPC)
-		ctx, cancel := context.WithCancel(ctx)
-		ip.Start(ctx)
-		defer func() { cancel(); _ = ip.Wait() }()
-		mem, tools = memoryv1.NewMemoryServiceClient(ip.Conn), memoryv1.NewToolServiceClient(ip.Conn)
+		defer stop()
 	}
 	rep, err := memoryd.ImportUpstream(ctx, mem, tools, dir, tenant)
 	fmt.Fprint(stdout, rep.String())
 	return err
+}
+
+// importUpstreamOnFirstStart brings an upstream user's memory and saved
+// tools (dir/user_tools) into the default tenant when this start created
+// svc's database, so that code written for upstream finds them from the
+// first call without an `import-upstream`. Later starts never import
+// again, and a failure only costs the import: it is logged, and serving
+// goes on.
+func importUpstreamOnFirstStart(ctx context.Context, svc *memoryd.Service, dir string, logger *slog.Logger) {
+	if !svc.NewDatabase() || !memoryd.HasUpstreamState(dir) {
+		return
+	}
+	mem, tools, stop, err := localMemory(ctx, svc, logger)
+	if err != nil {
+		logger.ErrorContext(ctx, "cannot import upstream state on first start", logkeys.Error, err)
+		return
+	}
+	defer stop()
+	_ = memoryd.ImportUpstreamOnFirstStart(ctx, mem, tools, dir, memoryd.DefaultTenant, logger)
+}
+
+// localMemory serves svc on a private in-process gRPC server until stop
+// is called, for an import that runs before (or without) the process's
+// own servers.
+func localMemory(ctx context.Context, svc *memoryd.Service, logger *slog.Logger) (memoryv1.MemoryServiceClient, memoryv1.ToolServiceClient, func(), error) {
+	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	svc.Register(ip.Server.GRPC)
+	ctx, cancel := context.WithCancel(ctx)
+	ip.Start(ctx)
+	stop := func() { cancel(); _ = ip.Wait() }
+	return memoryv1.NewMemoryServiceClient(ip.Conn), memoryv1.NewToolServiceClient(ip.Conn), stop, nil
 }

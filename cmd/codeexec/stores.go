@@ -62,13 +62,14 @@ func (s *stores) memoryConfig() memoryd.Config {
 
 // open starts memoryd (and discoveryd) in-process, registered on inproc,
 // and returns clients that reach them through it.
-func (s *stores) open(_ context.Context, inproc *suite.InProcess, reg *prometheus.Registry, logger *slog.Logger) (sandboxd.Deps, func(), error) {
+func (s *stores) open(ctx context.Context, inproc *suite.InProcess, reg *prometheus.Registry, logger *slog.Logger) (sandboxd.Deps, func(), error) {
 	mcfg := s.memoryConfig()
 	mcfg.Registerer = reg
 	mem, err := memoryd.New(mcfg, logger.With("service", "memoryd"))
 	if err != nil {
 		return sandboxd.Deps{}, nil, err
 	}
+	importUpstreamOnFirstStart(ctx, mem, s.stateDir, logger.With("service", "memoryd"))
 	mem.Register(inproc.Server.GRPC)
 	s.discovery.Registerer = reg
 	disc, err := discoveryd.New(s.discovery, logger.With("service", "discoveryd"))
