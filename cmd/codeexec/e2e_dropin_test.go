@@ -279,3 +279,40 @@ print(user_tools.greet("Ada"), user_tools.add.__doc__)`)
 		t.Errorf("the upstream files changed:\nbefore %v\nafter  %v", before, after)
 	}
 }
+
+// Item 5: MCP_AVAILABLE_SERVERS and MCP_DISCOVERED_SERVERS are set in the
+// sandbox's environment, for the code and its subprocesses.
+func TestE2EDropInServerEnvironment(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	src := `import json, os, subprocess
+available = json.loads(os.environ["MCP_AVAILABLE_SERVERS"])
+print([(m["name"], m["alias"], m["cwd"], "read_text_file" in [t["name"] for t in m["tools"]]) for m in available])
+print(sorted(set(k for m in available for t in m["tools"] for k in t)))
+print(json.dumps(json.loads(os.environ["MCP_DISCOVERED_SERVERS"]), sort_keys=True))
+child = subprocess.run(["/bin/sh", "-c", 'printf %s "$MCP_DISCOVERED_SERVERS"'], capture_output=True, text=True).stdout
+print(json.loads(child) == json.loads(os.environ["MCP_DISCOVERED_SERVERS"]))`
+	o := runPython(t, c, map[string]any{"servers": []any{"filesystem"}, "code": src})
+	want := []string{
+		// mcp_server_code_execution_mode.py L2022-2025: MCP_AVAILABLE_SERVERS
+		// is json.dumps(self.server_metadata), the loaded servers'
+		// metadata {name, alias, tools, cwd} (L1983-1987, upstream-behaviour.md
+		// §2.2), each tool {name, alias, description, input_schema}.
+		"[('filesystem', 'filesystem', None, True)]",
+		"['alias', 'description', 'input_schema', 'name']",
+		// L2026-2029 and L1993-1995: MCP_DISCOVERED_SERVERS is
+		// json.dumps({name: description}) over every configured server.
+		`{"crashy": "", "empty": "No tools at all", "filesystem": "Files"}`,
+		// Set with --env on the container (upstream-behaviour.md §5), so
+		// every process in the sandbox sees them.
+		"True",
+	}
+	if o.IsError || joined(o.stdout()) != joined(want) {
+		t.Errorf("environment with servers=[filesystem]:\n%s\nwant:\n%s", o.Text, joined(want))
+	}
+	// The variables follow each call's servers.
+	o = code(t, c, `import os; print(os.environ["MCP_AVAILABLE_SERVERS"])`)
+	if got := joined(o.stdout()); got != "[]" {
+		t.Errorf("MCP_AVAILABLE_SERVERS in a call without servers = %s, want []", got)
+	}
+}

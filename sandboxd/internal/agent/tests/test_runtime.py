@@ -57,6 +57,41 @@ class GlobalsTest(unittest.TestCase):
         r = self.a.exec("print(mcp_mine, 'mcp_filesystem' in globals())", servers=[])
         self.assertEqual(r.stdout, "5 False\n")
 
+    def test_upstream_environment(self):
+        disc = [{"name": "filesystem", "description": "files"}, {"name": "idle", "description": ""}]
+        code = ("import json, os, subprocess\n"
+                "a = json.loads(os.environ['MCP_AVAILABLE_SERVERS'])\n"
+                "print([(m['name'], m['alias'], [t['name'] for t in m['tools']]) for m in a])\n"
+                "print(a[0]['tools'][0]['input_schema'] if a else None)\n"
+                "print(json.loads(os.environ['MCP_DISCOVERED_SERVERS']))\n"
+                "out = subprocess.run(['/bin/sh', '-c', 'echo \"$MCP_DISCOVERED_SERVERS\"'], capture_output=True, text=True)\n"
+                "print(out.stdout.strip())\n")
+        r = self.a.exec(code, servers=[FS], discovered=disc)
+        self.assertEqual(r.stdout.splitlines(), [
+            "[('filesystem', 'filesystem', ['read_file', 'write_file'])]",
+            "{'type': 'object'}",
+            "{'filesystem': 'files', 'idle': ''}",
+            '{"filesystem":"files","idle":""}',
+        ], r)
+        # The next exec's servers replace them.
+        r = self.a.exec(code, servers=[], discovered=disc)
+        self.assertEqual(r.stdout.splitlines()[0], "[]", r)
+
+    def test_upstream_environment_fits_in_one_variable(self):
+        # 2,000 tools with 1 KiB schemas: far past the 128 KiB a variable
+        # may hold, so the schemas are left out and subprocesses still run.
+        schema = {"type": "object", "description": "x" * 1024}
+        big = server("big", [{"name": "t%d" % i, "description": "tool %d" % i, "input_schema": schema}
+                             for i in range(2000)])
+        r = self.a.exec(
+            "import json, os, subprocess\n"
+            "v = os.environ['MCP_AVAILABLE_SERVERS']\n"
+            "a = json.loads(v)\n"
+            "print(len(v) < 128 * 1024, len(a[0]['tools']), sorted(a[0]['tools'][0]))\n"
+            "print(len(runtime.list_loaded_server_metadata()[0]['tools'][0]['input_schema']['description']))\n"
+            "print(subprocess.run(['/bin/true']).returncode)\n", servers=[big])
+        self.assertEqual(r.stdout.splitlines(), ["True 2000 ['alias', 'description', 'name']", "1024", "0"], r)
+
     def test_aliases(self):
         srvs = [server("a-b", ["x"]), server("a.b", ["x"]), GH, server("2fa", [])]
         r = self.a.exec(
