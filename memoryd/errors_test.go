@@ -53,7 +53,8 @@ func TestSaveMemoryError(t *testing.T) {
 	runErrTable(t, []errCase{
 		{"ok", save("", "k", `1`, ""), codes.OK, ""},
 		{"empty key", save("", "", `1`, ""), codes.InvalidArgument, "key is empty"},
-		{"key 257 bytes", save("", strings.Repeat("k", 257), `1`, ""), codes.InvalidArgument, "257 bytes long; at most 256"},
+		{"key 2048 bytes", save("", strings.Repeat("k", 2048), `1`, ""), codes.OK, ""},
+		{"key 2049 bytes", save("", strings.Repeat("k", 2049), `1`, ""), codes.InvalidArgument, "key is 2049 bytes long; at most 2048 bytes are allowed"},
 		{"tenant 257 bytes", save(strings.Repeat("t", 257), "k", `1`, ""), codes.InvalidArgument, "tenant is 257 bytes"},
 		{"empty value", save("", "k", "", ""), codes.InvalidArgument, "value_json is empty"},
 		{"bad json", save("", "k", `{"a":}`, ""), codes.InvalidArgument, "value_json is not valid JSON: invalid character '}'"},
@@ -101,7 +102,7 @@ func TestGetMemoryError(t *testing.T) {
 		{"missing", get("", "absent"), codes.NotFound, `no memory "absent"`},
 		{"other tenant", get("other", "present"), codes.NotFound, "no memory"},
 		{"empty key", get("", ""), codes.InvalidArgument, "key is empty"},
-		{"key too long", get("", strings.Repeat("é", 129)), codes.InvalidArgument, "258 bytes long"},
+		{"key too long", get("", strings.Repeat("é", 1025)), codes.InvalidArgument, "2050 bytes long; at most 2048"},
 	})
 }
 

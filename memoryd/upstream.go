@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -81,6 +82,10 @@ func (r upstreamRecord) times() (created, updated *timestamppb.Timestamp) {
 	}
 	return created, updated
 }
+
+// pySpace reports whether Python's str.strip() strips r: Unicode white
+// space, and the separators U+001C to U+001F.
+func pySpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
 
 func epochTime(raw json.RawMessage) *timestamppb.Timestamp {
 	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
@@ -153,6 +158,14 @@ func importMemories(ctx context.Context, mem memoryv1.MemoryServiceClient, memDi
 			skip(*rec.Key, `missing "value"`)
 			continue
 		}
+		// Upstream named the file after the stripped key, so " a " and
+		// "a" were one memory there; the sandbox's helpers strip keys too.
+		key := strings.TrimFunc(*rec.Key, pySpace)
+		if key == "" {
+			skip(*rec.Key, `"key" is blank`)
+			continue
+		}
+		rec.Key = &key
 		var value, meta bytes.Buffer
 		_ = json.Compact(&value, rec.Value) // already validated by Unmarshal
 		metaText := "{}"

@@ -32,7 +32,7 @@ func TestImportUpstream(t *testing.T) {
 			{Path: filepath.Join(mem, "badmeta.json"), Item: "badmeta", Reason: `"metadata" is not a JSON object`},
 			{Path: filepath.Join(mem, "broken.json"), Reason: "bad JSON: unexpected end of JSON input"},
 			{Path: filepath.Join(mem, "nokey.json"), Reason: `missing "key"`},
-			{Path: filepath.Join(mem, "toolong.json"), Item: strings.Repeat("k", 300), Reason: "invalid argument: key is 300 bytes long; at most 256 bytes are allowed"},
+			{Path: filepath.Join(mem, "toolong.json"), Item: strings.Repeat("k", 2100), Reason: "invalid argument: key is 2100 bytes long; at most 2048 bytes are allowed"},
 			{Path: py, Item: "line 29", Reason: `top-level statement that is not a function ("CONSTANT = 3"); saved tools are functions only`},
 			{Path: py, Item: "add (line 10)", Reason: "replaced by a later definition at line 24"},
 		},
@@ -112,7 +112,9 @@ func TestImportUpstreamMissingDir(t *testing.T) {
 	}
 }
 
-func TestUpstreamTimes(t *testing.T) {
+// TestUpstreamRecords covers the record fields that need care: times and
+// keys with surrounding white space.
+func TestUpstreamRecords(t *testing.T) {
 	t.Parallel()
 	e := start(t, memoryd.Config{})
 	dir := t.TempDir()
@@ -125,6 +127,8 @@ func TestUpstreamTimes(t *testing.T) {
 		"strings": `{"key": "strings", "value": 1, "created_at": "yesterday", "updated_at": null}`,
 		"skewed":  `{"key": "skewed", "value": 1, "created_at": 100.75, "updated_at": 50}`,
 		"rounded": `{"key": "rounded", "value": 1, "created_at": 1.9999999999, "updated_at": 1e3}`,
+		"spaced":  `{"key": "  spaced key\n\u001f", "value": "s"}`,
+		"blank":   `{"key": " \t ", "value": "b"}`,
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(memDir, name+".json"), []byte(body), 0o644); err != nil {
@@ -132,8 +136,16 @@ func TestUpstreamTimes(t *testing.T) {
 		}
 	}
 	before := time.Now().Add(-time.Second)
-	if _, err := memoryd.ImportUpstream(t.Context(), e.mem, e.tools, dir, ""); err != nil {
+	rep, err := memoryd.ImportUpstream(t.Context(), e.mem, e.tools, dir, "")
+	if err != nil {
 		t.Fatal(err)
+	}
+	wantSkipped := []memoryd.Skipped{{Path: filepath.Join(memDir, "blank.json"), Item: " \t ", Reason: `"key" is blank`}}
+	if diff := cmp.Diff(wantSkipped, rep.Skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	if got := e.get(t, "", "spaced key").GetValueJson(); got != `"s"` {
+		t.Errorf(`"spaced key" = %s, want the stripped key to hold "s"`, got)
 	}
 	for key, want := range map[string][2]time.Time{
 		"skewed":  {time.Unix(100, 75e7), time.Unix(100, 75e7)}, // an update before the create is raised to it

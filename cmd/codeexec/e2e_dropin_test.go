@@ -316,3 +316,50 @@ print(json.loads(child) == json.loads(os.environ["MCP_DISCOVERED_SERVERS"]))`
 		t.Errorf("MCP_AVAILABLE_SERVERS in a call without servers = %s, want []", got)
 	}
 }
+
+// Item 6: argument errors are upstream's, and keys longer than a person
+// writes are kept.
+func TestE2EDropInArgumentErrors(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	o := code(t, c, `
+for case in (lambda: save_tool(42), lambda: save_memory("   ", 1), lambda: save_memory("k" * 2049, 1)):
+    try:
+        case()
+        print("no error")
+    except Exception as e:
+        print(type(e).__name__ + ": " + str(e))
+print(save_memory("  notes\n", 1), load_memory("notes"))
+long = "k" * 1000
+save_memory(long, "kept")
+print(load_memory(long), [len(m["key"]) for m in list_memories()])`)
+	got := o.stdout()
+	// mcp_server_code_execution_mode.py L937-938: save_tool raises
+	// ValueError("save_tool expects a function"); L956-958: the key is
+	// stripped and an empty one raises ValueError("Memory key cannot be
+	// empty"). codeexec's advice follows upstream's words.
+	wantPrefix := []string{"ValueError: save_tool expects a function", "ValueError: Memory key cannot be empty"}
+	for i, w := range wantPrefix {
+		if len(got) <= i || !strings.HasPrefix(got[i], w) {
+			t.Errorf("line %d = %q, want it to start with upstream's %q", i+1, at(got, i), w)
+		}
+	}
+	// Upstream keeps any key: L959-960 cuts only the file name, and
+	// L983 keeps the whole key in the file. codeexec keeps keys of up
+	// to 2,048 bytes and names the limit beyond.
+	want := []string{
+		"ValueError: memory key is 2049 UTF-8 bytes; the limit is 2048 (keep the data in the value)",
+		"Memory 'notes' saved. 1",
+		"kept [1000, 5]",
+	}
+	if len(got) != 5 || joined(got[2:]) != joined(want) {
+		t.Errorf("output:\n%s\nwant lines 3-5:\n%s", o.Text, joined(want))
+	}
+}
+
+func at(lines []string, i int) string {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return ""
+}

@@ -52,7 +52,7 @@ func TestE2EMemoryRejectsBadInput(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{`save_memory("k", {1, 2})`, "TypeError: value of type set is not JSON serialisable"},
 		{`save_memory("", 1)`, "key"},
-		{`save_memory("x" * 257, 1)`, "256"},
+		{`save_memory("x" * 2049, 1)`, "the limit is 2048"},
 		{`save_memory("big", "x" * (2 << 20))`, "limit"},
 	} {
 		o := runPython(t, c, map[string]any{"code": tc.src})

@@ -24,7 +24,7 @@ func tenantOf(t string) (string, error) {
 	if t == "" {
 		return DefaultTenant, nil
 	}
-	if err := checkName("tenant", t); err != nil {
+	if err := checkName("tenant", t, store.MaxNameBytes); err != nil {
 		return "", err
 	}
 	return t, nil
@@ -48,25 +48,26 @@ func tenantTool(tenant, name string) (string, error) {
 	return t, checkToolName(name)
 }
 
-// checkKey accepts any non-empty UTF-8 string of at most 256 bytes.
-func checkKey(key string) error { return checkName("key", key) }
+// checkKey accepts any non-empty UTF-8 string of at most
+// store.MaxKeyBytes bytes.
+func checkKey(key string) error { return checkName("key", key, store.MaxKeyBytes) }
 
-func checkName(what, s string) error {
+func checkName(what, s string, limit int) error {
 	switch {
 	case s == "":
-		return fmt.Errorf("%w: %s is empty; use a non-empty UTF-8 string of at most %d bytes", store.ErrInvalid, what, store.MaxKeyBytes)
+		return fmt.Errorf("%w: %s is empty; use a non-empty UTF-8 string of at most %d bytes", store.ErrInvalid, what, limit)
 	case !utf8.ValidString(s):
 		return fmt.Errorf("%w: %s is not valid UTF-8", store.ErrInvalid, what)
-	case len(s) > store.MaxKeyBytes:
-		return fmt.Errorf("%w: %s is %d bytes long; at most %d bytes are allowed", store.ErrInvalid, what, len(s), store.MaxKeyBytes)
+	case len(s) > limit:
+		return fmt.Errorf("%w: %s is %d bytes long; at most %d bytes are allowed", store.ErrInvalid, what, len(s), limit)
 	}
 	return nil
 }
 
-// checkToolName accepts a Python identifier of at most 256 bytes, since the
-// name becomes an attribute of the user_tools module.
+// checkToolName accepts a Python identifier of at most store.MaxNameBytes
+// bytes, since the name becomes an attribute of the user_tools module.
 func checkToolName(name string) error {
-	if err := checkName("tool name", name); err != nil {
+	if err := checkName("tool name", name, store.MaxNameBytes); err != nil {
 		return err
 	}
 	for i, r := range name {

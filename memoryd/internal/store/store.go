@@ -41,8 +41,13 @@ const (
 	KindTool Kind = "tools"
 )
 
-// MaxKeyBytes bounds keys and tenant names.
-const MaxKeyBytes = 256
+// MaxKeyBytes bounds memory keys: far past what a person writes as a
+// name, and small enough that a key can still be indexed as it is (one
+// PostgreSQL B-tree entry holds about 2,700 bytes).
+const MaxKeyBytes = 2048
+
+// MaxNameBytes bounds tenant names and tool names.
+const MaxNameBytes = 256
 
 // Record is one stored entry. Value and Meta are opaque to the store.
 type Record struct {

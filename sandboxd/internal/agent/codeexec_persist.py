@@ -15,21 +15,26 @@ from codeexec_channel import MCPError
 _chan = None  # the Channel, set by install()
 _helpers = {}  # names given to the user_tools module (runtime, proxies, ...)
 
-MAX_KEY_BYTES = 256
+MAX_KEY_BYTES = 2048  # memoryd's limit (store.MaxKeyBytes)
 UPDATE_ATTEMPTS = 50
 
 
 def _key(key):
+    """The key as stored: surrounding whitespace stripped, as upstream
+    strips it, so " notes " and "notes" are one memory."""
     if not isinstance(key, str):
         raise TypeError("memory key must be a str, not %s" % type(key).__name__)
+    key = key.strip()
     if not key:
-        raise ValueError("memory key must not be empty")
+        raise ValueError("Memory key cannot be empty: use a name such as 'notes' "
+                         "(surrounding whitespace is stripped)")
     try:
         n = len(key.encode("utf-8"))
     except UnicodeEncodeError:
         raise ValueError("memory key must be valid Unicode (it holds a lone surrogate)") from None
     if n > MAX_KEY_BYTES:
-        raise ValueError("memory key is %d UTF-8 bytes; the limit is %d" % (n, MAX_KEY_BYTES))
+        raise ValueError("memory key is %d UTF-8 bytes; the limit is %d (keep the data in the value)"
+                         % (n, MAX_KEY_BYTES))
     return key
 
 
@@ -123,7 +128,8 @@ def save_tool(func):
     import textwrap
 
     if not inspect.isfunction(func):
-        raise TypeError("save_tool needs a function defined with def, not %s" % type(func).__name__)
+        raise ValueError("save_tool expects a function (one defined with def), not %s"
+                         % type(func).__name__)
     name = func.__name__
     if not name.isidentifier():
         raise ValueError("save_tool needs a named function (def), not %r" % name)

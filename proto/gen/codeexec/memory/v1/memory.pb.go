@@ -26,7 +26,7 @@ const (
 type MemoryRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// key is the record's key exactly as the client gave it: any non-empty
-	// UTF-8 string of at most 256 bytes. Keys are never rewritten, so two
+	// UTF-8 string of at most 2,048 bytes. Keys are never rewritten, so two
 	// different keys never name the same record.
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// value_json is the value as JSON text, exactly as it was saved, so any
@@ -135,7 +135,7 @@ type SaveMemoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// tenant owns the record. Empty means "default".
 	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	// key names the record: non-empty UTF-8, at most 256 bytes.
+	// key names the record: non-empty UTF-8, at most 2,048 bytes.
 	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// value_json is the value as JSON text. It must be one valid JSON value
 	// no larger than the service's cap (1 MiB by default).
