@@ -363,3 +363,59 @@ func at(lines []string, i int) string {
 	}
 	return ""
 }
+
+// Item 7: a saved tool is callable by its bare name in later sessions (and
+// still importable); names a session defines win; tools saved or deleted
+// elsewhere apply from the next session on.
+func TestE2EDropInSavedToolsByBareName(t *testing.T) {
+	t.Parallel()
+	base := startHTTP(t, nil)
+	a := httpClient(t, base)
+	code(t, a, `
+def slug(text):
+    return "-".join(text.lower().split())
+def greet(name):
+    return "hi " + name
+save_tool(slug)
+save_tool(greet)`)
+
+	b := httpClient(t, base)
+	o := code(t, b, `
+import user_tools
+print(slug("Hello Big World"), greet("Ada"), slug is user_tools.slug)`)
+	// GUIDE.md@27d23b8 line 564: saved tools are accessed by "`import` or
+	// call directly"; mcp_server_code_execution_mode.py L919-931 loads
+	// user_tools.py at the start and exports its public names.
+	if got := joined(o.stdout()); got != "hello-big-world hi Ada True" {
+		t.Errorf("saved tools in a new session: %s", o.Text)
+	}
+
+	// A session's own names win over saved tools, at once and later.
+	c := httpClient(t, base)
+	code(t, c, `slug = "my slug"
+def greet(name):
+    return "my greet"`)
+	if got := joined(code(t, c, `print(slug, greet("x"))`).stdout()); got != "my slug my greet" {
+		t.Errorf("a session's own names: %s", got)
+	}
+
+	// Saved and deleted elsewhere: a session that is running keeps what
+	// it started with (L947: a saved tool "will be available in future
+	// sessions"), and the next session sees the change.
+	code(t, a, `
+def later():
+    return "later"
+save_tool(later)
+print(runtime.delete_saved_tool("greet"))`)
+	o = code(t, b, `print("later" in globals(), greet("still"))`)
+	if got := joined(o.stdout()); got != "False hi still" {
+		t.Errorf("a running session after a save and a delete elsewhere: %s", o.Text)
+	}
+	d := httpClient(t, base)
+	o = code(t, d, `
+import user_tools
+print(later(), "greet" in globals(), hasattr(user_tools, "greet"))`)
+	if got := joined(o.stdout()); got != "later False False" {
+		t.Errorf("a new session after a save and a delete elsewhere: %s", o.Text)
+	}
+}

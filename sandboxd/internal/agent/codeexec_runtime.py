@@ -301,7 +301,7 @@ Memory (JSON values, kept across sessions):
   delete_memory(key)  list_memories()  memory_exists(key)  get_memory_info(key)
 
 Saved tools (kept across sessions):
-  save_tool(func)   then in any later session: import user_tools
+  save_tool(func)   then in any later session: func(...) or import user_tools
   runtime.list_saved_tools()   runtime.delete_saved_tool(name)
 
 Limits: no network; read-only root; /workspace and /tmp are small tmpfs;

@@ -157,6 +157,52 @@ class ToolsTest(unittest.TestCase):
         finally:
             b.close()
 
+    def test_saved_tools_are_bare_names_in_a_new_session(self):
+        def tool(name, body="    return %r\n"):
+            self.host.tools[name] = {"name": name, "docstring": "",
+                                     "source": "def %s(*a):\n" % name + body % name}
+        for name in ("double", "load_memory", "len", "runtime", "mine", "_private", "gone"):
+            tool(name)
+        b = Agent(self.host)
+        try:
+            # The pool's warm-up exec binds nothing and asks for nothing.
+            r = b.exec("pass")
+            self.assertEqual(r.calls, [], r)
+            r = b.exec("print(double(), load_memory.__module__, len('ab'), type(runtime).__name__)\n"
+                       "print('_private' in globals(), mine())\n"
+                       "mine = 'my own'\n"
+                       "import user_tools\n"
+                       "print(user_tools.len(), user_tools.load_memory(), double is user_tools.double)\n",
+                       first=True)
+            self.assertEqual(r.stdout.splitlines(), [
+                "double codeexec_persist 2 module",
+                "False mine",
+                "len load_memory True",
+            ], r)
+            self.assertEqual([c["m"] for c in r.calls], ["tool.list"])
+            # Later execs do not ask again, and keep the session's own names.
+            r = b.exec("print(mine, double())")
+            self.assertEqual((r.stdout, r.calls), ("my own double\n", []), r)
+            # Deleting a tool takes its bare name away, not a rebound name.
+            r = b.exec("print(runtime.delete_saved_tool('gone'), 'gone' in globals(), hasattr(user_tools, 'gone'))\n"
+                       "print(runtime.delete_saved_tool('mine'), mine)\n")
+            self.assertEqual(r.stdout.splitlines(), ["Tool 'gone' deleted. False False",
+                                                     "Tool 'mine' deleted. my own"], r)
+        finally:
+            b.close()
+
+    def test_binding_without_memoryd_is_silent(self):
+        host = FakeHost()
+        host.handle = lambda m, p: (False, "memory and saved tools are not available in this deployment")
+        a = Agent(host)
+        try:
+            r = a.exec("print('ran')", first=True)
+            self.assertEqual((r.ok, r.stdout, r.stderr), (True, "ran\n", ""), r)
+            r = a.exec("import user_tools")
+            self.assertIn("not available in this deployment", r.error)
+        finally:
+            a.close()
+
     def test_save_tool_errors(self):
         r = self.a.exec(
             "f = lambda x: x\n"
