@@ -131,7 +131,9 @@ func TestValidation(t *testing.T) {
 			if diff := cmp.Diff(want, structured(t, res)); diff != "" {
 				t.Errorf("structuredContent (-want +got):\n%s", diff)
 			}
-			if got := textOf(t, res); got != "status: validation_error\n"+tt.want {
+			// Upstream's compact text: status, summary, then the error
+			// line, since the status is not "error" (L431-473).
+			if got := textOf(t, res); got != "status: validation_error\n"+tt.want+"\nerror: "+tt.want {
 				t.Errorf("text = %q", got)
 			}
 		})
@@ -238,10 +240,10 @@ func TestOutputs(t *testing.T) {
 			wantStructured: `{"summary":"Success (no output)"}`,
 		},
 		{
-			name:           "blank lines and () are kept",
+			name:           "blank lines are kept, () is dropped",
 			events:         []*sandboxv1.ExecuteResponse{stdout("a\n\n"), stdout("()\nb\n"), done(okRes())},
-			wantText:       "a\n\n()\nb",
-			wantStructured: `{"stdout":["a","","()","b"]}`,
+			wantText:       "a\n\nb",
+			wantStructured: `{"stdout":["a","","b"]}`,
 		},
 		{
 			name:           "toon success",

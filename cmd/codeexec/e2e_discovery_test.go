@@ -563,7 +563,7 @@ print(json.dumps({"Proxies": sorted(n for n in globals() if n.startswith("mcp_")
 			t.Errorf("call 3 (memory): proxies %v, loaded %v; want only mcp_memory", three.Proxies, three.Loaded)
 		}
 		// A proxy kept from call 1 is refused, naming the loaded servers.
-		if !strings.Contains(three.Error, `server "filesystem" is not available to this call; loaded servers: "memory"`) {
+		if !strings.Contains(three.Error, `Server 'filesystem' is not available: it is not loaded in this call (loaded: "memory"); pass servers=["memory", "filesystem"] to run_python`) {
 			t.Errorf("call 3 with a kept filesystem proxy: MCPError %q", three.Error)
 		}
 	})

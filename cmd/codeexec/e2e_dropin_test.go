@@ -46,10 +46,12 @@ func TestE2EDropInEmptyResults(t *testing.T) {
 	t.Parallel()
 	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
 
-	// No servers in the call, no memories, no saved tools.
+	// No servers in the call, no memories, no saved tools. (Each line
+	// has a label: a line reading "()" alone is dropped from the output,
+	// as upstream drops it.)
 	o := code(t, c, `
-print(repr(await runtime.list_servers()))
-print(repr(runtime.list_servers_sync()))
+print("async", repr(await runtime.list_servers()))
+print("sync", repr(runtime.list_servers_sync()))
 print(repr(LOADED_MCP_SERVERS), repr(mcp_servers), repr(runtime.list_loaded_server_metadata()))
 print(repr(list_memories()), repr(runtime.list_saved_tools()))
 print(repr(await runtime.search_tool_docs("qqqqqqqqqqqqqqqq")))
@@ -57,9 +59,9 @@ print(repr(runtime.search_tool_docs_sync("qqqqqqqqqqqqqqqq")))`)
 	want := []string{
 		// mcp_server_code_execution_mode.py L2038-2042 (list_servers answers
 		// sorted(allowed_servers)) and L1213-1217 (tuple(... "servers" ...)).
-		"()",
+		"async ()",
 		// L1219-1220: tuple of the loaded names.
-		"()",
+		"sync ()",
 		// L1440-1450: LOADED_MCP_SERVERS a tuple, mcp_servers a dict;
 		// L1230-1231: list_loaded_server_metadata() is tuple(AVAILABLE_SERVERS).
 		"() {} ()",
@@ -417,5 +419,57 @@ import user_tools
 print(later(), "greet" in globals(), hasattr(user_tools, "greet"))`)
 	if got := joined(o.stdout()); got != "later False False" {
 		t.Errorf("a new session after a save and a delete elsewhere: %s", o.Text)
+	}
+}
+
+// Item 8: compact output drops "()" lines, a validation_error's text has
+// its error line, and a server not allowed in the call is refused in
+// upstream's words, followed by what to do.
+func TestE2EDropInCompactOutputAndRefusals(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+
+	// tests/test_toon_responses.py test_compact_mode_drops_empty_tuple_output:
+	// stdout "()\n" gives the text "Success (no output)" and structured
+	// content {"summary": "Success (no output)"} (_NOISE_STREAM_TOKENS,
+	// mcp_server_code_execution_mode.py L176 and L396-406).
+	o := code(t, c, `print(runtime.list_servers_sync())`)
+	if o.Text != "Success (no output)" || mustJSON(o.Structured) != `{"summary":"Success (no output)"}` {
+		t.Errorf(`printing () gave text %q, structured %s; want upstream's "Success (no output)", {"summary":"Success (no output)"}`, o.Text, mustJSON(o.Structured))
+	}
+	// Only the "()" line goes: whitespace-only lines, which upstream also
+	// drops, are kept (a deliberate difference; see the README).
+	o = code(t, c, `print("a"); print(()); print("  "); print(" () "); print("b")`)
+	if got := mustJSON(o.stdout()); got != `["a","  ","b"]` {
+		t.Errorf("stdout = %s, want [a, two spaces, b]", got)
+	}
+
+	// L431-473 (_render_compact_output): the summary, then "error: …"
+	// because the status is not "error", then "status: …" in front; the
+	// message is upstream's (L2712-2718).
+	o = runPython(t, c, map[string]any{"code": "   "})
+	if want := "status: validation_error\nMissing 'code' argument\nerror: Missing 'code' argument"; !o.IsError || o.Text != want {
+		t.Errorf("blank code: %q, want %q", o.Text, want)
+	}
+
+	// L2044-2049 and L2094-2099: "Server {server!r} is not available".
+	o = code(t, c, `
+for use in (lambda: runtime.call_tool("filesystem", "list_allowed_directories", {}), lambda: runtime.list_tools("filesystem")):
+    try:
+        await use()
+    except runtime.MCPError as e:
+        print(e)`)
+	want := `Server 'filesystem' is not available: no servers are loaded in this call; pass servers=["filesystem"] to run_python`
+	if got := o.stdout(); len(got) != 2 || got[0] != want || got[1] != want {
+		t.Errorf("refusals:\n%s\nwant twice:\n%s", joined(got), want)
+	}
+	o = runPython(t, c, map[string]any{"servers": []any{"empty"}, "code": `
+try:
+    await runtime.call_tool("filesystem", "list_allowed_directories", {})
+except runtime.MCPError as e:
+    print(e)`})
+	want = `Server 'filesystem' is not available: it is not loaded in this call (loaded: "empty"); pass servers=["empty", "filesystem"] to run_python`
+	if got := joined(o.stdout()); got != want {
+		t.Errorf("refusal with a server loaded:\n%s\nwant:\n%s", got, want)
 	}
 }

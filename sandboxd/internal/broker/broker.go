@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -183,10 +185,52 @@ func allowed(env *session.ExecEnv, server string) error {
 	if slices.Contains(env.Allowed, server) {
 		return nil
 	}
-	if len(env.Allowed) == 0 {
-		return fmt.Errorf("server %q is not available to this call: no servers were loaded; pass servers=[%q] to run_python", server, server)
+	// Upstream's words first ("Server 'x' is not available"), then what to
+	// do: the exact servers argument that loads it with the others.
+	load := make([]string, 0, len(env.Allowed)+1)
+	for _, n := range append(slices.Clone(env.Allowed), server) {
+		load = append(load, quoted(n))
 	}
-	return fmt.Errorf("server %q is not available to this call; loaded servers: %s (add it to run_python's servers list)", server, quoteList(env.Allowed))
+	if len(env.Allowed) == 0 {
+		return fmt.Errorf("Server %s is not available: no servers are loaded in this call; pass servers=[%s] to run_python", pyRepr(server), load[0])
+	}
+	return fmt.Errorf("Server %s is not available: it is not loaded in this call (loaded: %s); pass servers=[%s] to run_python",
+		pyRepr(server), quoteList(env.Allowed), strings.Join(load, ", "))
+}
+
+// pyRepr quotes s as Python's repr() does, since upstream's messages
+// name servers with {server!r}: single quotes unless s holds a single
+// quote and no double quote.
+func pyRepr(s string) string {
+	q := byte('\'')
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == rune(q):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == utf8.RuneError || strconv.IsPrint(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r < 0x10000:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
 }
 
 func quoteList(names []string) string {

@@ -126,3 +126,42 @@ func TestSearchHitsSayHowToLoadTheirServer(t *testing.T) {
 		}
 	}
 }
+
+func TestServerNotAvailableSaysUpstreamsWordsThenWhatToDo(t *testing.T) {
+	t.Parallel()
+	b := &Broker{Discovery: &fakeDiscovery{servers: []string{"a", "b"}}}
+	for _, tc := range []struct {
+		servers []string
+		method  string
+		want    string
+	}{
+		{nil, `call_tool`, `Server 'b' is not available: no servers are loaded in this call; pass servers=["b"] to run_python`},
+		{[]string{"a"}, `list_tools`, `Server 'b' is not available: it is not loaded in this call (loaded: "a"); pass servers=["a", "b"] to run_python`},
+		{[]string{"a"}, `query_tool_docs`, `Server 'b' is not available: it is not loaded in this call (loaded: "a"); pass servers=["a", "b"] to run_python`},
+	} {
+		_, err := call(t, b, tc.servers, tc.method, `{"server":"b","tool":"t"}`)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s with servers %v: %v\nwant %s", tc.method, tc.servers, err, tc.want)
+		}
+	}
+}
+
+func TestPyRepr(t *testing.T) {
+	t.Parallel()
+	// Python's repr() of each string.
+	for in, want := range map[string]string{
+		"github":     `'github'`,
+		"it's":       `"it's"`,
+		`say "hi"`:   `'say "hi"'`,
+		`it's "x"`:   `'it\'s "x"'`,
+		"a\\b\n\t":   `'a\\b\n\t'`,
+		"\x00\x7f":   `'\x00\x7f'`,
+		"ключ 🔑":     `'ключ 🔑'`,
+		"\u200b":     `'\u200b'`,
+		"\U000e0001": `'\U000e0001'`,
+	} {
+		if got := pyRepr(in); got != want {
+			t.Errorf("pyRepr(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
