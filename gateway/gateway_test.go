@@ -100,8 +100,23 @@ func TestToolDefinition(t *testing.T) {
 	if props["code"]["type"] != "string" || props["servers"]["type"] != "array" || props["timeout"]["type"] != "integer" {
 		t.Errorf("property types = %v", props)
 	}
-	if props["timeout"]["minimum"] != 1.0 || props["timeout"]["maximum"] != 90.0 {
-		t.Errorf("timeout bounds = %v, want 1..90", props["timeout"])
+	if props["timeout"]["minimum"] != 1.0 || props["timeout"]["maximum"] != 90.0 || props["timeout"]["default"] != 30.0 {
+		t.Errorf("timeout = %v, want 1..90, default 30", props["timeout"])
+	}
+	desc, _ := props["code"]["description"].(string)
+	for _, want := range []string{"runtime.discovered_servers()", "runtime.search_tool_docs(", "runtime.query_tool_docs(", "save_memory(", "load_memory(", "save_tool("} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("code description %q lacks %q", desc, want)
+		}
+	}
+	// A default above the maximum is advertised clamped.
+	g2, _ := newTestGateway(t, Config{DefaultTimeout: 60 * time.Second, MaxTimeout: 20 * time.Second})
+	list2, err := connect(t, g2).ListTools(t.Context(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(list2.Tools[0]); !strings.Contains(string(got), `"timeout":{"default":20,`) || !strings.Contains(string(got), `"maximum":20,`) {
+		t.Errorf("schema with default 60s, max 20s: %s", got)
 	}
 }
 

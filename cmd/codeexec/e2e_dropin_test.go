@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // End-to-end tests of issue 14: code written for upstream, run as an
@@ -471,5 +474,45 @@ except runtime.MCPError as e:
 	want = `Server 'filesystem' is not available: it is not loaded in this call (loaded: "empty"); pass servers=["empty", "filesystem"] to run_python`
 	if got := joined(o.stdout()); got != want {
 		t.Errorf("refusal with a server loaded:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// Item 9: the tool schema has upstream's timeout default and a code
+// description that names the helpers, and the whole definition stays under
+// 1,200 characters.
+func TestE2EDropInToolSchema(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil || len(tools.Tools) != 1 {
+		t.Fatalf("tools/list = %+v, %v", tools, err)
+	}
+	def, _ := json.Marshal(tools.Tools[0])
+	var tool struct {
+		InputSchema struct {
+			Properties map[string]map[string]any `json:"properties"`
+		} `json:"inputSchema"`
+	}
+	if err := json.Unmarshal(def, &tool); err != nil {
+		t.Fatal(err)
+	}
+	timeout := tool.InputSchema.Properties["timeout"]
+	// mcp_server_code_execution_mode.py L2671-2677: "minimum": 1,
+	// "maximum": MAX_TIMEOUT (120), "default": DEFAULT_TIMEOUT (30).
+	if timeout["default"] != 30.0 || timeout["minimum"] != 1.0 || timeout["maximum"] != 120.0 {
+		t.Errorf("timeout schema = %v, want upstream's minimum 1, maximum 120, default 30", timeout)
+	}
+	// L2655-2662 embeds SANDBOX_HELPERS_SUMMARY (L166-174), which names
+	// discovery, search, docs, memory and save_tool.
+	desc, _ := tool.InputSchema.Properties["code"]["description"].(string)
+	for _, want := range []string{"discovered_servers()", "search_tool_docs(", "query_tool_docs(", "save_memory(", "load_memory(", "save_tool("} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("code description %q does not name %s", desc, want)
+		}
+	}
+	if len(def) >= 1200 {
+		t.Errorf("the run_python definition is %d characters, want < 1200:\n%s", len(def), def)
 	}
 }
