@@ -131,6 +131,7 @@ func TestValidation(t *testing.T) {
 	}{
 		{"no arguments", nil, "Missing 'code' argument"},
 		{"blank code", map[string]any{"code": "  \n"}, "Missing 'code' argument"},
+		{"code a number", map[string]any{"code": 42}, "'code' must be a string of Python source, not a number"},
 		{"servers not a list", map[string]any{"code": "1", "servers": "github"}, "'servers' must be a list"},
 		{"timeout fraction", map[string]any{"code": "1", "timeout": 2.5}, "'timeout' must be an integer"},
 		{"timeout bool", map[string]any{"code": "1", "timeout": true}, "'timeout' must be an integer"},

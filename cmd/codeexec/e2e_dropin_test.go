@@ -516,3 +516,39 @@ func TestE2EDropInToolSchema(t *testing.T) {
 		t.Errorf("the run_python definition is %d characters, want < 1200:\n%s", len(def), def)
 	}
 }
+
+// Item 10: code that is not a string says so, and an error about unknown
+// servers stays short however many a client sends.
+func TestE2EDropInCodeTypeAndUnknownServers(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	// mcp_server_code_execution_mode.py L2713-2719 answers any code that
+	// is not a non-blank string with "Missing 'code' argument"; codeexec
+	// keeps that for missing and blank code and names the type otherwise.
+	for _, tc := range []struct {
+		code any
+		want string
+	}{
+		{42, "'code' must be a string of Python source, not a number"},
+		{[]any{"print(1)"}, "'code' must be a string of Python source, not an array"},
+		{nil, "Missing 'code' argument"},
+	} {
+		o := runPython(t, c, map[string]any{"code": tc.code})
+		if !o.IsError || o.str("status") != "validation_error" || o.str("error") != tc.want {
+			t.Errorf("code %v: %s; want validation_error %q", tc.code, o.Text, tc.want)
+		}
+	}
+
+	// L2298-2303 (load_server, called per name at L2581-2582) stops at the
+	// first unknown name: "Unknown MCP server: x". codeexec checks them all
+	// and names the first few, with the count.
+	servers := []any{"filesystem"}
+	for i := range 10000 {
+		servers = append(servers, fmt.Sprintf("nope-%d", i))
+	}
+	o := runPython(t, c, map[string]any{"code": "pass", "servers": servers})
+	want := `10000 unknown MCP servers: "nope-0", "nope-1", "nope-2", "nope-3", "nope-4" and 9995 more; configured servers: "crashy", "empty", "filesystem"`
+	if !o.IsError || !strings.Contains(o.str("error"), want) || len(o.Text) > 1000 {
+		t.Errorf("10,000 unknown servers: %d characters:\n%s\nwant an error containing:\n%s", len(o.Text), tailOf(o.Text, 2000), want)
+	}
+}

@@ -70,8 +70,8 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 	}
 	if b.Discovery == nil {
 		if len(names) > 0 {
-			return nil, fmt.Errorf("%w: unknown MCP server %s: MCP server discovery is not available in this deployment, so no servers can be loaded; call run_python without 'servers'",
-				session.ErrInvalid, quoteList(names))
+			return nil, fmt.Errorf("%w: %s: MCP server discovery is not available in this deployment, so no servers can be loaded; call run_python without 'servers'",
+				session.ErrInvalid, unknownServers(names))
 		}
 		return env, nil
 	}
@@ -95,7 +95,7 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 		}
 	}
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("%w: unknown MCP server %s; configured servers: %s", session.ErrInvalid, quoteList(unknown), configuredList(all))
+		return nil, fmt.Errorf("%w: %s; configured servers: %s", session.ErrInvalid, unknownServers(unknown), configuredList(all))
 	}
 	metas := make([]serverMeta, 0, len(names))
 	for _, n := range names {
@@ -241,6 +241,30 @@ func quoteList(names []string) string {
 	return strings.Join(q, ", ")
 }
 
+// Messages name at most this many unknown or configured servers, so that
+// a call with thousands of names gets an error the model can read.
+const (
+	maxUnknownNamed    = 5
+	maxConfiguredNamed = 20
+)
+
+// unknownServers says which requested servers do not exist: the first few
+// and how many there are in all.
+func unknownServers(names []string) string {
+	if len(names) == 1 {
+		return "unknown MCP server " + quoteList(names)
+	}
+	return fmt.Sprintf("%d unknown MCP servers: %s", len(names), someOf(names, maxUnknownNamed))
+}
+
+// someOf quotes the first n names, then counts the rest.
+func someOf(names []string, n int) string {
+	if len(names) <= n {
+		return quoteList(names)
+	}
+	return fmt.Sprintf("%s and %d more", quoteList(names[:n]), len(names)-n)
+}
+
 func configuredList(all []discovered) string {
 	if len(all) == 0 {
 		return "none (add servers to ~/MCPs/*.json, your MCP client config, or MCP_SERVERS_CONFIG)"
@@ -250,6 +274,9 @@ func configuredList(all []discovered) string {
 		names[i] = d.Name
 	}
 	sort.Strings(names)
+	if len(names) > maxConfiguredNamed {
+		return someOf(names, maxConfiguredNamed) + " (runtime.discovered_servers() lists them all)"
+	}
 	return quoteList(names)
 }
 

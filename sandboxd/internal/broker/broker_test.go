@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -163,5 +164,41 @@ func TestPyRepr(t *testing.T) {
 		if got := pyRepr(in); got != want {
 			t.Errorf("pyRepr(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+func TestUnknownServersAreNamedFewAndCounted(t *testing.T) {
+	t.Parallel()
+	many := make([]string, 10000)
+	for i := range many {
+		many[i] = fmt.Sprintf("nope%d", i)
+	}
+	configured := make([]string, 25)
+	for i := range configured {
+		configured[i] = fmt.Sprintf("s%02d", i)
+	}
+	for _, tc := range []struct {
+		name    string
+		broker  *Broker
+		servers []string
+		want    string
+	}{
+		{"one", &Broker{Discovery: &fakeDiscovery{servers: []string{"a", "b"}}}, []string{"a", "x"},
+			`invalid argument: unknown MCP server "x"; configured servers: "a", "b"`},
+		{"ten thousand", &Broker{Discovery: &fakeDiscovery{servers: []string{"a"}}}, append([]string{"a"}, many...),
+			`invalid argument: 10000 unknown MCP servers: "nope0", "nope1", "nope2", "nope3", "nope4" and 9995 more; configured servers: "a"`},
+		{"many configured", &Broker{Discovery: &fakeDiscovery{servers: configured}}, []string{"x"},
+			`invalid argument: unknown MCP server "x"; configured servers: "s00", "s01", "s02", "s03", "s04", "s05", "s06", "s07", "s08", "s09", ` +
+				`"s10", "s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s19" and 5 more (runtime.discovered_servers() lists them all)`},
+		{"no discovery", &Broker{}, many[:7],
+			`invalid argument: 7 unknown MCP servers: "nope0", "nope1", "nope2", "nope3", "nope4" and 2 more: MCP server discovery is not available in this deployment, so no servers can be loaded; call run_python without 'servers'`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := tc.broker.Prepare(t.Context(), "default", tc.servers)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("Prepare error:\n%v\nwant:\n%s", err, tc.want)
+			}
+		})
 	}
 }
