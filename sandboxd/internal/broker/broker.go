@@ -62,9 +62,11 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 	// Never nil: list_servers() sends this list, and the code expects an
 	// empty list (upstream's ()), not null, when no servers were asked for.
 	names := []string{}
+	seen := make(map[string]bool, len(servers)) // a client may send thousands
 	for _, s := range servers {
 		s = strings.TrimSpace(s)
-		if s != "" && !slices.Contains(names, s) {
+		if s != "" && !seen[s] {
+			seen[s] = true
 			names = append(names, s)
 		}
 	}
