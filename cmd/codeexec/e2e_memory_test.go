@@ -51,7 +51,7 @@ func TestE2EMemoryRejectsBadInput(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{`save_memory("k", {1, 2})`, "TypeError: value of type set is not JSON serialisable"},
 		{`save_memory("", 1)`, "key"},
-		{`save_memory("x" * 257, 1)`, "256"},
+		{`save_memory("x" * 2049, 1)`, "the limit is 2048"},
 		{`save_memory("big", "x" * (2 << 20))`, "limit"},
 	} {
 		o := runPython(t, c, map[string]any{"code": tc.src})
@@ -142,8 +142,11 @@ func TestE2EImportUpstream(t *testing.T) {
 	o := code(t, c, `
 import user_tools
 print(load_memory("a b"))
-print(user_tools.greet("Ada"), user_tools.add(2, 3), user_tools.add.__doc__)`)
-	want := "the key upstream turned into a_b\nHello, Ada! 5 Add two numbers (second version)."
+print(user_tools.greet("Ada"), user_tools.add(2, 3), user_tools.add.__doc__)
+info = get_memory_info("project notes")
+print(info["created_at"], info["updated_at"])`)
+	// The times are notes.json's created_at and updated_at.
+	want := "the key upstream turned into a_b\nHello, Ada! 5 Add two numbers (second version).\n1700000000.5 1700000100.25"
 	if got := joined(o.stdout()); got != want {
 		t.Fatalf("after import:\n%s\nwant:\n%s", got, want)
 	}

@@ -11,6 +11,7 @@ import (
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/grpctls"
+	"github.com/codeexec/codeexec/services/logkeys"
 )
 
 // runImportUpstream copies an upstream state dir (user_tools/memory/*.json
@@ -70,4 +71,23 @@ func runImportUpstream(ctx context.Context, args []string, getenv func(string) s
 	rep, err := memoryd.ImportUpstream(ctx, mem, tools, dir, tenant)
 	fmt.Fprint(stdout, rep.String())
 	return err
+}
+
+// importUpstreamOnFirstStart brings an upstream user's memory and saved
+// tools (dir/user_tools) into the default tenant when this start created
+// svc's database, so that code written for upstream finds them from the
+// first call without an `import-upstream`. Later starts never import
+// again, and a failure only costs the import: it is logged, and serving
+// goes on.
+func importUpstreamOnFirstStart(ctx context.Context, svc *memoryd.Service, dir string, logger *slog.Logger) {
+	if !svc.NewDatabase() || !memoryd.HasUpstreamState(dir) {
+		return
+	}
+	conn, stop, err := serveLocal(ctx, svc, logger)
+	if err != nil {
+		logger.ErrorContext(ctx, "cannot import upstream state on first start", logkeys.Error, err)
+		return
+	}
+	defer stop()
+	_ = memoryd.ImportUpstreamOnFirstStart(ctx, memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn), dir, memoryd.DefaultTenant, logger)
 }

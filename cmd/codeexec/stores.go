@@ -77,26 +77,38 @@ func (s *stores) localMemory(ctx context.Context, logger *slog.Logger) (*grpc.Cl
 	if err != nil {
 		return nil, nil, err
 	}
-	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
+	conn, stop, err := serveLocal(ctx, svc, logger)
 	if err != nil {
 		_ = svc.Close()
+		return nil, nil, err
+	}
+	return conn, func() { stop(); _ = svc.Close() }, nil
+}
+
+// serveLocal serves svc on a private in-process gRPC server until stop is
+// called, for work that runs before (or without) the process's own
+// servers.
+func serveLocal(ctx context.Context, svc *memoryd.Service, logger *slog.Logger) (*grpc.ClientConn, func(), error) {
+	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
+	if err != nil {
 		return nil, nil, err
 	}
 	svc.Register(ip.Server.GRPC)
 	ctx, cancel := context.WithCancel(ctx)
 	ip.Start(ctx)
-	return ip.Conn, func() { cancel(); _ = ip.Wait(); _ = svc.Close() }, nil
+	return ip.Conn, func() { cancel(); _ = ip.Wait() }, nil
 }
 
 // open starts memoryd (and discoveryd) in-process, registered on inproc,
 // and returns clients that reach them through it.
-func (s *stores) open(_ context.Context, inproc *suite.InProcess, reg *prometheus.Registry, logger *slog.Logger) (sandboxd.Deps, func(), error) {
+func (s *stores) open(ctx context.Context, inproc *suite.InProcess, reg *prometheus.Registry, logger *slog.Logger) (sandboxd.Deps, func(), error) {
 	mcfg := s.memoryConfig()
 	mcfg.Registerer = reg
 	mem, err := memoryd.New(mcfg, logger.With("service", "memoryd"))
 	if err != nil {
 		return sandboxd.Deps{}, nil, err
 	}
+	importUpstreamOnFirstStart(ctx, mem, s.stateDir, logger.With("service", "memoryd"))
 	mem.Register(inproc.Server.GRPC)
 	s.discovery.Registerer = reg
 	disc, err := discoveryd.New(s.discovery, logger.With("service", "discoveryd"))

@@ -96,6 +96,7 @@ func (r *remote) Put(ctx context.Context, tenant string, kind store.Kind, key st
 	resp, err := r.client.PutRecord(ctx, &memoryv1.PutRecordRequest{
 		Tenant: tenant, Kind: string(kind), Key: key, Value: w.Value, Meta: w.Meta, KeepMeta: w.KeepMeta,
 		CheckRevision: w.CheckRevision, Revision: w.Revision, RequestId: w.RequestID,
+		CreateTime: timestampOf(w.Created), UpdateTime: timestampOf(w.Updated),
 	})
 	if err != nil {
 		return store.Record{}, answer(err)

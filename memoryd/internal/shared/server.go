@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -49,6 +50,22 @@ func storeStatus(ctx context.Context, logger *slog.Logger, err error) error {
 	}
 }
 
+// optionalTime is the zero time for an unset timestamp.
+func optionalTime(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
+
+// timestampOf is nil for the zero time.
+func timestampOf(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
 func toProto(r store.Record) *memoryv1.StoreRecord {
 	return &memoryv1.StoreRecord{
 		Key: r.Key, Value: r.Value, ValueBytes: uint64(r.ValueLen), Meta: r.Meta,
@@ -68,6 +85,7 @@ func (s *server) PutRecord(ctx context.Context, req *memoryv1.PutRecordRequest) 
 	rec, err := s.st.Put(ctx, req.GetTenant(), store.Kind(req.GetKind()), req.GetKey(), store.Write{
 		Value: req.GetValue(), Meta: req.GetMeta(), KeepMeta: req.GetKeepMeta(),
 		CheckRevision: req.GetCheckRevision(), Revision: req.GetRevision(), RequestID: req.GetRequestId(),
+		Created: optionalTime(req.GetCreateTime()), Updated: optionalTime(req.GetUpdateTime()),
 	})
 	if err != nil {
 		return nil, storeStatus(ctx, s.logger, err)

@@ -361,6 +361,14 @@ func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	return retry(ctx, s, func(st store.Store) (int64, error) { return st.Backup(ctx, w) })
 }
 
+// Created reports whether this process created the database file when it
+// opened it (a first start), as against finding one, or taking one over.
+func (s *Store) Created() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bolt != nil && s.bolt.Created()
+}
+
 // Owner reports whether this process holds the database.
 func (s *Store) Owner() bool { return s.owner.Load() }
 

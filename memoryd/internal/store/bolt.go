@@ -46,6 +46,8 @@ type Bolt struct {
 	// lastSweep is when expired request outcomes were last swept (Unix
 	// nanoseconds).
 	lastSweep atomic.Int64
+	// created is set when OpenBolt found no schema: the database is new.
+	created bool
 }
 
 var _ Store = (*Bolt)(nil)
@@ -83,6 +85,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("set permissions of database %s: %w", path, err)
 	}
+	created := false
 	err = db.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketTenants); err != nil {
 			return err
@@ -91,16 +94,18 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		if err != nil {
 			return err
 		}
-		if v := meta.Get(keySchema); v != nil && !bytes.Equal(v, schemaVersion) {
+		v := meta.Get(keySchema)
+		if v != nil && !bytes.Equal(v, schemaVersion) {
 			return fmt.Errorf("schema version %q is not supported (this memoryd reads %q)", v, schemaVersion)
 		}
+		created = v == nil
 		return meta.Put(keySchema, schemaVersion)
 	})
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("initialise database %s: %w", path, err)
 	}
-	return &Bolt{db: db, commit: newCommitter(db, opts.OnCommit), now: opts.Now}, nil
+	return &Bolt{db: db, commit: newCommitter(db, opts.OnCommit), now: opts.Now, created: created}, nil
 }
 
 // lockedError is ErrLocked with the file's name.
@@ -114,6 +119,11 @@ func (e lockedError) Is(target error) bool { return target == ErrLocked }
 
 // Path returns the database file's path.
 func (s *Bolt) Path() string { return s.db.Path() }
+
+// Created reports whether this OpenBolt created the database, so that a
+// first start can fill it (an upstream user's state, say). A file that an
+// earlier open initialised, even if empty, does not count.
+func (s *Bolt) Created() bool { return s.created }
 
 // kindBucket finds tenants/<tenant>/<kind>, or nil when it does not exist.
 func kindBucket(tx *bolt.Tx, tenant string, kind Kind) *bolt.Bucket {
@@ -203,6 +213,12 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 			}
 		} else if w.CheckRevision && w.Revision != 0 {
 			return conflict(key, 0, w.Revision)
+		}
+		if !w.Created.IsZero() {
+			next.Created = w.Created.UTC()
+		}
+		if !w.Updated.IsZero() {
+			next.Updated = w.Updated.UTC()
 		}
 		if err := b.Put([]byte(key), encode(next)); err != nil {
 			return err

@@ -46,8 +46,13 @@ const (
 	KindTool Kind = "tools"
 )
 
-// MaxKeyBytes bounds keys and tenant names.
-const MaxKeyBytes = 256
+// MaxKeyBytes bounds memory keys: far past what a person writes as a
+// name, and small enough that a key can still be indexed as it is (one
+// PostgreSQL B-tree entry holds about 2,700 bytes).
+const MaxKeyBytes = 2048
+
+// MaxNameBytes bounds tenant names and tool names.
+const MaxNameBytes = 256
 
 // Record is one stored entry. Value and Meta are opaque to the store.
 type Record struct {
@@ -86,6 +91,11 @@ type Write struct {
 	// did. A caller that lost the answer to a write (its connection to
 	// the store broke) retries with the same ID; see NewRequestID.
 	RequestID []byte
+	// Created and Updated, when not zero, are written instead of the
+	// clock's time, and Created replaces the existing record's. They are
+	// for imports of records made elsewhere, which keep their own times;
+	// every other write leaves them zero.
+	Created, Updated time.Time
 }
 
 // Store is what the memoryd handlers need from storage. Every method is
@@ -95,7 +105,8 @@ type Store interface {
 	// Get returns one record, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, tenant string, kind Kind, key string) (Record, error)
 	// Put writes a record atomically: it keeps Created, sets Updated and
-	// bumps Revision, and applies the revision check of w.
+	// bumps Revision (unless w gives the times), and applies the revision
+	// check of w.
 	Put(ctx context.Context, tenant string, kind Kind, key string, w Write) (Record, error)
 	// Delete removes a record and reports whether it existed. A
 	// non-empty requestID makes it idempotent, as Write.RequestID does.

@@ -262,7 +262,12 @@ type PutRecordRequest struct {
 	// compare-and-swap would fail, and `update_memory` would apply its
 	// function a second time. 16 bytes: 8 of Unix nanoseconds (big-endian,
 	// so that old IDs can be swept in order) and 8 random.
-	RequestId     []byte `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId []byte `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// create_time and update_time, when set, are written instead of the
+	// owner's clock: an import keeps the times its records had elsewhere.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// update_time: see create_time.
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -356,6 +361,20 @@ func (x *PutRecordRequest) GetRevision() uint64 {
 func (x *PutRecordRequest) GetRequestId() []byte {
 	if x != nil {
 		return x.RequestId
+	}
+	return nil
+}
+
+func (x *PutRecordRequest) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *PutRecordRequest) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
 	}
 	return nil
 }
@@ -740,7 +759,7 @@ const file_codeexec_memory_v1_store_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\"L\n" +
 	"\x11GetRecordResponse\x127\n" +
-	"\x06record\x18\x01 \x01(\v2\x1f.codeexec.memory.v1.StoreRecordR\x06record\"\xf9\x01\n" +
+	"\x06record\x18\x01 \x01(\v2\x1f.codeexec.memory.v1.StoreRecordR\x06record\"\xf3\x02\n" +
 	"\x10PutRecordRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
@@ -751,7 +770,12 @@ const file_codeexec_memory_v1_store_proto_rawDesc = "" +
 	"\x0echeck_revision\x18\a \x01(\bR\rcheckRevision\x12\x1a\n" +
 	"\brevision\x18\b \x01(\x04R\brevision\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\t \x01(\fR\trequestId\"L\n" +
+	"request_id\x18\t \x01(\fR\trequestId\x12;\n" +
+	"\vcreate_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"L\n" +
 	"\x11PutRecordResponse\x127\n" +
 	"\x06record\x18\x01 \x01(\v2\x1f.codeexec.memory.v1.StoreRecordR\x06record\"r\n" +
 	"\x13DeleteRecordRequest\x12\x16\n" +
@@ -812,23 +836,25 @@ var file_codeexec_memory_v1_store_proto_depIdxs = []int32{
 	11, // 0: codeexec.memory.v1.StoreRecord.create_time:type_name -> google.protobuf.Timestamp
 	11, // 1: codeexec.memory.v1.StoreRecord.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: codeexec.memory.v1.GetRecordResponse.record:type_name -> codeexec.memory.v1.StoreRecord
-	0,  // 3: codeexec.memory.v1.PutRecordResponse.record:type_name -> codeexec.memory.v1.StoreRecord
-	0,  // 4: codeexec.memory.v1.ListRecordsResponse.records:type_name -> codeexec.memory.v1.StoreRecord
-	1,  // 5: codeexec.memory.v1.StoreService.GetRecord:input_type -> codeexec.memory.v1.GetRecordRequest
-	3,  // 6: codeexec.memory.v1.StoreService.PutRecord:input_type -> codeexec.memory.v1.PutRecordRequest
-	5,  // 7: codeexec.memory.v1.StoreService.DeleteRecord:input_type -> codeexec.memory.v1.DeleteRecordRequest
-	7,  // 8: codeexec.memory.v1.StoreService.ListRecords:input_type -> codeexec.memory.v1.ListRecordsRequest
-	9,  // 9: codeexec.memory.v1.StoreService.BackupStore:input_type -> codeexec.memory.v1.BackupStoreRequest
-	2,  // 10: codeexec.memory.v1.StoreService.GetRecord:output_type -> codeexec.memory.v1.GetRecordResponse
-	4,  // 11: codeexec.memory.v1.StoreService.PutRecord:output_type -> codeexec.memory.v1.PutRecordResponse
-	6,  // 12: codeexec.memory.v1.StoreService.DeleteRecord:output_type -> codeexec.memory.v1.DeleteRecordResponse
-	8,  // 13: codeexec.memory.v1.StoreService.ListRecords:output_type -> codeexec.memory.v1.ListRecordsResponse
-	10, // 14: codeexec.memory.v1.StoreService.BackupStore:output_type -> codeexec.memory.v1.BackupStoreResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	11, // 3: codeexec.memory.v1.PutRecordRequest.create_time:type_name -> google.protobuf.Timestamp
+	11, // 4: codeexec.memory.v1.PutRecordRequest.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 5: codeexec.memory.v1.PutRecordResponse.record:type_name -> codeexec.memory.v1.StoreRecord
+	0,  // 6: codeexec.memory.v1.ListRecordsResponse.records:type_name -> codeexec.memory.v1.StoreRecord
+	1,  // 7: codeexec.memory.v1.StoreService.GetRecord:input_type -> codeexec.memory.v1.GetRecordRequest
+	3,  // 8: codeexec.memory.v1.StoreService.PutRecord:input_type -> codeexec.memory.v1.PutRecordRequest
+	5,  // 9: codeexec.memory.v1.StoreService.DeleteRecord:input_type -> codeexec.memory.v1.DeleteRecordRequest
+	7,  // 10: codeexec.memory.v1.StoreService.ListRecords:input_type -> codeexec.memory.v1.ListRecordsRequest
+	9,  // 11: codeexec.memory.v1.StoreService.BackupStore:input_type -> codeexec.memory.v1.BackupStoreRequest
+	2,  // 12: codeexec.memory.v1.StoreService.GetRecord:output_type -> codeexec.memory.v1.GetRecordResponse
+	4,  // 13: codeexec.memory.v1.StoreService.PutRecord:output_type -> codeexec.memory.v1.PutRecordResponse
+	6,  // 14: codeexec.memory.v1.StoreService.DeleteRecord:output_type -> codeexec.memory.v1.DeleteRecordResponse
+	8,  // 15: codeexec.memory.v1.StoreService.ListRecords:output_type -> codeexec.memory.v1.ListRecordsResponse
+	10, // 16: codeexec.memory.v1.StoreService.BackupStore:output_type -> codeexec.memory.v1.BackupStoreResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_memory_v1_store_proto_init() }
