@@ -19,14 +19,14 @@ class CheckpointTest(unittest.TestCase):
         self.path = os.path.join(self.dir.name, "ckpt.json")
 
     def save(self, cells, cap=None):
-        args = [PYTHON, "-I", DRIVER, "save", self.path] + ([str(cap)] if cap else [])
+        args = [PYTHON, "-I", "-B", DRIVER, "save", self.path] + ([str(cap)] if cap else [])
         p = subprocess.run(args, input=json.dumps(cells), capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(self.path) as f:
             return json.load(f)
 
     def restore(self, probe=""):
-        p = subprocess.run([PYTHON, "-I", DRIVER, "restore", self.path], input=probe,
+        p = subprocess.run([PYTHON, "-I", "-B", DRIVER, "restore", self.path], input=probe,
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         first, _, rest = p.stdout.partition("\n")
@@ -134,7 +134,7 @@ class CheckpointTest(unittest.TestCase):
     def test_restored_state_checkpoints_again(self):
         self.save(["def f():\n    return 'again'\nclass K:\n    pass\nk = K()\nv = [1]\n", "@checkpoint"])
         second = os.path.join(self.dir.name, "second.json")
-        p = subprocess.run([PYTHON, "-I", DRIVER, "restore", self.path, second], input="v.append(2)\n",
+        p = subprocess.run([PYTHON, "-I", "-B", DRIVER, "restore", self.path, second], input="v.append(2)\n",
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.path = second
