@@ -11,10 +11,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/codeexec/codeexec/gateway"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
-	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/flagenv"
-	"github.com/codeexec/codeexec/services/replicas"
 )
 
 // sandboxSettings say where the gateway finds sandboxd.
@@ -27,33 +26,13 @@ func bindSandboxAddr(fs *flagenv.Set, s *sandboxSettings) {
 	fs.String(&s.addr, "sandbox", "127.0.0.1:9002",
 		"sandboxd address: host:port or unix:/path; several replicas as host:port,host:port or dns:///name:port (every address of name, re-resolved every 5s)",
 		"CODEEXEC_SANDBOXD_ADDR")
-	fs.String(&s.balance, "balance", string(replicas.LeastLoaded), "how new sessions pick a sandboxd replica: least-loaded or round-robin", "CODEEXEC_SANDBOX_BALANCE")
+	fs.String(&s.balance, "balance", gateway.BalanceLeastLoaded, "how new sessions pick a sandboxd replica: least-loaded or round-robin", "CODEEXEC_SANDBOX_BALANCE")
 }
 
 // client connects to sandboxd: one connection for one address, a balancer
 // over the replicas otherwise. close releases it.
 func (s *sandboxSettings) client(ctx context.Context, logger *slog.Logger, opts ...grpc.DialOption) (sandboxv1.SandboxServiceClient, func(), error) {
-	if !replicas.IsMulti(s.addr) {
-		conn, err := dial.New(s.addr, nil, opts...)
-		if err != nil {
-			return nil, nil, err
-		}
-		return sandboxv1.NewSandboxServiceClient(conn), func() { _ = conn.Close() }, nil
-	}
-	resolve, err := replicas.Parse(s.addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := replicas.New(ctx, replicas.Config{
-		Resolve: resolve,
-		Dial:    func(addr string) (*grpc.ClientConn, error) { return dial.New(addr, nil, opts...) },
-		Policy:  replicas.Policy(s.balance),
-	}, logger.With("component", "replicas"))
-	if err != nil {
-		return nil, nil, err
-	}
-	logger.Info("balancing sessions over sandboxd replicas", "sandbox", s.addr, "balance", s.balance, "replicas", len(b.Replicas()))
-	return b, func() { _ = b.Close() }, nil
+	return gateway.DialSandbox(ctx, s.addr, s.balance, logger, opts...)
 }
 
 func isHTTPURL(s string) bool {

@@ -1,4 +1,6 @@
-package gateway
+// Package capabilities is the gateway's one MCP resource: the manual of
+// what sandboxed code can use, named as upstream names it.
+package capabilities
 
 import (
 	"context"
@@ -7,11 +9,13 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// The capabilities resource, named as upstream names it.
+// URI is the resource's address, as upstream names it.
+const URI = "resource://mcp-server-code-execution-mode/capabilities"
+
+// The resource's name and title, as upstream's.
 const (
-	CapabilitiesURI   = "resource://mcp-server-code-execution-mode/capabilities"
-	capabilitiesName  = "code-execution-capabilities"
-	capabilitiesTitle = "Code Execution Sandbox Helpers"
+	name  = "code-execution-capabilities"
+	title = "Code Execution Sandbox Helpers"
 )
 
 // HelperSummary is the short digest of what sandboxed code can use. The
@@ -26,8 +30,8 @@ const HelperSummary = `Sandboxed code has these globals, in a session that persi
 - Memory that outlives sessions: ` + "`save_memory(key, value, metadata=None)`" + `, ` + "`load_memory(key, default=None)`" + `, ` + "`update_memory(key, fn)`" + `, ` + "`delete_memory`" + `, ` + "`list_memories`" + `, ` + "`memory_exists`" + `, ` + "`get_memory_info`" + `.
 - ` + "`save_tool(func)`" + ` keeps a function for later sessions, which call it by name or ` + "`import user_tools`" + `.`
 
-// capabilitiesText is the resource body.
-var capabilitiesText = fmt.Sprintf(`# Code Execution MCP Capabilities
+// Text is the resource body.
+var Text = fmt.Sprintf(`# Code Execution MCP Capabilities
 
 %s
 
@@ -41,23 +45,24 @@ var capabilitiesText = fmt.Sprintf(`# Code Execution MCP Capabilities
 - Output is capped; write large data to a file in /workspace and print a summary.
 
 Resource: %s
-`, HelperSummary, CapabilitiesURI)
+`, HelperSummary, URI)
 
-func capabilitiesResource() mcp.Resource {
-	return mcp.NewResource(CapabilitiesURI, capabilitiesName,
-		mcp.WithResourceTitle(capabilitiesTitle),
+// Resource describes the resource for resources/list.
+func Resource() mcp.Resource {
+	return mcp.NewResource(URI, name,
+		mcp.WithResourceTitle(title),
 		mcp.WithResourceDescription("How to use the run_python sandbox: helpers, proxies, memory."),
 		mcp.WithMIMEType("text/markdown"),
-		mcp.WithResourceSize(int64(len(capabilitiesText))),
+		mcp.WithResourceSize(int64(len(Text))),
 	)
 }
 
-// handleCapabilities serves the resource. mcp-go answers other URIs with a
+// Read serves the resource. mcp-go answers other URIs with a
 // resource-not-found error before this handler is reached.
-func handleCapabilities(_ context.Context, _ mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+func Read(_ context.Context, _ mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	return []mcp.ResourceContents{mcp.TextResourceContents{
-		URI:      CapabilitiesURI,
+		URI:      URI,
 		MIMEType: "text/markdown",
-		Text:     capabilitiesText,
+		Text:     Text,
 	}}, nil
 }

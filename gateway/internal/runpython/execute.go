@@ -1,4 +1,4 @@
-package gateway
+package runpython
 
 import (
 	"context"
@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/result"
+	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 	"github.com/codeexec/codeexec/services/requestid"
@@ -23,8 +25,12 @@ import (
 
 // Notices the gateway adds to a result.
 const (
-	noticeSessionLost = "session lost; started a new session — earlier state is gone"
-	noticeSilentReset = "the sandbox was restarted since the last call; earlier state is gone"
+	// NoticeSessionLost: the sandbox session is gone (sandboxd restarted
+	// or reaped it, or the MCP session began in an earlier gateway).
+	NoticeSessionLost = "session lost; started a new session — earlier state is gone"
+	// NoticeSilentReset: the sandbox was replaced between calls although
+	// no call said its state was lost.
+	NoticeSilentReset = "the sandbox was restarted since the last call; earlier state is gone"
 )
 
 // ephemeralPrefix marks the table keys of sessionless calls.
@@ -38,60 +44,61 @@ const rpcGrace = 30 * time.Second
 // multiple of the configured cap, in case sandboxd's own cut fails.
 const localCapFactor = 2
 
-// execute runs p in the sandbox session of an MCP session. An empty mcpID
-// (a client without a session) gets a throwaway sandbox session.
-func (g *Gateway) execute(ctx context.Context, tenant, mcpID string, p params.RunPython, progress func(string)) result.Outcome {
-	base := result.Outcome{TimeoutSeconds: p.TimeoutSeconds, Servers: p.Servers, OutputCapBytes: g.cfg.OutputLimitBytes}
+// Execute runs p in tenant's sandbox session of an MCP session. An empty
+// mcpID (a client without a session) gets a throwaway sandbox session.
+func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, p params.RunPython, progress func(string)) result.Outcome {
+	base := result.Outcome{TimeoutSeconds: p.TimeoutSeconds, Servers: p.Servers, OutputCapBytes: t.opts.OutputLimitBytes}
+	table := t.opts.Sessions
 	var notices []string
 	if mcpID == "" {
 		mcpID = ephemeralPrefix + requestid.New()
 		notices = append(notices, "no MCP session: this call ran in a fresh sandbox, and its state is not kept")
-		defer g.sessions.end(ctx, mcpID)
+		defer table.End(ctx, mcpID)
 	}
-	e, err := g.sessions.entry(tenant, mcpID)
+	e, err := table.Entry(tenant, mcpID)
 	if err != nil {
 		base.Err = err
 		return base
 	}
-	id, created, err := g.sessions.sandboxID(ctx, e)
+	id, created, err := table.SandboxID(ctx, e)
 	if err != nil {
 		base.Err = err
 		return base
 	}
-	if created && !g.sessions.isKnown(mcpID) && !strings.HasPrefix(mcpID, ephemeralPrefix) {
+	if created && !table.IsKnown(mcpID) && !strings.HasPrefix(mcpID, ephemeralPrefix) {
 		// The client's session began before this gateway process did:
 		// whatever state it had lived in a sandbox session now out of reach.
-		notices = append(notices, noticeSessionLost)
+		notices = append(notices, NoticeSessionLost)
 	}
-	out := g.runOnce(ctx, e, id, p, base, progress)
+	out := t.runOnce(ctx, e, id, p, base, progress)
 	// NotFound before any output means sandboxd no longer knows the
 	// session, typically because it restarted. Start over once.
 	if status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "" {
 		// sandboxd's message says why (reaped when idle, its replica went
 		// away); the model and the user deserve the reason.
 		why := status.Convert(out.Err).Message()
-		if id, err = g.sessions.replace(ctx, e, id); err != nil {
+		if id, err = table.Replace(ctx, e, id); err != nil {
 			base.Err = err
 			return base
 		}
-		out = g.runOnce(ctx, e, id, p, base, progress)
-		notices = slices.DeleteFunc(notices, func(n string) bool { return n == noticeSessionLost })
-		notices = append(notices, noticeSessionLost+" ("+why+")")
-	} else if out.Err == nil && e.observe(id, out.Result) {
-		notices = append(notices, noticeSilentReset)
+		out = t.runOnce(ctx, e, id, p, base, progress)
+		notices = slices.DeleteFunc(notices, func(n string) bool { return n == NoticeSessionLost })
+		notices = append(notices, NoticeSessionLost+" ("+why+")")
+	} else if out.Err == nil && e.Observe(id, out.Result) {
+		notices = append(notices, NoticeSilentReset)
 	}
 	out.Notices = append(notices, out.Notices...)
 	return out
 }
 
 // runOnce makes one Execute call and gathers its stream.
-func (g *Gateway) runOnce(ctx context.Context, e *sessionEntry, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) (out result.Outcome) {
+func (t *Tool) runOnce(ctx context.Context, e *sessions.Entry, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) (out result.Outcome) {
 	out = base
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.TimeoutSeconds)*time.Second+rpcGrace)
 	defer cancel()
-	stream, err := g.sandbox.Execute(ctx, &sandboxv1.ExecuteRequest{
+	stream, err := t.opts.Sandbox.Execute(ctx, &sandboxv1.ExecuteRequest{
 		SessionId: sandboxID,
-		Tenant:    e.tenant,
+		Tenant:    e.Tenant,
 		Code:      p.Code,
 		Servers:   p.Servers,
 		Timeout:   durationpb.New(time.Duration(p.TimeoutSeconds) * time.Second),
@@ -100,7 +107,7 @@ func (g *Gateway) runOnce(ctx context.Context, e *sessionEntry, sandboxID string
 		out.Err = err
 		return out
 	}
-	limit := int(g.cfg.OutputLimitBytes) * localCapFactor
+	limit := int(t.opts.OutputLimitBytes) * localCapFactor
 	var stdout, stderr capped
 	stdout.limit, stderr.limit = limit, limit
 	defer func() { out.Stdout, out.Stderr = stdout.String(), stderr.String() }()
@@ -155,8 +162,9 @@ const progressInterval = 250 * time.Millisecond
 // progress returns a callback that sends notifications/progress for output
 // chunks when the client asked for progress with a progressToken. The
 // message is the latest output line, so a client can show live output.
-func (g *Gateway) progress(ctx context.Context, req mcp.CallToolRequest) func(string) {
-	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+func (t *Tool) progress(ctx context.Context, req mcp.CallToolRequest) func(string) {
+	srv := server.ServerFromContext(ctx)
+	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil || srv == nil {
 		return func(string) {}
 	}
 	token := req.Params.Meta.ProgressToken
@@ -178,13 +186,13 @@ func (g *Gateway) progress(ctx context.Context, req mcp.CallToolRequest) func(st
 		if len(line) > 200 {
 			line = strings.ToValidUTF8(line[:200], "") + "…"
 		}
-		err := g.mcp.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
+		err := srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
 			"progressToken": token,
 			"progress":      chunks,
 			"message":       line,
 		})
 		if err != nil {
-			g.logger.DebugContext(ctx, "progress notification not sent", logkeys.Error, err)
+			t.opts.Logger.DebugContext(ctx, "progress notification not sent", logkeys.Error, err)
 		}
 	}
 }

@@ -1,4 +1,8 @@
-package gateway
+// Package sessions is the gateway's routing: which sandbox session serves
+// each MCP session, for each tenant, and which tenant owns each MCP
+// session. It is all the state the gateway has, and it rebuilds itself: a
+// lost entry means a fresh sandbox session on the next call.
+package sessions
 
 import (
 	"context"
@@ -10,31 +14,31 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/codeexec/codeexec/gateway/internal/drain"
+	"github.com/codeexec/codeexec/gateway/internal/quota"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
-// labelMCPSession is the sandbox session label that names the MCP session,
+// LabelMCPSession is the sandbox session label that names the MCP session,
 // so that operators can match the two in ListSessions.
-const labelMCPSession = "mcp.session"
+const LabelMCPSession = "mcp.session"
 
 // destroyTimeout bounds a DestroySession made on behalf of a session that
 // has already ended, whose own context may be gone.
 const destroyTimeout = 10 * time.Second
 
-var (
-	errClosed       = errors.New("the gateway is shutting down; no new code can run")
-	errSessionEnded = errors.New("the MCP session has ended")
-)
+// errSessionEnded fails a call on an entry whose MCP session has ended.
+var errSessionEnded = errors.New("the MCP session has ended")
 
-// sessionTable maps MCP session IDs to sandbox sessions. The routing it
+// Table maps MCP session IDs to sandbox sessions. The routing it
 // holds is all the state the gateway has, and it rebuilds itself: a lost
 // entry just means a fresh sandbox session on the next call.
 //
 // Entries are keyed by tenant and MCP session ID together, so a tenant that
 // learns (or guesses) another tenant's MCP session ID still reaches only its
 // own sandbox sessions.
-type sessionTable struct {
+type Table struct {
 	client sandboxv1.SandboxServiceClient
 	logger *slog.Logger
 	// maxPerTenant caps the sandbox sessions one tenant holds at once; zero
@@ -44,7 +48,7 @@ type sessionTable struct {
 
 	mu      sync.Mutex
 	closed  bool
-	entries map[sessionKey]*sessionEntry
+	entries map[key]*Entry
 	// live counts each tenant's sandbox sessions, created or being created.
 	live map[string]int
 	// known holds the MCP sessions this process saw start. A call from any
@@ -53,73 +57,80 @@ type sessionTable struct {
 	known map[string]bool
 }
 
-// sessionKey identifies an entry: one tenant's view of one MCP session.
-type sessionKey struct{ tenant, mcpID string }
+// key identifies an entry: one tenant's view of one MCP session.
+type key struct{ tenant, mcpID string }
 
-// sessionEntry is one MCP session's sandbox session. Its mutex serialises
-// creation, so concurrent first calls share one sandbox session.
-type sessionEntry struct {
-	tenant string
+// Entry is one MCP session's sandbox session, for one tenant. Its mutex
+// serialises creation, so concurrent first calls share one sandbox session.
+type Entry struct {
+	// Tenant owns the sandbox session.
+	Tenant string
 	mcpID  string
 
 	mu        sync.Mutex
 	sandboxID string
 	ended     bool
 	// Generation tracking, to notice a sandbox that was replaced between
-	// calls without the gateway being told (see observe).
+	// calls without the gateway being told (see Observe).
 	genKnown      bool
 	gen           uint64
 	lastStateLost bool
 }
 
-func newSessionTable(client sandboxv1.SandboxServiceClient, logger *slog.Logger) *sessionTable {
-	return &sessionTable{client: client, logger: logger, entries: map[sessionKey]*sessionEntry{}, live: map[string]int{}, known: map[string]bool{}}
+// NewTable returns an empty table that creates sandbox sessions through
+// client. maxPerTenant caps each tenant's sandbox sessions (zero: no cap);
+// idleHint, the idle timeout of HTTP sessions, is quoted when the cap
+// refuses one.
+func NewTable(client sandboxv1.SandboxServiceClient, maxPerTenant int, idleHint time.Duration, logger *slog.Logger) *Table {
+	return &Table{client: client, logger: logger, maxPerTenant: maxPerTenant, idleHint: idleHint,
+		entries: map[key]*Entry{}, live: map[string]int{}, known: map[string]bool{}}
 }
 
-// started records that an MCP session began in this process.
-func (t *sessionTable) started(mcpID string) {
+// Started records that an MCP session began in this process.
+func (t *Table) Started(mcpID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.known[mcpID] = true
 }
 
-// isKnown reports whether an MCP session began in this process.
-func (t *sessionTable) isKnown(mcpID string) bool {
+// IsKnown reports whether an MCP session began in this process.
+func (t *Table) IsKnown(mcpID string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.known[mcpID]
 }
 
-// entry returns a tenant's entry for an MCP session, adding it if needed.
-func (t *sessionTable) entry(tenant, mcpID string) (*sessionEntry, error) {
+// Entry returns a tenant's entry for an MCP session, adding it if needed.
+// Once the table is closed it refuses with drain.ErrDraining.
+func (t *Table) Entry(tenant, mcpID string) (*Entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return nil, errClosed
+		return nil, drain.ErrDraining
 	}
-	k := sessionKey{tenant, mcpID}
+	k := key{tenant, mcpID}
 	e, ok := t.entries[k]
 	if !ok {
-		e = &sessionEntry{tenant: tenant, mcpID: mcpID}
+		e = &Entry{Tenant: tenant, mcpID: mcpID}
 		t.entries[k] = e
 	}
 	return e, nil
 }
 
 // reserve counts a sandbox session against its tenant's quota.
-func (t *sessionTable) reserve(tenant string) error {
+func (t *Table) reserve(tenant string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.maxPerTenant > 0 && t.live[tenant] >= t.maxPerTenant {
-		return &QuotaError{Limit: LimitSessions, Max: t.maxPerTenant,
-			Retry: "end another MCP session (HTTP DELETE) first" + idleRetry(t.idleHint)}
+		return &quota.Error{Limit: quota.LimitSessions, Max: t.maxPerTenant,
+			Retry: "end another MCP session (HTTP DELETE) first" + quota.IdleRetry(t.idleHint)}
 	}
 	t.live[tenant]++
 	return nil
 }
 
 // release undoes reserve.
-func (t *sessionTable) release(tenant string) {
+func (t *Table) release(tenant string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.live[tenant]--; t.live[tenant] <= 0 {
@@ -127,9 +138,9 @@ func (t *sessionTable) release(tenant string) {
 	}
 }
 
-// sandboxID returns the entry's sandbox session, creating it on first use;
+// SandboxID returns the entry's sandbox session, creating it on first use;
 // created says whether it did.
-func (t *sessionTable) sandboxID(ctx context.Context, e *sessionEntry) (id string, created bool, err error) {
+func (t *Table) SandboxID(ctx context.Context, e *Entry) (id string, created bool, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ended {
@@ -142,10 +153,10 @@ func (t *sessionTable) sandboxID(ctx context.Context, e *sessionEntry) (id strin
 	return id, err == nil, err
 }
 
-// replace swaps a sandbox session that sandboxd no longer knows (NotFound,
+// Replace swaps a sandbox session that sandboxd no longer knows (NotFound,
 // e.g. after a sandboxd restart) for a new one. If another call already
 // replaced it, that replacement is used.
-func (t *sessionTable) replace(ctx context.Context, e *sessionEntry, stale string) (string, error) {
+func (t *Table) Replace(ctx context.Context, e *Entry, stale string) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ended {
@@ -157,22 +168,22 @@ func (t *sessionTable) replace(ctx context.Context, e *sessionEntry, stale strin
 	t.logger.WarnContext(ctx, "sandbox session lost; creating a new one",
 		logkeys.MCPSession, e.mcpID, logkeys.SessionID, stale)
 	if e.sandboxID != "" {
-		t.release(e.tenant) // the lost session no longer counts
+		t.release(e.Tenant) // the lost session no longer counts
 	}
 	e.sandboxID, e.genKnown = "", false
 	return t.createLocked(ctx, e)
 }
 
-func (t *sessionTable) createLocked(ctx context.Context, e *sessionEntry) (string, error) {
-	if err := t.reserve(e.tenant); err != nil {
+func (t *Table) createLocked(ctx context.Context, e *Entry) (string, error) {
+	if err := t.reserve(e.Tenant); err != nil {
 		return "", err
 	}
 	resp, err := t.client.CreateSession(ctx, &sandboxv1.CreateSessionRequest{
-		Tenant: e.tenant,
-		Labels: map[string]string{labelMCPSession: e.mcpID},
+		Tenant: e.Tenant,
+		Labels: map[string]string{LabelMCPSession: e.mcpID},
 	})
 	if err != nil {
-		t.release(e.tenant)
+		t.release(e.Tenant)
 		t.logger.ErrorContext(ctx, "create sandbox session", logkeys.MCPSession, e.mcpID, logkeys.Error, err)
 		return "", err
 	}
@@ -181,10 +192,10 @@ func (t *sessionTable) createLocked(ctx context.Context, e *sessionEntry) (strin
 	return e.sandboxID, nil
 }
 
-// observe records the session generation reported by a result and reports
+// Observe records the session generation reported by a result and reports
 // whether the sandbox was replaced since the previous call although neither
 // call said its state was lost (sandboxd reaped an idle sandbox, say).
-func (e *sessionEntry) observe(sandboxID string, r *sandboxv1.ExecResult) (silentlyReset bool) {
+func (e *Entry) Observe(sandboxID string, r *sandboxv1.ExecResult) (silentlyReset bool) {
 	s := r.GetSession()
 	if s == nil {
 		return false
@@ -199,20 +210,20 @@ func (e *sessionEntry) observe(sandboxID string, r *sandboxv1.ExecResult) (silen
 	return silentlyReset
 }
 
-// end forgets an MCP session, for every tenant, and destroys its sandbox
+// End forgets an MCP session, for every tenant, and destroys its sandbox
 // sessions. It is idempotent and safe for sessions the table never saw.
-func (t *sessionTable) end(ctx context.Context, mcpID string) {
-	t.endMatching(ctx, func(k sessionKey) bool { return k.mcpID == mcpID }, mcpID)
+func (t *Table) End(ctx context.Context, mcpID string) {
+	t.endMatching(ctx, func(k key) bool { return k.mcpID == mcpID }, mcpID)
 }
 
-// endFor is end limited to one tenant's entry: what a client's DELETE may
+// EndFor is End limited to one tenant's entry: what a client's DELETE may
 // end.
-func (t *sessionTable) endFor(ctx context.Context, tenant, mcpID string) {
-	t.endMatching(ctx, func(k sessionKey) bool { return k == sessionKey{tenant, mcpID} }, "")
+func (t *Table) EndFor(ctx context.Context, tenant, mcpID string) {
+	t.endMatching(ctx, func(k key) bool { return k == key{tenant, mcpID} }, "")
 }
 
-func (t *sessionTable) endMatching(ctx context.Context, match func(sessionKey) bool, forgetKnown string) {
-	var ended []*sessionEntry
+func (t *Table) endMatching(ctx context.Context, match func(key) bool, forgetKnown string) {
+	var ended []*Entry
 	t.mu.Lock()
 	for k, e := range t.entries {
 		if match(k) {
@@ -236,7 +247,7 @@ func (t *sessionTable) endMatching(ctx context.Context, match func(sessionKey) b
 	}
 }
 
-func (t *sessionTable) destroy(ctx context.Context, e *sessionEntry) {
+func (t *Table) destroy(ctx context.Context, e *Entry) {
 	e.mu.Lock()
 	id := e.sandboxID
 	e.ended, e.sandboxID = true, ""
@@ -244,8 +255,8 @@ func (t *sessionTable) destroy(ctx context.Context, e *sessionEntry) {
 	if id == "" {
 		return
 	}
-	t.release(e.tenant)
-	_, err := t.client.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: e.tenant})
+	t.release(e.Tenant)
+	_, err := t.client.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: e.Tenant})
 	if err != nil && status.Code(err) != codes.NotFound {
 		t.logger.ErrorContext(ctx, "destroy sandbox session", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id, logkeys.Error, err)
 		return
@@ -253,12 +264,12 @@ func (t *sessionTable) destroy(ctx context.Context, e *sessionEntry) {
 	t.logger.InfoContext(ctx, "sandbox session destroyed", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id)
 }
 
-// closeAll refuses new sessions and destroys every existing one.
-func (t *sessionTable) closeAll(ctx context.Context) error {
+// CloseAll refuses new sessions and destroys every existing one.
+func (t *Table) CloseAll(ctx context.Context) error {
 	t.mu.Lock()
 	t.closed = true
 	entries := t.entries
-	t.entries = map[sessionKey]*sessionEntry{}
+	t.entries = map[key]*Entry{}
 	t.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -269,8 +280,8 @@ func (t *sessionTable) closeAll(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// count reports how many MCP sessions the table tracks, for tests.
-func (t *sessionTable) count() int {
+// Count reports how many MCP sessions (per tenant) the table tracks.
+func (t *Table) Count() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.entries)
