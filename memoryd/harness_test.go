@@ -1,17 +1,12 @@
 package memoryd_test
 
 import (
-	"context"
-	"net"
 	"path/filepath"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/grpctest"
 )
 
 // env is one memoryd on a real bbolt file, reached through the generated
@@ -35,26 +30,18 @@ func start(tb testing.TB, cfg memoryd.Config) *env {
 	if err != nil {
 		tb.Fatalf("memoryd.New: %v", err)
 	}
-	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer()
-	svc.Register(g)
-	go func() { _ = g.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	e := &env{svc: svc, mem: memoryv1.NewMemoryServiceClient(conn), tools: memoryv1.NewToolServiceClient(conn), path: cfg.Path}
+	e := &env{svc: svc, path: cfg.Path}
+	// Registered before the server's own cleanup, so it runs after the
+	// server has stopped.
 	tb.Cleanup(func() {
-		_ = conn.Close()
-		g.Stop()
 		if !e.closed {
 			if err := svc.Close(); err != nil {
 				tb.Errorf("Close: %v", err)
 			}
 		}
 	})
+	conn := grpctest.Start(tb, svc.Register)
+	e.mem, e.tools = memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn)
 	return e
 }
 

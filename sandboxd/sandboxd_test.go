@@ -19,8 +19,7 @@ import (
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd"
-	"github.com/codeexec/codeexec/services/grpcserver"
-	"github.com/codeexec/codeexec/services/suite"
+	"github.com/codeexec/codeexec/services/grpctest"
 )
 
 // fakeDiscovery serves one server, "demo", whose tool "echo" returns its
@@ -64,33 +63,35 @@ func newService(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxS
 func newServiceWithMetrics(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxServiceClient, *fakeDiscovery, *prometheus.Registry) {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := sandboxd.DefaultConfig()
 	cfg.PoolSize = 1
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	fd := &fakeDiscovery{}
-	discoveryv1.RegisterDiscoveryServiceServer(ip.Server.GRPC, fd)
+	// Registered before the server's own cleanup, so it runs after the
+	// server has stopped.
+	var svc *sandboxd.Service
 	ctx, cancel := context.WithCancel(context.Background())
-	reg := prometheus.NewRegistry()
-	svc, err := sandboxd.New(ctx, cfg, sandboxd.Deps{Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn), Registry: reg}, logger)
-	if err != nil {
-		cancel()
-		t.Fatalf("sandboxd.New: %v", err)
-	}
-	svc.Register(ip.Server.GRPC)
-	ip.Start(ctx)
 	t.Cleanup(func() {
 		cancel()
-		_ = ip.Wait()
+		if svc == nil {
+			return
+		}
 		if err := svc.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	})
+	ip := grpctest.New(t, grpctest.Options{Logger: logger})
+	fd := &fakeDiscovery{}
+	discoveryv1.RegisterDiscoveryServiceServer(ip.Server.GRPC, fd)
+	reg := prometheus.NewRegistry()
+	var err error
+	svc, err = sandboxd.New(ctx, cfg, sandboxd.Deps{Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn), Registry: reg}, logger)
+	if err != nil {
+		t.Fatalf("sandboxd.New: %v", err)
+	}
+	svc.Register(ip.Server.GRPC)
+	ip.Start()
 	return sandboxv1.NewSandboxServiceClient(ip.Conn), fd, reg
 }
 
