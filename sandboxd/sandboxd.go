@@ -1,6 +1,11 @@
 // Package sandboxd is the sandbox service: it runs Python in isolated,
 // persistent sessions and brokers the sandbox's requests to discoveryd and
-// memoryd.
+// memoryd. Details live under sandboxd/internal: server (the gRPC
+// handlers), session (sessions, the warm pool, idle reaping), engine (the
+// runtimes: bwrap, podman and docker, chosen by engine/detect), channel
+// and broker (the framed channel to the in-sandbox agent and the requests
+// it carries), and agent (the Python that runs in the sandbox). Other
+// services reach sandboxd only through the generated gRPC client.
 package sandboxd
 
 import (
@@ -17,10 +22,13 @@ import (
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
-	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/broker"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/bwrap"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/container"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/detect"
+	"github.com/codeexec/codeexec/sandboxd/internal/server"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
@@ -147,7 +155,12 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		logger.Warn("the default timeout is above the maximum; calls are clamped to the maximum",
 			"timeout.default", cfg.DefaultTimeout, "timeout.max", cfg.MaxTimeout)
 	}
-	eng, err := selectEngine(ctx, cfg, logger)
+	eng, err := detect.Engine(ctx, cfg.Runtime, bwrap.Config{Spares: cfg.LaunchSpares}, container.Config{
+		Image:     cfg.Image,
+		User:      cfg.ContainerUser,
+		ExtraArgs: cfg.RuntimeArgs,
+		CheckArgv: []string{cfg.Python, "-c", "pass"},
+	}, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +211,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 
 // Register adds SandboxService to g.
 func (s *Service) Register(g *grpc.Server) {
-	sandboxv1.RegisterSandboxServiceServer(g, &server{m: s.m, logger: s.logger})
+	server.Register(g, s.m, s.logger)
 }
 
 // Close stops every session and sandbox and removes the agent files.

@@ -1,4 +1,7 @@
-package sandboxd
+// Package server implements SandboxService over a session.Manager: it
+// turns requests into manager calls, results into messages, and domain
+// errors into gRPC statuses, once, in toStatus.
+package server
 
 import (
 	"context"
@@ -7,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -17,6 +21,11 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
+
+// Register adds SandboxService, served by m, to g.
+func Register(g *grpc.Server, m *session.Manager, logger *slog.Logger) {
+	sandboxv1.RegisterSandboxServiceServer(g, &server{m: m, logger: logger})
+}
 
 // server implements SandboxService over a session.Manager.
 type server struct {
