@@ -97,45 +97,45 @@ func (s *execStream) Recv() (*sandboxv1.ExecuteResponse, error) {
 	return nil, err
 }
 
-// ResetSession implements SandboxServiceClient.
-func (b *Balancer) ResetSession(ctx context.Context, in *sandboxv1.ResetSessionRequest, opts ...grpc.CallOption) (*sandboxv1.ResetSessionResponse, error) {
-	r, err := b.route(in.GetSessionId())
+// onReplica makes one call on the replica that holds session id. A
+// failure of the replica itself becomes NotFound ("session lost: …").
+// after, when set, runs once the replica has answered, either way.
+func onReplica[Resp any](b *Balancer, id string, call func(sandboxv1.SandboxServiceClient) (Resp, error), after func(*replica)) (Resp, error) {
+	var zero Resp
+	r, err := b.route(id)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	resp, err := r.client.ResetSession(ctx, in, opts...)
+	resp, err := call(r.client)
+	if after != nil {
+		after(r)
+	}
 	if err != nil {
-		return nil, b.failed(r, in.GetSessionId(), err)
+		return zero, b.failed(r, id, err)
 	}
 	return resp, nil
+}
+
+// ResetSession implements SandboxServiceClient.
+func (b *Balancer) ResetSession(ctx context.Context, in *sandboxv1.ResetSessionRequest, opts ...grpc.CallOption) (*sandboxv1.ResetSessionResponse, error) {
+	return onReplica(b, in.GetSessionId(), func(c sandboxv1.SandboxServiceClient) (*sandboxv1.ResetSessionResponse, error) {
+		return c.ResetSession(ctx, in, opts...)
+	}, nil)
 }
 
 // DestroySession implements SandboxServiceClient. The session is forgotten
 // whatever the replica says.
 func (b *Balancer) DestroySession(ctx context.Context, in *sandboxv1.DestroySessionRequest, opts ...grpc.CallOption) (*sandboxv1.DestroySessionResponse, error) {
-	r, err := b.route(in.GetSessionId())
-	if err != nil {
-		return nil, err
-	}
-	resp, err := r.client.DestroySession(ctx, in, opts...)
-	b.forget(r, in.GetSessionId())
-	if err != nil {
-		return nil, b.failed(r, in.GetSessionId(), err)
-	}
-	return resp, nil
+	return onReplica(b, in.GetSessionId(), func(c sandboxv1.SandboxServiceClient) (*sandboxv1.DestroySessionResponse, error) {
+		return c.DestroySession(ctx, in, opts...)
+	}, func(r *replica) { b.forget(r, in.GetSessionId()) })
 }
 
 // GetSession implements SandboxServiceClient.
 func (b *Balancer) GetSession(ctx context.Context, in *sandboxv1.GetSessionRequest, opts ...grpc.CallOption) (*sandboxv1.GetSessionResponse, error) {
-	r, err := b.route(in.GetSessionId())
-	if err != nil {
-		return nil, err
-	}
-	resp, err := r.client.GetSession(ctx, in, opts...)
-	if err != nil {
-		return nil, b.failed(r, in.GetSessionId(), err)
-	}
-	return resp, nil
+	return onReplica(b, in.GetSessionId(), func(c sandboxv1.SandboxServiceClient) (*sandboxv1.GetSessionResponse, error) {
+		return c.GetSession(ctx, in, opts...)
+	}, nil)
 }
 
 // ListSessions implements SandboxServiceClient: the sessions of every

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -246,11 +247,7 @@ func (b *Balancer) loseSessionsLocked(r *replica, reason string) {
 func (b *Balancer) pick() []*replica {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	addrs := make([]string, 0, len(b.replicas))
-	for a := range b.replicas {
-		addrs = append(addrs, a)
-	}
-	slices.Sort(addrs)
+	addrs := slices.Sorted(maps.Keys(b.replicas))
 	var healthy, sick []*replica
 	for i := range addrs {
 		// Rotate so that ties (and round robin) start at the cursor.
