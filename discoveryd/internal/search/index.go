@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
 )
 
 // Fields of a document, each with its own weight and length normalisation.
@@ -181,7 +183,7 @@ func (ix *Index) termID(w string) int32 {
 	if id, ok := ix.words[w]; ok {
 		return id
 	}
-	t := stem(w)
+	t := porter.Stem(w)
 	id, ok := ix.terms[t]
 	if !ok {
 		id = int32(len(ix.terms))
@@ -226,7 +228,7 @@ func nameWords(tool string) int {
 			parts = parts[:len(parts)-1]
 		}
 		for _, p := range parts {
-			if t := stem(p); !slices.Contains(stems, t) {
+			if t := porter.Stem(p); !slices.Contains(stems, t) {
 				stems = append(stems, t)
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
 )
 
 // Query-side weights of a term relative to the word the query used.
@@ -211,7 +213,7 @@ func (ix *Index) scoreIfNew(s *scratch) int {
 // it is a prefix of; and then its synonyms.
 func (ix *Index) expand(dst []alt, w string) []alt {
 	w = strings.ToLower(w)
-	t := stem(w)
+	t := porter.Stem(w)
 	if id, ok := ix.terms[t]; ok {
 		dst = append(dst, alt{id, 1})
 	} else if _, ok := synonyms[t]; !ok {
