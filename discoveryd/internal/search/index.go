@@ -22,7 +22,7 @@ const (
 // BM25F parameters. A tool's name says what it does more reliably than its
 // description, which is more reliable than its parameters.
 var (
-	fieldWeight = [numFields]float64{3.0, 1.5, 1.0, 0.7, 0.3}
+	fieldWeight = [numFields]float64{3.0, 1.5, 1.0, 0.7, 0.6}
 	fieldB      = [numFields]float64{0.3, 0.3, 0.75, 0.5, 0.75}
 )
 
@@ -64,6 +64,7 @@ type Index struct {
 	names    map[string][]int32 // lowercase tool name → docs
 	exact    map[string][]int32 // lowercase tool alias, where it differs → docs
 	loose    map[string][]int32 // squashed tool name, bare and after the server's → docs
+	lexTerm  []int32            // lexicon entry → term id, or -1
 	pool     sync.Pool          // *scratch
 }
 
@@ -164,6 +165,23 @@ func NewIndex(docs []Doc) *Index {
 		ix.wordTerm = append(ix.wordTerm, id)
 	}
 	ix.vocab = newFuzzy(surface)
+
+	lx := theLexicon()
+	ix.lexTerm = make([]int32, len(lx.keys))
+	for i := range ix.lexTerm {
+		ix.lexTerm[i] = -1
+	}
+	for t, id := range ix.terms {
+		if k := lx.find(t); k >= 0 {
+			ix.lexTerm[k] = id
+		}
+	}
+	// A query's stopwords are ignored, so no other word may stand for one.
+	for w := range stopwords {
+		if k := lx.find(porter.Stem(w)); k >= 0 {
+			ix.lexTerm[k] = -1
+		}
+	}
 	return ix
 }
 

@@ -22,7 +22,12 @@
 //     bonus for covering more of the tool's name. A word unknown to the
 //     index is matched to vocabulary words one edit away (two from 8
 //     letters), else completed as a prefix; common synonyms ("remove" for
-//     "delete", "repo" for "repository") match at a lower weight.
+//     "delete", "repo" for "repository") match at a lower weight;
+//   - words and phrases ("get rid of") that the lexicon relates to a query
+//     word match at the weight of the relation: a lexicon generated from
+//     WordNet and GloVe word vectors by internal/lexgen (see lexicon.go).
+//     A unit matched through a weaker relation also counts as less of a
+//     match for the coordination factor.
 //
 // The index is built once and never changes. Each term's posting list holds
 // its precomputed contribution to every document that contains it, and the
