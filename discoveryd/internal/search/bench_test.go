@@ -327,6 +327,7 @@ func TestSearchReport(t *testing.T) {
 	}
 	all := row("all", ds.queries)
 	row("holdout", ds.holdout)
+	row("blind", ds.blind)
 
 	bare, qual, fails := exactNameRate(ix, ds.docs)
 	fmt.Fprintf(&out, "exact name -> first: %.1f%% (bare name, tied names share the top block), %.1f%% (server/tool at rank 1)\n", 100*bare, 100*qual)
