@@ -65,6 +65,8 @@ type Index struct {
 	exact    map[string][]int32 // lowercase tool alias, where it differs → docs
 	loose    map[string][]int32 // squashed tool name, bare and after the server's → docs
 	lexTerm  []int32            // lexicon entry → term id, or -1
+	fields   [][]termFields     // by doc, sorted by term: where each term occurs
+	surface  []string           // by term id: its shortest word, to explain hits
 	pool     sync.Pool          // *scratch
 }
 
@@ -82,6 +84,7 @@ func NewIndex(docs []Doc) *Index {
 	ix.pool.New = func() any { return newScratch(n) }
 
 	ix.nameLen = make([]uint8, n)
+	ix.fields = make([][]termFields, n)
 	docTerms := make([][]termFreq, n)
 	lengths := make([][numFields]float64, n)
 	var totals [numFields]float64
@@ -120,6 +123,7 @@ func NewIndex(docs []Doc) *Index {
 			totals[f] += float64(len(buf))
 		}
 		docTerms[i] = tfs
+		ix.fields[i] = fieldsOf(tfs)
 		ix.nameLen[i] = uint8(min(nameWords(d.Tool), math.MaxUint8))
 		ix.addNames(int32(i), d)
 	}
@@ -160,9 +164,13 @@ func NewIndex(docs []Doc) *Index {
 
 	surface := make([]string, 0, len(ix.words))
 	ix.wordTerm = make([]int32, 0, len(ix.words))
+	ix.surface = make([]string, len(ix.terms))
 	for w, id := range ix.words {
 		surface = append(surface, w)
 		ix.wordTerm = append(ix.wordTerm, id)
+		if cur := ix.surface[id]; cur == "" || len(w) < len(cur) || (len(w) == len(cur) && w < cur) {
+			ix.surface[id] = w
+		}
 	}
 	ix.vocab = newFuzzy(surface)
 

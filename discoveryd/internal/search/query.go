@@ -172,6 +172,7 @@ func (ix *Index) scoreUnits(s *scratch, q string) int {
 	s.phrases = ix.findPhrases(s.phrases[:0], s.runs)
 	units := 0
 	s.seen = s.seen[:0]
+	s.units, s.ualts = s.units[:0], s.ualts[:0]
 	for i := 0; i < len(s.content); i++ {
 		at := s.content[i]
 		word := s.runs[at]
@@ -181,11 +182,12 @@ func (ix *Index) scoreUnits(s *scratch, q string) int {
 			for _, p := range s.parts[:len(s.parts)-1] {
 				s.alts = ix.expand(s.alts[:0], p)
 				s.alts = ix.expand(s.alts, whole)
-				units += ix.scoreIfNew(s)
+				units += ix.scoreIfNew(s, p)
 			}
 			continue
 		}
 		s.alts = ix.expand(s.alts[:0], word)
+		first := at
 		// A phrase ("get rid of", "turn off") is one unit: its words and
 		// the words related to the whole phrase.
 		if ph := s.phrases[at]; ph.entry >= 0 {
@@ -200,7 +202,10 @@ func (ix *Index) scoreUnits(s *scratch, q string) int {
 				i++
 			}
 		}
-		units += ix.scoreIfNew(s)
+		if last := s.content[i]; last > first {
+			word = strings.Join(s.runs[first:last+1], " ")
+		}
+		units += ix.scoreIfNew(s, word)
 	}
 	return units
 }
@@ -262,11 +267,10 @@ const coordWeight = 0.5
 
 // scoreIfNew scores the unit in s.alts unless it is empty or repeats an
 // earlier word of the query, and returns how many units it scored.
-func (ix *Index) scoreIfNew(s *scratch) int {
+func (ix *Index) scoreIfNew(s *scratch, word string) int {
 	if len(s.alts) == 0 {
 		return 0
 	}
-
 	if a := s.alts[0]; a.weight == 1 {
 		if slices.Contains(s.seen, a.term) {
 			return 0
@@ -274,6 +278,8 @@ func (ix *Index) scoreIfNew(s *scratch) int {
 		s.seen = append(s.seen, a.term)
 	}
 	ix.scoreUnit(s)
+	s.units = append(s.units, unit{word: word, end: len(s.ualts) + len(s.alts)})
+	s.ualts = append(s.ualts, s.alts...)
 	return 1
 }
 

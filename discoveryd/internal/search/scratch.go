@@ -18,7 +18,16 @@ type scratch struct {
 	parts    []string
 	seen     []int32 // terms of the query's words so far
 	alts     []alt
+	units    []unit // the query's scored units, for explaining hits
+	ualts    []alt  // their alternatives: unit i's end at units[i].end
 	top      []cand
+}
+
+// unit is one scored unit of the query: its words and where its
+// alternatives end in scratch.ualts.
+type unit struct {
+	word string
+	end  int
 }
 
 func newScratch(n int) *scratch {

@@ -61,6 +61,12 @@ type Hit struct {
 	Doc *Doc
 	// Score orders hits; it is only comparable within one Result.
 	Score float64
+	// Why says in a few words why the tool matched, so that a caller can
+	// judge a weak hit: "exact name", or the matched words by field, each
+	// with the query's word when the tool uses another, e.g.
+	// "name: screenshot; description: image (for picture)". Only the
+	// first 50 hits of a Result have one.
+	Why string
 }
 
 // Result is the answer to one query.

@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -382,6 +383,46 @@ func TestSearchFunc(t *testing.T) {
 		if !slices.Equal(got, tt.want) || res.Total != tt.wantTotal || res.Truncated != (tt.wantTotal > len(got)) {
 			t.Errorf("SearchFunc(%q, %d) = %q total %d truncated %v; want %q total %d",
 				tt.query, tt.limit, got, res.Total, res.Truncated, tt.want, tt.wantTotal)
+		}
+	}
+}
+
+func TestSearchWhy(t *testing.T) {
+	t.Parallel()
+	ix := NewIndex(testDocs())
+	tests := []struct {
+		query, tool string
+		want        []string // parts the explanation must contain
+	}{
+		{"read_file", "filesystem/read_file", []string{"exact name"}},
+		{"filesystem/read_file", "filesystem/read_file", []string{"exact alias or server-qualified name"}},
+		{"readFile", "filesystem/read_file", []string{"tool name in the query"}},
+		{"open a ticket on github", "github/create_issue", []string{"name: ", "issue (for ticket)", "server: github"}},
+		{"screensht", "playwright/browser_take_screenshot", []string{"name: screenshot (for screensht)"}},
+		{"calendar from google", "google-calendar/list-events", []string{"server: ", "calendar", "google"}},
+		{"path", "filesystem/read_file", []string{"parameter: path"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			t.Parallel()
+			for _, h := range ix.Search(tt.query, 0).Hits {
+				if h.Doc.Server+"/"+h.Doc.Tool != tt.tool {
+					continue
+				}
+				for _, w := range tt.want {
+					if !strings.Contains(h.Why, w) {
+						t.Errorf("Search(%q): %s matched because %q, want it to say %q", tt.query, tt.tool, h.Why, w)
+					}
+				}
+				return
+			}
+			t.Errorf("Search(%q) did not find %s", tt.query, tt.tool)
+		})
+	}
+	// Every scored hit says something.
+	for _, h := range ix.Search("list files in a folder", 0).Hits {
+		if h.Why == "" {
+			t.Errorf("%s/%s has no explanation", h.Doc.Server, h.Doc.Tool)
 		}
 	}
 }
