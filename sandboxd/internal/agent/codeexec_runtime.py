@@ -166,7 +166,9 @@ class ToolDocs(list):
     """A search result: a list of docs (upstream's shape) that also says how
     many tools matched in all (`total`), whether the list was cut to the
     limit (`truncated`), and which servers could not be searched because
-    they had not listed their tools yet (`unindexed`)."""
+    they had not listed their tools yet (`unindexed`). Each doc's `match`
+    says in a few words why the search returned it ("exact name",
+    "name: screenshot (for picture)"), so that a weak hit shows as one."""
 
     def __init__(self, docs=(), total=None, truncated=False, unindexed=()):
         super().__init__(docs)
@@ -264,8 +266,14 @@ def search_tool_docs_sync(query, *, limit=5, detail="summary"):
                 rank = 0 if name == typed else 1 if name.lower() == q else 2 if t["alias"] == q else 3
                 found.append((rank, meta, t))
     found.sort(key=lambda f: f[0])  # stable: server and tool order within a rank
-    found = [(m, t) for _, m, t in found]
-    return ToolDocs([_doc(m, t, detail) for m, t in found[:limit]], len(found), len(found) > limit)
+    docs = []
+    for rank, m, t in found[:limit]:
+        docs.append(dict(_doc(m, t, detail), match=_SYNC_MATCH[rank]))
+    return ToolDocs(docs, len(found), len(found) > limit)
+
+
+# Why search_tool_docs_sync returned a tool, by its rank there.
+_SYNC_MATCH = ("exact name", "exact name", "exact alias", "every word in its name, alias or description")
 
 
 def capability_summary():

@@ -17,12 +17,14 @@ type doc struct {
 	ToolAlias   string          `json:"toolAlias"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	// Match says why a search returned the tool; other docs leave it out.
+	Match string `json:"match,omitempty"`
 }
 
 func toDocs(in []*discoveryv1.ToolDoc) []doc {
 	out := make([]doc, 0, len(in))
 	for _, d := range in {
-		dd := doc{Server: d.GetServer(), ServerAlias: d.GetServerAlias(), Tool: d.GetTool(), ToolAlias: d.GetToolAlias(), Description: d.GetDescription()}
+		dd := doc{Server: d.GetServer(), ServerAlias: d.GetServerAlias(), Tool: d.GetTool(), ToolAlias: d.GetToolAlias(), Description: d.GetDescription(), Match: d.GetMatchReason()}
 		if js := d.GetInputSchemaJson(); js != "" && json.Valid([]byte(js)) {
 			dd.InputSchema = json.RawMessage(js)
 		}

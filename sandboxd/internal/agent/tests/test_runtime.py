@@ -244,7 +244,9 @@ class DiscoveryTest(unittest.TestCase):
             "print([d['tool'] for d in runtime.search_tool_docs_sync('github issue')])\n"
             "print([d['tool'] for d in runtime.search_tool_docs_sync('tool', limit=2)])\n"
             "r = runtime.search_tool_docs_sync('tool', limit=2); print(r.total, r.truncated)\n"
-            "r = runtime.search_tool_docs_sync('get_issue'); print([d['tool'] for d in r], r.total, r.truncated)\n")
+            "r = runtime.search_tool_docs_sync('get_issue'); print([d['tool'] for d in r], r.total, r.truncated)\n"
+            "print([d['match'] for d in runtime.search_tool_docs_sync('get_issue')])\n"
+            "print(runtime.search_tool_docs_sync('github issue')[0]['match'])\n")
         self.assertEqual(r.stdout.splitlines(), [
             "('filesystem', 'GitHub-Server.v2')",
             "('filesystem', 'GitHub-Server.v2', 'idle')",
@@ -263,6 +265,8 @@ class DiscoveryTest(unittest.TestCase):
             "['read_file', 'write_file']",
             "6 True",
             "['get_issue', 'Get-Issue'] 2 False",
+            "['exact name', 'exact alias']",
+            "every word in its name, alias or description",
         ])
 
     def test_sync_helper_errors(self):
@@ -295,7 +299,7 @@ class DiscoveryTest(unittest.TestCase):
             "[{'name': 'echo', 'inputSchema': {'type': 'object'}}]",
             "{'server': 'filesystem', 'tool': 'read_file', 'detail': 'full'}",
             "[{'server': 'filesystem', 'tool': 'echo', 'detail': 'summary'}]",
-            "[{'query': 'read', 'limit': 20}] ToolDocs True 1 False",
+            "[{'query': 'read', 'limit': 20, 'match': 'name: read'}] ToolDocs True 1 False",
         ])
         self.assertEqual([(c["m"], c["p"]) for c in r.calls], [
             ("list_servers", {}),
