@@ -78,7 +78,9 @@ func run(args []string) error {
 	lx := build(wn, vs, p, *cache)
 	if *explain != "" {
 		for _, w := range strings.Split(*explain, ",") {
-			lx.explain(os.Stderr, w)
+			if err := lx.explain(os.Stderr, w); err != nil {
+				return err
+			}
 		}
 	}
 	b := lx.encode()
