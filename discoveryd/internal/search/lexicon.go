@@ -23,9 +23,9 @@ type lexicon struct {
 	keys  []string // sorted; slices of lexiconData
 	start []uint32 // key i's relations are rels[start[i]:start[i+1]]
 	rels  []uint32 // target key << 8 | weight × 255
-	// common marks the stems of frequent English words: a query word
-	// with one of them is not a misspelling of a word in the index.
-	common []bool
+	// common are frequent English words, sorted: a query word among them
+	// is not a misspelling of a word in the index.
+	common []string
 }
 
 // maxPhrase is the most words an entry of the lexicon spans.
@@ -57,21 +57,27 @@ func parseLexicon(data string) (*lexicon, error) {
 	if err != nil {
 		return nil, err
 	}
-	lx := &lexicon{keys: make([]string, n), start: make([]uint32, n+1), common: make([]bool, n)}
-	for i := range lx.keys {
+	str := func() (string, error) {
 		l, err := next()
 		if err != nil || l > uint64(len(p)) {
-			return nil, fmt.Errorf("lexicon: truncated key %d", i)
+			return "", fmt.Errorf("lexicon: truncated string")
 		}
-		lx.keys[i], p = p[:l], p[l:]
+		s := p[:l]
+		p = p[l:]
+		return s, nil
+	}
+	lx := &lexicon{keys: make([]string, n), start: make([]uint32, n+1)}
+	for i := range lx.keys {
+		if lx.keys[i], err = str(); err != nil {
+			return nil, err
+		}
 	}
 	for i := range lx.keys {
 		c, err := next()
 		if err != nil {
 			return nil, err
 		}
-		lx.common[i] = c&1 == 1
-		for range c >> 1 {
+		for range c {
 			to, err := next()
 			if err != nil || to >= n || len(p) == 0 {
 				return nil, fmt.Errorf("lexicon: bad relation of %q", lx.keys[i])
@@ -80,6 +86,16 @@ func parseLexicon(data string) (*lexicon, error) {
 			p = p[1:]
 		}
 		lx.start[i+1] = uint32(len(lx.rels))
+	}
+	nc, err := next()
+	if err != nil || nc > uint64(len(p)) {
+		return nil, fmt.Errorf("lexicon: bad common word count")
+	}
+	lx.common = make([]string, nc)
+	for i := range lx.common {
+		if lx.common[i], err = str(); err != nil {
+			return nil, err
+		}
 	}
 	if len(p) != 0 {
 		return nil, fmt.Errorf("lexicon: %d trailing bytes", len(p))
@@ -94,6 +110,12 @@ func (lx *lexicon) find(key string) int32 {
 		return -1
 	}
 	return int32(i)
+}
+
+// isCommon reports whether the lowercase word w is a frequent English word.
+func (lx *lexicon) isCommon(w string) bool {
+	_, ok := slices.BinarySearch(lx.common, w)
+	return ok
 }
 
 // related returns entry i's relations, strongest first: target<<8|weight.

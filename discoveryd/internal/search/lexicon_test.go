@@ -58,21 +58,21 @@ func TestLexiconNoAntonyms(t *testing.T) {
 func TestLexiconCommon(t *testing.T) {
 	t.Parallel()
 	lx := theLexicon()
-	for w, want := range map[string]bool{"delete": true, "calendar": true, "calender": false} {
-		k := lx.find(porter.Stem(w))
-		if got := k >= 0 && lx.common[k]; got != want {
-			t.Errorf("common(%q) = %v, want %v", w, got, want)
+	// "raed" stems to "ra", a common stem; the word itself is not common.
+	for w, want := range map[string]bool{"remove": true, "meeting": true, "calender": false, "raed": false} {
+		if got := lx.isCommon(w); got != want {
+			t.Errorf("isCommon(%q) = %v, want %v", w, got, want)
 		}
 	}
 }
 
 func TestParseLexiconErrors(t *testing.T) {
 	t.Parallel()
-	good := "cxlex1\n\x02\x01a\x01b\x02\x01\x80\x00"
-	if lx, err := parseLexicon(good); err != nil || len(lx.keys) != 2 || lx.related(0)[0] != 1<<8|0x80 {
+	good := "cxlex1\n\x02\x01a\x01b\x01\x01\x80\x00\x01\x04word"
+	if lx, err := parseLexicon(good); err != nil || len(lx.keys) != 2 || lx.related(0)[0] != 1<<8|0x80 || !lx.isCommon("word") {
 		t.Fatalf("parseLexicon(good) = %+v, %v", lx, err)
 	}
-	for _, bad := range []string{"", "cxlex0\n", "cxlex1\n\x02\x01a", good + "x", "cxlex1\n\x01\x01a\x02\x05\x80"} {
+	for _, bad := range []string{"", "cxlex0\n", "cxlex1\n\x02\x01a", good + "x", "cxlex1\n\x01\x01a\x01\x05\x80\x00", "cxlex1\n\x01\x01a\x00\x01\x09x"} {
 		if _, err := parseLexicon(bad); err == nil {
 			t.Errorf("parseLexicon(%q) succeeded", bad)
 		}

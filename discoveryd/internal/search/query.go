@@ -292,7 +292,7 @@ func (ix *Index) expand(dst []alt, w string) []alt {
 	lk := theLexicon().find(t)
 	if id, ok := ix.terms[t]; ok {
 		dst = append(dst, alt{id, 1})
-	} else if _, ok := synonyms[t]; !ok && (lk < 0 || !theLexicon().common[lk]) {
+	} else if _, ok := synonyms[t]; !ok && !theLexicon().isCommon(w) {
 		start := len(dst)
 		best := 3
 		ix.vocab.lookup(w, func(id int32, dist int) {

@@ -59,7 +59,7 @@ type lexicon struct {
 	keys    []string
 	rels    [][]rel
 	kinds   [][]string // parallel to rels, for -explain
-	common  []bool     // the stem of a frequent word, never a misspelling
+	common  []string   // frequent words, sorted: never taken for misspellings
 	phrases int
 }
 
@@ -320,12 +320,12 @@ func (b *builder) finish() *lexicon {
 			lx.phrases++
 		}
 	}
-	lx.common = make([]bool, len(lx.keys))
-	for i, k := range lx.keys {
-		if r, ok := b.rank[k]; ok && r < b.p.common {
-			lx.common[i] = true
+	for _, w := range b.vs.words[:min(b.p.common, len(b.vs.words))] {
+		if len(w) >= 4 { // shorter words are never corrected anyway
+			lx.common = append(lx.common, w)
 		}
 	}
+	slices.Sort(lx.common)
 	lx.rels = make([][]rel, len(lx.keys))
 	lx.kinds = make([][]string, len(lx.keys))
 	for i, k := range lx.keys {
@@ -340,10 +340,10 @@ func (b *builder) finish() *lexicon {
 
 // encode writes the lexicon in the format search/lexicon.go reads:
 // "cxlex1\n", the entry count, each entry as a length-prefixed string in
-// sorted order, then for each entry its relation count shifted left by one
-// with the low bit set for the stem of a common word, and each relation
-// as the target entry's number and a weight byte (weight × 255). Numbers are
-// unsigned varints.
+// sorted order, then for each entry its relation count and each relation
+// as the target entry's number and a weight byte (weight × 255), then the
+// count of common words and each as a length-prefixed string, sorted.
+// Numbers are unsigned varints.
 func (lx *lexicon) encode() []byte {
 	out := []byte("cxlex1\n")
 	out = binary.AppendUvarint(out, uint64(len(lx.keys)))
@@ -351,16 +351,17 @@ func (lx *lexicon) encode() []byte {
 		out = binary.AppendUvarint(out, uint64(len(k)))
 		out = append(out, k...)
 	}
-	for i, rs := range lx.rels {
-		flag := uint64(0)
-		if lx.common[i] {
-			flag = 1
-		}
-		out = binary.AppendUvarint(out, uint64(len(rs))<<1|flag)
+	for _, rs := range lx.rels {
+		out = binary.AppendUvarint(out, uint64(len(rs)))
 		for _, r := range rs {
 			out = binary.AppendUvarint(out, uint64(r.to))
 			out = append(out, byte(math.Round(float64(min(r.w, 1))*255)))
 		}
+	}
+	out = binary.AppendUvarint(out, uint64(len(lx.common)))
+	for _, w := range lx.common {
+		out = binary.AppendUvarint(out, uint64(len(w)))
+		out = append(out, w...)
 	}
 	return out
 }
