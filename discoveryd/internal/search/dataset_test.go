@@ -35,8 +35,8 @@ type labelledQuery struct {
 	// Relevant lists "server/tool" names that answer the query.
 	Relevant []string `json:"relevant"`
 	// Kind is natural, exact, typo, synonym, paraphrase or multi in
-	// queries.json, holdout in
-	// queries-holdout.json, and one of blindKinds in queries-blind.json.
+	// queries.json, holdout in queries-holdout.json, and one of blindKinds
+	// in queries-blind.json.
 	Kind string `json:"kind"`
 }
 

@@ -32,11 +32,12 @@ func fieldsOf(tfs []termFreq) []termFields {
 
 // fieldLabels name the fields in explanations.
 var fieldLabels = [numFields]string{
-	fieldName:      "name",
-	fieldServer:    "server",
-	fieldDesc:      "description",
-	fieldParam:     "parameter",
-	fieldParamText: "parameter description",
+	fieldName:       "name",
+	fieldServer:     "server",
+	fieldDesc:       "description",
+	fieldParam:      "parameter",
+	fieldParamText:  "parameter description",
+	fieldServerDesc: "server description",
 }
 
 // explain says in a few words why document d matched the query whose units

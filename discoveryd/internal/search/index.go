@@ -11,19 +11,20 @@ import (
 
 // Fields of a document, each with its own weight and length normalisation.
 const (
-	fieldName      = iota // tool name and tool alias
-	fieldServer           // server name and server alias
-	fieldDesc             // description
-	fieldParam            // parameter names
-	fieldParamText        // parameter descriptions
+	fieldName       = iota // tool name and tool alias
+	fieldServer            // server name and server alias
+	fieldDesc              // description
+	fieldParam             // parameter names
+	fieldParamText         // parameter descriptions
+	fieldServerDesc        // the server's description, shared by its tools
 	numFields
 )
 
 // BM25F parameters. A tool's name says what it does more reliably than its
 // description, which is more reliable than its parameters.
 var (
-	fieldWeight = [numFields]float64{3.0, 1.5, 1.0, 0.7, 0.6}
-	fieldB      = [numFields]float64{0.3, 0.3, 0.75, 0.5, 0.75}
+	fieldWeight = [numFields]float64{3.0, 1.5, 1.0, 0.7, 0.6, 0.3}
+	fieldB      = [numFields]float64{0.3, 0.3, 0.75, 0.5, 0.75, 0.75}
 )
 
 const k1 = 1.2
@@ -196,11 +197,12 @@ func NewIndex(docs []Doc) *Index {
 // docFields returns the texts of each field of d.
 func docFields(d *Doc) [numFields][]string {
 	return [numFields][]string{
-		fieldName:      {d.Tool, d.ToolAlias},
-		fieldServer:    {d.Server, d.ServerAlias},
-		fieldDesc:      {d.Description},
-		fieldParam:     d.Params,
-		fieldParamText: {d.ParamText},
+		fieldName:       {d.Tool, d.ToolAlias},
+		fieldServer:     {d.Server, d.ServerAlias},
+		fieldDesc:       {d.Description},
+		fieldParam:      d.Params,
+		fieldParamText:  {d.ParamText},
+		fieldServerDesc: {d.ServerDescription},
 	}
 }
 

@@ -17,7 +17,8 @@
 //     identifier inside the query is a tool name;
 //   - BM25F over words split at camelCase, snake_case, kebab-case, dots and
 //     digits, Porter-stemmed, with field weights name > server >
-//     description > parameter names > parameter descriptions, a
+//     description > parameter names > parameter descriptions > the
+//     server's description, a
 //     coordination factor for matching more of the query's words and a
 //     bonus for covering more of the tool's name. A word unknown to the
 //     index is matched to vocabulary words one edit away (two from 8
@@ -51,8 +52,12 @@ type Doc struct {
 	// Params holds the names of the input schema's properties.
 	Params []string
 	// ParamText holds the parameters' descriptions, joined; it is weighted
-	// lowest because it is long and generic.
+	// low because it is long and generic.
 	ParamText string
+	// ServerDescription is the server's description from its config
+	// ("DigitalOcean: droplets, that is virtual machines, …"). Every tool
+	// of the server shares it, so it weighs least.
+	ServerDescription string
 }
 
 // Hit is one ranked result.

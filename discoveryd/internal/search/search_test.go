@@ -426,3 +426,30 @@ func TestSearchWhy(t *testing.T) {
 		}
 	}
 }
+
+func TestSearchServerDescription(t *testing.T) {
+	t.Parallel()
+	do := "Manage DigitalOcean resources: droplets (virtual machines), volumes and domains."
+	ix := NewIndex([]Doc{
+		{Server: "digitalocean", ServerAlias: "digitalocean", Tool: "droplet-create", ToolAlias: "droplet_create",
+			Description: "Create a new droplet.", ServerDescription: do},
+		{Server: "digitalocean", ServerAlias: "digitalocean", Tool: "volume-create", ToolAlias: "volume_create",
+			Description: "Create a block storage volume.", ServerDescription: do},
+		{Server: "vms", ServerAlias: "vms", Tool: "vm_create", ToolAlias: "vm_create",
+			Description: "Create a virtual machine."},
+	})
+	got := ix.Search("create a virtual machine", 5).Hits
+	if n := names(got); len(n) < 3 || n[0] != "vms/vm_create" {
+		t.Fatalf("Search(create a virtual machine) = %q, want vms/vm_create first (its own description says so) and both digitalocean tools after it", n)
+	}
+	for _, h := range got[1:] {
+		if !strings.Contains(h.Why, "server description: virtual, machine") {
+			t.Errorf("%s matched because %q, want the server description named", h.Doc.Tool, h.Why)
+		}
+	}
+	// Only the server's description says "virtual machines": without it
+	// the droplet tools would not match at all.
+	if res := ix.Search("virtual machines", 0); res.Total != 3 {
+		t.Errorf("Search(virtual machines) total %d, want 3", res.Total)
+	}
+}
