@@ -38,7 +38,7 @@ func loadVectors(path string) (*vectors, error) {
 	if vi < 0 {
 		return nil, fmt.Errorf("%s: no \"vectors\" object", path)
 	}
-	if err := json.Unmarshal(append(append([]byte{}, b[:vi-1]...), '}'), &head); err != nil {
+	if err := json.Unmarshal(append(bytes.TrimRight(b[:vi:vi], " \t\n,"), '}'), &head); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if head.Dimensions != dims {
