@@ -10,8 +10,8 @@ import (
 )
 
 // lexiconData is written by internal/lexgen (scripts/lexicon.sh) from
-// WordNet 3.0 and GloVe word vectors; docs/SEARCH.md says how and under
-// which licences. It is parsed once, on first use.
+// WordNet 3.0 and GloVe word vectors; LEXICON-NOTICE holds their licences
+// and docs/SEARCH.md says how it is made. It is parsed once, on first use.
 //
 //go:embed lexicon.bin
 var lexiconData string
