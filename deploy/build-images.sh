@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the images deploy/ needs from local material only (no registry):
 #
-#   codeexec-base:latest     a minimal Debian root file system with python3,
+#   localhost/codeexec-base:latest     a minimal Debian root file system with python3,
 #                            made with debootstrap and imported;
-#   codeexec-sandbox:latest  what each sandbox runs (Dockerfile.sandbox);
-#   codeexec:latest          the services (Dockerfile.services): the codeexec
+#   localhost/codeexec-sandbox:latest  what each sandbox runs (Dockerfile.sandbox);
+#   localhost/codeexec:latest          the services (Dockerfile.services): the codeexec
 #                            binary built here with CGO_ENABLED=0, and the
 #                            docker CLI for sandboxd's sibling containers.
 #
@@ -35,7 +35,7 @@ mirror() {
 suite=${DEBIAN_SUITE:-$(. /etc/os-release 2>/dev/null; echo "${VERSION_CODENAME:-bookworm}")}
 [ "$suite" = "" ] && suite=bookworm
 
-if ! "$engine" image inspect codeexec-base:latest >/dev/null 2>&1; then
+if ! "$engine" image inspect localhost/codeexec-base:latest >/dev/null 2>&1; then
   if [ ! -s "$cache" ]; then
     command -v debootstrap >/dev/null || { echo "debootstrap is not installed: apt-get install debootstrap" >&2; exit 1; }
     [ "$(id -u)" = 0 ] || { echo "debootstrap needs root" >&2; exit 1; }
@@ -48,8 +48,15 @@ if ! "$engine" image inspect codeexec-base:latest >/dev/null 2>&1; then
     tar -C "$tmp/rootfs" -cf "$cache.part" . && mv "$cache.part" "$cache"
     rm -rf "$tmp"; trap - EXIT
   fi
-  "$engine" import "$cache" codeexec-base:latest >/dev/null
-  echo "imported codeexec-base:latest" >&2
+  "$engine" import "$cache" localhost/codeexec-base:latest >/dev/null
+  echo "imported localhost/codeexec-base:latest" >&2
+fi
+
+# podman's own defaults fail on a host with the cgroup v1 controllers
+# mounted (crun refuses them); the sandboxes get the same fix at run time.
+podman_opts=()
+if [ "$engine" = podman ] && [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" != cgroup2fs ]; then
+  podman_opts=(--runtime runc --cgroup-manager cgroupfs)
 fi
 
 ctx=$(mktemp -d)
@@ -63,12 +70,17 @@ cp "$cli" "$ctx/docker"
 cp "$here/Dockerfile.sandbox" "$here/Dockerfile.services" "$ctx/"
 
 build() { # tag dockerfile
-  # The legacy docker builder needs no buildx plugin and no registry.
-  if ! { [ "$engine" = docker ] && DOCKER_BUILDKIT=0 docker build -q -t "$1" -f "$ctx/$2" "$ctx" ||
-         [ "$engine" = podman ] && podman build -q -t "$1" -f "$ctx/$2" "$ctx"; } >"$ctx/build.log" 2>&1; then
+  local cmd
+  case "$engine" in
+    # The legacy docker builder needs no buildx plugin and no registry.
+    docker) cmd=(env DOCKER_BUILDKIT=0 docker build) ;;
+    # crun refuses cgroup v1 hybrid hosts; runc with cgroupfs works on both.
+    podman) cmd=(podman "${podman_opts[@]}" build) ;;
+  esac
+  if ! "${cmd[@]}" -q -t "$1" -f "$ctx/$2" "$ctx" >"$ctx/build.log" 2>&1; then
     cat "$ctx/build.log" >&2; exit 1
   fi
   echo "built $1" >&2
 }
-build codeexec-sandbox:latest Dockerfile.sandbox
-build codeexec:latest Dockerfile.services
+build localhost/codeexec-sandbox:latest Dockerfile.sandbox
+build localhost/codeexec:latest Dockerfile.services

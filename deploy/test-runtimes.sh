@@ -4,7 +4,7 @@
 #  - installs podman, runc, catatonit, docker.io and debootstrap when missing
 #    (as root, with apt-get);
 #  - starts dockerd if none answers, and stops it at the end;
-#  - builds codeexec-sandbox:latest for docker and for podman, offline
+#  - builds localhost/codeexec-sandbox:latest for docker and for podman, offline
 #    (deploy/build-images.sh);
 #  - runs the engine's tests against both engines
 #    (CODEEXEC_TEST_RUNTIMES=podman,docker) and the whole end-to-end suite of
@@ -58,7 +58,7 @@ bash deploy/build-images.sh docker
 bash deploy/build-images.sh podman
 
 log "engine tests against podman and docker"
-CODEEXEC_TEST_RUNTIMES=podman,docker go test -count=1 -run 'TestContainer|TestDetectPodman|TestNewContainer' ./sandboxd/internal/engine
+CODEEXEC_TEST_RUNTIMES=podman,docker go test -count=1 -run 'TestContainer|TestDetectPodman|TestNewContainer' ./sandboxd/internal/engine/...
 for rt in docker podman; do
   log "end-to-end suite with $rt"
   CODEEXEC_E2E_RUNTIME=$rt go test -count=1 ./cmd/codeexec

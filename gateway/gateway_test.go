@@ -100,8 +100,23 @@ func TestToolDefinition(t *testing.T) {
 	if props["code"]["type"] != "string" || props["servers"]["type"] != "array" || props["timeout"]["type"] != "integer" {
 		t.Errorf("property types = %v", props)
 	}
-	if props["timeout"]["minimum"] != 1.0 || props["timeout"]["maximum"] != 90.0 {
-		t.Errorf("timeout bounds = %v, want 1..90", props["timeout"])
+	if props["timeout"]["minimum"] != 1.0 || props["timeout"]["maximum"] != 90.0 || props["timeout"]["default"] != 30.0 {
+		t.Errorf("timeout = %v, want 1..90, default 30", props["timeout"])
+	}
+	desc, _ := props["code"]["description"].(string)
+	for _, want := range []string{"runtime.discovered_servers()", "runtime.search_tool_docs(", "runtime.query_tool_docs(", "save_memory(", "load_memory(", "save_tool("} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("code description %q lacks %q", desc, want)
+		}
+	}
+	// A default above the maximum is advertised clamped.
+	g2, _ := newTestGateway(t, Config{DefaultTimeout: 60 * time.Second, MaxTimeout: 20 * time.Second})
+	list2, err := connect(t, g2).ListTools(t.Context(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(list2.Tools[0]); !strings.Contains(string(got), `"timeout":{"default":20,`) || !strings.Contains(string(got), `"maximum":20,`) {
+		t.Errorf("schema with default 60s, max 20s: %s", got)
 	}
 }
 
@@ -116,6 +131,7 @@ func TestValidation(t *testing.T) {
 	}{
 		{"no arguments", nil, "Missing 'code' argument"},
 		{"blank code", map[string]any{"code": "  \n"}, "Missing 'code' argument"},
+		{"code a number", map[string]any{"code": 42}, "'code' must be a string of Python source, not a number"},
 		{"servers not a list", map[string]any{"code": "1", "servers": "github"}, "'servers' must be a list"},
 		{"timeout fraction", map[string]any{"code": "1", "timeout": 2.5}, "'timeout' must be an integer"},
 		{"timeout bool", map[string]any{"code": "1", "timeout": true}, "'timeout' must be an integer"},
@@ -131,7 +147,9 @@ func TestValidation(t *testing.T) {
 			if diff := cmp.Diff(want, structured(t, res)); diff != "" {
 				t.Errorf("structuredContent (-want +got):\n%s", diff)
 			}
-			if got := textOf(t, res); got != "status: validation_error\n"+tt.want {
+			// Upstream's compact text: status, summary, then the error
+			// line, since the status is not "error" (L431-473).
+			if got := textOf(t, res); got != "status: validation_error\n"+tt.want+"\nerror: "+tt.want {
 				t.Errorf("text = %q", got)
 			}
 		})
@@ -238,10 +256,10 @@ func TestOutputs(t *testing.T) {
 			wantStructured: `{"summary":"Success (no output)"}`,
 		},
 		{
-			name:           "blank lines and () are kept",
+			name:           "blank lines are kept, () is dropped",
 			events:         []*sandboxv1.ExecuteResponse{stdout("a\n\n"), stdout("()\nb\n"), done(okRes())},
-			wantText:       "a\n\n()\nb",
-			wantStructured: `{"stdout":["a","","()","b"]}`,
+			wantText:       "a\n\nb",
+			wantStructured: `{"stdout":["a","","b"]}`,
 		},
 		{
 			name:           "toon success",

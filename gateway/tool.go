@@ -32,12 +32,16 @@ const toolDescription = "Run Python in a persistent sandbox, like a notebook ker
 	"servers=[\"name\"] exposes each MCP server as an mcp_<alias> proxy: await mcp_<alias>.<tool>(**args). " +
 	"For the manual call runtime.capability_summary() or read " + CapabilitiesURI + "."
 
-// toolSchema is the input schema; %d is the maximum timeout in seconds.
+// toolSchema is the input schema; the %d are the maximum and the default
+// timeout in seconds. Like upstream's (which embeds its helper summary),
+// the code description names the helpers for discovery, search, docs,
+// memory and saved tools, in one sentence.
 const toolSchema = `{"type":"object","properties":{` +
-	`"code":{"type":"string","description":"Python source. Find tools with runtime.search_tool_docs(query) ` +
-	`or runtime.list_tools_sync(server); keep data with save_memory/load_memory."},` +
+	`"code":{"type":"string","description":"Python source. Helpers: runtime.discovered_servers(), ` +
+	`runtime.search_tool_docs(query), runtime.query_tool_docs(server, tool), save_memory(key, value)/load_memory(key), ` +
+	`save_tool(func) to keep a function for later sessions."},` +
 	`"servers":{"type":"array","items":{"type":"string"},"description":"MCP servers to expose as mcp_<alias> proxies"},` +
-	`"timeout":{"type":"integer","minimum":1,"maximum":%d,"description":"Timeout in seconds (default %d)"}},` +
+	`"timeout":{"type":"integer","minimum":1,"maximum":%d,"default":%d,"description":"Timeout in seconds"}},` +
 	`"required":["code"]}`
 
 func (g *Gateway) tool() mcp.Tool {

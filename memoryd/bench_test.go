@@ -143,3 +143,46 @@ func BenchmarkBatchingGain(b *testing.B) {
 	b.ReportMetric(float64(sixteen)/secs, "16w-saves/s")
 	b.ReportMetric(float64(sixteen)/float64(one), "gain-x")
 }
+
+// BenchmarkSharedFile compares load_memory and save_memory through the
+// process that owns the database with the same calls through another
+// process that shares it: the second goes over the owner's unix socket
+// (StoreService) before the same bbolt transaction. Both memoryds run in
+// this process, but the socket hop is the real one.
+func BenchmarkSharedFile(b *testing.B) {
+	owner := start(b, memoryd.Config{})
+	follower := start(b, memoryd.Config{Path: owner.path})
+	if !owner.svc.Owner() || follower.svc.Owner() {
+		b.Fatal("the second memoryd does not share the first one's file")
+	}
+	for i := range 1000 {
+		owner.save(b, "", fmt.Sprintf("k%d", i), benchValue, `{"source":"bench"}`)
+	}
+	for _, via := range []struct {
+		name string
+		e    *env
+	}{{"owner", owner}, {"non-owner", follower}} {
+		b.Run("load/"+via.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			for i := 0; b.Loop(); i++ {
+				t0 := time.Now()
+				if _, err := via.e.mem.GetMemory(b.Context(), &memoryv1.GetMemoryRequest{Key: fmt.Sprintf("k%d", i%1000)}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			reportLatency(b, lat)
+		})
+		b.Run("save/"+via.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			for i := 0; b.Loop(); i++ {
+				t0 := time.Now()
+				if _, err := via.e.mem.SaveMemory(b.Context(), &memoryv1.SaveMemoryRequest{Key: fmt.Sprintf("k%d", i%1000), ValueJson: benchValue}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			reportLatency(b, lat)
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
@@ -52,7 +53,8 @@ func TestSaveMemoryError(t *testing.T) {
 	runErrTable(t, []errCase{
 		{"ok", save("", "k", `1`, ""), codes.OK, ""},
 		{"empty key", save("", "", `1`, ""), codes.InvalidArgument, "key is empty"},
-		{"key 257 bytes", save("", strings.Repeat("k", 257), `1`, ""), codes.InvalidArgument, "257 bytes long; at most 256"},
+		{"key 2048 bytes", save("", strings.Repeat("k", 2048), `1`, ""), codes.OK, ""},
+		{"key 2049 bytes", save("", strings.Repeat("k", 2049), `1`, ""), codes.InvalidArgument, "key is 2049 bytes long; at most 2048 bytes are allowed"},
 		{"tenant 257 bytes", save(strings.Repeat("t", 257), "k", `1`, ""), codes.InvalidArgument, "tenant is 257 bytes"},
 		{"empty value", save("", "k", "", ""), codes.InvalidArgument, "value_json is empty"},
 		{"bad json", save("", "k", `{"a":}`, ""), codes.InvalidArgument, "value_json is not valid JSON: invalid character '}'"},
@@ -63,6 +65,26 @@ func TestSaveMemoryError(t *testing.T) {
 		{"metadata bad json", save("", "k", `1`, `{`), codes.InvalidArgument, "metadata_json is not valid JSON"},
 		{"value over cap", save("", "k", `"`+strings.Repeat("x", 63)+`"`, ""), codes.InvalidArgument, "value_json is 65 bytes; the limit is 64 bytes"},
 		{"value at cap", save("", "k", `"`+strings.Repeat("x", 62)+`"`, ""), codes.OK, ""},
+	})
+}
+
+func TestSaveMemoryTimesError(t *testing.T) {
+	t.Parallel()
+	save := func(create, update *timestamppb.Timestamp) func(context.Context, *env) error {
+		return func(ctx context.Context, e *env) error {
+			_, err := e.mem.SaveMemory(ctx, &memoryv1.SaveMemoryRequest{Key: "k", ValueJson: "1", CreateTime: create, UpdateTime: update})
+			return err
+		}
+	}
+	at := func(sec int64) *timestamppb.Timestamp { return &timestamppb.Timestamp{Seconds: sec} }
+	runErrTable(t, []errCase{
+		{"both", save(at(1), at(2)), codes.OK, ""},
+		{"equal", save(at(5), at(5)), codes.OK, ""},
+		{"create only", save(at(1), nil), codes.OK, ""},
+		{"update only", save(nil, at(1)), codes.OK, ""},
+		{"update before create", save(at(2), at(1)), codes.InvalidArgument, "update_time 1970-01-01T00:00:01Z is before create_time 1970-01-01T00:00:02Z"},
+		{"create beyond the store's range", save(at(1<<40), nil), codes.InvalidArgument, "create_time (1099511627776 seconds since 1970) is out of range; use a time between the years 1678 and 2261"},
+		{"invalid nanos", save(&timestamppb.Timestamp{Nanos: -1}, nil), codes.InvalidArgument, "create_time (0 seconds since 1970) is out of range"},
 	})
 }
 
@@ -80,7 +102,7 @@ func TestGetMemoryError(t *testing.T) {
 		{"missing", get("", "absent"), codes.NotFound, `no memory "absent"`},
 		{"other tenant", get("other", "present"), codes.NotFound, "no memory"},
 		{"empty key", get("", ""), codes.InvalidArgument, "key is empty"},
-		{"key too long", get("", strings.Repeat("é", 129)), codes.InvalidArgument, "258 bytes long"},
+		{"key too long", get("", strings.Repeat("é", 1025)), codes.InvalidArgument, "2050 bytes long; at most 2048"},
 	})
 }
 

@@ -12,11 +12,13 @@ import (
 
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/dial"
 )
 
 // env is one memoryd on a real bbolt file, reached through the generated
 // clients over bufconn.
 type env struct {
+	conn   *grpc.ClientConn
 	svc    *memoryd.Service
 	mem    memoryv1.MemoryServiceClient
 	tools  memoryv1.ToolServiceClient
@@ -36,16 +38,17 @@ func start(tb testing.TB, cfg memoryd.Config) *env {
 		tb.Fatalf("memoryd.New: %v", err)
 	}
 	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer()
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(dial.MaxMessageBytes), grpc.MaxSendMsgSize(dial.MaxMessageBytes))
 	svc.Register(g)
 	go func() { _ = g.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.MaxMessageBytes), grpc.MaxCallSendMsgSize(dial.MaxMessageBytes)))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e := &env{svc: svc, mem: memoryv1.NewMemoryServiceClient(conn), tools: memoryv1.NewToolServiceClient(conn), path: cfg.Path}
+	e := &env{conn: conn, svc: svc, mem: memoryv1.NewMemoryServiceClient(conn), tools: memoryv1.NewToolServiceClient(conn), path: cfg.Path}
 	tb.Cleanup(func() {
 		_ = conn.Close()
 		g.Stop()

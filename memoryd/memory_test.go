@@ -25,6 +25,7 @@ func TestKeysAreStoredExactly(t *testing.T) {
 		"A_B", "a\x00b", "a\nb",
 		strings.Repeat("x", 100) + "1", strings.Repeat("x", 100) + "2",
 		strings.Repeat("k", 256), strings.Repeat("é", 128), // 256 bytes each
+		strings.Repeat("k", 2048), strings.Repeat("é", 1024), // 2,048 bytes each, the limit
 	}
 	for i, k := range keys {
 		e.save(t, "", k, strconv.Itoa(i), "")

@@ -18,7 +18,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no path", memoryd.Config{}, "database path is empty"},
 		{"negative cap", memoryd.Config{Path: "m.db", MaxValueBytes: -1}, "max value bytes is -1"},
 		{"cap too large", memoryd.Config{Path: "m.db", MaxValueBytes: memoryd.MaxMaxValueBytes + 1}, "the most allowed is"},
-		{"negative lock timeout", memoryd.Config{Path: "m.db", LockTimeout: -1}, "lock timeout is -1ns"},
+		{"negative owner wait", memoryd.Config{Path: "m.db", OwnerWait: -1}, "owner wait is -1ns"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -29,7 +29,7 @@ func TestConfigValidate(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
 				}
-				if cfg.MaxValueBytes != memoryd.DefaultMaxValueBytes || cfg.LockTimeout != memoryd.DefaultLockTimeout {
+				if cfg.MaxValueBytes != memoryd.DefaultMaxValueBytes || cfg.OwnerWait != memoryd.DefaultOwnerWait {
 					t.Errorf("defaults not applied: %+v", cfg)
 				}
 				return

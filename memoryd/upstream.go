@@ -7,16 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/codeexec/codeexec/memoryd/internal/pysplit"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/logkeys"
 )
 
 // Report says what ImportUpstream took and what it left behind.
@@ -59,6 +65,39 @@ type upstreamRecord struct {
 	Key      *string         `json:"key"`
 	Value    json.RawMessage `json:"value"`
 	Metadata json.RawMessage `json:"metadata"`
+	// CreatedAt and UpdatedAt are seconds since 1970, as Python's
+	// time.time() gives them.
+	CreatedAt json.RawMessage `json:"created_at"`
+	UpdatedAt json.RawMessage `json:"updated_at"`
+}
+
+// times converts the record's epoch seconds. A time that is missing or not
+// a number is left nil, so that memoryd uses the time of the import; an
+// update time before the create time (a clock that went back) is raised to
+// it.
+func (r upstreamRecord) times() (created, updated *timestamppb.Timestamp) {
+	created, updated = epochTime(r.CreatedAt), epochTime(r.UpdatedAt)
+	if created != nil && updated != nil && updated.AsTime().Before(created.AsTime()) {
+		updated = created
+	}
+	return created, updated
+}
+
+// pySpace reports whether Python's str.strip() strips r: Unicode white
+// space, and the separators U+001C to U+001F.
+func pySpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
+
+func epochTime(raw json.RawMessage) *timestamppb.Timestamp {
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	sec := math.Floor(f)
+	nanos := math.Round((f - sec) * 1e9)
+	if nanos >= 1e9 {
+		sec, nanos = sec+1, 0
+	}
+	return &timestamppb.Timestamp{Seconds: int64(sec), Nanos: int32(nanos)}
 }
 
 // ImportUpstream copies the state of an upstream install (dir is its
@@ -67,10 +106,11 @@ type upstreamRecord struct {
 // dir/user_tools/user_tools.py become tools. Records and tools that
 // already exist in memoryd are left alone, so running it twice is safe.
 // Module-level imports of user_tools.py are prepended to every tool, since
-// the functions were written against them. Upstream's timestamps are not
-// kept: the records are new to memoryd. Items that memoryd refuses (bad
-// JSON, a key over 256 bytes, ...) are skipped with the reason; transport
-// errors abort the import.
+// the functions were written against them. Memories keep upstream's
+// created_at and updated_at; tools, which upstream keeps no times for, get
+// the time of the import. Items that memoryd refuses (bad JSON, a key over
+// the limit, ...) are skipped with the reason; transport errors abort the
+// import. The upstream files are only read.
 func ImportUpstream(ctx context.Context, mem memoryv1.MemoryServiceClient, tools memoryv1.ToolServiceClient, dir, tenant string) (Report, error) {
 	var rep Report
 	base := filepath.Join(dir, "user_tools")
@@ -118,6 +158,14 @@ func importMemories(ctx context.Context, mem memoryv1.MemoryServiceClient, memDi
 			skip(*rec.Key, `missing "value"`)
 			continue
 		}
+		// Upstream named the file after the stripped key, so " a " and
+		// "a" were one memory there; the sandbox's helpers strip keys too.
+		key := strings.TrimFunc(*rec.Key, pySpace)
+		if key == "" {
+			skip(*rec.Key, `"key" is blank`)
+			continue
+		}
+		rec.Key = &key
 		var value, meta bytes.Buffer
 		_ = json.Compact(&value, rec.Value) // already validated by Unmarshal
 		metaText := "{}"
@@ -141,7 +189,9 @@ func importMemories(ctx context.Context, mem memoryv1.MemoryServiceClient, memDi
 			}
 			return fmt.Errorf("import %s: %w", path, err)
 		}
-		_, err = mem.SaveMemory(ctx, &memoryv1.SaveMemoryRequest{Tenant: tenant, Key: *rec.Key, ValueJson: value.String(), MetadataJson: metaText})
+		created, updated := rec.times()
+		_, err = mem.SaveMemory(ctx, &memoryv1.SaveMemoryRequest{Tenant: tenant, Key: *rec.Key, ValueJson: value.String(), MetadataJson: metaText,
+			CreateTime: created, UpdateTime: updated})
 		if refused(err) {
 			skip(*rec.Key, status.Convert(err).Message())
 			continue
@@ -215,4 +265,44 @@ func importTools(ctx context.Context, tools memoryv1.ToolServiceClient, path, te
 func refused(err error) bool {
 	c := status.Code(err)
 	return c == codes.InvalidArgument || c == codes.Aborted || c == codes.FailedPrecondition
+}
+
+// NewDatabase reports whether this start created the database: the file
+// was new, or had never been initialised. It is the moment to bring in an
+// upstream user's state (ImportUpstreamOnFirstStart).
+func (s *Service) NewDatabase() bool { return s.store.Created() }
+
+// HasUpstreamState reports whether dir, an upstream state dir, holds
+// memories or saved tools: dir/user_tools/memory or
+// dir/user_tools/user_tools.py.
+func HasUpstreamState(dir string) bool {
+	for _, p := range []string{filepath.Join(dir, "user_tools", "memory"), filepath.Join(dir, "user_tools", "user_tools.py")} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ImportUpstreamOnFirstStart imports the upstream state in dir into tenant
+// as ImportUpstream does, for a database this start created, so that an
+// upstream user's memory and tools are there from the first call. It logs
+// what it imported, at info, and each item it skipped, at warn. A failure
+// is logged and returned; the caller carries on without the state, which
+// `codeexec import-upstream` can bring in later. The upstream files are
+// only read.
+func ImportUpstreamOnFirstStart(ctx context.Context, mem memoryv1.MemoryServiceClient, tools memoryv1.ToolServiceClient, dir, tenant string, logger *slog.Logger) error {
+	rep, err := ImportUpstream(ctx, mem, tools, dir, tenant)
+	for _, s := range rep.Skipped {
+		logger.WarnContext(ctx, "upstream state: item not imported", slog.String("path", s.Path), slog.String("item", s.Item), slog.String("reason", s.Reason))
+	}
+	if err != nil {
+		logger.ErrorContext(ctx, "importing upstream state on first start failed; run `codeexec import-upstream` to try again",
+			slog.String("dir", dir), slog.Int("memories", len(rep.Memories)), slog.Int("tools", len(rep.Tools)), slog.String(logkeys.Error, err.Error()))
+		return err
+	}
+	logger.InfoContext(ctx, "imported upstream state on first start (its files are left unchanged)",
+		slog.String("dir", dir), slog.String(logkeys.Tenant, tenant),
+		slog.Int("memories", len(rep.Memories)), slog.Int("tools", len(rep.Tools)), slog.Int("skipped", len(rep.Skipped)))
+	return nil
 }

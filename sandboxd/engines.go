@@ -2,61 +2,47 @@ package sandboxd
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/bwrap"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/container"
 )
 
-// selectEngine returns the checked engine cfg.Runtime names. With no
-// runtime named it takes the first of bwrap, podman and docker that passes
-// its check, and when none does the error says, for each, what to install.
+// selectEngine returns the checked engine cfg.Runtime names, or with none
+// named the first of bwrap, podman and docker that works here (see
+// engine.Select).
 func selectEngine(ctx context.Context, cfg Config, logger *slog.Logger) (engine.Engine, error) {
-	if cfg.Runtime != "" {
-		eng, err := newEngine(cfg, cfg.Runtime, logger)
-		if err != nil {
-			return nil, err
-		}
-		if err := eng.Check(ctx); err != nil {
-			_ = eng.Close()
-			return nil, err
-		}
-		return eng, nil
-	}
-	var reasons []string
-	for _, name := range []string{"bwrap", "podman", "docker"} {
-		eng, err := newEngine(cfg, name, logger)
-		if err == nil {
-			if err = eng.Check(ctx); err == nil {
-				logger.Info("sandbox runtime detected", "runtime", name)
-				return eng, nil
-			}
-			_ = eng.Close()
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		reasons = append(reasons, fmt.Sprintf("%s: %s", name, strings.TrimPrefix(err.Error(), engine.ErrUnavailable.Error()+": ")))
-	}
-	return nil, fmt.Errorf("%w: no sandbox runtime works here. Install one: bubblewrap (`apt-get install bubblewrap`, the default), "+
-		"or podman or docker with an image (MCP_BRIDGE_IMAGE); set MCP_BRIDGE_RUNTIME to choose. What each said: %s",
-		engine.ErrUnavailable, strings.Join(reasons, "; "))
+	return engine.Select(ctx, cfg.Runtime, candidates(cfg, logger), logger)
 }
 
-func newEngine(cfg Config, name string, logger *slog.Logger) (engine.Engine, error) {
-	switch name {
-	case "bwrap":
-		return engine.NewBwrap(engine.BwrapConfig{Spares: cfg.LaunchSpares}, logger)
-	case "podman", "docker":
-		return engine.NewContainer(engine.ContainerConfig{
-			Runtime:   name,
-			Image:     cfg.Image,
-			User:      cfg.ContainerUser,
-			ExtraArgs: cfg.RuntimeArgs,
-			CheckArgv: []string{cfg.Python, "-c", "pass"},
-		}, logger)
+// candidates are the runtimes sandboxd offers, in the order detection
+// tries them.
+func candidates(cfg Config, logger *slog.Logger) []engine.Candidate {
+	containerRuntime := func(name string) engine.Candidate {
+		return engine.Candidate{Name: name, New: func() (engine.Engine, error) {
+			c, err := container.New(container.Config{
+				Runtime:   name,
+				Image:     cfg.Image,
+				User:      cfg.ContainerUser,
+				ExtraArgs: cfg.RuntimeArgs,
+				CheckArgv: []string{cfg.Python, "-c", "pass"},
+			}, logger)
+			if err != nil {
+				return nil, err // not a typed nil in the interface
+			}
+			return c, nil
+		}}
 	}
-	return nil, errors.New("unknown runtime " + name)
+	return []engine.Candidate{
+		{Name: "bwrap", New: func() (engine.Engine, error) {
+			b, err := bwrap.New(bwrap.Config{Spares: cfg.LaunchSpares}, logger)
+			if err != nil {
+				return nil, err
+			}
+			return b, nil
+		}},
+		containerRuntime("podman"),
+		containerRuntime("docker"),
+	}
 }

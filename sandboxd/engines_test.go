@@ -14,8 +14,8 @@ func TestValidateRuntime(t *testing.T) {
 	}{
 		{"", "", ""},
 		{"bwrap", "", ""},
-		{"podman", "codeexec-sandbox:latest", ""},
-		{"docker", "codeexec-sandbox:latest", ""},
+		{"podman", "localhost/codeexec-sandbox:latest", ""},
+		{"docker", "localhost/codeexec-sandbox:latest", ""},
 		{"docker", "", "needs an image: set MCP_BRIDGE_IMAGE"},
 		{"lxc", "img", `runtime "lxc" is not supported: use bwrap, podman or docker`},
 	}

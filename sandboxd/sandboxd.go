@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,7 +62,7 @@ type Config struct {
 	IdleTimeout    time.Duration
 	PoolSize       int
 	// LaunchSpares is how many bwrap launchers (started, confined, held
-	// at their gate) are kept for the next sandboxes; see engine.Bwrap.
+	// at their gate) are kept for the next sandboxes; see bwrap.Engine.
 	LaunchSpares int
 	MaxSessions  int
 }
@@ -97,7 +95,7 @@ func (c Config) Validate() error {
 	case c.Runtime != "" && c.Runtime != "bwrap" && c.Runtime != "podman" && c.Runtime != "docker":
 		return fmt.Errorf("runtime %q is not supported: use bwrap, podman or docker, or leave it empty to detect one", c.Runtime)
 	case (c.Runtime == "podman" || c.Runtime == "docker") && c.Image == "":
-		return fmt.Errorf("the %s runtime needs an image: set MCP_BRIDGE_IMAGE (--image), e.g. codeexec-sandbox:latest from deploy/build-images.sh", c.Runtime)
+		return fmt.Errorf("the %s runtime needs an image: set MCP_BRIDGE_IMAGE (--image), e.g. localhost/codeexec-sandbox:latest from deploy/build-images.sh", c.Runtime)
 	case c.Python == "":
 		return errors.New("python path is empty: set it to the interpreter inside the sandbox, e.g. /usr/bin/python3")
 	case c.MemoryBytes < 0 || (c.MemoryBytes > 0 && c.MemoryBytes < 32<<20):
@@ -158,21 +156,15 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		_ = eng.Close()
 		return nil, fmt.Errorf("agent directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("agent directory: %w", err)
-	}
+	// WriteTo also opens the directory to the sandbox user (0755).
 	if err := agent.WriteTo(dir); err != nil {
 		_ = os.RemoveAll(dir)
 		_ = eng.Close()
 		return nil, fmt.Errorf("write agent: %w", err)
 	}
-	if c, ok := eng.(*engine.Container); ok {
-		// The image's Python may differ from the host's: compile with it.
-		if err := c.Precompile(ctx, dir, cfg.Python); err != nil {
-			logger.Warn("could not precompile the sandbox agent in the image; sandboxes will start slower", logkeys.Error, err)
-		}
-	} else {
-		precompile(ctx, cfg.Python, dir, logger)
+	if err := eng.Prepare(ctx, dir, cfg.Python); err != nil {
+		logger.Warn("could not precompile the sandbox agent; sandboxes will start slower",
+			logkeys.Runtime, eng.Name(), logkeys.Error, err)
 	}
 	m, err := session.NewManager(ctx, session.Config{
 		Engine:   eng,
@@ -202,21 +194,6 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		return nil, err
 	}
 	return &Service{m: m, eng: eng, agentDir: dir, logger: logger}, nil
-}
-
-// precompile writes the agent's bytecode next to it. The directory is
-// read-only inside the sandbox, so without this every new sandbox would
-// compile the agent from source: about half of a cold start. It uses the
-// sandbox's own interpreter (bwrap shares the host's /usr), and a failure
-// only costs speed.
-func precompile(ctx context.Context, python, dir string, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, python, "-I", "-m", "compileall", "-q", dir).CombinedOutput()
-	if err != nil {
-		logger.Warn("could not precompile the sandbox agent; sandboxes will start slower",
-			logkeys.Error, err, "output", strings.TrimSpace(string(out)))
-	}
 }
 
 // Register adds SandboxService to g.

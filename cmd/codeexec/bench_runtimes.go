@@ -188,6 +188,6 @@ func containerMemory(ctx context.Context, rt string) (float64, int) {
 
 func bindRuntimeBench(fs *flagenv.Set, rb *runtimeBench) {
 	fs.String(&rb.runtimes, "runtimes", "", "instead of the usual table, compare these sandbox runtimes side by side, e.g. bwrap,podman,docker")
-	fs.String(&rb.image, "image", "codeexec-sandbox:latest", "image for the container runtimes (with --runtimes; build it with deploy/build-images.sh)")
+	fs.String(&rb.image, "image", "localhost/codeexec-sandbox:latest", "image for the container runtimes (with --runtimes; build it with deploy/build-images.sh)")
 	fs.Int(&rb.idle, "idle", 8, "idle sessions for the memory figure (with --runtimes)")
 }

@@ -293,7 +293,7 @@ print(json.dumps({"Read": read, "Echo": echo, "Raw": raw, "Servers": list(runtim
 			SummaryDocs                  []map[string]any
 			FullDoc                      map[string]any
 			SyncSummary                  []map[string]any
-			SyncFull                     map[string]any
+			SyncFull                     []map[string]any
 			NoServer                     string
 		}
 		pyJSON(t, c, []string{"filesystem", "everything"}, `import json
@@ -350,8 +350,8 @@ print(json.dumps({
 		if !hasDoc(got.SyncSummary, "everything", "get-sum") || got.SyncSummary[0]["inputSchema"] != nil {
 			t.Errorf("query_tool_docs_sync('everything') = %v", docNames(got.SyncSummary))
 		}
-		if got.SyncFull["tool"] != "get-sum" || got.SyncFull["toolAlias"] != "get_sum" || !strings.Contains(mustJSON(got.SyncFull["inputSchema"]), `"a"`) {
-			t.Errorf("query_tool_docs_sync(everything, GET_SUM, full) = %v", got.SyncFull)
+		if len(got.SyncFull) != 1 || got.SyncFull[0]["tool"] != "get-sum" || got.SyncFull[0]["toolAlias"] != "get_sum" || !strings.Contains(mustJSON(got.SyncFull[0]["inputSchema"]), `"a"`) {
+			t.Errorf("query_tool_docs_sync(everything, GET_SUM, full) = %v, want a list of that one doc", got.SyncFull)
 		}
 		if !strings.Contains(got.NoServer, "filesystem, everything") {
 			t.Errorf("list_tools_sync() without a server: MCPError %q, want it to name the loaded servers", got.NoServer)
@@ -566,7 +566,7 @@ print(json.dumps({"Proxies": sorted(n for n in globals() if n.startswith("mcp_")
 			t.Errorf("call 3 (memory): proxies %v, loaded %v; want only mcp_memory", three.Proxies, three.Loaded)
 		}
 		// A proxy kept from call 1 is refused, naming the loaded servers.
-		if !strings.Contains(three.Error, `server "filesystem" is not available to this call; loaded servers: "memory"`) {
+		if !strings.Contains(three.Error, `Server 'filesystem' is not available: it is not loaded in this call (loaded: "memory"); pass servers=["memory", "filesystem"] to run_python`) {
 			t.Errorf("call 3 with a kept filesystem proxy: MCPError %q", three.Error)
 		}
 	})

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/dial"
@@ -52,7 +51,7 @@ func TestE2EMemoryRejectsBadInput(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{`save_memory("k", {1, 2})`, "TypeError: value of type set is not JSON serialisable"},
 		{`save_memory("", 1)`, "key"},
-		{`save_memory("x" * 257, 1)`, "256"},
+		{`save_memory("x" * 2049, 1)`, "the limit is 2048"},
 		{`save_memory("big", "x" * (2 << 20))`, "limit"},
 	} {
 		o := runPython(t, c, map[string]any{"code": tc.src})
@@ -143,16 +142,20 @@ func TestE2EImportUpstream(t *testing.T) {
 	o := code(t, c, `
 import user_tools
 print(load_memory("a b"))
-print(user_tools.greet("Ada"), user_tools.add(2, 3), user_tools.add.__doc__)`)
-	want := "the key upstream turned into a_b\nHello, Ada! 5 Add two numbers (second version)."
+print(user_tools.greet("Ada"), user_tools.add(2, 3), user_tools.add.__doc__)
+info = get_memory_info("project notes")
+print(info["created_at"], info["updated_at"])`)
+	// The times are notes.json's created_at and updated_at.
+	want := "the key upstream turned into a_b\nHello, Ada! 5 Add two numbers (second version).\n1700000000.5 1700000100.25"
 	if got := joined(o.stdout()); got != want {
 		t.Fatalf("after import:\n%s\nwant:\n%s", got, want)
 	}
 }
 
-// A backup taken from a running memoryd is a working database, and a second
-// memoryd on a file in use is refused at once.
-func TestE2EMemorydBackupAndLock(t *testing.T) {
+// A backup taken from a running memoryd is a working database; a second
+// memoryd on a file in use shares it; and backup and import-upstream work
+// on a database that other processes hold.
+func TestE2EMemorydBackupAndSharing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	env := baseEnv(t, nil)
@@ -171,37 +174,51 @@ func TestE2EMemorydBackupAndLock(t *testing.T) {
 		t.Fatalf("memoryd backup: %v\n%s", err, out)
 	}
 
-	// The live file is locked: a second memoryd fails fast, saying why.
-	second := exec.Command(binary, "memoryd", "--listen", "unix:"+dir+"/second.sock", "--db", dir+"/live.db", "--metrics", "")
-	second.Env = env
-	done := make(chan struct{})
-	var out []byte
-	go func() { out, _ = second.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-		if !strings.Contains(string(out), "locked by another process") {
-			t.Fatalf("a second memoryd on a file in use said:\n%s", out)
-		}
-	case <-time.After(10 * time.Second):
-		_ = second.Process.Kill()
-		t.Fatal("a second memoryd on a file in use hung instead of failing")
-	}
-
-	// The copy serves the data.
-	copySock := "unix:" + dir + "/copy.sock"
-	startProcess(t, env, "memoryd", "--listen", copySock, "--db", dir+"/copy.db", "--metrics", "")
-	waitHealth(t, copySock)
-	conn, err := dial.New(copySock, nil)
+	// A second memoryd on the live file serves the same data.
+	second := "unix:" + dir + "/second.sock"
+	startProcess(t, env, "memoryd", "--listen", second, "--db", dir+"/live.db", "--metrics", "")
+	waitHealth(t, second)
+	conn2, err := dial.New(second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	rec, err := memoryv1.NewMemoryServiceClient(conn).GetMemory(t.Context(), &memoryv1.GetMemoryRequest{Key: "a b"})
-	if err != nil || rec.GetRecord().GetValueJson() != `"the key upstream turned into a_b"` {
-		t.Fatalf("GetMemory from the backup = %v, %v", rec, err)
+	defer conn2.Close()
+	if _, err := memoryv1.NewMemoryServiceClient(conn2).SaveMemory(t.Context(), &memoryv1.SaveMemoryRequest{Key: "via-second", ValueJson: "2"}); err != nil {
+		t.Fatalf("save through the second memoryd: %v", err)
 	}
-	tools, err := memoryv1.NewToolServiceClient(conn).ListTools(t.Context(), &memoryv1.ListToolsRequest{})
-	if err != nil || len(tools.GetTools()) != 4 {
-		t.Fatalf("ListTools from the backup = %d tools, %v; want 4", len(tools.GetTools()), err)
+	// Backup and import straight on the file, which both memoryds hold.
+	local := exec.Command(binary, "memoryd", "backup", "--db", dir+"/live.db", dir+"/local.db")
+	local.Env = env
+	if out, err := local.CombinedOutput(); err != nil || !strings.Contains(string(out), "backed up") {
+		t.Fatalf("memoryd backup --db of a held file: %v\n%s", err, out)
+	}
+	limp := exec.Command(binary, "import-upstream", "--db", dir+"/live.db", "--tenant", "other", filepath.Join("..", "..", "memoryd", "testdata", "upstream"))
+	limp.Env = env
+	if out, err := limp.CombinedOutput(); err != nil || !strings.Contains(string(out), "imported 4 memories") {
+		t.Fatalf("import-upstream --db of a held file: %v\n%s", err, out)
+	}
+
+	// Each copy serves the data.
+	for _, name := range []string{"copy", "local"} {
+		copySock := "unix:" + dir + "/" + name + ".sock"
+		startProcess(t, env, "memoryd", "--listen", copySock, "--db", dir+"/"+name+".db", "--metrics", "")
+		waitHealth(t, copySock)
+		conn, err := dial.New(copySock, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		rec, err := memoryv1.NewMemoryServiceClient(conn).GetMemory(t.Context(), &memoryv1.GetMemoryRequest{Key: "a b"})
+		if err != nil || rec.GetRecord().GetValueJson() != `"the key upstream turned into a_b"` {
+			t.Fatalf("GetMemory from the %s backup = %v, %v", name, rec, err)
+		}
+		tools, err := memoryv1.NewToolServiceClient(conn).ListTools(t.Context(), &memoryv1.ListToolsRequest{})
+		if err != nil || len(tools.GetTools()) != 4 {
+			t.Fatalf("ListTools from the %s backup = %d tools, %v; want 4", name, len(tools.GetTools()), err)
+		}
+		_, err = memoryv1.NewMemoryServiceClient(conn).GetMemory(t.Context(), &memoryv1.GetMemoryRequest{Key: "via-second"})
+		if name == "local" && err != nil {
+			t.Errorf("the local backup lacks what the second memoryd saved: %v", err)
+		}
 	}
 }

@@ -51,11 +51,11 @@ func baseEnv(t *testing.T, extra map[string]string) []string {
 		"MCP_BRIDGE_LOG_LEVEL": "debug",
 	}
 	// CODEEXEC_E2E_RUNTIME=podman|docker runs the whole suite in containers
-	// (image CODEEXEC_E2E_IMAGE, default codeexec-sandbox:latest from
+	// (image CODEEXEC_E2E_IMAGE, default localhost/codeexec-sandbox:latest from
 	// deploy/build-images.sh); unset, the default runtime (bwrap) is used.
 	if rt := os.Getenv("CODEEXEC_E2E_RUNTIME"); rt != "" {
 		env["MCP_BRIDGE_RUNTIME"] = rt
-		env["MCP_BRIDGE_IMAGE"] = cmp.Or(os.Getenv("CODEEXEC_E2E_IMAGE"), "codeexec-sandbox:latest")
+		env["MCP_BRIDGE_IMAGE"] = cmp.Or(os.Getenv("CODEEXEC_E2E_IMAGE"), "localhost/codeexec-sandbox:latest")
 	}
 	for k, v := range extra {
 		env[k] = v
@@ -116,12 +116,20 @@ func initialize(t *testing.T, c *client.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if err := initializeErr(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// initializeErr is initialize for goroutines other than the test's.
+func initializeErr(ctx context.Context, c *client.Client) error {
 	req := mcp.InitializeRequest{}
 	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	req.Params.ClientInfo = mcp.Implementation{Name: "codeexec-e2e", Version: "1"}
 	if _, err := c.Initialize(ctx, req); err != nil {
-		t.Fatalf("initialize: %v", err)
+		return fmt.Errorf("initialize: %w", err)
 	}
+	return nil
 }
 
 func tailOf(s string, n int) string {
@@ -161,14 +169,23 @@ func runPython(t *testing.T, c *client.Client, args map[string]any) outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	req := mcp.CallToolRequest{}
-	req.Params.Name = "run_python"
-	req.Params.Arguments = args
-	res, err := c.CallTool(ctx, req)
+	o, err := callRunPython(ctx, c, args)
 	if err != nil {
 		t.Fatalf("run_python(%v): %v", args, err)
 	}
-	var o outcome
+	return o
+}
+
+// callRunPython is runPython for goroutines other than the test's.
+func callRunPython(ctx context.Context, c *client.Client, args map[string]any) (outcome, error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_python"
+	req.Params.Arguments = args
+	o := outcome{Structured: map[string]any{}}
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		return o, err
+	}
 	o.IsError = res.IsError
 	for _, ct := range res.Content {
 		if tc, ok := ct.(mcp.TextContent); ok {
@@ -182,7 +199,7 @@ func runPython(t *testing.T, c *client.Client, args map[string]any) outcome {
 	if o.Structured == nil {
 		o.Structured = map[string]any{}
 	}
-	return o
+	return o, nil
 }
 
 // code runs one snippet and fails the test unless it succeeded.

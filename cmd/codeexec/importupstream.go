@@ -10,9 +10,8 @@ import (
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/flagenv"
-	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/grpctls"
-	"github.com/codeexec/codeexec/services/suite"
+	"github.com/codeexec/codeexec/services/logkeys"
 )
 
 // runImportUpstream copies an upstream state dir (user_tools/memory/*.json
@@ -28,7 +27,7 @@ func runImportUpstream(ctx context.Context, args []string, getenv func(string) s
 	)
 	bindStores(fs, &st, getenv)
 	bindGRPCTLS(fs, &tlsc)
-	fs.String(&addr, "memory", "", "a running memoryd's address; empty opens the local database directly", "CODEEXEC_MEMORYD_ADDR")
+	fs.String(&addr, "memory", "", "a memoryd's address; empty uses the local database, shared with any codeexec using it", "CODEEXEC_MEMORYD_ADDR")
 	fs.String(&tenant, "tenant", "default", "tenant to import into", "CODEEXEC_TENANT")
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
@@ -62,22 +61,33 @@ func runImportUpstream(ctx context.Context, args []string, getenv func(string) s
 		mem, tools = memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn)
 	} else {
 		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		svc, err := memoryd.New(st.memoryConfig(), logger)
-		if err != nil {
-			return fmt.Errorf("%w (stop the codeexec that uses it, or pass --memory ADDR of a running memoryd)", err)
-		}
-		defer func() { _ = svc.Close() }()
-		ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
+		conn, closeLocal, err := st.localMemory(ctx, logger)
 		if err != nil {
 			return err
 		}
-		svc.Register(ip.Server.GRPC)
-		ctx, cancel := context.WithCancel(ctx)
-		ip.Start(ctx)
-		defer func() { cancel(); _ = ip.Wait() }()
-		mem, tools = memoryv1.NewMemoryServiceClient(ip.Conn), memoryv1.NewToolServiceClient(ip.Conn)
+		defer closeLocal()
+		mem, tools = memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn)
 	}
 	rep, err := memoryd.ImportUpstream(ctx, mem, tools, dir, tenant)
 	fmt.Fprint(stdout, rep.String())
 	return err
+}
+
+// importUpstreamOnFirstStart brings an upstream user's memory and saved
+// tools (dir/user_tools) into the default tenant when this start created
+// svc's database, so that code written for upstream finds them from the
+// first call without an `import-upstream`. Later starts never import
+// again, and a failure only costs the import: it is logged, and serving
+// goes on.
+func importUpstreamOnFirstStart(ctx context.Context, svc *memoryd.Service, dir string, logger *slog.Logger) {
+	if !svc.NewDatabase() || !memoryd.HasUpstreamState(dir) {
+		return
+	}
+	conn, stop, err := serveLocal(ctx, svc, logger)
+	if err != nil {
+		logger.ErrorContext(ctx, "cannot import upstream state on first start", logkeys.Error, err)
+		return
+	}
+	defer stop()
+	_ = memoryd.ImportUpstreamOnFirstStart(ctx, memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn), dir, memoryd.DefaultTenant, logger)
 }

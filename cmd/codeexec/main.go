@@ -43,8 +43,8 @@ Usage:
   codeexec sandboxd [flags]      the sandbox service alone, on gRPC (--listen ADDR)
   codeexec discoveryd [flags]    the MCP discovery service alone, on gRPC
   codeexec memoryd [flags]       the memory service alone, on gRPC, with a bbolt file
-  codeexec memoryd backup FILE   copy a running memoryd's database to FILE (--memory ADDR)
-  codeexec import-upstream [DIR] import an upstream state dir (default ~/MCPs) into memoryd
+  codeexec memoryd backup FILE   copy the memory database (the local one, or --memory ADDR's) to FILE
+  codeexec import-upstream [DIR] import an upstream state dir (default ~/MCPs) into the memory database
   codeexec bench [flags]         measure latency and throughput; prints a table
   codeexec health ADDR           exit 0 when the gRPC service at ADDR is SERVING
   codeexec token add TENANT      make a bearer token for --tokens-file (hash on stdout)

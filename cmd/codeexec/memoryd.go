@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+
+	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
@@ -48,28 +51,47 @@ func runMemoryd(ctx context.Context, args []string, getenv func(string) string, 
 	return svcRT.serve(ctx, listen, common.metrics, defaultGRPCGrace)
 }
 
-// runMemorydBackup copies a running memoryd's database to a file.
+// runMemorydBackup copies a memoryd's database to a file: a remote one
+// with --memory, else the local state dir's, while every codeexec that
+// shares it keeps running.
 func runMemorydBackup(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flagenv.New("memoryd backup", getenv)
 	var (
 		addr string
 		tlsc grpctls.Config
+		st   stores
 	)
-	fs.String(&addr, "memory", "127.0.0.1:9004", "memoryd address: host:port or unix:/path", "CODEEXEC_MEMORYD_ADDR")
+	fs.String(&addr, "memory", "", "a memoryd's address (host:port or unix:/path); empty backs up the local database", "CODEEXEC_MEMORYD_ADDR")
+	bindStateDir(fs, &st, getenv)
 	bindGRPCTLS(fs, &tlsc)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: codeexec memoryd backup [--memory ADDR] FILE")
-		return errUsage
-	}
-	conn, err := dialService(addr, tlsc)
-	if err != nil {
+	if err := fs.Err(); err != nil {
 		return err
 	}
-	defer conn.Close()
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: codeexec memoryd backup [--memory ADDR | --state-dir DIR | --db FILE] FILE")
+		return errUsage
+	}
+	var conn *grpc.ClientConn
+	if addr != "" {
+		c, err := dialService(addr, tlsc)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		conn = c
+	} else {
+		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		c, closeLocal, err := st.localMemory(ctx, logger)
+		if err != nil {
+			return err
+		}
+		defer closeLocal()
+		conn = c
+	}
 	n, err := memoryd.BackupToFile(ctx, memoryv1.NewMemoryServiceClient(conn), fs.Arg(0))
 	if err != nil {
 		return err

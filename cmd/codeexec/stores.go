@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/discoveryd"
 	"github.com/codeexec/codeexec/memoryd"
@@ -14,6 +15,7 @@ import (
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
+	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/suite"
 )
 
@@ -26,9 +28,15 @@ type stores struct {
 }
 
 func bindStores(fs *flagenv.Set, s *stores, getenv func(string) string) {
-	fs.String(&s.stateDir, "state-dir", stateDirDefault(getenv), "state directory; holds the memory database codeexec.db", "MCP_BRIDGE_STATE_DIR")
+	bindStateDir(fs, s, getenv)
 	bindMemory(fs, s)
 	bindDiscovery(fs, &s.discovery, getenv)
+}
+
+// bindStateDir binds where the memory database lives.
+func bindStateDir(fs *flagenv.Set, s *stores, getenv func(string) string) {
+	fs.String(&s.stateDir, "state-dir", stateDirDefault(getenv), "state directory; holds the memory database codeexec.db", "MCP_BRIDGE_STATE_DIR")
+	fs.String(&s.memory.Path, "db", "", "bbolt file for memory and saved tools (default STATE_DIR/codeexec.db); any number of codeexec processes may share it", "CODEEXEC_DB")
 }
 
 // bindDiscovery binds discoveryd's settings. The config sources are found
@@ -46,7 +54,7 @@ func bindDiscovery(fs *flagenv.Set, c *discoveryd.Config, getenv func(string) st
 
 // bindMemory binds memoryd's own settings.
 func bindMemory(fs *flagenv.Set, s *stores) {
-	fs.String(&s.memory.Path, "db", "", "bbolt file for memory and saved tools (default STATE_DIR/codeexec.db)", "CODEEXEC_DB")
+	fs.Duration(&s.memory.OwnerWait, "owner-wait", memoryd.DefaultOwnerWait, "when the process that serves a shared database exits, how long calls wait for another to take it over", "CODEEXEC_OWNER_WAIT")
 	fs.Bytes(&s.maxValue, "max-value", memoryd.DefaultMaxValueBytes, "largest memory value or saved tool, e.g. 1m", "CODEEXEC_MEMORY_MAX_VALUE")
 }
 
@@ -57,18 +65,50 @@ func (s *stores) memoryConfig() memoryd.Config {
 		cfg.Path = filepath.Join(s.stateDir, "codeexec.db")
 	}
 	cfg.MaxValueBytes = int(s.maxValue)
+	cfg.Version = version
 	return cfg
+}
+
+// localMemory runs memoryd in this process on the state dir's database
+// (sharing it with any codeexec that holds it) and returns a connection
+// to it, for the commands that work on the local database.
+func (s *stores) localMemory(ctx context.Context, logger *slog.Logger) (*grpc.ClientConn, func(), error) {
+	svc, err := memoryd.New(s.memoryConfig(), logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, stop, err := serveLocal(ctx, svc, logger)
+	if err != nil {
+		_ = svc.Close()
+		return nil, nil, err
+	}
+	return conn, func() { stop(); _ = svc.Close() }, nil
+}
+
+// serveLocal serves svc on a private in-process gRPC server until stop is
+// called, for work that runs before (or without) the process's own
+// servers.
+func serveLocal(ctx context.Context, svc *memoryd.Service, logger *slog.Logger) (*grpc.ClientConn, func(), error) {
+	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
+	if err != nil {
+		return nil, nil, err
+	}
+	svc.Register(ip.Server.GRPC)
+	ctx, cancel := context.WithCancel(ctx)
+	ip.Start(ctx)
+	return ip.Conn, func() { cancel(); _ = ip.Wait() }, nil
 }
 
 // open starts memoryd (and discoveryd) in-process, registered on inproc,
 // and returns clients that reach them through it.
-func (s *stores) open(_ context.Context, inproc *suite.InProcess, reg *prometheus.Registry, logger *slog.Logger) (sandboxd.Deps, func(), error) {
+func (s *stores) open(ctx context.Context, inproc *suite.InProcess, reg *prometheus.Registry, logger *slog.Logger) (sandboxd.Deps, func(), error) {
 	mcfg := s.memoryConfig()
 	mcfg.Registerer = reg
 	mem, err := memoryd.New(mcfg, logger.With("service", "memoryd"))
 	if err != nil {
 		return sandboxd.Deps{}, nil, err
 	}
+	importUpstreamOnFirstStart(ctx, mem, s.stateDir, logger.With("service", "memoryd"))
 	mem.Register(inproc.Server.GRPC)
 	s.discovery.Registerer = reg
 	disc, err := discoveryd.New(s.discovery, logger.With("service", "discoveryd"))

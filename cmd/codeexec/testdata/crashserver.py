@@ -4,7 +4,7 @@
 Tools: echo(text) answers with the text and this process's pid; crash()
 writes a line to stderr and exits with status 3 in the middle of the call,
 without answering. With --die-on-start it writes a line to stderr and exits
-with status 2 before answering anything. The end-to-end tests use it to
+with status 2 before answering anything; with --no-tools it lists no tools. The end-to-end tests use it to
 check that a crash gives the sandbox a precise MCPError, that the next call
 starts it again, and that a failed start is reported with its stderr.
 """
@@ -44,7 +44,7 @@ def handle(msg):
     elif method == "ping":
         result = {}
     elif method == "tools/list":
-        result = {"tools": tools}
+        result = {"tools": [] if "--no-tools" in sys.argv else tools}
     elif method == "tools/call":
         name, args = params.get("name"), params.get("arguments") or {}
         if name == "echo":

@@ -96,7 +96,7 @@ type issuer struct {
 	fetches atomic.Int32
 }
 
-func newIssuer(t *testing.T) *issuer {
+func newIssuer(t testing.TB) *issuer {
 	t.Helper()
 	rk, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -119,7 +119,7 @@ func newIssuer(t *testing.T) *issuer {
 	return is
 }
 
-func (is *issuer) sign(t *testing.T, method jwt.SigningMethod, kid string, claims jwt.MapClaims) string {
+func (is *issuer) sign(t testing.TB, method jwt.SigningMethod, kid string, claims jwt.MapClaims) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(method, claims)
 	tok.Header["kid"] = kid

@@ -19,6 +19,11 @@ const (
 	MsgTimeoutNotInt  = "'timeout' must be an integer"
 )
 
+// MsgCodeNotString is the message for a code value that is present but not
+// a string; %s is its JSON type. Upstream calls that missing code, which
+// sends the caller looking for the wrong mistake.
+const MsgCodeNotString = "'code' must be a string of Python source, not %s"
+
 // RunPython holds validated run_python arguments.
 type RunPython struct {
 	// Code is the Python source, never blank.
@@ -45,10 +50,15 @@ type Limits struct {
 //     accepted and 5.5 is rejected. Booleans are rejected, although Python's
 //     isinstance(True, int) let upstream accept them: a boolean timeout is
 //     always a mistake. Strings such as "5" are rejected, as upstream does.
-//   - An explicit null for servers or timeout means "not given".
-//   - A code value that is not a string is reported as missing code.
+//   - An explicit null for code, servers or timeout means "not given".
+//   - A code value that is not a string says so (MsgCodeNotString), where
+//     upstream reports it as missing.
 func Parse(args map[string]any, lim Limits) (p RunPython, msg string, ok bool) {
-	code, _ := args["code"].(string)
+	raw := args["code"]
+	code, isString := raw.(string)
+	if !isString && raw != nil {
+		return RunPython{}, fmt.Sprintf(MsgCodeNotString, jsonType(raw)), false
+	}
 	if strings.TrimSpace(code) == "" {
 		return RunPython{}, MsgMissingCode, false
 	}
@@ -82,6 +92,21 @@ func Parse(args map[string]any, lim Limits) (p RunPython, msg string, ok bool) {
 	}
 	p.TimeoutSeconds = Clamp(timeout, lim.MaxSeconds)
 	return p, "", true
+}
+
+// jsonType names the JSON type of a decoded value, as a message would.
+func jsonType(v any) string {
+	switch v.(type) {
+	case bool:
+		return "a boolean"
+	case float64, float32, int, int32, int64, json.Number:
+		return "a number"
+	case []any, []string:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // Clamp bounds a timeout to [1, max] seconds.

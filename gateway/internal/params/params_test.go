@@ -18,7 +18,11 @@ func TestParse(t *testing.T) {
 	}{
 		{name: "no args", args: nil, wantMsg: MsgMissingCode},
 		{name: "blank code", args: map[string]any{"code": " \n\t"}, wantMsg: MsgMissingCode},
-		{name: "code not a string", args: map[string]any{"code": 5.0}, wantMsg: MsgMissingCode},
+		{name: "null code", args: map[string]any{"code": nil}, wantMsg: MsgMissingCode},
+		{name: "code a number", args: map[string]any{"code": 5.0}, wantMsg: "'code' must be a string of Python source, not a number"},
+		{name: "code a boolean", args: map[string]any{"code": true}, wantMsg: "'code' must be a string of Python source, not a boolean"},
+		{name: "code a list", args: map[string]any{"code": []any{"print(1)"}}, wantMsg: "'code' must be a string of Python source, not an array"},
+		{name: "code an object", args: map[string]any{"code": map[string]any{}}, wantMsg: "'code' must be a string of Python source, not an object"},
 		{name: "defaults", args: map[string]any{"code": "x"}, wantTimeout: 30},
 		{name: "null servers and timeout", args: map[string]any{"code": "x", "servers": nil, "timeout": nil}, wantTimeout: 30},
 		{name: "servers string", args: map[string]any{"code": "x", "servers": "github"}, wantMsg: MsgServersNotList},

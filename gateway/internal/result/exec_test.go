@@ -97,13 +97,16 @@ func TestFromOutcome(t *testing.T) {
 func TestLines(t *testing.T) {
 	t.Parallel()
 	tests := map[string][]string{
-		"":           nil,
-		"a":          {"a"},
-		"a\n":        {"a"},
-		"a\n\n":      {"a", ""},
-		"\n":         {""},
-		"a\r\nb\r\n": {"a", "b"},
-		"()\n":       {"()"},
+		"":            nil,
+		"a":           {"a"},
+		"a\n":         {"a"},
+		"a\n\n":       {"a", ""},
+		"\n":          {""},
+		"a\r\nb\r\n":  {"a", "b"},
+		"()\n":        nil,
+		"a\n ()\t\n":  {"a"},
+		"(1,)\n()x\n": {"(1,)", "()x"},
+		"  \n\t\n":    {"  ", "\t"},
 	}
 	for in, want := range tests {
 		if got := Lines(in); !slices.Equal(got, want) {

@@ -64,18 +64,28 @@ func (p Payload) fields() []toon.Field {
 	return f
 }
 
-// Lines splits output text into lines. Unlike upstream, which drops blank
-// lines and lines reading "()", the output is kept verbatim: only the single
-// newline that ends the text is removed, and CRLF counts as one newline.
-// Empty text gives no lines.
+// noiseLine is the output line upstream drops as noise (its
+// _NOISE_STREAM_TOKENS): the repr of an empty tuple, which helpers such as
+// list_servers() print when there is nothing to list.
+const noiseLine = "()"
+
+// Lines splits output text into lines. As upstream does, a line that reads
+// "()" (around white space) is dropped. Unlike upstream, which also drops
+// blank and whitespace-only lines, every other line is kept verbatim: only
+// the single newline that ends the text is removed, and CRLF counts as one
+// newline. Empty text gives no lines.
 func Lines(text string) []string {
 	if text == "" {
 		return nil
 	}
 	text = strings.TrimSuffix(text, "\n")
-	lines := strings.Split(text, "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimSuffix(l, "\r")
+	var lines []string
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSuffix(l, "\r")
+		if strings.TrimSpace(l) == noiseLine {
+			continue
+		}
+		lines = append(lines, l)
 	}
 	return lines
 }

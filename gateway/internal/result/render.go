@@ -79,13 +79,16 @@ func compactText(p Payload) string {
 	if !hasOutput && p.Summary != "" {
 		parts = append(parts, p.Summary)
 	}
-	// Upstream adds the one-line error unless the status is error and there
-	// was output, assuming a traceback in stderr explains it. That hides
-	// the reason when the output does not (a lost connection, a killed
-	// sandbox), so here the line is left out only when stderr already
-	// contains it, or when it repeats the summary just shown.
-	if p.Error != "" && !(hasOutput && p.Status == StatusError && strings.Contains(strings.Join(p.Stderr, "\n"), p.Error)) &&
-		(hasOutput || p.Error != p.Summary) {
+	// Upstream adds the one-line error unless the status is error and
+	// something was shown, assuming a traceback in stderr, or the summary,
+	// explains it. That hides the reason when the output does not (a lost
+	// connection, a killed sandbox), so for status error the line is left
+	// out only when stderr already contains it, or when it repeats the
+	// summary just shown. Other statuses (validation_error, timeout)
+	// always show it, as upstream does.
+	if p.Error != "" && (p.Status != StatusError ||
+		(hasOutput && !strings.Contains(strings.Join(p.Stderr, "\n"), p.Error)) ||
+		(!hasOutput && p.Error != p.Summary)) {
 		parts = append(parts, "error: "+p.Error)
 	}
 	if p.ExitCode != nil && *p.ExitCode != 0 {

@@ -54,9 +54,15 @@ func TestUpstreamPayloads(t *testing.T) {
 			wantStructured: `{"status":"success","summary":"Success","exitCode":0,"stdout":["only out"]}`,
 		},
 		{
-			// Upstream drops a "()" line and reports no output; codeexec
-			// keeps user output verbatim, so the no-output case is an empty
-			// stream here.
+			// test_compact_mode_drops_empty_tuple_output: a "()" line is
+			// noise, so the call had no output.
+			name:           "compact mode drops empty tuple output",
+			payload:        FromOutcome(Outcome{Stdout: "()\n", Result: okResult()}),
+			mode:           Compact,
+			wantText:       "Success (no output)",
+			wantStructured: `{"summary":"Success (no output)"}`,
+		},
+		{
 			name:           "compact mode with no output",
 			payload:        FromOutcome(Outcome{Result: okResult()}),
 			mode:           Compact,
@@ -102,6 +108,18 @@ func TestCompact(t *testing.T) {
 			wantStructured: `{"stdout":["a","","b",""]}`,
 		},
 		{
+			name:           "() lines dropped from both streams, whitespace-only lines kept",
+			payload:        FromOutcome(Outcome{Stdout: "()\n  \n () \n(())\n", Stderr: "()\nwarn\n", Result: okResult()}),
+			wantText:       "  \n(())\nstderr:\nwarn",
+			wantStructured: `{"stdout":["  ","(())"],"stderr":["warn"]}`,
+		},
+		{
+			name:           "unknown tool: the summary says it all",
+			payload:        UnknownTool("nope"),
+			wantText:       "status: error\nUnknown tool: nope",
+			wantStructured: `{"status":"error","summary":"Unknown tool: nope","error":"Unknown tool: nope"}`,
+		},
+		{
 			name:           "stdout and stderr",
 			payload:        FromOutcome(Outcome{Stdout: "out\n", Stderr: "warn\n", Result: okResult()}),
 			wantText:       "out\nstderr:\nwarn",
@@ -121,9 +139,11 @@ func TestCompact(t *testing.T) {
 				`"stderr":["Traceback...","ZeroDivisionError: division by zero"],"error":"ZeroDivisionError: division by zero"}`,
 		},
 		{
+			// Upstream's _render_compact_output (L431-473): the summary,
+			// then the error line, since the status is not "error".
 			name:           "validation error",
 			payload:        Validation("'servers' must be a list"),
-			wantText:       "status: validation_error\n'servers' must be a list",
+			wantText:       "status: validation_error\n'servers' must be a list\nerror: 'servers' must be a list",
 			wantStructured: `{"status":"validation_error","summary":"'servers' must be a list","error":"'servers' must be a list"}`,
 		},
 		{

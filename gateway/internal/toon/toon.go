@@ -106,13 +106,15 @@ func needsQuotes(s string) bool {
 
 // quote wraps s in double quotes with the five escapes the spec allows
 // (§7.1). Other control characters pass through unchanged, as the spec
-// defines no escape for them.
+// defines no escape for them. It works on bytes, not runes, so that bytes
+// that are not UTF-8 pass through as they are instead of turning into
+// U+FFFD.
 func quote(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + 2)
 	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
+	for i := 0; i < len(s); i++ {
+		switch r := s[i]; r {
 		case '\\':
 			b.WriteString(`\\`)
 		case '"':
@@ -124,7 +126,7 @@ func quote(s string) string {
 		case '\t':
 			b.WriteString(`\t`)
 		default:
-			b.WriteRune(r)
+			b.WriteByte(r)
 		}
 	}
 	b.WriteByte('"')

@@ -42,6 +42,8 @@ func toStatus(ctx context.Context, logger *slog.Logger, op string, err error) er
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, store.ErrClosed):
 		return status.Error(codes.Unavailable, "memoryd is shutting down")
+	case errors.Is(err, store.ErrUnavailable):
+		return status.Error(codes.Unavailable, err.Error())
 	default:
 		logger.ErrorContext(ctx, "memoryd request failed", slog.String(logKeyOp, op), slog.Any(logkeys.Error, err))
 		return status.Error(codes.Internal, "memoryd internal error; see the memoryd log")

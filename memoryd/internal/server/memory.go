@@ -90,9 +90,15 @@ func (m *Memory) SaveMemory(ctx context.Context, req *memoryv1.SaveMemoryRequest
 		if err != nil {
 			return nil, err
 		}
+		created, updated, err := importTimes(req.GetCreateTime(), req.GetUpdateTime())
+		if err != nil {
+			return nil, err
+		}
 		rec, err := m.h.store.Put(ctx, tenant, store.KindMemory, req.GetKey(), store.Write{
-			Value: []byte(req.GetValueJson()),
-			Meta:  []byte(meta),
+			Value:   []byte(req.GetValueJson()),
+			Meta:    []byte(meta),
+			Created: created,
+			Updated: updated,
 		})
 		if err != nil {
 			return nil, err
@@ -147,7 +153,7 @@ func (m *Memory) DeleteMemory(ctx context.Context, req *memoryv1.DeleteMemoryReq
 		if err != nil {
 			return nil, err
 		}
-		deleted, err := m.h.store.Delete(ctx, tenant, store.KindMemory, req.GetKey())
+		deleted, err := m.h.store.Delete(ctx, tenant, store.KindMemory, req.GetKey(), nil)
 		if err != nil {
 			return nil, err
 		}

@@ -91,7 +91,7 @@ func (t *Tools) DeleteTool(ctx context.Context, req *memoryv1.DeleteToolRequest)
 		if err != nil {
 			return nil, err
 		}
-		deleted, err := t.h.store.Delete(ctx, tenant, store.KindTool, req.GetName())
+		deleted, err := t.h.store.Delete(ctx, tenant, store.KindTool, req.GetName(), nil)
 		if err != nil {
 			return nil, err
 		}

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
 )
@@ -20,7 +24,7 @@ func tenantOf(t string) (string, error) {
 	if t == "" {
 		return DefaultTenant, nil
 	}
-	if err := checkName("tenant", t); err != nil {
+	if err := checkName("tenant", t, store.MaxNameBytes); err != nil {
 		return "", err
 	}
 	return t, nil
@@ -44,25 +48,26 @@ func tenantTool(tenant, name string) (string, error) {
 	return t, checkToolName(name)
 }
 
-// checkKey accepts any non-empty UTF-8 string of at most 256 bytes.
-func checkKey(key string) error { return checkName("key", key) }
+// checkKey accepts any non-empty UTF-8 string of at most
+// store.MaxKeyBytes bytes.
+func checkKey(key string) error { return checkName("key", key, store.MaxKeyBytes) }
 
-func checkName(what, s string) error {
+func checkName(what, s string, limit int) error {
 	switch {
 	case s == "":
-		return fmt.Errorf("%w: %s is empty; use a non-empty UTF-8 string of at most %d bytes", store.ErrInvalid, what, store.MaxKeyBytes)
+		return fmt.Errorf("%w: %s is empty; use a non-empty UTF-8 string of at most %d bytes", store.ErrInvalid, what, limit)
 	case !utf8.ValidString(s):
 		return fmt.Errorf("%w: %s is not valid UTF-8", store.ErrInvalid, what)
-	case len(s) > store.MaxKeyBytes:
-		return fmt.Errorf("%w: %s is %d bytes long; at most %d bytes are allowed", store.ErrInvalid, what, len(s), store.MaxKeyBytes)
+	case len(s) > limit:
+		return fmt.Errorf("%w: %s is %d bytes long; at most %d bytes are allowed", store.ErrInvalid, what, len(s), limit)
 	}
 	return nil
 }
 
-// checkToolName accepts a Python identifier of at most 256 bytes, since the
-// name becomes an attribute of the user_tools module.
+// checkToolName accepts a Python identifier of at most store.MaxNameBytes
+// bytes, since the name becomes an attribute of the user_tools module.
 func checkToolName(name string) error {
-	if err := checkName("tool name", name); err != nil {
+	if err := checkName("tool name", name, store.MaxNameBytes); err != nil {
 		return err
 	}
 	for i, r := range name {
@@ -122,4 +127,36 @@ func describeJSONError(err error, text string) string {
 		return fmt.Sprintf("unexpected end of input after %d bytes", len(text))
 	}
 	return err.Error()
+}
+
+// The times a record can hold: the store keeps nanoseconds since 1970 in
+// an int64.
+var (
+	earliestTime = time.Unix(0, math.MinInt64)
+	latestTime   = time.Unix(0, math.MaxInt64)
+)
+
+// importTimes checks the optional create and update times of an imported
+// record; zero times mean "now" to the store.
+func importTimes(create, update *timestamppb.Timestamp) (created, updated time.Time, err error) {
+	conv := func(what string, ts *timestamppb.Timestamp) (time.Time, error) {
+		if ts == nil {
+			return time.Time{}, nil
+		}
+		t := ts.AsTime()
+		if err := ts.CheckValid(); err != nil || t.Before(earliestTime) || t.After(latestTime) {
+			return time.Time{}, fmt.Errorf("%w: %s (%d seconds since 1970) is out of range; use a time between the years %d and %d", store.ErrInvalid, what, ts.GetSeconds(), earliestTime.Year()+1, latestTime.Year()-1)
+		}
+		return t, nil
+	}
+	if created, err = conv("create_time", create); err != nil {
+		return
+	}
+	if updated, err = conv("update_time", update); err != nil {
+		return
+	}
+	if !created.IsZero() && !updated.IsZero() && updated.Before(created) {
+		err = fmt.Errorf("%w: update_time %s is before create_time %s", store.ErrInvalid, updated.Format(time.RFC3339Nano), created.Format(time.RFC3339Nano))
+	}
+	return
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -42,6 +43,11 @@ type Bolt struct {
 	db     *bolt.DB
 	commit *committer
 	now    func() time.Time
+	// lastSweep is when expired request outcomes were last swept (Unix
+	// nanoseconds).
+	lastSweep atomic.Int64
+	// created is set when OpenBolt found no schema: the database is new.
+	created bool
 }
 
 var _ Store = (*Bolt)(nil)
@@ -68,7 +74,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		InitialMmapSize: 64 << 20,
 	})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("database %s is locked by another process (is another memoryd or codeexec running?)", path)
+		return nil, lockedError{path}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -79,6 +85,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("set permissions of database %s: %w", path, err)
 	}
+	created := false
 	err = db.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketTenants); err != nil {
 			return err
@@ -87,20 +94,36 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		if err != nil {
 			return err
 		}
-		if v := meta.Get(keySchema); v != nil && !bytes.Equal(v, schemaVersion) {
+		v := meta.Get(keySchema)
+		if v != nil && !bytes.Equal(v, schemaVersion) {
 			return fmt.Errorf("schema version %q is not supported (this memoryd reads %q)", v, schemaVersion)
 		}
+		created = v == nil
 		return meta.Put(keySchema, schemaVersion)
 	})
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("initialise database %s: %w", path, err)
 	}
-	return &Bolt{db: db, commit: newCommitter(db, opts.OnCommit), now: opts.Now}, nil
+	return &Bolt{db: db, commit: newCommitter(db, opts.OnCommit), now: opts.Now, created: created}, nil
 }
+
+// lockedError is ErrLocked with the file's name.
+type lockedError struct{ path string }
+
+func (e lockedError) Error() string {
+	return fmt.Sprintf("database %s is locked by another process (is another memoryd or codeexec running?)", e.path)
+}
+
+func (e lockedError) Is(target error) bool { return target == ErrLocked }
 
 // Path returns the database file's path.
 func (s *Bolt) Path() string { return s.db.Path() }
+
+// Created reports whether this OpenBolt created the database, so that a
+// first start can fill it (an upstream user's state, say). A file that an
+// earlier open initialised, even if empty, does not count.
+func (s *Bolt) Created() bool { return s.created }
 
 // kindBucket finds tenants/<tenant>/<kind>, or nil when it does not exist.
 func kindBucket(tx *bolt.Tx, tenant string, kind Kind) *bolt.Bucket {
@@ -146,18 +169,25 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
+	if err := checkRequestID(w.RequestID); err != nil {
+		return Record{}, err
+	}
 	if w.CheckRevision {
 		// A stale revision fails here, on a cheap read, rather than in
 		// the commit path, where it would cost a transaction. Under
 		// contention most compare-and-swaps are stale. The check is
 		// repeated inside the transaction, which is what makes it safe.
-		if err := s.checkRevision(tenant, kind, key, w.Revision); err != nil {
+		if err := s.checkRevision(tenant, kind, key, w.Revision, w.RequestID); err != nil {
 			return Record{}, err
 		}
 	}
 	var rec Record
 	err := s.commit.do(func(tx *bolt.Tx) error {
 		rec = Record{}
+		if o, ok, err := findOutcome(tx, w.RequestID, outcomePut, tenant, kind, key); err != nil || ok {
+			rec = replayPut(tx, tenant, kind, key, o.rec)
+			return err
+		}
 		t, err := tx.Bucket(bucketTenants).CreateBucketIfNotExists([]byte(tenant))
 		if err != nil {
 			return err
@@ -184,7 +214,16 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 		} else if w.CheckRevision && w.Revision != 0 {
 			return conflict(key, 0, w.Revision)
 		}
+		if !w.Created.IsZero() {
+			next.Created = w.Created.UTC()
+		}
+		if !w.Updated.IsZero() {
+			next.Updated = w.Updated.UTC()
+		}
 		if err := b.Put([]byte(key), encode(next)); err != nil {
+			return err
+		}
+		if err := s.recordOutcome(tx, w.RequestID, outcome{kind: outcomePut, tenant: tenant, recKind: kind, key: key, rec: next}); err != nil {
 			return err
 		}
 		rec = next
@@ -193,11 +232,30 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 	return rec, err
 }
 
+// replayPut answers a retried write: the record as it is now when nothing
+// wrote the key since, else what the first attempt wrote, without its value.
+func replayPut(tx *bolt.Tx, tenant string, kind Kind, key string, first Record) Record {
+	if b := kindBucket(tx, tenant, kind); b != nil {
+		if v := b.Get([]byte(key)); v != nil {
+			if cur, err := decode(key, v, true); err == nil && cur.Revision == first.Revision {
+				return cur
+			}
+		}
+	}
+	return first
+}
+
 // checkRevision fails with ErrConflict when key's current revision (0 for
-// absent) is not want.
-func (s *Bolt) checkRevision(tenant string, kind Kind, key string, want uint64) error {
+// absent) is not want, unless requestID was already committed: then the
+// write is a retry whose first attempt moved the revision on, and the
+// transaction answers it.
+func (s *Bolt) checkRevision(tenant string, kind Kind, key string, want uint64, requestID []byte) error {
 	var have uint64
 	err := s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketRequests); len(requestID) > 0 && b != nil && b.Get(requestID) != nil {
+			have = want
+			return nil
+		}
 		b := kindBucket(tx, tenant, kind)
 		if b == nil {
 			return nil
@@ -228,25 +286,38 @@ func conflict(key string, have, want uint64) error {
 }
 
 // Delete implements Store.
-func (s *Bolt) Delete(ctx context.Context, tenant string, kind Kind, key string) (bool, error) {
+func (s *Bolt) Delete(ctx context.Context, tenant string, kind Kind, key string, requestID []byte) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	// A read first keeps deletes of missing keys off the commit path.
-	if _, err := s.Get(ctx, tenant, kind, key); errors.Is(err, ErrNotFound) {
-		return false, nil
-	} else if err != nil {
+	if err := checkRequestID(requestID); err != nil {
 		return false, err
+	}
+	// A read first keeps deletes of missing keys off the commit path. A
+	// retried delete goes to the transaction, which knows whether its
+	// first attempt deleted something.
+	if len(requestID) == 0 {
+		if _, err := s.Get(ctx, tenant, kind, key); errors.Is(err, ErrNotFound) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
 	}
 	var deleted bool
 	err := s.commit.do(func(tx *bolt.Tx) error {
 		deleted = false
-		b := kindBucket(tx, tenant, kind)
-		if b == nil || b.Get([]byte(key)) == nil {
-			return nil
+		if o, ok, err := findOutcome(tx, requestID, outcomeDelete, tenant, kind, key); err != nil || ok {
+			deleted = o.deleted
+			return err
 		}
-		deleted = true
-		return b.Delete([]byte(key))
+		b := kindBucket(tx, tenant, kind)
+		if b != nil && b.Get([]byte(key)) != nil {
+			deleted = true
+			if err := b.Delete([]byte(key)); err != nil {
+				return err
+			}
+		}
+		return s.recordOutcome(tx, requestID, outcome{kind: outcomeDelete, tenant: tenant, recKind: kind, key: key, deleted: deleted})
 	})
 	return deleted, err
 }
@@ -268,6 +339,21 @@ func (s *Bolt) List(ctx context.Context, tenant string, kind Kind, withValues bo
 				return err
 			}
 			out = append(out, rec)
+			return nil
+		})
+	})
+	return out, closed(err)
+}
+
+// Tenants implements Store.
+func (s *Bolt) Tenants(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketTenants).ForEach(func(k, _ []byte) error {
+			out = append(out, string(k))
 			return nil
 		})
 	})

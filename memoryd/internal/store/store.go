@@ -25,6 +25,11 @@ var (
 	ErrTooLarge = errors.New("too large")
 	// ErrClosed means the store has been closed.
 	ErrClosed = errors.New("store closed")
+	// ErrUnavailable means the store cannot be reached for now (no
+	// process serves a shared database); a later call may succeed.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrLocked means another process holds the database file.
+	ErrLocked = errors.New("locked")
 )
 
 // Kind separates the record families of a tenant. Keys of different kinds
@@ -41,8 +46,13 @@ const (
 	KindTool Kind = "tools"
 )
 
-// MaxKeyBytes bounds keys and tenant names.
-const MaxKeyBytes = 256
+// MaxKeyBytes bounds memory keys: far past what a person writes as a
+// name, and small enough that a key can still be indexed as it is (one
+// PostgreSQL B-tree entry holds about 2,700 bytes).
+const MaxKeyBytes = 2048
+
+// MaxNameBytes bounds tenant names and tool names.
+const MaxNameBytes = 256
 
 // Record is one stored entry. Value and Meta are opaque to the store.
 type Record struct {
@@ -76,6 +86,16 @@ type Write struct {
 	CheckRevision bool
 	// Revision is the expected revision when CheckRevision is set.
 	Revision uint64
+	// RequestID, when set, makes the write idempotent: a second Put with
+	// the same ID does not write again but returns what the first one
+	// did. A caller that lost the answer to a write (its connection to
+	// the store broke) retries with the same ID; see NewRequestID.
+	RequestID []byte
+	// Created and Updated, when not zero, are written instead of the
+	// clock's time, and Created replaces the existing record's. They are
+	// for imports of records made elsewhere, which keep their own times;
+	// every other write leaves them zero.
+	Created, Updated time.Time
 }
 
 // Store is what the memoryd handlers need from storage. Every method is
@@ -85,13 +105,17 @@ type Store interface {
 	// Get returns one record, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, tenant string, kind Kind, key string) (Record, error)
 	// Put writes a record atomically: it keeps Created, sets Updated and
-	// bumps Revision, and applies the revision check of w.
+	// bumps Revision (unless w gives the times), and applies the revision
+	// check of w.
 	Put(ctx context.Context, tenant string, kind Kind, key string, w Write) (Record, error)
-	// Delete removes a record and reports whether it existed.
-	Delete(ctx context.Context, tenant string, kind Kind, key string) (bool, error)
+	// Delete removes a record and reports whether it existed. A
+	// non-empty requestID makes it idempotent, as Write.RequestID does.
+	Delete(ctx context.Context, tenant string, kind Kind, key string, requestID []byte) (bool, error)
 	// List returns a tenant's records of one kind sorted by key, with
 	// values only when withValues is set.
 	List(ctx context.Context, tenant string, kind Kind, withValues bool) ([]Record, error)
+	// Tenants returns every tenant that has records, sorted.
+	Tenants(ctx context.Context) ([]string, error)
 	// Backup writes a consistent copy of the whole store to w and returns
 	// the number of bytes written.
 	Backup(ctx context.Context, w io.Writer) (int64, error)

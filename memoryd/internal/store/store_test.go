@@ -63,6 +63,10 @@ func TestPut(t *testing.T) {
 			Record{Value: []byte("3"), Meta: []byte("m2"), Revision: 3, Created: time.Unix(1001, 0), Updated: time.Unix(1003, 0)}},
 		{"cas stale", Write{Value: []byte("4"), CheckRevision: true, Revision: 2}, ErrConflict, Record{}},
 		{"cas expects absent", Write{Value: []byte("4"), CheckRevision: true, Revision: 0}, ErrConflict, Record{}},
+		{"given times replace both", Write{Value: []byte("5"), Meta: []byte("m5"), Created: time.Unix(7, 500), Updated: time.Unix(9, 0)}, nil,
+			Record{Value: []byte("5"), Meta: []byte("m5"), Revision: 4, Created: time.Unix(7, 500), Updated: time.Unix(9, 0)}},
+		{"a later plain write keeps the given create time", Write{Value: []byte("6"), Meta: []byte("m6")}, nil,
+			Record{Value: []byte("6"), Meta: []byte("m6"), Revision: 5, Created: time.Unix(7, 500), Updated: time.Unix(1005, 0)}},
 	}
 	for _, tc := range tests {
 		got, err := s.Put(ctx, "t", KindMemory, "k", tc.w)
@@ -92,6 +96,23 @@ func TestPut(t *testing.T) {
 	}{{"t", KindTool}, {"u", KindMemory}} {
 		if _, err := s.Get(ctx, c.tenant, c.kind, "k"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Get(%s, %s) = %v, want ErrNotFound", c.tenant, c.kind, err)
+		}
+	}
+}
+
+func TestCreatedOnlyOnFirstOpen(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "m.db")
+	for i, want := range []bool{true, false} {
+		s, err := OpenBolt(path, BoltOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Created(); got != want {
+			t.Errorf("open %d: Created() = %v, want %v", i+1, got, want)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -52,17 +52,28 @@ func WriteTo(dir string) error {
 }
 
 // Precompile writes bytecode for the files WriteTo wrote into
-// dir/__pycache__, using python, the interpreter the sandboxes run. The
-// agent dir is read-only inside a sandbox, so without this every sandbox
-// compiles the agent's modules again (about 7 ms before its first exec can
-// run). It is optional: a bytecode file for another Python version is
-// ignored, and checked-hash files are never used for a changed source.
+// dir/__pycache__, using python, the host interpreter the sandboxes run
+// (the bwrap engine binds the host's /usr). The agent dir is read-only
+// inside a sandbox, so without this every sandbox compiles the agent's
+// modules again (about 7 ms before its first exec can run). It is
+// optional: a bytecode file for another Python version is ignored, and
+// checked-hash files are never used for a changed source.
 func Precompile(ctx context.Context, python, dir string) error {
-	cmd := exec.CommandContext(ctx, python, "-I", "-m", "compileall", "-q", "-l",
-		"--invalidation-mode", "checked-hash", dir)
-	cmd.Env = []string{}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("agent: precompile with %s: %w: %s", python, err, out)
+	return PrecompileWith(ctx, hostPython(python), dir, dir)
+}
+
+// Runner runs the sandboxes' interpreter with args. A failure's error
+// carries what the interpreter printed.
+type Runner func(ctx context.Context, args []string) error
+
+// PrecompileWith is Precompile with the interpreter run starts, which sees
+// dir at the path seen: a container engine compiles with the image's own
+// Python in a one-off container that mounts dir there, because the image's
+// Python is often another version than the host's and would ignore the
+// host's bytecode.
+func PrecompileWith(ctx context.Context, run Runner, dir, seen string) error {
+	if err := run(ctx, []string{"-I", "-m", "compileall", "-q", "-l", "--invalidation-mode", "checked-hash", seen}); err != nil {
+		return fmt.Errorf("agent: precompile: %w", err)
 	}
 	// The sandbox user must be able to read what compileall created.
 	return filepath.WalkDir(filepath.Join(dir, "__pycache__"), func(path string, d fs.DirEntry, err error) error {
@@ -75,4 +86,16 @@ func Precompile(ctx context.Context, python, dir string) error {
 		}
 		return os.Chmod(path, mode)
 	})
+}
+
+// hostPython runs the host interpreter python with an empty environment.
+func hostPython(python string) Runner {
+	return func(ctx context.Context, args []string) error {
+		cmd := exec.CommandContext(ctx, python, args...)
+		cmd.Env = []string{}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w: %s", python, err, out)
+		}
+		return nil
+	}
 }

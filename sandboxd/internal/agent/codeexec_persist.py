@@ -1,10 +1,12 @@
-"""Memory helpers, save_tool and the `user_tools` importer.
+"""Memory helpers, save_tool, the `user_tools` importer and the saved
+tools' bare names.
 
 Everything is stored by sandboxd's backends (memoryd) through `memory.*` and
 `tool.*` calls; nothing is written inside the sandbox. Inputs are checked
 here so that mistakes fail fast with a precise message.
 """
 
+import os
 import sys
 import time
 
@@ -14,22 +16,34 @@ from codeexec_channel import MCPError
 
 _chan = None  # the Channel, set by install()
 _helpers = {}  # names given to the user_tools module (runtime, proxies, ...)
+_ns = None  # the session namespace, set by bind_saved_tools()
+_bound = {}  # saved tools bind_saved_tools() put into it, by name
 
-MAX_KEY_BYTES = 256
-UPDATE_ATTEMPTS = 50
+MAX_KEY_BYTES = 2048  # memoryd's limit (store.MaxKeyBytes)
+# update_memory retries a conflicting write for this long. Many sessions
+# (of many codeexec processes) may update one key at once; each retry
+# waits a random while, growing up to UPDATE_MAX_PAUSE, so that they take
+# turns rather than colliding again in step.
+UPDATE_PATIENCE = 60.0
+UPDATE_MAX_PAUSE = 0.05
 
 
 def _key(key):
+    """The key as stored: surrounding whitespace stripped, as upstream
+    strips it, so " notes " and "notes" are one memory."""
     if not isinstance(key, str):
         raise TypeError("memory key must be a str, not %s" % type(key).__name__)
+    key = key.strip()
     if not key:
-        raise ValueError("memory key must not be empty")
+        raise ValueError("Memory key cannot be empty: use a name such as 'notes' "
+                         "(surrounding whitespace is stripped)")
     try:
         n = len(key.encode("utf-8"))
     except UnicodeEncodeError:
         raise ValueError("memory key must be valid Unicode (it holds a lone surrogate)") from None
     if n > MAX_KEY_BYTES:
-        raise ValueError("memory key is %d UTF-8 bytes; the limit is %d" % (n, MAX_KEY_BYTES))
+        raise ValueError("memory key is %d UTF-8 bytes; the limit is %d (keep the data in the value)"
+                         % (n, MAX_KEY_BYTES))
     return key
 
 
@@ -84,7 +98,9 @@ def update_memory(key, fn):
     key = _key(key)
     if not callable(fn):
         raise TypeError("update_memory needs a callable, not %s" % type(fn).__name__)
-    for attempt in range(UPDATE_ATTEMPTS):
+    began = time.monotonic()
+    attempt = 0
+    while True:
         rec = _chan.call_sync("memory.load", {"key": key})
         current = None if rec is None else rec.get("value")
         revision = 0 if rec is None else rec.get("revision", 0)
@@ -96,9 +112,14 @@ def update_memory(key, fn):
         except MCPError as exc:
             if "conflict" not in str(exc).lower():
                 raise
-        time.sleep(min(0.001 * (attempt + 1), 0.02))
-    raise MCPError("update_memory(%r): gave up after %d conflicting concurrent updates"
-                   % (key, UPDATE_ATTEMPTS))
+        attempt += 1
+        if time.monotonic() - began > UPDATE_PATIENCE:
+            raise MCPError("update_memory(%r): gave up after %d conflicting concurrent updates in %g s"
+                           % (key, attempt, UPDATE_PATIENCE))
+        # os.urandom rather than random: importing random costs every
+        # sandbox's start, and this path only runs under contention.
+        jitter = int.from_bytes(os.urandom(2), "big") / 65536.0
+        time.sleep(jitter * min(UPDATE_MAX_PAUSE, 0.001 * (1 << min(attempt, 6))))
 
 
 def delete_memory(key):
@@ -123,7 +144,8 @@ def save_tool(func):
     import textwrap
 
     if not inspect.isfunction(func):
-        raise TypeError("save_tool needs a function defined with def, not %s" % type(func).__name__)
+        raise ValueError("save_tool expects a function (one defined with def), not %s"
+                         % type(func).__name__)
     name = func.__name__
     if not name.isidentifier():
         raise ValueError("save_tool needs a named function (def), not %r" % name)
@@ -146,12 +168,45 @@ def list_saved_tools():
 
 
 def delete_saved_tool(name):
-    """Deletes a saved tool."""
+    """Deletes a saved tool. In this session it also goes from user_tools,
+    and its bare name goes unless the code rebound that name."""
     if not isinstance(name, str) or not name:
         raise TypeError("tool name must be a non-empty str")
     res = _chan.call_sync("tool.delete", {"name": name})
     deleted = res.get("deleted") if isinstance(res, dict) else bool(res)
+    mod = sys.modules.get("user_tools")
+    if deleted and mod is not None and getattr(mod, "__loader__", None) is _LOADER:
+        if name in getattr(mod, "__all__", ()):
+            mod.__all__ = [n for n in mod.__all__ if n != name]
+            mod.__dict__.pop(name, None)
+    if deleted and name in _bound:
+        obj = _bound.pop(name)
+        if _ns is not None and _ns.get(name) is obj:
+            del _ns[name]
     return ("Tool '%s' deleted." if deleted else "Tool '%s' not found.") % name
+
+
+def bind_saved_tools(ns):
+    """Makes every saved tool callable by its bare name in ns, as upstream's
+    GUIDE promises ("import or call directly"). Called once, before a
+    session's first code runs in a sandbox, so tools saved or deleted in
+    other sessions apply from their next session on.
+
+    A name that is taken is left alone: the helpers, `runtime`, builtins
+    (a tool called `open` would hide the real one) and anything the session
+    defines later win over a saved tool, which stays at user_tools.<name>.
+    """
+    global _ns
+    _ns = ns
+    try:
+        mod = __import__("user_tools")
+    except Exception:  # noqa: BLE001 - no memoryd here; `import user_tools` says why
+        return
+    builtins = ns.get("__builtins__") or {}
+    for name in getattr(mod, "__all__", ()):
+        if name.startswith("_") or name in ns or name in builtins or not hasattr(mod, name):
+            continue
+        ns[name] = _bound[name] = getattr(mod, name)
 
 
 class _UserToolsLoader:

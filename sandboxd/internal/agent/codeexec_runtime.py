@@ -131,12 +131,12 @@ async def call_tool(server, tool, arguments=None):
 
 async def list_tools(server):
     """Lists `server`'s tools live from the server."""
-    return await _chan.call_async("list_tools", {"server": server})
+    return list(await _chan.call_async("list_tools", {"server": server}) or ())
 
 
 async def list_servers():
     """Names of the servers allowed for this call, as sandboxd sees them."""
-    return tuple(await _chan.call_async("list_servers", {}))
+    return tuple(await _chan.call_async("list_servers", {}) or ())
 
 
 def _detail(detail):
@@ -180,13 +180,21 @@ class ToolDocs(list):
 ToolDocs.__module__ = "mcp.runtime"
 
 
-async def search_tool_docs(query, *, limit=5, detail="summary"):
-    """Searches the docs of every configured server's tools."""
-    p = {"query": str(query), "limit": _limit(limit), "detail": _detail(detail)}
-    res = await _chan.call_async("search_tool_docs", p)
+def _search_params(query, limit, detail):
+    return {"query": str(query), "limit": _limit(limit), "detail": _detail(detail)}
+
+
+def _tool_docs(res):
     if isinstance(res, dict):
         return ToolDocs(res.get("results") or [], res.get("total"), res.get("truncated"), res.get("unindexed"))
     return ToolDocs(res or [])
+
+
+async def search_tool_docs(query, *, limit=5, detail="summary"):
+    """Searches the docs of every configured server's tools. Each hit says
+    whether its server is loaded in this call (`loaded`) and the argument
+    that loads it (`loadWith`, e.g. 'servers=["github"]')."""
+    return _tool_docs(await _chan.call_async("search_tool_docs", _search_params(query, limit, detail)))
 
 
 # --- sync, answered from this exec's metadata ------------------------------------
@@ -233,47 +241,27 @@ def _doc(meta, tool, detail):
 
 
 def query_tool_docs_sync(server, tool=None, detail="summary"):
-    """Like query_tool_docs, from this call's metadata."""
+    """Docs of a loaded server's tools, from this call's metadata: a list,
+    with one doc when `tool` names one (by name or alias, any case). Unlike
+    the async form, which returns that one doc itself, as upstream does."""
     detail = _detail(detail)
     meta = _server(server)
     if tool is None:
         return [_doc(meta, t, detail) for t in meta["tools"]]
-    want = str(tool).lower()
+    if not isinstance(tool, str):
+        raise MCPError("'tool' must be a string when provided, not %s" % type(tool).__name__)
+    want = tool.lower()
     for t in meta["tools"]:
         if t["alias"].lower() == want or t["name"].lower() == want:
-            return _doc(meta, t, detail)
+            return [_doc(meta, t, detail)]
     raise MCPError("Tool %r not found on server %r (tools: %s)"
                    % (tool, meta["name"], ", ".join(t["name"] for t in meta["tools"]) or "none"))
 
 
 def search_tool_docs_sync(query, *, limit=5, detail="summary"):
-    """Searches this call's servers: every word must appear in the server's
-    or tool's name, alias or description. A tool whose name or alias is the
-    whole query comes first (exact name, then any case, then alias)."""
-    detail = _detail(detail)
-    limit = _limit(limit)
-    typed = str(query).strip()
-    q = typed.lower()
-    words = q.split()
-    if not words:
-        raise ValueError("query must contain at least one word")
-    found = []
-    for meta in _servers:
-        for t in meta["tools"]:
-            hay = " ".join((meta["name"], meta["alias"], t["name"], t["alias"], t["description"])).lower()
-            if all(w in hay for w in words):
-                name = t["name"]
-                rank = 0 if name == typed else 1 if name.lower() == q else 2 if t["alias"] == q else 3
-                found.append((rank, meta, t))
-    found.sort(key=lambda f: f[0])  # stable: server and tool order within a rank
-    docs = []
-    for rank, m, t in found[:limit]:
-        docs.append(dict(_doc(m, t, detail), match=_SYNC_MATCH[rank]))
-    return ToolDocs(docs, len(found), len(found) > limit)
-
-
-# Why search_tool_docs_sync returned a tool, by its rank there.
-_SYNC_MATCH = ("exact name", "exact name", "exact alias", "every word in its name, alias or description")
+    """Like search_tool_docs, and with the same answer: the search spans
+    every configured server, so sandboxd answers it too."""
+    return _tool_docs(_chan.call_sync("search_tool_docs", _search_params(query, limit, detail)))
 
 
 def capability_summary():
@@ -297,6 +285,8 @@ Discover (sync helpers read this call's metadata, async ones ask the host):
   runtime.list_servers_sync()                  servers loaded for this call
   runtime.list_tools_sync("server")            name, alias, description, schema
   runtime.search_tool_docs_sync("words", limit=5, detail="summary"|"full")
+      searches every configured server; each hit has loaded (in this call)
+      and loadWith, the servers=[...] that loads it
   runtime.query_tool_docs_sync("server", tool=None, detail="full")
   runtime.describe_server("server")            includes the server's cwd
 
@@ -313,7 +303,7 @@ Memory (JSON values, kept across sessions):
   delete_memory(key)  list_memories()  memory_exists(key)  get_memory_info(key)
 
 Saved tools (kept across sessions):
-  save_tool(func)   then in any later session: import user_tools
+  save_tool(func)   then in any later session: func(...) or import user_tools
   runtime.list_saved_tools()   runtime.delete_saved_tool(name)
 
 Limits: no network; read-only root; /workspace and /tmp are small tmpfs;

@@ -5,9 +5,16 @@ package. The server modules and proxies are rebuilt from every exec's
 metadata, so they name exactly the servers allowed for that exec.
 """
 
+import os
 import sys
 
+import codeexec_json
 import codeexec_runtime as rt
+
+# The longest "NAME=value" string that execve passes to a new program
+# (Linux's MAX_ARG_STRLEN, 32 pages): a longer variable would make every
+# subprocess the code starts fail with E2BIG.
+ENV_LIMIT = 32 * 4096 - 1
 
 
 def _tool_function(server, tool, alias, module, doc):
@@ -114,12 +121,44 @@ def install(chan, extra):
     return runtime
 
 
+def _fitting(name, *shapes):
+    """The JSON of the first of shapes (functions giving JSON values, the
+    last one an empty value) that fits in one environment variable called
+    name."""
+    for shape in shapes:
+        text = codeexec_json.dumps(shape())
+        if len(name) + 1 + len(text) <= ENV_LIMIT:
+            break
+    return text
+
+
+def export_env(metas, discovered):
+    """Sets MCP_AVAILABLE_SERVERS (the loaded servers' metadata) and
+    MCP_DISCOVERED_SERVERS ({name: description} of every configured
+    server) as upstream sets them, for this exec and its subprocesses.
+
+    A catalogue too large for one variable loses input schemas first, then
+    descriptions; runtime.list_loaded_server_metadata() and
+    runtime.discovered_servers(detailed=True) always have everything.
+    """
+    def lean(keep):
+        return lambda: [dict(m, tools=[{k: t[k] for k in keep} for t in m["tools"]]) for m in metas]
+
+    os.environ["MCP_AVAILABLE_SERVERS"] = _fitting(
+        "MCP_AVAILABLE_SERVERS", lambda: metas, lean(("name", "alias", "description")), lean(("name", "alias")),
+        lambda: [{"name": m["name"], "alias": m["alias"]} for m in metas], list)
+    os.environ["MCP_DISCOVERED_SERVERS"] = _fitting(
+        "MCP_DISCOVERED_SERVERS", lambda: {d["name"]: d["description"] for d in discovered},
+        lambda: dict.fromkeys((d["name"] for d in discovered), ""), dict)
+
+
 def configure(servers, discovered):
     """Applies one exec's metadata; returns the new proxies by alias.
 
     `mcp.servers.<alias>` modules of servers no longer allowed are removed.
     """
     metas = rt.set_metadata(servers, discovered)
+    export_env(metas, rt.discovered_servers(detailed=True))
     for key in [k for k in sys.modules if k.startswith("mcp.servers.")]:
         del sys.modules[key]
     for key in [k for k in vars(_servers_pkg) if not k.startswith("__")]:

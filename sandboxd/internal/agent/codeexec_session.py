@@ -214,6 +214,8 @@ class Session:
         source = msg.get("code") or ""
         try:
             self._configure(msg)
+            if msg.get("first"):
+                codeexec_persist.bind_saved_tools(self.ns)
             codeexec_source.register(filename, source)
             code = compile(source, filename, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
             codeexec_interrupt.deliver()  # a SIGINT during the set-up above

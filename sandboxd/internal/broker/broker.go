@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -57,17 +59,21 @@ type discovered struct {
 // Prepare resolves the servers allowed for one exec.
 func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (*session.ExecEnv, error) {
 	env := &session.ExecEnv{Allowed: []string{}, Servers: json.RawMessage("[]"), Discovered: json.RawMessage("[]")}
-	var names []string
+	// Never nil: list_servers() sends this list, and the code expects an
+	// empty list (upstream's ()), not null, when no servers were asked for.
+	names := []string{}
+	seen := make(map[string]bool, len(servers)) // a client may send thousands
 	for _, s := range servers {
 		s = strings.TrimSpace(s)
-		if s != "" && !slices.Contains(names, s) {
+		if s != "" && !seen[s] {
+			seen[s] = true
 			names = append(names, s)
 		}
 	}
 	if b.Discovery == nil {
 		if len(names) > 0 {
-			return nil, fmt.Errorf("%w: unknown MCP server %s: MCP server discovery is not available in this deployment, so no servers can be loaded; call run_python without 'servers'",
-				session.ErrInvalid, quoteList(names))
+			return nil, fmt.Errorf("%w: %s: MCP server discovery is not available in this deployment, so no servers can be loaded; call run_python without 'servers'",
+				session.ErrInvalid, unknownServers(names))
 		}
 		return env, nil
 	}
@@ -91,7 +97,7 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 		}
 	}
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("%w: unknown MCP server %s; configured servers: %s", session.ErrInvalid, quoteList(unknown), configuredList(all))
+		return nil, fmt.Errorf("%w: %s; configured servers: %s", session.ErrInvalid, unknownServers(unknown), configuredList(all))
 	}
 	metas := make([]serverMeta, 0, len(names))
 	for _, n := range names {
@@ -181,10 +187,52 @@ func allowed(env *session.ExecEnv, server string) error {
 	if slices.Contains(env.Allowed, server) {
 		return nil
 	}
-	if len(env.Allowed) == 0 {
-		return fmt.Errorf("server %q is not available to this call: no servers were loaded; pass servers=[%q] to run_python", server, server)
+	// Upstream's words first ("Server 'x' is not available"), then what to
+	// do: the exact servers argument that loads it with the others.
+	load := make([]string, 0, len(env.Allowed)+1)
+	for _, n := range append(slices.Clone(env.Allowed), server) {
+		load = append(load, quoted(n))
 	}
-	return fmt.Errorf("server %q is not available to this call; loaded servers: %s (add it to run_python's servers list)", server, quoteList(env.Allowed))
+	if len(env.Allowed) == 0 {
+		return fmt.Errorf("Server %s is not available: no servers are loaded in this call; pass servers=[%s] to run_python", pyRepr(server), load[0])
+	}
+	return fmt.Errorf("Server %s is not available: it is not loaded in this call (loaded: %s); pass servers=[%s] to run_python",
+		pyRepr(server), quoteList(env.Allowed), strings.Join(load, ", "))
+}
+
+// pyRepr quotes s as Python's repr() does, since upstream's messages
+// name servers with {server!r}: single quotes unless s holds a single
+// quote and no double quote.
+func pyRepr(s string) string {
+	q := byte('\'')
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == rune(q):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == utf8.RuneError || strconv.IsPrint(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r < 0x10000:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
 }
 
 func quoteList(names []string) string {
@@ -193,6 +241,30 @@ func quoteList(names []string) string {
 		q[i] = fmt.Sprintf("%q", n)
 	}
 	return strings.Join(q, ", ")
+}
+
+// Messages name at most this many unknown or configured servers, so that
+// a call with thousands of names gets an error the model can read.
+const (
+	maxUnknownNamed    = 5
+	maxConfiguredNamed = 20
+)
+
+// unknownServers says which requested servers do not exist: the first few
+// and how many there are in all.
+func unknownServers(names []string) string {
+	if len(names) == 1 {
+		return "unknown MCP server " + quoteList(names)
+	}
+	return fmt.Sprintf("%d unknown MCP servers: %s", len(names), someOf(names, maxUnknownNamed))
+}
+
+// someOf quotes the first n names, then counts the rest.
+func someOf(names []string, n int) string {
+	if len(names) <= n {
+		return quoteList(names)
+	}
+	return fmt.Sprintf("%s and %d more", quoteList(names[:n]), len(names)-n)
 }
 
 func configuredList(all []discovered) string {
@@ -204,6 +276,9 @@ func configuredList(all []discovered) string {
 		names[i] = d.Name
 	}
 	sort.Strings(names)
+	if len(names) > maxConfiguredNamed {
+		return someOf(names, maxConfiguredNamed) + " (runtime.discovered_servers() lists them all)"
+	}
 	return quoteList(names)
 }
 

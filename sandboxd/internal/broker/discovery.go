@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
@@ -19,6 +21,30 @@ type doc struct {
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 	// Match says why a search returned the tool; other docs leave it out.
 	Match string `json:"match,omitempty"`
+	// Loaded and LoadWith are set on search hits only. A search spans
+	// every configured server, where upstream's searched only the servers
+	// loaded in the call, so each hit says whether its server is loaded
+	// in this call and the servers=[...] argument that loads it.
+	Loaded   *bool  `json:"loaded,omitempty"`
+	LoadWith string `json:"loadWith,omitempty"`
+}
+
+// markLoaded fills in a search hit's Loaded and LoadWith for the servers
+// allowed in this exec.
+func (d *doc) markLoaded(allowed []string) {
+	loaded := slices.Contains(allowed, d.Server)
+	d.Loaded = &loaded
+	d.LoadWith = "servers=[" + quoted(d.Server) + "]"
+}
+
+// quoted renders s as a JSON string, which Python reads as the same
+// string literal. HTML characters stay as they are.
+func quoted(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func toDocs(in []*discoveryv1.ToolDoc) []doc {
@@ -100,8 +126,8 @@ func (b *Broker) discoveryCall(ctx context.Context, tenant string, env *session.
 		}
 		return toDocs(resp.GetDocs()), nil
 	case "search_tool_docs":
-		if p.Query == "" {
-			return nil, fmt.Errorf("missing 'query' value")
+		if strings.TrimSpace(p.Query) == "" {
+			return nil, fmt.Errorf("Missing 'query' value: pass words that describe the tool you need, e.g. search_tool_docs(\"read a file\")")
 		}
 		detail, err := detailOf(p.Detail)
 		if err != nil {
@@ -114,7 +140,11 @@ func (b *Broker) discoveryCall(ctx context.Context, tenant string, env *session.
 		if err != nil {
 			return nil, rpcError(err)
 		}
-		out := map[string]any{"results": toDocs(resp.GetDocs()), "total": resp.GetTotal(), "truncated": resp.GetTruncated()}
+		docs := toDocs(resp.GetDocs())
+		for i := range docs {
+			docs[i].markLoaded(env.Allowed)
+		}
+		out := map[string]any{"results": docs, "total": resp.GetTotal(), "truncated": resp.GetTruncated()}
 		if u := resp.GetUnindexedServers(); len(u) > 0 {
 			// Servers that failed to start or were too slow were not
 			// searched; saying so keeps a partial answer from looking

@@ -40,6 +40,10 @@ type Message struct {
 	Servers    json.RawMessage `json:"servers,omitempty"`
 	Discovered json.RawMessage `json:"discovered,omitempty"`
 	Limit      int64           `json:"limit,omitempty"`
+	// First marks a session's first exec in this sandbox (never the
+	// pool's warm-up exec): the agent then binds the tenant's saved tools
+	// as bare names before the code runs.
+	First bool `json:"first,omitempty"`
 
 	// call
 	Exec   int64           `json:"exec,omitempty"`

@@ -1,6 +1,8 @@
 // Package engine starts and stops sandboxes. An Engine hides how isolation
-// is done (bubblewrap, podman, docker); the session layer above only sees a
-// Process with three pipes.
+// is done; the session layer above only sees a Process with three pipes.
+// The engines live below: bwrap (the default) and container (podman,
+// docker), both built on cgroup and seccomp. Select picks one; this package
+// also holds what every engine shares.
 package engine
 
 import (
@@ -92,6 +94,12 @@ type Engine interface {
 	// Check verifies that the engine can run here. A failure wraps
 	// ErrUnavailable and says what to do.
 	Check(ctx context.Context) error
+	// Prepare readies agentDir, the host directory every Spec.AgentDir
+	// will name, for this engine's sandboxes: it precompiles the agent
+	// with python, the interpreter they run (a path inside the sandbox),
+	// so that each sandbox loads bytecode instead of compiling the agent
+	// again. An error only costs start-up time: sandboxes still work.
+	Prepare(ctx context.Context, agentDir, python string) error
 	// Start launches a sandbox. ctx bounds the start only, not the life of
 	// the sandbox.
 	Start(ctx context.Context, spec Spec) (Process, error)

@@ -7,15 +7,15 @@ import "testing"
 func TestLookPathFallsBackToSystemDirs(t *testing.T) {
 	t.Setenv("PATH", "")
 	for _, name := range []string{"bwrap", "setpriv", "sh"} {
-		p, err := lookPath(name)
+		p, err := LookPath(name)
 		if err != nil || p == "" {
-			t.Errorf("lookPath(%q) with an empty PATH = %q, %v; want the system copy", name, p, err)
+			t.Errorf("LookPath(%q) with an empty PATH = %q, %v; want the system copy", name, p, err)
 		}
 	}
-	if p, err := lookPath("no-such-tool-codeexec"); err == nil {
-		t.Errorf("lookPath of a missing tool = %q, want an error", p)
+	if p, err := LookPath("no-such-tool-codeexec"); err == nil {
+		t.Errorf("LookPath of a missing tool = %q, want an error", p)
 	}
-	if _, err := lookPath("/nonexistent/bwrap"); err == nil {
+	if _, err := LookPath("/nonexistent/bwrap"); err == nil {
 		t.Error("an explicit missing path must not fall back")
 	}
 }

@@ -93,6 +93,8 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	sb.mu.Lock()
 	sb.nextExec++
 	id := sb.nextExec
+	first := !sb.sessionStarted
+	sb.sessionStarted = true
 	sb.mu.Unlock()
 
 	callCtx, cancelCalls := context.WithCancel(ctx)
@@ -103,7 +105,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	usageBefore := sb.proc.Usage()
 
 	start := time.Now()
-	if err := sendExec(sb, id, code, env, limit); err != nil {
+	if err := sendExec(sb, id, code, env, limit, first); err != nil {
 		res.Status, res.StateLost = StatusKilled, true
 		res.Error = "could not send code to the sandbox: " + err.Error()
 		return res

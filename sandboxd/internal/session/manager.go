@@ -378,7 +378,7 @@ func (m *Manager) warmUp(ctx context.Context, sb *sandbox) error {
 	id := sb.nextExec
 	sb.mu.Unlock()
 	empty := &ExecEnv{Servers: []byte("[]"), Discovered: []byte("[]")}
-	if err := sendExec(sb, id, "pass", empty, 0); err != nil {
+	if err := sendExec(sb, id, "pass", empty, 0, false); err != nil {
 		return err
 	}
 	for {

@@ -33,8 +33,11 @@ type sandbox struct {
 	waitErr  error
 	stderr   tail
 	nextExec int64
-	python   string
-	usage    engine.Usage
+	// sessionStarted is set once a session has sent this sandbox an exec
+	// (the pool's warm-up exec does not count).
+	sessionStarted bool
+	python         string
+	usage          engine.Usage
 	// afterFirstExec, when set, runs once the first exec of the session
 	// that took this sandbox from the pool is done (deferredWake).
 	afterFirstExec func()

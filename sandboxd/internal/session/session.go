@@ -155,8 +155,8 @@ func (s *Session) logger() *slog.Logger {
 }
 
 // sendExec writes an exec frame.
-func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64) error {
+func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, first bool) error {
 	return sb.conn.Write(&channel.Message{
-		T: "exec", ID: id, Code: code, Servers: env.Servers, Discovered: env.Discovered, Limit: limit,
+		T: "exec", ID: id, Code: code, Servers: env.Servers, Discovered: env.Discovered, Limit: limit, First: first,
 	})
 }

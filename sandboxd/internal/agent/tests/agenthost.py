@@ -188,14 +188,17 @@ class Agent:
         else:
             self.send({"t": "reply", "id": cid, "ok": False, "error": res})
 
-    def start(self, code, servers=(), discovered=None, limit=0):
+    def start(self, code, servers=(), discovered=None, limit=0, first=False):
         self._next += 1
         if discovered is None:
             discovered = [{"name": s["name"], "description": s.get("description", "")} for s in servers]
         self.host.allowed = [s["name"] for s in servers]
         self._calls_mark = len(self.calls)  # before the exec can make calls
-        self.send({"t": "exec", "id": self._next, "code": code, "servers": list(servers),
-                   "discovered": discovered, "limit": limit})
+        msg = {"t": "exec", "id": self._next, "code": code, "servers": list(servers),
+               "discovered": discovered, "limit": limit}
+        if first:
+            msg["first"] = True
+        self.send(msg)
         return self._next
 
     def wait_for_output(self, exec_id, text, timeout=30):
@@ -222,8 +225,8 @@ class Agent:
                 assert msg["id"] == exec_id, msg
                 return Result(msg, chunks, self.calls[ncalls:])
 
-    def exec(self, code, servers=(), discovered=None, limit=0, timeout=60):
-        return self.wait(self.start(code, servers, discovered, limit), timeout)
+    def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False):
+        return self.wait(self.start(code, servers, discovered, limit, first), timeout)
 
     def close(self):
         try:

@@ -42,29 +42,40 @@ class MemoryTest(unittest.TestCase):
         r = self.a.exec(
             "cases = [lambda: save_memory('k', {1, 2}), lambda: save_memory('k', {'d': object()}),\n"
             "         lambda: save_memory('k', float('nan')), lambda: save_memory('', 1),\n"
-            "         lambda: save_memory(5, 1), lambda: save_memory('é' * 129, 1),\n"
+            "         lambda: save_memory(5, 1), lambda: save_memory('é' * 1025, 1),\n"
             "         lambda: save_memory('k', 1, metadata=[1]), lambda: load_memory(None),\n"
-            "         lambda: update_memory('k', 3), lambda: save_memory('a\\ud800', 1)]\n"
+            "         lambda: update_memory('k', 3), lambda: save_memory('a\\ud800', 1),\n"
+            "         lambda: save_memory('   ', 1), lambda: load_memory('\\t\\n')]\n"
             "for f in cases:\n"
             "    try:\n"
             "        f(); print('no error')\n"
             "    except Exception as e:\n"
             "        print(type(e).__name__ + ':', e)\n"
-            "print(save_memory('é' * 128, 1))\n")
+            "print(save_memory('é' * 1024, 1))\n")
         self.assertEqual(r.stdout.splitlines(), [
             "TypeError: value of type set is not JSON serialisable",
             "TypeError: value of type object is not JSON serialisable",
             "ValueError: value is not valid JSON: Out of range float values are not JSON compliant",
-            "ValueError: memory key must not be empty",
+            "ValueError: Memory key cannot be empty: use a name such as 'notes' (surrounding whitespace is stripped)",
             "TypeError: memory key must be a str, not int",
-            "ValueError: memory key is 258 UTF-8 bytes; the limit is 256",
+            "ValueError: memory key is 2050 UTF-8 bytes; the limit is 2048 (keep the data in the value)",
             "TypeError: metadata must be a dict, not list",
             "TypeError: memory key must be a str, not NoneType",
             "TypeError: update_memory needs a callable, not int",
             "ValueError: memory key must be valid Unicode (it holds a lone surrogate)",
-            "Memory '%s' saved." % ("é" * 128),
+            "ValueError: Memory key cannot be empty: use a name such as 'notes' (surrounding whitespace is stripped)",
+            "ValueError: Memory key cannot be empty: use a name such as 'notes' (surrounding whitespace is stripped)",
+            "Memory '%s' saved." % ("é" * 1024),
         ], r)
-        self.assertEqual(set(self.host.memory), {"é" * 128})
+        self.assertEqual(set(self.host.memory), {"é" * 1024})
+
+    def test_keys_are_stripped(self):
+        r = self.a.exec(
+            "print(save_memory('  notes\\n', 1))\n"
+            "print(load_memory('notes'), memory_exists(' notes'), get_memory_info('notes ')['key'])\n"
+            "print(update_memory(' notes ', lambda v: v + 1), delete_memory('\\tnotes'))\n")
+        self.assertEqual(r.stdout.splitlines(), ["Memory 'notes' saved.", "1 True notes", "2 Memory 'notes' deleted."], r)
+        self.assertEqual({c["p"]["key"] for c in r.calls}, {"notes"})
 
     def test_update_memory(self):
         r = self.a.exec(
@@ -84,10 +95,15 @@ class MemoryTest(unittest.TestCase):
         self.assertEqual(self.host.memory["list"]["metadata"], {"keep": 1})
 
     def test_update_memory_gives_up(self):
-        self.host.conflicts_left = 1000
-        r = self.a.exec("update_memory('n', lambda v: (v or []) + [1])")
-        self.assertEqual(r.error, "MCPError: update_memory('n'): gave up after 50 conflicting concurrent updates")
-        self.assertEqual(len([c for c in r.calls if c["m"] == "memory.update"]), 50)
+        # Endless conflicts: it keeps trying for UPDATE_PATIENCE seconds
+        # (shortened here), pausing between tries, then says how often.
+        self.host.conflicts_left = 10**6
+        r = self.a.exec("import codeexec_persist\ncodeexec_persist.UPDATE_PATIENCE = 0.3\n"
+                        "update_memory('n', lambda v: (v or []) + [1])")
+        tries = len([c for c in r.calls if c["m"] == "memory.update"])
+        self.assertEqual(r.error, "MCPError: update_memory('n'): gave up after %d conflicting concurrent updates in 0.3 s" % tries)
+        self.assertGreater(tries, 5)
+        self.assertLess(tries, 1000)  # it paused between tries
 
     def test_update_memory_other_error_not_retried(self):
         orig = self.host.handle
@@ -146,6 +162,52 @@ class ToolsTest(unittest.TestCase):
         finally:
             b.close()
 
+    def test_saved_tools_are_bare_names_in_a_new_session(self):
+        def tool(name, body="    return %r\n"):
+            self.host.tools[name] = {"name": name, "docstring": "",
+                                     "source": "def %s(*a):\n" % name + body % name}
+        for name in ("double", "load_memory", "len", "runtime", "mine", "_private", "gone"):
+            tool(name)
+        b = Agent(self.host)
+        try:
+            # The pool's warm-up exec binds nothing and asks for nothing.
+            r = b.exec("pass")
+            self.assertEqual(r.calls, [], r)
+            r = b.exec("print(double(), load_memory.__module__, len('ab'), type(runtime).__name__)\n"
+                       "print('_private' in globals(), mine())\n"
+                       "mine = 'my own'\n"
+                       "import user_tools\n"
+                       "print(user_tools.len(), user_tools.load_memory(), double is user_tools.double)\n",
+                       first=True)
+            self.assertEqual(r.stdout.splitlines(), [
+                "double codeexec_persist 2 module",
+                "False mine",
+                "len load_memory True",
+            ], r)
+            self.assertEqual([c["m"] for c in r.calls], ["tool.list"])
+            # Later execs do not ask again, and keep the session's own names.
+            r = b.exec("print(mine, double())")
+            self.assertEqual((r.stdout, r.calls), ("my own double\n", []), r)
+            # Deleting a tool takes its bare name away, not a rebound name.
+            r = b.exec("print(runtime.delete_saved_tool('gone'), 'gone' in globals(), hasattr(user_tools, 'gone'))\n"
+                       "print(runtime.delete_saved_tool('mine'), mine)\n")
+            self.assertEqual(r.stdout.splitlines(), ["Tool 'gone' deleted. False False",
+                                                     "Tool 'mine' deleted. my own"], r)
+        finally:
+            b.close()
+
+    def test_binding_without_memoryd_is_silent(self):
+        host = FakeHost()
+        host.handle = lambda m, p: (False, "memory and saved tools are not available in this deployment")
+        a = Agent(host)
+        try:
+            r = a.exec("print('ran')", first=True)
+            self.assertEqual((r.ok, r.stdout, r.stderr), (True, "ran\n", ""), r)
+            r = a.exec("import user_tools")
+            self.assertIn("not available in this deployment", r.error)
+        finally:
+            a.close()
+
     def test_save_tool_errors(self):
         r = self.a.exec(
             "f = lambda x: x\n"
@@ -156,8 +218,8 @@ class ToolsTest(unittest.TestCase):
             "        print(type(e).__name__ + ':', e)\n")
         self.assertEqual(r.stdout.splitlines(), [
             "ValueError: save_tool needs a named function (def), not '<lambda>'",
-            "TypeError: save_tool needs a function defined with def, not builtin_function_or_method",
-            "TypeError: save_tool needs a function defined with def, not int",
+            "ValueError: save_tool expects a function (one defined with def), not builtin_function_or_method",
+            "ValueError: save_tool expects a function (one defined with def), not int",
         ], r)
 
     def test_list_and_delete_saved_tools(self):

@@ -26,7 +26,7 @@ const (
 type MemoryRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// key is the record's key exactly as the client gave it: any non-empty
-	// UTF-8 string of at most 256 bytes. Keys are never rewritten, so two
+	// UTF-8 string of at most 2,048 bytes. Keys are never rewritten, so two
 	// different keys never name the same record.
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// value_json is the value as JSON text, exactly as it was saved, so any
@@ -135,13 +135,21 @@ type SaveMemoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// tenant owns the record. Empty means "default".
 	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	// key names the record: non-empty UTF-8, at most 256 bytes.
+	// key names the record: non-empty UTF-8, at most 2,048 bytes.
 	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// value_json is the value as JSON text. It must be one valid JSON value
 	// no larger than the service's cap (1 MiB by default).
 	ValueJson string `protobuf:"bytes,3,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
 	// metadata_json is a JSON object. Empty means "{}".
-	MetadataJson  string `protobuf:"bytes,4,opt,name=metadata_json,json=metadataJson,proto3" json:"metadata_json,omitempty"`
+	MetadataJson string `protobuf:"bytes,4,opt,name=metadata_json,json=metadataJson,proto3" json:"metadata_json,omitempty"`
+	// create_time, when set, is stored as the record's create_time instead of
+	// now (or of the existing record's). It is for importing records made
+	// elsewhere, such as an upstream install's memory files, which keep the
+	// times they had there; ordinary saves leave it unset.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// update_time, when set, is stored as the record's update_time instead
+	// of now, for the same imports. It must not be before create_time.
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -202,6 +210,20 @@ func (x *SaveMemoryRequest) GetMetadataJson() string {
 		return x.MetadataJson
 	}
 	return ""
+}
+
+func (x *SaveMemoryRequest) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *SaveMemoryRequest) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
 }
 
 // SaveMemoryResponse returns the record as stored.
@@ -1275,13 +1297,17 @@ const file_codeexec_memory_v1_memory_proto_rawDesc = "" +
 	"updateTime\x12\x1a\n" +
 	"\brevision\x18\x06 \x01(\x04R\brevision\x12\x1f\n" +
 	"\vvalue_bytes\x18\a \x01(\x04R\n" +
-	"valueBytes\"\x81\x01\n" +
+	"valueBytes\"\xfb\x01\n" +
 	"\x11SaveMemoryRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1d\n" +
 	"\n" +
 	"value_json\x18\x03 \x01(\tR\tvalueJson\x12#\n" +
-	"\rmetadata_json\x18\x04 \x01(\tR\fmetadataJson\"N\n" +
+	"\rmetadata_json\x18\x04 \x01(\tR\fmetadataJson\x12;\n" +
+	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"N\n" +
 	"\x12SaveMemoryResponse\x128\n" +
 	"\x06record\x18\x01 \x01(\v2 .codeexec.memory.v1.MemoryRecordR\x06record\"<\n" +
 	"\x10GetMemoryRequest\x12\x16\n" +
@@ -1396,40 +1422,42 @@ var file_codeexec_memory_v1_memory_proto_goTypes = []any{
 var file_codeexec_memory_v1_memory_proto_depIdxs = []int32{
 	22, // 0: codeexec.memory.v1.MemoryRecord.create_time:type_name -> google.protobuf.Timestamp
 	22, // 1: codeexec.memory.v1.MemoryRecord.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 2: codeexec.memory.v1.SaveMemoryResponse.record:type_name -> codeexec.memory.v1.MemoryRecord
-	0,  // 3: codeexec.memory.v1.GetMemoryResponse.record:type_name -> codeexec.memory.v1.MemoryRecord
-	0,  // 4: codeexec.memory.v1.UpdateMemoryResponse.record:type_name -> codeexec.memory.v1.MemoryRecord
-	0,  // 5: codeexec.memory.v1.ListMemoriesResponse.records:type_name -> codeexec.memory.v1.MemoryRecord
-	22, // 6: codeexec.memory.v1.Tool.create_time:type_name -> google.protobuf.Timestamp
-	22, // 7: codeexec.memory.v1.Tool.update_time:type_name -> google.protobuf.Timestamp
-	13, // 8: codeexec.memory.v1.SaveToolResponse.tool:type_name -> codeexec.memory.v1.Tool
-	13, // 9: codeexec.memory.v1.GetToolResponse.tool:type_name -> codeexec.memory.v1.Tool
-	13, // 10: codeexec.memory.v1.ListToolsResponse.tools:type_name -> codeexec.memory.v1.Tool
-	1,  // 11: codeexec.memory.v1.MemoryService.SaveMemory:input_type -> codeexec.memory.v1.SaveMemoryRequest
-	3,  // 12: codeexec.memory.v1.MemoryService.GetMemory:input_type -> codeexec.memory.v1.GetMemoryRequest
-	5,  // 13: codeexec.memory.v1.MemoryService.UpdateMemory:input_type -> codeexec.memory.v1.UpdateMemoryRequest
-	7,  // 14: codeexec.memory.v1.MemoryService.DeleteMemory:input_type -> codeexec.memory.v1.DeleteMemoryRequest
-	9,  // 15: codeexec.memory.v1.MemoryService.ListMemories:input_type -> codeexec.memory.v1.ListMemoriesRequest
-	11, // 16: codeexec.memory.v1.MemoryService.Backup:input_type -> codeexec.memory.v1.BackupRequest
-	14, // 17: codeexec.memory.v1.ToolService.SaveTool:input_type -> codeexec.memory.v1.SaveToolRequest
-	16, // 18: codeexec.memory.v1.ToolService.GetTool:input_type -> codeexec.memory.v1.GetToolRequest
-	18, // 19: codeexec.memory.v1.ToolService.ListTools:input_type -> codeexec.memory.v1.ListToolsRequest
-	20, // 20: codeexec.memory.v1.ToolService.DeleteTool:input_type -> codeexec.memory.v1.DeleteToolRequest
-	2,  // 21: codeexec.memory.v1.MemoryService.SaveMemory:output_type -> codeexec.memory.v1.SaveMemoryResponse
-	4,  // 22: codeexec.memory.v1.MemoryService.GetMemory:output_type -> codeexec.memory.v1.GetMemoryResponse
-	6,  // 23: codeexec.memory.v1.MemoryService.UpdateMemory:output_type -> codeexec.memory.v1.UpdateMemoryResponse
-	8,  // 24: codeexec.memory.v1.MemoryService.DeleteMemory:output_type -> codeexec.memory.v1.DeleteMemoryResponse
-	10, // 25: codeexec.memory.v1.MemoryService.ListMemories:output_type -> codeexec.memory.v1.ListMemoriesResponse
-	12, // 26: codeexec.memory.v1.MemoryService.Backup:output_type -> codeexec.memory.v1.BackupResponse
-	15, // 27: codeexec.memory.v1.ToolService.SaveTool:output_type -> codeexec.memory.v1.SaveToolResponse
-	17, // 28: codeexec.memory.v1.ToolService.GetTool:output_type -> codeexec.memory.v1.GetToolResponse
-	19, // 29: codeexec.memory.v1.ToolService.ListTools:output_type -> codeexec.memory.v1.ListToolsResponse
-	21, // 30: codeexec.memory.v1.ToolService.DeleteTool:output_type -> codeexec.memory.v1.DeleteToolResponse
-	21, // [21:31] is the sub-list for method output_type
-	11, // [11:21] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	22, // 2: codeexec.memory.v1.SaveMemoryRequest.create_time:type_name -> google.protobuf.Timestamp
+	22, // 3: codeexec.memory.v1.SaveMemoryRequest.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 4: codeexec.memory.v1.SaveMemoryResponse.record:type_name -> codeexec.memory.v1.MemoryRecord
+	0,  // 5: codeexec.memory.v1.GetMemoryResponse.record:type_name -> codeexec.memory.v1.MemoryRecord
+	0,  // 6: codeexec.memory.v1.UpdateMemoryResponse.record:type_name -> codeexec.memory.v1.MemoryRecord
+	0,  // 7: codeexec.memory.v1.ListMemoriesResponse.records:type_name -> codeexec.memory.v1.MemoryRecord
+	22, // 8: codeexec.memory.v1.Tool.create_time:type_name -> google.protobuf.Timestamp
+	22, // 9: codeexec.memory.v1.Tool.update_time:type_name -> google.protobuf.Timestamp
+	13, // 10: codeexec.memory.v1.SaveToolResponse.tool:type_name -> codeexec.memory.v1.Tool
+	13, // 11: codeexec.memory.v1.GetToolResponse.tool:type_name -> codeexec.memory.v1.Tool
+	13, // 12: codeexec.memory.v1.ListToolsResponse.tools:type_name -> codeexec.memory.v1.Tool
+	1,  // 13: codeexec.memory.v1.MemoryService.SaveMemory:input_type -> codeexec.memory.v1.SaveMemoryRequest
+	3,  // 14: codeexec.memory.v1.MemoryService.GetMemory:input_type -> codeexec.memory.v1.GetMemoryRequest
+	5,  // 15: codeexec.memory.v1.MemoryService.UpdateMemory:input_type -> codeexec.memory.v1.UpdateMemoryRequest
+	7,  // 16: codeexec.memory.v1.MemoryService.DeleteMemory:input_type -> codeexec.memory.v1.DeleteMemoryRequest
+	9,  // 17: codeexec.memory.v1.MemoryService.ListMemories:input_type -> codeexec.memory.v1.ListMemoriesRequest
+	11, // 18: codeexec.memory.v1.MemoryService.Backup:input_type -> codeexec.memory.v1.BackupRequest
+	14, // 19: codeexec.memory.v1.ToolService.SaveTool:input_type -> codeexec.memory.v1.SaveToolRequest
+	16, // 20: codeexec.memory.v1.ToolService.GetTool:input_type -> codeexec.memory.v1.GetToolRequest
+	18, // 21: codeexec.memory.v1.ToolService.ListTools:input_type -> codeexec.memory.v1.ListToolsRequest
+	20, // 22: codeexec.memory.v1.ToolService.DeleteTool:input_type -> codeexec.memory.v1.DeleteToolRequest
+	2,  // 23: codeexec.memory.v1.MemoryService.SaveMemory:output_type -> codeexec.memory.v1.SaveMemoryResponse
+	4,  // 24: codeexec.memory.v1.MemoryService.GetMemory:output_type -> codeexec.memory.v1.GetMemoryResponse
+	6,  // 25: codeexec.memory.v1.MemoryService.UpdateMemory:output_type -> codeexec.memory.v1.UpdateMemoryResponse
+	8,  // 26: codeexec.memory.v1.MemoryService.DeleteMemory:output_type -> codeexec.memory.v1.DeleteMemoryResponse
+	10, // 27: codeexec.memory.v1.MemoryService.ListMemories:output_type -> codeexec.memory.v1.ListMemoriesResponse
+	12, // 28: codeexec.memory.v1.MemoryService.Backup:output_type -> codeexec.memory.v1.BackupResponse
+	15, // 29: codeexec.memory.v1.ToolService.SaveTool:output_type -> codeexec.memory.v1.SaveToolResponse
+	17, // 30: codeexec.memory.v1.ToolService.GetTool:output_type -> codeexec.memory.v1.GetToolResponse
+	19, // 31: codeexec.memory.v1.ToolService.ListTools:output_type -> codeexec.memory.v1.ListToolsResponse
+	21, // 32: codeexec.memory.v1.ToolService.DeleteTool:output_type -> codeexec.memory.v1.DeleteToolResponse
+	23, // [23:33] is the sub-list for method output_type
+	13, // [13:23] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_memory_v1_memory_proto_init() }

@@ -1,0 +1,554 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// End-to-end tests of issue 14: code written for upstream, run as an
+// upstream user switching over would run it, through the real binary, a
+// real MCP client and real sandboxes. Each expected value is upstream's,
+// with a comment naming where upstream defines it: a line of
+// mcp_server_code_execution_mode.py at 27d23b8 (v0.3.0), a section of
+// reference/upstream-behaviour.md, or one of upstream's tests.
+
+// dropinServers writes an MCP_SERVERS_CONFIG for the tests in this file:
+// "empty", a real MCP server with no tools, "crashy", the same server with
+// its echo tool, and the npm filesystem server on dir.
+func dropinServers(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	crash, err := filepath.Abs(filepath.Join("testdata", "crashserver.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	python := lookTool(t, "python3", "python3 runs the test MCP server")
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	path := filepath.Join(t.TempDir(), "servers.json")
+	writeServers(t, path, map[string]any{
+		"empty":      map[string]any{"command": python, "args": []any{crash, "--no-tools"}, "description": "No tools at all"},
+		"crashy":     map[string]any{"command": python, "args": []any{crash}},
+		"filesystem": map[string]any{"command": node, "args": []any{npmEntry(t, "server-filesystem"), dir}, "description": "Files"},
+	})
+	return map[string]string{"MCP_SERVERS_CONFIG": path}
+}
+
+// Item 1: every helper answers an empty case with an empty value, never
+// None or an exception.
+func TestE2EDropInEmptyResults(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+
+	// No servers in the call, no memories, no saved tools. (Each line
+	// has a label: a line reading "()" alone is dropped from the output,
+	// as upstream drops it.)
+	o := code(t, c, `
+print("async", repr(await runtime.list_servers()))
+print("sync", repr(runtime.list_servers_sync()))
+print(repr(LOADED_MCP_SERVERS), repr(mcp_servers), repr(runtime.list_loaded_server_metadata()))
+print(repr(list_memories()), repr(runtime.list_saved_tools()))
+print(repr(await runtime.search_tool_docs("qqqqqqqqqqqqqqqq")))
+print(repr(runtime.search_tool_docs_sync("qqqqqqqqqqqqqqqq")))`)
+	want := []string{
+		// mcp_server_code_execution_mode.py L2038-2042 (list_servers answers
+		// sorted(allowed_servers)) and L1213-1217 (tuple(... "servers" ...)).
+		"async ()",
+		// L1219-1220: tuple of the loaded names.
+		"sync ()",
+		// L1440-1450: LOADED_MCP_SERVERS a tuple, mcp_servers a dict;
+		// L1230-1231: list_loaded_server_metadata() is tuple(AVAILABLE_SERVERS).
+		"() {} ()",
+		// L1054-1055: list_memories() is [] with no memory dir. (Saved tools
+		// have no list in upstream; codeexec's list_saved_tools() follows
+		// list_memories.)
+		"[] []",
+		// L2529-2569: a search matching nothing is an empty list.
+		"[]",
+		"[]",
+	}
+	if got := o.stdout(); joined(got) != joined(want) {
+		t.Errorf("empty results without servers:\n%s\nwant:\n%s", joined(got), joined(want))
+	}
+
+	// A loaded server with no tools.
+	o = runPython(t, c, map[string]any{"servers": []any{"empty"}, "code": `
+print(repr(await runtime.list_servers()), repr(runtime.list_servers_sync()))
+print(repr(runtime.list_tools_sync("empty")), repr(await runtime.list_tools("empty")))
+print(repr(runtime.query_tool_docs_sync("empty")), repr(await runtime.query_tool_docs("empty")))
+print(repr(runtime.describe_server("empty")["tools"]), repr(mcp_empty))`})
+	want = []string{
+		"('empty',) ('empty',)",
+		// L1233-1238: list_tools_sync is tuple(tools); L1202-1211: list_tools
+		// is response.get("tools", []).
+		"() []",
+		// L1265-1270: query_tool_docs_sync with no tool is a list of docs;
+		// L1240-1252: so is query_tool_docs.
+		"[] []",
+		// L1227-1228 and L1165-1169: describe_server returns the metadata,
+		// tools included.
+		"[] <MCP server 'empty': 0 tools>",
+	}
+	if o.IsError || joined(o.stdout()) != joined(want) {
+		t.Errorf("a server with no tools:\n%s\nwant:\n%s", o.Text, joined(want))
+	}
+
+	// No servers configured at all.
+	bare, _ := startStdio(t, nil)
+	o = code(t, bare, `print(repr(runtime.discovered_servers()), repr(runtime.discovered_servers(detailed=True)))`)
+	// L1222-1225: tuples over DISCOVERED_SERVERS, empty here.
+	if got := joined(o.stdout()); got != "() ()" {
+		t.Errorf("discovered_servers() with no servers configured = %s, want () ()", got)
+	}
+}
+
+// Item 2: query_tool_docs_sync(server, tool) is a list holding the one doc.
+func TestE2EDropInQueryToolDocsSyncIsAList(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	o := runPython(t, c, map[string]any{"servers": []any{"filesystem"}, "code": `
+docs = runtime.query_tool_docs_sync("filesystem", "READ_TEXT_FILE", detail="full")
+one = await runtime.query_tool_docs("filesystem", "read_text_file")
+print(type(docs).__name__, len(docs), docs[0]["tool"], "path" in docs[0]["inputSchema"]["properties"])
+print(type(one).__name__, one["tool"])
+try:
+    runtime.query_tool_docs_sync("filesystem", 7)
+except runtime.MCPError as e:
+    print("MCPError:", e)`})
+	want := []string{
+		// mcp_server_code_execution_mode.py L1265-1280: the sync form
+		// returns [_format_tool_doc(...)] for the tool matched by alias or
+		// name, case-insensitively.
+		"list 1 read_text_file True",
+		// L1240-1252: the async form returns docs[0] when exactly one doc
+		// matches a given tool.
+		"dict read_text_file",
+		// L1272-1273: a tool that is not a string.
+		"MCPError: 'tool' must be a string when provided, not int",
+	}
+	if o.IsError || joined(o.stdout()) != joined(want) {
+		t.Errorf("query_tool_docs_sync:\n%s\nwant:\n%s", o.Text, joined(want))
+	}
+}
+
+// Item 3: a search spans every configured server; each hit says whether
+// its server is loaded in this call and the servers=[...] that loads it,
+// and the sync and async forms give the same answer.
+func TestE2EDropInSearchSaysHowToLoad(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	var got struct{ Async, Sync, Exact []map[string]any }
+	pyJSON(t, c, []string{"filesystem"}, `import json
+a = await runtime.search_tool_docs("echo", limit=10)
+s = runtime.search_tool_docs_sync("echo", limit=10)
+exact = runtime.search_tool_docs_sync("read_text_file")
+print(json.dumps({"Async": a, "Sync": s, "Exact": exact}))`, &got)
+	if mustJSON(got.Async) != mustJSON(got.Sync) {
+		t.Errorf("sync and async searches differ:\nasync %s\nsync  %s", mustJSON(got.Async), mustJSON(got.Sync))
+	}
+	// Upstream searched the loaded servers only
+	// (mcp_server_code_execution_mode.py L2549-2554: "if entry.get("server")
+	// not in allowed: continue"), so every hit it returned was on a loaded
+	// server: codeexec's hits on loaded servers say loaded, the others
+	// say how to load them.
+	var echo map[string]any
+	for _, d := range got.Async {
+		if d["server"] == "crashy" && d["tool"] == "echo" {
+			echo = d
+		}
+		if (d["loaded"] == true) != (d["server"] == "filesystem") || d["loadWith"] != `servers=["`+d["server"].(string)+`"]` {
+			t.Errorf("hit %v: want loaded only for filesystem, and loadWith servers=[its server]", d)
+		}
+	}
+	if echo == nil || echo["loaded"] != false {
+		t.Fatalf("search_tool_docs('echo') = %v, want crashy/echo, not loaded", docNames(got.Async))
+	}
+	if len(got.Exact) == 0 || got.Exact[0]["tool"] != "read_text_file" || got.Exact[0]["loaded"] != true {
+		t.Errorf("search_tool_docs_sync('read_text_file') = %v, want filesystem/read_text_file first, loaded", got.Exact)
+	}
+	// The hit's loadWith is the argument that loads its server.
+	var servers []any
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(echo["loadWith"].(string), "servers=")), &servers); err != nil {
+		t.Fatal(err)
+	}
+	o := runPython(t, c, map[string]any{"servers": servers, "code": `print((await mcp_crashy.echo(text="loaded"))["content"][0]["text"].split(" (")[0])`})
+	if o.IsError || joined(o.stdout()) != "loaded" {
+		t.Errorf("calling the hit with %s: %s", echo["loadWith"], o.Text)
+	}
+}
+
+// copyTree copies the files under src into dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshot maps each file under dir to its content and modification time.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[p] = fmt.Sprintf("%s @ %s", b, fi.ModTime().Format(time.RFC3339Nano))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Item 4: an upstream user's state dir (~/MCPs/user_tools) is imported on
+// the first start with a new database, with its times, and is never
+// changed; later starts do not import it again.
+func TestE2EDropInUpstreamStateOnFirstStart(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	upstream := filepath.Join(home, "MCPs", "user_tools")
+	copyTree(t, filepath.Join("..", "..", "memoryd", "testdata", "upstream", "user_tools"), upstream)
+	before := snapshot(t, upstream)
+
+	c, logs := startStdio(t, stateEnv(home))
+	waitLog(t, "codeexec", logs, regexp.MustCompile(`msg="imported upstream state on first start \(its files are left unchanged\)".* memories=4 tools=4 skipped=\d+`))
+	o := code(t, c, `
+import user_tools
+print(load_memory("project notes"))
+info = get_memory_info("project notes")
+print(info["key"], info["metadata"], info["created_at"], info["updated_at"])
+print(user_tools.greet("Ada"), user_tools.add.__doc__)`)
+	want := []string{
+		// upstream-behaviour.md §4 and mcp_server_code_execution_mode.py
+		// L838-839: memory lives in /projects/memory/<key>.json, which is
+		// ~/MCPs/user_tools/memory on the host; L1001-1024: load_memory
+		// returns the file's "value".
+		"{'todo': ['a', 'b'], 'done': 2}",
+		// L1106-1120: get_memory_info returns the file's record, whose
+		// created_at and updated_at (L980-998) are notes.json's.
+		"project notes {'source': 'chat'} 1700000000.5 1700000100.25",
+		// L838 and L919-931: user_tools.py is loaded as the module
+		// user_tools; the last definition of a name wins.
+		"Hello, Ada! Add two numbers (second version).",
+	}
+	if joined(o.stdout()) != joined(want) {
+		t.Errorf("upstream state after the first start:\n%s\nwant:\n%s", o.Text, joined(want))
+	}
+	code(t, c, `delete_memory("project notes")`)
+	_ = c.Close()
+
+	// A later start finds the database and imports nothing: the deleted
+	// memory stays deleted.
+	c, logs = startStdio(t, stateEnv(home))
+	waitLog(t, "codeexec", logs, regexp.MustCompile(`msg="codeexec serving"`))
+	if strings.Contains(logs.String(), "imported upstream state") {
+		t.Errorf("the second start imported upstream state again:\n%s", logs.String())
+	}
+	if got := joined(code(t, c, `print(load_memory("project notes"), load_memory("a b"))`).stdout()); got != "None the key upstream turned into a_b" {
+		t.Errorf("after a restart: %s", got)
+	}
+	if after := snapshot(t, upstream); !maps.Equal(before, after) {
+		t.Errorf("the upstream files changed:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// Item 5: MCP_AVAILABLE_SERVERS and MCP_DISCOVERED_SERVERS are set in the
+// sandbox's environment, for the code and its subprocesses.
+func TestE2EDropInServerEnvironment(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	src := `import json, os, subprocess
+available = json.loads(os.environ["MCP_AVAILABLE_SERVERS"])
+print([(m["name"], m["alias"], m["cwd"], "read_text_file" in [t["name"] for t in m["tools"]]) for m in available])
+print(sorted(set(k for m in available for t in m["tools"] for k in t)))
+print(json.dumps(json.loads(os.environ["MCP_DISCOVERED_SERVERS"]), sort_keys=True))
+child = subprocess.run(["/bin/sh", "-c", 'printf %s "$MCP_DISCOVERED_SERVERS"'], capture_output=True, text=True).stdout
+print(json.loads(child) == json.loads(os.environ["MCP_DISCOVERED_SERVERS"]))`
+	o := runPython(t, c, map[string]any{"servers": []any{"filesystem"}, "code": src})
+	want := []string{
+		// mcp_server_code_execution_mode.py L2022-2025: MCP_AVAILABLE_SERVERS
+		// is json.dumps(self.server_metadata), the loaded servers'
+		// metadata {name, alias, tools, cwd} (L1983-1987, upstream-behaviour.md
+		// §2.2), each tool {name, alias, description, input_schema}.
+		"[('filesystem', 'filesystem', None, True)]",
+		"['alias', 'description', 'input_schema', 'name']",
+		// L2026-2029 and L1993-1995: MCP_DISCOVERED_SERVERS is
+		// json.dumps({name: description}) over every configured server.
+		`{"crashy": "", "empty": "No tools at all", "filesystem": "Files"}`,
+		// Set with --env on the container (upstream-behaviour.md §5), so
+		// every process in the sandbox sees them.
+		"True",
+	}
+	if o.IsError || joined(o.stdout()) != joined(want) {
+		t.Errorf("environment with servers=[filesystem]:\n%s\nwant:\n%s", o.Text, joined(want))
+	}
+	// The variables follow each call's servers.
+	o = code(t, c, `import os; print(os.environ["MCP_AVAILABLE_SERVERS"])`)
+	if got := joined(o.stdout()); got != "[]" {
+		t.Errorf("MCP_AVAILABLE_SERVERS in a call without servers = %s, want []", got)
+	}
+}
+
+// Item 6: argument errors are upstream's, and keys longer than a person
+// writes are kept.
+func TestE2EDropInArgumentErrors(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	o := code(t, c, `
+for case in (lambda: save_tool(42), lambda: save_memory("   ", 1), lambda: save_memory("k" * 2049, 1)):
+    try:
+        case()
+        print("no error")
+    except Exception as e:
+        print(type(e).__name__ + ": " + str(e))
+print(save_memory("  notes\n", 1), load_memory("notes"))
+long = "k" * 1000
+save_memory(long, "kept")
+print(load_memory(long), [len(m["key"]) for m in list_memories()])`)
+	got := o.stdout()
+	// mcp_server_code_execution_mode.py L937-938: save_tool raises
+	// ValueError("save_tool expects a function"); L956-958: the key is
+	// stripped and an empty one raises ValueError("Memory key cannot be
+	// empty"). codeexec's advice follows upstream's words.
+	wantPrefix := []string{"ValueError: save_tool expects a function", "ValueError: Memory key cannot be empty"}
+	for i, w := range wantPrefix {
+		if len(got) <= i || !strings.HasPrefix(got[i], w) {
+			t.Errorf("line %d = %q, want it to start with upstream's %q", i+1, at(got, i), w)
+		}
+	}
+	// Upstream keeps any key: L959-960 cuts only the file name, and
+	// L983 keeps the whole key in the file. codeexec keeps keys of up
+	// to 2,048 bytes and names the limit beyond.
+	want := []string{
+		"ValueError: memory key is 2049 UTF-8 bytes; the limit is 2048 (keep the data in the value)",
+		"Memory 'notes' saved. 1",
+		"kept [1000, 5]",
+	}
+	if len(got) != 5 || joined(got[2:]) != joined(want) {
+		t.Errorf("output:\n%s\nwant lines 3-5:\n%s", o.Text, joined(want))
+	}
+}
+
+func at(lines []string, i int) string {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return ""
+}
+
+// Item 7: a saved tool is callable by its bare name in later sessions (and
+// still importable); names a session defines win; tools saved or deleted
+// elsewhere apply from the next session on.
+func TestE2EDropInSavedToolsByBareName(t *testing.T) {
+	t.Parallel()
+	base := startHTTP(t, nil)
+	a := httpClient(t, base)
+	code(t, a, `
+def slug(text):
+    return "-".join(text.lower().split())
+def greet(name):
+    return "hi " + name
+save_tool(slug)
+save_tool(greet)`)
+
+	b := httpClient(t, base)
+	o := code(t, b, `
+import user_tools
+print(slug("Hello Big World"), greet("Ada"), slug is user_tools.slug)`)
+	// GUIDE.md@27d23b8 line 564: saved tools are accessed by "`import` or
+	// call directly"; mcp_server_code_execution_mode.py L919-931 loads
+	// user_tools.py at the start and exports its public names.
+	if got := joined(o.stdout()); got != "hello-big-world hi Ada True" {
+		t.Errorf("saved tools in a new session: %s", o.Text)
+	}
+
+	// A session's own names win over saved tools, at once and later.
+	c := httpClient(t, base)
+	code(t, c, `slug = "my slug"
+def greet(name):
+    return "my greet"`)
+	if got := joined(code(t, c, `print(slug, greet("x"))`).stdout()); got != "my slug my greet" {
+		t.Errorf("a session's own names: %s", got)
+	}
+
+	// Saved and deleted elsewhere: a session that is running keeps what
+	// it started with (L947: a saved tool "will be available in future
+	// sessions"), and the next session sees the change.
+	code(t, a, `
+def later():
+    return "later"
+save_tool(later)
+print(runtime.delete_saved_tool("greet"))`)
+	o = code(t, b, `print("later" in globals(), greet("still"))`)
+	if got := joined(o.stdout()); got != "False hi still" {
+		t.Errorf("a running session after a save and a delete elsewhere: %s", o.Text)
+	}
+	d := httpClient(t, base)
+	o = code(t, d, `
+import user_tools
+print(later(), "greet" in globals(), hasattr(user_tools, "greet"))`)
+	if got := joined(o.stdout()); got != "later False False" {
+		t.Errorf("a new session after a save and a delete elsewhere: %s", o.Text)
+	}
+}
+
+// Item 8: compact output drops "()" lines, a validation_error's text has
+// its error line, and a server not allowed in the call is refused in
+// upstream's words, followed by what to do.
+func TestE2EDropInCompactOutputAndRefusals(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+
+	// tests/test_toon_responses.py test_compact_mode_drops_empty_tuple_output:
+	// stdout "()\n" gives the text "Success (no output)" and structured
+	// content {"summary": "Success (no output)"} (_NOISE_STREAM_TOKENS,
+	// mcp_server_code_execution_mode.py L176 and L396-406).
+	o := code(t, c, `print(runtime.list_servers_sync())`)
+	if o.Text != "Success (no output)" || mustJSON(o.Structured) != `{"summary":"Success (no output)"}` {
+		t.Errorf(`printing () gave text %q, structured %s; want upstream's "Success (no output)", {"summary":"Success (no output)"}`, o.Text, mustJSON(o.Structured))
+	}
+	// Only the "()" line goes: whitespace-only lines, which upstream also
+	// drops, are kept (a deliberate difference; see the README).
+	o = code(t, c, `print("a"); print(()); print("  "); print(" () "); print("b")`)
+	if got := mustJSON(o.stdout()); got != `["a","  ","b"]` {
+		t.Errorf("stdout = %s, want [a, two spaces, b]", got)
+	}
+
+	// L431-473 (_render_compact_output): the summary, then "error: …"
+	// because the status is not "error", then "status: …" in front; the
+	// message is upstream's (L2712-2718).
+	o = runPython(t, c, map[string]any{"code": "   "})
+	if want := "status: validation_error\nMissing 'code' argument\nerror: Missing 'code' argument"; !o.IsError || o.Text != want {
+		t.Errorf("blank code: %q, want %q", o.Text, want)
+	}
+
+	// L2044-2049 and L2094-2099: "Server {server!r} is not available".
+	o = code(t, c, `
+for use in (lambda: runtime.call_tool("filesystem", "list_allowed_directories", {}), lambda: runtime.list_tools("filesystem")):
+    try:
+        await use()
+    except runtime.MCPError as e:
+        print(e)`)
+	want := `Server 'filesystem' is not available: no servers are loaded in this call; pass servers=["filesystem"] to run_python`
+	if got := o.stdout(); len(got) != 2 || got[0] != want || got[1] != want {
+		t.Errorf("refusals:\n%s\nwant twice:\n%s", joined(got), want)
+	}
+	o = runPython(t, c, map[string]any{"servers": []any{"empty"}, "code": `
+try:
+    await runtime.call_tool("filesystem", "list_allowed_directories", {})
+except runtime.MCPError as e:
+    print(e)`})
+	want = `Server 'filesystem' is not available: it is not loaded in this call (loaded: "empty"); pass servers=["empty", "filesystem"] to run_python`
+	if got := joined(o.stdout()); got != want {
+		t.Errorf("refusal with a server loaded:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// Item 9: the tool schema has upstream's timeout default and a code
+// description that names the helpers, and the whole definition stays under
+// 1,200 characters.
+func TestE2EDropInToolSchema(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil || len(tools.Tools) != 1 {
+		t.Fatalf("tools/list = %+v, %v", tools, err)
+	}
+	def, _ := json.Marshal(tools.Tools[0])
+	var tool struct {
+		InputSchema struct {
+			Properties map[string]map[string]any `json:"properties"`
+		} `json:"inputSchema"`
+	}
+	if err := json.Unmarshal(def, &tool); err != nil {
+		t.Fatal(err)
+	}
+	timeout := tool.InputSchema.Properties["timeout"]
+	// mcp_server_code_execution_mode.py L2671-2677: "minimum": 1,
+	// "maximum": MAX_TIMEOUT (120), "default": DEFAULT_TIMEOUT (30).
+	if timeout["default"] != 30.0 || timeout["minimum"] != 1.0 || timeout["maximum"] != 120.0 {
+		t.Errorf("timeout schema = %v, want upstream's minimum 1, maximum 120, default 30", timeout)
+	}
+	// L2655-2662 embeds SANDBOX_HELPERS_SUMMARY (L166-174), which names
+	// discovery, search, docs, memory and save_tool.
+	desc, _ := tool.InputSchema.Properties["code"]["description"].(string)
+	for _, want := range []string{"discovered_servers()", "search_tool_docs(", "query_tool_docs(", "save_memory(", "load_memory(", "save_tool("} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("code description %q does not name %s", desc, want)
+		}
+	}
+	if len(def) >= 1200 {
+		t.Errorf("the run_python definition is %d characters, want < 1200:\n%s", len(def), def)
+	}
+}
+
+// Item 10: code that is not a string says so, and an error about unknown
+// servers stays short however many a client sends.
+func TestE2EDropInCodeTypeAndUnknownServers(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	// mcp_server_code_execution_mode.py L2713-2719 answers any code that
+	// is not a non-blank string with "Missing 'code' argument"; codeexec
+	// keeps that for missing and blank code and names the type otherwise.
+	for _, tc := range []struct {
+		code any
+		want string
+	}{
+		{42, "'code' must be a string of Python source, not a number"},
+		{[]any{"print(1)"}, "'code' must be a string of Python source, not an array"},
+		{nil, "Missing 'code' argument"},
+	} {
+		o := runPython(t, c, map[string]any{"code": tc.code})
+		if !o.IsError || o.str("status") != "validation_error" || o.str("error") != tc.want {
+			t.Errorf("code %v: %s; want validation_error %q", tc.code, o.Text, tc.want)
+		}
+	}
+
+	// L2298-2303 (load_server, called per name at L2581-2582) stops at the
+	// first unknown name: "Unknown MCP server: x". codeexec checks them all
+	// and names the first few, with the count.
+	servers := []any{"filesystem"}
+	for i := range 10000 {
+		servers = append(servers, fmt.Sprintf("nope-%d", i))
+	}
+	o := runPython(t, c, map[string]any{"code": "pass", "servers": servers})
+	want := `10000 unknown MCP servers: "nope-0", "nope-1", "nope-2", "nope-3", "nope-4" and 9995 more; configured servers: "crashy", "empty", "filesystem"`
+	if !o.IsError || !strings.Contains(o.str("error"), want) || len(o.Text) > 1000 {
+		t.Errorf("10,000 unknown servers: %d characters:\n%s\nwant an error containing:\n%s", len(o.Text), tailOf(o.Text, 2000), want)
+	}
+}

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+)
+
+// End-to-end tests of many codeexec processes on one state dir, as a user
+// with several MCP clients has them: real processes, real MCP clients,
+// real sandboxes and one real bbolt file.
+
+// startStdioAt starts n `codeexec serve` processes on one home at the same
+// moment and returns their clients and logs.
+func startStdioAt(t *testing.T, n int, extra map[string]string) ([]*client.Client, []*lockedBuffer) {
+	t.Helper()
+	clients := make([]*client.Client, n)
+	logs := make([]*lockedBuffer, n)
+	errs := make([]error, n)
+	env := baseEnv(t, extra)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			logs[i] = &lockedBuffer{}
+			c, err := client.NewStdioMCPClientWithOptions(binary, env, []string{"serve"}, transport.WithCommandStderrWriter(logs[i]))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			clients[i] = c
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			errs[i] = initializeErr(ctx, c)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if clients[i] != nil {
+			c, l := clients[i], logs[i]
+			t.Cleanup(func() {
+				_ = c.Close()
+				if t.Failed() {
+					t.Logf("codeexec serve #%d stderr:\n%s", i, tailOf(l.String(), 4000))
+				}
+			})
+		}
+		if errs[i] != nil {
+			t.Fatalf("codeexec serve #%d: %v\nstderr:\n%s", i, errs[i], logs[i].String())
+		}
+	}
+	return clients, logs
+}
+
+// sharedEnv is the environment of processes that share one state dir.
+func sharedEnv(home string) map[string]string {
+	env := stateEnv(home)
+	env["MCP_BRIDGE_PIDS"] = "256" // 100 threads in one sandbox
+	return env
+}
+
+// incrementAll is run_python code that increments key "n" from threads
+// threads at once and prints how many increments were acknowledged.
+const incrementAll = `
+from concurrent.futures import ThreadPoolExecutor
+with ThreadPoolExecutor(max_workers=100) as pool:
+    done = list(pool.map(lambda _: update_memory("n", lambda v: (v or 0) + 1), range(100)))
+print(len(done))`
+
+// Three processes started at the same moment on one state dir each run 100
+// concurrent update_memory increments of one key: nothing is lost.
+func TestE2EServeProcessesShareOneStateDir(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	clients, logs := startStdioAt(t, 3, sharedEnv(home))
+	owners := 0
+	for _, l := range logs {
+		if strings.Contains(l.String(), "serving it to other codeexec processes") {
+			owners++
+		}
+	}
+	if owners != 1 {
+		t.Errorf("%d of 3 processes say they own the database; want exactly 1", owners)
+	}
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			o, err := callRunPython(ctx, c, map[string]any{"code": incrementAll, "timeout": 120})
+			if err != nil || o.IsError || joined(o.stdout()) != "100" {
+				t.Errorf("increments: %v %s", err, o.Text)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, c := range clients {
+		if got := joined(code(t, c, `print(load_memory("n"))`).stdout()); got != "300" {
+			t.Errorf("process %d reads n = %s, want 300", i, got)
+		}
+	}
+}
+
+// appendIDs is run_python code whose 100 threads each append a unique ID
+// to the list under "ids", spread over about two seconds, and which prints
+// the IDs that were acknowledged, as JSON.
+func appendIDs(prefix string) string {
+	return fmt.Sprintf(`
+import json, time
+from concurrent.futures import ThreadPoolExecutor
+def add(i):
+    time.sleep(i * 0.02)
+    me = "%s-%%d" %% i
+    update_memory("ids", lambda v: (v or []) + [me])
+    return me
+with ThreadPoolExecutor(max_workers=100) as pool:
+    print(json.dumps(list(pool.map(add, range(100)))))`, prefix)
+}
+
+// The owner is killed with SIGKILL in the middle of the other processes'
+// writes: every write they had acknowledged is in the list exactly once,
+// they carry on without an error, and a process started after the kill
+// serves at once.
+func TestE2EOwnerKilledWhileOthersWrite(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	clients, logs := startStdioAt(t, 3, sharedEnv(home))
+	owner := -1
+	for i, l := range logs {
+		if strings.Contains(l.String(), "serving it to other codeexec processes") {
+			owner = i
+		}
+	}
+	if owner < 0 {
+		t.Fatal("no process says it owns the database")
+	}
+	pid := ownerFilePID(t, filepath.Join(home, "MCPs", "codeexec.db.owner"))
+	var (
+		wg    sync.WaitGroup
+		acked = make([][]string, 3)
+	)
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			res, err := callRunPython(ctx, c, map[string]any{"code": appendIDs(fmt.Sprintf("p%d", i)), "timeout": 120})
+			if i == owner {
+				if err == nil && !res.IsError {
+					t.Errorf("the killed owner's call succeeded: %s", res.Text)
+				}
+				return
+			}
+			if err != nil || res.IsError {
+				t.Errorf("process %d, a survivor, failed: %v %s", i, err, res.Text)
+				return
+			}
+			if err := json.Unmarshal([]byte(joined(res.stdout())), &acked[i]); err != nil || len(acked[i]) != 100 {
+				t.Errorf("process %d acknowledged %d writes (%v): %s", i, len(acked[i]), err, res.Text)
+			}
+		}()
+	}
+	time.Sleep(700 * time.Millisecond)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 the owner (pid %d): %v", pid, err)
+	}
+	killed := time.Now()
+	wg.Wait()
+
+	// A fourth process serves at once and sees every acknowledged write.
+	late, _ := startStdio(t, sharedEnv(home))
+	o := code(t, late, `import json; print(json.dumps(load_memory("ids")))`)
+	t.Logf("survivors finished %v after the kill; the fourth process answered", time.Since(killed))
+	var ids []string
+	if err := json.Unmarshal([]byte(joined(o.stdout())), &ids); err != nil {
+		t.Fatalf("ids: %v: %s", err, o.Text)
+	}
+	seen := map[string]int{}
+	for _, id := range ids {
+		seen[id]++
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("%s is in the list %d times: a write was applied twice", id, n)
+		}
+	}
+	for i, list := range acked {
+		for _, id := range list {
+			if seen[id] != 1 {
+				t.Errorf("process %d's acknowledged %s is missing", i, id)
+			}
+		}
+	}
+	fromOwner := 0
+	for id := range seen {
+		if strings.HasPrefix(id, fmt.Sprintf("p%d-", owner)) {
+			fromOwner++
+		}
+	}
+	if len(ids) != 200+fromOwner {
+		t.Errorf("%d IDs, want the survivors' 200 plus the %d the owner got in", len(ids), fromOwner)
+	}
+	if fromOwner == 0 || fromOwner == 100 {
+		t.Errorf("the owner got %d of 100 writes in before the kill; the kill did not land in the middle of the writes", fromOwner)
+	}
+}
+
+// ownerFilePID reads the pid from a database's owner file.
+func ownerFilePID(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("owner file: %v", err)
+	}
+	var info struct {
+		PID int `json:"pid"`
+	}
+	if err := json.Unmarshal(b, &info); err != nil || info.PID <= 0 {
+		t.Fatalf("owner file %s: %v", b, err)
+	}
+	return info.PID
+}
+
+// An HTTP process and two stdio processes on one state dir share saved
+// tools: each sees, imports and calls what another saved.
+func TestE2EHTTPAndStdioShareSavedTools(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	base := startHTTP(t, stateEnv(home))
+	h := httpClient(t, base)
+	s1, _ := startStdio(t, stateEnv(home))
+	s2, _ := startStdio(t, stateEnv(home))
+	code(t, h, `
+def shout(s):
+    "Upper-case s with a bang."
+    return s.upper() + "!"
+save_tool(shout)`)
+	for i, c := range []*client.Client{s1, s2} {
+		if got := joined(code(t, c, "import user_tools\nprint(user_tools.shout('hi'))").stdout()); got != "HI!" {
+			t.Errorf("stdio process %d: %s", i, got)
+		}
+	}
+	code(t, s2, `
+def twice(x):
+    return 2 * x
+save_tool(twice)`)
+	h2 := httpClient(t, base) // a new session builds user_tools afresh
+	if got := joined(code(t, h2, "import user_tools\nprint(user_tools.twice(21), sorted(t['name'] for t in runtime.list_saved_tools()))").stdout()); got != "42 ['shout', 'twice']" {
+		t.Errorf("the HTTP process after a stdio save: %s", got)
+	}
+}
+
+// The official TypeScript SDK v2 client in auto mode probes with a
+// short-lived sibling process before it starts the real one; both must
+// come up while another codeexec holds the state dir.
+func TestE2ESDKv2AutoModeWhileAnotherHoldsTheStateDir(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	holder, _ := startStdio(t, stateEnv(home))
+	code(t, holder, `save_memory("from-holder", 1)`)
+	out := sdkClient(t, map[string]any{
+		"transport":   "stdio",
+		"command":     binary,
+		"args":        []string{"serve"},
+		"env":         envMap(baseEnv(t, stateEnv(home))),
+		"negotiation": "auto",
+		"calls": []map[string]any{
+			{"name": "run_python", "arguments": map[string]any{"code": `save_memory("from-sdk", load_memory("from-holder") + 1); print(load_memory("from-sdk"))`}},
+		},
+	})
+	if out.ProtocolVersion != "2026-07-28" {
+		t.Errorf("auto mode negotiated %q over stdio, want 2026-07-28", out.ProtocolVersion)
+	}
+	if got := resultStdout(t, out, 0); got != "2" {
+		t.Errorf("SDK v2 call: %s", got)
+	}
+	if got := joined(code(t, holder, `print(load_memory("from-sdk"))`).stdout()); got != "2" {
+		t.Errorf("the holder reads from-sdk = %s", got)
+	}
+}
+
+// sdkResult is what testdata/sdkclient.mjs prints.
+type sdkResult struct {
+	ProtocolVersion string           `json:"protocolVersion"`
+	Results         []map[string]any `json:"results"`
+	Error           string           `json:"error"`
+}
+
+// sdkClient runs testdata/sdkclient.mjs with spec.
+func sdkClient(t *testing.T, spec map[string]any) sdkResult {
+	t.Helper()
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed (the SDK v2 client runs on it): apt-get install nodejs")
+	}
+	if _, err := os.Stat("../../node_modules/@modelcontextprotocol/client/package.json"); err != nil {
+		t.Fatal("@modelcontextprotocol/client is not installed: run npm ci at the repository root")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "testdata/sdkclient.mjs", string(raw))
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	var res sdkResult
+	if jerr := json.Unmarshal(stdout, &res); jerr != nil || err != nil || res.Error != "" {
+		t.Fatalf("sdkclient.mjs: %v %v %s\nstdout: %s\nstderr:\n%s", err, jerr, res.Error, stdout, tailOf(stderr.String(), 4000))
+	}
+	return res
+}
+
+// resultStdout joins the stdout lines of the i-th result's
+// structuredContent, failing the test on an error result.
+func resultStdout(t *testing.T, r sdkResult, i int) string {
+	t.Helper()
+	if i >= len(r.Results) {
+		t.Fatalf("no result %d in %+v", i, r)
+	}
+	res := r.Results[i]
+	if isErr, _ := res["isError"].(bool); isErr {
+		t.Fatalf("result %d is an error: %v", i, res)
+	}
+	sc, _ := res["structuredContent"].(map[string]any)
+	return joined(strList(sc["stdout"]))
+}
+
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// A codeexec of another shared-state protocol holds the state dir: this
+// one still serves, and its memory calls say which versions disagree.
+// When the other exits, this one takes the database over.
+func TestE2EAnotherVersionHoldsTheStateDir(t *testing.T) {
+	t.Parallel()
+	other := filepath.Join(t.TempDir(), "codeexec-other")
+	build := exec.Command("go", "build", "-o", other, "-ldflags",
+		"-X main.version=9.9.9 -X github.com/codeexec/codeexec/memoryd/internal/shared.Protocol=2", ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build a codeexec of another protocol: %v\n%s", err, out)
+	}
+	home := t.TempDir()
+	logs := &lockedBuffer{}
+	oc, err := client.NewStdioMCPClientWithOptions(other, baseEnv(t, stateEnv(home)), []string{"serve"}, transport.WithCommandStderrWriter(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	initialize(t, oc)
+	code(t, oc, `save_memory("k", "from 9.9.9")`)
+
+	c, _ := startStdio(t, stateEnv(home))
+	if got := joined(code(t, c, "print(6 * 7)").stdout()); got != "42" {
+		t.Fatalf("run_python beside another version: %s", got)
+	}
+	o := runPython(t, c, map[string]any{"code": `load_memory("k")`})
+	for _, want := range []string{"codeexec 9.9.9", "protocol 2", "this codeexec dev speaks protocol 1"} {
+		if !o.IsError || !strings.Contains(o.Text, want) {
+			t.Errorf("memory beside another version: %s\nwant an error naming %q", o.Text, want)
+		}
+	}
+	_ = oc.Close()
+	// The other process is gone: this one takes the file over.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		o := runPython(t, c, map[string]any{"code": `print(load_memory("k"))`})
+		if !o.IsError {
+			if got := joined(o.stdout()); got != "from 9.9.9" {
+				t.Errorf("after the takeover: %s", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no takeover after the other version exited: %s", o.Text)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if t.Failed() {
+		t.Logf("the other version's log:\n%s", tailOf(logs.String(), 3000))
+	}
+}

@@ -1,0 +1,131 @@
+package shared
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/codeexec/codeexec/memoryd/internal/chunk"
+	"github.com/codeexec/codeexec/memoryd/internal/store"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// server serves StoreService from the owner's bbolt store.
+type server struct {
+	memoryv1.UnimplementedStoreServiceServer
+	st     store.Store
+	logger *slog.Logger
+}
+
+// Store errors travel as these codes; remote.go maps them back to the
+// sentinels, so that the caller's handlers pick their own status codes as
+// they would over a local store.
+func storeStatus(ctx context.Context, logger *slog.Logger, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	case errors.Is(err, store.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, store.ErrConflict):
+		return status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, store.ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, store.ErrTooLarge):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, store.ErrClosed):
+		// The owner is closing: the caller retries on the next one.
+		return status.Error(codes.Unavailable, "the owner of the database is closing it")
+	default:
+		logger.ErrorContext(ctx, "shared store request failed", slog.Any(logkeys.Error, err))
+		return status.Error(codes.Internal, "the owner of the database failed; see its log: "+err.Error())
+	}
+}
+
+// optionalTime is the zero time for an unset timestamp.
+func optionalTime(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
+
+// timestampOf is nil for the zero time.
+func timestampOf(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func toProto(r store.Record) *memoryv1.StoreRecord {
+	return &memoryv1.StoreRecord{
+		Key: r.Key, Value: r.Value, ValueBytes: uint64(r.ValueLen), Meta: r.Meta,
+		CreateTime: timestamppb.New(r.Created), UpdateTime: timestamppb.New(r.Updated), Revision: r.Revision,
+	}
+}
+
+func (s *server) GetRecord(ctx context.Context, req *memoryv1.GetRecordRequest) (*memoryv1.GetRecordResponse, error) {
+	rec, err := s.st.Get(ctx, req.GetTenant(), store.Kind(req.GetKind()), req.GetKey())
+	if err != nil {
+		return nil, storeStatus(ctx, s.logger, err)
+	}
+	return &memoryv1.GetRecordResponse{Record: toProto(rec)}, nil
+}
+
+func (s *server) PutRecord(ctx context.Context, req *memoryv1.PutRecordRequest) (*memoryv1.PutRecordResponse, error) {
+	rec, err := s.st.Put(ctx, req.GetTenant(), store.Kind(req.GetKind()), req.GetKey(), store.Write{
+		Value: req.GetValue(), Meta: req.GetMeta(), KeepMeta: req.GetKeepMeta(),
+		CheckRevision: req.GetCheckRevision(), Revision: req.GetRevision(), RequestID: req.GetRequestId(),
+		Created: optionalTime(req.GetCreateTime()), Updated: optionalTime(req.GetUpdateTime()),
+	})
+	if err != nil {
+		return nil, storeStatus(ctx, s.logger, err)
+	}
+	return &memoryv1.PutRecordResponse{Record: toProto(rec)}, nil
+}
+
+func (s *server) DeleteRecord(ctx context.Context, req *memoryv1.DeleteRecordRequest) (*memoryv1.DeleteRecordResponse, error) {
+	deleted, err := s.st.Delete(ctx, req.GetTenant(), store.Kind(req.GetKind()), req.GetKey(), req.GetRequestId())
+	if err != nil {
+		return nil, storeStatus(ctx, s.logger, err)
+	}
+	return &memoryv1.DeleteRecordResponse{Deleted: deleted}, nil
+}
+
+func (s *server) ListRecords(ctx context.Context, req *memoryv1.ListRecordsRequest) (*memoryv1.ListRecordsResponse, error) {
+	recs, err := s.st.List(ctx, req.GetTenant(), store.Kind(req.GetKind()), req.GetWithValues())
+	if err != nil {
+		return nil, storeStatus(ctx, s.logger, err)
+	}
+	out := make([]*memoryv1.StoreRecord, len(recs))
+	for i, r := range recs {
+		out[i] = toProto(r)
+	}
+	return &memoryv1.ListRecordsResponse{Records: out}, nil
+}
+
+func (s *server) ListTenants(ctx context.Context, _ *memoryv1.ListTenantsRequest) (*memoryv1.ListTenantsResponse, error) {
+	tenants, err := s.st.Tenants(ctx)
+	if err != nil {
+		return nil, storeStatus(ctx, s.logger, err)
+	}
+	return &memoryv1.ListTenantsResponse{Tenants: tenants}, nil
+}
+
+func (s *server) BackupStore(_ *memoryv1.BackupStoreRequest, stream grpc.ServerStreamingServer[memoryv1.BackupStoreResponse]) error {
+	ctx := stream.Context()
+	w := &chunk.Writer{Send: func(b []byte) error { return stream.Send(&memoryv1.BackupStoreResponse{Chunk: b}) }}
+	if _, err := s.st.Backup(ctx, w); err != nil {
+		return storeStatus(ctx, s.logger, err)
+	}
+	return storeStatus(ctx, s.logger, w.Flush())
+}

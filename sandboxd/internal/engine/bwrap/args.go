@@ -1,0 +1,209 @@
+package bwrap
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+)
+
+// sandboxUID and sandboxGID are the ids the sandboxed code runs as, inside
+// the sandbox and (when sandboxd is root) on the host too: nobody/nogroup.
+const (
+	sandboxUID = 65534
+	sandboxGID = 65534
+)
+
+// Inside the sandbox the root file system is an empty, read-only tmpfs with
+// only these parts of the host: /usr (read-only), the dynamic linker cache,
+// and the agent directory. /etc/passwd and /etc/group are synthetic so that
+// getpass.getuser() and pwd work. Nothing else of the host is visible: not
+// /root, /home, /work, /var, /sys, the state dir, /etc/shadow, the host's
+// certificates or time zone.
+const (
+	passwdData = "nobody:x:65534:65534:nobody:/workspace:/usr/sbin/nologin\n"
+	groupData  = "nobody:x:65534:\n"
+)
+
+// Descriptors bwrap reads from (exec.Cmd.ExtraFiles start at 3): the
+// synthetic files, and --args with the options that differ between
+// sandboxes (bwrapArgs).
+const (
+	passwdFD  = 3
+	groupFD   = 4
+	argsFD    = 5
+	seccompFD = 7 // 6 is the gate, which the shim closes before bwrap starts
+)
+
+// bwrapArgs returns bwrap's arguments for spec in two parts: argv, the
+// command line, which ends with the command run inside the sandbox, and
+// data, the NUL-separated options bwrap reads from --args (argsFD) at the
+// point where --args stands. argv holds only what is the same for every
+// sandbox of one sandboxd (the isolation flags, the command); everything
+// else (the agent mount, tmpfs sizes, the environment) is in data. That
+// split lets a launcher be started before its sandbox is asked for
+// (launcher.go): it needs only argv.
+//
+// Notes on bubblewrap 0.8.0:
+//   - --unshare-all unshares user, pid, net, ipc, uts, cgroup and mount
+//     namespaces; --unshare-user makes the user namespace mandatory rather
+//     than "try" so --uid/--gid always apply. --disable-userns (new in
+//     0.8) stops the code from creating nested user namespaces, where it
+//     would regain capabilities and reach much more kernel surface.
+//   - tmpfs mounts (--tmpfs, the root, /dev) get nosuid,nodev from bwrap
+//     itself. bwrap 0.8 has no option for noexec, so /tmp and /workspace are
+//     executable; that is harmless here because the code is already
+//     arbitrary Python with no capabilities and no_new_privs.
+//   - --remount-ro / must come after every mount under / (the synthetic
+//     files are created on the root tmpfs; data's mounts are parsed where
+//     --args stands, before it).
+//   - The command cannot be in data: bwrap 0.8 ignores what is left of an
+//     --args list after its options.
+//   - The environment is --clearenv plus one --setenv per variable, in
+//     data, so secrets never show up in a host process listing, and the
+//     host-side shell never sees (or drops) any variable. bwrap always sets
+//     PWD after --chdir, so unless spec.Env sets PWD to the working
+//     directory, the command is started through /usr/bin/env to make the
+//     environment exactly spec.Env.
+//
+// workDir is the sandbox's working directory, a tmpfs.
+const workDir = "/workspace"
+
+func bwrapArgs(spec engine.Spec, seccomp bool) (argv []string, data []byte) {
+	argv = []string{
+		"--unshare-all", "--unshare-user", "--disable-userns",
+		"--die-with-parent", "--new-session",
+		"--cap-drop", "ALL",
+		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxGID),
+		"--hostname", "sandbox",
+		"--ro-bind", "/usr", "/usr",
+		"--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64",
+		"--symlink", "usr/bin", "/bin",
+		"--symlink", "usr/sbin", "/sbin",
+		"--dir", "/etc",
+		"--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
+		"--ro-bind-data", strconv.Itoa(passwdFD), "/etc/passwd",
+		"--ro-bind-data", strconv.Itoa(groupFD), "/etc/group",
+		"--proc", "/proc",
+		"--dev", "/dev",
+	}
+	if seccomp {
+		argv = append(argv, "--seccomp", strconv.Itoa(seccompFD))
+	}
+	argv = append(argv,
+		"--args", strconv.Itoa(argsFD),
+		"--remount-ro", "/",
+		"--")
+	switch pwd, ok := spec.Env["PWD"]; {
+	case ok && pwd == workDir:
+		// bwrap's own PWD is the one asked for: no wrapper, which saves a
+		// program start (about 2 ms) on every sandbox.
+	case ok:
+		// env takes the command right after the assignments: a "--" here
+		// would be taken for the command.
+		argv = append(argv, "/usr/bin/env", "PWD="+pwd)
+	default:
+		argv = append(argv, "/usr/bin/env", "-u", "PWD", "--")
+	}
+	argv = append(argv, spec.Argv...)
+
+	var opts []string
+	if spec.AgentDir != "" {
+		opts = append(opts, "--ro-bind", spec.AgentDir, engine.AgentMount)
+	}
+	// /dev/shm (POSIX semaphores and shared memory, used by
+	// multiprocessing) would otherwise live on bwrap's unsized /dev tmpfs;
+	// it gets its own tmpfs with the /tmp size.
+	for _, dir := range []string{"/tmp", "/dev/shm"} {
+		if spec.Limits.TmpBytes > 0 {
+			opts = append(opts, "--size", strconv.FormatInt(spec.Limits.TmpBytes, 10))
+		}
+		opts = append(opts, "--tmpfs", dir)
+	}
+	if spec.Limits.WorkspaceBytes > 0 {
+		opts = append(opts, "--size", strconv.FormatInt(spec.Limits.WorkspaceBytes, 10))
+	}
+	opts = append(opts, "--tmpfs", workDir, "--chdir", workDir, "--clearenv")
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		opts = append(opts, "--setenv", k, spec.Env[k])
+	}
+	for _, o := range opts {
+		data = append(data, o...)
+		data = append(data, 0)
+	}
+	return argv, data
+}
+
+// rlimit is one resource limit applied to the shim before it starts bwrap.
+type rlimit struct {
+	resource int
+	value    uint64
+}
+
+// rlimits returns the limits that are rlimits: always a core size of 0, and
+// RLIMIT_AS / RLIMIT_NPROC for memory and pids when no cgroup enforces them.
+//
+// RLIMIT_NPROC counts every process of the host uid the sandbox runs as
+// (65534 when sandboxd is root), so as a fallback it is shared by all
+// sandboxes at once; cgroups have no such problem.
+func rlimits(lim engine.Limits, memCgroup, pidsCgroup bool) []rlimit {
+	r := []rlimit{{unix.RLIMIT_CORE, 0}}
+	if lim.CPUTime > 0 {
+		secs := uint64((lim.CPUTime + time.Second - 1) / time.Second) // round up
+		r = append(r, rlimit{unix.RLIMIT_CPU, secs})
+	}
+	if lim.FileBytes > 0 {
+		r = append(r, rlimit{unix.RLIMIT_FSIZE, uint64(lim.FileBytes)})
+	}
+	if lim.OpenFiles > 0 {
+		r = append(r, rlimit{unix.RLIMIT_NOFILE, uint64(lim.OpenFiles)})
+	}
+	if lim.MemoryBytes > 0 && !memCgroup {
+		r = append(r, rlimit{unix.RLIMIT_AS, uint64(lim.MemoryBytes)})
+	}
+	if lim.Pids > 0 && !pidsCgroup {
+		r = append(r, rlimit{unix.RLIMIT_NPROC, uint64(lim.Pids)})
+	}
+	return r
+}
+
+// gateShim is the script that starts every sandbox. It runs as /bin/sh on
+// the host and waits on fd 6 until sandboxd has put it into the sandbox's
+// cgroups and lowered its rlimits (prlimit(2) on its PID, which needs no
+// privilege while the shim has sandboxd's uid), then execs the rest:
+// setpriv, when dropping root, then bwrap. A
+// process keeps its cgroups and rlimits across execve, and bwrap forks the
+// sandbox only after that, so every sandbox process is born inside the
+// limits: there is no window in which a fork could escape them. If
+// sandboxd closes the gate without the go-ahead, the shim exits. (cgroup
+// v2's CLONE_INTO_CGROUP could join without a shell, but this host family
+// runs v1, and one mechanism for both keeps the code small.) Setting the
+// rlimits from sandboxd rather than with prlimit(1) saves a program start
+// on every sandbox; dropping root still needs setpriv(1), because root
+// here may lack CAP_SYS_RESOURCE and so could not limit a process that
+// already runs as another user.
+const gateShim = `read -r go <&6 && [ "$go" = go ] || exit 125
+exec 6<&-
+exec "$@"`
+
+// shimArgv returns the complete host command line (the sh shim, setpriv
+// when dropping root, then bwrap) and bwrap's --args data.
+func shimArgv(sh, setpriv, bwrap string, seccomp bool, spec engine.Spec) (argv []string, data []byte) {
+	a := []string{sh, "-c", gateShim, "codeexec-shim"}
+	if setpriv != "" {
+		// Drop root before bwrap: the sandbox's processes are then uid
+		// 65534 on the host too, so a namespace escape lands as nobody, and
+		// RLIMIT_NPROC (ignored for root) can work as a fallback.
+		a = append(a, setpriv,
+			"--reuid", strconv.Itoa(sandboxUID), "--regid", strconv.Itoa(sandboxGID),
+			"--clear-groups", "--")
+	}
+	a = append(a, bwrap)
+	args, data := bwrapArgs(spec, seccomp)
+	return append(a, args...), data
+}

@@ -1,0 +1,299 @@
+// Package bwrap is the bubblewrap engine, the default: no daemon and no
+// image, the host's /usr read-only in fresh namespaces, with cgroup caps,
+// rlimits and a seccomp filter, and spare launchers for quick starts.
+package bwrap
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/agent"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
+)
+
+// Config configures the bubblewrap engine. cmd/ fills it; nothing in
+// this package reads the environment.
+type Config struct {
+	// Path is the bwrap binary, a name looked up on PATH or a path.
+	// Default "bwrap".
+	Path string
+	// CgroupRoot is where the cgroup hierarchies are mounted.
+	// Default "/sys/fs/cgroup".
+	CgroupRoot string
+	// Spares is how many launchers (launcher.go) to keep started, confined
+	// and waiting for the next sandboxes. They are made for the command
+	// line and limits of the latest Start. 0 keeps none.
+	Spares int
+}
+
+// Engine is the bubblewrap engine: a sandbox is a bwrap process with every
+// namespace unshared, the host's /usr bound read-only, no network, no
+// capabilities and uid 65534. Memory and pids are capped with cgroups when
+// sandboxd may create them (it must be root for that), else with rlimits.
+//
+// When sandboxd runs as root, bwrap itself is started as uid 65534, so
+// engine.Spec.AgentDir and every directory above it must be readable and
+// searchable by "others".
+//
+// With Config.Spares, the engine keeps launchers (launcher.go) that
+// are already inside their cgroups and limits, so that a start skips the
+// slow part of that set-up.
+type Engine struct {
+	cfg    Config
+	logger *slog.Logger
+
+	// dropRoot is set when sandboxd is root: bwrap and the sandbox then run
+	// as uid 65534 on the host too (see shimArgv).
+	dropRoot bool
+	// Host programs, resolved once. setpriv is used only with dropRoot.
+	bwrap, sh, setpriv string
+	lookErr            error
+	// seccomp is the filter every sandbox gets (package seccomp); nil if this
+	// architecture has none.
+	seccomp []byte
+
+	cgroups *cgroup.Manager // nil: rlimits only
+
+	checkMu sync.Mutex // serialises Check; guards checked
+	checked bool
+
+	live engine.Live[*process]
+
+	mu sync.Mutex // guards the fields below
+	// spares wait for starts that match spareFor; filling is set while
+	// fillSpares runs, and fills counts that goroutine and the discards of
+	// stale spares for Close.
+	spares   []*launcher
+	spareFor *startPlan
+	filling  bool
+	fills    sync.WaitGroup
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+// New returns the engine. It does not fail when bwrap is missing;
+// Check reports that, so sandboxd can start and say what to install. It
+// prepares the cgroup parents when possible and logs when it falls back to
+// rlimits.
+func New(cfg Config, logger *slog.Logger) (*Engine, error) {
+	if cfg.Path == "" {
+		cfg.Path = "bwrap"
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = "/sys/fs/cgroup"
+	}
+	b := &Engine{cfg: cfg, logger: logger}
+	b.lookErr = b.lookPaths()
+	var err error
+	if b.seccomp, err = seccomp.Filter(); err != nil {
+		return nil, err
+	}
+	if b.seccomp == nil {
+		logger.Warn("no seccomp filter for this architecture: sandboxes rely on namespaces, capabilities and no_new_privs alone")
+	}
+
+	cg, err := cgroup.NewManager(cfg.CgroupRoot, logger)
+	if err != nil {
+		logger.Warn("cgroups unavailable: memory and pids are capped with rlimits only", "error", err)
+	} else {
+		b.cgroups = cg
+	}
+	return b, nil
+}
+
+func (b *Engine) lookPaths() error {
+	var err error
+	if b.bwrap, err = engine.LookPath(b.cfg.Path); err != nil {
+		return fmt.Errorf("%w: bubblewrap (bwrap) is not installed: run `apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap`", engine.ErrUnavailable)
+	}
+	if b.sh, err = exec.LookPath("/bin/sh"); err != nil {
+		return fmt.Errorf("%w: /bin/sh is missing", engine.ErrUnavailable)
+	}
+	if b.dropRoot = os.Geteuid() == 0; b.dropRoot {
+		if b.setpriv, err = engine.LookPath("setpriv"); err != nil {
+			return fmt.Errorf("%w: setpriv is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", engine.ErrUnavailable)
+		}
+	}
+	return nil
+}
+
+// Name implements engine.Engine.
+func (b *Engine) Name() string { return "bwrap" }
+
+// Prepare implements engine.Engine: it compiles the agent in agentDir with the
+// host's python, which bwrap sandboxes run (they bind the host's /usr).
+func (b *Engine) Prepare(ctx context.Context, agentDir, python string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return agent.Precompile(ctx, python, agentDir)
+}
+
+// Start implements engine.Engine. ctx bounds only the start. It takes a spare
+// launcher when one matches spec, and then makes sure spares are refilled.
+func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, error) {
+	if b.lookErr != nil {
+		return nil, b.lookErr
+	}
+	plan, err := b.plan(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if b.cfg.Spares > 0 {
+		defer b.refillSpares(plan)
+		if p := b.startSpare(plan); p != nil {
+			return p, nil
+		}
+	}
+	p, err := b.startFresh(plan)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return p, nil
+}
+
+// startPlan is everything the engine needs to start one sandbox.
+type startPlan struct {
+	spec   engine.Spec
+	argv   []string
+	data   []byte
+	key    launchKey
+	logger *slog.Logger
+}
+
+// plan checks spec and works out the shim's command line and --args data.
+func (b *Engine) plan(ctx context.Context, spec engine.Spec) (*startPlan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := engine.ValidateSpec(spec, "\x00", "NUL"); err != nil {
+		return nil, err
+	}
+	if spec.AgentDir != "" && b.dropRoot {
+		if err := readableByNobody(spec.AgentDir); err != nil {
+			return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+	}
+	if b.live.Closed() {
+		return nil, engine.ErrClosed
+	}
+	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, b.seccomp != nil, spec)
+	return &startPlan{spec: spec, argv: argv, data: data, key: newLaunchKey(argv, spec.Limits),
+		logger: b.logger.With("sandbox.id", spec.ID)}, nil
+}
+
+func (b *Engine) start(ctx context.Context, spec engine.Spec) (*process, error) {
+	plan, err := b.plan(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return b.startFresh(plan)
+}
+
+// startFresh starts a sandbox without a spare.
+func (b *Engine) startFresh(plan *startPlan) (*process, error) {
+	l, err := b.launch(plan, plan.spec.ID)
+	if err != nil {
+		return nil, err
+	}
+	p, err := l.release(plan.data, plan.logger)
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
+	}
+	if err := b.track(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// launch makes the cgroup (named after id) and a launcher for plan.
+func (b *Engine) launch(plan *startPlan, id string) (*launcher, error) {
+	var cg *cgroup.Group
+	if b.cgroups != nil {
+		var err error
+		if cg, err = b.cgroups.Create(id, plan.spec.Limits); err != nil {
+			return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
+		}
+	}
+	l, err := launch(plan.key, plan.argv, b.seccomp, cg, rlimits(plan.spec.Limits, cg.HasMemory(), cg.HasPids()))
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
+	}
+	return l, nil
+}
+
+// track adds p to the live sandboxes until it exits. If the engine was
+// closed meanwhile, Close has missed p: track kills it and says so.
+func (b *Engine) track(p *process) error {
+	if !b.live.Add(p) {
+		_ = p.Kill()
+		_ = p.Wait()
+		return engine.ErrClosed
+	}
+	return nil
+}
+
+// readableByNobody checks that uid 65534, which bwrap runs as when sandboxd
+// is root, can bind dir: "others" may search every directory on the way and
+// read dir. Without this, bwrap fails inside the sandbox with a terse
+// "Can't find source path".
+func readableByNobody(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("agent dir: %w", err)
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("agent dir: %w", err)
+		}
+		need := os.FileMode(0o001) // search
+		if p == abs {
+			need = 0o005 // read and search
+		}
+		if fi.Mode().Perm()&need != need {
+			return fmt.Errorf("agent dir %s: %s is %v; the sandbox runs as uid %d and needs o+%s on it (chmod o+rx)",
+				abs, p, fi.Mode().Perm(), sandboxUID, map[os.FileMode]string{1: "x", 5: "rx"}[need])
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+}
+
+// Close implements engine.Engine: it discards the spare launchers, kills every
+// live sandbox, waits for them and removes the cgroup parents.
+func (b *Engine) Close() error {
+	b.mu.Lock() // closing and taking the spares are one step for fillSpares
+	live, first := b.live.Close()
+	spares := b.spares
+	b.spares = nil
+	b.mu.Unlock()
+	if !first {
+		return nil
+	}
+	b.fills.Wait() // a launcher it finishes now is discarded
+	for _, l := range spares {
+		l.discard()
+	}
+	for _, p := range live {
+		_ = p.Kill()
+	}
+	for _, p := range live {
+		_ = p.Wait()
+	}
+	if b.cgroups == nil {
+		return nil
+	}
+	if err := b.cgroups.Close(); err != nil {
+		return fmt.Errorf("close bwrap engine: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,206 @@
+package bwrap
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
+)
+
+func TestBwrapCheck(t *testing.T) {
+	t.Parallel()
+	requireHost(t)
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string // substring; "" means Check succeeds
+	}{
+		{"installed", Config{}, ""},
+		{"absolute path", Config{Path: "/usr/bin/bwrap"}, ""},
+		{"not on PATH", Config{Path: "bwrap-not-installed"},
+			"bubblewrap (bwrap) is not installed: run `apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap`"},
+		{"missing path", Config{Path: "/nonexistent/bwrap"}, "bubblewrap (bwrap) is not installed"},
+		{"not bwrap", Config{Path: "/usr/bin/false"}, "a trial bwrap sandbox failed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, err := New(tc.cfg, enginetest.Logger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = e.Close() }()
+			if e.Name() != "bwrap" {
+				t.Errorf("Name() = %q", e.Name())
+			}
+			for i := 0; i < 2; i++ { // the second call hits the cache or fails the same way
+				err = e.Check(t.Context())
+				if tc.wantErr == "" {
+					if err != nil {
+						t.Fatalf("Check: %v", err)
+					}
+					if !e.checked {
+						t.Error("Check succeeded but did not cache it")
+					}
+					continue
+				}
+				if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Check = %v, want ErrUnavailable containing %q", err, tc.wantErr)
+				}
+			}
+			if tc.wantErr != "" {
+				if _, err := e.Start(t.Context(), engine.Spec{Argv: []string{"/usr/bin/true"}}); err == nil && strings.Contains(tc.wantErr, "installed") {
+					t.Error("Start succeeded without bwrap")
+				}
+			}
+		})
+	}
+}
+
+func TestCheckFailureAdvice(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, stderr string
+		want         []string
+	}{
+		{"debian sysctl off",
+			"bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.",
+			[]string{"kernel.unprivileged_userns_clone", "user.max_user_namespaces", "sysctl -w"}},
+		{"max namespaces zero", "bwrap: Creating new namespace failed: No space left on device",
+			[]string{"user.max_user_namespaces"}},
+		{"uid map", "bwrap: setting up uid map: Permission denied", []string{"kernel.unprivileged_userns_clone"}},
+		{"other", "bwrap: Can't mount proc on /newroot/proc: Operation not permitted",
+			[]string{"a trial bwrap sandbox failed", "mount proc"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := checkFailure(tc.stderr, errors.New("exit status 1"))
+			if !errors.Is(err, engine.ErrUnavailable) {
+				t.Errorf("%v does not wrap ErrUnavailable", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBwrapArgs(t *testing.T) {
+	t.Parallel()
+	spec := engine.Spec{
+		AgentDir: "/srv/agent",
+		Argv:     []string{"/usr/bin/python3", "-I"},
+		Env:      map[string]string{"B": "2", "A": "secret"},
+		Limits:   engine.Limits{TmpBytes: 1 << 20, WorkspaceBytes: 2 << 20, FileBytes: 5, OpenFiles: 7, CPUTime: 1500 * time.Millisecond, MemoryBytes: 9, Pids: 3},
+	}
+	a, data := bwrapArgs(spec, true)
+	idx := func(s string) int { return slices.Index(a, s) }
+	if idx("--remount-ro") < idx("--ro-bind-data") || idx("--remount-ro") < idx("--args") {
+		t.Errorf("--remount-ro / must follow every mount, including those in --args: %v", a)
+	}
+	if i := idx("--seccomp"); i < 0 || a[i+1] != "7" {
+		t.Errorf("no --seccomp 7 in %v", a)
+	}
+	if noFilter, _ := bwrapArgs(spec, false); slices.Contains(noFilter, "--seccomp") {
+		t.Errorf("--seccomp without a filter: %v", noFilter)
+	}
+	if strings.Contains(strings.Join(a, " "), "secret") || slices.Contains(a, "/srv/agent") {
+		t.Error("the environment and per-sandbox mounts must not be on bwrap's command line")
+	}
+	if got := a[len(a)-6:]; !slices.Equal(got, []string{"/usr/bin/env", "-u", "PWD", "--", "/usr/bin/python3", "-I"}) {
+		t.Errorf("command tail = %v", got)
+	}
+	wantData := "--ro-bind\x00/srv/agent\x00" + engine.AgentMount + "\x00" +
+		"--size\x001048576\x00--tmpfs\x00/tmp\x00--size\x001048576\x00--tmpfs\x00/dev/shm\x00" +
+		"--size\x002097152\x00--tmpfs\x00/workspace\x00--chdir\x00/workspace\x00" +
+		"--clearenv\x00--setenv\x00A\x00secret\x00--setenv\x00B\x002\x00"
+	if got := string(data); got != wantData {
+		t.Errorf("--args data = %q, want %q", got, wantData)
+	}
+	// With PWD set to the working directory, bwrap's own PWD is right and
+	// the command starts without a wrapper.
+	withPWD := spec
+	withPWD.Env = map[string]string{"PWD": "/workspace"}
+	if got, _ := bwrapArgs(withPWD, true); !slices.Equal(got[len(got)-3:], []string{"--", "/usr/bin/python3", "-I"}) || slices.Contains(got, "/usr/bin/env") {
+		t.Errorf("with PWD=/workspace the command tail = %v, want no env wrapper", got[len(got)-6:])
+	}
+	// Sandboxes that differ only in what --args carries share a command
+	// line, so one spare launcher serves them all.
+	other := spec
+	other.ID, other.AgentDir, other.Env = "other", "/srv/elsewhere", map[string]string{"C": "3"}
+	if got, _ := bwrapArgs(other, true); !slices.Equal(got, a) {
+		t.Errorf("the command line depends on the ID, agent dir or environment:\n%v\n%v", got, a)
+	}
+	tests := []struct {
+		name      string
+		mem, pids bool
+		want      []rlimit
+	}{
+		{"cgroups", true, true, []rlimit{{unix.RLIMIT_CORE, 0}, {unix.RLIMIT_CPU, 2}, {unix.RLIMIT_FSIZE, 5}, {unix.RLIMIT_NOFILE, 7}}},
+		{"no cgroups", false, false, []rlimit{{unix.RLIMIT_CORE, 0}, {unix.RLIMIT_CPU, 2}, {unix.RLIMIT_FSIZE, 5}, {unix.RLIMIT_NOFILE, 7}, {unix.RLIMIT_AS, 9}, {unix.RLIMIT_NPROC, 3}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := rlimits(spec.Limits, tc.mem, tc.pids); !slices.Equal(got, tc.want) {
+				t.Errorf("rlimits = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBwrapPrepare checks that Prepare compiles the agent with the
+// interpreter the sandboxes run.
+func TestBwrapPrepare(t *testing.T) {
+	t.Parallel()
+	enginetest.CheckPrepare(t, newTestEngine(t, Config{}), "")
+}
+
+func TestBwrapStartErrors(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{})
+	tests := []struct {
+		name    string
+		spec    engine.Spec
+		wantErr string
+	}{
+		{"empty argv", engine.Spec{}, "empty Argv"},
+		{"bad env name", engine.Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A=B": "x"}}, "invalid environment variable"},
+		{"NUL in env", engine.Spec{Argv: []string{"/usr/bin/true"}, Env: map[string]string{"A": "x\x00y"}}, "invalid environment variable"},
+		{"agent dir private", engine.Spec{Argv: []string{"/usr/bin/true"}, AgentDir: privateDir(t)}, "chmod o+rx"},
+		{"agent dir missing", engine.Spec{Argv: []string{"/usr/bin/true"}, AgentDir: "/nonexistent/agent"}, "no such file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := e.Start(t.Context(), tc.spec)
+			if err == nil {
+				_ = p.Kill()
+				t.Fatal("Start succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Start error %q lacks %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// privateDir is a 0700 directory: uid 65534 cannot bind it.
+func privateDir(t *testing.T) string {
+	d := filepath.Join(t.TempDir(), "private")
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}

@@ -1,0 +1,57 @@
+package bwrap
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
+)
+
+const python = enginetest.Python
+
+// requireHost fails the test when the machine lacks what real sandboxes
+// need: root (for cgroups), bwrap and python3.
+func requireHost(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("these tests need root: cgroups are created under /sys/fs/cgroup")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Fatal("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+	}
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s is missing: apt-get install python3", python)
+	}
+}
+
+// newTestEngine returns a checked engine that is closed at the end of t.
+func newTestEngine(t *testing.T, cfg Config) *Engine {
+	t.Helper()
+	requireHost(t)
+	b, err := New(cfg, enginetest.Logger(t))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	if err := b.Check(t.Context()); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	return b
+}
+
+// processAlive reports whether pid exists and is not a zombie.
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}

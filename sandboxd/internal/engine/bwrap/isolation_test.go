@@ -1,0 +1,329 @@
+package bwrap
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
+)
+
+// TestBwrapIsolation runs one real sandbox per property; each script prints
+// "ok" or what it found instead.
+func TestBwrapIsolation(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{})
+	hidden := t.TempDir()
+
+	tests := []struct {
+		name   string
+		script string
+		args   []string
+	}{
+		{"no loopback network", `
+import socket
+try:
+    socket.create_connection(("127.0.0.1", 80), timeout=3)
+    print("connected")
+except OSError as e:
+    print("ok")`, nil},
+		{"no internet", `
+import socket
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=3)
+    print("connected")
+except OSError as e:
+    print("ok")`, nil},
+		{"read-only root and usr", `
+bad = []
+for p in ["/x", "/usr/x", "/etc/passwd", "/opt/codeexec/agent.txt", "/opt/codeexec/new"]:
+    try:
+        open(p, "a").write("x")
+        bad.append(p)
+    except OSError:
+        pass
+print("ok" if not bad else "writable: %s" % bad)`, nil},
+		{"uid 65534 not root", `
+import os, getpass, pwd
+ids = (os.getuid(), os.geteuid(), os.getgid(), os.getegid())
+print("ok" if ids == (65534,)*4 and getpass.getuser() == "nobody" and pwd.getpwuid(65534).pw_dir == "/workspace" else ids)`, nil},
+		{"no capabilities and no_new_privs", `
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+want = {"CapEff": "0"*16, "CapPrm": "0"*16, "CapBnd": "0"*16, "CapAmb": "0"*16, "NoNewPrivs": "1"}
+got = {k: st[k].strip() for k in want}
+print("ok" if got == want else got)`, nil},
+		{"no nested user namespaces", `
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+print("ok" if libc.unshare(0x10000000) != 0 else "unshare(CLONE_NEWUSER) succeeded")`, nil},
+		{"host paths invisible", `
+import os, sys
+seen = [p for p in ["/root", "/work", "/home", "/var", "/sys", "/etc/shadow", "/etc/ssl", "/run", "/srv", "/mnt", sys.argv[1]] if os.path.exists(p)]
+print("ok" if not seen else "visible: %s" % seen)`, []string{hidden}},
+		{"agent dir mounted", `
+print("ok" if open("/opt/codeexec/agent.txt").read() == "agent" else "bad agent dir")`, nil},
+		{"only sandbox processes visible", `
+import os
+pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+print("ok" if pids == [1, os.getpid()] else pids)`, nil},
+		{"no inherited descriptors", `
+import os
+leaked = []
+for fd in range(3, 64):
+    try:
+        os.fstat(fd)
+        leaked.append(fd)
+    except OSError:
+        pass
+print("ok" if not leaked else "leaked fds %s" % [(fd, os.readlink("/proc/self/fd/%d" % fd)) for fd in leaked])`, nil},
+		{"hostname", `
+import socket
+print("ok" if socket.gethostname() == "sandbox" else socket.gethostname())`, nil},
+		{"tmp and workspace nosuid nodev", `
+opts = {l.split()[4]: l.split()[5] for l in open("/proc/self/mountinfo")}
+bad = [m for m in ["/tmp", "/workspace", "/dev/shm"] if not {"nosuid", "nodev"} <= set(opts[m].split(","))]
+print("ok" if not bad else opts)`, nil},
+		{"tmp sized and writable", `
+import errno, os
+st = os.statvfs("/tmp")
+size = st.f_blocks * st.f_frsize
+if size != 16 << 20:
+    print("tmp size", size)
+else:
+    try:
+        with open("/tmp/big", "wb") as f:
+            f.write(b"x" * (17 << 20))
+        print("no ENOSPC")
+    except OSError as e:
+        print("ok" if e.errno == errno.ENOSPC else e)`, nil},
+		{"dev shm sized, multiprocessing works", `
+import os, multiprocessing
+st = os.statvfs("/dev/shm")
+with multiprocessing.Pool(2) as p:
+    r = p.map(abs, [-1, -2])
+print("ok" if st.f_blocks * st.f_frsize == 16 << 20 and r == [1, 2] else (st, r))`, nil},
+		{"seccomp refuses kernel attack surface", fmt.Sprintf(`
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+params = ctypes.create_string_buffer(256)
+calls = {
+    "keyctl": (%d, 0, -3, 1),                    # KEYCTL_GET_KEYRING_ID, session keyring, create
+    "add_key": (%d, b"user", b"k", b"v", 1, -2),  # into the process keyring
+    "io_uring_setup": (%d, 1, params),
+    "ptrace": (%d, 0, 0, 0, 0),                  # PTRACE_TRACEME
+    "userfaultfd": (%d, 0),
+    "unshare mount ns": (%d, 0x20000),
+}
+got = {}
+for name, (nr, *args) in calls.items():
+    rc = libc.syscall(nr, *args)
+    got[name] = "EPERM" if rc == -1 and ctypes.get_errno() == errno.EPERM else (rc, ctypes.get_errno())
+print("ok" if set(got.values()) == {"EPERM"} else got)`, unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_IO_URING_SETUP,
+			unix.SYS_PTRACE, unix.SYS_USERFAULTFD, unix.SYS_UNSHARE), nil},
+		{"workspace sized and cwd", `
+import os
+st = os.statvfs("/workspace")
+print("ok" if st.f_blocks * st.f_frsize == 32 << 20 and os.getcwd() == "/workspace" else (st, os.getcwd()))`, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := enginetest.Run(t, e, enginetest.Spec(t, tc.script, tc.args...), "", 30*time.Second)
+			if r.Err != nil || strings.TrimSpace(r.Stdout) != "ok" {
+				t.Errorf("got stdout %q, err %v, stderr %q", r.Stdout, r.Err, r.Stderr)
+			}
+		})
+	}
+}
+
+// TestBwrapEnvironment checks that the sandbox gets exactly engine.Spec.Env: the
+// test's own environment (with a secret in it) must not leak. Not parallel:
+// it uses t.Setenv.
+func TestBwrapEnvironment(t *testing.T) {
+	t.Setenv("CODEEXEC_TEST_SECRET", "hunter2")
+	e := newTestEngine(t, Config{})
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"no PWD", map[string]string{"HOME": "/workspace", "A": "1", "WITH SPACE": "x y", "LANG": "C.UTF-8"}},
+		{"PWD of the working directory", map[string]string{"HOME": "/workspace", "PWD": "/workspace", "A": "1"}},
+		{"another PWD", map[string]string{"PWD": "/elsewhere"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := enginetest.Spec(t, `
+import json
+raw = open("/proc/self/environ", "rb").read().split(b"\0")
+print(json.dumps(dict(kv.decode().split("=", 1) for kv in raw if kv)))`)
+			spec.Env = tc.env
+			r := enginetest.Run(t, e, spec, "", 30*time.Second)
+			if r.Err != nil {
+				t.Fatalf("sandbox failed: %v, stderr %q", r.Err, r.Stderr)
+			}
+			var got map[string]string
+			if err := json.Unmarshal([]byte(r.Stdout), &got); err != nil {
+				t.Fatalf("bad output %q: %v", r.Stdout, err)
+			}
+			if !maps.Equal(got, spec.Env) {
+				t.Errorf("environment = %v, want exactly %v", got, spec.Env)
+			}
+			if strings.Contains(r.Stdout, "hunter2") {
+				t.Error("the host secret leaked into the sandbox")
+			}
+		})
+	}
+}
+
+// TestBwrapSeparateTmp checks that two live sandboxes do not share /tmp.
+func TestBwrapSeparateTmp(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{})
+	writer, err := e.Start(t.Context(), enginetest.Spec(t, `
+import sys
+open("/tmp/marker", "w").write("a")
+print("written", flush=True)
+sys.stdin.read()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = writer.Kill(); _ = writer.Wait() })
+	line, err := bufio.NewReader(writer.Stdout()).ReadString('\n')
+	if err != nil || line != "written\n" {
+		t.Fatalf("writer said %q, %v", line, err)
+	}
+	r := enginetest.Run(t, e, enginetest.Spec(t, `
+import os
+print("ok" if not os.path.exists("/tmp/marker") else "shared /tmp")`), "", 30*time.Second)
+	if strings.TrimSpace(r.Stdout) != "ok" {
+		t.Errorf("second sandbox: %q %v %q", r.Stdout, r.Err, r.Stderr)
+	}
+	_ = writer.Stdin().Close()
+	if err := writer.Wait(); err != nil {
+		t.Errorf("writer exit: %v", err)
+	}
+}
+
+// TestBwrapChannel checks that stdin and stdout form a working duplex
+// channel and that Stdout reaches EOF after exit.
+func TestBwrapChannel(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{})
+	p, err := e.Start(t.Context(), enginetest.Spec(t, `
+import sys
+for line in sys.stdin:
+    sys.stdout.write(line.upper())
+    sys.stdout.flush()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(p.Stdout())
+	for _, msg := range []string{"hello\n", "second line\n"} {
+		if _, err := io.WriteString(p.Stdin(), msg); err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.ReadString('\n')
+		if err != nil || got != strings.ToUpper(msg) {
+			t.Fatalf("echo: got %q, %v", got, err)
+		}
+	}
+	_ = p.Stdin().Close()
+	if err := p.Wait(); err != nil {
+		t.Errorf("Wait: %v", err)
+	}
+	if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
+		t.Errorf("after exit: %q, %v", rest, err)
+	}
+	if p.PID() <= 0 {
+		t.Errorf("PID = %d", p.PID())
+	}
+	if p.Kill() != nil {
+		t.Error("Kill after exit must be a no-op")
+	}
+}
+
+// TestBwrapKill checks that Kill leaves no process behind, including a
+// child the sandboxed code started.
+func TestBwrapKill(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{})
+	p, err := e.Start(t.Context(), enginetest.Spec(t, `
+import subprocess, sys
+c = subprocess.Popen(["/usr/bin/sleep", "1000"])
+print(c.pid, flush=True)
+sys.stdin.read()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(p.Stdout()).ReadString('\n'); err != nil {
+		t.Fatalf("sandbox did not start its child: %v", err)
+	}
+	// The child's PID printed above is in the sandbox's PID namespace; find
+	// the host PIDs of everything under bwrap instead.
+	pids := descendants(t, p.PID())
+	if len(pids) < 3 {
+		t.Fatalf("expected bwrap's init, python and sleep under %d, got %v", p.PID(), pids)
+	}
+	for i := 0; i < 2; i++ { // Kill twice: it must be idempotent
+		if err := p.Kill(); err != nil {
+			t.Fatalf("Kill: %v", err)
+		}
+	}
+	if err := p.Wait(); err == nil {
+		t.Error("Wait after Kill returned nil, want the kill reported")
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for _, pid := range append(pids, p.PID()) {
+		for processAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if processAlive(pid) {
+			t.Errorf("process %d survived Kill", pid)
+		}
+	}
+}
+
+// descendants returns the host PIDs of every process below pid.
+func descendants(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := map[int]int{}
+	for _, en := range entries {
+		p, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + en.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			parent[p] = pp
+		}
+	}
+	var out []int
+	for p := range parent {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,256 @@
+package bwrap
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
+)
+
+// TestBwrapCgroupLimits runs real bombs against the cgroup caps.
+func TestBwrapCgroupLimits(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{})
+	if e.cgroups == nil {
+		t.Fatal("cgroups are unavailable on this host; these tests need root and cgroup v1 or v2 with memory and pids")
+	}
+
+	t.Run("memory bomb is OOM-killed", func(t *testing.T) {
+		t.Parallel()
+		spec := enginetest.Spec(t, `
+print("start", flush=True)
+x = b"\x01" * (1 << 30)
+print("survived")`)
+		spec.Limits.MemoryBytes = 128 << 20
+		r := enginetest.Run(t, e, spec, "", 60*time.Second)
+		if r.Err == nil || strings.Contains(r.Stdout, "survived") {
+			t.Errorf("bomb survived: stdout %q err %v", r.Stdout, r.Err)
+		}
+		if !r.Usage.OOMKilled {
+			t.Errorf("Usage().OOMKilled = false; usage %+v, stderr %q", r.Usage, r.Stderr)
+		}
+		if r.Usage.MemoryPeakBytes <= 0 || r.Usage.MemoryPeakBytes > 128<<20 {
+			t.Errorf("MemoryPeakBytes = %d, want in (0, 128MiB]", r.Usage.MemoryPeakBytes)
+		}
+		t.Logf("usage %+v, exit %v", r.Usage, r.Err)
+	})
+
+	t.Run("fork bomb is contained", func(t *testing.T) {
+		t.Parallel()
+		spec := enginetest.Spec(t, `
+import os, errno, time
+kids = []
+try:
+    for i in range(200):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        kids.append(pid)
+    print("unbounded")
+except BlockingIOError as e:
+    print("blocked", len(kids), e.errno == errno.EAGAIN)
+for k in kids:
+    os.kill(k, 9)
+    os.waitpid(k, 0)`)
+		spec.Limits.Pids = 32
+		r := enginetest.Run(t, e, spec, "", 60*time.Second)
+		f := strings.Fields(r.Stdout)
+		if len(f) != 3 || f[0] != "blocked" || f[2] != "True" {
+			t.Fatalf("fork bomb: stdout %q err %v stderr %q", r.Stdout, r.Err, r.Stderr)
+		}
+		t.Logf("fork bomb: %s usage %+v", strings.TrimSpace(r.Stdout), r.Usage)
+		if !r.Usage.PidsLimitHit {
+			t.Errorf("Usage().PidsLimitHit = false")
+		}
+		// The host still forks and runs sandboxes.
+		if err := exec.Command("/usr/bin/true").Run(); err != nil {
+			t.Errorf("host cannot fork after the bomb: %v", err)
+		}
+		after := enginetest.Run(t, e, enginetest.Spec(t, `print("ok")`), "", 30*time.Second)
+		if strings.TrimSpace(after.Stdout) != "ok" {
+			t.Errorf("sandbox after the bomb: %q %v", after.Stdout, after.Err)
+		}
+	})
+
+	t.Run("cpu quota", func(t *testing.T) {
+		t.Parallel()
+		spec := enginetest.Spec(t, `
+import time
+end = time.monotonic() + 1.5
+while time.monotonic() < end:
+    pass
+print(time.process_time())`)
+		spec.Limits.CPUs = 0.25
+		r := enginetest.Run(t, e, spec, "", 30*time.Second)
+		cpu, err := strconv.ParseFloat(strings.TrimSpace(r.Stdout), 64)
+		if err != nil {
+			t.Fatalf("stdout %q err %v stderr %q", r.Stdout, r.Err, r.Stderr)
+		}
+		// 1.5 s of wall time at a quarter core is about 0.375 s of CPU.
+		if cpu > 0.7 {
+			t.Errorf("used %.2fs CPU in 1.5s wall with CPUs=0.25", cpu)
+		}
+	})
+}
+
+// TestBwrapRlimits checks the limits that are always rlimits.
+func TestBwrapRlimits(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{})
+	tests := []struct {
+		name   string
+		limits func(*engine.Limits)
+		script string
+	}{
+		{"no core dumps", func(*engine.Limits) {}, `
+import resource
+print("ok" if resource.getrlimit(resource.RLIMIT_CORE) == (0, 0) else resource.getrlimit(resource.RLIMIT_CORE))`},
+		{"file size", func(l *engine.Limits) { l.FileBytes = 1 << 20 }, `
+import errno
+try:
+    open("/tmp/f", "wb").write(b"x" * (2 << 20))
+    print("wrote")
+except OSError as e:
+    print("ok" if e.errno == errno.EFBIG else e)`},
+		{"open files", func(l *engine.Limits) { l.OpenFiles = 20 }, `
+import errno
+fs = []
+try:
+    for i in range(100):
+        fs.append(open("/dev/null"))
+    print("opened all")
+except OSError as e:
+    print("ok" if e.errno == errno.EMFILE and len(fs) < 20 else e)`},
+		{"cpu time", func(l *engine.Limits) { l.CPUTime = time.Second }, `
+import resource, signal
+soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+if soft != 1:
+    print("RLIMIT_CPU", soft, hard)
+else:
+    print("ok", flush=True)
+    while True:
+        pass`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			spec := enginetest.Spec(t, tc.script)
+			tc.limits(&spec.Limits)
+			start := time.Now()
+			r := enginetest.Run(t, e, spec, "", 30*time.Second)
+			if strings.TrimSpace(r.Stdout) != "ok" {
+				t.Errorf("stdout %q err %v stderr %q", r.Stdout, r.Err, r.Stderr)
+			}
+			if tc.name == "cpu time" && (r.Err == nil || time.Since(start) > 10*time.Second) {
+				t.Errorf("CPU-bound sandbox not stopped by RLIMIT_CPU: err %v after %v", r.Err, time.Since(start))
+			}
+		})
+	}
+}
+
+// TestBwrapRlimitFallback points the engine at a cgroup root with nothing
+// in it, so memory and pids must fall back to RLIMIT_AS and RLIMIT_NPROC.
+func TestBwrapRlimitFallback(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{CgroupRoot: t.TempDir()})
+	if e.cgroups != nil {
+		t.Fatal("expected no cgroups under an empty root")
+	}
+	spec := enginetest.Spec(t, `
+import resource
+ok = resource.getrlimit(resource.RLIMIT_AS) == (128 << 20, 128 << 20) and resource.getrlimit(resource.RLIMIT_NPROC) == (4096, 4096)
+try:
+    x = b"\x01" * (1 << 30)
+    print("allocated")
+except MemoryError:
+    print("ok" if ok else "rlimits not set")`)
+	spec.Limits.MemoryBytes = 128 << 20
+	// RLIMIT_NPROC counts every task of the host uid 65534, including the
+	// sandboxes of tests running alongside: a small value here would make
+	// bwrap's own fork fail at random. The value shows the fallback applies.
+	spec.Limits.Pids = 4096
+	r := enginetest.Run(t, e, spec, "", 30*time.Second)
+	if strings.TrimSpace(r.Stdout) != "ok" {
+		t.Errorf("stdout %q err %v stderr %q", r.Stdout, r.Err, r.Stderr)
+	}
+}
+
+// TestBwrapCleanup checks that after Wait and Close no cgroup and no
+// process is left. Not parallel: other tests' engines share the
+// codeexec-<pid> parents, which only the last Close removes.
+func TestBwrapCleanup(t *testing.T) {
+	requireHost(t)
+	e, err := New(Config{}, enginetest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.cgroups == nil {
+		t.Fatal("cgroups unavailable: need root and cgroup v1 or v2 with memory and pids")
+	}
+	parents := e.cgroups.Parents()
+	spec := enginetest.Spec(t, `print("ok")`)
+	spec.Limits.CPUs = 1
+	done := enginetest.Run(t, e, spec, "", 30*time.Second)
+	if strings.TrimSpace(done.Stdout) != "ok" {
+		t.Fatalf("sandbox: %q %v %q", done.Stdout, done.Err, done.Stderr)
+	}
+	for _, parent := range parents {
+		if entries := subdirs(t, parent); len(entries) != 0 {
+			t.Errorf("after Wait, %s still has %v", parent, entries)
+		}
+	}
+
+	// A sandbox still running at Close must be killed and cleaned up.
+	spec = enginetest.Spec(t, `import time; time.sleep(1000)`)
+	spec.Limits.CPUs = 1
+	live, err := e.Start(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, parent := range parents {
+		if len(subdirs(t, parent)) != 1 {
+			t.Errorf("running sandbox has no cgroup under %s", parent)
+		}
+	}
+	pids := append(descendants(t, live.PID()), live.PID())
+	if err := e.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	for _, pid := range pids {
+		if processAlive(pid) {
+			t.Errorf("process %d survived Close", pid)
+		}
+	}
+	for _, parent := range parents {
+		if _, err := os.Stat(parent); !os.IsNotExist(err) {
+			t.Errorf("cgroup parent %s not removed: %v", parent, err)
+		}
+	}
+	if _, err := e.Start(t.Context(), enginetest.Spec(t, `print(1)`)); err == nil {
+		t.Error("Start after Close succeeded")
+	}
+}
+
+func subdirs(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}

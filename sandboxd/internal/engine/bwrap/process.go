@@ -1,0 +1,108 @@
+package bwrap
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
+)
+
+// process is one running bwrap sandbox.
+//
+// Its pipes are plain os.Pipe ends, not exec.Cmd's StdoutPipe: Wait must not
+// close the read ends under a reader that is still draining them. Stdout and
+// Stderr reach EOF once every process of the sandbox is gone; the caller
+// closes them. Wait closes Stdin.
+type process struct {
+	cmd    *exec.Cmd
+	cg     *cgroup.Group
+	logger *slog.Logger
+
+	engine.Pipes
+	meter cgroup.Meter // watches cg
+}
+
+var inheritedOnce sync.Once
+
+// closeInheritedOnExec marks every descriptor above 2 close-on-exec. Go opens
+// all its own descriptors that way, but descriptors sandboxd inherited from
+// its parent (a supervisor, a test harness) are not, and neither the shell
+// shim nor bwrap closes them: without this a sandbox would inherit them.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// reap waits for bwrap, records Usage from the cgroup while it still exists,
+// then removes the cgroup.
+func (p *process) reap() {
+	err := p.cmd.Wait()
+	_ = p.Stdin().Close()
+	if p.cg != nil {
+		p.meter.Stop(p.cg.Usage())
+		if rerr := p.cg.Remove(); rerr != nil {
+			p.logger.Warn("sandbox cgroup not removed", "error", rerr)
+		}
+	}
+	p.Exit(err)
+}
+
+// Kill implements engine.Process. Killing bwrap is enough: --die-with-parent kills
+// the sandbox's PID 1, and the kernel then kills every process in that PID
+// namespace. The cgroup is swept as well, in case.
+func (p *process) Kill() error {
+	if p.Exited() {
+		return nil
+	}
+	err := p.cmd.Process.Kill()
+	if p.cg != nil {
+		p.cg.Kill()
+	}
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill sandbox: %w", err)
+	}
+	return nil
+}
+
+// Usage implements engine.Process: live cgroup figures while running, the final
+// ones after exit.
+func (p *process) Usage() engine.Usage { return p.meter.Usage() }
+
+// PID implements engine.Process.
+func (p *process) PID() int { return p.cmd.Process.Pid }
+
+// confine puts the waiting shim into its cgroups and applies its rlimits.
+// Both are inherited by everything it starts.
+func confine(pid int, cg *cgroup.Group, limits []rlimit) error {
+	if cg != nil {
+		for _, f := range cg.ProcsFiles() {
+			if err := os.WriteFile(f, []byte(strconv.Itoa(pid)), 0); err != nil {
+				return fmt.Errorf("join cgroup %s: %w", filepath.Dir(f), err)
+			}
+		}
+	}
+	for _, l := range limits {
+		lim := unix.Rlimit{Cur: l.value, Max: l.value}
+		if err := unix.Prlimit(pid, l.resource, &lim, nil); err != nil {
+			return fmt.Errorf("set rlimit %d to %d: %w", l.resource, l.value, err)
+		}
+	}
+	return nil
+}

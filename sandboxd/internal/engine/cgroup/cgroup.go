@@ -1,0 +1,249 @@
+// Package cgroup gives each sandbox its own cgroup, v1 or v2: memory, pids
+// and cpu caps, the usage the kernel records, and a sure way to kill every
+// process in it. It knows nothing about how the sandbox is started.
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+)
+
+// Group is the cgroup of one sandbox: one directory per v1 controller, or
+// one v2 directory under the key "".
+type Group struct {
+	v2   bool
+	dirs map[string]string
+}
+
+func (g *Group) dir(controller string) string {
+	if g.v2 {
+		return g.dirs[""]
+	}
+	return g.dirs[controller]
+}
+
+// HasMemory and HasPids report whether those caps are enforced by the cgroup
+// (otherwise the engine must use rlimits).
+func (g *Group) HasMemory() bool { return g != nil && g.dir("memory") != "" }
+
+// HasPids reports whether the pids cap is enforced by the cgroup.
+func (g *Group) HasPids() bool { return g != nil && g.dir("pids") != "" }
+
+// Dirs maps each controller to the group's directory under it ("" on
+// cgroup v2).
+func (g *Group) Dirs() map[string]string { return maps.Clone(g.dirs) }
+
+// ProcsFiles lists the cgroup.procs files a process must write its pid to.
+func (g *Group) ProcsFiles() []string {
+	var out []string
+	for _, d := range g.dirs {
+		out = append(out, filepath.Join(d, "cgroup.procs"))
+	}
+	return out
+}
+
+func (g *Group) setLimits(lim engine.Limits) error {
+	type setting struct{ controller, file, value string }
+	var s []setting
+	if lim.MemoryBytes > 0 {
+		v := strconv.FormatInt(lim.MemoryBytes, 10)
+		if g.v2 {
+			s = append(s, setting{"memory", "memory.max", v}, setting{"memory", "memory.swap.max", "0"})
+		} else {
+			// memsw (memory+swap) must be set after, and be >=, the memory limit.
+			s = append(s, setting{"memory", "memory.limit_in_bytes", v}, setting{"memory", "memory.memsw.limit_in_bytes", v})
+		}
+	}
+	if lim.Pids > 0 {
+		s = append(s, setting{"pids", "pids.max", strconv.Itoa(lim.Pids)})
+	}
+	if lim.CPUs > 0 {
+		const period = 100000
+		quota := int64(lim.CPUs * period)
+		if quota < 1000 {
+			quota = 1000 // the kernel's minimum quota is 1ms
+		}
+		if g.v2 {
+			s = append(s, setting{"cpu", "cpu.max", fmt.Sprintf("%d %d", quota, period)})
+		} else {
+			s = append(s, setting{"cpu", "cpu.cfs_period_us", strconv.Itoa(period)},
+				setting{"cpu", "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)})
+		}
+	}
+	for _, x := range s {
+		d := g.dir(x.controller)
+		if d == "" {
+			continue
+		}
+		path := filepath.Join(d, x.file)
+		err := writeFile(path, x.value)
+		if err != nil && errors.Is(err, os.ErrNotExist) && strings.Contains(x.file, "sw") {
+			continue // no swap accounting in this kernel: nothing to cap
+		}
+		if err != nil {
+			return fmt.Errorf("set cgroup limit %s=%s: %w", x.file, x.value, err)
+		}
+	}
+	return nil
+}
+
+// Usage reads what the kernel recorded for the cgroup.
+func (g *Group) Usage() engine.Usage {
+	var u engine.Usage
+	if d := g.dir("memory"); d != "" {
+		if g.v2 {
+			u.MemoryPeakBytes = readInt(filepath.Join(d, "memory.peak"))
+			u.OOMKilled = readKeyed(filepath.Join(d, "memory.events"), "oom_kill") > 0
+		} else {
+			u.MemoryPeakBytes = readInt(filepath.Join(d, "memory.max_usage_in_bytes"))
+			u.OOMKilled = readKeyed(filepath.Join(d, "memory.oom_control"), "oom_kill") > 0
+		}
+	}
+	if d := g.dir("pids"); d != "" {
+		u.PidsLimitHit = readKeyed(filepath.Join(d, "pids.events"), "max") > 0
+	}
+	return u
+}
+
+// OfPID returns the memory and pids cgroups of a host PID (a container's,
+// say), or nil when they cannot be seen from here.
+func OfPID(pid int) *Group {
+	own, err := readSelfCgroups(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return nil
+	}
+	const root = "/sys/fs/cgroup"
+	if dir, ok := unifiedMount(root); ok && own[""] != "" && dir == root {
+		d := filepath.Join(dir, own[""])
+		if _, err := os.Stat(d); err == nil {
+			return &Group{v2: true, dirs: map[string]string{"": d}}
+		}
+		return nil
+	}
+	g := &Group{dirs: map[string]string{}}
+	for _, ctrl := range []string{"memory", "pids"} {
+		mnt, ok := v1Mount(root, ctrl)
+		if !ok || own[ctrl] == "" {
+			continue
+		}
+		d := filepath.Join(mnt, own[ctrl])
+		if _, err := os.Stat(d); err == nil {
+			g.dirs[ctrl] = d
+		}
+	}
+	if len(g.dirs) == 0 {
+		return nil
+	}
+	return g
+}
+
+// Kill sends SIGKILL to every process in the cgroup. The pids controller is
+// the authoritative member list (threads and forks included).
+func (g *Group) Kill() {
+	for _, c := range []string{"pids", "memory", "cpu"} {
+		d := g.dir(c)
+		if d == "" {
+			continue
+		}
+		for _, pid := range readPids(filepath.Join(d, "cgroup.procs")) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return
+	}
+}
+
+// Remove kills what is left and deletes the cgroup directories, retrying
+// briefly while the kernel finishes tearing the processes down.
+func (g *Group) Remove() error {
+	if g == nil {
+		return nil
+	}
+	g.Kill()
+	var errs []error
+	for _, d := range g.dirs {
+		if err := removeCgroupDir(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroupDir rmdirs a cgroup, retrying for up to two seconds on EBUSY.
+// bwrap exits as soon as the sandbox's PID 1 reports its status, so that
+// process is usually still being torn down for a moment: the first retries
+// come quickly (0.5 ms, doubling up to 50 ms).
+func removeCgroupDir(dir string) error {
+	deadline := time.Now().Add(2 * time.Second)
+	delay := 500 * time.Microsecond
+	for {
+		err := syscall.Rmdir(dir)
+		if err == nil || errors.Is(err, syscall.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("remove cgroup %s: %w", dir, err)
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
+func writeFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func readInt(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// readKeyed returns the value of "key N" in a flat-keyed cgroup file.
+func readKeyed(path, key string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == key {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func readPids(path string) []int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,181 @@
+package container
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+)
+
+// sweepEvery is how often orphans are looked for after the first Check.
+const sweepEvery = time.Minute
+
+// Check implements engine.Engine: the CLI is installed, the daemon answers, the
+// image exists locally and a trial container with every flag runs. The
+// first success also removes orphaned containers. Success is remembered.
+func (c *Engine) Check(ctx context.Context) error {
+	if c.lookErr != nil {
+		return c.lookErr
+	}
+	c.checkMu.Lock()
+	if c.checked {
+		c.checkMu.Unlock()
+		return nil
+	}
+	c.checkMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+
+	if err := c.checkDaemon(ctx); err != nil {
+		return err
+	}
+	if _, err := c.cli(ctx, "image", "inspect", "--format", "{{.Id}}", c.cfg.Image); err != nil {
+		return fmt.Errorf("%w: image %s not found locally (%s) and sandboxes never pull one: "+
+			"build it with deploy/build-images.sh (works offline), or where a registry is reachable `%s pull %s`",
+			engine.ErrUnavailable, c.cfg.Image, firstLine(err.Error()), c.cfg.Runtime, c.cfg.Image)
+	}
+	c.reapOrphans(ctx, false)
+	if err := c.trial(ctx); err != nil {
+		return err
+	}
+	c.checkMu.Lock()
+	c.checked = true
+	c.checkMu.Unlock()
+	c.mu.Lock()
+	if !c.live.Closed() && c.sweepStop == nil {
+		c.sweepStop, c.sweepDone = make(chan struct{}), make(chan struct{})
+		go c.sweep(c.sweepStop, c.sweepDone)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Engine) sweep(stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			c.reapOrphans(ctx, false)
+			cancel()
+		}
+	}
+}
+
+// checkDaemon asks the engine for its state and sets the global args.
+func (c *Engine) checkDaemon(ctx context.Context) error {
+	if c.cfg.Runtime == "docker" {
+		if _, err := c.cli(ctx, "version", "--format", "{{.Server.Version}}"); err != nil {
+			msg := err.Error()
+			if strings.Contains(msg, "Cannot connect") || strings.Contains(msg, "Is the docker daemon running") ||
+				strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such file") {
+				return fmt.Errorf("%w: the Docker daemon is not running (%s): start it: `systemctl start docker`, or `dockerd &` as root; "+
+					"with a remote daemon set DOCKER_HOST", engine.ErrUnavailable, firstLine(msg))
+			}
+			if strings.Contains(msg, "permission denied") {
+				return fmt.Errorf("%w: no permission to use the Docker daemon (%s): add the user to the docker group or run sandboxd as root", engine.ErrUnavailable, firstLine(msg))
+			}
+			return fmt.Errorf("%w: docker does not answer: %s", engine.ErrUnavailable, firstLine(msg))
+		}
+		c.checkMu.Lock()
+		if c.cfg.GlobalArgs != nil {
+			c.global = c.cfg.GlobalArgs
+		}
+		c.checkMu.Unlock()
+		return nil
+	}
+	out, err := c.cli(ctx, "info", "--format", "{{.Host.CgroupsVersion}} {{.Host.CgroupManager}} {{.Host.OCIRuntime.Name}}")
+	if err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, "Cannot connect to Podman") {
+			return fmt.Errorf("%w: the podman service is not reachable (%s): start it (`systemctl start podman.socket`) or unset CONTAINER_HOST", engine.ErrUnavailable, firstLine(msg))
+		}
+		return fmt.Errorf("%w: `podman info` failed: %s", engine.ErrUnavailable, firstLine(msg))
+	}
+	global := c.cfg.GlobalArgs
+	if global == nil {
+		global = detectPodmanGlobals(strings.Fields(out), func(name string) bool { _, err := engine.LookPath(name); return err == nil },
+			dirExists("/run/systemd/system"))
+	}
+	c.checkMu.Lock()
+	c.global = global
+	c.checkMu.Unlock()
+	if len(global) > 0 {
+		c.logger.Info("podman global options chosen for this host", "args", strings.Join(global, " "))
+	}
+	return nil
+}
+
+// detectPodmanGlobals picks podman's global options from `podman info`
+// (cgroups version, cgroup manager, OCI runtime). On a cgroup v1 or hybrid
+// host crun refuses to run containers, so runc is used when it is
+// installed; without a running systemd the systemd cgroup manager cannot
+// work, so cgroupfs is used. Where podman's own defaults already are these,
+// nothing is added.
+func detectPodmanGlobals(info []string, have func(string) bool, systemd bool) []string {
+	var out []string
+	if len(info) != 3 {
+		return out
+	}
+	version, manager, oci := info[0], info[1], info[2]
+	if version != "v2" && oci != "runc" && have("runc") {
+		out = append(out, "--runtime", "runc")
+	}
+	if manager == "systemd" && !systemd {
+		out = append(out, "--cgroup-manager", "cgroupfs")
+	}
+	return out
+}
+
+func dirExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// trial runs CheckArgv in a container with every flag a sandbox gets.
+func (c *Engine) trial(ctx context.Context) error {
+	spec := engine.Spec{ID: "check-" + randomHex(4), Argv: c.cfg.CheckArgv,
+		Limits: engine.Limits{MemoryBytes: 64 << 20, Pids: 16, TmpBytes: 1 << 20, WorkspaceBytes: 1 << 20, OpenFiles: 64}}
+	args := append(c.globals(), c.runArgs(spec)...)
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Dir = c.workDir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	_, _ = c.cli(context.WithoutCancel(ctx), "rm", "-f", containerName(spec.ID))
+	if err != nil {
+		msg := strings.TrimSpace(out.String())
+		advice := ""
+		lower := strings.ToLower(msg)
+		switch {
+		case strings.Contains(msg, "rlimit"):
+			advice = ": the host refuses a resource limit; pass the engine different --ulimit values through --runtime-arg"
+		case strings.Contains(msg, "init binary") || strings.Contains(msg, "libexec/podman/catatonit"):
+			advice = ": --init needs podman's init: `apt-get install catatonit`"
+		case strings.Contains(lower, "no such file or directory") || strings.Contains(lower, "executable file not found"):
+			advice = fmt.Sprintf(": the image %s lacks %s; use an image with Python at that path or set --python", c.cfg.Image, c.cfg.CheckArgv[0])
+		case strings.Contains(msg, "cgroup"):
+			advice = ": on cgroup v1 hosts podman needs `--runtime runc --cgroup-manager cgroupfs` (detected automatically when runc is installed: `apt-get install runc`)"
+		}
+		return fmt.Errorf("%w: a trial %s sandbox failed: %s%s", engine.ErrUnavailable, c.cfg.Runtime, firstLine(msg), advice)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		// The CLIs put the decisive line last ("Error: …").
+		s = s[i+1:]
+	}
+	return s
+}

@@ -1,0 +1,230 @@
+package container
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	mobyseccomp "github.com/moby/profiles/seccomp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestContainerRunArgs(t *testing.T) {
+	t.Parallel()
+	spec := engine.Spec{
+		ID: "cx-1", AgentDir: "/srv/agent", Argv: []string{"/usr/bin/python3", "-I", "/opt/codeexec/agent.py"},
+		Labels: map[string]string{"codeexec.sandbox": "cx-1"},
+		Env:    map[string]string{"HOME": "/workspace", "B": "2"},
+		Limits: engine.Limits{MemoryBytes: 512 << 20, Pids: 128, CPUs: 0.5, CPUTime: 1500 * time.Millisecond,
+			TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, OpenFiles: 1024},
+	}
+	for _, rt := range []string{"docker", "podman"} {
+		t.Run(rt, func(t *testing.T) {
+			c, err := New(Config{Runtime: rt, Image: "img:1", ExtraArgs: []string{"--runtime=runsc"}}, quietLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			args := c.runArgs(spec)
+			line := strings.Join(args, " ")
+			for _, want := range []string{
+				"run -i --pull never --name codeexec-cx-1",
+				"--label " + LabelOwner + "=" + c.Owner(), "--label codeexec.session=cx-1", "--label codeexec.sandbox=cx-1",
+				"--network none --read-only --cap-drop ALL --security-opt no-new-privileges --user 65534:65534",
+				"--init", "--log-driver none", "--workdir /workspace",
+				"--tmpfs /tmp:rw,noexec,nosuid,nodev,mode=1777,size=67108864",
+				"--tmpfs /workspace:rw,noexec,nosuid,nodev,mode=1777,size=134217728",
+				"--pids-limit 128", "--memory 536870912 --memory-swap 536870912", "--cpus 0.5",
+				"--ulimit nofile=1024:1024", "--ulimit nproc=32768:32768", "--ulimit cpu=2:2",
+				"--mount type=bind,src=/srv/agent,dst=/opt/codeexec,readonly",
+				"--env B=2 --env HOME=/workspace",
+				"--runtime=runsc img:1 /usr/bin/python3 -I /opt/codeexec/agent.py",
+			} {
+				if !strings.Contains(line, want) {
+					t.Errorf("run args lack %q:\n%s", want, line)
+				}
+			}
+			if !strings.HasSuffix(line, "img:1 /usr/bin/python3 -I /opt/codeexec/agent.py") {
+				t.Errorf("the image and argv must come last:\n%s", line)
+			}
+			// docker keeps the image's owner of /workspace unless told the
+			// uid; podman refuses uid= and must not get podman-only flags
+			// on docker.
+			if got, want := strings.Contains(line, "uid=65534,gid=65534"), rt == "docker"; got != want {
+				t.Errorf("uid/gid tmpfs options present = %v, want %v:\n%s", got, want, line)
+			}
+			if got, want := slices.Contains(args, "--read-only-tmpfs=false"), rt == "podman"; got != want {
+				t.Errorf("--read-only-tmpfs=false present = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestDetectPodmanGlobals(t *testing.T) {
+	t.Parallel()
+	have := func(string) bool { return true }
+	none := func(string) bool { return false }
+	cases := []struct {
+		name    string
+		info    []string
+		have    func(string) bool
+		systemd bool
+		want    []string
+	}{
+		{"v1 with crun and no systemd", []string{"v1", "systemd", "crun"}, have, false, []string{"--runtime", "runc", "--cgroup-manager", "cgroupfs"}},
+		{"v1 already runc and cgroupfs", []string{"v1", "cgroupfs", "runc"}, have, false, nil},
+		{"v1 crun but runc missing", []string{"v1", "cgroupfs", "crun"}, none, false, nil},
+		{"v2 with systemd", []string{"v2", "systemd", "crun"}, have, true, nil},
+		{"unparsable info", []string{"?"}, have, false, nil},
+	}
+	for _, tc := range cases {
+		if got := detectPodmanGlobals(tc.info, tc.have, tc.systemd); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestContainerOrphanRules(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Runtime: "docker", Image: "img"}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	sibling, err := New(Config{Runtime: "docker", Image: "img"}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sibling.Close() })
+	now := time.Now()
+	old := now.Add(-2 * staleAfter).UTC().Format(time.RFC3339Nano)
+	recent := now.Add(-time.Second).UTC().Format(time.RFC3339Nano)
+	dead := deadPID(t)
+	cases := []struct {
+		name, owner, state, finished string
+		all, want                    bool
+	}{
+		{"ours while running", c.Owner(), "running", "", false, false},
+		{"ours at Close", c.Owner(), "running", "", true, true},
+		{"earlier sandboxd on this host, gone", c.host + "/" + dead + "/abcd", "running", "", false, true},
+		{"another engine open in this process", sibling.Owner(), "running", "", false, false},
+		{"earlier incarnation with our PID (PID 1 in a restarted container)", c.host + "/" + strconv.Itoa(os.Getpid()) + "/abcd", "running", "", false, true},
+		{"another live sandboxd on this host", c.host + "/1/abcd", "running", "", false, os.Getpid() == 1},
+		{"another host, running", "elsewhere/1/abcd", "running", "", true, false},
+		{"another host, exited long ago", "elsewhere/1/abcd", "exited", old, false, true},
+		{"another host, exited just now", "elsewhere/1/abcd", "exited", recent, false, false},
+		{"podman time format", "elsewhere/1/abcd", "exited", now.Add(-2 * staleAfter).Format("2006-01-02 15:04:05.999999999 -0700 MST"), false, true},
+	}
+	for _, tc := range cases {
+		if got := c.orphan(tc.owner, tc.state, tc.finished, tc.all, now); got != tc.want {
+			t.Errorf("%s: orphan = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// deadPID returns the PID of a process that has exited.
+func deadPID(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(cmd.Process.Pid)
+}
+
+func TestContainerCheckMissingBinary(t *testing.T) {
+	t.Parallel()
+	for rt, advice := range map[string]string{"docker": "apt-get install docker.io", "podman": "apt-get install podman runc"} {
+		c, err := New(Config{Runtime: rt, Path: "/nonexistent/" + rt, Image: "img"}, quietLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Check(t.Context())
+		if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), advice) {
+			t.Errorf("%s: Check = %v, want ErrUnavailable saying %q", rt, err, advice)
+		}
+		if _, err := c.Start(t.Context(), engine.Spec{ID: "x", Argv: []string{"true"}}); !errors.Is(err, engine.ErrUnavailable) {
+			t.Errorf("%s: Start = %v, want ErrUnavailable", rt, err)
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("%s: Close = %v", rt, err)
+		}
+	}
+}
+
+func TestNewContainerRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	if _, err := New(Config{Runtime: "lxc", Image: "img"}, quietLogger()); err == nil || !strings.Contains(err.Error(), "want podman or docker") {
+		t.Errorf("unknown runtime: %v", err)
+	}
+	if _, err := New(Config{Runtime: "docker"}, quietLogger()); err == nil || !strings.Contains(err.Error(), "MCP_BRIDGE_IMAGE") {
+		t.Errorf("no image: %v", err)
+	}
+}
+
+// TestContainerSeccompProfile checks the profile container sandboxes get:
+// Docker's default less the denied calls, and only when ExtraArgs do not
+// bring their own.
+func TestContainerSeccompProfile(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Runtime: "podman", Image: "img:1"}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	line := strings.Join(c.runArgs(engine.Spec{ID: "cx-1", Argv: []string{"python3"}}), " ")
+	if !strings.Contains(line, "--security-opt seccomp="+c.seccompProfile) || c.seccompProfile == "" {
+		t.Fatalf("no seccomp profile in the run args:\n%s", line)
+	}
+	b, err := os.ReadFile(c.seccompProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p mobyseccomp.Seccomp
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatalf("profile is not a Docker profile: %v", err)
+	}
+	if p.DefaultAction != specs.ActErrno {
+		t.Errorf("default action %s, want Docker's %s", p.DefaultAction, specs.ActErrno)
+	}
+	allowed := map[string]bool{}
+	for _, r := range p.Syscalls {
+		if r.Action == specs.ActAllow {
+			for _, n := range append(r.Names, r.Name) {
+				allowed[n] = true
+			}
+		}
+	}
+	for _, n := range seccomp.Denied() {
+		if allowed[n] {
+			t.Errorf("the profile allows %s", n)
+		}
+	}
+	for _, n := range []string{"read", "write", "openat", "clone", "execve", "futex", "wait4"} {
+		if !allowed[n] {
+			t.Errorf("the profile does not allow %s", n)
+		}
+	}
+
+	own, err := New(Config{Runtime: "docker", Image: "img:1", ExtraArgs: []string{"--security-opt", "seccomp=unconfined"}}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = own.Close() })
+	if line := strings.Join(own.runArgs(engine.Spec{ID: "cx-2", Argv: []string{"python3"}}), " "); strings.Count(line, "seccomp=") != 1 {
+		t.Errorf("with a seccomp option in ExtraArgs, want only that one:\n%s", line)
+	}
+}

@@ -1,0 +1,156 @@
+// Package enginetest holds what the tests of several engine packages
+// share: a logger into the test's log, a Spec that runs a Python script,
+// and a way to run a sandbox to its end.
+package enginetest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/agent"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+)
+
+// Python is the interpreter the tests' sandboxes run.
+const Python = "/usr/bin/python3"
+
+// Logger returns a logger that writes into t's log, debug level included.
+func Logger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// tWriter writes into a test's log.
+type tWriter struct{ t *testing.T }
+
+// Write logs p, less its final newline, as one entry.
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+// AgentDir returns a directory uid 65534 can read, holding agent.txt.
+func AgentDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent.txt"), []byte("agent"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Spec returns a sandbox, named after t, that runs script with args under
+// Python, with an AgentDir and modest limits.
+func Spec(t *testing.T, script string, args ...string) engine.Spec {
+	return engine.Spec{
+		ID:       t.Name(),
+		AgentDir: AgentDir(t),
+		Argv:     append([]string{Python, "-I", "-c", script}, args...),
+		Env:      map[string]string{"HOME": "/workspace", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"},
+		Limits: engine.Limits{
+			MemoryBytes: 256 << 20, Pids: 64,
+			TmpBytes: 16 << 20, WorkspaceBytes: 32 << 20,
+		},
+	}
+}
+
+// Result is what a finished sandbox produced.
+type Result struct {
+	// Stdout and Stderr are everything the sandbox wrote.
+	Stdout, Stderr string
+	// Err is what Wait returned.
+	Err error
+	// Usage is what the Process reported after exit.
+	Usage engine.Usage
+	// PID is the Process's PID.
+	PID int
+}
+
+// Run starts spec, feeds it stdin, and collects everything until it
+// exits (or fails the test after timeout).
+func Run(t *testing.T, e engine.Engine, spec engine.Spec, stdin string, timeout time.Duration) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	p, err := e.Start(ctx, spec)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	var out, errb bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _, _ = io.Copy(&out, p.Stdout()) }()
+	go func() { defer wg.Done(); _, _ = io.Copy(&errb, p.Stderr()) }()
+	_, _ = io.WriteString(p.Stdin(), stdin)
+	_ = p.Stdin().Close()
+	waited := make(chan error, 1)
+	go func() { waited <- p.Wait() }()
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-ctx.Done():
+		_ = p.Kill()
+		<-waited
+		t.Fatalf("sandbox did not exit within %v; stderr: %s", timeout, errb.String())
+	}
+	wg.Wait()
+	_ = p.Stdout().Close()
+	_ = p.Stderr().Close()
+	return Result{Stdout: out.String(), Stderr: errb.String(), Err: werr, Usage: p.Usage(), PID: p.PID()}
+}
+
+// CheckPrepare writes the agent into a new AgentDir, runs e.Prepare on it
+// and checks that every module got bytecode that the sandbox user can read
+// and that the sandbox's own interpreter would load. id names the sandbox
+// that checks; "" names it after t.
+func CheckPrepare(t *testing.T, e engine.Engine, id string) {
+	t.Helper()
+	spec := Spec(t, `
+import glob, importlib.util, os
+srcs = glob.glob("/opt/codeexec/*.py")
+stale = [p for p in srcs if not os.path.exists(importlib.util.cache_from_source(p))]
+print("ok" if srcs and not stale else "no bytecode for %s" % stale)`)
+	if id != "" {
+		spec.ID = id
+	}
+	if err := agent.WriteTo(spec.AgentDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Prepare(t.Context(), spec.AgentDir, Python); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	pycs, err := filepath.Glob(filepath.Join(spec.AgentDir, "__pycache__", "*.pyc"))
+	if err != nil || len(pycs) == 0 {
+		t.Fatalf("no bytecode after Prepare: %v %v", pycs, err)
+	}
+	for _, p := range append(pycs, filepath.Dir(pycs[0])) {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := os.FileMode(0o644)
+		if st.IsDir() {
+			want = os.ModeDir | 0o755
+		}
+		if st.Mode() != want {
+			t.Errorf("%s mode = %v, want %v", p, st.Mode(), want)
+		}
+	}
+	r := Run(t, e, spec, "", time.Minute)
+	if r.Err != nil || strings.TrimSpace(r.Stdout) != "ok" {
+		t.Errorf("in the sandbox: stdout %q, err %v, stderr %q", r.Stdout, r.Err, r.Stderr)
+	}
+}
