@@ -159,8 +159,10 @@ func (s *Service) searchIndex() *search.Index {
 			continue
 		}
 		alias := s.serverAlias(name)
+		cfg, _ := s.mgr.Config(name) // listed above, so configured
 		for _, e := range es {
-			docs = append(docs, search.Doc{Server: name, ServerAlias: alias, Tool: e.name, ToolAlias: e.alias, Description: e.description, Params: e.params, ParamText: e.paramText})
+			docs = append(docs, search.Doc{Server: name, ServerAlias: alias, Tool: e.name, ToolAlias: e.alias, Description: e.description,
+				Params: e.params, ParamText: e.paramText, ServerDescription: cfg.Description})
 		}
 	}
 	s.index = search.NewIndex(docs)

@@ -209,7 +209,7 @@ func (s *Service) searchTools(ctx context.Context, req *discoveryv1.SearchToolsR
 	resp.Total = int32(res.Total)
 	full := map[string][]entry{} // schemas for DETAIL_FULL, per server
 	for _, h := range res.Hits {
-		doc := &discoveryv1.ToolDoc{Server: h.Doc.Server, ServerAlias: h.Doc.ServerAlias, Tool: h.Doc.Tool, ToolAlias: h.Doc.ToolAlias, Description: h.Doc.Description}
+		doc := &discoveryv1.ToolDoc{Server: h.Doc.Server, ServerAlias: h.Doc.ServerAlias, Tool: h.Doc.Tool, ToolAlias: h.Doc.ToolAlias, Description: h.Doc.Description, MatchReason: h.Why}
 		if detail == discoveryv1.Detail_DETAIL_FULL {
 			es, ok := full[h.Doc.Server]
 			if !ok {

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"google.golang.org/grpc"
+
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/grpctest"
@@ -12,6 +14,7 @@ import (
 // env is one memoryd on a real bbolt file, reached through the generated
 // clients over bufconn.
 type env struct {
+	conn   *grpc.ClientConn
 	svc    *memoryd.Service
 	mem    memoryv1.MemoryServiceClient
 	tools  memoryv1.ToolServiceClient
@@ -40,8 +43,8 @@ func start(tb testing.TB, cfg memoryd.Config) *env {
 			}
 		}
 	})
-	conn := grpctest.Start(tb, svc.Register)
-	e.mem, e.tools = memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn)
+	e.conn = grpctest.Start(tb, svc.Register)
+	e.mem, e.tools = memoryv1.NewMemoryServiceClient(e.conn), memoryv1.NewToolServiceClient(e.conn)
 	return e
 }
 

@@ -146,8 +146,11 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	return &Service{store: st, memory: mem, tools: tools, metrics: metrics, logger: logger}, nil
 }
 
-// Register adds MemoryService and ToolService to g.
-func (s *Service) Register(g *grpc.Server) { server.Register(g, s.memory, s.tools) }
+// Register adds MemoryService, ToolService and SessionStoreService to g.
+func (s *Service) Register(g *grpc.Server) {
+	server.Register(g, s.memory, s.tools)
+	server.RegisterSessions(g, server.NewSessions(s.memory))
+}
 
 // Collectors returns the service's Prometheus collectors: the operation
 // latency histogram codeexec_memoryd_op_duration_seconds{op,code}, and

@@ -114,6 +114,8 @@ type Store interface {
 	// List returns a tenant's records of one kind sorted by key, with
 	// values only when withValues is set.
 	List(ctx context.Context, tenant string, kind Kind, withValues bool) ([]Record, error)
+	// Tenants returns every tenant that has records, sorted.
+	Tenants(ctx context.Context) ([]string, error)
 	// Backup writes a consistent copy of the whole store to w and returns
 	// the number of bytes written.
 	Backup(ctx context.Context, w io.Writer) (int64, error)

@@ -166,7 +166,9 @@ class ToolDocs(list):
     """A search result: a list of docs (upstream's shape) that also says how
     many tools matched in all (`total`), whether the list was cut to the
     limit (`truncated`), and which servers could not be searched because
-    they had not listed their tools yet (`unindexed`)."""
+    they had not listed their tools yet (`unindexed`). Each doc's `match`
+    says in a few words why the search returned it ("exact name",
+    "name: screenshot (for picture)"), so that a weak hit shows as one."""
 
     def __init__(self, docs=(), total=None, truncated=False, unindexed=()):
         super().__init__(docs)

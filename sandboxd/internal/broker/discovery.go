@@ -19,6 +19,8 @@ type doc struct {
 	ToolAlias   string          `json:"toolAlias"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	// Match says why a search returned the tool; other docs leave it out.
+	Match string `json:"match,omitempty"`
 	// Loaded and LoadWith are set on search hits only. A search spans
 	// every configured server, where upstream's searched only the servers
 	// loaded in the call, so each hit says whether its server is loaded
@@ -48,7 +50,7 @@ func quoted(s string) string {
 func toDocs(in []*discoveryv1.ToolDoc) []doc {
 	out := make([]doc, 0, len(in))
 	for _, d := range in {
-		dd := doc{Server: d.GetServer(), ServerAlias: d.GetServerAlias(), Tool: d.GetTool(), ToolAlias: d.GetToolAlias(), Description: d.GetDescription()}
+		dd := doc{Server: d.GetServer(), ServerAlias: d.GetServerAlias(), Tool: d.GetTool(), ToolAlias: d.GetToolAlias(), Description: d.GetDescription(), Match: d.GetMatchReason()}
 		if js := d.GetInputSchemaJson(); js != "" && json.Valid([]byte(js)) {
 			dd.InputSchema = json.RawMessage(js)
 		}

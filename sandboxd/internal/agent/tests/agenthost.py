@@ -84,8 +84,8 @@ class FakeHost:
         if m == "query_tool_docs":
             return True, [{"server": p["server"], "tool": p.get("tool", "echo"), "detail": p["detail"]}]
         if m == "search_tool_docs":
-            return True, {"results": [{"query": p["query"], "limit": p["limit"]}], "total": 1,
-                          "truncated": False}
+            return True, {"results": [{"query": p["query"], "limit": p["limit"], "match": "name: " + p["query"]}],
+                          "total": 1, "truncated": False}
         if m == "memory.save":
             old = self.memory.get(p["key"])
             rev = old["revision"] + 1 if old else 1

@@ -324,7 +324,7 @@ class DiscoveryTest(unittest.TestCase):
             "[{'name': 'echo', 'inputSchema': {'type': 'object'}}]",
             "{'server': 'filesystem', 'tool': 'read_file', 'detail': 'full'}",
             "[{'server': 'filesystem', 'tool': 'echo', 'detail': 'summary'}]",
-            "[{'query': 'read', 'limit': 20}] ToolDocs True 1 False",
+            "[{'query': 'read', 'limit': 20, 'match': 'name: read'}] ToolDocs True 1 False",
         ])
         self.assertEqual([(c["m"], c["p"]) for c in r.calls], [
             ("list_servers", {}),

@@ -7,7 +7,7 @@ import "strings"
 // whitespace-separated token of the lowercased query is a substring of its
 // keywords, the lowercased join of server name, server alias, tool name,
 // tool alias and description. Matches keep catalogue order; nothing is
-// ranked. It exists so the benchmark can compare against it.
+// ranked. The benchmark compares against it; nothing else uses it.
 func Baseline(docs []Doc, query string, limit int) Result {
 	tokens := strings.Fields(strings.ToLower(query))
 	var res Result

@@ -1,10 +1,12 @@
-package search
+// Package porter is the Porter stemmer, shared by the search index and the
+// generator of its lexicon so that both reduce words to the same stems.
+package porter
 
-// stem reduces an English lowercase word to its Porter stem (M.F. Porter,
+// Stem reduces an English lowercase word to its Porter stem (M.F. Porter,
 // "An algorithm for suffix stripping", 1980, with the published revisions
 // "bli"→"ble" and "logi"→"log"). Words of one or two letters, and words with
 // anything but ASCII letters, are returned unchanged.
-func stem(w string) string {
+func Stem(w string) string {
 	if len(w) <= 2 {
 		return w
 	}
