@@ -5,22 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/grpctest"
 )
 
 // store runs a real memoryd on a bbolt file and returns a client of its
@@ -31,17 +28,10 @@ func store(t *testing.T) memoryv1.SessionStoreServiceClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer()
-	svc.Register(g)
-	go func() { _ = g.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///m", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(); g.Stop(); _ = svc.Close() })
-	return memoryv1.NewSessionStoreServiceClient(conn)
+	// Registered before the server's own cleanup, so it runs after the
+	// server has stopped.
+	t.Cleanup(func() { _ = svc.Close() })
+	return memoryv1.NewSessionStoreServiceClient(grpctest.Start(t, svc.Register))
 }
 
 func replica(t *testing.T, c memoryv1.SessionStoreServiceClient, addr string) (*Replica, *Sessions) {
