@@ -1,4 +1,4 @@
-package discoveryd
+package alias
 
 import (
 	"strings"
@@ -25,15 +25,15 @@ func TestAliases(t *testing.T) {
 		{"3d-render", true, "_3d_render"},
 	}
 	for _, tc := range tests {
-		f := serverAliasBase
+		f := Server
 		if tc.tool {
-			f = toolAliasBase
+			f = Tool
 		}
 		if got := f(tc.in); got != tc.want {
 			t.Errorf("alias(%q, tool=%v) = %q, want %q", tc.in, tc.tool, got, tc.want)
 		}
 	}
-	got := toolAliases([]string{"read-file", "read_file", "Read File", "x"})
+	got := Tools([]string{"read-file", "read_file", "Read File", "x"})
 	if strings.Join(got, ",") != "read_file,read_file_2,read_file_3,x" {
 		t.Errorf("collisions = %v", got)
 	}

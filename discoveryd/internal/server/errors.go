@@ -1,10 +1,11 @@
-package discoveryd
+package server
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/grpc/codes"
@@ -21,10 +22,27 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
 }
 
+// named rejects a request that names no server.
+func named(server string) error {
+	if strings.TrimSpace(server) == "" {
+		return invalid("server is empty; name one of the servers that ListServers returns")
+	}
+	return nil
+}
+
+// answer is an RPC's reply: resp, or err mapped to a status by toStatus.
+func answer[T any](ctx context.Context, s *Server, method string, resp T, err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, s.toStatus(ctx, method, err)
+	}
+	return resp, nil
+}
+
 // toStatus translates an error into a gRPC status, once, in one place.
 // The messages of domain errors are written for users and pass through;
 // anything unexpected is logged and replaced by a generic message.
-func (s *Service) toStatus(ctx context.Context, method string, err error) error {
+func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 	code := codes.Internal
 	switch {
 	case errors.Is(err, errInvalid):

@@ -1,4 +1,4 @@
-package discoveryd
+package server
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codeexec/codeexec/discoveryd/internal/alias"
 	"github.com/codeexec/codeexec/discoveryd/internal/search"
 	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
@@ -22,7 +23,7 @@ const (
 )
 
 // ListServers describes every configured server without starting any.
-func (s *Service) ListServers(ctx context.Context, req *discoveryv1.ListServersRequest) (*discoveryv1.ListServersResponse, error) {
+func (s *Server) ListServers(ctx context.Context, req *discoveryv1.ListServersRequest) (*discoveryv1.ListServersResponse, error) {
 	if req.GetRescan() {
 		s.rescan()
 	}
@@ -41,7 +42,7 @@ func (s *Service) ListServers(ctx context.Context, req *discoveryv1.ListServersR
 }
 
 // tools starts the server if needed and returns its tools with aliases.
-func (s *Service) tools(ctx context.Context, name string) ([]entry, error) {
+func (s *Server) tools(ctx context.Context, name string) ([]entry, error) {
 	tools, err := s.mgr.Tools(ctx, name)
 	if err != nil {
 		return nil, err
@@ -50,17 +51,14 @@ func (s *Service) tools(ctx context.Context, name string) ([]entry, error) {
 }
 
 // ListTools returns a server's tools, starting the server if needed.
-func (s *Service) ListTools(ctx context.Context, req *discoveryv1.ListToolsRequest) (*discoveryv1.ListToolsResponse, error) {
+func (s *Server) ListTools(ctx context.Context, req *discoveryv1.ListToolsRequest) (*discoveryv1.ListToolsResponse, error) {
 	resp, err := s.listTools(ctx, req)
-	if err != nil {
-		return nil, s.toStatus(ctx, "ListTools", err)
-	}
-	return resp, nil
+	return answer(ctx, s, "ListTools", resp, err)
 }
 
-func (s *Service) listTools(ctx context.Context, req *discoveryv1.ListToolsRequest) (*discoveryv1.ListToolsResponse, error) {
-	if strings.TrimSpace(req.GetServer()) == "" {
-		return nil, invalid("server is empty; name one of the servers that ListServers returns")
+func (s *Server) listTools(ctx context.Context, req *discoveryv1.ListToolsRequest) (*discoveryv1.ListToolsResponse, error) {
+	if err := named(req.GetServer()); err != nil {
+		return nil, err
 	}
 	name := s.resolve(req.GetServer())
 	if err := s.checkVisible(req.GetTenant(), name); err != nil {
@@ -82,18 +80,17 @@ func (s *Service) listTools(ctx context.Context, req *discoveryv1.ListToolsReque
 }
 
 // GetToolDocs returns the docs of a server's tools, or of one tool.
-func (s *Service) GetToolDocs(ctx context.Context, req *discoveryv1.GetToolDocsRequest) (*discoveryv1.GetToolDocsResponse, error) {
+func (s *Server) GetToolDocs(ctx context.Context, req *discoveryv1.GetToolDocsRequest) (*discoveryv1.GetToolDocsResponse, error) {
 	resp, err := s.getToolDocs(ctx, req)
-	if err != nil {
-		return nil, s.toStatus(ctx, "GetToolDocs", err)
+	if err == nil {
+		go s.spare("GetToolDocs", req.GetTenant(), resp)
 	}
-	go s.spare("GetToolDocs", req.GetTenant(), resp)
-	return resp, nil
+	return answer(ctx, s, "GetToolDocs", resp, err)
 }
 
-func (s *Service) getToolDocs(ctx context.Context, req *discoveryv1.GetToolDocsRequest) (*discoveryv1.GetToolDocsResponse, error) {
-	if strings.TrimSpace(req.GetServer()) == "" {
-		return nil, invalid("server is empty; name one of the servers that ListServers returns")
+func (s *Server) getToolDocs(ctx context.Context, req *discoveryv1.GetToolDocsRequest) (*discoveryv1.GetToolDocsResponse, error) {
+	if err := named(req.GetServer()); err != nil {
+		return nil, err
 	}
 	detail, err := checkDetail(req.GetDetail())
 	if err != nil {
@@ -138,7 +135,7 @@ func checkDetail(d discoveryv1.Detail) (discoveryv1.Detail, error) {
 }
 
 // SearchTools ranks tools against a query.
-func (s *Service) SearchTools(ctx context.Context, req *discoveryv1.SearchToolsRequest) (*discoveryv1.SearchToolsResponse, error) {
+func (s *Server) SearchTools(ctx context.Context, req *discoveryv1.SearchToolsRequest) (*discoveryv1.SearchToolsResponse, error) {
 	start := time.Now()
 	resp, err := s.searchTools(ctx, req)
 	scope := "all"
@@ -146,14 +143,13 @@ func (s *Service) SearchTools(ctx context.Context, req *discoveryv1.SearchToolsR
 		scope = "servers"
 	}
 	s.metrics.search.WithLabelValues(scope).Observe(time.Since(start).Seconds())
-	if err != nil {
-		return nil, s.toStatus(ctx, "SearchTools", err)
+	if err == nil {
+		go s.spare("SearchTools", req.GetTenant(), resp)
 	}
-	go s.spare("SearchTools", req.GetTenant(), resp)
-	return resp, nil
+	return answer(ctx, s, "SearchTools", resp, err)
 }
 
-func (s *Service) searchTools(ctx context.Context, req *discoveryv1.SearchToolsRequest) (*discoveryv1.SearchToolsResponse, error) {
+func (s *Server) searchTools(ctx context.Context, req *discoveryv1.SearchToolsRequest) (*discoveryv1.SearchToolsResponse, error) {
 	query := strings.TrimSpace(req.GetQuery())
 	if query == "" {
 		return nil, invalid("query is empty; give words such as \"read file\" or a tool name")
@@ -228,7 +224,7 @@ func (s *Service) searchTools(ctx context.Context, req *discoveryv1.SearchToolsR
 }
 
 // resolveAll maps names or aliases to names, failing on the first unknown.
-func (s *Service) resolveAll(in []string) ([]string, error) {
+func (s *Server) resolveAll(in []string) ([]string, error) {
 	var out []string
 	for _, n := range in {
 		name := s.resolve(n)
@@ -244,7 +240,7 @@ func (s *Service) resolveAll(in []string) ([]string, error) {
 
 // listAll lists the servers concurrently so that they get indexed, and
 // returns those that failed; their errors are logged.
-func (s *Service) listAll(ctx context.Context, names []string) map[string]bool {
+func (s *Server) listAll(ctx context.Context, names []string) map[string]bool {
 	var mu sync.Mutex
 	failed := map[string]bool{}
 	var wg sync.WaitGroup
@@ -263,7 +259,7 @@ func (s *Service) listAll(ctx context.Context, names []string) map[string]bool {
 }
 
 // CallTool proxies one tool call.
-func (s *Service) CallTool(ctx context.Context, req *discoveryv1.CallToolRequest) (*discoveryv1.CallToolResponse, error) {
+func (s *Server) CallTool(ctx context.Context, req *discoveryv1.CallToolRequest) (*discoveryv1.CallToolResponse, error) {
 	start := time.Now()
 	resp, err := s.callTool(ctx, req)
 	// Unknown names are not labels: they would grow without bound.
@@ -272,15 +268,12 @@ func (s *Service) CallTool(ctx context.Context, req *discoveryv1.CallToolRequest
 			s.metrics.observeCall(server, start, resp, err)
 		}
 	}
-	if err != nil {
-		return nil, s.toStatus(ctx, "CallTool", err)
-	}
-	return resp, nil
+	return answer(ctx, s, "CallTool", resp, err)
 }
 
-func (s *Service) callTool(ctx context.Context, req *discoveryv1.CallToolRequest) (*discoveryv1.CallToolResponse, error) {
-	if strings.TrimSpace(req.GetServer()) == "" {
-		return nil, invalid("server is empty; name one of the servers that ListServers returns")
+func (s *Server) callTool(ctx context.Context, req *discoveryv1.CallToolRequest) (*discoveryv1.CallToolResponse, error) {
+	if err := named(req.GetServer()); err != nil {
+		return nil, err
 	}
 	if req.GetTool() == "" {
 		return nil, invalid("tool is empty; name one of the server's tools (see ListTools)")
@@ -297,7 +290,7 @@ func (s *Service) callTool(ctx context.Context, req *discoveryv1.CallToolRequest
 		}
 		args = m
 	}
-	timeout := s.cfg.CallTimeout
+	timeout := s.opts.CallTimeout
 	if t := req.GetTimeout(); t != nil {
 		if err := t.CheckValid(); err != nil || t.AsDuration() < 0 {
 			return nil, invalid("timeout must be a positive duration, got %v", t.AsDuration())
@@ -332,7 +325,7 @@ func (s *Service) callTool(ctx context.Context, req *discoveryv1.CallToolRequest
 // toolName maps a tool alias (the sandbox's proxies are named by alias) or
 // a differently cased name to the tool's name, using the cached list. It
 // runs on every call, so it avoids encoding the tools.
-func (s *Service) toolName(server, tool string) string {
+func (s *Server) toolName(server, tool string) string {
 	cached, ok := s.mgr.CachedTools(server)
 	if !ok {
 		return tool
@@ -344,7 +337,7 @@ func (s *Service) toolName(server, tool string) string {
 		}
 		names[i] = t.Name
 	}
-	aliases := toolAliases(names)
+	aliases := alias.Tools(names)
 	es := make([]entry, len(names))
 	for i := range names {
 		es[i] = entry{name: names[i], alias: aliases[i]}

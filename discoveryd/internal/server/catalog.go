@@ -1,4 +1,4 @@
-package discoveryd
+package server
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/codeexec/codeexec/discoveryd/internal/alias"
 	"github.com/codeexec/codeexec/discoveryd/internal/config"
 	"github.com/codeexec/codeexec/discoveryd/internal/search"
 	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
@@ -29,7 +30,7 @@ func entries(tools []mcp.Tool) ([]entry, error) {
 	for i, t := range tools {
 		names[i] = t.Name
 	}
-	aliases := toolAliases(names)
+	aliases := alias.Tools(names)
 	out := make([]entry, len(tools))
 	for i, t := range tools {
 		raw, err := json.Marshal(t)
@@ -106,7 +107,7 @@ func findTool(es []entry, want string) (entry, bool) {
 }
 
 // serverProto describes a server without starting it.
-func (s *Service) serverProto(name string) (*discoveryv1.Server, error) {
+func (s *Server) serverProto(name string) (*discoveryv1.Server, error) {
 	cfg, err := s.mgr.Config(name)
 	if err != nil {
 		return nil, err
@@ -140,7 +141,7 @@ func (s *Service) serverProto(name string) (*discoveryv1.Server, error) {
 
 // searchIndex returns the index over every server listed so far,
 // rebuilding it after a tool list changed.
-func (s *Service) searchIndex() *search.Index {
+func (s *Server) searchIndex() *search.Index {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
 	if s.index != nil && !s.indexDirty.Load() {

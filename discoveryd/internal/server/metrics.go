@@ -1,4 +1,4 @@
-package discoveryd
+package server
 
 import (
 	"encoding/json"
@@ -39,9 +39,9 @@ func newMetrics() *metrics {
 	}
 }
 
-// registerMetrics adds discoveryd's metrics to reg.
-func (s *Service) registerMetrics(reg prometheus.Registerer) error {
-	return errors.Join(reg.Register(s.metrics.calls), reg.Register(s.metrics.search), reg.Register(s.metrics.spared))
+// register adds the collectors to reg.
+func (m *metrics) register(reg prometheus.Registerer) error {
+	return errors.Join(reg.Register(m.calls), reg.Register(m.search), reg.Register(m.spared))
 }
 
 // observeCall records one CallTool.
@@ -77,7 +77,7 @@ func callOutcome(err error) string {
 // visible tool's full definition. Four bytes per token is the usual rough
 // average for English and JSON; the counter is an estimate, not a bill.
 // It runs after the answer is sent.
-func (s *Service) spare(rpc, tenant string, answer proto.Message) {
+func (s *Server) spare(rpc, tenant string, answer proto.Message) {
 	all := 0
 	for _, name := range s.visibleNames(tenant) {
 		tools, ok := s.mgr.CachedTools(name)

@@ -1,4 +1,4 @@
-package discoveryd
+package server
 
 import (
 	"context"
@@ -19,7 +19,7 @@ type indexAttempt struct {
 // listing already under way. The listing does not end with ctx: a server
 // that is slow to start keeps starting and is searched by a later request.
 // Close ends it by stopping the manager.
-func (s *Service) indexServer(ctx context.Context, name string) *indexAttempt {
+func (s *Server) indexServer(ctx context.Context, name string) *indexAttempt {
 	s.indexingMu.Lock()
 	defer s.indexingMu.Unlock()
 	if a, ok := s.indexing[name]; ok {
@@ -43,14 +43,14 @@ func (s *Service) indexServer(ctx context.Context, name string) *indexAttempt {
 
 // indexUnlisted starts every server in names whose tools were never listed,
 // all at once, and waits until they are listed, failed, or the wait ends:
-// s.cfg.SearchIndexWait, or most of the time left before ctx's deadline when
+// s.opts.SearchIndexWait, or most of the time left before ctx's deadline when
 // that is sooner, so that the search itself can still answer. It returns
 // the servers that are still not indexed.
 //
 // A server whose last start failed is retried in the background, but not
 // waited for: it is backing off, possibly for longer than the wait, and a
 // broken server must not slow down every search.
-func (s *Service) indexUnlisted(ctx context.Context, names []string) []string {
+func (s *Server) indexUnlisted(ctx context.Context, names []string) []string {
 	var pending, missing []string
 	attempts := map[string]*indexAttempt{}
 	for _, n := range names {
@@ -68,7 +68,7 @@ func (s *Service) indexUnlisted(ctx context.Context, names []string) []string {
 	if len(pending) == 0 {
 		return missing
 	}
-	d := s.cfg.SearchIndexWait
+	d := s.opts.SearchIndexWait
 	if dl, ok := ctx.Deadline(); ok {
 		d = min(d, time.Until(dl)*3/4)
 	}

@@ -1,4 +1,4 @@
-package discoveryd
+package server
 
 import (
 	"fmt"
@@ -19,13 +19,13 @@ func tenantOr(t string) string {
 
 // visible reports whether tenant may see the server name. Unknown names
 // are "visible", so that the manager's own error reports them.
-func (s *Service) visible(tenant, name string) bool {
+func (s *Server) visible(tenant, name string) bool {
 	cfg, err := s.mgr.Config(name)
 	return err != nil || cfg.SharedWith(tenantOr(tenant))
 }
 
 // visibleNames lists the servers tenant may see, sorted.
-func (s *Service) visibleNames(tenant string) []string {
+func (s *Server) visibleNames(tenant string) []string {
 	var out []string
 	for _, n := range s.mgr.Names() {
 		if s.visible(tenant, n) {
@@ -38,7 +38,7 @@ func (s *Service) visibleNames(tenant string) []string {
 // checkVisible returns the unknown-server error for a server hidden from
 // tenant: the same error, listing only the tenant's servers, as for a name
 // that is not configured at all, so nothing leaks about other tenants.
-func (s *Service) checkVisible(tenant, name string) error {
+func (s *Server) checkVisible(tenant, name string) error {
 	if s.visible(tenant, name) {
 		return nil
 	}
