@@ -50,6 +50,17 @@ func (s *Server) tools(ctx context.Context, name string) ([]entry, error) {
 	return entries(tools)
 }
 
+// visibleTools resolves a server name or alias that tenant may see, and
+// returns the server's name and tools.
+func (s *Server) visibleTools(ctx context.Context, tenant, nameOrAlias string) (string, []entry, error) {
+	name := s.resolve(nameOrAlias)
+	if err := s.checkVisible(tenant, name); err != nil {
+		return "", nil, err
+	}
+	es, err := s.tools(ctx, name)
+	return name, es, err
+}
+
 // ListTools returns a server's tools, starting the server if needed.
 func (s *Server) ListTools(ctx context.Context, req *discoveryv1.ListToolsRequest) (*discoveryv1.ListToolsResponse, error) {
 	resp, err := s.listTools(ctx, req)
@@ -60,11 +71,7 @@ func (s *Server) listTools(ctx context.Context, req *discoveryv1.ListToolsReques
 	if err := named(req.GetServer()); err != nil {
 		return nil, err
 	}
-	name := s.resolve(req.GetServer())
-	if err := s.checkVisible(req.GetTenant(), name); err != nil {
-		return nil, err
-	}
-	es, err := s.tools(ctx, name)
+	name, es, err := s.visibleTools(ctx, req.GetTenant(), req.GetServer())
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +103,7 @@ func (s *Server) getToolDocs(ctx context.Context, req *discoveryv1.GetToolDocsRe
 	if err != nil {
 		return nil, err
 	}
-	name := s.resolve(req.GetServer())
-	if err := s.checkVisible(req.GetTenant(), name); err != nil {
-		return nil, err
-	}
-	es, err := s.tools(ctx, name)
+	name, es, err := s.visibleTools(ctx, req.GetTenant(), req.GetServer())
 	if err != nil {
 		return nil, err
 	}
