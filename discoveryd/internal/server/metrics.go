@@ -21,23 +21,20 @@ type metrics struct {
 }
 
 func newMetrics() *metrics {
+	// One line per collector: name, help, then buckets and labels.
 	return &metrics{
-		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "codeexec_discovery_tool_call_seconds",
-			Help:    "Upstream MCP tool calls by server and outcome (ok, tool_error, unknown, timeout, crashed, start_failed, rejected, invalid, error).",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
-		}, []string{"server", "outcome"}),
-		search: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "codeexec_discovery_search_seconds",
-			Help:    "SearchTools latency, including indexing servers not listed yet; scope is all or servers.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12),
-		}, []string{"scope"}),
-		spared: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "codeexec_discovery_schema_tokens_spared_total",
-			Help: "Estimated model tokens not spent because a search or docs answer replaced listing every tool schema: (bytes of all known tool definitions - bytes answered) / 4.",
-		}, []string{"rpc"}),
+		calls:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "codeexec_discovery_tool_call_seconds", Help: callsHelp, Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}, []string{"server", "outcome"}),
+		search: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "codeexec_discovery_search_seconds", Help: searchHelp, Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12)}, []string{"scope"}),
+		spared: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "codeexec_discovery_schema_tokens_spared_total", Help: sparedHelp}, []string{"rpc"}),
 	}
 }
+
+// The collectors' help texts.
+const (
+	callsHelp  = "Upstream MCP tool calls by server and outcome (ok, tool_error, unknown, timeout, crashed, start_failed, rejected, invalid, error)."
+	searchHelp = "SearchTools latency, including indexing servers not listed yet; scope is all or servers."
+	sparedHelp = "Estimated model tokens not spent because a search or docs answer replaced listing every tool schema: (bytes of all known tool definitions - bytes answered) / 4."
+)
 
 // register adds the collectors to reg.
 func (m *metrics) register(reg prometheus.Registerer) error {

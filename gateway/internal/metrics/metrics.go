@@ -32,22 +32,19 @@ type Metrics struct {
 
 // New makes unregistered collectors.
 func New() *Metrics {
+	// One line per collector: name, help, then buckets and labels.
 	return &Metrics{
-		Calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "codeexec_gateway_tool_call_seconds",
-			Help:    "run_python calls as the MCP client sees them, by result status (success, error, timeout, validation_error, refused).",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
-		}, []string{"status"}),
-		Denied: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "codeexec_gateway_http_denied_total",
-			Help: "HTTP requests refused before MCP: reason is missing_token, invalid_token, origin or session.",
-		}, []string{"reason"}),
-		Quota: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "codeexec_gateway_quota_refusals_total",
-			Help: "Calls refused by a per-tenant quota, by limit.",
-		}, []string{"limit"}),
+		Calls:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "codeexec_gateway_tool_call_seconds", Help: callsHelp, Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}, []string{"status"}),
+		Denied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "codeexec_gateway_http_denied_total", Help: deniedHelp}, []string{"reason"}),
+		Quota:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "codeexec_gateway_quota_refusals_total", Help: "Calls refused by a per-tenant quota, by limit."}, []string{"limit"}),
 	}
 }
+
+// The longer help texts.
+const (
+	callsHelp  = "run_python calls as the MCP client sees them, by result status (success, error, timeout, validation_error, refused)."
+	deniedHelp = "HTTP requests refused before MCP: reason is missing_token, invalid_token, origin or session."
+)
 
 // Register adds the collectors to reg, with gauges that read the calls in
 // flight and the routed sessions from the given functions.
