@@ -124,9 +124,6 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	srv, err := server.New(server.Options{
 		Load: config.Options{
 			Home: cfg.Home, Cwd: cfg.Cwd, GOOS: cfg.GOOS, ServersConfig: cfg.ServersConfig,

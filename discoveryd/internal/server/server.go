@@ -70,8 +70,11 @@ type Server struct {
 
 // New loads the server configs. No server is started until it is used.
 // Broken config files are logged and reported by ListServers; they do not
-// make New fail.
+// make New fail. A nil logger discards logs.
 func New(opts Options, logger *slog.Logger) (*Server, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	s := &Server{opts: opts, logger: logger, alias: map[string]string{}, byAlias: map[string]string{}, indexing: map[string]*indexAttempt{}, metrics: newMetrics()}
 	s.indexDirty.Store(true)
 	if opts.Registerer != nil {
