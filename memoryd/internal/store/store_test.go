@@ -3,13 +3,18 @@ package store
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/codeexec/codeexec/services/pgtest"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 func open(t *testing.T, now func() time.Time) *Bolt {
 	t.Helper()
@@ -19,6 +24,40 @@ func open(t *testing.T, now func() time.Time) *Bolt {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// openPostgres opens a store on a new database of the test binary's
+// PostgreSQL server.
+func openPostgres(t testing.TB, now func() time.Time) *Postgres {
+	t.Helper()
+	s, err := OpenPostgres(t.Context(), pgtest.NewDatabase(t), PostgresOptions{Now: now, Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// opener opens an empty store with the given clock (nil: the store's own).
+type opener func(t *testing.T, now func() time.Time) Store
+
+// eachStore runs a test of the Store contract against every store, so
+// that bbolt and PostgreSQL answer the same table of tests.
+func eachStore(t *testing.T, test func(t *testing.T, open opener)) {
+	t.Helper()
+	stores := []struct {
+		name string
+		open opener
+	}{
+		{"bolt", func(t *testing.T, now func() time.Time) Store { return open(t, now) }},
+		{"postgres", func(t *testing.T, now func() time.Time) Store { return openPostgres(t, now) }},
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, st.open)
+		})
+	}
 }
 
 func TestCodecRoundTrip(t *testing.T) {
@@ -46,6 +85,10 @@ func TestCodecRoundTrip(t *testing.T) {
 
 func TestPut(t *testing.T) {
 	t.Parallel()
+	eachStore(t, testPut)
+}
+
+func testPut(t *testing.T, open opener) {
 	clock := time.Unix(1000, 0)
 	s := open(t, func() time.Time { clock = clock.Add(time.Second); return clock })
 	ctx := t.Context()
@@ -139,6 +182,10 @@ func TestGroupFallsBackToSolo(t *testing.T) {
 
 func TestClosed(t *testing.T) {
 	t.Parallel()
+	eachStore(t, testClosed)
+}
+
+func testClosed(t *testing.T, open opener) {
 	s := open(t, nil)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -155,5 +202,8 @@ func TestClosed(t *testing.T) {
 	}
 	if _, err := s.Backup(ctx, &bytes.Buffer{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Backup after Close: %v", err)
+	}
+	if _, err := s.Delete(ctx, "t", KindMemory, "k", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Delete after Close: %v", err)
 	}
 }
