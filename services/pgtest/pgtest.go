@@ -96,6 +96,11 @@ func binDir() (string, error) {
 	var tried []string
 	candidates := []string{os.Getenv("CODEEXEC_PG_BIN")}
 	if p, err := exec.LookPath("initdb"); err == nil {
+		// A symlink on PATH (as some installs make in /usr/local/bin)
+		// stands for the directory that holds the other binaries.
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
 		candidates = append(candidates, filepath.Dir(p))
 	}
 	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
@@ -405,7 +410,10 @@ func (s *Server) StartStandby(tb testing.TB, sync bool) *Server {
 	if err != nil {
 		tb.Fatalf("pgtest: pg_basebackup: %v\n%s", err, out)
 	}
-	if err := appendFile(filepath.Join(st.DataDir(), "postgresql.conf"), "cluster_name = 'standby'\n"); err != nil {
+	// A promotion waits for the WAL receiver's next retry, every
+	// wal_retrieve_retry_interval (5 s by default): a primary killed just
+	// before makes it that slow. Orchestrators tune it down likewise.
+	if err := appendFile(filepath.Join(st.DataDir(), "postgresql.conf"), "cluster_name = 'standby'\nwal_retrieve_retry_interval = '250ms'\n"); err != nil {
 		tb.Fatal(err)
 	}
 	if err := st.Restart(); err != nil {

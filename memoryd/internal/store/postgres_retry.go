@@ -28,7 +28,7 @@ import (
 
 const (
 	retryFirstPause = 10 * time.Millisecond
-	retryMaxPause   = 500 * time.Millisecond
+	retryMaxPause   = 250 * time.Millisecond
 )
 
 // retry runs fn until it succeeds, fails for good, ctx ends, or the wait
