@@ -6,9 +6,13 @@
 #   localhost/codeexec-sandbox:latest  what each sandbox runs (Dockerfile.sandbox);
 #   localhost/codeexec:latest          the services (Dockerfile.services): the codeexec
 #                            binary built here with CGO_ENABLED=0, and the
-#                            docker CLI for sandboxd's sibling containers.
+#                            docker CLI for sandboxd's sibling containers;
+#   localhost/codeexec-postgres:latest with --with-postgres only: Debian's
+#                            PostgreSQL 15 (Dockerfile.postgres), for the
+#                            PostgreSQL variant and the Kubernetes example.
+#                            Its build runs apt-get against the Debian mirror.
 #
-# Usage: deploy/build-images.sh [docker|podman]   (default: docker)
+# Usage: deploy/build-images.sh [docker|podman] [--with-postgres]   (default: docker)
 # Env:   CODEEXEC_ROOTFS_CACHE  where the debootstrap tarball is kept
 #                               (default /var/cache/codeexec/rootfs.tar)
 #        DEBIAN_SUITE, DEBIAN_MIRROR  default: this host's (or bookworm and
@@ -17,7 +21,9 @@
 # the Dockerfiles build the normal way from any python3 base image too.
 set -euo pipefail
 engine=${1:-docker}
-case "$engine" in docker|podman) ;; *) echo "usage: $0 [docker|podman]" >&2; exit 2 ;; esac
+case "$engine" in docker|podman) ;; *) echo "usage: $0 [docker|podman] [--with-postgres]" >&2; exit 2 ;; esac
+with_postgres=false
+[ "${2:-}" = --with-postgres ] && with_postgres=true
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 cache=${CODEEXEC_ROOTFS_CACHE:-/var/cache/codeexec/rootfs.tar}
@@ -67,7 +73,7 @@ trap 'rm -rf "$ctx"' EXIT
 cli=$(command -v /usr/bin/docker || command -v docker || true)
 [ -n "$cli" ] || { echo "the docker CLI is needed for the services image: apt-get install docker.io" >&2; exit 1; }
 cp "$cli" "$ctx/docker"
-cp "$here/Dockerfile.sandbox" "$here/Dockerfile.services" "$ctx/"
+cp "$here/Dockerfile.sandbox" "$here/Dockerfile.services" "$here/Dockerfile.postgres" "$here/postgres-entrypoint.sh" "$ctx/"
 
 build() { # tag dockerfile
   local cmd
@@ -84,3 +90,6 @@ build() { # tag dockerfile
 }
 build localhost/codeexec-sandbox:latest Dockerfile.sandbox
 build localhost/codeexec:latest Dockerfile.services
+if $with_postgres; then
+  build localhost/codeexec-postgres:latest Dockerfile.postgres
+fi
