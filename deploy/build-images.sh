@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the images deploy/ needs from local material only (no registry):
 #
-#   localhost/codeexec-base:latest     a minimal Debian root file system with python3,
-#                            made with debootstrap and imported;
+#   localhost/codeexec-base:latest     a minimal Debian root file system with python3
+#                            and bubblewrap (sandboxd's bwrap runtime in a
+#                            Kubernetes pod), made with debootstrap and imported;
 #   localhost/codeexec-sandbox:latest  what each sandbox runs (Dockerfile.sandbox);
 #   localhost/codeexec:latest          the services (Dockerfile.services): the codeexec
 #                            binary built here with CGO_ENABLED=0, and the
@@ -14,7 +15,7 @@
 #
 # Usage: deploy/build-images.sh [docker|podman] [--with-postgres]   (default: docker)
 # Env:   CODEEXEC_ROOTFS_CACHE  where the debootstrap tarball is kept
-#                               (default /var/cache/codeexec/rootfs.tar)
+#                               (default /var/cache/codeexec/rootfs-2.tar)
 #        DEBIAN_SUITE, DEBIAN_MIRROR  default: this host's (or bookworm and
 #                               the mirror apt uses)
 # Needs root (debootstrap), debootstrap and go. With a registry reachable
@@ -26,7 +27,10 @@ with_postgres=false
 [ "${2:-}" = --with-postgres ] && with_postgres=true
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-cache=${CODEEXEC_ROOTFS_CACHE:-/var/cache/codeexec/rootfs.tar}
+# The base's contents have a version: a new one gets a new cache file and
+# replaces an older base image (2: bubblewrap added).
+base_version=2
+cache=${CODEEXEC_ROOTFS_CACHE:-/var/cache/codeexec/rootfs-$base_version.tar}
 
 command -v "$engine" >/dev/null || { echo "$engine is not installed: apt-get install ${engine/docker/docker.io}" >&2; exit 1; }
 command -v go >/dev/null || { echo "go is not installed (needed to build the codeexec binary)" >&2; exit 1; }
@@ -41,20 +45,21 @@ mirror() {
 suite=${DEBIAN_SUITE:-$(. /etc/os-release 2>/dev/null; echo "${VERSION_CODENAME:-bookworm}")}
 [ "$suite" = "" ] && suite=bookworm
 
-if ! "$engine" image inspect localhost/codeexec-base:latest >/dev/null 2>&1; then
+have=$("$engine" image inspect --format '{{index .Config.Labels "codeexec.base"}}' localhost/codeexec-base:latest 2>/dev/null || true)
+if [ "$have" != "$base_version" ]; then
   if [ ! -s "$cache" ]; then
     command -v debootstrap >/dev/null || { echo "debootstrap is not installed: apt-get install debootstrap" >&2; exit 1; }
     [ "$(id -u)" = 0 ] || { echo "debootstrap needs root" >&2; exit 1; }
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     echo "debootstrap $suite from $(mirror) (a minute or two) ..." >&2
-    debootstrap --variant=minbase --include=python3 "$suite" "$tmp/rootfs" "$(mirror)" >"$tmp/debootstrap.log" 2>&1 \
+    debootstrap --variant=minbase --include=python3,bubblewrap "$suite" "$tmp/rootfs" "$(mirror)" >"$tmp/debootstrap.log" 2>&1 \
       || { tail -20 "$tmp/debootstrap.log" >&2; exit 1; }
     mkdir -p "$(dirname "$cache")"
     tar -C "$tmp/rootfs" -cf "$cache.part" . && mv "$cache.part" "$cache"
     rm -rf "$tmp"; trap - EXIT
   fi
-  "$engine" import "$cache" localhost/codeexec-base:latest >/dev/null
+  "$engine" import --change "LABEL codeexec.base=$base_version" "$cache" localhost/codeexec-base:latest >/dev/null
   echo "imported localhost/codeexec-base:latest" >&2
 fi
 

@@ -21,7 +21,7 @@
 # Run it as root on Debian/Ubuntu. Missing packages (docker.io,
 # docker-compose, debootstrap) are installed with apt-get. A few minutes
 # on 2 cores; the debootstrap root file system is cached in
-# /var/cache/codeexec/rootfs.tar.
+# /var/cache/codeexec/rootfs-2.tar.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)

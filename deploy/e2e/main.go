@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -35,11 +36,12 @@ var (
 	gatewayURL  = flag.String("gateway", "http://127.0.0.1:8080/mcp", "the gateway's MCP endpoint")
 	engine      = flag.String("engine", "docker", "container engine CLI")
 	project     = flag.String("project", "codeexec", "compose project name")
-	mode        = flag.String("mode", "replicas", "replicas, throughput, recall, limits or store")
+	mode        = flag.String("mode", "replicas", "replicas, throughput, recall, limits, store or kube")
 	sessions    = flag.Int("sessions", 6, "MCP sessions for -mode replicas")
 	concurrency = flag.Int("concurrency", 8, "concurrent MCP sessions for -mode throughput")
 	duration    = flag.Duration("duration", 10*time.Second, "how long -mode throughput runs")
 	label       = flag.String("label", "", "a label for the throughput line, e.g. the replica count")
+	token       = flag.String("token", "", "bearer token for the gateway (-mode kube)")
 )
 
 func main() {
@@ -58,8 +60,10 @@ func main() {
 		err = limits(ctx)
 	case "store":
 		err = storeMode(ctx)
+	case "kube":
+		err = kube(ctx)
 	default:
-		err = fmt.Errorf("mode %q: want replicas, throughput, recall, limits or store", *mode)
+		err = fmt.Errorf("mode %q: want replicas, throughput, recall, limits, store or kube", *mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: FAIL:", err)
@@ -72,8 +76,15 @@ type session struct {
 	c *client.Client
 }
 
-func open(ctx context.Context) (*session, error) {
-	c, err := client.NewStreamableHttpClient(*gatewayURL)
+func open(ctx context.Context) (*session, error) { return openAt(ctx, *gatewayURL) }
+
+// openAt opens a session on the gateway at url, with -token if set.
+func openAt(ctx context.Context, url string) (*session, error) {
+	var opts []transport.StreamableHTTPCOption
+	if *token != "" {
+		opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + *token}))
+	}
+	c, err := client.NewStreamableHttpClient(url, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -90,10 +101,13 @@ func open(ctx context.Context) (*session, error) {
 }
 
 // run calls run_python and returns its text, stdout and whether it failed.
-func (s *session) run(ctx context.Context, code string) (text, stdout string, isErr bool, err error) {
+func (s *session) run(ctx context.Context, code string, servers ...string) (text, stdout string, isErr bool, err error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "run_python"
 	req.Params.Arguments = map[string]any{"code": code}
+	if len(servers) > 0 {
+		req.Params.Arguments = map[string]any{"code": code, "servers": servers}
+	}
 	res, err := s.c.CallTool(ctx, req)
 	if err != nil {
 		return "", "", false, err
