@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/codeexec/codeexec/services/logkeys"
 )
 
 // Retries. When the database goes away (a failover, a restart, a network
@@ -66,7 +68,7 @@ func (s *Postgres) retry(ctx context.Context, fn func(ctx context.Context, attem
 			s.warn(err)
 		}
 		if now.Sub(firstFail) >= s.opts.Wait {
-			s.logger.Error("memory database unreachable; giving up on a call", slog.Duration("waited", now.Sub(firstFail)), slog.Any("error", err))
+			s.logger.Error("memory database unreachable; giving up on a call", slog.Duration("store.waited", now.Sub(firstFail)), slog.Any(logkeys.Error, err))
 			return fmt.Errorf("%w: the memory database did not answer for %s; try again later", ErrUnavailable, s.opts.Wait.Round(time.Second))
 		}
 		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
@@ -87,7 +89,7 @@ func (s *Postgres) warn(err error) {
 	if now-last < int64(time.Second) || !s.lastWarn.CompareAndSwap(last, now) {
 		return
 	}
-	s.logger.Warn("memory database unreachable or failing over; calls wait for it", slog.Duration("wait", s.opts.Wait), slog.Any("error", err))
+	s.logger.Warn("memory database unreachable or failing over; calls wait for it", slog.Duration("store.wait", s.opts.Wait), slog.Any(logkeys.Error, err))
 }
 
 // transient reports whether err may go away by itself: the connection
