@@ -9,6 +9,7 @@ import (
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/grpctest"
+	"github.com/codeexec/codeexec/services/pgtest"
 )
 
 // env is one memoryd on a real bbolt file, reached through the generated
@@ -22,11 +23,30 @@ type env struct {
 	closed bool
 }
 
+// eachStore runs a test once per store, so that the same table of tests
+// holds for a bbolt file and for a PostgreSQL database (on the test
+// binary's server; see TestMain).
+func eachStore(t *testing.T, test func(t *testing.T, cfg memoryd.Config)) {
+	t.Helper()
+	for _, st := range []struct {
+		name string
+		cfg  func(t *testing.T) memoryd.Config
+	}{
+		{"bolt", func(*testing.T) memoryd.Config { return memoryd.Config{} }},
+		{"postgres", func(t *testing.T) memoryd.Config { return memoryd.Config{Store: pgtest.NewDatabase(t)} }},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, st.cfg(t))
+		})
+	}
+}
+
 // start runs memoryd for one test. cfg.Path defaults to a file in
 // t.TempDir().
 func start(tb testing.TB, cfg memoryd.Config) *env {
 	tb.Helper()
-	if cfg.Path == "" {
+	if cfg.Path == "" && cfg.Store == "" {
 		cfg.Path = filepath.Join(tb.TempDir(), "memory.db")
 	}
 	svc, err := memoryd.New(cfg, nil)

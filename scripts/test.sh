@@ -42,8 +42,11 @@ step "Python agent tests (/usr/bin/python3, the sandbox's interpreter)"
 step "container runtimes: engine tests and the end-to-end suite under podman and docker"
 bash deploy/test-runtimes.sh
 
-step "the compose stack end to end: 3 sandboxd replicas, one killed"
+step "the compose stack end to end: 3 sandboxd replicas, one killed; then on PostgreSQL with 2 memoryd replicas"
 bash deploy/e2e.sh
+
+step "the Kubernetes manifests, rendered and run under podman kube play"
+bash deploy/kube-play.sh
 
 step "MCP conformance suite against codeexec serve --http"
 bash scripts/conformance.sh

@@ -17,6 +17,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/codeexec/codeexec/services/pgtest"
 )
 
 // binary is the codeexec binary built once for the end-to-end tests.
@@ -35,7 +37,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building codeexec for the end-to-end tests failed:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Main(m)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -42,8 +42,9 @@ Usage:
   codeexec gateway [flags]       the MCP gateway alone, using a remote sandboxd (--sandbox ADDR)
   codeexec sandboxd [flags]      the sandbox service alone, on gRPC (--listen ADDR)
   codeexec discoveryd [flags]    the MCP discovery service alone, on gRPC
-  codeexec memoryd [flags]       the memory service alone, on gRPC, with a bbolt file
-  codeexec memoryd backup FILE   copy the memory database (the local one, or --memory ADDR's) to FILE
+  codeexec memoryd [flags]       the memory service alone, on gRPC, with a bbolt file or PostgreSQL (--store)
+  codeexec memoryd backup FILE   copy the memory database (the local one, or --memory ADDR's) to FILE, a bbolt file
+  codeexec memoryd copy --from SRC --to DST   copy every record between a bbolt file and PostgreSQL, keeping revisions
   codeexec import-upstream [DIR] import an upstream state dir (default ~/MCPs) into the memory database
   codeexec bench [flags]         measure latency and throughput; prints a table
   codeexec health ADDR           exit 0 when the gRPC service at ADDR is SERVING

@@ -14,10 +14,14 @@ import (
 	"github.com/codeexec/codeexec/services/grpctls"
 )
 
-// runMemoryd runs MemoryService and ToolService alone, or takes a backup.
+// runMemoryd runs MemoryService and ToolService alone, takes a backup, or
+// copies a database.
 func runMemoryd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "backup" {
 		return runMemorydBackup(ctx, args[1:], getenv, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "copy" {
+		return runMemorydCopy(ctx, args[1:], getenv, stdout, stderr)
 	}
 	fs := flagenv.New("memoryd", getenv)
 	var (
@@ -72,7 +76,7 @@ func runMemorydBackup(ctx context.Context, args []string, getenv func(string) st
 		return err
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: codeexec memoryd backup [--memory ADDR | --state-dir DIR | --db FILE] FILE")
+		fmt.Fprintln(stderr, "usage: codeexec memoryd backup [--memory ADDR | --state-dir DIR | --db FILE | --store postgres://…] FILE")
 		return errUsage
 	}
 	var conn *grpc.ClientConn

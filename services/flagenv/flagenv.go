@@ -29,8 +29,15 @@ func New(name string, getenv Getenv) *Set {
 	return &Set{FlagSet: fs, getenv: getenv}
 }
 
-// Err reports environment values that could not be parsed.
+// Err reports environment values that could not be parsed, and the
+// problems recorded with Fail.
 func (s *Set) Err() error { return errors.Join(s.errs...) }
+
+// Fail records a problem with a flag's value for Err to report. A
+// flag.Value whose value may be secret (a URL with a password) calls it
+// from Set instead of returning the error: the flag package's own message
+// would repeat the value.
+func (s *Set) Fail(err error) { s.errs = append(s.errs, err) }
 
 func (s *Set) env(names []string) (string, string) {
 	for _, n := range names {
