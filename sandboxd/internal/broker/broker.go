@@ -19,6 +19,7 @@ import (
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 )
 
@@ -32,33 +33,9 @@ type Broker struct {
 
 var _ session.Broker = (*Broker)(nil)
 
-// serverMeta is the per-server metadata the agent builds proxies from.
-type serverMeta struct {
-	Name        string     `json:"name"`
-	Alias       string     `json:"alias"`
-	Description string     `json:"description,omitempty"`
-	Cwd         string     `json:"cwd,omitempty"`
-	Tools       []toolMeta `json:"tools"`
-	// Error says why the server's tools could not be listed; calls to it
-	// will fail with the same kind of reason.
-	Error string `json:"error,omitempty"`
-}
-
-type toolMeta struct {
-	Name        string          `json:"name"`
-	Alias       string          `json:"alias"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema,omitempty"`
-}
-
-type discovered struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-}
-
 // Prepare resolves the servers allowed for one exec.
 func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (*session.ExecEnv, error) {
-	env := &session.ExecEnv{Allowed: []string{}, Servers: json.RawMessage("[]"), Discovered: json.RawMessage("[]")}
+	env := &session.ExecEnv{Allowed: []string{}, Servers: []channel.Server{}, Discovered: []channel.DiscoveredServer{}}
 	// Never nil: list_servers() sends this list, and the code expects an
 	// empty list (upstream's ()), not null, when no servers were asked for.
 	names := []string{}
@@ -81,15 +58,15 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 	if err != nil {
 		return nil, fmt.Errorf("list MCP servers: %w", err)
 	}
-	all := make([]discovered, 0, len(list.GetServers()))
+	all := make([]channel.DiscoveredServer, 0, len(list.GetServers()))
 	known := map[string]bool{}
 	aliases := map[string]string{}
 	for _, s := range list.GetServers() {
-		all = append(all, discovered{Name: s.GetName(), Description: s.GetDescription()})
+		all = append(all, channel.DiscoveredServer{Name: s.GetName(), Description: s.GetDescription()})
 		known[s.GetName()] = true
 		aliases[s.GetName()] = s.GetAlias()
 	}
-	env.Discovered, _ = json.Marshal(all)
+	env.Discovered = all
 	var unknown []string
 	for _, n := range names {
 		if !known[n] {
@@ -99,7 +76,7 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 	if len(unknown) > 0 {
 		return nil, fmt.Errorf("%w: %s; configured servers: %s", session.ErrInvalid, unknownServers(unknown), configuredList(all))
 	}
-	metas := make([]serverMeta, 0, len(names))
+	metas := make([]channel.Server, 0, len(names))
 	for _, n := range names {
 		resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: n, Tenant: tenant})
 		switch {
@@ -109,13 +86,13 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 			// A server that cannot start now is still allowed: the code
 			// gets runtime.MCPError, with the reason, when it uses it, and
 			// the other servers of the call stay usable.
-			metas = append(metas, serverMeta{Name: n, Alias: aliases[n], Tools: []toolMeta{}, Error: status.Convert(err).Message()})
+			metas = append(metas, channel.Server{Name: n, Alias: aliases[n], Tools: []channel.Tool{}, Error: status.Convert(err).Message()})
 			continue
 		}
 		srv := resp.GetServer()
-		meta := serverMeta{Name: n, Alias: srv.GetAlias(), Description: srv.GetDescription(), Cwd: srv.GetCwd(), Tools: []toolMeta{}}
+		meta := channel.Server{Name: n, Alias: srv.GetAlias(), Description: srv.GetDescription(), Cwd: srv.GetCwd(), Tools: []channel.Tool{}}
 		for _, t := range resp.GetTools() {
-			tm := toolMeta{Name: t.GetName(), Alias: t.GetAlias(), Description: t.GetDescription()}
+			tm := channel.Tool{Name: t.GetName(), Alias: t.GetAlias(), Description: t.GetDescription()}
 			if js := t.GetInputSchemaJson(); js != "" && json.Valid([]byte(js)) {
 				tm.InputSchema = json.RawMessage(js)
 			}
@@ -124,7 +101,7 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 		metas = append(metas, meta)
 	}
 	env.Allowed = names
-	env.Servers, _ = json.Marshal(metas)
+	env.Servers = metas
 	return env, nil
 }
 
@@ -267,7 +244,7 @@ func someOf(names []string, n int) string {
 	return fmt.Sprintf("%s and %d more", quoteList(names[:n]), len(names)-n)
 }
 
-func configuredList(all []discovered) string {
+func configuredList(all []channel.DiscoveredServer) string {
 	if len(all) == 0 {
 		return "none (add servers to ~/MCPs/*.json, your MCP client config, or MCP_SERVERS_CONFIG)"
 	}

@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 )
 
 // Broker answers what the sandboxed code asks of the outside world: MCP
@@ -22,7 +24,7 @@ type ExecEnv struct {
 	// Allowed lists the server names the exec may call, in request order.
 	Allowed []string
 	// Servers is the metadata of the allowed servers, as sent to the agent.
-	Servers json.RawMessage
-	// Discovered lists every configured server as {name, description}.
-	Discovered json.RawMessage
+	Servers []channel.Server
+	// Discovered lists every configured server.
+	Discovered []channel.DiscoveredServer
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
@@ -377,16 +378,15 @@ func (m *Manager) warmUp(ctx context.Context, sb *sandbox) error {
 	sb.nextExec++
 	id := sb.nextExec
 	sb.mu.Unlock()
-	empty := &ExecEnv{Servers: []byte("[]"), Discovered: []byte("[]")}
-	if err := sendExec(sb, id, "pass", empty, 0, false); err != nil {
+	if err := sendExec(sb, id, "pass", &ExecEnv{}, 0, false); err != nil {
 		return err
 	}
 	for {
 		select {
 		case msg := <-sb.msgs:
-			if msg.T == "done" && msg.ID == id {
-				if msg.OK == nil || !*msg.OK {
-					return fmt.Errorf("warm-up exec failed: %s", msg.Error)
+			if done, ok := msg.(*channel.Done); ok && done.Exec == id {
+				if !done.OK {
+					return fmt.Errorf("warm-up exec failed: %s", done.Error)
 				}
 				return nil
 			}
