@@ -2,8 +2,10 @@ package channel
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"testing"
 )
 
@@ -98,4 +100,36 @@ func stable(t *testing.T, a, b Message) {
 	if errA != nil || errB != nil || !bytes.Equal(ea, eb) {
 		t.Fatalf("message changed on a round trip:\n%q (%v)\n%q (%v)", ea, errA, eb, errB)
 	}
+}
+
+// FuzzDecodeParams reads arbitrary parameters as every method's request:
+// DecodeParams must accept or refuse them without a panic, and what it
+// accepts must encode to parameters that decode to the same request.
+func FuzzDecodeParams(f *testing.F) {
+	for _, s := range []string{
+		``, `{}`, `null`, `{"server":"fs"}`, `{"server":"fs","tool":"read","arguments":{"path":"/x"}}`,
+		`{"query":"read a file","limit":5,"detail":"full"}`, `{"key":"k","value":[1,{"a":null}],"metadata":{"m":1}}`,
+		`{"key":"k","value":"v","revision":18446744073709551615}`, `{"name":"f","source":"def f(): pass","docstring":""}`,
+		`{"server":"fs","extra":1}`, `{"limit":2147483648}`, `{} {}`, `{"key":"\ud800"}`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, params []byte) {
+		for _, req := range Requests() {
+			if err := DecodeParams(params, req); err != nil {
+				continue
+			}
+			enc, err := json.Marshal(req)
+			if err != nil {
+				t.Fatalf("%s: %q decoded but does not encode: %v", req.Method(), params, err)
+			}
+			again := reflect.New(reflect.TypeOf(req).Elem()).Interface().(Request)
+			if err := DecodeParams(enc, again); err != nil {
+				t.Fatalf("%s: %q decoded, encoded as %q, which does not decode: %v", req.Method(), params, enc, err)
+			}
+			if enc2, _ := json.Marshal(again); !bytes.Equal(enc, enc2) {
+				t.Fatalf("%s: parameters changed on a round trip: %q then %q", req.Method(), enc, enc2)
+			}
+		}
+	})
 }

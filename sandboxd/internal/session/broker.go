@@ -14,8 +14,9 @@ type Broker interface {
 	// Prepare resolves the servers allowed for one exec. It fails with an
 	// error wrapping ErrInvalid when a server is unknown.
 	Prepare(ctx context.Context, tenant string, servers []string) (*ExecEnv, error)
-	// Call serves one request from the sandbox. The error text goes back to
-	// the code as runtime.MCPError.
+	// Call serves one request from the sandbox. A failed call's error is a
+	// *channel.Error: its code and message go back to the code, which
+	// raises them as a typed runtime.MCPError.
 	Call(ctx context.Context, tenant string, env *ExecEnv, method string, params json.RawMessage) (json.RawMessage, error)
 }
 

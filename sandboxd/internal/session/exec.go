@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -236,7 +235,7 @@ func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env
 		err    error
 	)
 	if call.Exec != execID {
-		err = errors.New("this call was made after its run_python call had finished")
+		err = channel.Errorf(channel.CodeFailedPrecondition, "this call was made after its run_python call had finished")
 	} else {
 		result, err = m.cfg.Broker.Call(ctx, tenant, env, call.Method, call.Params)
 	}
