@@ -13,16 +13,11 @@ from itertools import count
 
 import codeexec_interrupt
 import codeexec_json
+import codeexec_protocol
 from codeexec_interrupt import Flag
+from codeexec_protocol import MCPError
 
 MAX_FRAME = 64 << 20
-
-
-class MCPError(RuntimeError):
-    """A request to sandboxd (tool call, discovery, memory) failed."""
-
-
-MCPError.__module__ = "mcp.runtime"
 
 
 def _write_all(fd, data):
@@ -235,6 +230,7 @@ def _resolve(fut, msg):
 
 
 def _unpack(method, msg):
-    if msg.get("ok"):
+    err = msg.get("error")
+    if err is None:
         return msg.get("result")
-    raise MCPError(str(msg.get("error") or "%s failed without an error message" % method))
+    raise codeexec_protocol.error_from(method, err)

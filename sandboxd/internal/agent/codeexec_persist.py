@@ -12,7 +12,7 @@ import time
 
 import codeexec_json
 import codeexec_source
-from codeexec_channel import MCPError
+from codeexec_protocol import ConflictError, MCPError
 
 _chan = None  # the Channel, set by install()
 _helpers = {}  # names given to the user_tools module (runtime, proxies, ...)
@@ -109,12 +109,11 @@ def update_memory(key, fn):
         try:
             _chan.call_sync("memory.update", {"key": key, "value": value, "revision": revision})
             return value
-        except MCPError as exc:
-            if "conflict" not in str(exc).lower():
-                raise
+        except ConflictError:
+            pass  # another writer was first: apply fn to its value
         attempt += 1
         if time.monotonic() - began > UPDATE_PATIENCE:
-            raise MCPError("update_memory(%r): gave up after %d conflicting concurrent updates in %g s"
+            raise ConflictError("update_memory(%r): gave up after %d conflicting concurrent updates in %g s"
                            % (key, attempt, UPDATE_PATIENCE))
         # os.urandom rather than random: importing random costs every
         # sandbox's start, and this path only runs under contention.

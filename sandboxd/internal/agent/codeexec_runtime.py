@@ -3,12 +3,12 @@
 Names and signatures follow upstream (reference/upstream-behaviour.md §3).
 Discovery helpers marked sync answer from the metadata that came with the
 current exec; the async ones ask sandboxd. Every failed request raises
-MCPError.
+MCPError (a subclass of it that names the reply's error code).
 """
 
 import keyword
 
-from codeexec_channel import MCPError
+from codeexec_protocol import MCPError
 
 _chan = None  # the Channel, set by set_channel()
 _servers = []  # normalised metadata of the servers allowed for this exec
@@ -294,7 +294,9 @@ Call tools (async; results are CallToolResult dicts):
   res = await mcp_<alias>.<tool_alias>(arg=value)
   text = res["content"][0]["text"]
   await runtime.call_tool("server", "tool", {"arg": value})
-  asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError.
+  asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError,
+  as a subclass by kind (e.code): NotFoundError, InvalidArgumentError,
+  PermissionDeniedError, UnavailableError, DeadlineExceededError, ...
   from mcp.servers.<alias> import *   one async function per tool.
 
 Memory (JSON values, kept across sessions):
@@ -330,7 +332,7 @@ def set_metadata(servers, discovered):
 
 
 RUNTIME_NAMES = (
-    "MCPError", "call_tool", "list_tools", "list_tools_sync", "list_servers",
+    "call_tool", "list_tools", "list_tools_sync", "list_servers",
     "list_servers_sync", "discovered_servers", "describe_server",
     "list_loaded_server_metadata", "query_tool_docs", "query_tool_docs_sync",
     "search_tool_docs", "search_tool_docs_sync", "capability_summary", "ToolDocs",

@@ -38,8 +38,8 @@ var wireExamples = []struct {
 		Discovered: []DiscoveredServer{{Name: "a-b", Description: "d"}}, Limit: 10, First: true},
 		`{"t":"exec","id":1,"code":"print(1)","servers":[{"name":"a-b","alias":"a_b","tools":[{"name":"get","alias":"get","input_schema":{}}]}],` +
 			`"discovered":[{"name":"a-b","description":"d"}],"limit":10,"first":true}`},
-	{&Reply{ID: 3, OK: true, Result: json.RawMessage(`null`)}, `{"t":"reply","id":3,"ok":true,"result":null}`},
-	{&Reply{ID: 4, Error: "nope"}, `{"t":"reply","id":4,"ok":false,"error":"nope"}`},
+	{&Reply{ID: 3, Result: json.RawMessage(`null`)}, `{"t":"reply","id":3,"result":null}`},
+	{&Reply{ID: 4, Error: &Error{Code: CodeConflict, Message: "revision 3 moved"}}, `{"t":"reply","id":4,"error":{"code":"conflict","message":"revision 3 moved"}}`},
 }
 
 func TestWireFormat(t *testing.T) {
@@ -81,7 +81,7 @@ func TestRoundTrip(t *testing.T) {
 	msgs := []Message{
 		&Exec{ID: 1, Code: "print(1)", Servers: []Server{}, Discovered: []DiscoveredServer{}, Limit: 10},
 		&Out{Exec: 1, Stream: "stdout", Data: big},
-		&Reply{ID: 7, Error: "nope"},
+		&Reply{ID: 7, Error: &Error{Code: CodeNotFound, Message: "nope"}},
 		&Done{Exec: 1, OK: true, Dropped: map[string]int64{"stdout": 5}},
 	}
 	var buf bytes.Buffer

@@ -112,16 +112,27 @@ type DiscoveredServer struct {
 	Description string `json:"description"`
 }
 
-// Reply answers a Call.
+// Reply answers a Call: with Result, or with Error when the call failed.
 type Reply struct {
 	// ID is the Call's.
 	ID int64 `json:"id"`
-	// OK says whether Result or Error applies.
-	OK bool `json:"ok"`
-	// Result is the method's result as JSON.
+	// Result is the method's result as JSON; "null" is a result too.
 	Result json.RawMessage `json:"result,omitempty"`
-	// Error says why the call failed.
-	Error string `json:"error,omitempty"`
+	// Error says why the call failed, with a code the agent raises as a
+	// typed exception.
+	Error *Error `json:"error,omitempty"`
+}
+
+// ReplyTo answers call id with result, or with err when it is not nil
+// (as a CodeInternal error unless it holds a *Error).
+func ReplyTo(id int64, result json.RawMessage, err error) *Reply {
+	if err != nil {
+		return &Reply{ID: id, Error: AsError(err)}
+	}
+	if len(result) == 0 {
+		result = json.RawMessage("null")
+	}
+	return &Reply{ID: id, Result: result}
 }
 
 // Unknown is a frame whose type this package does not know. sandboxd

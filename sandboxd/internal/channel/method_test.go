@@ -78,3 +78,22 @@ func TestAsError(t *testing.T) {
 		t.Errorf("Error() = %q, want the message alone", coded.Error())
 	}
 }
+
+func TestReplyTo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		result json.RawMessage
+		err    error
+		want   *Reply
+	}{
+		{"result", json.RawMessage(`[1]`), nil, &Reply{ID: 9, Result: json.RawMessage(`[1]`)}},
+		{"no result is null", nil, nil, &Reply{ID: 9, Result: json.RawMessage(`null`)}},
+		{"coded error", json.RawMessage(`[1]`), Errorf(CodeNotFound, "gone"), &Reply{ID: 9, Error: &Error{Code: CodeNotFound, Message: "gone"}}},
+		{"plain error", nil, errors.New("boom"), &Reply{ID: 9, Error: &Error{Code: CodeInternal, Message: "boom"}}},
+	} {
+		if diff := cmp.Diff(tc.want, ReplyTo(9, tc.result, tc.err)); diff != "" {
+			t.Errorf("%s: ReplyTo (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}

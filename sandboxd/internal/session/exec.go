@@ -229,7 +229,6 @@ func joinErr(a, b string) string {
 
 // serveCall answers one call frame from the sandbox.
 func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env *ExecEnv, execID int64, call *channel.Call) {
-	reply := &channel.Reply{ID: call.ID}
 	var (
 		result json.RawMessage
 		err    error
@@ -239,12 +238,7 @@ func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env
 	} else {
 		result, err = m.cfg.Broker.Call(ctx, tenant, env, call.Method, call.Params)
 	}
-	if err != nil {
-		reply.Error = err.Error()
-	} else {
-		reply.OK = true
-		reply.Result = result
-	}
+	reply := channel.ReplyTo(call.ID, result, err)
 	if err := sb.conn.Write(reply); err != nil {
 		m.logger.DebugContext(ctx, "reply to sandbox failed", logkeys.Error, err)
 	}

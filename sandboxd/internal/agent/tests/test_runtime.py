@@ -154,7 +154,7 @@ class CallTest(unittest.TestCase):
             "try:\n"
             "    await runtime.call_tool('other', 'x', {})\n"
             "except runtime.MCPError as e:\n"
-            "    print(type(e).__name__, isinstance(e, RuntimeError), e)\n"
+            "    print(type(e).__name__, isinstance(e, RuntimeError), e.code, e)\n"
             "try:\n"
             "    await runtime.call_tool('filesystem', 'x', [1])\n"
             "except runtime.MCPError as e:\n"
@@ -165,7 +165,8 @@ class CallTest(unittest.TestCase):
             "    print(e)\n",
             servers=[FS])
         self.assertEqual(r.stdout,
-                         "MCPError True Server 'other' is not available; allowed: ['filesystem']\n"
+                         "PermissionDeniedError True permission_denied Server 'other' is not available; "
+                         "allowed: ['filesystem']\n"
                          "Arguments must be an object (dict), not list\n"
                          "call_tool: parameters must be JSON serialisable: value of type set is not "
                          "JSON serialisable\n", r)
