@@ -8,7 +8,7 @@ MCPError (a subclass of it that names the reply's error code).
 
 import keyword
 
-from codeexec_protocol import MCPError
+from codeexec_protocol import CALL_TOOL, LIST_SERVERS, LIST_TOOLS, QUERY_TOOL_DOCS, SEARCH_TOOL_DOCS, MCPError
 
 _chan = None  # the Channel, set by set_channel()
 _servers = []  # normalised metadata of the servers allowed for this exec
@@ -125,18 +125,17 @@ def _arguments(arguments):
 
 async def call_tool(server, tool, arguments=None):
     """Calls `tool` on `server`; returns the CallToolResult as a dict."""
-    p = {"server": server, "tool": tool, "arguments": _arguments(arguments)}
-    return await _chan.call_async("call_tool", p)
+    return await _chan.call_async(CALL_TOOL, server=server, tool=tool, arguments=_arguments(arguments))
 
 
 async def list_tools(server):
     """Lists `server`'s tools live from the server."""
-    return list(await _chan.call_async("list_tools", {"server": server}) or ())
+    return list(await _chan.call_async(LIST_TOOLS, server=server) or ())
 
 
 async def list_servers():
     """Names of the servers allowed for this call, as sandboxd sees them."""
-    return tuple(await _chan.call_async("list_servers", {}) or ())
+    return tuple(await _chan.call_async(LIST_SERVERS) or ())
 
 
 def _detail(detail):
@@ -150,7 +149,7 @@ async def query_tool_docs(server, tool=None, detail="summary"):
     p = {"server": server, "detail": _detail(detail)}
     if tool is not None:
         p["tool"] = tool
-    docs = await _chan.call_async("query_tool_docs", p)
+    docs = await _chan.call_async(QUERY_TOOL_DOCS, **p)
     if tool is not None and isinstance(docs, list) and len(docs) == 1:
         return docs[0]
     return docs
@@ -194,7 +193,7 @@ async def search_tool_docs(query, *, limit=5, detail="summary"):
     """Searches the docs of every configured server's tools. Each hit says
     whether its server is loaded in this call (`loaded`) and the argument
     that loads it (`loadWith`, e.g. 'servers=["github"]')."""
-    return _tool_docs(await _chan.call_async("search_tool_docs", _search_params(query, limit, detail)))
+    return _tool_docs(await _chan.call_async(SEARCH_TOOL_DOCS, **_search_params(query, limit, detail)))
 
 
 # --- sync, answered from this exec's metadata ------------------------------------
@@ -261,7 +260,7 @@ def query_tool_docs_sync(server, tool=None, detail="summary"):
 def search_tool_docs_sync(query, *, limit=5, detail="summary"):
     """Like search_tool_docs, and with the same answer: the search spans
     every configured server, so sandboxd answers it too."""
-    return _tool_docs(_chan.call_sync("search_tool_docs", _search_params(query, limit, detail)))
+    return _tool_docs(_chan.call_sync(SEARCH_TOOL_DOCS, **_search_params(query, limit, detail)))
 
 
 def capability_summary():

@@ -36,6 +36,15 @@ const (
 	CodeInternal Code = "internal"
 )
 
+// Codes returns every Code, for the tests that hold the agent's exception
+// classes to this list.
+func Codes() []Code {
+	return []Code{
+		CodeNotFound, CodeConflict, CodeInvalidArgument, CodeFailedPrecondition,
+		CodePermissionDenied, CodeUnavailable, CodeDeadlineExceeded, CodeInternal,
+	}
+}
+
 // Error is why a call failed: a code for programs and a message for people.
 type Error struct {
 	Code    Code   `json:"code"`

@@ -1,9 +1,13 @@
-"""The channel's message types on the agent's side: error codes and the
-exceptions they raise."""
+"""The channel's message types on the agent's side: call methods and their
+parameters, the exec frame, error codes and the exceptions they raise."""
 
+import sys
 import unittest
 
-from agenthost import Agent, FakeHost
+from agenthost import AGENT_DIR, Agent, FakeHost
+
+sys.path.insert(0, AGENT_DIR)
+import codeexec_protocol as protocol  # noqa: E402 - the agent's own module, imported here for unit tests
 
 # Every error code of docs/PROTOCOL.md and the exception it raises.
 CODES = {
@@ -75,6 +79,63 @@ class ErrorCodeTest(unittest.TestCase):
         r = self.a.exec("await runtime.list_servers()")
         self.assertEqual(r.error, "DeadlineExceededError: timed out: no answer within 3s", r)
         self.assertTrue(r.stderr.endswith("mcp.runtime.DeadlineExceededError: timed out: no answer within 3s\n"), r)
+
+
+class MethodTest(unittest.TestCase):
+    def test_params_are_checked(self):
+        m = protocol.QUERY_TOOL_DOCS
+        self.assertEqual(m.params({"server": "s", "detail": "full"}), {"server": "s", "detail": "full"})
+        self.assertEqual(m.params({"server": "s", "detail": "full", "tool": "t"})["tool"], "t")
+        for bad, want in (({"server": "s"}, "missing parameters ['detail'], unknown parameters []"),
+                          ({"server": "s", "detail": "full", "tol": "t"}, "missing parameters [], unknown parameters ['tol']")):
+            with self.assertRaises(TypeError) as cm:
+                m.params(bad)
+            self.assertEqual(str(cm.exception), "query_tool_docs: " + want)
+
+    def test_table(self):
+        self.assertEqual(len(protocol.METHODS), 13)
+        for name, m in protocol.METHODS.items():
+            self.assertEqual(name, m.name)
+            self.assertFalse(set(m.required) & set(m.optional), m)
+
+    def test_calls_send_the_methods_parameters(self):
+        # Every helper that asks sandboxd sends its method's parameters,
+        # checked against the table before the frame goes out.
+        a = Agent()
+        try:
+            r = a.exec(
+                "import asyncio\n"
+                "save_memory('k', 1, metadata={'a': 1}); load_memory('k'); update_memory('k', lambda v: v + 1)\n"
+                "delete_memory('k'); list_memories()\n"
+                "def f():\n    'doc'\n\n"
+                "save_tool(f); runtime.list_saved_tools(); runtime.delete_saved_tool('f')\n"
+                "await runtime.list_servers(); await runtime.list_tools('fs')\n"
+                "await runtime.call_tool('fs', 'read', {}); await runtime.query_tool_docs('fs', 't')\n"
+                "await runtime.search_tool_docs('x'); runtime.search_tool_docs_sync('x')\n",
+                servers=[{"name": "fs", "alias": "fs", "tools": []}])
+            self.assertTrue(r.ok, r)
+            seen = set()
+            for c in r.calls:
+                m = protocol.METHODS[c["m"]]
+                self.assertEqual(m.params(c["p"]), c["p"])
+                seen.add(c["m"])
+            self.assertEqual(seen, set(protocol.METHODS))
+        finally:
+            a.close()
+
+
+class ExecTest(unittest.TestCase):
+    def test_fields(self):
+        e = protocol.Exec({"t": "exec", "id": 4, "code": "x = 1", "servers": [{"name": "a"}],
+                           "discovered": [{"name": "a", "description": ""}], "limit": 10, "first": True})
+        self.assertEqual((e.id, e.code, e.servers, e.discovered, e.limit, e.first),
+                         (4, "x = 1", [{"name": "a"}], [{"name": "a", "description": ""}], 10, True))
+
+    def test_missing_and_odd_fields(self):
+        for msg in ({"t": "exec", "id": 1}, {"t": "exec", "id": 1, "servers": None, "limit": "lots"},
+                    {"t": "exec", "id": 1, "limit": -5, "code": None}):
+            e = protocol.Exec(msg)
+            self.assertEqual((e.code, e.servers, e.discovered, e.limit, e.first), ("", [], [], 0, False), msg)
 
 
 if __name__ == "__main__":
