@@ -6,8 +6,6 @@ current exec; the async ones ask sandboxd. Every failed request raises
 MCPError (a subclass of it that names the reply's error code).
 """
 
-import keyword
-
 from codeexec_protocol import CALL_TOOL, LIST_SERVERS, LIST_TOOLS, QUERY_TOOL_DOCS, SEARCH_TOOL_DOCS, MCPError
 
 _chan = None  # the Channel, set by set_channel()
@@ -15,79 +13,46 @@ _servers = []  # normalised metadata of the servers allowed for this exec
 _by_key = {}  # name and alias -> metadata
 _discovered = []  # [{name, description}] for every configured server
 
-_IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
-
-def _sanitise(name):
-    """Lowercases name and turns each run of characters outside [a-z0-9_]
-    into one '_' (re.sub("[^a-z0-9_]+", "_", ...) without importing re)."""
-    out = []
-    run = False
-    for c in str(name).lower():
-        if c in _IDENT_CHARS:
-            out.append(c)
-            run = False
-        elif not run:
-            out.append("_")
-            run = True
-    return "".join(out)
-
-
-def server_alias(name):
-    """Upstream's server alias: lowercase, runs of other characters -> '_'."""
-    alias = _sanitise(name) or "server"
-    if alias[0].isdigit():
-        alias = "_" + alias
+def _alias(meta, kind, where, taken):
+    """meta's alias, as discoveryd made it. The agent has no alias rules of
+    its own, so a missing or repeated one is sandboxd's bug, said plainly.
+    kind is "server" or "tool"; where says whose tool (or nothing)."""
+    name, alias = meta.get("name"), meta.get("alias")
+    if not isinstance(alias, str) or not alias:
+        _bad_metadata("%s %r%s came without an alias" % (kind, name, where))
+    if alias in taken:
+        _bad_metadata("%ss %r and %r%s came with one alias, %r" % (kind, taken[alias], name, where, alias))
+    taken[alias] = name
     return alias
 
 
-def tool_alias(name):
-    """Upstream's tool alias: like server_alias, plus '_' after keywords."""
-    alias = _sanitise(name) or "tool"
-    if alias[0].isdigit():
-        alias = "_" + alias
-    if keyword.iskeyword(alias):
-        alias += "_"
-    return alias
-
-
-def _unique(alias, taken):
-    out, n = alias, 2
-    while out in taken:
-        out = "%s_%d" % (alias, n)
-        n += 1
-    taken.add(out)
-    return out
+def _bad_metadata(problem):
+    raise MCPError("sandboxd sent metadata in which %s; aliases come from discoveryd, so this is a bug "
+                   "in codeexec" % problem)
 
 
 def normalise(servers):
-    """Copies exec metadata into a fixed shape, filling in missing aliases."""
-    out, taken = [], set()
+    """Copies exec metadata into a fixed shape, with discoveryd's aliases."""
+    out, taken = [], {}
     for s in servers or ():
         if not isinstance(s, dict):
             continue
         name = str(s.get("name") or "")
-        alias = s.get("alias")
-        alias = _unique(alias, taken) if alias else _unique(server_alias(name), taken)
-        tools, ttaken = [], set()
+        tools, ttaken = [], {}
         for t in s.get("tools") or ():
             if not isinstance(t, dict):
                 continue
-            tname = str(t.get("name") or "")
-            talias = t.get("alias")
-            talias = _unique(talias, ttaken) if talias else _unique(tool_alias(tname), ttaken)
             schema = t.get("input_schema")
-            if schema is None:
-                schema = t.get("inputSchema")
             tools.append({
-                "name": tname,
-                "alias": talias,
+                "name": str(t.get("name") or ""),
+                "alias": _alias(t, "tool", " of server %r" % name, ttaken),
                 "description": str(t.get("description") or ""),
                 "input_schema": schema if schema is not None else {},
             })
         out.append({
             "name": name,
-            "alias": alias,
+            "alias": _alias(s, "server", "", taken),
             "description": str(s.get("description") or ""),
             "cwd": s.get("cwd"),
             "tools": tools,

@@ -50,13 +50,18 @@ class Result:
 
 
 def server(name, tools=(), alias=None, **extra):
-    """Server metadata as sandboxd sends it (aliases optional)."""
-    d = {"name": name, "description": "%s server" % name, "cwd": "/srv/" + name,
-         "tools": [t if isinstance(t, dict) else {"name": t, "description": "the %s tool" % t,
-                                                   "input_schema": {"type": "object"}}
-                   for t in tools]}
-    if alias:
-        d["alias"] = alias
+    """Server metadata as sandboxd sends it. Aliases are discoveryd's there;
+    here the server's is alias (default: the name) and a tool's is its name,
+    or the second of a (name, alias) pair, or a dict's own "alias"."""
+    def tool(t):
+        if isinstance(t, dict):
+            return dict({"alias": t["name"]}, **t)
+        tname, talias = t if isinstance(t, tuple) else (t, t)
+        return {"name": tname, "alias": talias, "description": "the %s tool" % tname,
+                "input_schema": {"type": "object"}}
+
+    d = {"name": name, "alias": alias or name, "description": "%s server" % name, "cwd": "/srv/" + name,
+         "tools": [tool(t) for t in tools]}
     d.update(extra)
     return d
 
