@@ -4,7 +4,7 @@ parameters, the exec frame, error codes and the exceptions they raise."""
 import sys
 import unittest
 
-from agenthost import AGENT_DIR, Agent, FakeHost
+from agenthost import AGENT_DIR, Agent, FakeHost, server
 
 sys.path.insert(0, AGENT_DIR)
 import codeexec_protocol as protocol  # noqa: E402 - the agent's own module, imported here for unit tests
@@ -125,6 +125,31 @@ class MethodTest(unittest.TestCase):
 
 
 class ExecTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Agent()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.a.close()
+
+    def test_missing_or_repeated_alias_is_a_clear_error(self):
+        t = {"name": "get", "description": "", "input_schema": {}}
+        for servers, want in (
+                ([{"name": "a-b", "tools": []}], "server 'a-b' came without an alias"),
+                ([{"name": "a-b", "alias": "", "tools": []}], "server 'a-b' came without an alias"),
+                ([{"name": "fs", "alias": "fs", "tools": [t]}], "tool 'get' of server 'fs' came without an alias"),
+                ([server("a-b", alias="a_b"), server("a.b", alias="a_b")], "servers 'a-b' and 'a.b' came with one alias, 'a_b'"),
+                ([server("fs", [("Get", "get"), ("get", "get")])], "tools 'Get' and 'get' of server 'fs' came with one alias, 'get'")):
+            with self.subTest(want):
+                r = self.a.exec("print('ran')", servers=servers)
+                self.assertFalse(r.ok, r)
+                self.assertEqual(r.stdout, "", r)
+                self.assertEqual(r.error, "MCPError: sandboxd sent metadata in which %s; aliases come from "
+                                 "discoveryd, so this is a bug in codeexec" % want, r)
+        # The next exec with sound metadata runs as usual.
+        self.assertEqual(self.a.exec("print(LOADED_MCP_SERVERS)", servers=[server("filesystem")]).stdout, "('filesystem',)\n")
+
     def test_fields(self):
         e = protocol.Exec({"t": "exec", "id": 4, "code": "x = 1", "servers": [{"name": "a"}],
                            "discovered": [{"name": "a", "description": ""}], "limit": 10, "first": True})

@@ -102,23 +102,6 @@ class GlobalsTest(unittest.TestCase):
                         "import mcp.servers.w\nprint(sorted(mcp.servers.w.TOOL_MAP))", servers=[s])
         self.assertEqual(r.stdout, "('weird',) ['class_', 'list_tools', 'tee'] w\n['class_', 'tee']\n", r)
 
-    def test_missing_or_repeated_alias_is_a_clear_error(self):
-        t = {"name": "get", "description": "", "input_schema": {}}
-        for servers, want in (
-                ([{"name": "a-b", "tools": []}], "server 'a-b' came without an alias"),
-                ([{"name": "a-b", "alias": "", "tools": []}], "server 'a-b' came without an alias"),
-                ([{"name": "fs", "alias": "fs", "tools": [t]}], "tool 'get' of server 'fs' came without an alias"),
-                ([server("a-b", alias="a_b"), server("a.b", alias="a_b")], "servers 'a-b' and 'a.b' came with one alias, 'a_b'"),
-                ([server("fs", [("Get", "get"), ("get", "get")])], "tools 'Get' and 'get' of server 'fs' came with one alias, 'get'")):
-            with self.subTest(want):
-                r = self.a.exec("print('ran')", servers=servers)
-                self.assertFalse(r.ok, r)
-                self.assertEqual(r.stdout, "", r)
-                self.assertEqual(r.error, "MCPError: sandboxd sent metadata in which %s; aliases come from "
-                                 "discoveryd, so this is a bug in codeexec" % want, r)
-        # The next exec with sound metadata runs as usual.
-        self.assertEqual(self.a.exec("print(LOADED_MCP_SERVERS)", servers=[FS]).stdout, "('filesystem',)\n")
-
     def test_server_modules(self):
         r = self.a.exec(
             "from mcp.servers.github_server_v2 import *\n"
