@@ -58,12 +58,10 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 
-	pool      chan *sandbox
-	poolWake  chan struct{}
-	stop      context.CancelFunc
-	loops     sync.WaitGroup
-	startErr  error
-	startErrM sync.Mutex
+	pool     chan *sandbox
+	poolWake chan struct{}
+	stop     context.CancelFunc
+	loops    sync.WaitGroup
 }
 
 // NewManager starts the pool filler and the reaper; they stop with Close.
