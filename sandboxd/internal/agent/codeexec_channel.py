@@ -1,9 +1,12 @@
 """The framed channel between the agent and sandboxd (docs/PROTOCOL.md).
 
 A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON.
-One reader thread reads frames: `exec` frames are queued for the main
-thread, `reply` frames wake whoever made the matching `call`. Any thread may
-send; a lock keeps frames whole.
+One reader thread reads frames and hands each to the handler of its type
+(`Channel._handlers`): `exec` frames are queued for the main thread,
+`reply` frames wake whoever made the matching `call`. Any thread may send;
+a lock keeps frames whole. Each frame the agent sends has its own method
+here (send_out, call_sync/call_async, send_done; `ready` is written by
+agent.py before this module is imported).
 """
 
 import os
@@ -13,16 +16,11 @@ from itertools import count
 
 import codeexec_interrupt
 import codeexec_json
+import codeexec_protocol
 from codeexec_interrupt import Flag
+from codeexec_protocol import MCPError
 
 MAX_FRAME = 64 << 20
-
-
-class MCPError(RuntimeError):
-    """A request to sandboxd (tool call, discovery, memory) failed."""
-
-
-MCPError.__module__ = "mcp.runtime"
 
 
 def _write_all(fd, data):
@@ -54,8 +52,14 @@ class Channel:
         self._forked = False
         self._ids = count(1)
         self._waiters = {}
-        self.execs = SimpleQueue()
+        self.execs = SimpleQueue()  # codeexec_protocol.Exec, for the main thread
         self.exec_id = 0
+        # What the reader does with each type of frame; frames of other
+        # types are ignored. A new type sandboxd sends is one entry here.
+        self._handlers = {
+            "exec": lambda msg: self.execs.put(codeexec_protocol.Exec(msg)),
+            "reply": self._dispatch_reply,
+        }
 
     # --- sending -------------------------------------------------------
 
@@ -108,6 +112,10 @@ class Channel:
         # can be sent without \u escapes (smaller, faster).
         self.send({"t": "out", "id": exec_id, "s": stream, "d": text}, ascii=False)
 
+    def send_done(self, exec_id, ok, exit_code, error, dropped):
+        """Ends exec exec_id: nothing more is sent for it."""
+        self.send({"t": "done", "id": exec_id, "ok": ok, "exit": exit_code, "error": error, "dropped": dropped})
+
     # --- calls -----------------------------------------------------------
 
     def _register(self, waiter):
@@ -116,21 +124,23 @@ class Channel:
         return cid
 
     def _send_call(self, cid, method, params):
-        frame = {"t": "call", "id": cid, "exec": self.exec_id, "m": method, "p": params}
+        frame = {"t": "call", "id": cid, "exec": self.exec_id, "m": method.name, "p": params}
         try:
             self.send(frame)
         except (TypeError, ValueError) as exc:
             self._waiters.pop(cid, None)
-            raise TypeError("%s: parameters must be JSON serialisable: %s" % (method, exc)) from None
+            raise TypeError("%s: parameters must be JSON serialisable: %s" % (method.name, exc)) from None
         except OSError as exc:
             self._waiters.pop(cid, None)
-            raise MCPError("%s: the channel to sandboxd is closed (%s)" % (method, exc)) from None
+            raise MCPError("%s: the channel to sandboxd is closed (%s)" % (method.name, exc)) from None
         except BaseException:
             self._waiters.pop(cid, None)
             raise
 
-    def call_sync(self, method, params):
-        """Sends a call and blocks this thread until its reply arrives."""
+    def call_sync(self, method, **params):
+        """Sends a call of method (a codeexec_protocol.Method) and blocks
+        this thread until its reply arrives."""
+        params = method.params(params)
         flag = Flag()
         box = []
         cid = self._register((flag, box))
@@ -142,10 +152,12 @@ class Channel:
         codeexec_interrupt.deliver()
         return _unpack(method, box[0])
 
-    async def call_async(self, method, params):
-        """Sends a call and awaits its reply; other tasks keep running."""
+    async def call_async(self, method, **params):
+        """Sends a call of method and awaits its reply; other tasks keep
+        running."""
         import asyncio
 
+        params = method.params(params)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         cid = self._register((loop, fut))
@@ -196,13 +208,9 @@ class Channel:
                     diag(self.diag_fd, "protocol error: bad JSON frame: %s" % exc)
                     code = 2
                     break
-                if not isinstance(msg, dict):
-                    continue
-                t = msg.get("t")
-                if t == "reply":
-                    self._dispatch_reply(msg)
-                elif t == "exec":
-                    self.execs.put(msg)
+                handle = self._handlers.get(msg.get("t")) if isinstance(msg, dict) else None
+                if handle is not None:
+                    handle(msg)
         except BaseException as exc:  # noqa: BLE001 - the agent must not outlive its channel
             diag(self.diag_fd, "channel reader failed: %r" % (exc,))
             code = 2
@@ -235,6 +243,7 @@ def _resolve(fut, msg):
 
 
 def _unpack(method, msg):
-    if msg.get("ok"):
+    err = msg.get("error")
+    if err is None:
         return msg.get("result")
-    raise MCPError(str(msg.get("error") or "%s failed without an error message" % method))
+    raise codeexec_protocol.error_from(method.name, err)

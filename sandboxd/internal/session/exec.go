@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -113,10 +112,10 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 
-	handle := func(msg *channel.Message) (finished bool) {
-		switch msg.T {
-		case "out":
-			if msg.ID != id {
+	handle := func(msg channel.Message) (finished bool) {
+		switch msg := msg.(type) {
+		case *channel.Out:
+			if msg.Exec != id {
 				return false // output of an earlier exec: never attributed here
 			}
 			stream := msg.Stream
@@ -135,16 +134,16 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 					s.logger().DebugContext(ctx, "output receiver failed", logkeys.Error, err)
 				}
 			}
-		case "call":
+		case *channel.Call:
 			go m.serveCall(callCtx, sb, s.tenant, env, id, msg)
-		case "done":
-			if msg.ID != id {
+		case *channel.Done:
+			if msg.Exec != id {
 				return false
 			}
 			res.ExitCode = msg.Exit
 			res.Error = msg.Error
 			res.Status = StatusOK
-			if msg.OK == nil || !*msg.OK {
+			if !msg.OK {
 				res.Status = StatusError
 				if res.ExitCode == 0 {
 					res.ExitCode = 1
@@ -155,7 +154,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			}
 			return true
 		default:
-			s.logger().WarnContext(ctx, "unknown message from sandbox", "type", msg.T)
+			s.logger().WarnContext(ctx, "unexpected message from sandbox", "type", msg.Type())
 		}
 		return false
 	}
@@ -229,24 +228,17 @@ func joinErr(a, b string) string {
 }
 
 // serveCall answers one call frame from the sandbox.
-func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env *ExecEnv, execID int64, msg *channel.Message) {
-	reply := &channel.Message{T: "reply", ID: msg.ID}
+func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env *ExecEnv, execID int64, call *channel.Call) {
 	var (
 		result json.RawMessage
 		err    error
 	)
-	if msg.Exec != execID {
-		err = errors.New("this call was made after its run_python call had finished")
+	if call.Exec != execID {
+		err = channel.Errorf(channel.CodeFailedPrecondition, "this call was made after its run_python call had finished")
 	} else {
-		result, err = m.cfg.Broker.Call(ctx, tenant, env, msg.Method, msg.Params)
+		result, err = m.cfg.Broker.Call(ctx, tenant, env, call.Method, call.Params)
 	}
-	if err != nil {
-		reply.OK = channel.Bool(false)
-		reply.Error = err.Error()
-	} else {
-		reply.OK = channel.Bool(true)
-		reply.Result = result
-	}
+	reply := channel.ReplyTo(call.ID, result, err)
 	if err := sb.conn.Write(reply); err != nil {
 		m.logger.DebugContext(ctx, "reply to sandbox failed", logkeys.Error, err)
 	}

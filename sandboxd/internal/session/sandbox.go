@@ -23,10 +23,10 @@ type sandbox struct {
 	conn   *channel.Conn
 	logger *slog.Logger
 
-	ready chan struct{}         // closed when the agent said "ready"
-	msgs  chan *channel.Message // out, call and done frames, in order
-	dead  chan struct{}         // closed when the channel ended
-	done  chan struct{}         // closed when the process was reaped
+	ready chan struct{}        // closed when the agent said "ready"
+	msgs  chan channel.Message // out, call and done frames, in order
+	dead  chan struct{}        // closed when the channel ended
+	done  chan struct{}        // closed when the process was reaped
 
 	mu       sync.Mutex
 	readErr  error
@@ -55,7 +55,7 @@ func startSandbox(ctx context.Context, eng engine.Engine, spec engine.Spec, logg
 		conn:   channel.New(proc.Stdout(), proc.Stdin()),
 		logger: logger.With(logkeys.SandboxID, spec.ID),
 		ready:  make(chan struct{}),
-		msgs:   make(chan *channel.Message, 256),
+		msgs:   make(chan channel.Message, 256),
 		dead:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -105,9 +105,9 @@ func (sb *sandbox) readLoop() {
 			sb.mu.Unlock()
 			return
 		}
-		if m.T == "ready" {
+		if r, ok := m.(*channel.Ready); ok {
 			sb.mu.Lock()
-			sb.python = m.Python
+			sb.python = r.Python
 			sb.mu.Unlock()
 			select {
 			case <-sb.ready:

@@ -156,7 +156,15 @@ func (s *Session) logger() *slog.Logger {
 
 // sendExec writes an exec frame.
 func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, first bool) error {
-	return sb.conn.Write(&channel.Message{
-		T: "exec", ID: id, Code: code, Servers: env.Servers, Discovered: env.Discovered, Limit: limit, First: first,
+	// Never null: the agent reads an empty list as no servers.
+	servers, discovered := env.Servers, env.Discovered
+	if servers == nil {
+		servers = []channel.Server{}
+	}
+	if discovered == nil {
+		discovered = []channel.DiscoveredServer{}
+	}
+	return sb.conn.Write(&channel.Exec{
+		ID: id, Code: code, Servers: servers, Discovered: discovered, Limit: limit, First: first,
 	})
 }
