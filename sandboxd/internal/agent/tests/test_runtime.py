@@ -216,16 +216,15 @@ class CallTest(unittest.TestCase):
         host = SlowHost()
         a = Agent(host)
         try:
-            t0 = time.monotonic()
             r = a.exec(
                 "import asyncio, json\n"
                 "rs = await asyncio.gather(*(mcp_filesystem.read_file(n=i) for i in range(3)))\n"
                 "print([json.loads(x['content'][0]['text'])['arguments']['n'] for x in rs])\n",
                 servers=[FS])
-            elapsed = time.monotonic() - t0
             self.assertEqual(r.stdout, "[0, 1, 2]\n", r)
+            # All three were in flight at once: the calls ran concurrently
+            # (a timing bound would say the same, and fail on a busy host).
             self.assertEqual(host.max_in_flight, 3)
-            self.assertLess(elapsed, 0.9)
         finally:
             a.close()
 
