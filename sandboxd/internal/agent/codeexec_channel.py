@@ -59,7 +59,13 @@ class Channel:
         self._handlers = {
             "exec": lambda msg: self.execs.put(codeexec_protocol.Exec(msg)),
             "reply": self._dispatch_reply,
+            "restore": self._gather_restore,
+            "checkpointed": lambda msg: self.on_checkpointed(msg),
         }
+        self._restore = None  # the restore being gathered
+        # on_checkpointed(msg) hears sandboxd's answer to a checkpoint, on
+        # the reader thread; the session sets it.
+        self.on_checkpointed = lambda msg: None
 
     # --- sending -------------------------------------------------------
 
@@ -115,6 +121,41 @@ class Channel:
     def send_done(self, exec_id, ok, exit_code, error, dropped):
         """Ends exec exec_id: nothing more is sent for it."""
         self.send({"t": "done", "id": exec_id, "ok": ok, "exit": exit_code, "error": error, "dropped": dropped})
+
+    # Checkpoint chunks travel base64-encoded; this many bytes of them go in
+    # one frame, well under MAX_FRAME.
+    CHUNK_FRAME_BYTES = 24 << 20
+
+    def send_checkpoint(self, exec_id, manifest, chunks, error=""):
+        """Sends the checkpoint taken after exec exec_id: its chunks, in as
+        many frames as they need, then the manifest in the last; or, with
+        error, why no checkpoint could be taken."""
+        import binascii
+
+        batch, size = {}, 0
+        for cid, data in chunks.items():
+            if batch and size + len(data) > self.CHUNK_FRAME_BYTES:
+                self.send({"t": "checkpoint", "id": exec_id, "chunks": batch})
+                batch, size = {}, 0
+            batch[cid] = binascii.b2a_base64(data, newline=False).decode("ascii")
+            size += len(data)
+        frame = {"t": "checkpoint", "id": exec_id, "chunks": batch, "last": True}
+        if error:
+            frame["error"] = error
+        else:
+            frame["manifest"] = manifest
+        self.send(frame)
+
+    def send_restored(self, report):
+        """Answers a restore with what came back and what did not."""
+        self.send({"t": "restored", "report": report})
+
+    def _gather_restore(self, msg):
+        if self._restore is None:
+            self._restore = codeexec_protocol.Restore()
+        if self._restore.add(msg):
+            done, self._restore = self._restore, None
+            self.execs.put(done)
 
     # --- calls -----------------------------------------------------------
 

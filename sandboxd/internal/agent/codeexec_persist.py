@@ -186,6 +186,11 @@ def delete_saved_tool(name):
     return ("Tool '%s' deleted." if deleted else "Tool '%s' not found.") % name
 
 
+def bound_tool(name):
+    """The saved tool bind_saved_tools put under name, or None."""
+    return _bound.get(name)
+
+
 def bind_saved_tools(ns):
     """Makes every saved tool callable by its bare name in ns, as upstream's
     GUIDE promises ("import or call directly"). Called once, before a

@@ -58,7 +58,7 @@ METHODS = {m.name: m for m in (
 class Exec:
     """An `exec` frame: code to run and what it may use."""
 
-    __slots__ = ("id", "code", "servers", "discovered", "limit", "first")
+    __slots__ = ("id", "code", "servers", "discovered", "limit", "first", "checkpoint")
 
     def __init__(self, msg):
         self.id = msg.get("id")
@@ -70,6 +70,35 @@ class Exec:
         except (TypeError, ValueError):
             self.limit = 0
         self.first = bool(msg.get("first"))
+        # checkpoint, when positive, asks for a checkpoint of the session
+        # after the exec, of at most that many bytes (docs/PROTOCOL.md).
+        try:
+            self.checkpoint = max(0, int(msg.get("checkpoint") or 0))
+        except (TypeError, ValueError):
+            self.checkpoint = 0
+
+
+class Restore:
+    """The `restore` frames of one restore, gathered: a checkpoint's
+    manifest and its chunks (which come base64-encoded, several frames
+    when large)."""
+
+    __slots__ = ("manifest", "chunks")
+
+    def __init__(self):
+        self.manifest = None
+        self.chunks = {}
+
+    def add(self, msg):
+        """Adds one frame; True when it was the last."""
+        import binascii
+
+        for cid, data in (msg.get("chunks") or {}).items():
+            self.chunks[cid] = binascii.a2b_base64(data)
+        if msg.get("last"):
+            self.manifest = msg.get("manifest")
+            return True
+        return False
 
 
 class MCPError(RuntimeError):

@@ -11,9 +11,11 @@ import sys
 from _thread import start_new_thread
 
 import codeexec_channel
+import codeexec_durable
 import codeexec_interrupt
 import codeexec_output
 import codeexec_persist
+import codeexec_protocol
 import codeexec_servers
 import codeexec_source
 import codeexec_stdio
@@ -108,6 +110,8 @@ class Session:
         sys.modules["__main__"] = main
         self.ns = ns
 
+        self.durable = codeexec_durable.Durable(self)
+
         os.register_at_fork(after_in_child=self._after_fork_in_child)
         codeexec_interrupt.install()
         codeexec_stdio.install()
@@ -120,7 +124,11 @@ class Session:
         start_new_thread(self.chan.read_loop, ())
         while True:
             try:
-                self.run(self.chan.execs.get())
+                task = self.chan.execs.get()
+                if isinstance(task, codeexec_protocol.Restore):
+                    self.durable.restore(task)
+                else:
+                    self.run(task)
             except KeyboardInterrupt:
                 continue  # a stray SIGINT between execs must not end the session
 
@@ -154,6 +162,9 @@ class Session:
             # Even if something above failed (a SIGINT at the wrong moment),
             # the exec must end with a fence and a done.
             self.chan.send_done(exec_id, ok, exit_code, error, self._fence(token))
+        # After the result is out, so that it costs the call nothing.
+        if msg.checkpoint:
+            self.durable.checkpoint(exec_id, msg.checkpoint)
 
     @staticmethod
     def _leave_forked_child(code):
@@ -212,6 +223,7 @@ class Session:
             if msg.first:
                 codeexec_persist.bind_saved_tools(self.ns)
             codeexec_source.register(filename, source)
+            self.durable.add_cell(filename, source)
             code = compile(source, filename, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
             codeexec_interrupt.deliver()  # a SIGINT during the set-up above
             if code.co_flags & CO_COROUTINE:

@@ -40,6 +40,17 @@ var wireExamples = []struct {
 			`"discovered":[{"name":"a-b","description":"d"}],"limit":10,"first":true}`},
 	{&Reply{ID: 3, Result: json.RawMessage(`null`)}, `{"t":"reply","id":3,"result":null}`},
 	{&Reply{ID: 4, Error: &Error{Code: CodeConflict, Message: "revision 3 moved"}}, `{"t":"reply","id":4,"error":{"code":"conflict","message":"revision 3 moved"}}`},
+	{&Exec{ID: 2, Code: "x = 1", Servers: []Server{}, Discovered: []DiscoveredServer{}, Checkpoint: 64 << 20},
+		`{"t":"exec","id":2,"code":"x = 1","servers":[],"discovered":[],"limit":0,"checkpoint":67108864}`},
+	{&Checkpoint{Exec: 2, Chunks: map[string][]byte{"c1": []byte("pickle")}, Last: true, Manifest: json.RawMessage(`{"v":1}`)},
+		`{"t":"checkpoint","id":2,"chunks":{"c1":"cGlja2xl"},"last":true,"manifest":{"v":1}}`},
+	{&Checkpoint{Exec: 3, Last: true, Error: "the session's state is 70.0 MiB, over the 64.0 MiB checkpoint limit"},
+		`{"t":"checkpoint","id":3,"last":true,"error":"the session's state is 70.0 MiB, over the 64.0 MiB checkpoint limit"}`},
+	{&Checkpointed{Exec: 2, OK: true}, `{"t":"checkpointed","id":2,"ok":true}`},
+	{&Restore{Chunks: map[string][]byte{"c1": []byte("pickle")}, Last: true, Manifest: json.RawMessage(`{"v":1}`)},
+		`{"t":"restore","chunks":{"c1":"cGlja2xl"},"last":true,"manifest":{"v":1}}`},
+	{&Restored{Report: RestoreReport{Restored: []string{"x"}, Failed: []LostName{}, Unsaved: []LostName{{Name: "f", Type: "open file", Why: "TypeError: cannot pickle"}}}},
+		`{"t":"restored","report":{"restored":["x"],"failed":[],"unsaved":[{"name":"f","type":"open file","why":"TypeError: cannot pickle"}]}}`},
 }
 
 func TestWireFormat(t *testing.T) {
@@ -108,11 +119,11 @@ func TestRoundTrip(t *testing.T) {
 
 func TestUnknownTypesReadOn(t *testing.T) {
 	t.Parallel()
-	in := append(frame(`{"t":"checkpoint","id":1,"blob":"x"}`), frame(`{"t":"out","id":1,"s":"stdout","d":"x","new":1}`)...)
+	in := append(frame(`{"t":"snapshot","id":1,"blob":"x"}`), frame(`{"t":"out","id":1,"s":"stdout","d":"x","new":1}`)...)
 	r := New(bytes.NewReader(in), nil)
 	m, err := r.Read()
-	if u, ok := m.(*Unknown); err != nil || !ok || u.Type() != "checkpoint" {
-		t.Fatalf("Read() = %#v, %v; want *Unknown of type checkpoint", m, err)
+	if u, ok := m.(*Unknown); err != nil || !ok || u.Type() != "snapshot" {
+		t.Fatalf("Read() = %#v, %v; want *Unknown of type snapshot", m, err)
 	}
 	// A field the type does not have is ignored.
 	m, err = r.Read()

@@ -81,6 +81,66 @@ type Exec struct {
 	// pool's warm-up exec): the agent then binds the tenant's saved tools
 	// as bare names before the code runs.
 	First bool `json:"first,omitempty"`
+	// Checkpoint, when positive, asks the agent for a checkpoint of the
+	// session after the exec's done, of at most this many bytes.
+	Checkpoint int64 `json:"checkpoint,omitempty"`
+}
+
+// Checkpoint is one frame of the checkpoint the agent takes after an exec
+// that asked for one (Exec.Checkpoint): chunks of pickled values, in as
+// many frames as they need, the manifest in the last. Chunks are bytes,
+// base64 in the JSON. A state that cannot be checkpointed comes as one
+// last frame with Error.
+type Checkpoint struct {
+	// Exec is the exec after which it was taken.
+	Exec int64 `json:"id"`
+	// Chunks are the chunks the store does not hold yet, by ID.
+	Chunks map[string][]byte `json:"chunks,omitempty"`
+	// Last marks the frame with the manifest (or the error).
+	Last bool `json:"last,omitempty"`
+	// Manifest describes the whole checkpoint (docs/PROTOCOL.md).
+	Manifest json.RawMessage `json:"manifest,omitempty"`
+	// Error says why there is no checkpoint (too large, ...).
+	Error string `json:"error,omitempty"`
+}
+
+// Checkpointed answers a checkpoint: OK when it is stored, so that the
+// agent's next checkpoint may leave out the chunks it holds.
+type Checkpointed struct {
+	// Exec is the checkpoint's exec.
+	Exec int64 `json:"id"`
+	OK   bool  `json:"ok"`
+}
+
+// Restore hands a fresh agent a checkpoint to rebuild the session from,
+// in frames as Checkpoint is sent. The agent answers with Restored.
+type Restore struct {
+	Chunks   map[string][]byte `json:"chunks,omitempty"`
+	Last     bool              `json:"last,omitempty"`
+	Manifest json.RawMessage   `json:"manifest,omitempty"`
+}
+
+// Restored is the agent's report on a restore.
+type Restored struct {
+	Report RestoreReport `json:"report"`
+}
+
+// RestoreReport says what came back: names restored, names that failed
+// to restore, and names the checkpoint could not hold at all.
+type RestoreReport struct {
+	Restored []string   `json:"restored"`
+	Failed   []LostName `json:"failed"`
+	Unsaved  []LostName `json:"unsaved"`
+	// Error, when set, means the restore failed as a whole.
+	Error string `json:"error,omitempty"`
+}
+
+// LostName is one name a checkpoint or a restore could not keep.
+type LostName struct {
+	Name string `json:"name"`
+	// Type is what it held ("open file", "socket", ...), for unsaved names.
+	Type string `json:"type,omitempty"`
+	Why  string `json:"why"`
 }
 
 // Server is the metadata of one server allowed in an exec.
@@ -161,12 +221,25 @@ func (*Exec) Type() string { return "exec" }
 func (*Reply) Type() string { return "reply" }
 
 // Type implements Message.
+func (*Checkpoint) Type() string { return "checkpoint" }
+
+// Type implements Message.
+func (*Checkpointed) Type() string { return "checkpointed" }
+
+// Type implements Message.
+func (*Restore) Type() string { return "restore" }
+
+// Type implements Message.
+func (*Restored) Type() string { return "restored" }
+
+// Type implements Message.
 func (u *Unknown) Type() string { return u.T }
 
 // messageTypes makes an empty message of each known type, by its "t".
 var messageTypes = byType(
 	newMessage[Ready], newMessage[Out], newMessage[Call], newMessage[Done],
 	newMessage[Exec], newMessage[Reply],
+	newMessage[Checkpoint], newMessage[Checkpointed], newMessage[Restore], newMessage[Restored],
 )
 
 func newMessage[T any, P interface {

@@ -195,7 +195,7 @@ class Agent:
         code, message = res if isinstance(res, tuple) else ("internal", res)
         self.send({"t": "reply", "id": cid, "error": {"code": code, "message": message}})
 
-    def start(self, code, servers=(), discovered=None, limit=0, first=False):
+    def start(self, code, servers=(), discovered=None, limit=0, first=False, checkpoint=0):
         self._next += 1
         if discovered is None:
             discovered = [{"name": s["name"], "description": s.get("description", "")} for s in servers]
@@ -205,6 +205,8 @@ class Agent:
                "discovered": discovered, "limit": limit}
         if first:
             msg["first"] = True
+        if checkpoint:
+            msg["checkpoint"] = checkpoint
         self.send(msg)
         return self._next
 
@@ -232,8 +234,40 @@ class Agent:
                 assert msg["id"] == exec_id, msg
                 return Result(msg, chunks, self.calls[ncalls:])
 
-    def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False):
-        return self.wait(self.start(code, servers, discovered, limit, first), timeout)
+    def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False, checkpoint=0):
+        return self.wait(self.start(code, servers, discovered, limit, first, checkpoint), timeout)
+
+    def wait_checkpoint(self, exec_id, timeout=60):
+        """Gathers the checkpoint frames after exec_id's done: (manifest,
+        {chunk id: bytes}, error, number of frames)."""
+        import base64
+
+        chunks, frames = {}, 0
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.frames.get(timeout=max(0.01, deadline - time.monotonic()))
+            if msg is None:
+                raise AssertionError("agent exited; diag=%r" % self.diag)
+            assert msg["t"] == "checkpoint" and msg["id"] == exec_id, msg
+            frames += 1
+            for cid, data in (msg.get("chunks") or {}).items():
+                chunks[cid] = base64.b64decode(data)
+            if msg.get("last"):
+                return msg.get("manifest"), chunks, msg.get("error", ""), frames
+
+    def ack_checkpoint(self, exec_id, ok=True):
+        self.send({"t": "checkpointed", "id": exec_id, "ok": ok})
+
+    def restore(self, manifest, chunks, timeout=60):
+        """Sends a checkpoint to restore and returns the agent's report."""
+        import base64
+
+        self.send({"t": "restore", "chunks": {k: base64.b64encode(v).decode() for k, v in chunks.items()},
+                   "manifest": manifest, "last": True})
+        deadline = time.monotonic() + timeout
+        msg = self.frames.get(timeout=max(0.01, deadline - time.monotonic()))
+        assert msg is not None and msg["t"] == "restored", msg
+        return msg["report"]
 
     def close(self):
         try:
