@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -12,31 +12,19 @@ import (
 	"time"
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
-	"github.com/codeexec/codeexec/services/flagenv"
 )
 
-// runtimeBench compares sandbox runtimes side by side in one run
-// (`codeexec bench --runtimes bwrap,podman,docker`).
-type runtimeBench struct {
-	runtimes string
-	image    string
-	python   string
-	fresh    int
-	warm     int
-	idle     int
-}
-
-// benchRuntimes prints, per runtime: a new session's first result with and
+// runtimes prints, per runtime: a new session's first result with and
 // without the warm pool, the warm exec round trip over gRPC, and the host
 // memory each idle session costs (the sandbox's processes, plus for
 // containers the attached CLI and the engine's per-container shim or
 // conmon).
-func benchRuntimes(ctx context.Context, rb runtimeBench, stdout io.Writer) error {
+func runtimes(ctx context.Context, rb Settings, stdout io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	fmt.Fprintf(stdout, "codeexec bench --runtimes — %s, %d CPUs; image %s for containers\n\n", hostDescription(), numCPU(), rb.image)
+	fmt.Fprintf(stdout, "codeexec bench --runtimes — %s, %d CPUs; image %s for containers\n\n", hostDescription(), numCPU(), rb.Image)
 	fmt.Fprintf(stdout, "| %-8s | %-26s | %-26s | %-22s | %s\n", "runtime", "new session, no pool p50/p99", "new session, pool 4 p50/p99", "warm exec p50/p99", "memory per idle session")
 	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s\n", strings.Repeat("-", 10), strings.Repeat("-", 28), strings.Repeat("-", 28), strings.Repeat("-", 24), strings.Repeat("-", 26))
-	for _, rt := range strings.Split(rb.runtimes, ",") {
+	for _, rt := range strings.Split(rb.Runtimes, ",") {
 		rt = strings.TrimSpace(rt)
 		cold, err := runtimeFresh(ctx, logger, rb, rt, 0, 0)
 		if err != nil {
@@ -54,30 +42,30 @@ func benchRuntimes(ctx context.Context, rb runtimeBench, stdout io.Writer) error
 		fmt.Fprintf(stdout, "| %-8s | %-26s | %-26s | %-22s | %.1f MiB PSS (%d sessions)\n", rt,
 			ms(cold.p50)+" / "+ms(cold.p99), ms(pooled.p50)+" / "+ms(pooled.p99), ms(warm.p50)+" / "+ms(warm.p99), mem/(1<<20), n)
 	}
-	fmt.Fprintf(stdout, "\nn=%d new sessions per column, %d warm execs, %d idle sessions\n", rb.fresh, rb.warm, rb.idle)
+	fmt.Fprintf(stdout, "\nn=%d new sessions per column, %d warm execs, %d idle sessions\n", rb.Fresh, rb.Warm, rb.Idle)
 	return nil
 }
 
 // runtimeSandbox runs sandboxd in-process with runtime rt.
-func runtimeSandbox(ctx context.Context, logger *slog.Logger, rb runtimeBench, rt string, pool int) (sandboxv1.SandboxServiceClient, func(), error) {
-	cfg := sandboxConfig(rb.python, pool, 0)
-	cfg.Runtime, cfg.Image = rt, rb.image
+func runtimeSandbox(ctx context.Context, logger *slog.Logger, rb Settings, rt string, pool int) (sandboxv1.SandboxServiceClient, func(), error) {
+	cfg := sandboxConfig(rb.Python, pool, 0)
+	cfg.Runtime, cfg.Image = rt, rb.Image
 	return inprocSandbox(ctx, logger, cfg)
 }
 
-func runtimeFresh(ctx context.Context, logger *slog.Logger, rb runtimeBench, rt string, pool int, gap time.Duration) (stats, error) {
+func runtimeFresh(ctx context.Context, logger *slog.Logger, rb Settings, rt string, pool int, gap time.Duration) (stats, error) {
 	c, stop, err := runtimeSandbox(ctx, logger, rb, rt, pool)
 	if err != nil {
 		return stats{}, err
 	}
 	defer stop()
 	time.Sleep(time.Duration(pool) * gap) // the pool fills first
-	return timeFresh(ctx, c, rb.fresh, gap)
+	return timeFresh(ctx, c, rb.Fresh, gap)
 }
 
-// runtimeWarmAndIdle times warm execs on one session, then opens rb.idle
+// runtimeWarmAndIdle times warm execs on one session, then opens rb.Idle
 // sessions and measures the memory they hold.
-func runtimeWarmAndIdle(ctx context.Context, logger *slog.Logger, rb runtimeBench, rt string) (stats, float64, int, error) {
+func runtimeWarmAndIdle(ctx context.Context, logger *slog.Logger, rb Settings, rt string) (stats, float64, int, error) {
 	c, stop, err := runtimeSandbox(ctx, logger, rb, rt, 0)
 	if err != nil {
 		return stats{}, 0, 0, err
@@ -94,14 +82,14 @@ func runtimeWarmAndIdle(ctx context.Context, logger *slog.Logger, rb runtimeBenc
 		}
 	}
 	var d []time.Duration
-	for range rb.warm {
+	for range rb.Warm {
 		t0 := time.Now()
 		if _, err := execOnce(ctx, c, id, "pass"); err != nil {
 			return stats{}, 0, 0, err
 		}
 		d = append(d, time.Since(t0))
 	}
-	for range rb.idle - 1 {
+	for range rb.Idle - 1 {
 		s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
 		if err != nil {
 			return stats{}, 0, 0, err
@@ -184,10 +172,4 @@ func containerMemory(ctx context.Context, rt string) (float64, int) {
 		return 0, 0
 	}
 	return float64(total) / float64(n), n
-}
-
-func bindRuntimeBench(fs *flagenv.Set, rb *runtimeBench) {
-	fs.String(&rb.runtimes, "runtimes", "", "instead of the usual table, compare these sandbox runtimes side by side, e.g. bwrap,podman,docker")
-	fs.String(&rb.image, "image", "localhost/codeexec-sandbox:latest", "image for the container runtimes (with --runtimes; build it with deploy/build-images.sh)")
-	fs.Int(&rb.idle, "idle", 8, "idle sessions for the memory figure (with --runtimes)")
 }
