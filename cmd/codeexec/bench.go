@@ -2,20 +2,18 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/bench"
 	"github.com/codeexec/codeexec/services/flagenv"
 )
 
 // runBench measures latency, throughput and memory (cmd/codeexec/internal/bench).
-func runBench(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flagenv.New("bench", getenv)
+func runBench(ctx context.Context, args []string, e env) error {
+	fs := flagenv.New("bench", e.getenv)
 	s := bench.Settings{Version: version}
 	bench.Bind(fs, &s)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parse(fs, args, e); err != nil {
+		return err
 	}
-	return bench.Run(ctx, s, stdout)
+	return bench.Run(ctx, s, e.stdout)
 }

@@ -1,27 +1,96 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/codeexec/codeexec/gateway"
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
-	"github.com/codeexec/codeexec/services/logkeys"
-	"github.com/codeexec/codeexec/services/tracing"
 )
+
+// gatewayUnit is the gateway's settings: the MCP surface, its HTTP
+// transport and, alone, where sandboxd is.
+type gatewayUnit struct {
+	cfg gateway.Config
+	hs  httpSettings
+	// sandbox and balance say where sandboxd is, alone.
+	sandbox, balance string
+	// addr is where MCP is served over HTTP; "" serves stdio.
+	addr string
+	g    *gateway.Gateway
+}
+
+func (u *gatewayUnit) bind(fs *flagenv.Set, _ env, alone bool) {
+	bindGateway(fs, &u.cfg)
+	bindHTTP(fs, &u.hs, &u.cfg)
+	if !alone {
+		return // in serve, sandboxd's settings give the output cap and the idle timeout
+	}
+	d := sandboxd.DefaultConfig()
+	fs.Bytes(&u.cfg.OutputLimitBytes, "output-limit", d.OutputLimitBytes, "sandboxd's output cap, quoted in truncation notes", "CODEEXEC_OUTPUT_LIMIT")
+	fs.Duration(&u.cfg.SessionIdleTimeout, "idle-timeout", d.IdleTimeout, "end HTTP sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
+	fs.String(&u.sandbox, "sandbox", "127.0.0.1:9002",
+		"sandboxd address: host:port or unix:/path; several replicas as host:port,host:port or dns:///name:port (every address of name, re-resolved every 5s)",
+		"CODEEXEC_SANDBOXD_ADDR")
+	fs.String(&u.balance, "balance", gateway.BalanceLeastLoaded, "how new sessions pick a sandboxd replica: least-loaded or round-robin", "CODEEXEC_SANDBOX_BALANCE")
+}
+
+func (u *gatewayUnit) check() error {
+	addr, err := u.hs.finish(&u.cfg)
+	if err != nil {
+		return err
+	}
+	u.addr = addr
+	u.cfg.Version = version
+	return u.cfg.Validate()
+}
+
+func (u *gatewayUnit) start(ctx context.Context, p *process) error {
+	var sandbox sandboxv1.SandboxServiceClient
+	if p.inproc != nil {
+		sandbox = sandboxv1.NewSandboxServiceClient(p.inproc.Conn)
+	} else {
+		c, closeSandbox, err := gateway.DialSandbox(ctx, u.sandbox, u.balance, p.logger, p.creds.DialOptions()...)
+		if err != nil {
+			return err
+		}
+		p.onClose(closeSandbox)
+		sandbox = c
+	}
+	u.cfg.Registerer = p.registry
+	g, err := gateway.New(u.cfg, sandbox, p.logger)
+	if err != nil {
+		return err
+	}
+	// At exit, before the sandboxes go, its sessions are destroyed.
+	p.onClose(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = g.Close(ctx)
+	})
+	u.g = g
+	return nil
+}
+
+func (u *gatewayUnit) serve(ctx context.Context, p *process, e env) error {
+	if u.addr == "" {
+		return u.g.ServeStdio(ctx, e.stdin, e.stdout)
+	}
+	return u.g.ListenAndServe(ctx, u.addr, u.hs.shutdownGrace, p.registry)
+}
+
+// bindGateway binds the MCP surface's settings.
+func bindGateway(fs *flagenv.Set, c *gateway.Config) {
+	fs.Duration(&c.DefaultTimeout, "timeout", 30*time.Second, "default run_python timeout", "MCP_BRIDGE_TIMEOUT")
+	fs.Duration(&c.MaxTimeout, "max-timeout", 120*time.Second, "largest run_python timeout; larger requests are clamped", "MCP_BRIDGE_MAX_TIMEOUT")
+	fs.String(&c.OutputMode, "output-mode", "compact", "result format: compact or toon", "MCP_BRIDGE_OUTPUT_MODE")
+	fs.String(&c.Tenant, "tenant", "default", "tenant for memory, saved tools and sessions", "CODEEXEC_TENANT")
+}
 
 // httpSettings are the options of MCP over HTTP: who may call, how much,
 // and how the server stops.
@@ -100,99 +169,4 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// serveHTTP serves MCP at /mcp, the OAuth protected-resource metadata,
-// metrics at /metrics and /healthz on one listener. When ctx ends it shuts
-// down gracefully: new tool calls are refused, running ones get up to
-// grace to finish, then the listener closes.
-func serveHTTP(ctx context.Context, addr string, grace time.Duration, g *gateway.Gateway, reg *prometheus.Registry, logger *slog.Logger) error {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen for MCP over HTTP on %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", g.HTTPHandler())
-	mux.Handle("/.well-known/oauth-protected-resource", g.ProtectedResourceHandler())
-	mux.Handle("/.well-known/oauth-protected-resource/", g.ProtectedResourceHandler())
-	// Metrics name every upstream server, including tenant-limited ones.
-	mux.Handle("/metrics", g.MetricsGuard(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	logger.Info("serving MCP over streamable HTTP", logkeys.Address, "http://"+lis.Addr().String()+"/mcp")
-	if !g.Authenticates() {
-		logger.Warn("MCP over HTTP without authentication: every local process can run code as the default tenant; "+
-			"give --tokens-file or --jwt-issuer to require tokens", logkeys.Address, lis.Addr().String())
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down: refusing new calls", "grace", grace)
-	drainCtx, cancel := context.WithTimeout(context.Background(), grace)
-	_ = g.Drain(drainCtx)
-	cancel()
-	// The finished calls' responses are written; open event streams are
-	// cut after a short wait.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		_ = srv.Close()
-	}
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-// runToken makes tokens-file lines: `codeexec token add TENANT` makes a
-// random token, prints it once on stderr and the line to append on stdout;
-// `codeexec token hash` reads a token from stdin and prints its hash.
-func runToken(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	switch {
-	case len(args) == 2 && args[0] == "add":
-		if err := gateway.ValidTenant(args[1]); err != nil {
-			return err
-		}
-		var b [32]byte
-		_, _ = rand.Read(b[:])
-		token := "cx_" + base64.RawURLEncoding.EncodeToString(b[:])
-		line := gateway.HashToken(token) + " " + args[1]
-		fmt.Fprintf(stderr, "token for tenant %s (shown once; give it to the client as \"Authorization: Bearer <token>\"):\n%s\n", args[1], token)
-		fmt.Fprintln(stdout, line)
-		return nil
-	case len(args) == 1 && args[0] == "hash":
-		token, err := bufio.NewReader(stdin).ReadString('\n')
-		token = strings.TrimSpace(token)
-		if token == "" {
-			return fmt.Errorf("token hash: no token on stdin: %w", err)
-		}
-		fmt.Fprintln(stdout, gateway.HashToken(token))
-		return nil
-	}
-	fmt.Fprint(stderr, "usage:\n  codeexec token add TENANT >> tokens   new random token for TENANT; the line for --tokens-file goes to stdout\n"+
-		"  echo TOKEN | codeexec token hash     the sha256:<hex> form of an existing token\n")
-	return errUsage
-}
-
-// startTracing exports traces when --otlp-endpoint is set; the returned
-// function flushes them at exit.
-func (c *commonSettings) startTracing(ctx context.Context, service string, logger *slog.Logger) (func(), error) {
-	shutdown, err := tracing.Setup(ctx, c.otlp, service)
-	if err != nil {
-		return nil, err
-	}
-	if c.otlp != "" {
-		logger.Info("exporting traces over OTLP", "otlp.endpoint", c.otlp)
-	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdown(ctx); err != nil {
-			logger.Warn("flushing traces", logkeys.Error, err)
-		}
-	}, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
@@ -40,7 +41,7 @@ func TestHTTPListenAddr(t *testing.T) {
 func TestTokenCommand(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	if err := runToken([]string{"add", "alpha"}, nil, &out, &errOut); err != nil {
+	if err := run(t.Context(), []string{"token", "add", "alpha"}, noEnv, nil, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
@@ -49,13 +50,16 @@ func TestTokenCommand(t *testing.T) {
 		t.Errorf("token add printed %q for token %q; want %q", out.String(), token, want)
 	}
 	out.Reset()
-	if err := runToken([]string{"hash"}, strings.NewReader(token+"\n"), &out, &errOut); err != nil || out.String() != gateway.HashToken(token)+"\n" {
+	if err := run(t.Context(), []string{"token", "hash"}, noEnv, strings.NewReader(token+"\n"), &out, &errOut); err != nil || out.String() != gateway.HashToken(token)+"\n" {
 		t.Errorf("token hash = %q, %v", out.String(), err)
 	}
-	if err := runToken([]string{"add", "bad/tenant"}, nil, &out, &errOut); err == nil {
+	if err := run(t.Context(), []string{"token", "add", "bad/tenant"}, noEnv, nil, &out, &errOut); err == nil {
 		t.Error("token add accepted a tenant the tokens file would refuse")
 	}
-	if err := runToken(nil, nil, &out, &errOut); err != errUsage {
+	if err := run(t.Context(), []string{"token"}, noEnv, nil, &out, &errOut); !errors.Is(err, errUsage) {
 		t.Errorf("token without arguments = %v, want usage", err)
 	}
 }
+
+// noEnv is an empty environment.
+func noEnv(string) string { return "" }
