@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: what the README's quick start runs and what CI runs.
-# It installs what is missing, checks generated code and formatting, then
-# runs the Python agent's tests and every Go test with the race detector.
+# It installs what is missing, checks generated code and formatting,
+# fuzzes every fuzz target for a few seconds, then runs the Python agent's
+# tests and every Go test with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:$PATH"
@@ -50,6 +51,9 @@ bash deploy/kube-play.sh
 
 step "MCP conformance suite against codeexec serve --http"
 bash scripts/conformance.sh
+
+step "fuzzing: every fuzz target for a few seconds (their corpora in testdata/fuzz run in the Go tests too)"
+FUZZTIME=${FUZZTIME:-3s} bash scripts/fuzz.sh
 
 step "Go tests (race detector)"
 go test -race -shuffle=on -timeout 20m ./...
