@@ -63,6 +63,7 @@ func (u *gatewayUnit) start(ctx context.Context, p *process) error {
 		sandbox = c
 	}
 	u.cfg.Registerer = p.registry
+	u.cfg.DialReplica = dialReplica(p.creds.DialOptions())
 	g, err := gateway.New(u.cfg, sandbox, p.logger)
 	if err != nil {
 		return err

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"net"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
@@ -20,6 +23,14 @@ type sandboxdUnit struct {
 	// may finish at a stop.
 	discovery, memory string
 	grace             time.Duration
+	// socketDir, in serve, is where this process serves its sandboxes to
+	// the other codeexec processes on the state dir (serve.go's share).
+	socketDir string
+	sock      localSocket
+	// shutdown stops the sandboxes, once: their durable sessions are
+	// given up through memoryd, so in serve it runs before the in-memory
+	// server stops (serve.go).
+	shutdown func()
 }
 
 func (u *sandboxdUnit) bind(fs *flagenv.Set, _ env, alone bool) {
@@ -29,6 +40,7 @@ func (u *sandboxdUnit) bind(fs *flagenv.Set, _ env, alone bool) {
 		return // in serve, the gateway's settings give the timeouts
 	}
 	bindSandboxTimeouts(fs, &u.cfg)
+	fs.String(&u.cfg.Advertise, "advertise", "", "host:port at which gateways reach this replica for the sessions it holds; default: --listen, with this host's name for an unspecified host", "CODEEXEC_SANDBOXD_ADVERTISE")
 	fs.Duration(&u.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running executions may finish before they are stopped", "CODEEXEC_SHUTDOWN_GRACE")
 	fs.String(&u.discovery, "discovery", "", "discoveryd address; empty: no MCP servers", "CODEEXEC_DISCOVERYD_ADDR")
 	fs.String(&u.memory, "memory-addr", "", "memoryd address; empty: no memory or saved tools", "CODEEXEC_MEMORYD_ADDR")
@@ -54,8 +66,49 @@ func (u *sandboxdUnit) start(ctx context.Context, p *process) error {
 	}
 	if mem != nil {
 		deps.Memory, deps.Tools = memoryv1.NewMemoryServiceClient(mem), memoryv1.NewToolServiceClient(mem)
+		// Sessions are durable wherever memoryd is: their checkpoints live
+		// beside memory and saved tools.
+		deps.Sessions = memoryv1.NewSessionStoreServiceClient(mem)
 	}
-	return p.register(sandboxd.New(ctx, u.cfg, deps, p.serviceLogger("sandboxd")))
+	if p.inproc != nil && u.socketDir != "" {
+		if err := u.sock.prepare(u.socketDir, p.logger); err != nil {
+			return err
+		}
+		u.cfg.Advertise = "unix:" + u.sock.path
+	} else if u.cfg.Advertise == "" {
+		u.cfg.Advertise = advertiseDefault(p.listen)
+	}
+	svc, err := sandboxd.New(ctx, u.cfg, deps, p.serviceLogger("sandboxd"))
+	if err != nil {
+		return err
+	}
+	svc.Register(p.server.GRPC)
+	u.shutdown = sync.OnceFunc(func() {
+		if u.sock.stop != nil {
+			u.sock.stop()
+		}
+		_ = svc.Close()
+	})
+	p.onClose(u.shutdown)
+	if p.inproc != nil && u.socketDir != "" {
+		return u.sock.serve(ctx, p, svc)
+	}
+	return nil
+}
+
+// advertiseDefault is where gateways reach a replica that listens on
+// listen: listen itself, with this host's name for an unspecified host.
+func advertiseDefault(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen // unix:/path
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if name, err := os.Hostname(); err == nil {
+			return net.JoinHostPort(name, port)
+		}
+	}
+	return listen
 }
 
 func (u *sandboxdUnit) serve(ctx context.Context, p *process, _ env) error {
@@ -85,7 +138,9 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.Duration(&c.IdleTimeout, "idle-timeout", d.IdleTimeout, "destroy sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
 	fs.Int(&c.PoolSize, "pool", d.PoolSize, "sandboxes kept started and ready for new sessions", "CODEEXEC_POOL_SIZE")
 	fs.Int(&c.LaunchSpares, "launch-spares", d.LaunchSpares, "bwrap launchers kept confined and waiting, so a new sandbox skips cgroup set-up; 0 keeps none", "CODEEXEC_LAUNCH_SPARES")
-	fs.Int(&c.MaxSessions, "max-sessions", d.MaxSessions, "most live sessions; 0 means no cap", "CODEEXEC_MAX_SESSIONS")
+	fs.Int(&c.MaxSessions, "max-sessions", d.MaxSessions, "most live sandboxes; more sessions than that are kept as checkpoints and restored when used; 0 means no cap", "CODEEXEC_MAX_SESSIONS")
+	fs.Duration(&c.SessionTTL, "session-ttl", d.SessionTTL, "how long an unused session's state (and its handle) is kept", "CODEEXEC_SESSION_TTL")
+	fs.Bytes(&c.CheckpointBytes, "checkpoint-bytes", d.CheckpointBytes, "largest session checkpoint; a session whose state is larger is not durable until it shrinks", "CODEEXEC_CHECKPOINT_BYTES")
 	c.StartTimeout = d.StartTimeout
 	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes", "MCP_BRIDGE_IMAGE")
 	fs.String(&c.ContainerUser, "container-user", d.ContainerUser, "uid:gid inside containers", "MCP_BRIDGE_CONTAINER_USER")

@@ -45,7 +45,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	// lets running calls finish (--shutdown-grace), then they stop.
 	signalled := ctx
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
+	p.onClose(cancel) // a closer, not a defer: those run after it
 	for _, t := range targets {
 		if t.grpc() {
 			if err := t.of(&all).start(ctx, p); err != nil {
@@ -57,6 +57,9 @@ func runServe(ctx context.Context, args []string, e env) error {
 	// stops once the gateway has closed, before the services close.
 	p.inproc.Start(ctx)
 	p.onClose(func() { cancel(); _ = p.inproc.Wait() })
+	// The sandboxes stop before that server: their durable sessions are
+	// given up through memoryd, for the next process to take.
+	p.onClose(all.sandboxd.shutdown)
 	gw := &all.gateway
 	if err := gw.start(ctx, p); err != nil {
 		return err
@@ -70,9 +73,10 @@ func runServe(ctx context.Context, args []string, e env) error {
 
 // share makes the gateway and sandboxd agree in one process, where each
 // setting they both use is bound once: the gateway's timeouts, sandboxd's
-// output cap and idle timeout.
+// output cap and idle timeout. The sandbox socket goes in the state dir.
 func (u *units) share() {
 	g, s := &u.gateway.cfg, &u.sandboxd.cfg
 	s.DefaultTimeout, s.MaxTimeout = g.DefaultTimeout, g.MaxTimeout
 	g.OutputLimitBytes, g.SessionIdleTimeout = s.OutputLimitBytes, s.IdleTimeout
+	u.sandboxd.socketDir = u.memoryd.st.stateDir
 }

@@ -26,7 +26,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "server-start-timeout"}
 		sandbox   = []string{"runtime", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "output-limit",
 			"idle-timeout", "pool", "launch-spares", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
-			"agent-root", "runtime-idle-timeout"}
+			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes"}
 		mcp  = []string{"timeout", "max-timeout", "output-mode", "tenant"}
 		http = []string{"http", "tokens-file", "jwt-issuer", "jwks-url", "jwt-audience", "jwt-tenant-claim", "resource-url",
 			"insecure-no-auth", "allowed-hosts", "allowed-origins", "metrics-tenants", "quota-sessions", "quota-execs",
@@ -41,7 +41,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		{[]string{"run"}, suite},
 		{[]string{"memoryd"}, join(grpcAlone, memory)},
 		{[]string{"discoveryd"}, join(grpcAlone, discovery)},
-		{[]string{"sandboxd"}, join(grpcAlone, sandbox, []string{"timeout", "max-timeout", "shutdown-grace", "discovery", "memory-addr"})},
+		{[]string{"sandboxd"}, join(grpcAlone, sandbox, []string{"timeout", "max-timeout", "shutdown-grace", "discovery", "memory-addr", "advertise"})},
 		{[]string{"gateway"}, join(logging, tls, mcp, http, []string{"output-limit", "idle-timeout", "sandbox", "balance"})},
 		{[]string{"memoryd", "backup"}, join(database, tls, []string{"memory"})},
 		{[]string{"memoryd", "copy"}, []string{"from", "to", "store-password-file", "replace", "store-wait"}},

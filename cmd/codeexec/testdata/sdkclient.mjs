@@ -7,9 +7,14 @@
 //   "transport": "stdio" | "http",
 //   "command": "...", "args": [...], "env": {...},   // stdio
 //   "url": "http://127.0.0.1:PORT/mcp",               // http
+//   "headers": {"Authorization": "Bearer ..."},        // http, optional
 //   "negotiation": "auto" | "legacy" | {"pin": "2026-07-28"},
 //   "calls": [{"name": "run_python", "arguments": {...}}, ...]
 // }
+//
+// An argument whose value is "$session" is replaced by the session handle
+// of the latest result that carried one (structuredContent.session), as a
+// client of 2026-07-28 passes the handle back.
 //
 // It connects, makes the calls in order and prints one JSON object:
 // {"protocolVersion": "...", "results": [CallToolResult, ...]}. Any
@@ -21,7 +26,7 @@ async function main() {
   const spec = JSON.parse(process.argv[2]);
   let transport;
   if (spec.transport === "http") {
-    transport = new StreamableHTTPClientTransport(new URL(spec.url));
+    transport = new StreamableHTTPClientTransport(new URL(spec.url), { requestInit: { headers: spec.headers ?? {} } });
   } else {
     transport = new StdioClientTransport({ command: spec.command, args: spec.args ?? [], env: spec.env, stderr: "inherit" });
   }
@@ -29,8 +34,12 @@ async function main() {
   const client = new Client({ name: "codeexec-e2e-sdk-v2", version: "1" }, { versionNegotiation: { mode } });
   await client.connect(transport);
   const results = [];
+  let session;
   for (const call of spec.calls ?? []) {
-    results.push(await client.callTool({ name: call.name, arguments: call.arguments }));
+    const args = Object.fromEntries(Object.entries(call.arguments ?? {}).map(([k, v]) => [k, v === "$session" ? session : v]));
+    const res = await client.callTool({ name: call.name, arguments: args });
+    session = res?.structuredContent?.session ?? session;
+    results.push(res);
   }
   const out = { protocolVersion: client.getNegotiatedProtocolVersion(), results };
   await client.close();

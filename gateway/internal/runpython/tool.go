@@ -38,7 +38,7 @@ const Name = "run_python"
 // what the tool does, that state persists, how servers are exposed, and
 // where the manual is.
 const description = "Run Python in a persistent sandbox, like a notebook kernel: variables, " +
-	"imports and functions persist between calls (a timeout resets them). Top-level await works. " +
+	"imports, functions and classes persist between calls, and come back from a checkpoint after a timeout or crash. Top-level await works. " +
 	"servers=[\"name\"] exposes each MCP server as an mcp_<alias> proxy: await mcp_<alias>.<tool>(**args). " +
 	"For the manual call runtime.capability_summary() or read " + capabilities.URI + "."
 

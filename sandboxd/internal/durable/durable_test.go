@@ -37,7 +37,8 @@ func store(t *testing.T) memoryv1.SessionStoreServiceClient {
 func replica(t *testing.T, c memoryv1.SessionStoreServiceClient, addr string) (*Replica, *Sessions) {
 	t.Helper()
 	r := NewReplica(c, addr, slog.New(slog.DiscardHandler))
-	if err := r.Start(t.Context(), nil); err != nil {
+	r.Start(t.Context(), nil)
+	if err := r.Ready(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Stop(context.Background()) })

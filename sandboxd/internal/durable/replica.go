@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -49,6 +50,15 @@ type Replica struct {
 	fenced    bool
 	stopBeats context.CancelFunc
 	done      chan struct{}
+	// up is closed by the first heartbeat the store takes.
+	up     chan struct{}
+	upOnce sync.Once
+	// tried is closed once the first heartbeat was attempted; lastErr is
+	// the last attempt's error.
+	tried     chan struct{}
+	triedOnce sync.Once
+	triedAt   time.Time
+	lastErr   error
 }
 
 // NewReplica makes this process's replica identity. address is where the
@@ -58,48 +68,99 @@ func NewReplica(client memoryv1.SessionStoreServiceClient, address string, logge
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	return &Replica{
 		ID: "r-" + NewHandle()[:16], Address: address, client: client, logger: logger,
-		host: host, bootID: strings.TrimSpace(string(boot)), now: time.Now, done: make(chan struct{}),
+		host: host, bootID: strings.TrimSpace(string(boot)), now: time.Now, done: make(chan struct{}), up: make(chan struct{}), tried: make(chan struct{}),
 	}
 }
 
-// Start writes the first heartbeat, then one every beat until ctx ends or
-// Stop. onFenced runs (once) when heartbeats have failed for so long that
-// this replica's sessions may soon be taken over: the caller must stop
-// running them.
-func (r *Replica) Start(ctx context.Context, onFenced func()) error {
+// Start begins the heartbeats: the first at once, then one every beat
+// until ctx ends or Stop. It does not wait for the store, which may not
+// serve yet (in one process, memoryd's server starts after sandboxd);
+// Ready does. onFenced runs (once) when heartbeats have failed for so long
+// that this replica's sessions may soon be taken over: the caller must
+// stop running them.
+func (r *Replica) Start(ctx context.Context, onFenced func()) {
 	r.onFenced = onFenced
-	if err := r.heartbeat(ctx, r.now().Add(lease)); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	r.stopBeats = cancel
 	go r.loop(ctx)
-	return nil
+}
+
+// readyGrace is how long Ready waits past a failed first heartbeat: the
+// store may be starting, or memoryd taking its database over.
+const readyGrace = 3 * time.Second
+
+// Ready waits until the store has taken this replica's first heartbeat:
+// before that, other replicas would take a session it claimed for one held
+// by nobody. It waits for the first attempt and, if that failed, until
+// readyGrace after it, and then returns the store's latest error.
+func (r *Replica) Ready(ctx context.Context) error {
+	select {
+	case <-r.up:
+		return nil
+	case <-r.tried:
+	case <-ctx.Done():
+		return fmt.Errorf("the session store has not taken this sandbox replica's heartbeat yet: %w", ctx.Err())
+	}
+	r.mu.Lock()
+	wait := readyGrace - r.now().Sub(r.triedAt)
+	r.mu.Unlock()
+	t := time.NewTimer(max(wait, 0))
+	defer t.Stop()
+	select {
+	case <-r.up:
+		return nil
+	case <-t.C:
+		r.mu.Lock()
+		err := r.lastErr
+		r.mu.Unlock()
+		return fmt.Errorf("the session store does not take this sandbox replica's heartbeat: %w", err)
+	case <-ctx.Done():
+		return fmt.Errorf("the session store has not taken this sandbox replica's heartbeat yet: %w", ctx.Err())
+	}
 }
 
 func (r *Replica) loop(ctx context.Context) {
 	defer close(r.done)
 	t := time.NewTicker(beat)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
 		hctx, cancel := context.WithTimeout(ctx, beat)
 		err := r.heartbeat(hctx, r.now().Add(lease))
 		cancel()
+		r.mu.Lock()
+		r.lastErr = err
+		r.mu.Unlock()
+		r.triedOnce.Do(func() {
+			r.mu.Lock()
+			r.triedAt = r.now()
+			r.mu.Unlock()
+			close(r.tried)
+		})
 		if err == nil {
 			continue
 		}
+		if ctx.Err() != nil {
+			return
+		}
 		r.mu.Lock()
+		never := r.lastOK.IsZero()
 		since := r.now().Sub(r.lastOK)
-		fire := since >= fenceAfter && !r.fenced
+		fire := !never && since >= fenceAfter && !r.fenced
 		if fire {
 			r.fenced = true
 		}
 		r.mu.Unlock()
+		if never {
+			r.logger.Warn("waiting for the session store to take this replica's first heartbeat", logkeys.Error, err)
+			continue
+		}
 		r.logger.Warn("cannot renew this replica's lease on its sessions", logkeys.Error, err, "since", since)
 		if fire && r.onFenced != nil {
 			r.logger.Error("lease not renewed for too long: stopping this replica's live sandboxes so that another replica can take their sessions over; their checkpoints are kept")
@@ -117,6 +178,7 @@ func (r *Replica) heartbeat(ctx context.Context, until time.Time) error {
 		r.lastOK = r.now()
 		r.fenced = false
 		r.mu.Unlock()
+		r.upOnce.Do(func() { close(r.up) })
 	}
 	return err
 }

@@ -50,6 +50,9 @@ func (s *Sessions) expiry() *timestamppb.Timestamp {
 
 // Create makes a new session held by this replica.
 func (s *Sessions) Create(ctx context.Context, tenant string, labels map[string]string) (*Held, error) {
+	if err := s.replica.Ready(ctx); err != nil {
+		return nil, err
+	}
 	st := State{Owner: s.replica.ID, Epoch: 1, Created: s.replica.now().UTC(), Labels: labels}
 	h := NewHandle()
 	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
@@ -65,6 +68,9 @@ func (s *Sessions) Create(ctx context.Context, tenant string, labels map[string]
 // or whose holder's lease has lapsed. It fails with ErrUnknown, or with an
 // *ElsewhereError naming the live holder.
 func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, error) {
+	if err := s.replica.Ready(ctx); err != nil {
+		return nil, err
+	}
 	for {
 		resp, err := s.client.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: tenant, Handle: handle})
 		if status.Code(err) == codes.NotFound {

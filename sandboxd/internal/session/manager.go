@@ -108,11 +108,7 @@ func NewManager(ctx context.Context, cfg Config, logger *slog.Logger) (*Manager,
 		if d.CheckpointBytes <= 0 {
 			d.CheckpointBytes = DefaultCheckpointBytes
 		}
-		if err := d.Replica.Start(ctx, m.fence); err != nil {
-			cancel()
-			m.loops.Wait()
-			return nil, fmt.Errorf("the session store does not take this replica's heartbeat: %w", err)
-		}
+		d.Replica.Start(ctx, m.fence)
 		m.loops.Add(1)
 		go m.expire(ctx)
 	}
@@ -206,10 +202,15 @@ func (m *Manager) Create(ctx context.Context, tenant string, labels map[string]s
 	if d := m.cfg.Durable; d != nil {
 		held, err := d.Sessions.Create(ctx, tenant, labels)
 		if err != nil {
-			return Info{}, err
+			// The session works without the store; it only cannot come
+			// back if its sandbox stops, and the first result says so.
+			m.logger.WarnContext(ctx, "the session store did not record a new session; it is not durable", logkeys.Error, err)
+			s = m.newSession(newID(), tenant, labels, nil)
+			s.d.notDurable = "this session is not durable, so its state is lost if its sandbox stops: the session store did not record it (" + err.Error() + ")"
+		} else {
+			s = m.newSession(held.Handle, tenant, labels, held)
+			s.d.reason = ""
 		}
-		s = m.newSession(held.Handle, tenant, labels, held)
-		s.d.reason = ""
 	} else {
 		s = m.newSession(newID(), tenant, labels, nil)
 	}
@@ -401,20 +402,30 @@ func (m *Manager) makeRoom(ctx context.Context, for_ *Session) error {
 	}
 	for {
 		m.mu.Lock()
-		live := 0
-		var victim *Session
+		all := make([]*Session, 0, len(m.sessions))
 		for _, s := range m.sessions {
-			s.mu.Lock()
-			hasSandbox := s.sb != nil && s.sb.alive()
-			if hasSandbox {
-				live++
-				if s != for_ && !s.busy && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
-					victim = s
-				}
-			}
-			s.mu.Unlock()
+			all = append(all, s)
 		}
 		m.mu.Unlock()
+		live := 0
+		var (
+			victim     *Session
+			victimUsed time.Time
+		)
+		for _, s := range all {
+			s.mu.Lock()
+			hasSandbox, busy, used := s.sb != nil && s.sb.alive(), s.busy, s.lastUsed
+			s.mu.Unlock()
+			if !hasSandbox {
+				continue
+			}
+			live++
+			// A session the store could not record has no checkpoint to
+			// come back from: it keeps its sandbox.
+			if s != for_ && !busy && s.isDurable() && (victim == nil || used.Before(victimUsed)) {
+				victim, victimUsed = s, used
+			}
+		}
 		if live < m.cfg.MaxSessions {
 			return nil
 		}

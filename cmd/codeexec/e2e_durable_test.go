@@ -1,0 +1,245 @@
+package main
+
+// End-to-end tests of durable sessions and of MCP 2026-07-28, where a
+// session is a handle: the official TypeScript SDK v2 client pinned to the
+// stateless revision, over HTTP and stdio, and sessions that outlive the
+// process, or the sandbox, that held them.
+
+import (
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// defineAll puts one of each kind of state in a session: a variable, a
+// function, a class (with an instance) and an import.
+const defineAll = `
+import fractions
+count = 41
+def bump(n):
+    return n + 1
+class Box:
+    def __init__(self, v):
+        self.v = v
+    def twice(self):
+        return 2 * self.v
+box = Box(21)
+half = fractions.Fraction(1, 2)`
+
+// checkAll reads every one of them back, and bumps count.
+const checkAll = `
+count = bump(count)
+print(count, box.twice(), Box(5).twice(), half + fractions.Fraction(1, 2))`
+
+// wantAll is what checkAll prints the first time.
+const wantAll = "42 42 10 1"
+
+// modern is a spec for testdata/sdkclient.mjs pinned to 2026-07-28 over
+// HTTP at base.
+func modern(base string, calls ...map[string]any) map[string]any {
+	return map[string]any{"transport": "http", "url": base + "/mcp", "negotiation": map[string]any{"pin": "2026-07-28"}, "calls": calls}
+}
+
+// pyCall is one run_python call; session "" starts a session.
+func pyCall(code, session string) map[string]any {
+	args := map[string]any{"code": code}
+	if session != "" {
+		args["session"] = session
+	}
+	return map[string]any{"name": "run_python", "arguments": args}
+}
+
+// sessionOf returns the handle the i-th result carries.
+func sessionOf(t *testing.T, r sdkResult, i int) string {
+	t.Helper()
+	sc, _ := r.Results[i]["structuredContent"].(map[string]any)
+	h, _ := sc["session"].(string)
+	if len(h) < 32 {
+		t.Fatalf("result %d carries no session handle: %v", i, r.Results[i])
+	}
+	return h
+}
+
+// The SDK v2 client pinned to 2026-07-28 over HTTP: no initialize and no
+// MCP session; the first call starts a session and says its handle once,
+// later calls pass it back and keep the state. A session-based client on
+// the same endpoint at the same time is served as before, with no handle.
+func TestE2ESDKv2PinnedToStatelessOverHTTP(t *testing.T) {
+	t.Parallel()
+	base := startHTTP(t, stateEnv(t.TempDir()))
+	out := sdkClient(t, modern(base, pyCall(defineAll, ""), pyCall(checkAll, "$session"), pyCall("print(count)", "$session"), pyCall("print('count' in globals())", "")))
+	if out.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", out.ProtocolVersion)
+	}
+	h := sessionOf(t, out, 0)
+	if text := resultText(out.Results[0]); !strings.Contains(text, h) {
+		t.Errorf("a new session's result does not name its handle in the text: %q", text)
+	}
+	if got := resultStdout(t, out, 1); got != wantAll {
+		t.Errorf("with the handle: %q, want %q", got, wantAll)
+	}
+	if text := resultText(out.Results[1]); strings.Contains(text, "session:") {
+		t.Errorf("a continued session's text repeats the handle: %q", text)
+	}
+	if got := resultStdout(t, out, 2); got != "42" || sessionOf(t, out, 2) != h {
+		t.Errorf("third call: %q in session %s, want 42 in %s", got, sessionOf(t, out, 2), h)
+	}
+	if got := resultStdout(t, out, 3); got != "False" || sessionOf(t, out, 3) == h {
+		t.Errorf("a call without a handle: %q in session %s, want a new, empty session", got, sessionOf(t, out, 3))
+	}
+
+	legacy := httpClient(t, base)
+	o := code(t, legacy, "who = 'legacy'")
+	if _, ok := o.Structured["session"]; ok {
+		t.Errorf("a session-based client's result carries a handle: %v", o.Structured)
+	}
+	if got := joined(code(t, legacy, "print(who, 'count' in globals())").stdout()); got != "legacy False" {
+		t.Errorf("the session-based client: %q", got)
+	}
+	// A session-based client may resume a handle's session too.
+	o = runPython(t, legacy, map[string]any{"code": "print(count)", "session": h})
+	if got := joined(o.stdout()); got != "42" {
+		t.Errorf("a session-based client resuming the handle: %q (%s)", got, o.Text)
+	}
+}
+
+// Over stdio the pinned client keeps its state too: the process is the
+// session, with or without the handle.
+func TestE2ESDKv2PinnedToStatelessOverStdio(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	out := sdkClient(t, map[string]any{
+		"transport": "stdio", "command": binary, "args": []string{"serve"}, "env": envMap(baseEnv(t, stateEnv(home))),
+		"negotiation": map[string]any{"pin": "2026-07-28"},
+		"calls":       []map[string]any{pyCall(defineAll, ""), pyCall(checkAll, ""), pyCall("print(count)", "$session")},
+	})
+	if out.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", out.ProtocolVersion)
+	}
+	if got := resultStdout(t, out, 1); got != wantAll {
+		t.Errorf("second call over stdio: %q, want %q", got, wantAll)
+	}
+	if got := resultStdout(t, out, 2); got != "42" {
+		t.Errorf("third call with the handle: %q, want 42", got)
+	}
+}
+
+// A session outlives the process that served it: `serve --http` is
+// stopped and started again on the same state dir, and the handle brings
+// the variable, function, class and import back, saying once what was
+// restored.
+func TestE2ESessionSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	env := baseEnv(t, stateEnv(t.TempDir()))
+	addr := freeAddr(t)
+	first, _ := startCommand(t, env, "serve", "--http", addr)
+	waitHTTP(t, "http://"+addr+"/healthz")
+	h := sessionOf(t, sdkClient(t, modern("http://"+addr, pyCall(defineAll, ""))), 0)
+	stop(t, first, syscall.SIGTERM)
+
+	addr = freeAddr(t)
+	startProcess(t, env, "serve", "--http", addr)
+	waitHTTP(t, "http://"+addr+"/healthz")
+	out := sdkClient(t, modern("http://"+addr, pyCall(checkAll, h), pyCall(checkAll, h)))
+	if got := resultStdout(t, out, 0); got != wantAll {
+		t.Fatalf("after the restart: %q, want %q (%s)", got, wantAll, resultText(out.Results[0]))
+	}
+	text := resultText(out.Results[0])
+	for _, name := range []string{"restored", "count", "bump", "Box", "box", "fractions"} {
+		if !strings.Contains(text, name) {
+			t.Errorf("the first result after the restart does not mention %q: %q", name, text)
+		}
+	}
+	if got, text := resultStdout(t, out, 1), resultText(out.Results[1]); got != "43 42 10 1" || strings.Contains(text, "restored") {
+		t.Errorf("the next call: %q, %q; want 43 and no second report", got, text)
+	}
+}
+
+// Two serve processes on one state dir, used alternately with one handle:
+// each call continues the same session, wherever its sandbox is.
+func TestE2ESessionThroughTwoProcesses(t *testing.T) {
+	t.Parallel()
+	env := baseEnv(t, stateEnv(t.TempDir()))
+	var bases [2]string
+	for i := range bases {
+		addr := freeAddr(t)
+		startProcess(t, env, "serve", "--http", addr)
+		bases[i] = "http://" + addr
+		waitHTTP(t, bases[i]+"/healthz")
+	}
+	h := sessionOf(t, sdkClient(t, modern(bases[0], pyCall(defineAll, ""))), 0)
+	for i, want := range []string{"42", "43", "44", "45"} {
+		out := sdkClient(t, modern(bases[(i+1)%2], pyCall("count = bump(count)\nprint(count)", h)))
+		if got := resultStdout(t, out, 0); got != want {
+			t.Fatalf("call %d through process %d: %q, want %q (%s)", i, (i+1)%2, got, want, resultText(out.Results[0]))
+		}
+		if text := resultText(out.Results[0]); strings.Contains(text, "restored") {
+			t.Errorf("call %d restored the session although its sandbox lived: %q", i, text)
+		}
+	}
+}
+
+// The process that holds a session is killed with SIGKILL: the other one
+// takes the session over from its last checkpoint.
+func TestE2ESessionSurvivesKillOfItsProcess(t *testing.T) {
+	t.Parallel()
+	env := baseEnv(t, stateEnv(t.TempDir()))
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	a, _ := startCommand(t, env, "serve", "--http", addrA)
+	startProcess(t, env, "serve", "--http", addrB)
+	waitHTTP(t, "http://"+addrA+"/healthz")
+	waitHTTP(t, "http://"+addrB+"/healthz")
+	h := sessionOf(t, sdkClient(t, modern("http://"+addrA, pyCall(defineAll, ""))), 0)
+	stop(t, a, syscall.SIGKILL)
+	out := sdkClient(t, modern("http://"+addrB, pyCall(checkAll, h)))
+	if got := resultStdout(t, out, 0); got != wantAll {
+		t.Fatalf("after the kill: %q, want %q (%s)", got, wantAll, resultText(out.Results[0]))
+	}
+	if text := resultText(out.Results[0]); !strings.Contains(text, "restored") {
+		t.Errorf("no restore report: %q", text)
+	}
+}
+
+// A handle of one tenant is unknown to another, and a made-up one is
+// answered the same way.
+func TestE2EHandlesAreBoundToTheirTenant(t *testing.T) {
+	t.Parallel()
+	tokens := tokensFile(t, map[string]string{"alice-token": "alice", "bob-token": "bob"})
+	base, _ := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokens})
+	spec := func(token string, calls ...map[string]any) map[string]any {
+		s := modern(base, calls...)
+		s["headers"] = map[string]string{"Authorization": "Bearer " + token}
+		return s
+	}
+	h := sessionOf(t, sdkClient(t, spec("alice-token", pyCall("secret = 1", ""))), 0)
+	var answers []string
+	for _, handle := range []string{h, "0123456789abcdef0123456789abcdef"} {
+		out := sdkClient(t, spec("bob-token", pyCall("print(secret)", handle)))
+		text := resultText(out.Results[0])
+		if isErr, _ := out.Results[0]["isError"].(bool); !isErr || !strings.Contains(text, "unknown session") {
+			t.Errorf("bob with handle %s: %q, want an unknown-session error", handle, text)
+		}
+		answers = append(answers, strings.ReplaceAll(text, handle, "HANDLE"))
+	}
+	if answers[0] != answers[1] {
+		t.Errorf("another tenant's handle and a made-up one are answered differently:\n%s\n%s", answers[0], answers[1])
+	}
+	if got := resultStdout(t, sdkClient(t, spec("alice-token", pyCall("print(secret)", h))), 0); got != "1" {
+		t.Errorf("alice's own handle: %q", got)
+	}
+}
+
+// stop signals cmd and waits for it to exit.
+func stop(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
+	t.Helper()
+	_ = cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("codeexec did not exit within 20s of %v", sig)
+	}
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/services/dial"
+	"github.com/codeexec/codeexec/services/grpcserver"
+	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/usersock"
+)
+
+// Every serve process on a state dir serves its sandboxes on a socket of
+// its own there, so that a session it holds can be used through any other
+// (the gateway follows SessionElsewhere to it): two MCP clients, or a
+// client that reconnects to another process, reach one session.
+const (
+	localSocketPrefix = "sandboxd-"
+	localSocketSuffix = ".sock"
+	localSocketWhat   = "a codeexec process's sandbox socket"
+)
+
+// localSocket is this process's sandbox socket.
+type localSocket struct {
+	path string
+	stop func() // stops serving it; nil until serve
+}
+
+// prepare picks the socket's name in dir and removes the sockets that
+// processes killed earlier left there.
+func (l *localSocket) prepare(dir string, logger *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	removeStaleSockets(dir, logger)
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	l.path = filepath.Join(dir, localSocketPrefix+hex.EncodeToString(b[:])+localSocketSuffix)
+	return nil
+}
+
+// serve serves svc's SandboxService (and nothing else) on the socket until
+// the process closes.
+func (l *localSocket) serve(ctx context.Context, p *process, svc *sandboxd.Service) error {
+	lis, err := usersock.Listen(l.path, localSocketWhat, p.logger)
+	if err != nil {
+		return err
+	}
+	srv := grpcserver.New(p.serviceLogger("sandboxd"), nil)
+	svc.Register(srv.GRPC)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ctx, lis, 5*time.Second); err != nil {
+			p.logger.Warn("the sandbox socket stopped", logkeys.Error, err)
+		}
+	}()
+	l.stop = sync.OnceFunc(func() {
+		cancel()
+		<-done
+		_ = os.Remove(l.path)
+	})
+	p.onClose(l.stop)
+	return nil
+}
+
+// removeStaleSockets removes the sandbox sockets in dir that no process
+// serves any more: a killed process cannot remove its own.
+func removeStaleSockets(dir string, logger *slog.Logger) {
+	names, _ := filepath.Glob(filepath.Join(dir, localSocketPrefix+"*"+localSocketSuffix))
+	for _, name := range names {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c, err := usersock.Dial(ctx, name, localSocketWhat)
+		cancel()
+		if err == nil {
+			_ = c.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			if os.Remove(name) == nil {
+				logger.Debug("removed a stale sandbox socket", logkeys.Address, name)
+			}
+		}
+	}
+}
+
+// dialReplica connects to the sandbox replica a SessionElsewhere answer
+// names: another codeexec process's socket on this machine (unix:/path,
+// its peer checked), or a sandboxd replica at host:port with the
+// process's credentials.
+func dialReplica(opts []grpc.DialOption) func(addr string) (*grpc.ClientConn, error) {
+	return func(addr string) (*grpc.ClientConn, error) {
+		if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+			return dial.New(addr, func(ctx context.Context, _ string) (net.Conn, error) {
+				return usersock.Dial(ctx, path, localSocketWhat)
+			})
+		}
+		return dial.New(addr, nil, opts...)
+	}
+}
