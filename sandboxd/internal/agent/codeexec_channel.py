@@ -123,7 +123,8 @@ class Channel:
         self.send({"t": "done", "id": exec_id, "ok": ok, "exit": exit_code, "error": error, "dropped": dropped})
 
     # Checkpoint chunks travel base64-encoded; this many bytes of them go in
-    # one frame, well under MAX_FRAME.
+    # one frame, well under MAX_FRAME. One chunk may be larger, up to
+    # codeexec_checkpoint.VALUE_CAP (32 MiB, 43 MiB encoded), still under it.
     CHUNK_FRAME_BYTES = 24 << 20
 
     def send_checkpoint(self, exec_id, manifest, chunks, error=""):

@@ -43,6 +43,22 @@ class TooLarge(Exception):
                          % (_human(size), _human(cap), top))
 
 
+# VALUE_CAP is the most one value's pickle may take: the store keeps each
+# value as one chunk, and memoryd caps a chunk at 32 MiB (half its gRPC
+# message limit).
+VALUE_CAP = 32 << 20
+
+
+class ValueTooLarge(TooLarge):
+    """One value pickles to more than a chunk may hold."""
+
+    def __init__(self, name, size, cap):
+        self.size, self.cap, self.largest = size, cap, [(name, size)]
+        Exception.__init__(self, "%s is %s pickled, over the %s one value may take in a checkpoint: "
+                           "split it into smaller values, or del it if the session can do without it"
+                           % (name, _human(size), _human(cap)))
+
+
 def _human(n):
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
@@ -175,6 +191,7 @@ class Checkpointer:
         self.skip = skip
         self.defs = definitions
         self.cap = cap
+        self.value_cap = VALUE_CAP
         self._cache = {}  # name -> (obj, chunk id, size) for immutable values
         self.stored = set()  # chunk ids the store holds already
 
@@ -220,6 +237,8 @@ class Checkpointer:
                     continue
                 cid = hashlib.blake2b(data, digest_size=16).hexdigest()
                 size = len(data)
+                if size > self.value_cap:
+                    raise ValueTooLarge(name, size, self.value_cap)
                 if cid not in self.stored:
                     chunks[cid] = data
             if isinstance(obj, _IMMUTABLE):

@@ -39,6 +39,8 @@ def main():
         cap = int(sys.argv[3]) if len(sys.argv) > 3 else 1 << 30
         cells = json.load(sys.stdin)
         cp = C.Checkpointer(ns, lambda name, obj: obj is helper, defs, cap)
+        if len(sys.argv) > 4:
+            cp.value_cap = int(sys.argv[4])
         out = []
         for i, src in enumerate(cells):
             if src == "@checkpoint":

@@ -18,8 +18,9 @@ class CheckpointTest(unittest.TestCase):
         self.addCleanup(self.dir.cleanup)
         self.path = os.path.join(self.dir.name, "ckpt.json")
 
-    def save(self, cells, cap=None):
-        args = [PYTHON, "-I", "-B", DRIVER, "save", self.path] + ([str(cap)] if cap else [])
+    def save(self, cells, cap=None, value_cap=None):
+        args = [PYTHON, "-I", "-B", DRIVER, "save", self.path] + ([str(cap or 1 << 30)] if cap or value_cap else [])
+        args += [str(value_cap)] if value_cap else []
         p = subprocess.run(args, input=json.dumps(cells), capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(self.path) as f:
@@ -121,6 +122,11 @@ class CheckpointTest(unittest.TestCase):
     def test_over_the_cap_says_what_is_large(self):
         saved = self.save(["big = 'y' * 300000\nsmall = 1\n", "@checkpoint"], cap=100000)
         self.assertIn("over the 97.7 KiB checkpoint limit (largest: big (293.0 KiB)", saved[0]["error"])
+
+    def test_one_value_over_a_chunk_says_which(self):
+        saved = self.save(["big = 'y' * 300000\nsmall = 1\n", "@checkpoint"], value_cap=100000)
+        self.assertIn("big is 293.0 KiB pickled, over the 97.7 KiB one value may take", saved[0]["error"])
+        self.assertIn("split it into smaller values", saved[0]["error"])
 
     def test_redefined_names_keep_the_latest(self):
         self.save([
