@@ -1,0 +1,377 @@
+"""codeexec fork server: starts bwrap-equivalent sandboxes by forking.
+
+sandboxd runs `python3 -I codeexec_forkserver.py DIR AGENT_DIR` in a user
+namespace of its own, as uid 0 there and 65534 on the host. The server
+builds a root like a sandbox's in DIR, imports the agent from
+/opt/codeexec and then only forks: it never runs user code. Each request
+on fd 3 (a SOCK_SEQPACKET socket) carries the sandbox's stdio pipes, a
+report pipe and its cgroups' files; what happens to it:
+
+  monitor  cloned with CLONE_PARENT, so that it is sandboxd's child and
+           outlives this server; joins the sandbox's cgroups, sets its
+           rlimits, reports its PID, clones init and waits for it (bwrap's
+           outer process, which the shim made in the same limits).
+  init     cloned into new PID, mount, network, IPC and UTS namespaces;
+           enters a cgroup namespace, completes the sandbox's root
+           (codeexec_forkroot.py), enters nested user namespaces (uid
+           65534, no further user namespaces), forks the sandbox and reaps
+           (bwrap's PID 1).
+  sandbox  PID 2: drops every capability, installs the seccomp filter and
+           runs the agent (or a `-c` script) in this interpreter, or execs
+           any other command.
+
+See forkserver.go for the request format and the isolation argument.
+"""
+
+import _socket
+import gc
+import os
+import resource
+import signal
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _here)
+import codeexec_forkroot as root  # noqa: E402
+import codeexec_forksys as z  # noqa: E402
+sys.path.remove(_here)
+
+CTL_FD, SECCOMP_FD, PASSWD_FD, GROUP_FD = 3, 4, 5, 6
+MAX_REQUEST = 1 << 20
+SANDBOX_ID = 65534
+NAMESPACES = z.CLONE_NEWPID | z.CLONE_NEWNS | z.CLONE_NEWNET | z.CLONE_NEWIPC | z.CLONE_NEWUTS | z.SIGCHLD
+
+
+def _read_all(fd):
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            os.close(fd)
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+class Request:
+    """One sandbox to start: fields are NUL-separated (request.go, encode),
+    descriptors come with it: stdio, the report pipe, the agent directory's
+    mount tree when the request brings one, then the cgroups' files."""
+
+    def __init__(self, data, fds):
+        t = data.split(b"\0")
+        if t[0] != b"fork1" or len(fds) < 4:
+            raise ValueError("bad request")
+        self.mode, agent = t[1], t[2]
+        self.tmp, self.workspace = int(t[3]), int(t[4])
+        i, n = 6, int(t[5])
+        self.rlimits = [(int(t[i + 2 * k]), int(t[i + 2 * k + 1])) for k in range(n)]
+        i += 2 * n
+        n = int(t[i])
+        self.argv = t[i + 1:i + 1 + n]
+        i += 1 + n
+        n = int(t[i])
+        self.env = t[i + 1:i + 1 + 2 * n]
+        self.stdio, self.report = fds[:3], fds[3]
+        self.agent = agent  # b"" none, b"server" the server's, b"tree" the descriptor
+        self.tree = fds[4] if agent == b"tree" else -1
+        self.cgroups = fds[5:] if agent == b"tree" else fds[4:]
+
+
+class Server:
+    """The server's state, which every sandbox inherits: the agent's entry
+    module, sandboxd's PID and the seccomp filter."""
+
+    def __init__(self, agent):
+        self.agent = agent  # or None
+        self.parent = os.getppid()
+        self.seccomp = z.Seccomp(_read_all(SECCOMP_FD))
+
+    def serve(self, ctl):
+        """Forks a monitor per request. Returns only in a monitor."""
+        space = _socket.CMSG_SPACE(16 * 4)
+        while True:
+            try:
+                data, anc, flags, _ = ctl.recvmsg(MAX_REQUEST, space)
+            except InterruptedError:
+                continue
+            if not data and not anc:
+                os._exit(0)  # sandboxd closed its end
+            fds = []
+            for level, kind, payload in anc:
+                if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+                    fds += [int.from_bytes(payload[i:i + 4], sys.byteorder) for i in range(0, len(payload) - 3, 4)]
+            try:
+                if flags & (_socket.MSG_TRUNC | _socket.MSG_CTRUNC):
+                    raise ValueError("request truncated")
+                req = Request(data, fds)
+                if z.clone(z.CLONE_PARENT | z.SIGCHLD) == 0:
+                    ctl.detach()  # the monitor closes the number; the object must never close it again
+                    return Sandbox(self, req)
+            except Exception as exc:  # noqa: BLE001 - one bad request must not end the server
+                if len(fds) > 3:
+                    try:
+                        os.write(fds[3], b"error: %s\n" % str(exc).encode())
+                    except OSError:
+                        pass
+            for fd in fds:
+                os.close(fd)
+
+
+def _exit_code(status):
+    """As bwrap reports its command's end: the code, or 128 + signal."""
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return 255
+
+
+def _fail(stage, exc, fd=2):
+    """Reports a failed set-up on the sandbox's stderr, as bwrap would."""
+    try:
+        os.write(fd, b"codeexec fork server: %s: %s\n" % (stage.encode(), str(exc).encode()))
+    finally:
+        os._exit(1)
+
+
+class Sandbox:
+    def __init__(self, server, req):
+        self.server = server
+        self.req = req
+
+    def monitor(self):
+        """The monitor: returns only in the sandbox's PID 2, with what to run."""
+        req = self.req
+        try:
+            z.prctl(z.PR_SET_PDEATHSIG, signal.SIGKILL)
+            z.set_name(b"codeexec-sbx")
+            if os.getppid() != self.server.parent:
+                os._exit(1)  # sandboxd died before the death signal was set
+            # Into the sandbox's cgroups and limits before anything else,
+            # so that all it starts is born inside them.
+            for fd in req.cgroups:
+                os.write(fd, b"0")  # a thread that moves itself (cgroup.Group.SelfJoinFiles)
+            for res, value in req.rlimits:
+                resource.setrlimit(res, (value, value))
+            os.write(req.report, b"%d\n" % os.getpid())
+            os.close(req.report)
+            self.alive = os.pipe()  # init reads EOF from it once the monitor is gone
+            pid = z.clone(NAMESPACES)
+        except BaseException as exc:  # noqa: BLE001
+            _fail("monitor", exc, req.stdio[2])
+        if pid == 0:
+            return self.init()
+        keep = self.alive[1]
+        os.closerange(0, keep)
+        z.close_range(keep + 1)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        try:
+            z.drop_capabilities()
+        except OSError:
+            pass
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                os._exit(_exit_code(status))
+            except InterruptedError:
+                continue
+
+    def init(self):
+        """PID 1 of the sandbox: sets it up, forks PID 2, then reaps."""
+        req = self.req
+        try:
+            z.prctl(z.PR_SET_PDEATHSIG, signal.SIGKILL)
+            r, w = self.alive
+            os.close(w)
+            os.set_blocking(r, False)
+            try:
+                if os.read(r, 1) == b"":
+                    os._exit(1)  # the monitor died before the death signal was set
+            except BlockingIOError:
+                pass
+            os.close(r)
+            z.unshare(z.CLONE_NEWCGROUP)  # rooted at the sandbox's cgroup
+            for i, fd in enumerate(req.stdio):
+                os.dup2(fd, i)
+            tree = req.tree
+            if tree >= 0:
+                os.dup2(tree, 3)
+                tree = 3
+            z.close_range(4 if tree >= 0 else 3)
+        except BaseException as exc:  # noqa: BLE001
+            _fail("sandbox set-up", exc, req.stdio[2])
+        try:
+            z.set_name(b"codeexec-init")
+            z.sethostname(b"sandbox")
+            z.loopback_up()
+            root.enter_sandbox_root(req.agent, tree, req.tmp, req.workspace)
+            if tree >= 0:
+                os.close(tree)
+            # Two user namespaces, as bwrap --disable-userns makes them: the
+            # outer one allows one user namespace below it, which the inner
+            # one, where the sandbox runs as 65534, uses up.
+            z.unshare(z.CLONE_NEWUSER)
+            z.set_id_maps(0, 0)
+            z.write_file(b"/proc/sys/user/max_user_namespaces", b"1")
+            z.unshare(z.CLONE_NEWUSER)
+            z.set_id_maps(SANDBOX_ID, 0)
+            try:
+                z.unshare(z.CLONE_NEWUSER)
+            except OSError:
+                pass
+            else:
+                raise RuntimeError("creating user namespaces was not disabled")
+            z.drop_bounding_set()
+            os.chdir(b"/workspace")
+            os.setsid()
+            pid = os.fork()
+        except BaseException as exc:  # noqa: BLE001
+            _fail("sandbox set-up", exc)
+        if pid == 0:
+            return self.sandbox()
+        try:
+            z.close_range(0)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)  # init: ignored from inside
+            z.drop_capabilities()
+            self.server.seccomp.install()
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+        code = 1
+        while True:
+            try:
+                p, status = os.wait()
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                os._exit(code)
+            if p == pid:
+                code = _exit_code(status)
+
+    def sandbox(self):
+        """PID 2: the last steps before the sandbox's own code runs.
+        Returns what to run."""
+        req = self.req
+        try:
+            z.prctl(z.PR_SET_PDEATHSIG, signal.SIGKILL)
+            z.drop_capabilities()
+            z.prctl(z.PR_SET_DUMPABLE, 1)
+            env = {os.fsdecode(req.env[k]): os.fsdecode(req.env[k + 1]) for k in range(0, len(req.env), 2)}
+            argv = [os.fsdecode(a) for a in req.argv]
+            z.set_name(os.path.basename(req.argv[0]))
+            if "random" in sys.modules:
+                sys.modules["random"].seed()  # each sandbox its own stream (os.fork reseeds it too)
+            if req.mode == b"exec":
+                for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
+                    signal.signal(sig, signal.SIG_DFL)
+            else:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                os.environ.clear()
+                os.environ.update(env)
+            self.server.seccomp.install()
+        except BaseException as exc:  # noqa: BLE001
+            _fail("sandbox", exc)
+        if req.mode == b"exec":
+            return lambda: _exec(argv, env)
+        if req.mode == b"agent":
+            return lambda: _run_agent(self.server.agent, argv)
+        return lambda: _run_script(argv)
+
+
+def _exec(argv, env):
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        _fail("exec %s" % argv[0], exc)
+
+
+def _run_agent(agent, argv):
+    sys.argv = argv[2:]
+    sys.modules["__main__"] = agent
+    agent.main()
+    os._exit(0)
+
+
+def _run_script(argv):
+    """Runs `python -I -c SCRIPT ARGS` in this interpreter and ends the
+    process as the interpreter would, without finalizing it (which would
+    write to every page the server shares with this sandbox)."""
+    import atexit
+    import builtins
+
+    main = type(sys)("__main__")
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    sys.argv = ["-c"] + argv[4:]
+    try:
+        exec(compile(argv[3], "<string>", "exec"), main.__dict__)
+        code = 0
+    except SystemExit as exc:
+        code = _system_exit_code(exc)
+    except BaseException as exc:  # noqa: BLE001 - reported like an uncaught exception
+        sys.excepthook(type(exc), exc, exc.__traceback__.tb_next)
+        code = 1
+    if "threading" in sys.modules:
+        sys.modules["threading"]._shutdown()  # waits for non-daemon threads, as finalization does
+    atexit._run_exitfuncs()
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:  # noqa: BLE001
+            code = 120
+    os._exit(code)
+
+
+def _system_exit_code(exc):
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        print(code, file=sys.stderr)
+    except Exception:  # noqa: BLE001
+        pass
+    return 1
+
+
+def _start():
+    root_dir, agent_dir = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
+    z.prctl(z.PR_SET_NO_NEW_PRIVS, 1)
+    root.build_server_root(root_dir, agent_dir, _read_all(PASSWD_FD), _read_all(GROUP_FD))
+    agent = None
+    if agent_dir:
+        sys.path.insert(0, root.AGENT_MOUNT.decode())
+        try:
+            import agent  # the entry; it imports the rest when its main runs,
+            import codeexec_session  # noqa: F401 - so import that here, once for all
+        finally:
+            sys.path.remove(root.AGENT_MOUNT.decode())
+        # The entry is __main__ in a sandbox, never importable as "agent":
+        # user code may have a module of that name in /workspace.
+        del sys.modules["agent"]
+    import random  # noqa: F401 - common in user code; every sandbox reseeds it
+    server = Server(agent)
+    ctl = _socket.socket(fileno=CTL_FD)
+    z.set_name(b"codeexec-zygote")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C at sandboxd's terminal is sandboxd's to handle
+    # What the server made so far leaves the collector's reach, so that a
+    # collection in a sandbox never writes to the pages it shares with it.
+    gc.collect()
+    gc.freeze()
+    os.write(1, b"ready\n")
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    os.dup2(null, 1)
+    os.close(null)
+    return server.serve(ctl)
+
+
+if __name__ == "__main__":
+    try:
+        _sandbox = _start()
+    except BaseException as _exc:  # noqa: BLE001
+        os.write(2, b"codeexec fork server: %s\n" % str(_exc).encode())
+        os._exit(1)
+    _run = _sandbox.monitor()
+    del _sandbox
+    _run()
