@@ -12,8 +12,9 @@ import (
 
 // BenchmarkStartToFirstByte measures how long a sandboxed `python3 -I`
 // takes to write its first byte after Start (with cgroups and limits, as
-// in production), with and without spare launchers, against the same
-// interpreter run bare. Starts are 20 ms apart, outside the timer, as
+// in production), with and without spare launchers and from the fork
+// server (which runs the script in its forked interpreter), against the
+// same interpreter run bare. Starts are 20 ms apart, outside the timer, as
 // sessions arrive in practice: back-to-back starts would hide the wait a
 // cgroup v1 move makes after a quiet moment (launcher.go). Teardown is not
 // timed either. Run:
@@ -41,11 +42,17 @@ func BenchmarkStartToFirstByte(b *testing.B) {
 		}
 	})
 	for _, bc := range []struct {
-		name   string
-		spares int
-	}{{"sandbox", 0}, {"sandbox from a spare launcher", 2}} {
+		name string
+		cfg  Config
+	}{
+		{"sandbox", Config{}},
+		{"sandbox from a spare launcher", Config{Spares: 2}},
+		{"sandbox from the fork server", Config{ForkServer: true, forkOnly: true}},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
-			e, err := New(Config{CgroupRoot: benchCgroupRoot, Spares: bc.spares}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			cfg := bc.cfg
+			cfg.CgroupRoot = benchCgroupRoot
+			e, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -20,9 +20,10 @@ import (
 
 // TestBwrapIsolation runs one real sandbox per property; each script prints
 // "ok" or what it found instead.
-func TestBwrapIsolation(t *testing.T) {
-	t.Parallel()
-	e := newTestEngine(t, Config{})
+func TestBwrapIsolation(t *testing.T) { eachStartPath(t, true, testBwrapIsolation) }
+
+func testBwrapIsolation(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
 	hidden := t.TempDir()
 
 	tests := []struct {
@@ -150,9 +151,11 @@ print("ok" if st.f_blocks * st.f_frsize == 32 << 20 and os.getcwd() == "/workspa
 // TestBwrapEnvironment checks that the sandbox gets exactly engine.Spec.Env: the
 // test's own environment (with a secret in it) must not leak. Not parallel:
 // it uses t.Setenv.
-func TestBwrapEnvironment(t *testing.T) {
+func TestBwrapEnvironment(t *testing.T) { eachStartPath(t, false, testBwrapEnvironment) }
+
+func testBwrapEnvironment(t *testing.T, path startPath) {
 	t.Setenv("CODEEXEC_TEST_SECRET", "hunter2")
-	e := newTestEngine(t, Config{})
+	e := newTestEngine(t, path.config(Config{}))
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -186,9 +189,10 @@ print(json.dumps(dict(kv.decode().split("=", 1) for kv in raw if kv)))`)
 }
 
 // TestBwrapSeparateTmp checks that two live sandboxes do not share /tmp.
-func TestBwrapSeparateTmp(t *testing.T) {
-	t.Parallel()
-	e := newTestEngine(t, Config{})
+func TestBwrapSeparateTmp(t *testing.T) { eachStartPath(t, true, testBwrapSeparateTmp) }
+
+func testBwrapSeparateTmp(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
 	writer, err := e.Start(t.Context(), enginetest.Spec(t, `
 import sys
 open("/tmp/marker", "w").write("a")
@@ -216,9 +220,10 @@ print("ok" if not os.path.exists("/tmp/marker") else "shared /tmp")`), "", 30*ti
 
 // TestBwrapChannel checks that stdin and stdout form a working duplex
 // channel and that Stdout reaches EOF after exit.
-func TestBwrapChannel(t *testing.T) {
-	t.Parallel()
-	e := newTestEngine(t, Config{})
+func TestBwrapChannel(t *testing.T) { eachStartPath(t, true, testBwrapChannel) }
+
+func testBwrapChannel(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
 	p, err := e.Start(t.Context(), enginetest.Spec(t, `
 import sys
 for line in sys.stdin:
@@ -254,9 +259,10 @@ for line in sys.stdin:
 
 // TestBwrapKill checks that Kill leaves no process behind, including a
 // child the sandboxed code started.
-func TestBwrapKill(t *testing.T) {
-	t.Parallel()
-	e := newTestEngine(t, Config{})
+func TestBwrapKill(t *testing.T) { eachStartPath(t, true, testBwrapKill) }
+
+func testBwrapKill(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
 	p, err := e.Start(t.Context(), enginetest.Spec(t, `
 import subprocess, sys
 c = subprocess.Popen(["/usr/bin/sleep", "1000"])
