@@ -36,7 +36,7 @@ func candidates(cfg Config, logger *slog.Logger) []engine.Candidate {
 	}
 	return []engine.Candidate{
 		{Name: "bwrap", New: func() (engine.Engine, error) {
-			b, err := bwrap.New(bwrap.Config{Spares: cfg.LaunchSpares}, logger)
+			b, err := bwrap.New(bwrap.Config{Spares: cfg.LaunchSpares, ForkServer: cfg.ForkServer}, logger)
 			if err != nil {
 				return nil, err
 			}

@@ -64,7 +64,11 @@ type Config struct {
 	// LaunchSpares is how many bwrap launchers (started, confined, held
 	// at their gate) are kept for the next sandboxes; see bwrap.Engine.
 	LaunchSpares int
-	MaxSessions  int
+	// ForkServer starts bwrap sandboxes from a fork server, which has the
+	// interpreter started and the agent imported (bwrap.Config.ForkServer);
+	// sandboxes start with bwrap itself while it is not running.
+	ForkServer  bool
+	MaxSessions int
 }
 
 // DefaultConfig returns upstream's defaults.
@@ -85,6 +89,7 @@ func DefaultConfig() Config {
 		IdleTimeout:      30 * time.Minute,
 		PoolSize:         2,
 		LaunchSpares:     2,
+		ForkServer:       true,
 		MaxSessions:      64,
 	}
 }
