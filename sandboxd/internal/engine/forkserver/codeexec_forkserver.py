@@ -256,18 +256,18 @@ class Sandbox:
             z.prctl(z.PR_SET_PDEATHSIG, signal.SIGKILL)
             z.drop_capabilities()
             z.prctl(z.PR_SET_DUMPABLE, 1)
-            env = {os.fsdecode(req.env[k]): os.fsdecode(req.env[k + 1]) for k in range(0, len(req.env), 2)}
-            argv = [os.fsdecode(a) for a in req.argv]
             z.set_name(os.path.basename(req.argv[0]))
-            if "random" in sys.modules:
-                sys.modules["random"].seed()  # each sandbox its own stream (os.fork reseeds it too)
+            # random was reseeded by os.fork (random registers that), so
+            # each sandbox draws its own stream. The environment is the
+            # server's when the sandbox runs in this interpreter (Go's
+            # forkMode); another is given to the command executed.
+            argv = [os.fsdecode(a) for a in req.argv]
             if req.mode == b"exec":
+                env = {os.fsdecode(req.env[k]): os.fsdecode(req.env[k + 1]) for k in range(0, len(req.env), 2)}
                 for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
                     signal.signal(sig, signal.SIG_DFL)
             else:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
-                os.environ.clear()
-                os.environ.update(env)
             self.server.seccomp.install()
         except BaseException as exc:  # noqa: BLE001
             _fail("sandbox", exc)

@@ -169,13 +169,14 @@ class _CapData(ctypes.Structure):
 _cap_header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
 _cap_none = (_CapData * 2)()
 with open("/proc/sys/kernel/cap_last_cap", "rb") as _f:
-    _CAP_LAST = int(_f.read())
+    _CAPS = tuple(range(int(_f.read()) + 1))
 
 
 def drop_bounding_set():
     """Empties the bounding set: no execve can give a capability back."""
-    for cap in range(_CAP_LAST + 1):
-        _check(_prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop capability %d from the bounding set" % cap)
+    for cap in _CAPS:
+        if _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0:
+            _check(-1, "drop capability %d from the bounding set" % cap)
 
 
 def drop_capabilities():
