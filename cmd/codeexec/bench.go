@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +29,7 @@ type benchSettings struct {
 	python               string
 	spawns, warm, fresh  int
 	sessions, perSession int
+	burst, idle          int
 }
 
 // runBench measures the figures in docs/PERFORMANCE.md and prints a table.
@@ -42,6 +44,8 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fs.Int(&s.fresh, "fresh", 25, "new sessions timed, with and without the warm pool")
 	fs.Int(&s.sessions, "sessions", 50, "concurrent sessions in the load test")
 	fs.Int(&s.perSession, "execs", 20, "execs per session in the load test")
+	fs.Int(&s.burst, "burst", 50, "sessions started at once, without a warm pool")
+	fs.Int(&s.idle, "idle-sessions", 50, "idle sessions for the memory figures")
 	var rb runtimeBench
 	bindRuntimeBench(fs, &rb)
 	fs.SetOutput(stderr)
@@ -67,26 +71,44 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s\n", strings.Repeat("-", 48), strings.Repeat("-", 11), strings.Repeat("-", 11), strings.Repeat("-", 11), "------")
 	row("baseline: bare `python3 -c pass` spawn", spawn, fmt.Sprintf("n=%d", s.spawns))
 
-	warm, err := benchWarmStdio(ctx, s.warm)
-	if err != nil {
-		return fmt.Errorf("warm round trip: %w", err)
+	for _, w := range []struct {
+		name string
+		fork bool
+	}{{"warm run_python(\"pass\") via MCP stdio", true}, {"  … with bwrap itself (--fork-server=false)", false}} {
+		warm, err := benchWarmStdio(ctx, s.warm, w.fork)
+		if err != nil {
+			return fmt.Errorf("warm round trip: %w", err)
+		}
+		row(w.name, warm, fmt.Sprintf("n=%d", s.warm))
 	}
-	row("warm run_python(\"pass\") via MCP stdio", warm, fmt.Sprintf("n=%d", s.warm))
 
 	spares := sandboxd.DefaultConfig().LaunchSpares
 	for _, f := range []struct {
 		name         string
 		pool, spares int
+		fork         bool
 	}{
-		{"new session → first result, no warm pool", 0, spares},
-		{"  … and no launch spares either", 0, 0},
-		{"new session → first result, warm pool of 4", 4, spares},
+		{"new session → first result, no warm pool", 0, spares, true},
+		{"  … with bwrap itself (--fork-server=false)", 0, spares, false},
+		{"  … and no launch spares either", 0, 0, false},
+		{"new session → first result, warm pool of 4", 4, spares, true},
 	} {
-		st, err := benchFresh(ctx, logger, s.python, f.pool, f.spares, s.fresh)
+		st, err := benchFresh(ctx, logger, s.python, f.pool, f.spares, f.fork, s.fresh)
 		if err != nil {
-			return fmt.Errorf("new session (pool %d, launch spares %d): %w", f.pool, f.spares, err)
+			return fmt.Errorf("new session (pool %d, launch spares %d, fork server %t): %w", f.pool, f.spares, f.fork, err)
 		}
-		row(f.name, st, fmt.Sprintf("n=%d, launch spares %d", s.fresh, f.spares))
+		row(f.name, st, fmt.Sprintf("n=%d, launch spares %d, fork server %t", s.fresh, f.spares, f.fork))
+	}
+	for _, fork := range []bool{true, false} {
+		name := fmt.Sprintf("%d new sessions at once, no pool", s.burst)
+		if !fork {
+			name = "  … bwrap (--fork-server=false)"
+		}
+		b, err := benchBurst(ctx, logger, s.python, fork, s.burst)
+		if err != nil {
+			return fmt.Errorf("burst (fork server %t): %w", fork, err)
+		}
+		row(name, b.st, fmt.Sprintf("slowest %s, p99 ÷ p50 %.1f", ms(b.max), float64(b.st.p99)/float64(b.st.p50)))
 	}
 
 	load, err := benchLoad(ctx, logger, s.python, s.sessions, s.perSession)
@@ -95,8 +117,15 @@ func runBench(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	row(fmt.Sprintf("%d sessions × %d execs, concurrent: latency", s.sessions, s.perSession), load.latency,
 		fmt.Sprintf("%.0f execs/s, %d errors, %d lost outputs", load.throughput, load.errors, load.lost))
-	fmt.Fprintf(stdout, "\nmemory: %.1f MiB PSS per idle session (%d sandboxes), server RSS %.1f MiB (peak %.1f MiB)\n",
+	fmt.Fprintf(stdout, "\nmemory under load: %.1f MiB PSS per session (%d sandboxes), server RSS %.1f MiB (peak %.1f MiB)\n",
 		load.pssPerSandbox/(1<<20), load.sandboxes, float64(load.serverRSS)/(1<<20), float64(load.serverPeak)/(1<<20))
+	for _, fork := range []bool{true, false} {
+		mem, n, err := benchIdle(ctx, logger, s.python, fork, s.idle)
+		if err != nil {
+			return fmt.Errorf("idle memory (fork server %t): %w", fork, err)
+		}
+		fmt.Fprintf(stdout, "memory per idle session, fork server %-5t: %.2f MiB PSS (%d sandboxes; the fork server counted in)\n", fork, mem/(1<<20), n)
+	}
 	return nil
 }
 
@@ -122,8 +151,9 @@ func benchSpawn(python string, n int) (stats, error) {
 	return summarize(d), nil
 }
 
-// benchWarmStdio drives a real `codeexec serve` child over stdio.
-func benchWarmStdio(ctx context.Context, n int) (stats, error) {
+// benchWarmStdio drives a real `codeexec serve` child over stdio, with or
+// without the fork server.
+func benchWarmStdio(ctx context.Context, n int, forkServer bool) (stats, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return stats{}, err
@@ -133,7 +163,8 @@ func benchWarmStdio(ctx context.Context, n int) (stats, error) {
 		return stats{}, err
 	}
 	defer os.RemoveAll(home)
-	c, err := client.NewStdioMCPClient(self, []string{"HOME=" + home, "MCP_BRIDGE_STATE_DIR=" + home, "CODEEXEC_POOL_SIZE=1", "MCP_BRIDGE_LOG_LEVEL=error"}, "serve")
+	c, err := client.NewStdioMCPClient(self, []string{"HOME=" + home, "MCP_BRIDGE_STATE_DIR=" + home, "CODEEXEC_POOL_SIZE=1",
+		"MCP_BRIDGE_LOG_LEVEL=error", fmt.Sprintf("CODEEXEC_FORK_SERVER=%t", forkServer)}, "serve")
 	if err != nil {
 		return stats{}, err
 	}
@@ -144,16 +175,27 @@ func benchWarmStdio(ctx context.Context, n int) (stats, error) {
 	if _, err := c.Initialize(ctx, init); err != nil {
 		return stats{}, err
 	}
-	call := func() (time.Duration, error) {
+	run := func(code string) (*mcp.CallToolResult, time.Duration, error) {
 		req := mcp.CallToolRequest{}
 		req.Params.Name = "run_python"
-		req.Params.Arguments = map[string]any{"code": "pass"}
+		req.Params.Arguments = map[string]any{"code": code}
 		start := time.Now()
 		res, err := c.CallTool(ctx, req)
+		return res, time.Since(start), err
+	}
+	call := func() (time.Duration, error) {
+		res, took, err := run("pass")
 		if err == nil && res.IsError {
 			err = fmt.Errorf("run_python failed: %v", res.Content)
 		}
-		return time.Since(start), err
+		return took, err
+	}
+	if forkServer {
+		// The session's first sandbox comes from the pool, filled before
+		// the fork server was up: end sandboxes until one was forked.
+		if err := untilForked(run); err != nil {
+			return stats{}, err
+		}
 	}
 	for range 10 {
 		if _, err := call(); err != nil {
@@ -169,6 +211,24 @@ func benchWarmStdio(ctx context.Context, n int) (stats, error) {
 		d = append(d, t)
 	}
 	return summarize(d), nil
+}
+
+// untilForked ends the session's sandbox (the next call restores the
+// session into a new one) until its sandbox is one the fork server made,
+// whose PID 1 is codeexec-init.
+func untilForked(run func(string) (*mcp.CallToolResult, time.Duration, error)) error {
+	for range 20 {
+		res, _, err := run("print(open('/proc/1/comm').read().strip())")
+		if err != nil {
+			return err
+		}
+		if fmt.Sprint(res.Content) != "" && strings.Contains(fmt.Sprint(res.StructuredContent), "codeexec-init") {
+			return nil
+		}
+		_, _, _ = run("import os; os._exit(0)")
+		time.Sleep(300 * time.Millisecond)
+	}
+	return errors.New("no sandbox from the fork server after 20 tries")
 }
 
 // inprocSandbox runs sandboxd in-process behind its gRPC API.
@@ -219,14 +279,17 @@ func execOnce(ctx context.Context, c sandboxv1.SandboxServiceClient, id, code st
 	}
 }
 
-func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, spares, n int) (stats, error) {
+func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, spares int, forkServer bool, n int) (stats, error) {
 	cfg := sandboxConfig(python, pool, 0)
-	cfg.LaunchSpares = spares
+	cfg.LaunchSpares, cfg.ForkServer = spares, forkServer
 	c, stop, err := inprocSandbox(ctx, logger, cfg)
 	if err != nil {
 		return stats{}, err
 	}
 	defer stop()
+	if err := settle(ctx, c); err != nil {
+		return stats{}, err
+	}
 	// Sessions arrive apart, as real ones do: the pool and the launch
 	// spares refill in between, and no session gains from kernel state the
 	// previous one left warm (docs/PERFORMANCE.md, on cgroup moves).
