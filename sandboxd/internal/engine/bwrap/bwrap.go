@@ -30,8 +30,10 @@ type Config struct {
 	// Default "/sys/fs/cgroup".
 	CgroupRoot string
 	// Spares is how many launchers (launcher.go) to keep started, confined
-	// and waiting for the next sandboxes. They are made for the command
-	// line and limits of the latest Start. 0 keeps none.
+	// and waiting for the next sandboxes, and with the fork server how
+	// many sandboxes it keeps set up and waiting for their command
+	// (forkspares.go). They are made for the command line (for launchers)
+	// and limits of the latest Start. 0 keeps none.
 	Spares int
 	// ForkServer starts sandboxes from a fork server (package forkserver)
 	// while one runs, with the isolation bwrap gives them; the first Start
@@ -86,9 +88,15 @@ type Engine struct {
 	filling  bool
 	fills    sync.WaitGroup
 	// python and agentDir are what Prepare was given; forks supervises
-	// the fork server once one was asked for (fork.go).
+	// the fork server once one was asked for (fork.go). forkSpares are kept
+	// for forkSpareKey, the latest start from the server, with
+	// forkFilling set while fillForkSpares runs (forkspares.go).
 	python, agentDir string
 	forks            *forkserver.Supervisor
+	forkSpares       []*forkSpare
+	forkSpareFor     *startPlan
+	forkSpareKey     forkSpareKey
+	forkFilling      bool
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -172,8 +180,13 @@ func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, e
 	if b.cfg.ForkServer {
 		srv, err := b.forkServer(ctx, spec)
 		if err == nil {
+			if p := b.startForkSpare(ctx, srv, plan); p != nil {
+				b.refillForkSpares(srv, plan)
+				return p, nil
+			}
 			var p *process
 			if p, err = b.startForked(ctx, srv, plan); err == nil {
+				b.refillForkSpares(srv, plan)
 				return p, nil
 			}
 			plan.logger.Warn("fork server could not start the sandbox; starting it with bwrap", "error", err)
@@ -310,16 +323,17 @@ func readableByNobody(dir string) error {
 func (b *Engine) Close() error {
 	b.mu.Lock() // closing and taking the spares are one step for fillSpares
 	live, first := b.live.Close()
-	spares, forks := b.spares, b.forks
-	b.spares = nil
+	spares, forkSpares, forks := b.spares, b.forkSpares, b.forks
+	b.spares, b.forkSpares = nil, nil
 	b.mu.Unlock()
 	if !first {
 		return nil
 	}
+	b.fills.Wait() // a launcher or spare sandbox it finishes now is discarded
+	discardForkSpares(forkSpares)
 	if forks != nil {
 		forks.Close() // a trial sandbox it starts now is killed (track)
 	}
-	b.fills.Wait() // a launcher it finishes now is discarded
 	for _, l := range spares {
 		l.discard()
 	}

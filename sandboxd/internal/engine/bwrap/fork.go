@@ -78,87 +78,128 @@ func forkMode(spec engine.Spec, cfg forkserver.Config, agentDir string) forkserv
 // startForked starts plan's sandbox from srv: its cgroup and pipes are made
 // here as for bwrap, and the server's monitor joins the cgroup itself.
 func (b *Engine) startForked(ctx context.Context, srv *forkserver.Server, plan *startPlan) (*process, error) {
+	f, err := b.fork(ctx, srv, plan, false)
+	if err != nil {
+		return nil, err
+	}
+	return b.forkedProcess(plan, f.child, waitProcess(f.child.Monitor), f.cg, f.stdio)
+}
+
+// forked is a sandbox, or a spare, the fork server has started.
+type forked struct {
+	child *forkserver.Child
+	cg    *cgroup.Group
+	stdio []*os.File // sandboxd's ends; none for a spare
+}
+
+// fork asks srv for plan's sandbox, or with hold for a spare made for
+// plan's limits and agent directory.
+func (b *Engine) fork(ctx context.Context, srv *forkserver.Server, plan *startPlan, hold bool) (*forked, error) {
 	spec := plan.spec
-	agentDir := ""
-	if spec.AgentDir != "" {
-		var err error
-		if agentDir, err = filepath.EvalSymlinks(spec.AgentDir); err != nil {
-			return nil, fmt.Errorf("start sandbox %s: agent dir: %w", spec.ID, err)
-		}
+	agentDir, err := resolvedAgentDir(spec)
+	if err != nil {
+		return nil, err
 	}
 	var cg *cgroup.Group
 	if b.cgroups != nil {
-		var err error
 		if cg, err = b.cgroups.Create(spec.ID, spec.Limits); err != nil {
 			return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 		}
 	}
 	var parentEnds, childEnds []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			_ = f.Close()
-		}
-	}
-	fail := func(err error) (*process, error) {
-		closeAll(parentEnds)
-		closeAll(childEnds)
+	fail := func(err error) (*forked, error) {
+		closeFiles(parentEnds)
+		closeFiles(childEnds)
 		_ = cg.Remove()
 		return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
-	for i := range 3 {
-		r, w, err := os.Pipe()
-		if err != nil {
+	req := &forkserver.Request{Hold: hold, Argv: spec.Argv, Env: spec.Env,
+		TmpBytes: spec.Limits.TmpBytes, WorkspaceBytes: spec.Limits.WorkspaceBytes}
+	if !hold {
+		req.Mode = forkMode(spec, srv.Config(), agentDir)
+		if parentEnds, childEnds, err = stdioPipes(); err != nil {
 			return fail(err)
 		}
-		if i == 0 { // stdin: the sandbox reads
-			parentEnds, childEnds = append(parentEnds, w), append(childEnds, r)
-		} else {
-			parentEnds, childEnds = append(parentEnds, r), append(childEnds, w)
-		}
+		req.Stdin, req.Stdout, req.Stderr = childEnds[0], childEnds[1], childEnds[2]
 	}
-	var joins []*os.File
-	var tree *os.File
 	if cg != nil {
 		for _, name := range cg.SelfJoinFiles() {
 			f, err := os.OpenFile(name, os.O_WRONLY, 0)
 			if err != nil {
 				return fail(fmt.Errorf("open %s: %w", name, err))
 			}
-			childEnds, joins = append(childEnds, f), append(joins, f)
+			childEnds, req.Cgroups = append(childEnds, f), append(req.Cgroups, f)
 		}
 	}
-	serverAgent := agentDir != "" && agentDir == srv.Config().AgentDir
-	if agentDir != "" && !serverAgent {
+	req.ServerAgent = agentDir != "" && agentDir == srv.Config().AgentDir
+	if agentDir != "" && !req.ServerAgent {
 		// Another directory than the server's: a copy of its mount tree,
 		// which the sandbox's init attaches (the server sees no host paths).
 		fd, err := unix.OpenTree(unix.AT_FDCWD, agentDir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
 			return fail(fmt.Errorf("open_tree %s: %w", agentDir, err))
 		}
-		tree = os.NewFile(uintptr(fd), agentDir)
-		childEnds = append(childEnds, tree)
+		req.AgentTree = os.NewFile(uintptr(fd), agentDir)
+		childEnds = append(childEnds, req.AgentTree)
 	}
-	var limits []forkserver.Rlimit
 	for _, l := range rlimits(spec.Limits, cg.HasMemory(), cg.HasPids()) {
-		limits = append(limits, forkserver.Rlimit{Resource: l.resource, Value: l.value})
+		req.Rlimits = append(req.Rlimits, forkserver.Rlimit{Resource: l.resource, Value: l.value})
 	}
-	outer, err := srv.Fork(ctx, &forkserver.Request{
-		Mode: forkMode(spec, srv.Config(), agentDir), Argv: spec.Argv, Env: spec.Env, ServerAgent: serverAgent, AgentTree: tree,
-		TmpBytes: spec.Limits.TmpBytes, WorkspaceBytes: spec.Limits.WorkspaceBytes, Rlimits: limits,
-		Stdin: childEnds[0], Stdout: childEnds[1], Stderr: childEnds[2], Cgroups: joins,
-	})
+	child, err := srv.Fork(ctx, req)
 	if err != nil {
 		return fail(err)
 	}
-	closeAll(childEnds)
-	p := &process{outer: outer, wait: waitProcess(outer), cg: cg, logger: plan.logger,
-		Pipes: engine.NewPipes(parentEnds[0], parentEnds[1], parentEnds[2])}
+	closeFiles(childEnds)
+	return &forked{child: child, cg: cg, stdio: parentEnds}, nil
+}
+
+// forkedProcess makes the process of a forked sandbox and tracks it.
+func (b *Engine) forkedProcess(plan *startPlan, child *forkserver.Child, wait func() error, cg *cgroup.Group, stdio []*os.File) (*process, error) {
+	p := &process{outer: child.Monitor, init: child.Init, wait: wait, cg: cg, logger: plan.logger,
+		Pipes: engine.NewPipes(stdio[0], stdio[1], stdio[2])}
 	p.meter.Watch(cg)
 	go p.reap()
 	if err := b.track(p); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// resolvedAgentDir is spec's agent directory with symbolic links
+// resolved, as the fork server compares and mounts it.
+func resolvedAgentDir(spec engine.Spec) (string, error) {
+	if spec.AgentDir == "" {
+		return "", nil
+	}
+	dir, err := filepath.EvalSymlinks(spec.AgentDir)
+	if err != nil {
+		return "", fmt.Errorf("start sandbox %s: agent dir: %w", spec.ID, err)
+	}
+	return dir, nil
+}
+
+// stdioPipes returns sandboxd's and the sandbox's ends of three pipes:
+// stdin, stdout, stderr.
+func stdioPipes() (ours, theirs []*os.File, err error) {
+	for i := range 3 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeFiles(ours)
+			closeFiles(theirs)
+			return nil, nil, err
+		}
+		if i == 0 { // stdin: the sandbox reads
+			r, w = w, r
+		}
+		ours, theirs = append(ours, r), append(theirs, w)
+	}
+	return ours, theirs, nil
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		_ = f.Close()
+	}
 }
 
 // forkTrial starts one sandbox from a new server and checks that it ran,

@@ -26,7 +26,11 @@ import (
 type process struct {
 	// outer is the sandbox's outermost process (the shim that became bwrap,
 	// or the fork server's monitor), a child of sandboxd; wait waits for it.
+	// init, for a sandbox from the fork server, is a pidfd of its PID 1,
+	// through which Kill ends it (forkserver.Child).
 	outer  *os.Process
+	initMu sync.Mutex // guards init, which reap closes
+	init   *os.File
 	wait   func() error
 	cg     *cgroup.Group
 	logger *slog.Logger
@@ -58,6 +62,12 @@ func closeInheritedOnExec() {
 func (p *process) reap() {
 	err := p.wait()
 	_ = p.Stdin().Close()
+	p.initMu.Lock()
+	if p.init != nil {
+		_ = p.init.Close()
+		p.init = nil
+	}
+	p.initMu.Unlock()
 	if p.cg != nil {
 		p.meter.Stop(p.cg.Usage())
 		if rerr := p.cg.Remove(); rerr != nil {
@@ -67,15 +77,24 @@ func (p *process) reap() {
 	p.Exit(err)
 }
 
-// Kill implements engine.Process. Killing the outer process is enough: the
-// sandbox's PID 1 has it as its death signal's parent (bwrap's
-// --die-with-parent), and the kernel then kills every process in that PID
-// namespace. The cgroup is swept as well, in case.
+// Kill implements engine.Process. Killing the outer process is enough for
+// bwrap: the sandbox's PID 1 has it as its death signal's parent
+// (--die-with-parent), and the kernel then kills every process in that PID
+// namespace. A sandbox from the fork server is killed through its PID 1
+// itself, so that its monitor exits (and Wait returns) only once all of it
+// is gone. The cgroup is swept as well, in case.
 func (p *process) Kill() error {
 	if p.Exited() {
 		return nil
 	}
-	err := p.outer.Kill()
+	var err error
+	p.initMu.Lock()
+	if p.init != nil {
+		killInit(p.init, p.outer)
+	} else {
+		err = p.outer.Kill()
+	}
+	p.initMu.Unlock()
 	if p.cg != nil {
 		p.cg.Kill()
 	}
@@ -124,4 +143,13 @@ func confine(pid int, cg *cgroup.Group, limits []rlimit) error {
 		}
 	}
 	return nil
+}
+
+// killInit kills a forked sandbox through the pidfd of its PID 1, or its
+// monitor if init is gone already (the monitor then exits on its own, or
+// was never past its start).
+func killInit(init *os.File, monitor *os.Process) {
+	if err := unix.PidfdSendSignal(int(init.Fd()), unix.SIGKILL, nil, 0); err != nil {
+		_ = monitor.Kill()
+	}
 }

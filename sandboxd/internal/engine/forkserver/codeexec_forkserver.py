@@ -5,12 +5,13 @@ namespace of its own, as uid 0 there and 65534 on the host. The server
 builds a root like a sandbox's in DIR, imports the agent from
 /opt/codeexec and then only forks: it never runs user code. Each request
 on fd 3 (a SOCK_SEQPACKET socket) carries the sandbox's stdio pipes, a
-report pipe and its cgroups' files; what happens to it:
+report socket and its cgroups' files; what happens to it:
 
   monitor  cloned with CLONE_PARENT, so that it is sandboxd's child and
            outlives this server; joins the sandbox's cgroups, sets its
-           rlimits, reports its PID, clones init and waits for it (bwrap's
-           outer process, which the shim made in the same limits).
+           rlimits, clones init, reports both PIDs with a pidfd of init
+           (sandboxd kills the sandbox through it) and waits for init
+           (bwrap's outer process, which the shim made in the same limits).
   init     cloned into new PID, mount, network, IPC and UTS namespaces;
            enters a cgroup namespace, completes the sandbox's root
            (codeexec_forkroot.py), enters nested user namespaces (uid
@@ -24,6 +25,7 @@ See forkserver.go for the request format and the isolation argument.
 """
 
 import _socket
+import fcntl
 import gc
 import os
 import resource
@@ -33,6 +35,7 @@ import sys
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _here)
 import codeexec_forkroot as root  # noqa: E402
+import codeexec_forkrun as run  # noqa: E402
 import codeexec_forksys as z  # noqa: E402
 sys.path.remove(_here)
 
@@ -54,27 +57,46 @@ def _read_all(fd):
 
 class Request:
     """One sandbox to start: fields are NUL-separated (request.go, encode),
-    descriptors come with it: stdio, the report pipe, the agent directory's
-    mount tree when the request brings one, then the cgroups' files."""
+    descriptors come with it: stdio (not for a spare, which gets it when it
+    is released), the report socket, the agent directory's mount tree when
+    the request brings one, then the cgroups' files."""
 
     def __init__(self, data, fds):
         t = data.split(b"\0")
-        if t[0] != b"fork1" or len(fds) < 4:
+        self.hold = t[0] == b"hold1"  # a spare: init waits before it forks the sandbox
+        n_stdio = 0 if self.hold else 3
+        if t[0] not in (b"fork1", b"hold1") or len(fds) < n_stdio + 1:
             raise ValueError("bad request")
-        self.mode, agent = t[1], t[2]
+        self._command(t[1:])
+        agent = t[2]
         self.tmp, self.workspace = int(t[3]), int(t[4])
         i, n = 6, int(t[5])
         self.rlimits = [(int(t[i + 2 * k]), int(t[i + 2 * k + 1])) for k in range(n)]
-        i += 2 * n
+        self.stdio, self.report = fds[:n_stdio], fds[n_stdio]
+        self.err = self.stdio[2] if self.stdio else 2  # a spare's set-up reports to the server's log
+        self.agent = agent  # b"" none, b"server" the server's, b"tree" the descriptor
+        rest = fds[n_stdio + 1:]
+        self.tree = rest[0] if agent == b"tree" else -1
+        self.cgroups = rest[1:] if agent == b"tree" else rest
+        self.held = -1  # a spare's end of the socket its release comes on
+
+    def _command(self, t):
+        """Reads the mode, command and environment, which end t[0], t[1:]."""
+        self.mode = t[0]
+        i = 5 + 2 * int(t[4])
         n = int(t[i])
         self.argv = t[i + 1:i + 1 + n]
         i += 1 + n
         n = int(t[i])
         self.env = t[i + 1:i + 1 + 2 * n]
-        self.stdio, self.report = fds[:3], fds[3]
-        self.agent = agent  # b"" none, b"server" the server's, b"tree" the descriptor
-        self.tree = fds[4] if agent == b"tree" else -1
-        self.cgroups = fds[5:] if agent == b"tree" else fds[4:]
+
+    def release(self, data, fds):
+        """Takes a spare's release: its command and its stdio."""
+        t = data.split(b"\0")
+        if t[0] != b"go1" or len(fds) != 3:
+            raise ValueError("bad release")
+        self._command(t[2:])
+        self.stdio = fds
 
 
 class Server:
@@ -85,6 +107,7 @@ class Server:
         self.agent = agent  # or None
         self.parent = os.getppid()
         self.seccomp = z.Seccomp(_read_all(SECCOMP_FD))
+        self.held = {}  # a spare's monitor PID -> the server's end of its socket
 
     def serve(self, ctl):
         """Forks a monitor per request. Returns only in a monitor."""
@@ -103,10 +126,27 @@ class Server:
             try:
                 if flags & (_socket.MSG_TRUNC | _socket.MSG_CTRUNC):
                     raise ValueError("request truncated")
-                req = Request(data, fds)
-                if z.clone(z.CLONE_PARENT | z.SIGCHLD) == 0:
-                    ctl.detach()  # the monitor closes the number; the object must never close it again
-                    return Sandbox(self, req)
+                if data.startswith(b"go1\0"):
+                    self._release(data, fds)
+                else:
+                    req = Request(data, fds)
+                    ours = -1
+                    if req.hold:
+                        a, b = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+                        ours, req.held = a.detach(), b.detach()
+                    try:
+                        pid = z.clone(z.CLONE_PARENT | z.SIGCHLD)
+                    except OSError:
+                        if req.hold:
+                            os.close(ours)
+                            os.close(req.held)
+                        raise
+                    if pid == 0:
+                        ctl.detach()  # the monitor closes the number; the object must never close it again
+                        return Sandbox(self, req)
+                    if req.hold:
+                        os.close(req.held)
+                        self.held[pid] = ours
             except Exception as exc:  # noqa: BLE001 - one bad request must not end the server
                 if len(fds) > 3:
                     try:
@@ -116,22 +156,22 @@ class Server:
             for fd in fds:
                 os.close(fd)
 
-
-def _exit_code(status):
-    """As bwrap reports its command's end: the code, or 128 + signal."""
-    if os.WIFEXITED(status):
-        return os.WEXITSTATUS(status)
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    return 255
-
-
-def _fail(stage, exc, fd=2):
-    """Reports a failed set-up on the sandbox's stderr, as bwrap would."""
-    try:
-        os.write(fd, b"codeexec fork server: %s: %s\n" % (stage.encode(), str(exc).encode()))
-    finally:
-        os._exit(1)
+    def _release(self, data, fds):
+        """Passes a release on to the spare it names (its monitor's PID),
+        and says on the report pipe (the last descriptor) whether it could."""
+        report, stdio = fds[-1], fds[:-1]
+        ours = self.held.pop(int(data.split(b"\0")[1]), -1)
+        if ours < 0:
+            raise ValueError("no such spare")
+        sock = _socket.socket(fileno=ours)
+        try:
+            sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                                   b"".join(fd.to_bytes(4, sys.byteorder) for fd in stdio))])
+        except OSError as exc:
+            raise ValueError("the spare is gone: %s" % exc) from exc
+        finally:
+            sock.close()
+        os.write(report, b"ok\n")
 
 
 class Sandbox:
@@ -153,14 +193,25 @@ class Sandbox:
                 os.write(fd, b"0")  # a thread that moves itself (cgroup.Group.SelfJoinFiles)
             for res, value in req.rlimits:
                 resource.setrlimit(res, (value, value))
-            os.write(req.report, b"%d\n" % os.getpid())
-            os.close(req.report)
             self.alive = os.pipe()  # init reads EOF from it once the monitor is gone
             pid = z.clone(NAMESPACES)
         except BaseException as exc:  # noqa: BLE001
-            _fail("monitor", exc, req.stdio[2])
+            run.fail("monitor", exc, req.err)
         if pid == 0:
             return self.init()
+        try:
+            # Killing init ends the whole PID namespace before init's own
+            # end, and this process's, is reported: after that, nothing of
+            # the sandbox is left. A pidfd names init even once it is gone.
+            pidfd = os.pidfd_open(pid)
+            sock = _socket.socket(fileno=req.report)
+            sock.sendmsg([b"%d %d\n" % (os.getpid(), pid)],
+                         [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, pidfd.to_bytes(4, sys.byteorder))])
+            sock.close()
+            os.close(pidfd)
+        except BaseException as exc:  # noqa: BLE001 - sandboxd does not know the sandbox: end it
+            os.kill(pid, signal.SIGKILL)
+            run.fail("monitor", exc, req.err)
         keep = self.alive[1]
         os.closerange(0, keep)
         z.close_range(keep + 1)
@@ -172,7 +223,7 @@ class Sandbox:
         while True:
             try:
                 _, status = os.waitpid(pid, 0)
-                os._exit(_exit_code(status))
+                os._exit(run.exit_code(status))
             except InterruptedError:
                 continue
 
@@ -193,13 +244,9 @@ class Sandbox:
             z.unshare(z.CLONE_NEWCGROUP)  # rooted at the sandbox's cgroup
             for i, fd in enumerate(req.stdio):
                 os.dup2(fd, i)
-            tree = req.tree
-            if tree >= 0:
-                os.dup2(tree, 3)
-                tree = 3
-            z.close_range(4 if tree >= 0 else 3)
+            tree, req.held = _keep(req.tree, req.held)
         except BaseException as exc:  # noqa: BLE001
-            _fail("sandbox set-up", exc, req.stdio[2])
+            run.fail("sandbox set-up", exc, req.err)
         try:
             z.set_name(b"codeexec-init")
             z.sethostname(b"sandbox")
@@ -224,9 +271,11 @@ class Sandbox:
             z.drop_bounding_set()
             os.chdir(b"/workspace")
             os.setsid()
+            if req.hold:
+                self._wait_release()
             pid = os.fork()
         except BaseException as exc:  # noqa: BLE001
-            _fail("sandbox set-up", exc)
+            run.fail("sandbox set-up", exc)
         if pid == 0:
             return self.sandbox()
         try:
@@ -246,7 +295,28 @@ class Sandbox:
             except ChildProcessError:
                 os._exit(code)
             if p == pid:
-                code = _exit_code(status)
+                code = run.exit_code(status)
+
+    def _wait_release(self):
+        """A spare's init: waits until the spare is released (or the server
+        is gone, and with it the spare) and takes its command and stdio."""
+        req = self.req
+        sock = _socket.socket(fileno=req.held)
+        while True:
+            try:
+                data, anc, _, _ = sock.recvmsg(MAX_REQUEST, _socket.CMSG_SPACE(3 * 4))
+                break
+            except InterruptedError:
+                continue
+        fds = [int.from_bytes(payload[i:i + 4], sys.byteorder)
+               for _, _, payload in anc for i in range(0, len(payload) - 3, 4)]
+        sock.close()
+        if not data:
+            os._exit(0)
+        req.release(data, fds)
+        for i, fd in enumerate(fds):
+            os.dup2(fd, i)
+            os.close(fd)
 
     def sandbox(self):
         """PID 2: the last steps before the sandbox's own code runs.
@@ -270,69 +340,30 @@ class Sandbox:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
             self.server.seccomp.install()
         except BaseException as exc:  # noqa: BLE001
-            _fail("sandbox", exc)
+            run.fail("sandbox", exc)
         if req.mode == b"exec":
-            return lambda: _exec(argv, env)
+            return lambda: run.exec_command(argv, env)
         if req.mode == b"agent":
-            return lambda: _run_agent(self.server.agent, argv)
-        return lambda: _run_script(argv)
+            return lambda: run.run_agent(self.server.agent, argv)
+        return lambda: run.run_script(argv)
 
 
-def _exec(argv, env):
-    try:
-        os.execvpe(argv[0], argv, env)
-    except OSError as exc:
-        _fail("exec %s" % argv[0], exc)
-
-
-def _run_agent(agent, argv):
-    sys.argv = argv[2:]
-    sys.modules["__main__"] = agent
-    agent.main()
-    os._exit(0)
-
-
-def _run_script(argv):
-    """Runs `python -I -c SCRIPT ARGS` in this interpreter and ends the
-    process as the interpreter would, without finalizing it (which would
-    write to every page the server shares with this sandbox)."""
-    import atexit
-    import builtins
-
-    main = type(sys)("__main__")
-    main.__builtins__ = builtins
-    sys.modules["__main__"] = main
-    sys.argv = ["-c"] + argv[4:]
-    try:
-        exec(compile(argv[3], "<string>", "exec"), main.__dict__)
-        code = 0
-    except SystemExit as exc:
-        code = _system_exit_code(exc)
-    except BaseException as exc:  # noqa: BLE001 - reported like an uncaught exception
-        sys.excepthook(type(exc), exc, exc.__traceback__.tb_next)
-        code = 1
-    if "threading" in sys.modules:
-        sys.modules["threading"]._shutdown()  # waits for non-daemon threads, as finalization does
-    atexit._run_exitfuncs()
-    for f in (sys.stdout, sys.stderr):
-        try:
-            f.flush()
-        except Exception:  # noqa: BLE001
-            code = 120
-    os._exit(code)
-
-
-def _system_exit_code(exc):
-    code = exc.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    try:
-        print(code, file=sys.stderr)
-    except Exception:  # noqa: BLE001
-        pass
-    return 1
+def _keep(*fds):
+    """Moves the descriptors of fds that are open (not -1) to 3, 4, ...,
+    closes every other from 3 up, and returns their new numbers."""
+    # First above the numbers they move to, so that none is overwritten
+    # (and below any RLIMIT_NOFILE a sandbox could have).
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3 + len(fds)) if fd >= 0 else -1 for fd in fds]
+    out, n = [], 3
+    for fd in high:
+        if fd < 0:
+            out.append(-1)
+            continue
+        os.dup2(fd, n)
+        out.append(n)
+        n += 1
+    z.close_range(n)
+    return out
 
 
 def _start():

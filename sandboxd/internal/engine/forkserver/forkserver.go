@@ -23,6 +23,12 @@
 //   - the sandbox, PID 2, which drops every capability, keeps
 //     no_new_privs, installs the same seccomp filter and runs the agent.
 //
+// The monitor reports its PID and a pidfd of init: killing init ends the
+// whole PID namespace before init, and then the monitor, exit, so once
+// the monitor is reaped nothing of the sandbox runs. A request with Hold
+// makes a spare, whose init waits before it forks the sandbox until
+// Release brings the command and stdio: all the rest is done ahead.
+//
 // Each sandbox gets its own copy-on-write address space: no mapping the
 // server holds is shared and writable, and the server receives nothing
 // but what every sandbox of one sandboxd shares (command line, environment,
@@ -46,7 +52,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -276,44 +281,146 @@ func (s *Server) PID() int { return s.cmd.Process.Pid }
 // Config returns what the server was made for.
 func (s *Server) Config() Config { return s.cfg }
 
-// Fork starts req's sandbox and returns its outermost process, a child
-// of this process. The sandbox is started once Fork returns, and runs on
-// whatever becomes of the server; what fails later in its set-up it
-// reports on its stderr before it exits. ctx bounds the start.
-func (s *Server) Fork(ctx context.Context, req *Request) (*os.Process, error) {
+// Child is a sandbox (or a spare) the server started.
+type Child struct {
+	// Monitor is the sandbox's outermost process, a child of this process
+	// (not of the server): wait for it to learn how the sandbox ended.
+	Monitor *os.Process
+	// Init is a pidfd of the sandbox's PID 1. Killing it ends every
+	// process of the sandbox before the monitor exits; killing the monitor
+	// would leave init to die a moment later. The caller closes it.
+	Init *os.File
+}
+
+// Fork starts req's sandbox. The sandbox is started once Fork returns,
+// and runs on whatever becomes of the server; what fails later in its
+// set-up it reports on its stderr before it exits. ctx bounds the start.
+func (s *Server) Fork(ctx context.Context, req *Request) (*Child, error) {
 	payload, err := req.encode()
 	if err != nil {
 		return nil, err
 	}
-	reportR, reportW, err := os.Pipe()
+	ours, theirs, err := socketpair()
 	if err != nil {
-		return nil, fmt.Errorf("fork server: %w", err)
+		return nil, err
 	}
-	files := req.files(reportW)
+	files := req.files(theirs)
 	fds := make([]int, len(files))
 	for i, f := range files {
 		fds[i] = int(f.Fd())
 	}
 	err = s.send(ctx, payload, syscall.UnixRights(fds...))
-	_ = reportW.Close()
+	_ = theirs.Close()
 	if err != nil {
-		_ = reportR.Close()
+		_ = ours.Close()
 		return nil, fmt.Errorf("fork server: send request: %w", err)
 	}
-	pid, err := readReport(ctx, reportR)
+	c, err := readReport(ctx, ours)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		go reapLate(reportR)
+		go reapLate(ours)
 		return nil, fmt.Errorf("fork server: no sandbox in time: %w", ctx.Err())
 	}
-	_ = reportR.Close()
+	_ = ours.Close()
+	return c, err
+}
+
+// socketpair returns both ends of a SOCK_SEQPACKET pair: ours as a
+// connection, theirs to send.
+func socketpair() (*net.UnixConn, *os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
+		return nil, nil, fmt.Errorf("fork server: socketpair: %w", err)
+	}
+	f := os.NewFile(uintptr(fds[0]), "fork server report")
+	conn, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		_ = syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("fork server: report socket: %w", err)
+	}
+	return conn.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "fork server report"), nil
+}
+
+// readReport reads the monitor's report (its PID and init's, with a pidfd
+// of init) or the server's refusal.
+func readReport(ctx context.Context, c *net.UnixConn) (*Child, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetReadDeadline(dl)
+	}
+	buf, oob := make([]byte, 4096), make([]byte, syscall.CmsgSpace(4))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return nil, err
 	}
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return nil, fmt.Errorf("fork server: sandbox %d: %w", pid, err)
+	var pidfd *os.File
+	if msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn]); perr == nil && len(msgs) == 1 {
+		if fds, perr := syscall.ParseUnixRights(&msgs[0]); perr == nil && len(fds) == 1 {
+			pidfd = os.NewFile(uintptr(fds[0]), "sandbox init")
+		}
 	}
-	return p, nil
+	line := string(buf[:n])
+	if msg, ok := strings.CutPrefix(line, "error: "); ok {
+		return nil, fmt.Errorf("fork server refused the sandbox: %s", strings.TrimSpace(msg))
+	}
+	var monitor, init int
+	if _, serr := fmt.Sscanf(line, "%d %d\n", &monitor, &init); serr != nil || monitor <= 0 || pidfd == nil {
+		if pidfd != nil {
+			_ = pidfd.Close()
+		}
+		return nil, fmt.Errorf("fork server gave no sandbox (%q, %v): it may have exited", line, err)
+	}
+	p, err := os.FindProcess(monitor)
+	if err != nil {
+		_ = pidfd.Close()
+		return nil, fmt.Errorf("fork server: sandbox %d: %w", monitor, err)
+	}
+	return &Child{Monitor: p, Init: pidfd}, nil
+}
+
+// reapLate waits for the report of a sandbox whose start was given up,
+// and kills and reaps it.
+func reapLate(c *net.UnixConn) {
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if child, err := readReport(ctx, c); err == nil {
+		_ = child.Monitor.Kill()
+		_, _ = child.Monitor.Wait()
+		_ = child.Init.Close()
+	}
+}
+
+// Release gives spare (made by a Fork with Hold) req's command,
+// environment and stdio, and lets it start its
+// sandbox. An error means the spare was not released (it is gone, or the
+// server is); the caller should kill and reap it. ctx bounds the release.
+func (s *Server) Release(ctx context.Context, spare *Child, req *Request) error {
+	payload, err := req.encodeRelease(spare.Monitor.Pid)
+	if err != nil {
+		return err
+	}
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("fork server: %w", err)
+	}
+	defer reportR.Close()
+	fds := []int{int(req.Stdin.Fd()), int(req.Stdout.Fd()), int(req.Stderr.Fd()), int(reportW.Fd())}
+	err = s.send(ctx, payload, syscall.UnixRights(fds...))
+	_ = reportW.Close()
+	if err != nil {
+		return fmt.Errorf("fork server: send release: %w", err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = reportR.SetReadDeadline(dl)
+	}
+	line, err := bufio.NewReader(io.LimitReader(reportR, 4096)).ReadString('\n')
+	switch {
+	case line == "ok\n":
+		return nil
+	case strings.HasPrefix(line, "error: "):
+		return fmt.Errorf("fork server could not release the spare: %s", strings.TrimSpace(strings.TrimPrefix(line, "error: ")))
+	}
+	return fmt.Errorf("fork server did not release the spare (%q, %v): it may have exited", line, err)
 }
 
 func (s *Server) send(ctx context.Context, payload, oob []byte) error {
@@ -323,38 +430,6 @@ func (s *Server) send(ctx context.Context, payload, oob []byte) error {
 	_ = s.ctl.SetWriteDeadline(dl)
 	_, _, err := s.ctl.WriteMsgUnix(payload, oob, nil)
 	return err
-}
-
-// readReport reads the monitor's PID, or the server's refusal.
-func readReport(ctx context.Context, r *os.File) (int, error) {
-	if dl, ok := ctx.Deadline(); ok {
-		_ = r.SetReadDeadline(dl)
-	}
-	line, err := bufio.NewReader(io.LimitReader(r, 4096)).ReadString('\n')
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return 0, err
-	}
-	if msg, ok := strings.CutPrefix(line, "error: "); ok {
-		return 0, fmt.Errorf("fork server refused the sandbox: %s", strings.TrimSpace(msg))
-	}
-	pid, perr := strconv.Atoi(strings.TrimSpace(line))
-	if perr != nil || pid <= 0 {
-		return 0, fmt.Errorf("fork server gave no sandbox (%q, %v): it may have exited", line, err)
-	}
-	return pid, nil
-}
-
-// reapLate waits for the PID of a sandbox whose start was given up, and
-// kills and reaps it.
-func reapLate(r *os.File) {
-	defer r.Close()
-	_ = r.SetReadDeadline(time.Now().Add(time.Minute))
-	if pid, err := readReport(context.Background(), r); err == nil {
-		if p, err := os.FindProcess(pid); err == nil {
-			_ = p.Kill()
-			_, _ = p.Wait()
-		}
-	}
 }
 
 // Close stops the server. Sandboxes it started run on.

@@ -33,6 +33,11 @@ type Rlimit struct {
 
 // Request is one sandbox to fork.
 type Request struct {
+	// Hold makes a spare: the sandbox is set up but its init waits, before
+	// it forks the sandbox's own process, for Server.Release to give it
+	// its command and stdio. A spare's request has neither (Mode, Argv,
+	// Env and the stdio are ignored).
+	Hold bool
 	Mode Mode
 	// Argv and Env are the sandbox's command and complete environment.
 	Argv []string
@@ -61,13 +66,18 @@ const maxRequest = 1 << 20
 // encode returns the request's NUL-separated fields in the order
 // Request.__init__ in codeexec_forkserver.py reads them.
 func (r *Request) encode() ([]byte, error) {
-	switch r.Mode {
-	case ModeAgent, ModeScript, ModeExec:
-	default:
-		return nil, fmt.Errorf("fork server: unknown mode %q", r.Mode)
-	}
-	if len(r.Argv) == 0 {
-		return nil, errors.New("fork server: empty command")
+	kind := "fork1"
+	if r.Hold {
+		kind = "hold1"
+	} else {
+		switch r.Mode {
+		case ModeAgent, ModeScript, ModeExec:
+		default:
+			return nil, fmt.Errorf("fork server: unknown mode %q", r.Mode)
+		}
+		if len(r.Argv) == 0 {
+			return nil, errors.New("fork server: empty command")
+		}
 	}
 	agent := ""
 	switch {
@@ -76,7 +86,7 @@ func (r *Request) encode() ([]byte, error) {
 	case r.AgentTree != nil:
 		agent = "tree"
 	}
-	f := []string{"fork1", string(r.Mode), agent,
+	f := []string{kind, string(r.Mode), agent,
 		strconv.FormatInt(r.TmpBytes, 10), strconv.FormatInt(r.WorkspaceBytes, 10),
 		strconv.Itoa(len(r.Rlimits))}
 	for _, l := range r.Rlimits {
@@ -101,12 +111,30 @@ func (r *Request) encode() ([]byte, error) {
 }
 
 // files lists the descriptors that travel with the request, in the order
-// the server expects: stdio, the report pipe, the agent's tree if the
+// the server expects: stdio, the report socket, the agent's tree if the
 // request has one, then the cgroups.
 func (r *Request) files(report *os.File) []*os.File {
 	fs := []*os.File{r.Stdin, r.Stdout, r.Stderr, report}
+	if r.Hold {
+		fs = fs[3:]
+	}
 	if !r.ServerAgent && r.AgentTree != nil {
 		fs = append(fs, r.AgentTree)
 	}
 	return append(fs, r.Cgroups...)
+}
+
+// encodeRelease returns what Server.Release sends: "go1", the spare's
+// monitor PID, then r's fields after the first (only the mode, command
+// and environment count).
+func (r *Request) encodeRelease(pid int) ([]byte, error) {
+	if r.Hold {
+		return nil, errors.New("fork server: a release is no spare")
+	}
+	b, err := r.encode()
+	if err != nil {
+		return nil, err
+	}
+	_, rest, _ := strings.Cut(string(b), "\x00")
+	return []byte("go1\x00" + strconv.Itoa(pid) + "\x00" + rest), nil
 }
