@@ -61,8 +61,10 @@ type Config struct {
 	StartTimeout   time.Duration
 	IdleTimeout    time.Duration
 	PoolSize       int
-	// LaunchSpares is how many bwrap launchers (started, confined, held
-	// at their gate) are kept for the next sandboxes; see bwrap.Engine.
+	// LaunchSpares is how many sandboxes are kept set up for the next
+	// ones: the fork server's spares, or bwrap launchers (started,
+	// confined, held at their gate) while it is not running; see
+	// bwrap.Config.Spares.
 	LaunchSpares int
 	// ForkServer starts bwrap sandboxes from a fork server, which has the
 	// interpreter started and the agent imported (bwrap.Config.ForkServer);

@@ -139,7 +139,7 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.Bytes(&c.OutputLimitBytes, "output-limit", d.OutputLimitBytes, "bytes of stdout and of stderr kept per call; 0 means no cap", "CODEEXEC_OUTPUT_LIMIT")
 	fs.Duration(&c.IdleTimeout, "idle-timeout", d.IdleTimeout, "destroy sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
 	fs.Int(&c.PoolSize, "pool", d.PoolSize, "sandboxes kept started and ready for new sessions", "CODEEXEC_POOL_SIZE")
-	fs.Int(&c.LaunchSpares, "launch-spares", d.LaunchSpares, "bwrap launchers kept confined and waiting, so a new sandbox skips cgroup set-up; 0 keeps none", "CODEEXEC_LAUNCH_SPARES")
+	fs.Int(&c.LaunchSpares, "launch-spares", d.LaunchSpares, "sandboxes kept set up and waiting for their command: the fork server's, or bwrap launchers while it is down; 0 keeps none", "CODEEXEC_LAUNCH_SPARES")
 	fs.Bool(&c.ForkServer, "fork-server", d.ForkServer, "fork bwrap sandboxes from a server that has Python started and the agent imported; false starts each with bwrap", "CODEEXEC_FORK_SERVER")
 	fs.Int(&c.MaxSessions, "max-sessions", d.MaxSessions, "most live sessions; 0 means no cap", "CODEEXEC_MAX_SESSIONS")
 	c.StartTimeout = d.StartTimeout
