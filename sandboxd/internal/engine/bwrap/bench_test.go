@@ -16,8 +16,8 @@ import (
 // BenchmarkStartToFirstByte measures how long a sandboxed `python3 -I`
 // takes to write its first byte after Start (with cgroups and limits, as
 // in production), with and without spare launchers and from the fork
-// server (which runs the script in its forked interpreter), against the
-// same interpreter run bare. Starts are 20 ms apart, outside the timer, as
+// server (which runs the script in its forked interpreter), with and
+// without its spares, against the same interpreter run bare. Starts are 20 ms apart, outside the timer, as
 // sessions arrive in practice: back-to-back starts would hide the wait a
 // cgroup v1 move makes after a quiet moment (launcher.go). Teardown is not
 // timed either. Run:
@@ -51,6 +51,7 @@ func BenchmarkStartToFirstByte(b *testing.B) {
 		{"sandbox", Config{}},
 		{"sandbox from a spare launcher", Config{Spares: 2}},
 		{"sandbox from the fork server", Config{ForkServer: true, forkOnly: true}},
+		{"sandbox from a fork server spare", Config{ForkServer: true, forkOnly: true, Spares: 2}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := bc.cfg
