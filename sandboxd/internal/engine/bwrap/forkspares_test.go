@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -142,7 +143,13 @@ print("survived")`)
 		waitGone(t, pid)
 	}
 
-	// A spare that died while it waited is skipped.
+	// A spare that died while it waited is skipped, and the server lets go
+	// of the socket it had kept for it.
+	fds := func() int {
+		entries, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", waitServer(t, e, nil).PID()))
+		return len(entries)
+	}
+	held := fds()
 	for _, pid := range fresh {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -150,6 +157,11 @@ print("survived")`)
 	}
 	for _, pid := range fresh {
 		waitGone(t, pid)
+	}
+	for deadline := time.Now().Add(10 * time.Second); fds() != held-2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server holds %d descriptors after its 2 spares died, had %d", fds(), held)
+		}
 	}
 	other.ID = "fork-after-dead-spares"
 	after := enginetest.Run(t, e, other, "", 30*time.Second)

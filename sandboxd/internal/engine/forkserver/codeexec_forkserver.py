@@ -29,6 +29,7 @@ import fcntl
 import gc
 import os
 import resource
+import select
 import signal
 import sys
 
@@ -37,6 +38,7 @@ sys.path.insert(0, _here)
 import codeexec_forkroot as root  # noqa: E402
 import codeexec_forkrun as run  # noqa: E402
 import codeexec_forksys as z  # noqa: E402
+from codeexec_forkreq import Request, fds_of  # noqa: E402
 sys.path.remove(_here)
 
 CTL_FD, SECCOMP_FD, PASSWD_FD, GROUP_FD = 3, 4, 5, 6
@@ -55,50 +57,6 @@ def _read_all(fd):
         chunks.append(b)
 
 
-class Request:
-    """One sandbox to start: fields are NUL-separated (request.go, encode),
-    descriptors come with it: stdio (not for a spare, which gets it when it
-    is released), the report socket, the agent directory's mount tree when
-    the request brings one, then the cgroups' files."""
-
-    def __init__(self, data, fds):
-        t = data.split(b"\0")
-        self.hold = t[0] == b"hold1"  # a spare: init waits before it forks the sandbox
-        n_stdio = 0 if self.hold else 3
-        if t[0] not in (b"fork1", b"hold1") or len(fds) < n_stdio + 1:
-            raise ValueError("bad request")
-        self._command(t[1:])
-        agent = t[2]
-        self.tmp, self.workspace = int(t[3]), int(t[4])
-        i, n = 6, int(t[5])
-        self.rlimits = [(int(t[i + 2 * k]), int(t[i + 2 * k + 1])) for k in range(n)]
-        self.stdio, self.report = fds[:n_stdio], fds[n_stdio]
-        self.err = self.stdio[2] if self.stdio else 2  # a spare's set-up reports to the server's log
-        self.agent = agent  # b"" none, b"server" the server's, b"tree" the descriptor
-        rest = fds[n_stdio + 1:]
-        self.tree = rest[0] if agent == b"tree" else -1
-        self.cgroups = rest[1:] if agent == b"tree" else rest
-        self.held = -1  # a spare's end of the socket its release comes on
-
-    def _command(self, t):
-        """Reads the mode, command and environment, which end t[0], t[1:]."""
-        self.mode = t[0]
-        i = 5 + 2 * int(t[4])
-        n = int(t[i])
-        self.argv = t[i + 1:i + 1 + n]
-        i += 1 + n
-        n = int(t[i])
-        self.env = t[i + 1:i + 1 + 2 * n]
-
-    def release(self, data, fds):
-        """Takes a spare's release: its command and its stdio."""
-        t = data.split(b"\0")
-        if t[0] != b"go1" or len(fds) != 3:
-            raise ValueError("bad release")
-        self._command(t[2:])
-        self.stdio = fds
-
-
 class Server:
     """The server's state, which every sandbox inherits: the agent's entry
     module, sandboxd's PID and the seccomp filter."""
@@ -111,50 +69,65 @@ class Server:
 
     def serve(self, ctl):
         """Forks a monitor per request. Returns only in a monitor."""
-        space = _socket.CMSG_SPACE(16 * 4)
+        self.poller = select.poll()
+        self.poller.register(CTL_FD, select.POLLIN)
         while True:
-            try:
-                data, anc, flags, _ = ctl.recvmsg(MAX_REQUEST, space)
-            except InterruptedError:
-                continue
-            if not data and not anc:
-                os._exit(0)  # sandboxd closed its end
-            fds = []
-            for level, kind, payload in anc:
-                if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
-                    fds += [int.from_bytes(payload[i:i + 4], sys.byteorder) for i in range(0, len(payload) - 3, 4)]
-            try:
-                if flags & (_socket.MSG_TRUNC | _socket.MSG_CTRUNC):
-                    raise ValueError("request truncated")
-                if data.startswith(b"go1\0"):
-                    self._release(data, fds)
-                else:
-                    req = Request(data, fds)
-                    ours = -1
+            for fd, _ in self.poller.poll():
+                if fd != CTL_FD:  # a spare's init is gone: its socket hung up
+                    self.poller.unregister(fd)
+                    for pid, ours in list(self.held.items()):
+                        if ours == fd:
+                            del self.held[pid]
+                    os.close(fd)
+                    continue
+                sandbox = self._request(ctl)
+                if sandbox is not None:
+                    return sandbox
+
+    def _request(self, ctl):
+        """Serves one request: a Sandbox in the monitor, else None."""
+        try:
+            data, anc, flags, _ = ctl.recvmsg(MAX_REQUEST, _socket.CMSG_SPACE(16 * 4))
+        except InterruptedError:
+            return None
+        if not data and not anc:
+            os._exit(0)  # sandboxd closed its end
+        fds = fds_of(anc)
+        try:
+            if flags & (_socket.MSG_TRUNC | _socket.MSG_CTRUNC):
+                raise ValueError("request truncated")
+            if data.startswith(b"go1\0"):
+                self._release(data, fds)
+            else:
+                req = Request(data, fds)
+                ours = -1
+                if req.hold:
+                    a, b = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+                    ours, req.held = a.detach(), b.detach()
+                try:
+                    pid = z.clone(z.CLONE_PARENT | z.SIGCHLD)
+                except OSError:
                     if req.hold:
-                        a, b = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
-                        ours, req.held = a.detach(), b.detach()
-                    try:
-                        pid = z.clone(z.CLONE_PARENT | z.SIGCHLD)
-                    except OSError:
-                        if req.hold:
-                            os.close(ours)
-                            os.close(req.held)
-                        raise
-                    if pid == 0:
-                        ctl.detach()  # the monitor closes the number; the object must never close it again
-                        return Sandbox(self, req)
-                    if req.hold:
+                        os.close(ours)
                         os.close(req.held)
-                        self.held[pid] = ours
-            except Exception as exc:  # noqa: BLE001 - one bad request must not end the server
-                if len(fds) > 3:
-                    try:
-                        os.write(fds[3], b"error: %s\n" % str(exc).encode())
-                    except OSError:
-                        pass
-            for fd in fds:
-                os.close(fd)
+                    raise
+                if pid == 0:
+                    ctl.detach()  # the monitor closes the number; the object must never close it again
+                    return Sandbox(self, req)
+                if req.hold:
+                    os.close(req.held)
+                    self.held[pid] = ours
+                    self.poller.register(ours, select.POLLIN)
+        except Exception as exc:  # noqa: BLE001 - one bad request must not end the server
+            report = fds[0] if data.startswith(b"hold1\0") else fds[3] if len(fds) > 3 else -1
+            if report >= 0:
+                try:
+                    os.write(report, b"error: %s\n" % str(exc).encode())
+                except OSError:
+                    pass
+        for fd in fds:
+            os.close(fd)
+        return None
 
     def _release(self, data, fds):
         """Passes a release on to the spare it names (its monitor's PID),
@@ -163,6 +136,7 @@ class Server:
         ours = self.held.pop(int(data.split(b"\0")[1]), -1)
         if ours < 0:
             raise ValueError("no such spare")
+        self.poller.unregister(ours)
         sock = _socket.socket(fileno=ours)
         try:
             sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
@@ -308,8 +282,7 @@ class Sandbox:
                 break
             except InterruptedError:
                 continue
-        fds = [int.from_bytes(payload[i:i + 4], sys.byteorder)
-               for _, _, payload in anc for i in range(0, len(payload) - 3, 4)]
+        fds = fds_of(anc)
         sock.close()
         if not data:
             os._exit(0)

@@ -234,7 +234,7 @@ func (s *Server) logStderr(r *os.File) func() string {
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
 			line := sc.Text()
-			s.cfg.Logger.Warn("fork server: " + line)
+			s.cfg.Logger.Warn("fork server stderr", "line", line)
 			mu.Lock()
 			last = append(last, line)
 			if len(last) > 5 {
