@@ -77,6 +77,8 @@ type Engine struct {
 	checkMu sync.Mutex // serialises Check; guards checked
 	checked bool
 
+	noForkOnce sync.Once // says once that the fork server cannot run
+
 	live engine.Live[*process]
 
 	mu sync.Mutex // guards the fields below

@@ -30,6 +30,12 @@ var agentEntry = filepath.Join(engine.AgentMount, agent.Entry)
 // the interpreter and agent Prepare was given (else spec's interpreter)
 // and for spec's environment: sandboxd's sandboxes all share both.
 func (b *Engine) forkServer(ctx context.Context, spec engine.Spec) (*forkserver.Server, error) {
+	if !b.dropRoot {
+		// The server maps host uid 65534 into its user namespace, which
+		// only root may do; as anyone else, sandboxes start with bwrap.
+		b.noForkOnce.Do(func() { b.logger.Info("the fork server needs sandboxd to run as root; sandboxes start with bwrap") })
+		return nil, errNoForkServer
+	}
 	b.mu.Lock()
 	sup := b.forks
 	if sup == nil && !b.live.Closed() {
