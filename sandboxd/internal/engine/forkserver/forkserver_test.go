@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,5 +141,90 @@ func TestSupervisorWithoutServer(t *testing.T) {
 	s.Close()
 	if _, err := s.Wait(t.Context()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Wait after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestServerRefusals sends a real server requests it must refuse: a spare
+// request it cannot read, whose refusal comes back on the spare's report
+// socket, and the release of a spare it does not hold. Each is refused
+// with the server's reason, not after a timeout, and the server goes on
+// forking.
+func TestServerRefusals(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root: the server maps host uid 65534 into its user namespace")
+	}
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s is missing: apt-get install python3", python)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Config{
+		Python: python, Env: map[string]string{},
+		Passwd: "nobody:x:65534:65534::/workspace:/bin/false\n", Group: "nogroup:x:65534:\n",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+
+	// A spare request cut short: the server cannot read its limits.
+	ours, theirs, err := socketpair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ours.Close()
+	err = s.send(ctx, []byte("hold1\x00x"), syscall.UnixRights(int(theirs.Fd())))
+	_ = theirs.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := readReport(ctx, ours); c != nil || err == nil || !strings.Contains(err.Error(), "fork server refused the sandbox") {
+		t.Errorf("a bad spare request gave %v, %v; want the server's refusal", c, err)
+	}
+
+	// stdio returns a script's request with the sandbox's ends of its
+	// pipes, and ours: stdin's write end, stdout's and stderr's read ends.
+	stdio := func() (*Request, [3]*os.File) {
+		t.Helper()
+		req := &Request{Mode: ModeScript, Argv: []string{python, "-I", "-c", "print('forked')"}, Env: map[string]string{}}
+		var ours [3]*os.File
+		for i, theirs := range []**os.File{&req.Stdin, &req.Stdout, &req.Stderr} {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				r, w = w, r
+			}
+			*theirs, ours[i] = w, r
+			t.Cleanup(func() { _ = r.Close(); _ = w.Close() })
+		}
+		return req, ours
+	}
+
+	// A release for a spare the server does not hold.
+	req, _ := stdio()
+	self, _ := os.FindProcess(os.Getpid())
+	if err := s.Release(ctx, &Child{Monitor: self}, req); err == nil || !strings.Contains(err.Error(), "no such spare") {
+		t.Errorf("releasing a spare the server does not hold: %v, want its refusal: no such spare", err)
+	}
+
+	// The server is still there, and forks.
+	req, pipes := stdio()
+	c, err := s.Fork(ctx, req)
+	if err != nil {
+		t.Fatalf("a fork after the refusals: %v", err)
+	}
+	defer c.Init.Close()
+	for _, f := range []*os.File{req.Stdin, req.Stdout, req.Stderr} {
+		_ = f.Close()
+	}
+	out, _ := io.ReadAll(pipes[1])
+	errOut, _ := io.ReadAll(pipes[2])
+	st, err := c.Monitor.Wait()
+	if err != nil || !st.Success() || string(out) != "forked\n" {
+		t.Errorf("the forked sandbox printed %q (stderr %q) and ended %v, %v", out, errOut, st, err)
 	}
 }
