@@ -31,6 +31,9 @@ func TestSearchAndDocs(t *testing.T) {
 	if len(resp.GetUnindexedServers()) != 0 || len(resp.GetDocs()) == 0 || resp.GetDocs()[0].GetServer()+"/"+resp.GetDocs()[0].GetTool() != "everything/echo" {
 		t.Errorf("first search: docs %v, unindexed %v; want everything/echo first and nothing unindexed", resp.GetDocs(), resp.GetUnindexedServers())
 	}
+	if got := resp.GetDocs()[0].GetMatchReason(); got != "exact name" {
+		t.Errorf("match reason of everything/echo for \"echo\" = %q, want \"exact name\"", got)
+	}
 	resp, err = e.client.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: "read the contents of a text file", Limit: 50})
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +41,9 @@ func TestSearchAndDocs(t *testing.T) {
 	servers := map[string]bool{}
 	for _, d := range resp.GetDocs() {
 		servers[d.GetServer()] = true
+		if d.GetMatchReason() == "" {
+			t.Errorf("%s/%s has no match reason", d.GetServer(), d.GetTool())
+		}
 	}
 	if !servers["everything"] || !servers["filesystem"] || !servers["memory"] {
 		t.Errorf("unfiltered search hit servers %v, want all three", servers)

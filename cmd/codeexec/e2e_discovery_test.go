@@ -266,6 +266,9 @@ print(json.dumps({"Read": read, "Echo": echo, "Raw": raw, "Servers": list(runtim
 			if d["inputSchema"] != nil || d["serverAlias"] == nil || d["toolAlias"] == nil || d["description"] == nil {
 				t.Errorf("summary doc %v: want server, serverAlias, tool, toolAlias, description and no inputSchema", d)
 			}
+			if m, _ := d["match"].(string); m == "" {
+				t.Errorf("search hit %v: want a match that says why it was returned", d)
+			}
 		}
 		// An exact tool name ranks first; the same name on another server
 		// (crashy's echo, started only by this search) follows.

@@ -63,9 +63,16 @@ func (ix *Index) collect(s *scratch, limit int, tierStep float64, keep func(*Doc
 	hits := make([]Hit, len(top))
 	for i, x := range top {
 		hits[i] = Hit{Doc: &ix.docs[x.doc], Score: float64(x.score) + float64(x.tier)*tierStep}
+		if i < maxExplained {
+			hits[i].Why = ix.explain(s, x.doc, x.tier)
+		}
 	}
 	return Result{Hits: hits, Total: total, Truncated: total > len(hits)}
 }
+
+// maxExplained bounds the hits that get an explanation, so that asking
+// for every match does not cost one explanation per document.
+const maxExplained = 50
 
 // all answers the empty query: every document keep accepts, in index order.
 func (ix *Index) all(limit int, keep func(*Doc) bool) Result {

@@ -34,9 +34,14 @@ type labelledQuery struct {
 	Query string `json:"query"`
 	// Relevant lists "server/tool" names that answer the query.
 	Relevant []string `json:"relevant"`
-	// Kind is natural, exact, typo or synonym.
+	// Kind is natural, exact, typo, synonym, paraphrase or multi in
+	// queries.json, holdout in queries-holdout.json, and one of blindKinds
+	// in queries-blind.json.
 	Kind string `json:"kind"`
 }
+
+// blindKinds are the kinds queries-blind.json may use.
+var blindKinds = map[string]bool{"paraphrase": true, "keyword": true, "exact": true, "typo": true, "multi": true}
 
 // dataset is the loaded corpus.
 type dataset struct {
@@ -46,6 +51,9 @@ type dataset struct {
 	// holdout queries were written after the engine was tuned on queries
 	// and are never used to tune it.
 	holdout []labelledQuery
+	// blind queries were written for issue 15 before its ranking work and
+	// are only reported, never used to tune the engine.
+	blind []labelledQuery
 }
 
 func loadDataset(t testing.TB) *dataset {
@@ -64,11 +72,17 @@ func loadDataset(t testing.TB) *dataset {
 	}
 	readJSON(t, filepath.Join(datasetDir, "queries.json"), &ds.queries)
 	readJSON(t, filepath.Join(datasetDir, "queries-holdout.json"), &ds.holdout)
+	readJSON(t, filepath.Join(datasetDir, "queries-blind.json"), &ds.blind)
+	for _, q := range ds.blind {
+		if !blindKinds[q.Kind] {
+			t.Fatalf("blind query %q has kind %q", q.Query, q.Kind)
+		}
+	}
 	known := map[string]bool{}
 	for _, d := range ds.docs {
 		known[d.Server+"/"+d.Tool] = true
 	}
-	for _, q := range append(slices.Clip(ds.queries), ds.holdout...) {
+	for _, q := range slices.Concat(ds.queries, ds.holdout, ds.blind) {
 		if len(q.Relevant) == 0 {
 			t.Fatalf("query %q has no relevant tools", q.Query)
 		}

@@ -41,7 +41,19 @@ func maxEdits(n int) int {
 // maxEdits(m): when the query is longer, the extra runes are deleted on the
 // query side; when it is shorter, its budget is no larger than the word's.
 func newFuzzy(words []string) *fuzzy {
-	f := &fuzzy{words: words, deletes: make(map[string][]int32, len(words)*4)}
+	// Sized for every word's whole neighbourhood (fewer in fact: words
+	// share deletions), so that the map never grows while it is filled.
+	size := 0
+	for _, w := range words {
+		n := len(w)
+		switch maxEdits(n) {
+		case 1:
+			size += 1 + n
+		case 2:
+			size += 1 + n + n*(n-1)/2
+		}
+	}
+	f := &fuzzy{words: words, deletes: make(map[string][]int32, size)}
 	for id, w := range words {
 		rs := []rune(w)
 		if len(rs) < 3 || len(rs) > maxFuzzyLen {

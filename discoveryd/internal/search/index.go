@@ -5,23 +5,26 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
 )
 
 // Fields of a document, each with its own weight and length normalisation.
 const (
-	fieldName      = iota // tool name and tool alias
-	fieldServer           // server name and server alias
-	fieldDesc             // description
-	fieldParam            // parameter names
-	fieldParamText        // parameter descriptions
+	fieldName       = iota // tool name and tool alias
+	fieldServer            // server name and server alias
+	fieldDesc              // description
+	fieldParam             // parameter names
+	fieldParamText         // parameter descriptions
+	fieldServerDesc        // the server's description, shared by its tools
 	numFields
 )
 
 // BM25F parameters. A tool's name says what it does more reliably than its
 // description, which is more reliable than its parameters.
 var (
-	fieldWeight = [numFields]float64{3.0, 1.5, 1.0, 0.7, 0.3}
-	fieldB      = [numFields]float64{0.3, 0.3, 0.75, 0.5, 0.75}
+	fieldWeight = [numFields]float64{3.0, 1.5, 1.0, 0.7, 0.6, 0.3}
+	fieldB      = [numFields]float64{0.3, 0.3, 0.75, 0.5, 0.75, 0.75}
 )
 
 const k1 = 1.2
@@ -62,6 +65,9 @@ type Index struct {
 	names    map[string][]int32 // lowercase tool name → docs
 	exact    map[string][]int32 // lowercase tool alias, where it differs → docs
 	loose    map[string][]int32 // squashed tool name, bare and after the server's → docs
+	lexTerm  []int32            // lexicon entry → term id, or -1
+	fields   [][]termFields     // by doc, sorted by term: where each term occurs
+	surface  []string           // by term id: its shortest word, to explain hits
 	pool     sync.Pool          // *scratch
 }
 
@@ -79,6 +85,7 @@ func NewIndex(docs []Doc) *Index {
 	ix.pool.New = func() any { return newScratch(n) }
 
 	ix.nameLen = make([]uint8, n)
+	ix.fields = make([][]termFields, n)
 	docTerms := make([][]termFreq, n)
 	lengths := make([][numFields]float64, n)
 	var totals [numFields]float64
@@ -117,6 +124,7 @@ func NewIndex(docs []Doc) *Index {
 			totals[f] += float64(len(buf))
 		}
 		docTerms[i] = tfs
+		ix.fields[i] = fieldsOf(tfs)
 		ix.nameLen[i] = uint8(min(nameWords(d.Tool), math.MaxUint8))
 		ix.addNames(int32(i), d)
 	}
@@ -157,22 +165,44 @@ func NewIndex(docs []Doc) *Index {
 
 	surface := make([]string, 0, len(ix.words))
 	ix.wordTerm = make([]int32, 0, len(ix.words))
+	ix.surface = make([]string, len(ix.terms))
 	for w, id := range ix.words {
 		surface = append(surface, w)
 		ix.wordTerm = append(ix.wordTerm, id)
+		if cur := ix.surface[id]; cur == "" || len(w) < len(cur) || (len(w) == len(cur) && w < cur) {
+			ix.surface[id] = w
+		}
 	}
 	ix.vocab = newFuzzy(surface)
+
+	lx := theLexicon()
+	ix.lexTerm = make([]int32, len(lx.keys))
+	for i := range ix.lexTerm {
+		ix.lexTerm[i] = -1
+	}
+	for t, id := range ix.terms {
+		if k := lx.find(t); k >= 0 {
+			ix.lexTerm[k] = id
+		}
+	}
+	// A query's stopwords are ignored, so no other word may stand for one.
+	for w := range stopwords {
+		if k := lx.find(porter.Stem(w)); k >= 0 {
+			ix.lexTerm[k] = -1
+		}
+	}
 	return ix
 }
 
 // docFields returns the texts of each field of d.
 func docFields(d *Doc) [numFields][]string {
 	return [numFields][]string{
-		fieldName:      {d.Tool, d.ToolAlias},
-		fieldServer:    {d.Server, d.ServerAlias},
-		fieldDesc:      {d.Description},
-		fieldParam:     d.Params,
-		fieldParamText: {d.ParamText},
+		fieldName:       {d.Tool, d.ToolAlias},
+		fieldServer:     {d.Server, d.ServerAlias},
+		fieldDesc:       {d.Description},
+		fieldParam:      d.Params,
+		fieldParamText:  {d.ParamText},
+		fieldServerDesc: {d.ServerDescription},
 	}
 }
 
@@ -181,7 +211,7 @@ func (ix *Index) termID(w string) int32 {
 	if id, ok := ix.words[w]; ok {
 		return id
 	}
-	t := stem(w)
+	t := porter.Stem(w)
 	id, ok := ix.terms[t]
 	if !ok {
 		id = int32(len(ix.terms))
@@ -226,7 +256,7 @@ func nameWords(tool string) int {
 			parts = parts[:len(parts)-1]
 		}
 		for _, p := range parts {
-			if t := stem(p); !slices.Contains(stems, t) {
+			if t := porter.Stem(p); !slices.Contains(stems, t) {
 				stems = append(stems, t)
 			}
 		}

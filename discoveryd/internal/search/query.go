@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
 )
 
 // Query-side weights of a term relative to the word the query used.
@@ -50,13 +52,13 @@ func (ix *Index) SearchFunc(query string, limit int, keep func(*Doc) bool) Resul
 	maxScore := float32(0)
 	for _, d := range s.touched {
 		if units > 0 {
-			s.acc[d] *= 0.5 + 0.5*float32(s.matched[d])/float32(units)
+			s.acc[d] *= (1 - coordWeight) + coordWeight*s.matched[d]/float32(units)
 		}
 		// Name coverage: a tool whose whole name the query spells out
 		// ("drop database" for drop-database) beats one that shares a
 		// word with it (drop-index).
 		if n := ix.nameLen[d]; n > 0 {
-			s.acc[d] *= 1 + nameCoverageBoost*float32(min(s.named[d], uint16(n)))/float32(n)
+			s.acc[d] *= 1 + nameCoverageBoost*min(s.named[d], float32(n))/float32(n)
 		}
 		maxScore = max(maxScore, s.acc[d])
 	}
@@ -153,46 +155,119 @@ func isIdentifier(tok string) bool {
 // "screenshot".
 func (ix *Index) scoreUnits(s *scratch, q string) int {
 	s.runs = appendRuns(s.runs[:0], q)
-	content := s.runs[:0:0]
-	for _, r := range s.runs {
+	s.content = s.content[:0]
+	for i, r := range s.runs {
 		if !stopwords[strings.ToLower(r)] {
-			content = append(content, r)
+			s.content = append(s.content, i)
 		}
 	}
-	if len(content) == 0 {
-		content = s.runs // a query of stopwords only still means something
+	if len(s.content) == 0 {
+		for i := range s.runs { // a query of stopwords only still means something
+			s.content = append(s.content, i)
+		}
 	}
-	if len(content) > maxUnits {
-		content = content[:maxUnits] // a pasted paragraph is not a better query
+	if len(s.content) > maxUnits {
+		s.content = s.content[:maxUnits] // a pasted paragraph is not a better query
 	}
+	s.phrases = ix.findPhrases(s.phrases[:0], s.runs)
 	units := 0
 	s.seen = s.seen[:0]
-	for i := 0; i < len(content); i++ {
-		s.parts = appendRun(s.parts[:0], content[i])
-		if len(s.parts) == 1 {
-			s.alts = ix.expand(s.alts[:0], s.parts[0])
-			if len(s.alts) == 0 && i+1 < len(content) {
-				s.alts = ix.expand(s.alts, content[i]+content[i+1])
-				if len(s.alts) > 0 {
-					i++
-				}
+	s.units, s.ualts = s.units[:0], s.ualts[:0]
+	for i := 0; i < len(s.content); i++ {
+		at := s.content[i]
+		word := s.runs[at]
+		s.parts = appendRun(s.parts[:0], word)
+		if len(s.parts) > 1 {
+			whole := s.parts[len(s.parts)-1]
+			for _, p := range s.parts[:len(s.parts)-1] {
+				s.alts = ix.expand(s.alts[:0], p)
+				s.alts = ix.expand(s.alts, whole)
+				units += ix.scoreIfNew(s, p)
 			}
-			units += ix.scoreIfNew(s)
 			continue
 		}
-		whole := s.parts[len(s.parts)-1]
-		for _, p := range s.parts[:len(s.parts)-1] {
-			s.alts = ix.expand(s.alts[:0], p)
-			s.alts = ix.expand(s.alts, whole)
-			units += ix.scoreIfNew(s)
+		s.alts = ix.expand(s.alts[:0], word)
+		first := at
+		// A phrase ("get rid of", "turn off") is one unit: its words and
+		// the words related to the whole phrase.
+		if ph := s.phrases[at]; ph.entry >= 0 {
+			for i+1 < len(s.content) && s.content[i+1] < at+int(ph.words) {
+				i++
+				s.alts = ix.expand(s.alts, s.runs[s.content[i]])
+			}
+			s.alts = ix.addRelated(s.alts, ph.entry, -1)
+		} else if len(s.alts) == 0 && i+1 < len(s.content) {
+			s.alts = ix.expand(s.alts, word+s.runs[s.content[i+1]])
+			if len(s.alts) > 0 {
+				i++
+			}
 		}
+		if last := s.content[i]; last > first {
+			word = strings.Join(s.runs[first:last+1], " ")
+		}
+		units += ix.scoreIfNew(s, word)
 	}
 	return units
 }
 
+// phrase is a lexicon entry that a run of query words spells.
+type phrase struct {
+	entry int32 // -1 for none
+	words uint8
+}
+
+// findPhrases sets dst[i] to the longest lexicon phrase that starts at
+// runs[i] and begins with a content word.
+func (ix *Index) findPhrases(dst []phrase, runs []string) []phrase {
+	lx := theLexicon()
+	var stems [maxPhrase]string
+	for i := range runs {
+		ph := phrase{entry: -1}
+		if !stopwords[strings.ToLower(runs[i])] {
+			for n := min(maxPhrase, len(runs)-i); n >= 2 && ph.entry < 0; n-- {
+				for j := range n {
+					stems[j] = porter.Stem(strings.ToLower(runs[i+j]))
+				}
+				ph = phrase{lx.find(strings.Join(stems[:n], " ")), uint8(n)}
+			}
+		}
+		dst = append(dst, ph)
+	}
+	return dst
+}
+
+// addRelated appends the index terms the lexicon relates to entry k, at
+// relatedWeight times the relation's weight. own is the idf of the word
+// the query used, or -1 when the index lacks it; a related term rarer than
+// that word weighs proportionally less, as a synonym does.
+func (ix *Index) addRelated(dst []alt, k int32, own float32) []alt {
+	lx := theLexicon()
+	for _, r := range lx.related(k) {
+		id := ix.lexTerm[r>>8]
+		if id < 0 {
+			continue
+		}
+		w := relatedWeight * float32(r&0xff) / 255
+		if own >= 0 && ix.idf[id] > own {
+			w *= own / ix.idf[id]
+		}
+		dst = append(dst, alt{id, w})
+	}
+	return dst
+}
+
+// relatedWeight scales the lexicon's weights against the word the query
+// used.
+const relatedWeight = 0.6
+
+// coordWeight is the share of a document's score that depends on how much
+// of the query it matches: one matching half the query's units scores
+// 1 - coordWeight/2 of its BM25F sum.
+const coordWeight = 0.5
+
 // scoreIfNew scores the unit in s.alts unless it is empty or repeats an
 // earlier word of the query, and returns how many units it scored.
-func (ix *Index) scoreIfNew(s *scratch) int {
+func (ix *Index) scoreIfNew(s *scratch, word string) int {
 	if len(s.alts) == 0 {
 		return 0
 	}
@@ -203,6 +278,8 @@ func (ix *Index) scoreIfNew(s *scratch) int {
 		s.seen = append(s.seen, a.term)
 	}
 	ix.scoreUnit(s)
+	s.units = append(s.units, unit{word: word, end: len(s.ualts) + len(s.alts)})
+	s.ualts = append(s.ualts, s.alts...)
 	return 1
 }
 
@@ -211,10 +288,11 @@ func (ix *Index) scoreIfNew(s *scratch) int {
 // it is a prefix of; and then its synonyms.
 func (ix *Index) expand(dst []alt, w string) []alt {
 	w = strings.ToLower(w)
-	t := stem(w)
+	t := porter.Stem(w)
+	lk := theLexicon().find(t)
 	if id, ok := ix.terms[t]; ok {
 		dst = append(dst, alt{id, 1})
-	} else if _, ok := synonyms[t]; !ok {
+	} else if _, ok := synonyms[t]; !ok && !theLexicon().isCommon(w) {
 		start := len(dst)
 		best := 3
 		ix.vocab.lookup(w, func(id int32, dist int) {
@@ -252,6 +330,9 @@ func (ix *Index) expand(dst []alt, w string) []alt {
 			dst = append(dst, alt{id, w})
 		}
 	}
+	if lk >= 0 {
+		dst = ix.addRelated(dst, lk, own)
+	}
 	return dst
 }
 
@@ -265,17 +346,21 @@ func (ix *Index) scoreUnit(s *scratch) {
 				s.utouched = append(s.utouched, p.doc)
 			}
 			s.unit[p.doc] = max(s.unit[p.doc], v)
-			s.uname[p.doc] = s.uname[p.doc] || p.name
+			s.uweight[p.doc] = max(s.uweight[p.doc], a.weight)
+			if p.name {
+				s.uname[p.doc] = max(s.uname[p.doc], a.weight)
+			}
 		}
 	}
+	// A unit matched through a weak alternative counts as that much of a
+	// match, so that many loose relations do not add up to the query's
+	// own words.
 	for _, d := range s.utouched {
 		s.touch(d)
 		s.acc[d] += s.unit[d]
-		s.matched[d]++
-		if s.uname[d] {
-			s.named[d]++
-		}
-		s.unit[d], s.uname[d] = 0, false
+		s.matched[d] += s.uweight[d]
+		s.named[d] += s.uname[d]
+		s.unit[d], s.uweight[d], s.uname[d] = 0, 0, 0
 	}
 	s.utouched = s.utouched[:0]
 }

@@ -5,26 +5,39 @@ package search
 type scratch struct {
 	acc      []float32 // accumulated score by doc
 	unit     []float32 // best score of the current unit by doc
-	matched  []uint16  // units matched by doc
-	named    []uint16  // units matched in the tool name, by doc
-	uname    []bool    // the current unit matched the tool name, by doc
+	matched  []float32 // units matched by doc, each by its alternative's weight
+	named    []float32 // the same for units matched in the tool name
+	uweight  []float32 // weight of the current unit's best alternative, by doc
+	uname    []float32 // the same among alternatives in the tool name
 	tier     []uint8   // rank tier by doc
 	touched  []int32   // docs with a non-zero acc or tier
 	utouched []int32   // docs with a non-zero unit score
 	runs     []string
+	content  []int    // indices of the runs that are not stopwords
+	phrases  []phrase // lexicon phrase starting at each run
 	parts    []string
 	seen     []int32 // terms of the query's words so far
 	alts     []alt
+	units    []unit // the query's scored units, for explaining hits
+	ualts    []alt  // their alternatives: unit i's end at units[i].end
 	top      []cand
+}
+
+// unit is one scored unit of the query: its words and where its
+// alternatives end in scratch.ualts.
+type unit struct {
+	word string
+	end  int
 }
 
 func newScratch(n int) *scratch {
 	return &scratch{
 		acc:     make([]float32, n),
 		unit:    make([]float32, n),
-		matched: make([]uint16, n),
-		named:   make([]uint16, n),
-		uname:   make([]bool, n),
+		matched: make([]float32, n),
+		named:   make([]float32, n),
+		uweight: make([]float32, n),
+		uname:   make([]float32, n),
 		tier:    make([]uint8, n),
 	}
 }

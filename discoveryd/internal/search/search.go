@@ -17,12 +17,18 @@
 //     identifier inside the query is a tool name;
 //   - BM25F over words split at camelCase, snake_case, kebab-case, dots and
 //     digits, Porter-stemmed, with field weights name > server >
-//     description > parameter names > parameter descriptions, a
+//     description > parameter names > parameter descriptions > the
+//     server's description, a
 //     coordination factor for matching more of the query's words and a
 //     bonus for covering more of the tool's name. A word unknown to the
 //     index is matched to vocabulary words one edit away (two from 8
 //     letters), else completed as a prefix; common synonyms ("remove" for
-//     "delete", "repo" for "repository") match at a lower weight.
+//     "delete", "repo" for "repository") match at a lower weight;
+//   - words and phrases ("get rid of") that the lexicon relates to a query
+//     word match at the weight of the relation: a lexicon generated from
+//     WordNet and GloVe word vectors by internal/lexgen (see lexicon.go).
+//     A unit matched through a weaker relation also counts as less of a
+//     match for the coordination factor.
 //
 // The index is built once and never changes. Each term's posting list holds
 // its precomputed contribution to every document that contains it, and the
@@ -46,8 +52,12 @@ type Doc struct {
 	// Params holds the names of the input schema's properties.
 	Params []string
 	// ParamText holds the parameters' descriptions, joined; it is weighted
-	// lowest because it is long and generic.
+	// low because it is long and generic.
 	ParamText string
+	// ServerDescription is the server's description from its config
+	// ("DigitalOcean: droplets, that is virtual machines, …"). Every tool
+	// of the server shares it, so it weighs least.
+	ServerDescription string
 }
 
 // Hit is one ranked result.
@@ -56,6 +66,12 @@ type Hit struct {
 	Doc *Doc
 	// Score orders hits; it is only comparable within one Result.
 	Score float64
+	// Why says in a few words why the tool matched, so that a caller can
+	// judge a weak hit: "exact name", or the matched words by field, each
+	// with the query's word when the tool uses another, e.g.
+	// "name: screenshot; description: image (for picture)". Only the
+	// first 50 hits of a Result have one.
+	Why string
 }
 
 // Result is the answer to one query.

@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -31,30 +32,6 @@ func TestAppendWords(t *testing.T) {
 				t.Errorf("appendWords(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
-	}
-}
-
-func TestStem(t *testing.T) {
-	t.Parallel()
-	// Expected stems from Porter's published vocabulary/output lists.
-	tests := map[string]string{
-		"caresses": "caress", "ponies": "poni", "cats": "cat", "feed": "feed",
-		"agreed": "agre", "plastered": "plaster", "motoring": "motor",
-		"sing": "sing", "conflated": "conflat", "hopping": "hop",
-		"filing": "file", "happy": "happi", "relational": "relat",
-		"conditional": "condit", "rational": "ration", "digitizer": "digit",
-		"generalization": "gener", "electrical": "electr", "hopeful": "hope",
-		"goodness": "good", "revival": "reviv", "adjustment": "adjust",
-		"adoption": "adopt", "controll": "control", "roll": "roll",
-		"files": "file", "repositories": "repositori", "repository": "repositori",
-		"creating": "creat", "created": "creat", "create": "creat",
-		"listing": "list", "issues": "issu", "issue": "issu", "a": "a",
-		"s3": "s3", "naïve": "naïve",
-	}
-	for in, want := range tests {
-		if got := stem(in); got != want {
-			t.Errorf("stem(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 
@@ -241,9 +218,11 @@ func TestSearchTotalTruncated(t *testing.T) {
 		{"", 3, 3, len(docs)},
 		{"", 0, len(docs), len(docs)},
 		{"", 100, len(docs), len(docs)},
-		{"create issue", 1, 1, 2},
-		{"create issue", 2, 2, 2},
-		{"create issue", 0, 2, 2},
+		// read_file matches too, weakly: "contents" is one of the senses
+		// WordNet gives "issue".
+		{"create issue", 1, 1, 3},
+		{"create issue", 2, 2, 3},
+		{"create issue", 0, 3, 3},
 		{"zzzz qqqq", 5, 0, 0},
 	}
 	for _, tt := range tests {
@@ -392,7 +371,7 @@ func TestSearchFunc(t *testing.T) {
 		{"", 1, onlyGitlab, []string{"gitlab/create_issue"}, 2},
 		{"", 0, onlyGitlab, []string{"gitlab/create_issue", "gitlab/list_events"}, 2},
 		{"read_file", 5, onlyGitlab, []string{}, 0},
-		{"create issue", 5, nil, []string{"github/create_issue", "gitlab/create_issue"}, 2},
+		{"create issue", 5, nil, []string{"filesystem/read_file", "github/create_issue", "gitlab/create_issue"}, 3},
 		{"", 0, func(*Doc) bool { return false }, []string{}, 0},
 	}
 	for _, tt := range tests {
@@ -405,5 +384,72 @@ func TestSearchFunc(t *testing.T) {
 			t.Errorf("SearchFunc(%q, %d) = %q total %d truncated %v; want %q total %d",
 				tt.query, tt.limit, got, res.Total, res.Truncated, tt.want, tt.wantTotal)
 		}
+	}
+}
+
+func TestSearchWhy(t *testing.T) {
+	t.Parallel()
+	ix := NewIndex(testDocs())
+	tests := []struct {
+		query, tool string
+		want        []string // parts the explanation must contain
+	}{
+		{"read_file", "filesystem/read_file", []string{"exact name"}},
+		{"filesystem/read_file", "filesystem/read_file", []string{"exact alias or server-qualified name"}},
+		{"readFile", "filesystem/read_file", []string{"tool name in the query"}},
+		{"open a ticket on github", "github/create_issue", []string{"name: ", "issue (for ticket)", "server: github"}},
+		{"screensht", "playwright/browser_take_screenshot", []string{"name: screenshot (for screensht)"}},
+		{"calendar from google", "google-calendar/list-events", []string{"server: ", "calendar", "google"}},
+		{"path", "filesystem/read_file", []string{"parameter: path"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			t.Parallel()
+			for _, h := range ix.Search(tt.query, 0).Hits {
+				if h.Doc.Server+"/"+h.Doc.Tool != tt.tool {
+					continue
+				}
+				for _, w := range tt.want {
+					if !strings.Contains(h.Why, w) {
+						t.Errorf("Search(%q): %s matched because %q, want it to say %q", tt.query, tt.tool, h.Why, w)
+					}
+				}
+				return
+			}
+			t.Errorf("Search(%q) did not find %s", tt.query, tt.tool)
+		})
+	}
+	// Every scored hit says something.
+	for _, h := range ix.Search("list files in a folder", 0).Hits {
+		if h.Why == "" {
+			t.Errorf("%s/%s has no explanation", h.Doc.Server, h.Doc.Tool)
+		}
+	}
+}
+
+func TestSearchServerDescription(t *testing.T) {
+	t.Parallel()
+	do := "Manage DigitalOcean resources: droplets (virtual machines), volumes and domains."
+	ix := NewIndex([]Doc{
+		{Server: "digitalocean", ServerAlias: "digitalocean", Tool: "droplet-create", ToolAlias: "droplet_create",
+			Description: "Create a new droplet.", ServerDescription: do},
+		{Server: "digitalocean", ServerAlias: "digitalocean", Tool: "volume-create", ToolAlias: "volume_create",
+			Description: "Create a block storage volume.", ServerDescription: do},
+		{Server: "vms", ServerAlias: "vms", Tool: "vm_create", ToolAlias: "vm_create",
+			Description: "Create a virtual machine."},
+	})
+	got := ix.Search("create a virtual machine", 5).Hits
+	if n := names(got); len(n) < 3 || n[0] != "vms/vm_create" {
+		t.Fatalf("Search(create a virtual machine) = %q, want vms/vm_create first (its own description says so) and both digitalocean tools after it", n)
+	}
+	for _, h := range got[1:] {
+		if !strings.Contains(h.Why, "server description: virtual, machine") {
+			t.Errorf("%s matched because %q, want the server description named", h.Doc.Tool, h.Why)
+		}
+	}
+	// Only the server's description says "virtual machines": without it
+	// the droplet tools would not match at all.
+	if res := ix.Search("virtual machines", 0); res.Total != 3 {
+		t.Errorf("Search(virtual machines) total %d, want 3", res.Total)
 	}
 }

@@ -1,5 +1,7 @@
 package search
 
+import "github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+
 // stopwords are dropped from queries (not from documents) unless the query
 // has nothing else: they match almost every description and only add noise.
 var stopwords = map[string]bool{
@@ -140,13 +142,13 @@ func buildSynonyms() map[string][]string {
 	for _, g := range synonymGroups {
 		for _, a := range g {
 			for _, b := range g {
-				add(stem(a), stem(b))
+				add(porter.Stem(a), porter.Stem(b))
 			}
 		}
 	}
 	for w, ws := range expansions {
 		for _, b := range ws {
-			add(stem(w), stem(b))
+			add(porter.Stem(w), porter.Stem(b))
 		}
 	}
 	return out

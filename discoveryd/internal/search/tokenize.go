@@ -3,7 +3,6 @@ package search
 import (
 	"strings"
 	"unicode"
-	"unicode/utf8"
 )
 
 // appendWords appends the lowercase words of s to dst. Text is split at every
@@ -80,6 +79,3 @@ func squash(s string) string {
 	}
 	return b.String()
 }
-
-// runeLen is the number of runes in s.
-func runeLen(s string) int { return utf8.RuneCountInString(s) }

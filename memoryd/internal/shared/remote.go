@@ -126,6 +126,15 @@ func (r *remote) List(ctx context.Context, tenant string, kind store.Kind, withV
 	return out, nil
 }
 
+// Tenants implements store.Store.
+func (r *remote) Tenants(ctx context.Context) ([]string, error) {
+	resp, err := r.client.ListTenants(ctx, &memoryv1.ListTenantsRequest{})
+	if err != nil {
+		return nil, answer(err)
+	}
+	return resp.GetTenants(), nil
+}
+
 // errBackupInterrupted means the owner changed after part of a backup was
 // written; a backup cannot resume, so the caller must start again.
 var errBackupInterrupted = errors.New("the database's owner went away during the backup; run the backup again")

@@ -113,6 +113,14 @@ func (s *server) ListRecords(ctx context.Context, req *memoryv1.ListRecordsReque
 	return &memoryv1.ListRecordsResponse{Records: out}, nil
 }
 
+func (s *server) ListTenants(ctx context.Context, _ *memoryv1.ListTenantsRequest) (*memoryv1.ListTenantsResponse, error) {
+	tenants, err := s.st.Tenants(ctx)
+	if err != nil {
+		return nil, storeStatus(ctx, s.logger, err)
+	}
+	return &memoryv1.ListTenantsResponse{Tenants: tenants}, nil
+}
+
 func (s *server) BackupStore(_ *memoryv1.BackupStoreRequest, stream grpc.ServerStreamingServer[memoryv1.BackupStoreResponse]) error {
 	ctx := stream.Context()
 	w := &chunk.Writer{Send: func(b []byte) error { return stream.Send(&memoryv1.BackupStoreResponse{Chunk: b}) }}

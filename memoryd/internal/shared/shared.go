@@ -356,6 +356,11 @@ func (s *Store) List(ctx context.Context, tenant string, kind store.Kind, withVa
 	return retry(ctx, s, func(st store.Store) ([]store.Record, error) { return st.List(ctx, tenant, kind, withValues) })
 }
 
+// Tenants implements store.Store.
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
+	return retry(ctx, s, func(st store.Store) ([]string, error) { return st.Tenants(ctx) })
+}
+
 // Backup implements store.Store.
 func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	return retry(ctx, s, func(st store.Store) (int64, error) { return st.Backup(ctx, w) })

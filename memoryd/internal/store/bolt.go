@@ -345,6 +345,21 @@ func (s *Bolt) List(ctx context.Context, tenant string, kind Kind, withValues bo
 	return out, closed(err)
 }
 
+// Tenants implements Store.
+func (s *Bolt) Tenants(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketTenants).ForEach(func(k, _ []byte) error {
+			out = append(out, string(k))
+			return nil
+		})
+	})
+	return out, closed(err)
+}
+
 // Backup implements Store with bbolt's Tx.WriteTo: a read transaction sees
 // one committed state, and writers keep committing while it runs.
 func (s *Bolt) Backup(ctx context.Context, w io.Writer) (int64, error) {

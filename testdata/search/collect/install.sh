@@ -10,7 +10,8 @@
 # credential stores, and listing tools needs neither. @azure-devops/mcp
 # loads keytar at start-up, so its native binding is replaced by a stub that
 # stores nothing; google-calendar-mcp needs an OAuth client file to exist,
-# so a placeholder one is written.
+# so a placeholder one is written. Desktop Commander keeps its settings under
+# $HOME, so it gets a throwaway home whose settings turn its telemetry off.
 set -euo pipefail
 root=${1:?usage: install.sh <install-root>}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,3 +33,5 @@ fi
 mkdir -p /tmp/mcpcollect/fake
 echo '{"installed":{"client_id":"placeholder.apps.googleusercontent.com","client_secret":"placeholder","redirect_uris":["http://localhost"]}}' \
   >/tmp/mcpcollect/fake/gcp-oauth.keys.json
+mkdir -p /tmp/mcpcollect/fake/home/.claude-server-commander
+echo '{"telemetryEnabled": false}' >/tmp/mcpcollect/fake/home/.claude-server-commander/config.json

@@ -431,8 +431,14 @@ type ToolDoc struct {
 	// input_schema_json is the tool's inputSchema as JSON text. It is set
 	// only for DETAIL_FULL.
 	InputSchemaJson string `protobuf:"bytes,6,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// match_reason says in a few words why SearchTools returned the tool, so
+	// that a model can judge a weak hit: "exact name", or the query's words
+	// found by field, with the query's word where the tool uses another
+	// ("name: screenshot (for picture); server: playwright"). Empty outside
+	// SearchTools.
+	MatchReason   string `protobuf:"bytes,10,opt,name=match_reason,json=matchReason,proto3" json:"match_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolDoc) Reset() {
@@ -503,6 +509,13 @@ func (x *ToolDoc) GetDescription() string {
 func (x *ToolDoc) GetInputSchemaJson() string {
 	if x != nil {
 		return x.InputSchemaJson
+	}
+	return ""
+}
+
+func (x *ToolDoc) GetMatchReason() string {
+	if x != nil {
+		return x.MatchReason
 	}
 	return ""
 }
@@ -1182,7 +1195,7 @@ const file_codeexec_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x05alias\x18\x02 \x01(\tR\x05alias\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12*\n" +
 	"\x11input_schema_json\x18\x04 \x01(\tR\x0finputSchemaJson\x12\x1b\n" +
-	"\ttool_json\x18\x05 \x01(\tR\btoolJson\"\xc5\x01\n" +
+	"\ttool_json\x18\x05 \x01(\tR\btoolJson\"\xe8\x01\n" +
 	"\aToolDoc\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12!\n" +
 	"\fserver_alias\x18\x02 \x01(\tR\vserverAlias\x12\x12\n" +
@@ -1190,7 +1203,9 @@ const file_codeexec_discovery_v1_discovery_proto_rawDesc = "" +
 	"\n" +
 	"tool_alias\x18\x04 \x01(\tR\ttoolAlias\x12 \n" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12*\n" +
-	"\x11input_schema_json\x18\x06 \x01(\tR\x0finputSchemaJson\"D\n" +
+	"\x11input_schema_json\x18\x06 \x01(\tR\x0finputSchemaJson\x12!\n" +
+	"\fmatch_reason\x18\n" +
+	" \x01(\tR\vmatchReason\"D\n" +
 	"\x12ListServersRequest\x12\x16\n" +
 	"\x06rescan\x18\x01 \x01(\bR\x06rescan\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"j\n" +

@@ -738,6 +738,89 @@ func (x *BackupStoreResponse) GetChunk() []byte {
 	return nil
 }
 
+// ListTenantsRequest asks for the tenants.
+type ListTenantsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTenantsRequest) Reset() {
+	*x = ListTenantsRequest{}
+	mi := &file_codeexec_memory_v1_store_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTenantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTenantsRequest) ProtoMessage() {}
+
+func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_memory_v1_store_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
+func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
+	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{11}
+}
+
+// ListTenantsResponse holds them.
+type ListTenantsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tenants are the tenants with records, sorted.
+	Tenants       []string `protobuf:"bytes,1,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTenantsResponse) Reset() {
+	*x = ListTenantsResponse{}
+	mi := &file_codeexec_memory_v1_store_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTenantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTenantsResponse) ProtoMessage() {}
+
+func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_memory_v1_store_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
+func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
+	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListTenantsResponse) GetTenants() []string {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
 var File_codeexec_memory_v1_store_proto protoreflect.FileDescriptor
 
 const file_codeexec_memory_v1_store_proto_rawDesc = "" +
@@ -795,13 +878,17 @@ const file_codeexec_memory_v1_store_proto_rawDesc = "" +
 	"\arecords\x18\x01 \x03(\v2\x1f.codeexec.memory.v1.StoreRecordR\arecords\"\x14\n" +
 	"\x12BackupStoreRequest\"+\n" +
 	"\x13BackupStoreResponse\x12\x14\n" +
-	"\x05chunk\x18\x01 \x01(\fR\x05chunk2\xe7\x03\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk\"\x14\n" +
+	"\x12ListTenantsRequest\"/\n" +
+	"\x13ListTenantsResponse\x12\x18\n" +
+	"\atenants\x18\x01 \x03(\tR\atenants2\xc7\x04\n" +
 	"\fStoreService\x12X\n" +
 	"\tGetRecord\x12$.codeexec.memory.v1.GetRecordRequest\x1a%.codeexec.memory.v1.GetRecordResponse\x12X\n" +
 	"\tPutRecord\x12$.codeexec.memory.v1.PutRecordRequest\x1a%.codeexec.memory.v1.PutRecordResponse\x12a\n" +
 	"\fDeleteRecord\x12'.codeexec.memory.v1.DeleteRecordRequest\x1a(.codeexec.memory.v1.DeleteRecordResponse\x12^\n" +
 	"\vListRecords\x12&.codeexec.memory.v1.ListRecordsRequest\x1a'.codeexec.memory.v1.ListRecordsResponse\x12`\n" +
-	"\vBackupStore\x12&.codeexec.memory.v1.BackupStoreRequest\x1a'.codeexec.memory.v1.BackupStoreResponse0\x01B\xd2\x01\n" +
+	"\vBackupStore\x12&.codeexec.memory.v1.BackupStoreRequest\x1a'.codeexec.memory.v1.BackupStoreResponse0\x01\x12^\n" +
+	"\vListTenants\x12&.codeexec.memory.v1.ListTenantsRequest\x1a'.codeexec.memory.v1.ListTenantsResponseB\xd2\x01\n" +
 	"\x16com.codeexec.memory.v1B\n" +
 	"StoreProtoP\x01ZBgithub.com/codeexec/codeexec/proto/gen/codeexec/memory/v1;memoryv1\xa2\x02\x03CMX\xaa\x02\x12Codeexec.Memory.V1\xca\x02\x12Codeexec\\Memory\\V1\xe2\x02\x1eCodeexec\\Memory\\V1\\GPBMetadata\xea\x02\x14Codeexec::Memory::V1b\x06proto3"
 
@@ -817,7 +904,7 @@ func file_codeexec_memory_v1_store_proto_rawDescGZIP() []byte {
 	return file_codeexec_memory_v1_store_proto_rawDescData
 }
 
-var file_codeexec_memory_v1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_codeexec_memory_v1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_codeexec_memory_v1_store_proto_goTypes = []any{
 	(*StoreRecord)(nil),           // 0: codeexec.memory.v1.StoreRecord
 	(*GetRecordRequest)(nil),      // 1: codeexec.memory.v1.GetRecordRequest
@@ -830,14 +917,16 @@ var file_codeexec_memory_v1_store_proto_goTypes = []any{
 	(*ListRecordsResponse)(nil),   // 8: codeexec.memory.v1.ListRecordsResponse
 	(*BackupStoreRequest)(nil),    // 9: codeexec.memory.v1.BackupStoreRequest
 	(*BackupStoreResponse)(nil),   // 10: codeexec.memory.v1.BackupStoreResponse
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*ListTenantsRequest)(nil),    // 11: codeexec.memory.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),   // 12: codeexec.memory.v1.ListTenantsResponse
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_codeexec_memory_v1_store_proto_depIdxs = []int32{
-	11, // 0: codeexec.memory.v1.StoreRecord.create_time:type_name -> google.protobuf.Timestamp
-	11, // 1: codeexec.memory.v1.StoreRecord.update_time:type_name -> google.protobuf.Timestamp
+	13, // 0: codeexec.memory.v1.StoreRecord.create_time:type_name -> google.protobuf.Timestamp
+	13, // 1: codeexec.memory.v1.StoreRecord.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 2: codeexec.memory.v1.GetRecordResponse.record:type_name -> codeexec.memory.v1.StoreRecord
-	11, // 3: codeexec.memory.v1.PutRecordRequest.create_time:type_name -> google.protobuf.Timestamp
-	11, // 4: codeexec.memory.v1.PutRecordRequest.update_time:type_name -> google.protobuf.Timestamp
+	13, // 3: codeexec.memory.v1.PutRecordRequest.create_time:type_name -> google.protobuf.Timestamp
+	13, // 4: codeexec.memory.v1.PutRecordRequest.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 5: codeexec.memory.v1.PutRecordResponse.record:type_name -> codeexec.memory.v1.StoreRecord
 	0,  // 6: codeexec.memory.v1.ListRecordsResponse.records:type_name -> codeexec.memory.v1.StoreRecord
 	1,  // 7: codeexec.memory.v1.StoreService.GetRecord:input_type -> codeexec.memory.v1.GetRecordRequest
@@ -845,13 +934,15 @@ var file_codeexec_memory_v1_store_proto_depIdxs = []int32{
 	5,  // 9: codeexec.memory.v1.StoreService.DeleteRecord:input_type -> codeexec.memory.v1.DeleteRecordRequest
 	7,  // 10: codeexec.memory.v1.StoreService.ListRecords:input_type -> codeexec.memory.v1.ListRecordsRequest
 	9,  // 11: codeexec.memory.v1.StoreService.BackupStore:input_type -> codeexec.memory.v1.BackupStoreRequest
-	2,  // 12: codeexec.memory.v1.StoreService.GetRecord:output_type -> codeexec.memory.v1.GetRecordResponse
-	4,  // 13: codeexec.memory.v1.StoreService.PutRecord:output_type -> codeexec.memory.v1.PutRecordResponse
-	6,  // 14: codeexec.memory.v1.StoreService.DeleteRecord:output_type -> codeexec.memory.v1.DeleteRecordResponse
-	8,  // 15: codeexec.memory.v1.StoreService.ListRecords:output_type -> codeexec.memory.v1.ListRecordsResponse
-	10, // 16: codeexec.memory.v1.StoreService.BackupStore:output_type -> codeexec.memory.v1.BackupStoreResponse
-	12, // [12:17] is the sub-list for method output_type
-	7,  // [7:12] is the sub-list for method input_type
+	11, // 12: codeexec.memory.v1.StoreService.ListTenants:input_type -> codeexec.memory.v1.ListTenantsRequest
+	2,  // 13: codeexec.memory.v1.StoreService.GetRecord:output_type -> codeexec.memory.v1.GetRecordResponse
+	4,  // 14: codeexec.memory.v1.StoreService.PutRecord:output_type -> codeexec.memory.v1.PutRecordResponse
+	6,  // 15: codeexec.memory.v1.StoreService.DeleteRecord:output_type -> codeexec.memory.v1.DeleteRecordResponse
+	8,  // 16: codeexec.memory.v1.StoreService.ListRecords:output_type -> codeexec.memory.v1.ListRecordsResponse
+	10, // 17: codeexec.memory.v1.StoreService.BackupStore:output_type -> codeexec.memory.v1.BackupStoreResponse
+	12, // 18: codeexec.memory.v1.StoreService.ListTenants:output_type -> codeexec.memory.v1.ListTenantsResponse
+	13, // [13:19] is the sub-list for method output_type
+	7,  // [7:13] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -868,7 +959,7 @@ func file_codeexec_memory_v1_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_memory_v1_store_proto_rawDesc), len(file_codeexec_memory_v1_store_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	StoreService_DeleteRecord_FullMethodName = "/codeexec.memory.v1.StoreService/DeleteRecord"
 	StoreService_ListRecords_FullMethodName  = "/codeexec.memory.v1.StoreService/ListRecords"
 	StoreService_BackupStore_FullMethodName  = "/codeexec.memory.v1.StoreService/BackupStore"
+	StoreService_ListTenants_FullMethodName  = "/codeexec.memory.v1.StoreService/ListTenants"
 )
 
 // StoreServiceClient is the client API for StoreService service.
@@ -53,6 +54,8 @@ type StoreServiceClient interface {
 	ListRecords(ctx context.Context, in *ListRecordsRequest, opts ...grpc.CallOption) (*ListRecordsResponse, error)
 	// BackupStore streams a consistent copy of the whole database file.
 	BackupStore(ctx context.Context, in *BackupStoreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupStoreResponse], error)
+	// ListTenants returns every tenant that has records, sorted.
+	ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error)
 }
 
 type storeServiceClient struct {
@@ -122,6 +125,16 @@ func (c *storeServiceClient) BackupStore(ctx context.Context, in *BackupStoreReq
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type StoreService_BackupStoreClient = grpc.ServerStreamingClient[BackupStoreResponse]
 
+func (c *storeServiceClient) ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTenantsResponse)
+	err := c.cc.Invoke(ctx, StoreService_ListTenants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StoreServiceServer is the server API for StoreService service.
 // All implementations must embed UnimplementedStoreServiceServer
 // for forward compatibility.
@@ -149,6 +162,8 @@ type StoreServiceServer interface {
 	ListRecords(context.Context, *ListRecordsRequest) (*ListRecordsResponse, error)
 	// BackupStore streams a consistent copy of the whole database file.
 	BackupStore(*BackupStoreRequest, grpc.ServerStreamingServer[BackupStoreResponse]) error
+	// ListTenants returns every tenant that has records, sorted.
+	ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error)
 	mustEmbedUnimplementedStoreServiceServer()
 }
 
@@ -173,6 +188,9 @@ func (UnimplementedStoreServiceServer) ListRecords(context.Context, *ListRecords
 }
 func (UnimplementedStoreServiceServer) BackupStore(*BackupStoreRequest, grpc.ServerStreamingServer[BackupStoreResponse]) error {
 	return status.Error(codes.Unimplemented, "method BackupStore not implemented")
+}
+func (UnimplementedStoreServiceServer) ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTenants not implemented")
 }
 func (UnimplementedStoreServiceServer) mustEmbedUnimplementedStoreServiceServer() {}
 func (UnimplementedStoreServiceServer) testEmbeddedByValue()                      {}
@@ -278,6 +296,24 @@ func _StoreService_BackupStore_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type StoreService_BackupStoreServer = grpc.ServerStreamingServer[BackupStoreResponse]
 
+func _StoreService_ListTenants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTenantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StoreServiceServer).ListTenants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StoreService_ListTenants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StoreServiceServer).ListTenants(ctx, req.(*ListTenantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // StoreService_ServiceDesc is the grpc.ServiceDesc for StoreService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -300,6 +336,10 @@ var StoreService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRecords",
 			Handler:    _StoreService_ListRecords_Handler,
+		},
+		{
+			MethodName: "ListTenants",
+			Handler:    _StoreService_ListTenants_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,325 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/codeexec/codeexec/memoryd/internal/store"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+)
+
+// Sessions implements memoryv1.SessionStoreServiceServer on the same store
+// as memory and tools. A session is a record of KindSession whose Value is
+// sandboxd's opaque state and whose Meta is its expiry (8 bytes of Unix
+// nanoseconds); its chunks are records of the kind ChunkKind(handle), so
+// that listing or deleting one session's chunks touches no other's.
+// Replica heartbeats live under the reserved tenant replicaTenant, which no
+// authenticated tenant name can spell (they may not contain '#').
+type Sessions struct {
+	memoryv1.UnimplementedSessionStoreServiceServer
+	h   *handler
+	now func() time.Time
+}
+
+const (
+	// KindSession holds session records.
+	KindSession store.Kind = "sessions"
+	// replicaTenant holds replica heartbeats.
+	replicaTenant = "#replicas"
+	// kindReplica is their kind.
+	kindReplica store.Kind = "replicas"
+	// chunkKindPrefix starts the kind of a session's chunks.
+	chunkKindPrefix = "chunks/"
+	// MaxChunkBytes caps one chunk: half the suite's gRPC message limit,
+	// as for memory values, so a chunk always fits in a message.
+	MaxChunkBytes = 32 << 20
+	// maxHandleBytes bounds a handle; sandboxd's are 32 hex digits.
+	maxHandleBytes = 128
+)
+
+// ChunkKind is the kind of a session's checkpoint chunks.
+func ChunkKind(handle string) store.Kind { return store.Kind(chunkKindPrefix + handle) }
+
+// NewSessions returns the session store server on the handlers' store.
+func NewSessions(m *Memory) *Sessions { return &Sessions{h: m.h, now: time.Now} }
+
+// RegisterSessions adds SessionStoreService to g.
+func RegisterSessions(g *grpc.Server, s *Sessions) { memoryv1.RegisterSessionStoreServiceServer(g, s) }
+
+// tenantHandle checks a request's tenant and session handle together.
+func tenantHandle(tenant, handle string) (string, error) {
+	t, err := tenantOf(tenant)
+	if err != nil {
+		return "", err
+	}
+	if err := checkName("session handle", handle, maxHandleBytes); err != nil {
+		return "", err
+	}
+	if strings.ContainsAny(handle, "/\x00") {
+		return "", fmt.Errorf("%w: session handle %q holds '/' or NUL", store.ErrInvalid, handle)
+	}
+	return t, nil
+}
+
+func expiryOf(r store.Record) time.Time {
+	if len(r.Meta) != 8 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(r.Meta))).UTC()
+}
+
+func expiryMeta(t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(t.UnixNano()))
+}
+
+func sessionOf(r store.Record) *memoryv1.SessionRecord {
+	return &memoryv1.SessionRecord{
+		Handle: r.Key, State: r.Value, ExpireTime: timestamppb.New(expiryOf(r)), Revision: r.Revision,
+		CreateTime: timestamppb.New(r.Created), UpdateTime: timestamppb.New(r.Updated),
+	}
+}
+
+// unknownSession is the one answer for a handle that is not this tenant's,
+// has expired or never existed: none of them tells anything about the
+// others.
+func unknownSession(handle string) error {
+	return fmt.Errorf("%w: unknown session %q", store.ErrNotFound, handle)
+}
+
+// GetSession implements memoryv1.SessionStoreServiceServer.
+func (s *Sessions) GetSession(ctx context.Context, req *memoryv1.GetSessionRequest) (*memoryv1.GetSessionResponse, error) {
+	return handle(ctx, s.h, "session.get", func() (*memoryv1.GetSessionResponse, error) {
+		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
+		if err != nil {
+			return nil, err
+		}
+		rec, err := s.h.store.Get(ctx, tenant, KindSession, req.GetHandle())
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !expiryOf(rec).After(s.now())) {
+			return nil, unknownSession(req.GetHandle())
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &memoryv1.GetSessionResponse{Session: sessionOf(rec)}, nil
+	})
+}
+
+// PutSession implements memoryv1.SessionStoreServiceServer.
+func (s *Sessions) PutSession(ctx context.Context, req *memoryv1.PutSessionRequest) (*memoryv1.PutSessionResponse, error) {
+	return handle(ctx, s.h, "session.put", func() (*memoryv1.PutSessionResponse, error) {
+		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
+		if err != nil {
+			return nil, err
+		}
+		if req.GetExpireTime() == nil {
+			return nil, fmt.Errorf("%w: expire_time is missing; every session needs one", store.ErrInvalid)
+		}
+		if err := checkSize("state", len(req.GetState()), MaxChunkBytes); err != nil {
+			return nil, err
+		}
+		rec, err := s.h.store.Put(ctx, tenant, KindSession, req.GetHandle(), store.Write{
+			Value: req.GetState(), Meta: expiryMeta(req.GetExpireTime().AsTime()),
+			CheckRevision: true, Revision: req.GetExpectedRevision(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &memoryv1.PutSessionResponse{Session: sessionOf(rec)}, nil
+	})
+}
+
+// DeleteSession implements memoryv1.SessionStoreServiceServer.
+func (s *Sessions) DeleteSession(ctx context.Context, req *memoryv1.DeleteSessionRequest) (*memoryv1.DeleteSessionResponse, error) {
+	return handle(ctx, s.h, "session.delete", func() (*memoryv1.DeleteSessionResponse, error) {
+		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
+		if err != nil {
+			return nil, err
+		}
+		deleted, err := s.deleteSession(ctx, tenant, req.GetHandle())
+		return &memoryv1.DeleteSessionResponse{Deleted: deleted}, err
+	})
+}
+
+// deleteSession removes the record first, so that a crash half-way leaves
+// only chunks nobody refers to, which the next sweep of that session (or
+// a later delete) removes.
+func (s *Sessions) deleteSession(ctx context.Context, tenant, handle string) (bool, error) {
+	deleted, err := s.h.store.Delete(ctx, tenant, KindSession, handle, nil)
+	if err != nil {
+		return false, err
+	}
+	chunks, err := s.h.store.List(ctx, tenant, ChunkKind(handle), false)
+	if err != nil {
+		return deleted, err
+	}
+	return deleted, fanOut(ctx, len(chunks), func(ctx context.Context, i int) error {
+		_, err := s.h.store.Delete(ctx, tenant, ChunkKind(handle), chunks[i].Key, nil)
+		return err
+	})
+}
+
+// fanOut runs fn(0..n-1) with a few at a time. The store's group commit
+// then puts concurrent writes into shared transactions, so a checkpoint of
+// many chunks costs a few fsyncs rather than one each.
+func fanOut(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.SetLimit(32)
+	for i := range n {
+		eg.Go(func() error { return fn(ctx, i) })
+	}
+	return eg.Wait()
+}
+
+// PutChunks implements memoryv1.SessionStoreServiceServer.
+func (s *Sessions) PutChunks(ctx context.Context, req *memoryv1.PutChunksRequest) (*memoryv1.PutChunksResponse, error) {
+	return handle(ctx, s.h, "session.put_chunks", func() (*memoryv1.PutChunksResponse, error) {
+		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range req.GetChunks() {
+			if err := checkChunk(c); err != nil {
+				return nil, err
+			}
+		}
+		chunks := req.GetChunks()
+		err = fanOut(ctx, len(chunks), func(ctx context.Context, i int) error {
+			_, err := s.h.store.Put(ctx, tenant, ChunkKind(req.GetHandle()), chunks[i].GetId(), store.Write{Value: chunks[i].GetData()})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &memoryv1.PutChunksResponse{}, nil
+	})
+}
+
+func checkChunk(c *memoryv1.Chunk) error {
+	if err := checkName("chunk id", c.GetId(), maxHandleBytes); err != nil {
+		return err
+	}
+	return checkSize("chunk "+c.GetId(), len(c.GetData()), MaxChunkBytes)
+}
+
+// GetChunks implements memoryv1.SessionStoreServiceServer.
+func (s *Sessions) GetChunks(req *memoryv1.GetChunksRequest, stream grpc.ServerStreamingServer[memoryv1.GetChunksResponse]) error {
+	ctx := stream.Context()
+	_, err := handle(ctx, s.h, "session.get_chunks", func() (struct{}, error) {
+		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
+		if err != nil {
+			return struct{}{}, err
+		}
+		for _, id := range req.GetIds() {
+			rec, err := s.h.store.Get(ctx, tenant, ChunkKind(req.GetHandle()), id)
+			if errors.Is(err, store.ErrNotFound) {
+				return struct{}{}, fmt.Errorf("%w: chunk %q of session %q is missing", store.ErrNotFound, id, req.GetHandle())
+			}
+			if err != nil {
+				return struct{}{}, err
+			}
+			if err := stream.Send(&memoryv1.GetChunksResponse{Chunk: &memoryv1.Chunk{Id: id, Data: rec.Value}}); err != nil {
+				return struct{}{}, err
+			}
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// DeleteChunks implements memoryv1.SessionStoreServiceServer.
+func (s *Sessions) DeleteChunks(ctx context.Context, req *memoryv1.DeleteChunksRequest) (*memoryv1.DeleteChunksResponse, error) {
+	return handle(ctx, s.h, "session.delete_chunks", func() (*memoryv1.DeleteChunksResponse, error) {
+		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
+		if err != nil {
+			return nil, err
+		}
+		ids := req.GetIds()
+		var n atomic.Uint32
+		err = fanOut(ctx, len(ids), func(ctx context.Context, i int) error {
+			deleted, err := s.h.store.Delete(ctx, tenant, ChunkKind(req.GetHandle()), ids[i], nil)
+			if deleted {
+				n.Add(1)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &memoryv1.DeleteChunksResponse{Deleted: n.Load()}, nil
+	})
+}
+
+// ExpireSessions implements memoryv1.SessionStoreServiceServer.
+func (s *Sessions) ExpireSessions(ctx context.Context, _ *memoryv1.ExpireSessionsRequest) (*memoryv1.ExpireSessionsResponse, error) {
+	return handle(ctx, s.h, "session.expire", func() (*memoryv1.ExpireSessionsResponse, error) {
+		tenants, err := s.h.store.Tenants(ctx)
+		if err != nil {
+			return nil, err
+		}
+		now := s.now()
+		var n uint32
+		for _, tenant := range tenants {
+			recs, err := s.h.store.List(ctx, tenant, KindSession, false)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range recs {
+				if expiryOf(r).After(now) {
+					continue
+				}
+				if deleted, err := s.deleteSession(ctx, tenant, r.Key); err != nil {
+					return nil, err
+				} else if deleted {
+					n++
+				}
+			}
+		}
+		return &memoryv1.ExpireSessionsResponse{Expired: n}, nil
+	})
+}
+
+// PutReplica implements memoryv1.SessionStoreServiceServer.
+func (s *Sessions) PutReplica(ctx context.Context, req *memoryv1.PutReplicaRequest) (*memoryv1.PutReplicaResponse, error) {
+	return handle(ctx, s.h, "session.put_replica", func() (*memoryv1.PutReplicaResponse, error) {
+		r := req.GetReplica()
+		if err := checkName("replica id", r.GetId(), maxHandleBytes); err != nil {
+			return nil, err
+		}
+		data, err := proto.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.h.store.Put(ctx, replicaTenant, kindReplica, r.GetId(), store.Write{Value: data}); err != nil {
+			return nil, err
+		}
+		return &memoryv1.PutReplicaResponse{}, nil
+	})
+}
+
+// GetReplica implements memoryv1.SessionStoreServiceServer.
+func (s *Sessions) GetReplica(ctx context.Context, req *memoryv1.GetReplicaRequest) (*memoryv1.GetReplicaResponse, error) {
+	return handle(ctx, s.h, "session.get_replica", func() (*memoryv1.GetReplicaResponse, error) {
+		rec, err := s.h.store.Get(ctx, replicaTenant, kindReplica, req.GetId())
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: no heartbeat from replica %q", store.ErrNotFound, req.GetId())
+		}
+		if err != nil {
+			return nil, err
+		}
+		var r memoryv1.Replica
+		if err := proto.Unmarshal(rec.Value, &r); err != nil {
+			return nil, fmt.Errorf("decode heartbeat of replica %q: %w", req.GetId(), err)
+		}
+		return &memoryv1.GetReplicaResponse{Replica: &r}, nil
+	})
+}

@@ -1,0 +1,172 @@
+package memoryd_test
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/codeexec/codeexec/memoryd"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+)
+
+func TestSessionRecordsCompareAndSwap(t *testing.T) {
+	t.Parallel()
+	eachStore(t, testSessionRecordsCompareAndSwap)
+}
+
+func testSessionRecordsCompareAndSwap(t *testing.T, cfg memoryd.Config) {
+	e := start(t, cfg)
+	s := memoryv1.NewSessionStoreServiceClient(e.conn)
+	ctx := t.Context()
+	later := timestamppb.New(time.Now().Add(time.Hour))
+	put := func(tenant, handle, state string, expected uint64) (*memoryv1.SessionRecord, error) {
+		resp, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: tenant, Handle: handle, State: []byte(state), ExpireTime: later, ExpectedRevision: expected})
+		return resp.GetSession(), err
+	}
+	first, err := put("a", "h1", "v1", 0)
+	if err != nil || first.GetRevision() != 1 {
+		t.Fatalf("create: %v, %v", first, err)
+	}
+	// A second create, or a write from a stale revision, is refused.
+	for _, expected := range []uint64{0, 7} {
+		if _, err := put("a", "h1", "other", expected); status.Code(err) != codes.Aborted {
+			t.Errorf("write expecting revision %d: %v, want ABORTED", expected, err)
+		}
+	}
+	second, err := put("a", "h1", "v2", 1)
+	if err != nil || second.GetRevision() != 2 {
+		t.Fatalf("update: %v, %v", second, err)
+	}
+	got, err := s.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: "a", Handle: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(second, got.GetSession(), protocmp.Transform()); diff != "" {
+		t.Errorf("read back (-want +got):\n%s", diff)
+	}
+	// Another tenant's handle and a random one get the same answer.
+	var msgs []string
+	for _, req := range []*memoryv1.GetSessionRequest{{Tenant: "b", Handle: "h1"}, {Tenant: "a", Handle: "nope"}} {
+		_, err := s.GetSession(ctx, req)
+		if status.Code(err) != codes.NotFound {
+			t.Fatalf("GetSession(%v) = %v, want NotFound", req, err)
+		}
+		msgs = append(msgs, strings.ReplaceAll(status.Convert(err).Message(), req.GetHandle(), "H"))
+	}
+	if msgs[0] != msgs[1] {
+		t.Errorf("another tenant's handle answers %q, an unknown one %q: they must not differ", msgs[0], msgs[1])
+	}
+	if _, err := put("a", "x/y", "v", 0); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a handle with '/': %v", err)
+	}
+	if _, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: "a", Handle: "h2", State: []byte("v")}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("no expiry: %v", err)
+	}
+}
+
+func TestSessionChunksAndExpiry(t *testing.T) {
+	t.Parallel()
+	eachStore(t, testSessionChunksAndExpiry)
+}
+
+func testSessionChunksAndExpiry(t *testing.T, cfg memoryd.Config) {
+	e := start(t, cfg)
+	s := memoryv1.NewSessionStoreServiceClient(e.conn)
+	ctx := t.Context()
+	chunks := []*memoryv1.Chunk{{Id: "c1", Data: []byte("one")}, {Id: "c2", Data: make([]byte, 3<<20)}, {Id: "c3", Data: nil}}
+	for _, h := range []string{"live", "old"} {
+		if _, err := s.PutChunks(ctx, &memoryv1.PutChunksRequest{Tenant: "t", Handle: h, Chunks: chunks}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: "t", Handle: "live", ExpireTime: timestamppb.New(time.Now().Add(time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: "t", Handle: "old", ExpireTime: timestamppb.New(time.Now().Add(-time.Second))}); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(h string, want ...string) ([]*memoryv1.Chunk, error) {
+		stream, err := s.GetChunks(ctx, &memoryv1.GetChunksRequest{Tenant: "t", Handle: h, Ids: want})
+		if err != nil {
+			return nil, err
+		}
+		var out []*memoryv1.Chunk
+		for {
+			m, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			if err != nil {
+				return out, err
+			}
+			out = append(out, m.GetChunk())
+		}
+	}
+	got, err := ids("live", "c3", "c1", "c2")
+	if err != nil || len(got) != 3 || got[0].GetId() != "c3" || string(got[1].GetData()) != "one" || len(got[2].GetData()) != 3<<20 {
+		t.Fatalf("GetChunks in the asked order: %d chunks, %v", len(got), err)
+	}
+	if del, err := s.DeleteChunks(ctx, &memoryv1.DeleteChunksRequest{Tenant: "t", Handle: "live", Ids: []string{"c1", "zz"}}); err != nil || del.GetDeleted() != 1 {
+		t.Errorf("DeleteChunks: %v, %v", del, err)
+	}
+	if _, err := ids("live", "c1"); status.Code(err) != codes.NotFound {
+		t.Errorf("a deleted chunk: %v", err)
+	}
+	// An expired session is unknown at once, and the sweep removes it
+	// with its chunks; the live one stays.
+	if _, err := s.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: "t", Handle: "old"}); status.Code(err) != codes.NotFound {
+		t.Errorf("expired session: %v", err)
+	}
+	resp, err := s.ExpireSessions(ctx, &memoryv1.ExpireSessionsRequest{})
+	if err != nil || resp.GetExpired() != 1 {
+		t.Fatalf("ExpireSessions: %v, %v", resp, err)
+	}
+	if _, err := ids("old", "c1"); status.Code(err) != codes.NotFound {
+		t.Errorf("chunks of an expired session survived the sweep: %v", err)
+	}
+	if _, err := ids("live", "c2"); err != nil {
+		t.Errorf("the live session lost a chunk: %v", err)
+	}
+	if del, err := s.DeleteSession(ctx, &memoryv1.DeleteSessionRequest{Tenant: "t", Handle: "live"}); err != nil || !del.GetDeleted() {
+		t.Errorf("DeleteSession: %v, %v", del, err)
+	}
+	if _, err := ids("live", "c2"); status.Code(err) != codes.NotFound {
+		t.Errorf("chunks of a deleted session: %v", err)
+	}
+	big := []*memoryv1.Chunk{{Id: "huge", Data: make([]byte, 33<<20)}}
+	if _, err := s.PutChunks(ctx, &memoryv1.PutChunksRequest{Tenant: "t", Handle: "h", Chunks: big}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a 33 MiB chunk: %v", err)
+	}
+}
+
+func TestReplicaHeartbeats(t *testing.T) {
+	t.Parallel()
+	eachStore(t, testReplicaHeartbeats)
+}
+
+func testReplicaHeartbeats(t *testing.T, cfg memoryd.Config) {
+	e := start(t, cfg)
+	s := memoryv1.NewSessionStoreServiceClient(e.conn)
+	r := &memoryv1.Replica{Id: "r1", Address: "unix:/tmp/x.sock", ExpireTime: timestamppb.New(time.Unix(100, 0)), Host: "h", Pid: 42, BootId: "b"}
+	if _, err := s.PutReplica(t.Context(), &memoryv1.PutReplicaRequest{Replica: r}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetReplica(t.Context(), &memoryv1.GetReplicaRequest{Id: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(r, got.GetReplica(), protocmp.Transform()); diff != "" {
+		t.Errorf("heartbeat (-want +got):\n%s", diff)
+	}
+	if _, err := s.GetReplica(t.Context(), &memoryv1.GetReplicaRequest{Id: "r2"}); status.Code(err) != codes.NotFound {
+		t.Errorf("unknown replica: %v", err)
+	}
+}
