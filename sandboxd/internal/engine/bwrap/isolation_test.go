@@ -138,9 +138,10 @@ print("ok" if st.f_blocks * st.f_frsize == 32 << 20 and os.getcwd() == "/workspa
 
 // TestBwrapNetwork checks that a sandbox's network is its own loopback
 // alone: lo is up and the sandbox reaches itself on it, but a service the
-// host offers on its loopback (TCP on 127.0.0.1, an abstract Unix socket,
-// which is bound to the network namespace too) and the internet are out
-// of reach, and the host's listeners accept nothing.
+// host offers on its loopback (TCP on 127.0.0.1 and on ::1 where the host
+// has IPv6, an abstract Unix socket, which is bound to the network
+// namespace too) and the internet are out of reach, and the host's
+// listeners accept nothing.
 func TestBwrapNetwork(t *testing.T) { eachStartPath(t, true, testBwrapNetwork) }
 
 func testBwrapNetwork(t *testing.T, path startPath) {
@@ -154,8 +155,14 @@ func testBwrapNetwork(t *testing.T, path startPath) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	listeners := []net.Listener{tcp, unixLn}
+	port6 := "0" // no IPv6 on the host: the sandbox skips it
+	if tcp6, err := net.Listen("tcp6", "[::1]:0"); err == nil {
+		listeners = append(listeners, tcp6)
+		port6 = strconv.Itoa(tcp6.Addr().(*net.TCPAddr).Port)
+	}
 	var accepted atomic.Int32
-	for _, ln := range []net.Listener{tcp, unixLn} {
+	for _, ln := range listeners {
 		t.Cleanup(func() { _ = ln.Close() })
 		go func() {
 			for {
@@ -169,22 +176,23 @@ func testBwrapNetwork(t *testing.T, path startPath) {
 		}()
 	}
 	// The host's listeners answer the host itself.
-	for _, ln := range []net.Listener{tcp, unixLn} {
+	for _, ln := range listeners {
 		c, err := net.Dial(ln.Addr().Network(), ln.Addr().String())
 		if err != nil {
 			t.Fatalf("the host cannot reach its own %s: %v", ln.Addr(), err)
 		}
 		_ = c.Close()
 	}
-	for deadline := time.Now().Add(10 * time.Second); accepted.Load() != 2; time.Sleep(time.Millisecond) {
+	own := int32(len(listeners))
+	for deadline := time.Now().Add(10 * time.Second); accepted.Load() != own; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the host's listeners accepted %d of the host's 2 connections", accepted.Load())
+			t.Fatalf("the host's listeners accepted %d of the host's %d connections", accepted.Load(), own)
 		}
 	}
 
 	r := enginetest.Run(t, e, enginetest.Spec(t, `
 import errno, json, socket, sys
-port, name = int(sys.argv[1]), sys.argv[2]
+port, name, port6 = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 got = {"interfaces": sorted(l.split(":")[0].strip() for l in open("/proc/self/net/dev").readlines()[2:])}
 srv = socket.socket()
 srv.bind(("127.0.0.1", 0))
@@ -205,17 +213,23 @@ def attempt(family, addr):
         s.close()
 got["host 127.0.0.1"] = attempt(socket.AF_INET, ("127.0.0.1", port))
 got["host abstract socket"] = attempt(socket.AF_UNIX, "\0" + name)
+if port6:  # refused where the sandbox's lo has ::1, unreachable where it has none
+    r = attempt(socket.AF_INET6, ("::1", port6))
+    got["host ::1"] = "refused or unreachable" if r in ("ECONNREFUSED", "ENETUNREACH", "EADDRNOTAVAIL") else r
 got["internet"] = attempt(socket.AF_INET, ("1.1.1.1", 53))
-print(json.dumps(got, sort_keys=True))`, strconv.Itoa(tcp.Addr().(*net.TCPAddr).Port), abstract[1:]), "", 30*time.Second)
+print(json.dumps(got, sort_keys=True))`, strconv.Itoa(tcp.Addr().(*net.TCPAddr).Port), abstract[1:], port6), "", 30*time.Second)
 	if r.Err != nil {
 		t.Fatalf("sandbox failed: %v, stderr %q", r.Err, r.Stderr)
 	}
 	want := `{"host 127.0.0.1": "ECONNREFUSED", "host abstract socket": "ECONNREFUSED", "interfaces": ["lo"], "internet": "ENETUNREACH", "own loopback": "hi"}`
+	if port6 != "0" {
+		want = strings.Replace(want, `"host abstract socket"`, `"host ::1": "refused or unreachable", "host abstract socket"`, 1)
+	}
 	if got := strings.TrimSpace(r.Stdout); got != want {
 		t.Errorf("network from the sandbox:\n got %s\nwant %s", got, want)
 	}
-	if n := accepted.Load(); n != 2 {
-		t.Errorf("the host's listeners accepted %d connections from the sandbox", n-2)
+	if n := accepted.Load(); n != own {
+		t.Errorf("the host's listeners accepted %d connections from the sandbox", n-own)
 	}
 }
 
