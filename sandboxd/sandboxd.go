@@ -70,9 +70,15 @@ type Config struct {
 	StartTimeout   time.Duration
 	IdleTimeout    time.Duration
 	PoolSize       int
-	// LaunchSpares is how many bwrap launchers (started, confined, held
-	// at their gate) are kept for the next sandboxes; see bwrap.Engine.
+	// LaunchSpares is how many sandboxes are kept set up for the next
+	// ones: the fork server's spares, or bwrap launchers (started,
+	// confined, held at their gate) while it is not running; see
+	// bwrap.Config.Spares.
 	LaunchSpares int
+	// ForkServer starts bwrap sandboxes from a fork server, which has the
+	// interpreter started and the agent imported (bwrap.Config.ForkServer);
+	// sandboxes start with bwrap itself while it is not running.
+	ForkServer bool
 	// MaxSessions caps live sessions; with a session store (durable
 	// sessions) it caps live sandboxes instead.
 	MaxSessions int
@@ -106,6 +112,7 @@ func DefaultConfig() Config {
 		IdleTimeout:      30 * time.Minute,
 		PoolSize:         2,
 		LaunchSpares:     2,
+		ForkServer:       true,
 		MaxSessions:      64,
 		SessionTTL:       7 * 24 * time.Hour,
 		CheckpointBytes:  session.DefaultCheckpointBytes,
@@ -178,7 +185,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		logger.Warn("the default timeout is above the maximum; calls are clamped to the maximum",
 			"timeout.default", cfg.DefaultTimeout, "timeout.max", cfg.MaxTimeout)
 	}
-	eng, err := detect.Engine(ctx, cfg.Runtime, bwrap.Config{Spares: cfg.LaunchSpares}, container.Config{
+	eng, err := detect.Engine(ctx, cfg.Runtime, bwrap.Config{Spares: cfg.LaunchSpares, ForkServer: cfg.ForkServer}, container.Config{
 		Image:     cfg.Image,
 		User:      cfg.ContainerUser,
 		ExtraArgs: cfg.RuntimeArgs,

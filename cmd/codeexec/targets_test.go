@@ -25,7 +25,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		memory    = join(database, []string{"owner-wait", "max-value"})
 		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "server-start-timeout"}
 		sandbox   = []string{"runtime", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "output-limit",
-			"idle-timeout", "pool", "launch-spares", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
+			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
 			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes"}
 		mcp  = []string{"timeout", "max-timeout", "output-mode", "tenant"}
 		http = []string{"http", "tokens-file", "jwt-issuer", "jwks-url", "jwt-audience", "jwt-tenant-claim", "resource-url",
@@ -47,7 +47,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		{[]string{"memoryd", "copy"}, []string{"from", "to", "store-password-file", "replace", "store-wait"}},
 		{[]string{"import-upstream"}, join(memory, tls, []string{"memory", "tenant"})},
 		{[]string{"health"}, tls},
-		{[]string{"bench"}, []string{"python", "spawns", "warm", "fresh", "sessions", "execs", "runtimes", "image", "idle"}},
+		{[]string{"bench"}, []string{"python", "spawns", "warm", "fresh", "sessions", "execs", "burst", "idle-sessions", "runtimes", "image", "idle"}},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
 			t.Parallel()

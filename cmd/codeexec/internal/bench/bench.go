@@ -5,6 +5,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,6 +32,9 @@ type Settings struct {
 	Python               string
 	Spawns, Warm, Fresh  int
 	Sessions, PerSession int
+	// Burst is how many sessions start at once, without a warm pool;
+	// IdleSessions how many idle ones the memory figures count.
+	Burst, IdleSessions int
 	// Runtimes, when set, compares these sandbox runtimes side by side
 	// instead of the usual table (Image for the container runtimes, Idle
 	// sessions for the memory figure).
@@ -49,6 +53,8 @@ func Bind(fs *flagenv.Set, s *Settings) {
 	fs.Int(&s.Fresh, "fresh", 25, "new sessions timed, with and without the warm pool")
 	fs.Int(&s.Sessions, "sessions", 50, "concurrent sessions in the load test")
 	fs.Int(&s.PerSession, "execs", 20, "execs per session in the load test")
+	fs.Int(&s.Burst, "burst", 50, "sessions started at once, without a warm pool")
+	fs.Int(&s.IdleSessions, "idle-sessions", 50, "idle sessions for the memory figures of the usual table (--idle is for --runtimes)")
 	fs.String(&s.Runtimes, "runtimes", "", "instead of the usual table, compare these sandbox runtimes side by side, e.g. bwrap,podman,docker")
 	fs.String(&s.Image, "image", "localhost/codeexec-sandbox:latest", "image for the container runtimes (with --runtimes; build it with deploy/build-images.sh)")
 	fs.Int(&s.Idle, "idle", 8, "idle sessions for the memory figure (with --runtimes)")
@@ -77,26 +83,44 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s\n", strings.Repeat("-", 48), strings.Repeat("-", 11), strings.Repeat("-", 11), strings.Repeat("-", 11), "------")
 	row("baseline: bare `python3 -c pass` spawn", spawn, fmt.Sprintf("n=%d", s.Spawns))
 
-	warm, err := benchWarmStdio(ctx, s.Warm, s.Version)
-	if err != nil {
-		return fmt.Errorf("warm round trip: %w", err)
+	for _, w := range []struct {
+		name string
+		fork bool
+	}{{"warm run_python(\"pass\") via MCP stdio", true}, {"  … with bwrap itself (--fork-server=false)", false}} {
+		warm, err := benchWarmStdio(ctx, s.Warm, s.Version, w.fork)
+		if err != nil {
+			return fmt.Errorf("warm round trip: %w", err)
+		}
+		row(w.name, warm, fmt.Sprintf("n=%d", s.Warm))
 	}
-	row("warm run_python(\"pass\") via MCP stdio", warm, fmt.Sprintf("n=%d", s.Warm))
 
 	spares := sandboxd.DefaultConfig().LaunchSpares
 	for _, f := range []struct {
 		name         string
 		pool, spares int
+		fork         bool
 	}{
-		{"new session → first result, no warm pool", 0, spares},
-		{"  … and no launch spares either", 0, 0},
-		{"new session → first result, warm pool of 4", 4, spares},
+		{"new session → first result, no warm pool", 0, spares, true},
+		{"  … with bwrap itself (--fork-server=false)", 0, spares, false},
+		{"  … and no launch spares either", 0, 0, false},
+		{"new session → first result, warm pool of 4", 4, spares, true},
 	} {
-		st, err := benchFresh(ctx, logger, s.Python, f.pool, f.spares, s.Fresh)
+		st, err := benchFresh(ctx, logger, s.Python, f.pool, f.spares, f.fork, s.Fresh)
 		if err != nil {
-			return fmt.Errorf("new session (pool %d, launch spares %d): %w", f.pool, f.spares, err)
+			return fmt.Errorf("new session (pool %d, launch spares %d, fork server %t): %w", f.pool, f.spares, f.fork, err)
 		}
-		row(f.name, st, fmt.Sprintf("n=%d, launch spares %d", s.Fresh, f.spares))
+		row(f.name, st, fmt.Sprintf("n=%d, launch spares %d, fork server %t", s.Fresh, f.spares, f.fork))
+	}
+	for _, fork := range []bool{true, false} {
+		name := fmt.Sprintf("%d new sessions at once, no pool", s.Burst)
+		if !fork {
+			name = "  … bwrap (--fork-server=false)"
+		}
+		b, err := benchBurst(ctx, logger, s.Python, fork, s.Burst)
+		if err != nil {
+			return fmt.Errorf("burst (fork server %t): %w", fork, err)
+		}
+		row(name, b.st, fmt.Sprintf("slowest %s, p99 ÷ p50 %.1f", ms(b.max), float64(b.st.p99)/float64(b.st.p50)))
 	}
 
 	load, err := benchLoad(ctx, logger, s.Python, s.Sessions, s.PerSession)
@@ -105,8 +129,15 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 	}
 	row(fmt.Sprintf("%d sessions × %d execs, concurrent: latency", s.Sessions, s.PerSession), load.latency,
 		fmt.Sprintf("%.0f execs/s, %d errors, %d lost outputs", load.throughput, load.errors, load.lost))
-	fmt.Fprintf(stdout, "\nmemory: %.1f MiB PSS per idle session (%d sandboxes), server RSS %.1f MiB (peak %.1f MiB)\n",
+	fmt.Fprintf(stdout, "\nmemory under load: %.1f MiB PSS per session (%d sandboxes), server RSS %.1f MiB (peak %.1f MiB)\n",
 		load.pssPerSandbox/(1<<20), load.sandboxes, float64(load.serverRSS)/(1<<20), float64(load.serverPeak)/(1<<20))
+	for _, fork := range []bool{true, false} {
+		mem, n, err := benchIdle(ctx, logger, s.Python, fork, s.IdleSessions)
+		if err != nil {
+			return fmt.Errorf("idle memory (fork server %t): %w", fork, err)
+		}
+		fmt.Fprintf(stdout, "memory per idle session, fork server %-5t: %.2f MiB PSS (%d sandboxes; the fork server counted in)\n", fork, mem/(1<<20), n)
+	}
 	return nil
 }
 
@@ -133,7 +164,7 @@ func benchSpawn(python string, n int) (stats, error) {
 }
 
 // benchWarmStdio drives a real `codeexec serve` child over stdio.
-func benchWarmStdio(ctx context.Context, n int, version string) (stats, error) {
+func benchWarmStdio(ctx context.Context, n int, version string, forkServer bool) (stats, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return stats{}, err
@@ -143,7 +174,8 @@ func benchWarmStdio(ctx context.Context, n int, version string) (stats, error) {
 		return stats{}, err
 	}
 	defer os.RemoveAll(home)
-	c, err := client.NewStdioMCPClient(self, []string{"HOME=" + home, "MCP_BRIDGE_STATE_DIR=" + home, "CODEEXEC_POOL_SIZE=1", "MCP_BRIDGE_LOG_LEVEL=error"}, "serve")
+	c, err := client.NewStdioMCPClient(self, []string{"HOME=" + home, "MCP_BRIDGE_STATE_DIR=" + home, "CODEEXEC_POOL_SIZE=1",
+		"MCP_BRIDGE_LOG_LEVEL=error", fmt.Sprintf("CODEEXEC_FORK_SERVER=%t", forkServer)}, "serve")
 	if err != nil {
 		return stats{}, err
 	}
@@ -154,16 +186,27 @@ func benchWarmStdio(ctx context.Context, n int, version string) (stats, error) {
 	if _, err := c.Initialize(ctx, init); err != nil {
 		return stats{}, err
 	}
-	call := func() (time.Duration, error) {
+	run := func(code string) (*mcp.CallToolResult, time.Duration, error) {
 		req := mcp.CallToolRequest{}
 		req.Params.Name = "run_python"
-		req.Params.Arguments = map[string]any{"code": "pass"}
+		req.Params.Arguments = map[string]any{"code": code}
 		start := time.Now()
 		res, err := c.CallTool(ctx, req)
+		return res, time.Since(start), err
+	}
+	call := func() (time.Duration, error) {
+		res, took, err := run("pass")
 		if err == nil && res.IsError {
 			err = fmt.Errorf("run_python failed: %v", res.Content)
 		}
-		return time.Since(start), err
+		return took, err
+	}
+	if forkServer {
+		// The session's first sandbox comes from the pool, filled before
+		// the fork server was up: end sandboxes until one was forked.
+		if err := untilForked(run); err != nil {
+			return stats{}, err
+		}
 	}
 	for range 10 {
 		if _, err := call(); err != nil {
@@ -179,6 +222,24 @@ func benchWarmStdio(ctx context.Context, n int, version string) (stats, error) {
 		d = append(d, t)
 	}
 	return summarize(d), nil
+}
+
+// untilForked ends the session's sandbox (the next call restores the
+// session into a new one) until its sandbox is one the fork server made,
+// whose PID 1 is codeexec-init.
+func untilForked(run func(string) (*mcp.CallToolResult, time.Duration, error)) error {
+	for range 20 {
+		res, _, err := run("print(open('/proc/1/comm').read().strip())")
+		if err != nil {
+			return err
+		}
+		if fmt.Sprint(res.Content) != "" && strings.Contains(fmt.Sprint(res.StructuredContent), "codeexec-init") {
+			return nil
+		}
+		_, _, _ = run("import os; os._exit(0)")
+		time.Sleep(300 * time.Millisecond)
+	}
+	return errors.New("no sandbox from the fork server after 20 tries")
 }
 
 // inprocSandbox runs sandboxd in-process behind its gRPC API.
@@ -229,14 +290,17 @@ func execOnce(ctx context.Context, c sandboxv1.SandboxServiceClient, id, code st
 	}
 }
 
-func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, spares, n int) (stats, error) {
+func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, spares int, forkServer bool, n int) (stats, error) {
 	cfg := sandboxConfig(python, pool, 0)
-	cfg.LaunchSpares = spares
+	cfg.LaunchSpares, cfg.ForkServer = spares, forkServer
 	c, stop, err := inprocSandbox(ctx, logger, cfg)
 	if err != nil {
 		return stats{}, err
 	}
 	defer stop()
+	if err := settle(ctx, c); err != nil {
+		return stats{}, err
+	}
 	// Sessions arrive apart, as real ones do: the pool and the launch
 	// spares refill in between, and no session gains from kernel state the
 	// previous one left warm (docs/PERFORMANCE.md, on cgroup moves).

@@ -30,10 +30,15 @@ func sandboxMemory() (perSandbox float64, sandboxes int) {
 		}
 		total += pss(pid)
 		// The agent is the python3 process running agent.py; bwrap's own
-		// command line names both too, so look at argv[0] only.
+		// command line names both too, so look at argv[0] only. A sandbox
+		// from the fork server has the server's command line, and only
+		// its agent is named python3 (the server and the sandbox's other
+		// processes are codeexec-*).
 		cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		argv0, _, _ := bytes.Cut(cmd, []byte{0})
-		if strings.HasPrefix(filepath.Base(string(argv0)), "python") && bytes.Contains(cmd, []byte("agent.py")) {
+		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+		if strings.HasPrefix(filepath.Base(string(argv0)), "python") &&
+			(bytes.Contains(cmd, []byte("agent.py")) || bytes.Contains(cmd, []byte("codeexec_forkserver.py")) && strings.HasPrefix(string(comm), "python")) {
 			sandboxes++
 		}
 	}

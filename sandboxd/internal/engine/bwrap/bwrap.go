@@ -16,6 +16,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/forkserver"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
 )
 
@@ -29,9 +30,20 @@ type Config struct {
 	// Default "/sys/fs/cgroup".
 	CgroupRoot string
 	// Spares is how many launchers (launcher.go) to keep started, confined
-	// and waiting for the next sandboxes. They are made for the command
-	// line and limits of the latest Start. 0 keeps none.
+	// and waiting for the next sandboxes, and with the fork server how
+	// many sandboxes it keeps set up and waiting for their command
+	// (forkspares.go). They are made for the command line (for launchers)
+	// and limits of the latest Start. 0 keeps none.
 	Spares int
+	// ForkServer starts sandboxes from a fork server (package forkserver)
+	// while one runs, with the isolation bwrap gives them; the first Start
+	// starts it, and sandboxes start with bwrap until it is up, and again
+	// whenever it has died, until it is restarted.
+	ForkServer bool
+
+	// forkOnly, for tests, makes Start wait for the fork server and fail
+	// rather than use bwrap.
+	forkOnly bool
 }
 
 // Engine is the bubblewrap engine: a sandbox is a bwrap process with every
@@ -65,6 +77,8 @@ type Engine struct {
 	checkMu sync.Mutex // serialises Check; guards checked
 	checked bool
 
+	noForkOnce sync.Once // says once that the fork server cannot run
+
 	live engine.Live[*process]
 
 	mu sync.Mutex // guards the fields below
@@ -75,6 +89,16 @@ type Engine struct {
 	spareFor *startPlan
 	filling  bool
 	fills    sync.WaitGroup
+	// python and agentDir are what Prepare was given; forks supervises
+	// the fork server once one was asked for (fork.go). forkSpares are kept
+	// for forkSpareKey, the latest start from the server, with
+	// forkFilling set while fillForkSpares runs (forkspares.go).
+	python, agentDir string
+	forks            *forkserver.Supervisor
+	forkSpares       []*forkSpare
+	forkSpareFor     *startPlan
+	forkSpareKey     forkSpareKey
+	forkFilling      bool
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -130,13 +154,22 @@ func (b *Engine) Name() string { return "bwrap" }
 
 // Prepare implements engine.Engine: it compiles the agent in agentDir with the
 // host's python, which bwrap sandboxes run (they bind the host's /usr).
+// A fork server started later imports the agent from agentDir (one already
+// running keeps its own).
 func (b *Engine) Prepare(ctx context.Context, agentDir, python string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return agent.Precompile(ctx, python, agentDir)
+	err := agent.Precompile(ctx, python, agentDir)
+	if resolved, rerr := filepath.EvalSymlinks(agentDir); rerr == nil {
+		b.mu.Lock()
+		b.python, b.agentDir = python, resolved
+		b.mu.Unlock()
+	}
+	return err
 }
 
-// Start implements engine.Engine. ctx bounds only the start. It takes a spare
+// Start implements engine.Engine. ctx bounds only the start. It forks the
+// sandbox from the fork server when one runs; else it takes a spare
 // launcher when one matches spec, and then makes sure spares are refilled.
 func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, error) {
 	if b.lookErr != nil {
@@ -145,6 +178,24 @@ func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, e
 	plan, err := b.plan(ctx, spec)
 	if err != nil {
 		return nil, err
+	}
+	if b.cfg.ForkServer {
+		srv, err := b.forkServer(ctx, spec)
+		if err == nil {
+			if p := b.startForkSpare(ctx, srv, plan); p != nil {
+				b.refillForkSpares(srv, plan)
+				return p, nil
+			}
+			var p *process
+			if p, err = b.startForked(ctx, srv, plan); err == nil {
+				b.refillForkSpares(srv, plan)
+				return p, nil
+			}
+			plan.logger.Warn("fork server could not start the sandbox; starting it with bwrap", "error", err)
+		}
+		if b.cfg.forkOnly {
+			return nil, err
+		}
 	}
 	if b.cfg.Spares > 0 {
 		defer b.refillSpares(plan)
@@ -268,18 +319,23 @@ func readableByNobody(dir string) error {
 	}
 }
 
-// Close implements engine.Engine: it discards the spare launchers, kills every
-// live sandbox, waits for them and removes the cgroup parents.
+// Close implements engine.Engine: it stops the fork server, discards the
+// spare launchers, kills every live sandbox, waits for them and removes the
+// cgroup parents.
 func (b *Engine) Close() error {
 	b.mu.Lock() // closing and taking the spares are one step for fillSpares
 	live, first := b.live.Close()
-	spares := b.spares
-	b.spares = nil
+	spares, forkSpares, forks := b.spares, b.forkSpares, b.forks
+	b.spares, b.forkSpares = nil, nil
 	b.mu.Unlock()
 	if !first {
 		return nil
 	}
-	b.fills.Wait() // a launcher it finishes now is discarded
+	b.fills.Wait() // a launcher or spare sandbox it finishes now is discarded
+	discardForkSpares(forkSpares)
+	if forks != nil {
+		forks.Close() // a trial sandbox it starts now is killed (track)
+	}
 	for _, l := range spares {
 		l.discard()
 	}

@@ -55,3 +55,32 @@ func processAlive(pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
+
+// startPath is one of the engine's two ways to start a sandbox. The
+// isolation and limits tests run against both: bwrap itself, and the fork
+// server, which must then serve every start (no falling back to bwrap).
+type startPath struct {
+	name   string
+	config func(Config) Config
+}
+
+var startPaths = []startPath{
+	{"bwrap", func(c Config) Config { return c }},
+	{"fork server", func(c Config) Config { c.ForkServer, c.forkOnly = true, true; return c }},
+}
+
+// eachStartPath runs test once per start path, each in a subtest; in
+// parallel (the test, then its subtests) when parallel is set.
+func eachStartPath(t *testing.T, parallel bool, test func(*testing.T, startPath)) {
+	if parallel {
+		t.Parallel()
+	}
+	for _, path := range startPaths {
+		t.Run(path.name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
+			test(t, path)
+		})
+	}
+}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,9 +22,10 @@ import (
 
 // TestBwrapIsolation runs one real sandbox per property; each script prints
 // "ok" or what it found instead.
-func TestBwrapIsolation(t *testing.T) {
-	t.Parallel()
-	e := newTestEngine(t, Config{})
+func TestBwrapIsolation(t *testing.T) { eachStartPath(t, true, testBwrapIsolation) }
+
+func testBwrapIsolation(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
 	hidden := t.TempDir()
 
 	tests := []struct {
@@ -30,20 +33,6 @@ func TestBwrapIsolation(t *testing.T) {
 		script string
 		args   []string
 	}{
-		{"no loopback network", `
-import socket
-try:
-    socket.create_connection(("127.0.0.1", 80), timeout=3)
-    print("connected")
-except OSError as e:
-    print("ok")`, nil},
-		{"no internet", `
-import socket
-try:
-    socket.create_connection(("1.1.1.1", 53), timeout=3)
-    print("connected")
-except OSError as e:
-    print("ok")`, nil},
 		{"read-only root and usr", `
 bad = []
 for p in ["/x", "/usr/x", "/etc/passwd", "/opt/codeexec/agent.txt", "/opt/codeexec/new"]:
@@ -147,12 +136,111 @@ print("ok" if st.f_blocks * st.f_frsize == 32 << 20 and os.getcwd() == "/workspa
 	}
 }
 
+// TestBwrapNetwork checks that a sandbox's network is its own loopback
+// alone: lo is up and the sandbox reaches itself on it, but a service the
+// host offers on its loopback (TCP on 127.0.0.1 and on ::1 where the host
+// has IPv6, an abstract Unix socket, which is bound to the network
+// namespace too) and the internet are out of reach, and the host's
+// listeners accept nothing.
+func TestBwrapNetwork(t *testing.T) { eachStartPath(t, true, testBwrapNetwork) }
+
+func testBwrapNetwork(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	abstract := fmt.Sprintf("@codeexec-test-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
+	unixLn, err := net.Listen("unix", abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listeners := []net.Listener{tcp, unixLn}
+	port6 := "0" // no IPv6 on the host: the sandbox skips it
+	if tcp6, err := net.Listen("tcp6", "[::1]:0"); err == nil {
+		listeners = append(listeners, tcp6)
+		port6 = strconv.Itoa(tcp6.Addr().(*net.TCPAddr).Port)
+	}
+	var accepted atomic.Int32
+	for _, ln := range listeners {
+		t.Cleanup(func() { _ = ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				_ = c.Close()
+			}
+		}()
+	}
+	// The host's listeners answer the host itself.
+	for _, ln := range listeners {
+		c, err := net.Dial(ln.Addr().Network(), ln.Addr().String())
+		if err != nil {
+			t.Fatalf("the host cannot reach its own %s: %v", ln.Addr(), err)
+		}
+		_ = c.Close()
+	}
+	own := int32(len(listeners))
+	for deadline := time.Now().Add(10 * time.Second); accepted.Load() != own; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the host's listeners accepted %d of the host's %d connections", accepted.Load(), own)
+		}
+	}
+
+	r := enginetest.Run(t, e, enginetest.Spec(t, `
+import errno, json, socket, sys
+port, name, port6 = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+got = {"interfaces": sorted(l.split(":")[0].strip() for l in open("/proc/self/net/dev").readlines()[2:])}
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen()
+c = socket.create_connection(srv.getsockname(), timeout=3)
+a, _ = srv.accept()
+c.sendall(b"hi")
+got["own loopback"] = a.recv(2).decode()
+def attempt(family, addr):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(3)
+    try:
+        s.connect(addr)
+        return "connected"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, type(e).__name__)
+    finally:
+        s.close()
+got["host 127.0.0.1"] = attempt(socket.AF_INET, ("127.0.0.1", port))
+got["host abstract socket"] = attempt(socket.AF_UNIX, "\0" + name)
+if port6:  # refused where the sandbox's lo has ::1, unreachable where it has none
+    r = attempt(socket.AF_INET6, ("::1", port6))
+    got["host ::1"] = "refused or unreachable" if r in ("ECONNREFUSED", "ENETUNREACH", "EADDRNOTAVAIL") else r
+got["internet"] = attempt(socket.AF_INET, ("1.1.1.1", 53))
+print(json.dumps(got, sort_keys=True))`, strconv.Itoa(tcp.Addr().(*net.TCPAddr).Port), abstract[1:], port6), "", 30*time.Second)
+	if r.Err != nil {
+		t.Fatalf("sandbox failed: %v, stderr %q", r.Err, r.Stderr)
+	}
+	want := `{"host 127.0.0.1": "ECONNREFUSED", "host abstract socket": "ECONNREFUSED", "interfaces": ["lo"], "internet": "ENETUNREACH", "own loopback": "hi"}`
+	if port6 != "0" {
+		want = strings.Replace(want, `"host abstract socket"`, `"host ::1": "refused or unreachable", "host abstract socket"`, 1)
+	}
+	if got := strings.TrimSpace(r.Stdout); got != want {
+		t.Errorf("network from the sandbox:\n got %s\nwant %s", got, want)
+	}
+	if n := accepted.Load(); n != own {
+		t.Errorf("the host's listeners accepted %d connections from the sandbox", n-own)
+	}
+}
+
 // TestBwrapEnvironment checks that the sandbox gets exactly engine.Spec.Env: the
 // test's own environment (with a secret in it) must not leak. Not parallel:
 // it uses t.Setenv.
-func TestBwrapEnvironment(t *testing.T) {
+func TestBwrapEnvironment(t *testing.T) { eachStartPath(t, false, testBwrapEnvironment) }
+
+func testBwrapEnvironment(t *testing.T, path startPath) {
 	t.Setenv("CODEEXEC_TEST_SECRET", "hunter2")
-	e := newTestEngine(t, Config{})
+	e := newTestEngine(t, path.config(Config{}))
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -186,9 +274,10 @@ print(json.dumps(dict(kv.decode().split("=", 1) for kv in raw if kv)))`)
 }
 
 // TestBwrapSeparateTmp checks that two live sandboxes do not share /tmp.
-func TestBwrapSeparateTmp(t *testing.T) {
-	t.Parallel()
-	e := newTestEngine(t, Config{})
+func TestBwrapSeparateTmp(t *testing.T) { eachStartPath(t, true, testBwrapSeparateTmp) }
+
+func testBwrapSeparateTmp(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
 	writer, err := e.Start(t.Context(), enginetest.Spec(t, `
 import sys
 open("/tmp/marker", "w").write("a")
@@ -216,9 +305,10 @@ print("ok" if not os.path.exists("/tmp/marker") else "shared /tmp")`), "", 30*ti
 
 // TestBwrapChannel checks that stdin and stdout form a working duplex
 // channel and that Stdout reaches EOF after exit.
-func TestBwrapChannel(t *testing.T) {
-	t.Parallel()
-	e := newTestEngine(t, Config{})
+func TestBwrapChannel(t *testing.T) { eachStartPath(t, true, testBwrapChannel) }
+
+func testBwrapChannel(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
 	p, err := e.Start(t.Context(), enginetest.Spec(t, `
 import sys
 for line in sys.stdin:
@@ -254,9 +344,10 @@ for line in sys.stdin:
 
 // TestBwrapKill checks that Kill leaves no process behind, including a
 // child the sandboxed code started.
-func TestBwrapKill(t *testing.T) {
-	t.Parallel()
-	e := newTestEngine(t, Config{})
+func TestBwrapKill(t *testing.T) { eachStartPath(t, true, testBwrapKill) }
+
+func testBwrapKill(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
 	p, err := e.Start(t.Context(), enginetest.Spec(t, `
 import subprocess, sys
 c = subprocess.Popen(["/usr/bin/sleep", "1000"])

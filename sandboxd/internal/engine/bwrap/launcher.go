@@ -178,7 +178,7 @@ func (l *launcher) release(data []byte, logger *slog.Logger) (*process, error) {
 		_, _ = argsW.Write(data)
 		_ = argsW.Close()
 	}()
-	p := &process{cmd: l.cmd, cg: l.cg, logger: logger, Pipes: engine.NewPipes(l.stdin, l.stdout, l.stderr)}
+	p := &process{outer: l.cmd.Process, wait: l.cmd.Wait, cg: l.cg, logger: logger, Pipes: engine.NewPipes(l.stdin, l.stdout, l.stderr)}
 	p.meter.Watch(l.cg)
 	go p.reap()
 	return p, nil

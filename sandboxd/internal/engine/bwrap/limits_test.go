@@ -13,9 +13,10 @@ import (
 )
 
 // TestBwrapCgroupLimits runs real bombs against the cgroup caps.
-func TestBwrapCgroupLimits(t *testing.T) {
-	t.Parallel()
-	e := newTestEngine(t, Config{})
+func TestBwrapCgroupLimits(t *testing.T) { eachStartPath(t, true, testBwrapCgroupLimits) }
+
+func testBwrapCgroupLimits(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
 	if e.cgroups == nil {
 		t.Fatal("cgroups are unavailable on this host; these tests need root and cgroup v1 or v2 with memory and pids")
 	}
@@ -100,9 +101,10 @@ print(time.process_time())`)
 }
 
 // TestBwrapRlimits checks the limits that are always rlimits.
-func TestBwrapRlimits(t *testing.T) {
-	t.Parallel()
-	e := newTestEngine(t, Config{})
+func TestBwrapRlimits(t *testing.T) { eachStartPath(t, true, testBwrapRlimits) }
+
+func testBwrapRlimits(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
 	tests := []struct {
 		name   string
 		limits func(*engine.Limits)
@@ -156,9 +158,10 @@ else:
 
 // TestBwrapRlimitFallback points the engine at a cgroup root with nothing
 // in it, so memory and pids must fall back to RLIMIT_AS and RLIMIT_NPROC.
-func TestBwrapRlimitFallback(t *testing.T) {
-	t.Parallel()
-	e := newTestEngine(t, Config{CgroupRoot: t.TempDir()})
+func TestBwrapRlimitFallback(t *testing.T) { eachStartPath(t, true, testBwrapRlimitFallback) }
+
+func testBwrapRlimitFallback(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{CgroupRoot: t.TempDir()}))
 	if e.cgroups != nil {
 		t.Fatal("expected no cgroups under an empty root")
 	}
@@ -184,9 +187,11 @@ except MemoryError:
 // TestBwrapCleanup checks that after Wait and Close no cgroup and no
 // process is left. Not parallel: other tests' engines share the
 // codeexec-<pid> parents, which only the last Close removes.
-func TestBwrapCleanup(t *testing.T) {
+func TestBwrapCleanup(t *testing.T) { eachStartPath(t, false, testBwrapCleanup) }
+
+func testBwrapCleanup(t *testing.T, path startPath) {
 	requireHost(t)
-	e, err := New(Config{}, enginetest.Logger(t))
+	e, err := New(path.config(Config{}), enginetest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

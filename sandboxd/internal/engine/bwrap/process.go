@@ -17,14 +17,21 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
 )
 
-// process is one running bwrap sandbox.
+// process is one running sandbox, started by bwrap or by the fork server.
 //
 // Its pipes are plain os.Pipe ends, not exec.Cmd's StdoutPipe: Wait must not
 // close the read ends under a reader that is still draining them. Stdout and
 // Stderr reach EOF once every process of the sandbox is gone; the caller
 // closes them. Wait closes Stdin.
 type process struct {
-	cmd    *exec.Cmd
+	// outer is the sandbox's outermost process (the shim that became bwrap,
+	// or the fork server's monitor), a child of sandboxd; wait waits for it.
+	// init, for a sandbox from the fork server, is a pidfd of its PID 1,
+	// through which Kill ends it (forkserver.Child).
+	outer  *os.Process
+	initMu sync.Mutex // guards init, which reap closes
+	init   *os.File
+	wait   func() error
 	cg     *cgroup.Group
 	logger *slog.Logger
 
@@ -50,11 +57,17 @@ func closeInheritedOnExec() {
 	}
 }
 
-// reap waits for bwrap, records Usage from the cgroup while it still exists,
-// then removes the cgroup.
+// reap waits for the outer process, records Usage from the cgroup while it
+// still exists, then removes the cgroup.
 func (p *process) reap() {
-	err := p.cmd.Wait()
+	err := p.wait()
 	_ = p.Stdin().Close()
+	p.initMu.Lock()
+	if p.init != nil {
+		_ = p.init.Close()
+		p.init = nil
+	}
+	p.initMu.Unlock()
 	if p.cg != nil {
 		p.meter.Stop(p.cg.Usage())
 		if rerr := p.cg.Remove(); rerr != nil {
@@ -64,14 +77,24 @@ func (p *process) reap() {
 	p.Exit(err)
 }
 
-// Kill implements engine.Process. Killing bwrap is enough: --die-with-parent kills
-// the sandbox's PID 1, and the kernel then kills every process in that PID
-// namespace. The cgroup is swept as well, in case.
+// Kill implements engine.Process. Killing the outer process is enough for
+// bwrap: the sandbox's PID 1 has it as its death signal's parent
+// (--die-with-parent), and the kernel then kills every process in that PID
+// namespace. A sandbox from the fork server is killed through its PID 1
+// itself, so that its monitor exits (and Wait returns) only once all of it
+// is gone. The cgroup is swept as well, in case.
 func (p *process) Kill() error {
 	if p.Exited() {
 		return nil
 	}
-	err := p.cmd.Process.Kill()
+	var err error
+	p.initMu.Lock()
+	if p.init != nil {
+		killInit(p.init, p.outer)
+	} else {
+		err = p.outer.Kill()
+	}
+	p.initMu.Unlock()
 	if p.cg != nil {
 		p.cg.Kill()
 	}
@@ -86,7 +109,22 @@ func (p *process) Kill() error {
 func (p *process) Usage() engine.Usage { return p.meter.Usage() }
 
 // PID implements engine.Process.
-func (p *process) PID() int { return p.cmd.Process.Pid }
+func (p *process) PID() int { return p.outer.Pid }
+
+// waitProcess waits for p, a child that is no exec.Cmd, and reports its
+// end as exec.Cmd.Wait would.
+func waitProcess(p *os.Process) func() error {
+	return func() error {
+		st, err := p.Wait()
+		if err != nil {
+			return err
+		}
+		if !st.Success() {
+			return &exec.ExitError{ProcessState: st}
+		}
+		return nil
+	}
+}
 
 // confine puts the waiting shim into its cgroups and applies its rlimits.
 // Both are inherited by everything it starts.
@@ -105,4 +143,13 @@ func confine(pid int, cg *cgroup.Group, limits []rlimit) error {
 		}
 	}
 	return nil
+}
+
+// killInit kills a forked sandbox through the pidfd of its PID 1, or its
+// monitor if init is gone already (the monitor then exits on its own, or
+// was never past its start).
+func killInit(init *os.File, monitor *os.Process) {
+	if err := unix.PidfdSendSignal(int(init.Fd()), unix.SIGKILL, nil, 0); err != nil {
+		_ = monitor.Kill()
+	}
 }

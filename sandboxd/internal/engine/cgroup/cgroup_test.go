@@ -227,3 +227,21 @@ func TestMeter(t *testing.T) {
 		t.Errorf("after Stop: %+v, want %+v", got, final)
 	}
 }
+
+func TestSelfJoinFiles(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		v2   bool
+		want string
+	}{{"v1", false, "tasks"}, {"v2", true, "cgroup.procs"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := fakeCgroup(t, tc.v2, map[string]map[string]string{"memory": {}})
+			got := g.SelfJoinFiles()
+			if len(got) != 1 || got[0] != filepath.Join(g.dirs["memory"], tc.want) {
+				t.Errorf("SelfJoinFiles() = %v, want [%s]", got, filepath.Join(g.dirs["memory"], tc.want))
+			}
+		})
+	}
+}

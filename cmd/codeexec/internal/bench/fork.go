@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+)
+
+// burstResult is what starting many sessions at once gave.
+type burstResult struct {
+	st  stats
+	max time.Duration
+}
+
+// benchBurst starts n sessions at once, without a warm pool, and times
+// each to its first result, as a team's gateway meets them.
+func benchBurst(ctx context.Context, logger *slog.Logger, python string, forkServer bool, n int) (burstResult, error) {
+	cfg := sandboxConfig(python, 0, n+8)
+	cfg.ForkServer = forkServer
+	c, stop, err := inprocSandbox(ctx, logger, cfg)
+	if err != nil {
+		return burstResult{}, err
+	}
+	defer stop()
+	if err := settle(ctx, c); err != nil {
+		return burstResult{}, err
+	}
+	var (
+		mu   sync.Mutex
+		d    []time.Duration
+		ids  []string
+		errs []error
+		wg   sync.WaitGroup
+	)
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			t0 := time.Now()
+			s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
+			if err == nil {
+				_, err = execOnce(ctx, c, s.GetSession().GetId(), "pass")
+			}
+			took := time.Since(t0)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			d = append(d, took)
+			ids = append(ids, s.GetSession().GetId())
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for _, id := range ids {
+		_, _ = c.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: id})
+	}
+	if len(errs) > 0 {
+		return burstResult{}, fmt.Errorf("%d of %d sessions failed, the first: %w", len(errs), n, errs[0])
+	}
+	st := summarize(d)
+	return burstResult{st: st, max: d[len(d)-1]}, nil // summarize sorted d
+}
+
+// benchIdle opens n sessions one after the other, each of which runs one
+// exec, and reports the host memory (PSS) per idle session: everything
+// below this process, the fork server included, divided by the agents.
+func benchIdle(ctx context.Context, logger *slog.Logger, python string, forkServer bool, n int) (float64, int, error) {
+	cfg := sandboxConfig(python, 0, n+8)
+	cfg.ForkServer = forkServer
+	c, stop, err := inprocSandbox(ctx, logger, cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stop()
+	if err := settle(ctx, c); err != nil {
+		return 0, 0, err
+	}
+	for range n {
+		s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
+		if err != nil {
+			return 0, 0, err
+		}
+		if _, err := execOnce(ctx, c, s.GetSession().GetId(), "pass"); err != nil {
+			return 0, 0, err
+		}
+	}
+	time.Sleep(time.Second)
+	mem, got := sandboxMemory()
+	return mem, got, nil
+}
+
+// settle runs one session to its end, so that what starts lazily (the
+// fork server) is up before anything is timed, then waits for the launch
+// spares and the server's own start-up to finish.
+func settle(ctx context.Context, c sandboxv1.SandboxServiceClient) error {
+	s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
+	if err != nil {
+		return err
+	}
+	if _, err := execOnce(ctx, c, s.GetSession().GetId(), "pass"); err != nil {
+		return err
+	}
+	if _, err := c.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: s.GetSession().GetId()}); err != nil {
+		return err
+	}
+	time.Sleep(500 * time.Millisecond)
+	return nil
+}

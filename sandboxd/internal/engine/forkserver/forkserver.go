@@ -1,0 +1,475 @@
+// Package forkserver starts bwrap-equivalent sandboxes in a few
+// milliseconds: a server process that has started the interpreter and
+// imported the agent forks each sandbox, which then sets up exactly the
+// isolation bwrapArgs asks bwrap for (package bwrap).
+//
+// The server (codeexec_forkserver.py) runs as uid 0 in a user namespace of
+// its own that maps only host uid 65534, with no groups; it never runs user
+// code. For each sandbox it clones:
+//
+//   - the monitor, with CLONE_PARENT, so that it is sandboxd's own child:
+//     sandboxd waits for it and kills it, its death signal fires when
+//     sandboxd dies, and it does not depend on the server, which may die
+//     or be restarted under running sandboxes. It joins the sandbox's
+//     cgroups by writing "0" to their files (a v1 task moving itself
+//     skips the global lock that a move by PID takes, which waits for an
+//     RCU grace period: docs/PERFORMANCE.md) and sets the rlimits, so that
+//     everything below it starts inside its limits;
+//   - init, in new PID, mount, network, IPC, UTS and cgroup namespaces: it
+//     builds the sandbox's root (the mounts bwrap makes), pivots into it
+//     and detaches the server's root, then enters two nested user
+//     namespaces (uid 65534 inside; the outer allows no further user
+//     namespace, as bwrap --disable-userns), and forks
+//   - the sandbox, PID 2, which drops every capability, keeps
+//     no_new_privs, installs the same seccomp filter and runs the agent.
+//
+// The monitor reports its PID and a pidfd of init: killing init ends the
+// whole PID namespace before init, and then the monitor, exit, so once
+// the monitor is reaped nothing of the sandbox runs. A request with Hold
+// makes a spare, whose init waits before it forks the sandbox until
+// Release brings the command and stdio: all the rest is done ahead.
+//
+// Each sandbox gets its own copy-on-write address space: no mapping the
+// server holds is shared and writable, and the server receives nothing
+// but what every sandbox of one sandboxd shares (command line, environment,
+// limits), so that the memory every sandbox inherits holds nothing of any
+// session. What a forked interpreter does share with its siblings is state
+// fixed at the server's start: the string hash secret (it cannot change
+// once strings are hashed), the address layout and the stack canary.
+package forkserver
+
+import (
+	"bufio"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+)
+
+// scripts are the server's Python: codeexec_forkserver.py, the entry, and
+// the modules it imports.
+//
+//go:embed *.py
+var scripts embed.FS
+
+// sandboxUID is the host uid the server and every sandbox run as.
+const sandboxUID = 65534
+
+// Config is what one server is made for.
+type Config struct {
+	// Python is the interpreter the server runs (a host path; sandboxes
+	// see the host's /usr).
+	Python string
+	// AgentDir holds the agent (agent.Entry and its modules); the server
+	// imports it once, for every sandbox, and can give it to them. ""
+	// imports nothing. Server.Config has it with symbolic links resolved.
+	AgentDir string
+	// Env is the environment the server starts with. A sandbox with
+	// exactly this environment may run in the forked interpreter; any
+	// other must be executed (ModeExec).
+	Env map[string]string
+	// Seccomp is the BPF filter every sandbox installs (package seccomp).
+	Seccomp []byte
+	// Passwd and Group are the sandbox's /etc/passwd and /etc/group.
+	Passwd, Group string
+	// Logger receives what the server writes to its stderr.
+	Logger *slog.Logger
+}
+
+// Server is one running fork server.
+type Server struct {
+	cfg  Config
+	cmd  *exec.Cmd
+	dir  string
+	done chan struct{}
+
+	sendMu sync.Mutex // serialises a write deadline with its write
+	ctl    *net.UnixConn
+}
+
+// Start starts a server and waits until it is ready to fork. ctx bounds
+// the start only.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	dir, err := os.MkdirTemp("", "codeexec-fork-")
+	if err != nil {
+		return nil, fmt.Errorf("fork server: %w", err)
+	}
+	s := &Server{cfg: cfg, dir: dir, done: make(chan struct{})}
+	if err := s.start(ctx); err != nil {
+		if s.ctl != nil {
+			_ = s.ctl.Close()
+		}
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("fork server: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Server) start(ctx context.Context) error {
+	// uid 65534 reads the scripts and mounts its root below dir.
+	if err := os.Chmod(s.dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := scripts.ReadDir(".")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		data, err := scripts.ReadFile(e.Name())
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(s.dir, e.Name()), data, 0o644); err != nil {
+			return err
+		}
+	}
+	root := filepath.Join(s.dir, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return err
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socketpair: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "fork server control"), os.NewFile(uintptr(fds[1]), "fork server control")
+	defer theirs.Close()
+	conn, err := net.FileConn(ours)
+	_ = ours.Close()
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	s.ctl = conn.(*net.UnixConn)
+
+	var inputs []*os.File
+	defer func() {
+		for _, f := range inputs {
+			_ = f.Close()
+		}
+	}()
+	for _, data := range [][]byte{s.cfg.Seccomp, []byte(s.cfg.Passwd), []byte(s.cfg.Group)} {
+		r, err := filledPipe(data)
+		if err != nil {
+			return err
+		}
+		inputs = append(inputs, r)
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer readyR.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		_ = readyW.Close()
+		return err
+	}
+	if s.cfg.AgentDir != "" {
+		if s.cfg.AgentDir, err = filepath.EvalSymlinks(s.cfg.AgentDir); err != nil {
+			return fmt.Errorf("agent dir: %w", err)
+		}
+	}
+	s.cmd = &exec.Cmd{
+		Path:       s.cfg.Python,
+		Args:       []string{s.cfg.Python, "-I", filepath.Join(s.dir, "codeexec_forkserver.py"), root, s.cfg.AgentDir},
+		Env:        envList(s.cfg.Env),
+		Dir:        "/",
+		Stdout:     readyW,
+		Stderr:     errW,
+		ExtraFiles: append([]*os.File{theirs}, inputs...), // fds 3 (control), 4 (seccomp), 5 (passwd), 6 (group)
+		SysProcAttr: &syscall.SysProcAttr{
+			// The server's own user namespace, owned by root: uid and gid 0
+			// inside are 65534 outside, no other id is mapped, and the
+			// supplementary groups go. Its capabilities there let it make
+			// the sandboxes' namespaces and mounts; on the host it has none.
+			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}},
+			GidMappingsEnableSetgroups: true,
+			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}},
+		},
+	}
+	err = engine.StartChild(s.cmd)
+	_ = readyW.Close()
+	_ = errW.Close()
+	if err != nil {
+		_ = errR.Close()
+		return fmt.Errorf("exec %s: %w", s.cfg.Python, err)
+	}
+	tail := s.logStderr(errR)
+	go func() {
+		_ = s.cmd.Wait()
+		close(s.done)
+	}()
+	if err := waitReady(ctx, readyR); err != nil {
+		s.kill()
+		<-s.done
+		return fmt.Errorf("did not start: %w%s", err, tail())
+	}
+	return nil
+}
+
+// logStderr logs what the server writes to stderr and returns a function
+// that gives its last lines, for an error message.
+func (s *Server) logStderr(r *os.File) func() string {
+	var mu sync.Mutex
+	var last []string
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		defer r.Close()
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			line := sc.Text()
+			s.cfg.Logger.Warn("fork server stderr", "line", line)
+			mu.Lock()
+			last = append(last, line)
+			if len(last) > 5 {
+				last = last[1:]
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() string {
+		select {
+		case <-read:
+		case <-time.After(time.Second):
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(last) == 0 {
+			return ""
+		}
+		return ": " + strings.Join(last, "; ")
+	}
+}
+
+// waitReady waits for the server's "ready" line.
+func waitReady(ctx context.Context, r *os.File) error {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = r.SetReadDeadline(dl)
+	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if line == "ready\n" {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return errors.New("it exited")
+	}
+	return err
+}
+
+// Done is closed once the server has exited.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// PID is the server's host PID.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// Config returns what the server was made for.
+func (s *Server) Config() Config { return s.cfg }
+
+// Child is a sandbox (or a spare) the server started.
+type Child struct {
+	// Monitor is the sandbox's outermost process, a child of this process
+	// (not of the server): wait for it to learn how the sandbox ended.
+	Monitor *os.Process
+	// Init is a pidfd of the sandbox's PID 1. Killing it ends every
+	// process of the sandbox before the monitor exits; killing the monitor
+	// would leave init to die a moment later. The caller closes it.
+	Init *os.File
+}
+
+// Fork starts req's sandbox. The sandbox is started once Fork returns,
+// and runs on whatever becomes of the server; what fails later in its
+// set-up it reports on its stderr before it exits. ctx bounds the start.
+func (s *Server) Fork(ctx context.Context, req *Request) (*Child, error) {
+	payload, err := req.encode()
+	if err != nil {
+		return nil, err
+	}
+	ours, theirs, err := socketpair()
+	if err != nil {
+		return nil, err
+	}
+	files := req.files(theirs)
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	err = s.send(ctx, payload, syscall.UnixRights(fds...))
+	_ = theirs.Close()
+	if err != nil {
+		_ = ours.Close()
+		return nil, fmt.Errorf("fork server: send request: %w", err)
+	}
+	c, err := readReport(ctx, ours)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		go reapLate(ours)
+		return nil, fmt.Errorf("fork server: no sandbox in time: %w", ctx.Err())
+	}
+	_ = ours.Close()
+	return c, err
+}
+
+// socketpair returns both ends of a SOCK_SEQPACKET pair: ours as a
+// connection, theirs to send.
+func socketpair() (*net.UnixConn, *os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fork server: socketpair: %w", err)
+	}
+	f := os.NewFile(uintptr(fds[0]), "fork server report")
+	conn, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		_ = syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("fork server: report socket: %w", err)
+	}
+	return conn.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "fork server report"), nil
+}
+
+// readReport reads the monitor's report (its PID and init's, with a pidfd
+// of init) or the server's refusal.
+func readReport(ctx context.Context, c *net.UnixConn) (*Child, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetReadDeadline(dl)
+	}
+	buf, oob := make([]byte, 4096), make([]byte, syscall.CmsgSpace(4))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, err
+	}
+	var pidfd *os.File
+	if msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn]); perr == nil && len(msgs) == 1 {
+		if fds, perr := syscall.ParseUnixRights(&msgs[0]); perr == nil && len(fds) == 1 {
+			pidfd = os.NewFile(uintptr(fds[0]), "sandbox init")
+		}
+	}
+	line := string(buf[:n])
+	if msg, ok := strings.CutPrefix(line, "error: "); ok {
+		return nil, fmt.Errorf("fork server refused the sandbox: %s", strings.TrimSpace(msg))
+	}
+	var monitor, init int
+	if _, serr := fmt.Sscanf(line, "%d %d\n", &monitor, &init); serr != nil || monitor <= 0 || pidfd == nil {
+		if pidfd != nil {
+			_ = pidfd.Close()
+		}
+		return nil, fmt.Errorf("fork server gave no sandbox (%q, %v): it may have exited", line, err)
+	}
+	p, err := os.FindProcess(monitor)
+	if err != nil {
+		_ = pidfd.Close()
+		return nil, fmt.Errorf("fork server: sandbox %d: %w", monitor, err)
+	}
+	return &Child{Monitor: p, Init: pidfd}, nil
+}
+
+// reapLate waits for the report of a sandbox whose start was given up,
+// and kills and reaps it.
+func reapLate(c *net.UnixConn) {
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if child, err := readReport(ctx, c); err == nil {
+		_ = child.Monitor.Kill()
+		_, _ = child.Monitor.Wait()
+		_ = child.Init.Close()
+	}
+}
+
+// Release gives spare (made by a Fork with Hold) req's command,
+// environment and stdio, and lets it start its
+// sandbox. An error means the spare was not released (it is gone, or the
+// server is); the caller should kill and reap it. ctx bounds the release.
+func (s *Server) Release(ctx context.Context, spare *Child, req *Request) error {
+	payload, err := req.encodeRelease(spare.Monitor.Pid)
+	if err != nil {
+		return err
+	}
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("fork server: %w", err)
+	}
+	defer reportR.Close()
+	fds := []int{int(req.Stdin.Fd()), int(req.Stdout.Fd()), int(req.Stderr.Fd()), int(reportW.Fd())}
+	err = s.send(ctx, payload, syscall.UnixRights(fds...))
+	_ = reportW.Close()
+	if err != nil {
+		return fmt.Errorf("fork server: send release: %w", err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = reportR.SetReadDeadline(dl)
+	}
+	line, err := bufio.NewReader(io.LimitReader(reportR, 4096)).ReadString('\n')
+	switch {
+	case line == "ok\n":
+		return nil
+	case strings.HasPrefix(line, "error: "):
+		return fmt.Errorf("fork server could not release the spare: %s", strings.TrimSpace(strings.TrimPrefix(line, "error: ")))
+	}
+	return fmt.Errorf("fork server did not release the spare (%q, %v): it may have exited", line, err)
+}
+
+func (s *Server) send(ctx context.Context, payload, oob []byte) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	dl, _ := ctx.Deadline()
+	_ = s.ctl.SetWriteDeadline(dl)
+	_, _, err := s.ctl.WriteMsgUnix(payload, oob, nil)
+	return err
+}
+
+// Close stops the server. Sandboxes it started run on.
+func (s *Server) Close() error {
+	_ = s.ctl.Close() // the server exits when its end reads EOF
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Second):
+		s.kill()
+		<-s.done
+	}
+	return os.RemoveAll(s.dir)
+}
+
+func (s *Server) kill() {
+	_ = s.cmd.Process.Kill()
+}
+
+// envList turns env into exec.Cmd.Env: never nil, which would mean
+// sandboxd's environment.
+func envList(env map[string]string) []string {
+	out := []string{}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// filledPipe returns the read end of a pipe that holds data and EOF.
+// data must fit the pipe's buffer (64 KiB).
+func filledPipe(data []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = w.Write(data)
+	_ = w.Close()
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	return r, nil
+}
