@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -308,7 +309,7 @@ func TestSearchReport(t *testing.T) {
 	base := func(q string, limit int) Result { return Baseline(ds.docs, q, limit) }
 
 	var out strings.Builder
-	fmt.Fprintf(&out, "corpus: %d tools from %d servers; %d labelled queries (+%d held out, +%d blind)\n", len(ds.docs), len(ds.servers), len(ds.queries), len(ds.holdout), len(ds.blind))
+	fmt.Fprintf(&out, "corpus: %d tools from %d servers; %d labelled queries (+%d held out, +%d dev, +%d blind)\n", len(ds.docs), len(ds.servers), len(ds.queries), len(ds.holdout), len(ds.dev), len(ds.blind))
 	fmt.Fprintf(&out, "%-18s %5s  %9s %9s  %9s %9s\n", "queries", "n", "ours@1", "ours@5", "base@1", "base@5")
 	row := func(name string, qs []labelledQuery) recallRow {
 		o, b := measureRecall(ours, qs), measureRecall(base, qs)
@@ -331,6 +332,7 @@ func TestSearchReport(t *testing.T) {
 	}
 	all := bySet("tuned", ds.queries)
 	bySet("holdout", ds.holdout)
+	bySet("dev", ds.dev)
 	bySet("blind", ds.blind)
 
 	bare, qual, fails := exactNameRate(ix, ds.docs)
@@ -391,6 +393,46 @@ func TestSearchReport(t *testing.T) {
 	}
 	if r := measureRecall(ours, worded); r.r5 < targetRecall5 {
 		t.Errorf("recall@5 on natural, synonym, typo and exact queries = %.3f, want >= %.2f", r.r5, targetRecall5)
+	}
+}
+
+// TestSearchTuning prints recall on the sets the engine may be tuned on
+// or chosen by: the tuned set, the hold-out and the dev set, by kind, and
+// never the blind set. Run it with -v while changing the ranking:
+//
+//	go test -count=1 -run TestSearchTuning -v ./discoveryd/internal/search/
+func TestSearchTuning(t *testing.T) {
+	ds := loadDataset(t)
+	ix := NewIndex(ds.docs)
+	var out strings.Builder
+	fmt.Fprintf(&out, "%-18s %5s  %9s %9s\n", "queries", "n", "ours@1", "ours@5")
+	var misses []string
+	for _, set := range []struct {
+		name string
+		qs   []labelledQuery
+	}{{"tuned", ds.queries}, {"holdout", ds.holdout}, {"dev", ds.dev}} {
+		kinds := map[string][]labelledQuery{"all": set.qs}
+		for _, q := range set.qs {
+			kinds[q.Kind] = append(kinds[q.Kind], q)
+		}
+		for _, k := range slices.Sorted(maps.Keys(kinds)) {
+			if k != "all" && len(kinds[k]) == len(set.qs) {
+				continue
+			}
+			r := measureRecall(ix.Search, kinds[k])
+			fmt.Fprintf(&out, "%-18s %5d  %9.3f %9.3f\n", set.name+" "+k, r.n, r.r1, r.r5)
+			if k == "all" {
+				for _, m := range r.misses5 {
+					misses = append(misses, set.name+": "+m)
+				}
+			}
+		}
+	}
+	t.Log("\n" + out.String())
+	if os.Getenv("SEARCH_MISSES") != "" {
+		for _, m := range misses {
+			t.Logf("miss@5: %s", m)
+		}
 	}
 }
 
