@@ -68,6 +68,7 @@ type Index struct {
 	lexTerm  []int32            // lexicon entry → term id, or -1
 	fields   [][]termFields     // by doc, sorted by term: where each term occurs
 	surface  []string           // by term id: its shortest word, to explain hits
+	docVec   []float32          // by doc, dims each: the direction of its words' vectors
 	pool     sync.Pool          // *scratch
 }
 
@@ -91,6 +92,9 @@ func NewIndex(docs []Doc) *Index {
 	var totals [numFields]float64
 	var buf []string
 	slot := map[int32]int{} // term → index in the current doc's termFreq slice
+	wv := theVectors()
+	wordRow := map[string]int32{} // surface word → vector row, or -1
+	docWords := make([][]vecWord, n)
 	for i := range ix.docs {
 		d := &ix.docs[i]
 		var tfs []termFreq
@@ -110,6 +114,16 @@ func NewIndex(docs []Doc) *Index {
 			}
 			for _, w := range buf {
 				id := ix.termID(w)
+				if fw := vecFieldWeight[f]; fw > 0 && !stopwords[w] {
+					row, ok := wordRow[w]
+					if !ok {
+						row = wv.find(w)
+						wordRow[w] = row
+					}
+					if row >= 0 {
+						docWords[i] = append(docWords[i], vecWord{row, id, fw})
+					}
+				}
 				k, ok := slot[id]
 				if !ok {
 					k = len(tfs)
@@ -163,6 +177,17 @@ func NewIndex(docs []Doc) *Index {
 	// Postings were filled in document order because docTerms is iterated
 	// by index; keep them so for deterministic tie-breaking.
 
+	// Each document's vector: its words' vectors, each weighted by its
+	// field and its term's idf, summed and scaled to unit length.
+	ix.docVec = make([]float32, n*wv.dims)
+	for i, ws := range docWords {
+		v := ix.docVec[i*wv.dims : i*wv.dims+wv.dims]
+		for _, w := range ws {
+			wv.addTo(v, w.row, w.weight*ix.idf[w.term])
+		}
+		unitize(v)
+	}
+
 	surface := make([]string, 0, len(ix.words))
 	ix.wordTerm = make([]int32, 0, len(ix.words))
 	ix.surface = make([]string, len(ix.terms))
@@ -193,6 +218,16 @@ func NewIndex(docs []Doc) *Index {
 	}
 	return ix
 }
+
+// vecWord is one word of a document that has a vector.
+type vecWord struct {
+	row    int32 // in theVectors
+	term   int32
+	weight float32 // its field's vecFieldWeight
+}
+
+// vecFieldWeight weighs each field's words in a document's vector.
+var vecFieldWeight = [numFields]float32{fieldName: 2, fieldDesc: 1, fieldParam: 0.3, fieldParamText: 0.2}
 
 // docFields returns the texts of each field of d.
 func docFields(d *Doc) [numFields][]string {

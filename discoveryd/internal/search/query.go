@@ -62,6 +62,10 @@ func (ix *Index) SearchFunc(query string, limit int, keep func(*Doc) bool) Resul
 		}
 		maxScore = max(maxScore, s.acc[d])
 	}
+	ix.rerank(s, keep)
+	for _, d := range s.touched {
+		maxScore = max(maxScore, s.acc[d])
+	}
 	return ix.collect(s, limit, float64(maxScore)+1, keep)
 }
 
@@ -333,8 +337,14 @@ func (ix *Index) expand(dst []alt, w string) []alt {
 	if lk >= 0 {
 		dst = ix.addRelated(dst, lk, own)
 	}
+	if expHook != nil {
+		dst = expHook(ix, dst, w, own)
+	}
 	return dst
 }
+
+// expHook is an experiment's extra alternatives (tests only).
+var expHook func(ix *Index, dst []alt, w string, own float32) []alt
 
 // scoreUnit adds to s.acc, for each document, the best weighted score among
 // the unit's alternatives s.alts.
