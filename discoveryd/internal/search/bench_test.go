@@ -428,6 +428,8 @@ func TestSearchTuning(t *testing.T) {
 			}
 		}
 	}
+	typoRate, typoN, typoFails := typoNameRate(ix, ds.docs)
+	fmt.Fprintf(&out, "misspelt name -> top %d: %.1f%% of %d tools %v\n", reportLimit, 100*typoRate, typoN, typoFails)
 	t.Log("\n" + out.String())
 	if os.Getenv("SEARCH_MISSES") != "" {
 		for _, m := range misses {
@@ -437,10 +439,11 @@ func TestSearchTuning(t *testing.T) {
 }
 
 // BenchmarkSearch10k measures one query over a 10,000-tool index, and
-// beside it, in the same run, upstream's substring search over the same
-// tools (a reference for the machine's speed at the time) and the index
-// with its pooled scratch memory thrown away after every query (what the
-// pool saves).
+// beside it, in the same run, the index without its dense rerank (what
+// the rerank costs), upstream's substring search over the same tools (a
+// reference for the machine's speed at the time) and the index with its
+// pooled scratch memory thrown away after every query (what the pool
+// saves).
 //
 //	go test -run '^$' -bench 'Search10k' -benchtime 3s -count 5 ./discoveryd/internal/search/
 func BenchmarkSearch10k(b *testing.B) {
@@ -448,6 +451,16 @@ func BenchmarkSearch10k(b *testing.B) {
 	docs, _ := replicate(ds.docs, latencyCorpus)
 	ix := NewIndex(docs)
 	b.Run("index", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			ix.Search(ds.queries[i%len(ds.queries)].Query, reportLimit)
+			i++
+		}
+	})
+	b.Run("index-without-rerank", func(b *testing.B) {
+		defer func(w float32) { denseWeight = w }(denseWeight)
+		denseWeight = 0
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {

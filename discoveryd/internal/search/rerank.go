@@ -1,6 +1,10 @@
 package search
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+)
 
 // Dense reranking: the best-scored documents are rescored by how close
 // their vector is to the query's (see vectors.go), so that a tool
@@ -9,7 +13,7 @@ var (
 	// denseWeight is the share of a reranked document's score that comes
 	// from the cosine of its vector and the query's, against its BM25F
 	// score as a share of the best one.
-	denseWeight float32 = 0.5
+	denseWeight float32 = 0.4
 	// densePool is how many of the best-scored documents are reranked.
 	densePool = 30
 	// denseUnknownIDF weighs a query word that the index lacks.
@@ -18,10 +22,11 @@ var (
 
 // rerank mixes the cosine of the query's and each pooled document's
 // vectors into s.acc: (1-denseWeight)·acc + denseWeight·best·cos, where
-// best is the highest score of an untiered document. Documents outside the
-// pool keep (1-denseWeight)·acc.
+// best is the highest score of an untiered document; a document outside
+// the pool counts as having cosine 0. A query word that the vectors lack
+// and the index lacks too stands for its typo corrections.
 func (ix *Index) rerank(s *scratch, keep func(*Doc) bool) {
-	if denseWeight <= 0 || len(s.touched) == 0 {
+	if denseWeight <= 0 || denseWeight >= 1 || len(s.touched) == 0 {
 		return
 	}
 	wv := theVectors()
@@ -29,15 +34,29 @@ func (ix *Index) rerank(s *scratch, keep func(*Doc) bool) {
 	clear(q)
 	for _, at := range s.content {
 		w := strings.ToLower(s.runs[at])
-		row := wv.find(w)
-		if row < 0 {
-			continue
+		id, known := ix.words[w]
+		t := ""
+		if !known {
+			t = porter.Stem(w)
+			id, known = ix.terms[t]
 		}
-		idf := denseUnknownIDF
-		if id, ok := ix.words[w]; ok {
-			idf = ix.idf[id]
+		if row := wv.find(w); row >= 0 {
+			idf := denseUnknownIDF
+			if known {
+				idf = ix.idf[id]
+			}
+			wv.addTo(q, row, idf)
+		} else if !known {
+			// A word neither the index nor the vectors know is taken for
+			// a misspelling, and stands for the words it corrects to, as
+			// it does for BM25F.
+			s.typos = ix.corrections(s.typos[:0], w, t)
+			for _, a := range s.typos {
+				if row := wv.find(ix.surface[a.term]); row >= 0 {
+					wv.addTo(q, row, a.weight*ix.idf[a.term]/float32(len(s.typos)))
+				}
+			}
 		}
-		wv.addTo(q, row, idf)
 	}
 	if !unitize(q) {
 		return
@@ -63,12 +82,12 @@ func (ix *Index) rerank(s *scratch, keep func(*Doc) bool) {
 			siftDown(h, 0)
 		}
 	}
-	for _, d := range s.touched {
-		s.acc[d] *= 1 - denseWeight
-	}
+	// (1-w)·acc + w·best·cos orders documents as acc + w/(1-w)·best·cos
+	// does, which leaves the documents outside the pool as they are.
+	k := denseWeight / (1 - denseWeight) * best
 	for _, c := range h {
 		v := ix.docVec[int(c.doc)*wv.dims : int(c.doc)*wv.dims+wv.dims]
-		s.acc[c.doc] += denseWeight * best * dot(q, v)
+		s.acc[c.doc] += k * dot(q, v)
 	}
 	s.top = h[:0]
 }

@@ -22,6 +22,7 @@ type scratch struct {
 	ualts    []alt  // their alternatives: unit i's end at units[i].end
 	top      []cand
 	qvec     []float32 // the query's vector
+	typos    []alt     // a query word's corrections, for its vector
 }
 
 // unit is one scored unit of the query: its words and where its
