@@ -357,6 +357,9 @@ func TestSearchReport(t *testing.T) {
 	parsed := (len(lx.keys)+len(lx.common))*int(unsafe.Sizeof("")) + 4*(len(lx.start)+len(lx.rels))
 	fmt.Fprintf(&out, "lexicon (shared by every index): %d entries, %d relations, %d common words; %.1f MiB in the binary, %.1f MiB of heap once parsed\n",
 		len(lx.keys), len(lx.rels), len(lx.common), float64(len(lexiconData))/(1<<20), float64(parsed)/(1<<20))
+	wv := theVectors()
+	fmt.Fprintf(&out, "word vectors (shared by every index): %d words x %d dimensions; %.1f MiB in the binary, %.1f MiB of heap once parsed\n",
+		len(wv.words), wv.dims, float64(len(vectorData))/(1<<20), float64(len(wv.words)*int(unsafe.Sizeof(""))+4*len(wv.norm))/(1<<20))
 	fmt.Fprintf(&out, "latency over %d tools, %d queries x %d, limit %d: p50 %v, p99 %v\n", big.Len(), len(qs), latencyReps(), reportLimit, p50, p99)
 	p50, p99 = latency(big, qs, 0)
 	fmt.Fprintf(&out, "  the same with no limit (every match ranked and returned): p50 %v, p99 %v\n", p50, p99)

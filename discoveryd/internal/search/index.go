@@ -94,7 +94,10 @@ func NewIndex(docs []Doc) *Index {
 	slot := map[int32]int{} // term → index in the current doc's termFreq slice
 	wv := theVectors()
 	wordRow := map[string]int32{} // surface word → vector row, or -1
-	docWords := make([][]vecWord, n)
+	// The words of every document that have a vector, document after
+	// document: doc i's are vw[vwEnd[i-1]:vwEnd[i]].
+	var vw []vecWord
+	vwEnd := make([]int, n)
 	for i := range ix.docs {
 		d := &ix.docs[i]
 		var tfs []termFreq
@@ -121,7 +124,7 @@ func NewIndex(docs []Doc) *Index {
 						wordRow[w] = row
 					}
 					if row >= 0 {
-						docWords[i] = append(docWords[i], vecWord{row, id, fw})
+						vw = append(vw, vecWord{row, id, fw})
 					}
 				}
 				k, ok := slot[id]
@@ -138,6 +141,7 @@ func NewIndex(docs []Doc) *Index {
 			totals[f] += float64(len(buf))
 		}
 		docTerms[i] = tfs
+		vwEnd[i] = len(vw)
 		ix.fields[i] = fieldsOf(tfs)
 		ix.nameLen[i] = uint8(min(nameWords(d.Tool), math.MaxUint8))
 		ix.addNames(int32(i), d)
@@ -180,9 +184,13 @@ func NewIndex(docs []Doc) *Index {
 	// Each document's vector: its words' vectors, each weighted by its
 	// field and its term's idf, summed and scaled to unit length.
 	ix.docVec = make([]float32, n*wv.dims)
-	for i, ws := range docWords {
+	for i, end := range vwEnd {
 		v := ix.docVec[i*wv.dims : i*wv.dims+wv.dims]
-		for _, w := range ws {
+		begin := 0
+		if i > 0 {
+			begin = vwEnd[i-1]
+		}
+		for _, w := range vw[begin:end] {
 			wv.addTo(v, w.row, w.weight*ix.idf[w.term])
 		}
 		unitize(v)

@@ -1,5 +1,20 @@
 package search
 
+// The experiments behind the dense rerank (docs/SEARCH.md, "tried"). They
+// need raw vectors from internal/vecgen's -raw flag and are skipped
+// without them:
+//
+//	VEC=/tmp/raw.bin VEC_PCS=1 VEC_RERANK=1 go test -run TestVecExperiment -v .   # rerank by cosine, by weight
+//	VEC=/tmp/raw.bin VEC_PCS=1 go test -run TestVecExpand -v .                    # query expansion by nearest words
+//	VEC=/tmp/raw.bin VEC_PCS=1 go test -run TestVecDocExpand -v .                 # document expansion
+//	GRID=weight|unknown|fields|pool go test -run TestDenseGrid -v .              # the shipped rerank's parameters
+//	DIFF=1 go test -run TestDenseDiff -v .                                       # queries the rerank changes
+//
+// VEC_DENSE sets the shipped rerank's weight under the first three (0:
+// off); VEC_DESM=1 takes documents' vectors from the output vectors;
+// VEC_STEMONLY=1 looks words up by stem; VEC_MAXSIM=1 scores by each
+// query word's nearest document word. None reads the blind set.
+
 import (
 	"encoding/binary"
 	"fmt"

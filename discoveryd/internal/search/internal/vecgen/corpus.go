@@ -44,6 +44,7 @@ var sources = []source{
 	{"golang-github-digitalocean-godo-dev", "Expat", globFiles("/usr/share/gocode/src/github.com/digitalocean/godo/**/*.go"), goComments},
 	{"golang-github-slack-go-slack-dev", "BSD-2-Clause", globFiles("/usr/share/gocode/src/github.com/slack-go/slack/*.go"), goComments},
 	{"golang-google-api-dev", "BSD-3-Clause", googleAPIFiles, goComments},
+	{"awscli", "Apache-2.0", globFiles("/usr/lib/python3/dist-packages/awscli/examples/**/*.rst"), restText},
 }
 
 // globFiles matches patterns in which "**/" stands for any number of
@@ -161,9 +162,26 @@ func markdownText(path string, b []byte, emit func(string)) error {
 	return nil
 }
 
-// restText drops reStructuredText roles (":func:") and directives.
+// restText drops reStructuredText roles (":func:"), directives and
+// literal blocks (the indented lines after a paragraph ending "::").
 func restText(path string, b []byte, emit func(string)) error {
-	s := roleRE.ReplaceAllString(string(b), " ")
+	var kept strings.Builder
+	literal := false
+	for _, line := range strings.Split(string(b), "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case literal && (t == "" || line[0] == ' ' || line[0] == '\t'):
+			continue
+		case strings.HasSuffix(t, "::"):
+			literal = true
+			line = strings.TrimSuffix(t, "::")
+		default:
+			literal = false
+		}
+		kept.WriteString(line)
+		kept.WriteByte('\n')
+	}
+	s := roleRE.ReplaceAllString(kept.String(), " ")
 	s = restCode.ReplaceAllString(s, "")
 	paragraphs(urlRE.ReplaceAllString(s, " "), emit)
 	return nil

@@ -29,7 +29,7 @@ func tree(t *testing.T, files map[string]string) string {
 func TestReadCorpus(t *testing.T) {
 	root := tree(t, map[string]string{
 		"Translation-en": "Package: tool\nDescription-md5: 0\nDescription-en: fetch a Web page\n Fetches pages over HTTP.\n .\n Second paragraph.\n",
-		"usr/share/doc/python3.11/html/_sources/library/os.rst.txt":                "Use :func:`os.fork` to fork.\n\nNext paragraph.\n",
+		"usr/share/doc/python3.11/html/_sources/library/os.rst.txt":                "Use :func:`os.fork` to fork.\n\nNext paragraph::\n\n   os.fork()\n\n     pid = 0\nLast.\n",
 		"usr/share/doc/postgresql-doc-15/html/sql.html":                            "<p>Drop a table.</p><pre>DROP TABLE t;</pre><p>Done &amp; dusted</p>",
 		"usr/share/gocode/src/github.com/slack-go/slack/chat.go":                   "// PostMessage sends a message to a channel.\n//go:generate x\nfunc f() {}\n",
 		"usr/share/gocode/src/github.com/slack-go/slack/chat_test.go":              "// Ignored test comment.\n",
@@ -54,7 +54,7 @@ func TestReadCorpus(t *testing.T) {
 	}
 	want := []string{
 		"fetch web page", "fetches pages over http", "second paragraph", // Translation-en
-		"use os fork to fork", "next paragraph", // reStructuredText, role dropped
+		"use os fork to fork", "next paragraph last", // reStructuredText, role and literal block dropped
 		"drop table", "done dusted", // HTML, code block dropped
 		"deletes the bucket",                   // botocore, the newest version only
 		"postmessage sends message to channel", // Go comments, no directives or tests
