@@ -117,14 +117,14 @@ func NewIndex(docs []Doc) *Index {
 			}
 			for _, w := range buf {
 				id := ix.termID(w)
-				if fw := vecFieldWeight[f]; fw > 0 && !stopwords[w] {
+				if vecFieldWeight[f] > 0 && !stopwords[w] {
 					row, ok := wordRow[w]
 					if !ok {
 						row = wv.find(w)
 						wordRow[w] = row
 					}
 					if row >= 0 {
-						vw = append(vw, vecWord{row, id, fw})
+						vw = append(vw, vecWord{uint32(row)<<3 | uint32(f), id})
 					}
 				}
 				k, ok := slot[id]
@@ -191,7 +191,7 @@ func NewIndex(docs []Doc) *Index {
 			begin = vwEnd[i-1]
 		}
 		for _, w := range vw[begin:end] {
-			wv.addTo(v, w.row, w.weight*ix.idf[w.term])
+			wv.addTo(v, int32(w.rowField>>3), vecFieldWeight[w.rowField&7]*ix.idf[w.term])
 		}
 		unitize(v)
 	}
@@ -227,11 +227,11 @@ func NewIndex(docs []Doc) *Index {
 	return ix
 }
 
-// vecWord is one word of a document that has a vector.
+// vecWord is one word of a document that has a vector: its row in
+// theVectors times 8 plus its field, and its term.
 type vecWord struct {
-	row    int32 // in theVectors
-	term   int32
-	weight float32 // its field's vecFieldWeight
+	rowField uint32
+	term     int32
 }
 
 // vecFieldWeight weighs each field's words in a document's vector.
