@@ -1,26 +1,36 @@
 #!/usr/bin/env bash
 # Builds the images deploy/ needs from local material only (no registry):
 #
-#   localhost/codeexec-base:latest     a minimal Debian root file system with python3,
-#                            made with debootstrap and imported;
+#   localhost/codeexec-base:latest     a minimal Debian root file system with python3
+#                            and bubblewrap (sandboxd's bwrap runtime in a
+#                            Kubernetes pod), made with debootstrap and imported;
 #   localhost/codeexec-sandbox:latest  what each sandbox runs (Dockerfile.sandbox);
 #   localhost/codeexec:latest          the services (Dockerfile.services): the codeexec
 #                            binary built here with CGO_ENABLED=0, and the
-#                            docker CLI for sandboxd's sibling containers.
+#                            docker CLI for sandboxd's sibling containers;
+#   localhost/codeexec-postgres:latest with --with-postgres only: Debian's
+#                            PostgreSQL 15 (Dockerfile.postgres), for the
+#                            PostgreSQL variant and the Kubernetes example.
+#                            Its build runs apt-get against the Debian mirror.
 #
-# Usage: deploy/build-images.sh [docker|podman]   (default: docker)
+# Usage: deploy/build-images.sh [docker|podman] [--with-postgres]   (default: docker)
 # Env:   CODEEXEC_ROOTFS_CACHE  where the debootstrap tarball is kept
-#                               (default /var/cache/codeexec/rootfs.tar)
+#                               (default /var/cache/codeexec/rootfs-2.tar)
 #        DEBIAN_SUITE, DEBIAN_MIRROR  default: this host's (or bookworm and
 #                               the mirror apt uses)
 # Needs root (debootstrap), debootstrap and go. With a registry reachable
 # the Dockerfiles build the normal way from any python3 base image too.
 set -euo pipefail
 engine=${1:-docker}
-case "$engine" in docker|podman) ;; *) echo "usage: $0 [docker|podman]" >&2; exit 2 ;; esac
+case "$engine" in docker|podman) ;; *) echo "usage: $0 [docker|podman] [--with-postgres]" >&2; exit 2 ;; esac
+with_postgres=false
+[ "${2:-}" = --with-postgres ] && with_postgres=true
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-cache=${CODEEXEC_ROOTFS_CACHE:-/var/cache/codeexec/rootfs.tar}
+# The base's contents have a version: a new one gets a new cache file and
+# replaces an older base image (2: bubblewrap added).
+base_version=2
+cache=${CODEEXEC_ROOTFS_CACHE:-/var/cache/codeexec/rootfs-$base_version.tar}
 
 command -v "$engine" >/dev/null || { echo "$engine is not installed: apt-get install ${engine/docker/docker.io}" >&2; exit 1; }
 command -v go >/dev/null || { echo "go is not installed (needed to build the codeexec binary)" >&2; exit 1; }
@@ -35,20 +45,21 @@ mirror() {
 suite=${DEBIAN_SUITE:-$(. /etc/os-release 2>/dev/null; echo "${VERSION_CODENAME:-bookworm}")}
 [ "$suite" = "" ] && suite=bookworm
 
-if ! "$engine" image inspect localhost/codeexec-base:latest >/dev/null 2>&1; then
+have=$("$engine" image inspect --format '{{index .Config.Labels "codeexec.base"}}' localhost/codeexec-base:latest 2>/dev/null || true)
+if [ "$have" != "$base_version" ]; then
   if [ ! -s "$cache" ]; then
     command -v debootstrap >/dev/null || { echo "debootstrap is not installed: apt-get install debootstrap" >&2; exit 1; }
     [ "$(id -u)" = 0 ] || { echo "debootstrap needs root" >&2; exit 1; }
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     echo "debootstrap $suite from $(mirror) (a minute or two) ..." >&2
-    debootstrap --variant=minbase --include=python3 "$suite" "$tmp/rootfs" "$(mirror)" >"$tmp/debootstrap.log" 2>&1 \
+    debootstrap --variant=minbase --include=python3,bubblewrap "$suite" "$tmp/rootfs" "$(mirror)" >"$tmp/debootstrap.log" 2>&1 \
       || { tail -20 "$tmp/debootstrap.log" >&2; exit 1; }
     mkdir -p "$(dirname "$cache")"
     tar -C "$tmp/rootfs" -cf "$cache.part" . && mv "$cache.part" "$cache"
     rm -rf "$tmp"; trap - EXIT
   fi
-  "$engine" import "$cache" localhost/codeexec-base:latest >/dev/null
+  "$engine" import --change "LABEL codeexec.base=$base_version" "$cache" localhost/codeexec-base:latest >/dev/null
   echo "imported localhost/codeexec-base:latest" >&2
 fi
 
@@ -67,7 +78,7 @@ trap 'rm -rf "$ctx"' EXIT
 cli=$(command -v /usr/bin/docker || command -v docker || true)
 [ -n "$cli" ] || { echo "the docker CLI is needed for the services image: apt-get install docker.io" >&2; exit 1; }
 cp "$cli" "$ctx/docker"
-cp "$here/Dockerfile.sandbox" "$here/Dockerfile.services" "$ctx/"
+cp "$here/Dockerfile.sandbox" "$here/Dockerfile.services" "$here/Dockerfile.postgres" "$here/postgres-entrypoint.sh" "$ctx/"
 
 build() { # tag dockerfile
   local cmd
@@ -84,3 +95,6 @@ build() { # tag dockerfile
 }
 build localhost/codeexec-sandbox:latest Dockerfile.sandbox
 build localhost/codeexec:latest Dockerfile.services
+if $with_postgres; then
+  build localhost/codeexec-postgres:latest Dockerfile.postgres
+fi

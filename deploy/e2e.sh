@@ -11,12 +11,17 @@
 #     stopped with a clear error;
 #  5. restart the killed replica (it removes its orphaned sandboxes),
 #     recreate the whole stack (an upgrade): memory and saved tools remain;
-#  6. compose down; nothing of ours is left running.
+#  6. compose down; nothing of ours is left running;
+#  7. the PostgreSQL variant (docker-compose.postgres.yml): two memoryd
+#     replicas on one database, update_memory from sandboxes and increments
+#     through each replica on one counter (exact), one memoryd replica
+#     killed, the database killed and restarted mid-call; then the stack is
+#     recreated and the memory is still there; compose down.
 #
 # Run it as root on Debian/Ubuntu. Missing packages (docker.io,
 # docker-compose, debootstrap) are installed with apt-get. A few minutes
 # on 2 cores; the debootstrap root file system is cached in
-# /var/cache/codeexec/rootfs.tar.
+# /var/cache/codeexec/rootfs-2.tar.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -29,6 +34,7 @@ export CODEEXEC_HTTP_PORT=$port
 export CODEEXEC_AGENT_ROOT=/var/lib/codeexec-agent-e2e
 project=codeexec-e2e
 file=deploy/docker-compose.yml
+pgproject=codeexec-e2e-pg
 
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
@@ -40,15 +46,20 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 if docker compose version >/dev/null 2>&1; then compose=(docker compose); else compose=(docker-compose); fi
+pgcompose=("${compose[@]}" -f "$file" -f deploy/docker-compose.postgres.yml -p "$pgproject")
 compose+=(-f "$file" -p "$project")
 
 work=$(mktemp -d)
+# The PostgreSQL variant's password, in a file as a deployment keeps it.
+export CODEEXEC_PG_PASSWORD_FILE=$work/pg-password
+(umask 077; head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$CODEEXEC_PG_PASSWORD_FILE")
 dockerd_pid=""
 cleanup() {
   local rc=$?
   set +e
   log "cleaning up"
   "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1
+  "${pgcompose[@]}" down -v --remove-orphans >/dev/null 2>&1
   left=$(docker ps -aq --filter label=codeexec.owner 2>/dev/null)
   if [ -n "$left" ]; then
     log "removing $(echo "$left" | wc -l) leftover sandbox containers"
@@ -74,7 +85,7 @@ fi
 
 # 2. Images, and the host-side tools.
 log "building images"
-bash deploy/build-images.sh docker
+bash deploy/build-images.sh docker --with-postgres
 go build -o "$work/codeexec" ./cmd/codeexec
 go build -o "$work/driver" ./deploy/e2e
 mkdir -p "$CODEEXEC_AGENT_ROOT"
@@ -130,6 +141,23 @@ log "compose down"
 if [ -n "$(docker ps -aq --filter label=codeexec.owner)" ] || [ -n "$(docker ps -aq --filter "label=com.docker.compose.project=$project")" ]; then
   docker ps -a >&2
   echo "e2e: FAIL: containers are left after compose down" >&2
+  exit 1
+fi
+
+# 7. The PostgreSQL variant.
+log "PostgreSQL variant: compose up, 2 memoryd replicas, 2 sandboxd replicas"
+"${pgcompose[@]}" up -d --scale sandboxd=2 --scale memoryd=2 >/dev/null 2>&1 || "${pgcompose[@]}" up -d --scale sandboxd=2 --scale memoryd=2
+project=$pgproject wait_healthy 2
+"$work/driver" -gateway "http://127.0.0.1:$port/mcp" -project "$pgproject" -mode store
+log "recreating the PostgreSQL variant (an upgrade)"
+"${pgcompose[@]}" up -d --force-recreate --scale sandboxd=2 --scale memoryd=2 >/dev/null 2>&1
+project=$pgproject wait_healthy 2
+"$work/driver" -gateway "http://127.0.0.1:$port/mcp" -project "$pgproject" -mode recall
+log "compose down (PostgreSQL variant)"
+"${pgcompose[@]}" down -v --remove-orphans >/dev/null 2>&1
+if [ -n "$(docker ps -aq --filter "label=com.docker.compose.project=$pgproject")" ]; then
+  docker ps -a >&2
+  echo "e2e: FAIL: containers are left after compose down (PostgreSQL variant)" >&2
   exit 1
 fi
 log "e2e: PASS"

@@ -1,27 +1,25 @@
 // Package discoveryd serves DiscoveryService: it reads the user's MCP server
 // configs, starts the upstream MCP clients on first use and keeps them
 // warm, answers list, docs and search questions about their tools, and
-// proxies tool calls. Details live under discoveryd/internal; other
-// services reach discoveryd only through the generated gRPC client.
+// proxies tool calls. Details live under discoveryd/internal: server (the
+// handlers, the tool catalog, search indexing, tenants, errors, metrics),
+// config (the config sources and client layouts), upstream (the MCP
+// clients), search (the ranking) and alias (the names the sandbox uses).
+// Other services reach discoveryd only through the generated gRPC client.
 package discoveryd
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/config"
-	"github.com/codeexec/codeexec/discoveryd/internal/search"
+	"github.com/codeexec/codeexec/discoveryd/internal/server"
 	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
-	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
-	"github.com/codeexec/codeexec/services/logkeys"
 )
 
 // Defaults for Config.
@@ -32,7 +30,7 @@ const (
 	// download their package first.
 	DefaultStartTimeout = 60 * time.Second
 	// MaxCallTimeout caps the timeout a caller may ask for.
-	MaxCallTimeout = 10 * time.Minute
+	MaxCallTimeout = server.MaxCallTimeout
 	// DefaultSearchIndexWait bounds how long an unfiltered search waits for
 	// servers that were never listed to start and list their tools. A user's
 	// first search must see every server, but one slow server must not
@@ -106,37 +104,17 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// lookup resolves an environment variable through Getenv; empty counts
+// as unset.
 func (c *Config) lookup(k string) (string, bool) {
 	v := c.Getenv(k)
 	return v, v != ""
 }
 
-func (c *Config) loadOptions() config.Options {
-	return config.Options{Home: c.Home, Cwd: c.Cwd, GOOS: c.GOOS, ServersConfig: c.ServersConfig, AllowSelf: c.AllowSelfServer, Lookup: c.lookup}
-}
-
-// Service implements DiscoveryService.
+// Service is a running discoveryd: the configured servers and the
+// DiscoveryService handlers over them.
 type Service struct {
-	discoveryv1.UnimplementedDiscoveryServiceServer
-
-	cfg     Config
-	logger  *slog.Logger
-	mgr     *upstream.Manager
-	metrics *metrics
-
-	mu       sync.Mutex
-	warnings []string
-	alias    map[string]string // server name → alias
-	byAlias  map[string]string // alias → server name
-
-	indexMu    sync.Mutex
-	index      *search.Index
-	indexDirty atomic.Bool
-
-	// indexing holds the background listings that searches started, one
-	// per server, so that concurrent searches share them.
-	indexingMu sync.Mutex
-	indexing   map[string]*indexAttempt
+	srv *server.Server
 }
 
 // New loads the server configs. No server is started until it is used.
@@ -146,82 +124,26 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	s := &Service{cfg: cfg, logger: logger, alias: map[string]string{}, byAlias: map[string]string{}, indexing: map[string]*indexAttempt{}, metrics: newMetrics()}
-	s.indexDirty.Store(true)
-	if cfg.Registerer != nil {
-		if err := s.registerMetrics(cfg.Registerer); err != nil {
-			return nil, fmt.Errorf("discoveryd metrics: %w", err)
-		}
-	}
-	s.mgr = upstream.New(nil, upstream.Options{
-		BaseEnv:        upstream.DefaultEnv(cfg.GOOS, cfg.lookup),
-		CallTimeout:    cfg.CallTimeout,
-		StartTimeout:   cfg.StartTimeout,
-		OnToolsChanged: func(string) { s.indexDirty.Store(true) },
+	srv, err := server.New(server.Options{
+		Load: config.Options{
+			Home: cfg.Home, Cwd: cfg.Cwd, GOOS: cfg.GOOS, ServersConfig: cfg.ServersConfig,
+			AllowSelf: cfg.AllowSelfServer, Lookup: cfg.lookup,
+		},
+		BaseEnv:         upstream.DefaultEnv(cfg.GOOS, cfg.lookup),
+		CallTimeout:     cfg.CallTimeout,
+		StartTimeout:    cfg.StartTimeout,
+		SearchIndexWait: cfg.SearchIndexWait,
+		Registerer:      cfg.Registerer,
 	}, logger)
-	s.rescan()
-	return s, nil
+	if err != nil {
+		return nil, err
+	}
+	return &Service{srv: srv}, nil
 }
 
-// rescan reads the config sources and adds servers with new names, as
-// upstream's additive re-scan does.
-func (s *Service) rescan() {
-	res := config.Load(s.cfg.loadOptions())
-	added := s.mgr.Add(res.Servers)
-	warnings := make([]string, 0, len(res.Warnings))
-	for _, w := range res.Warnings {
-		warnings = append(warnings, w.String())
-		s.logger.Warn("MCP server config problem", logkeys.ConfigPath, w.Path, logkeys.MCPServer, w.Server, logkeys.Error, w.Reason)
-	}
-	for _, w := range res.Skipped {
-		s.logger.Debug("MCP server config entry skipped", logkeys.ConfigPath, w.Path, logkeys.MCPServer, w.Server, "reason", w.Reason)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.warnings = warnings
-	taken := map[string]bool{}
-	for a := range s.byAlias {
-		taken[a] = true
-	}
-	for _, name := range added { // sorted, so aliases are stable
-		a := uniqueAlias(serverAliasBase(name), taken)
-		s.alias[name], s.byAlias[a] = a, name
-	}
-	if len(added) > 0 {
-		s.logger.Info("MCP servers configured", "added", added)
-	}
-}
-
-// resolve maps a server name or alias to its name. Unknown input is
-// returned unchanged, so that the manager's error names the choices.
-func (s *Service) resolve(nameOrAlias string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.alias[nameOrAlias]; ok {
-		return nameOrAlias
-	}
-	if n, ok := s.byAlias[nameOrAlias]; ok {
-		return n
-	}
-	return nameOrAlias
-}
-
-func (s *Service) serverAlias(name string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.alias[name]
-}
-
-// Register adds the service to a gRPC server.
-func (s *Service) Register(g *grpc.Server) {
-	discoveryv1.RegisterDiscoveryServiceServer(g, s)
-}
+// Register adds DiscoveryService to g.
+func (s *Service) Register(g *grpc.Server) { s.srv.Register(g) }
 
 // Close stops every upstream server and waits until their processes are
-// gone.
-func (s *Service) Close() error {
-	return errors.Join(s.mgr.Close())
-}
+// gone. Call it after the gRPC server has stopped.
+func (s *Service) Close() error { return s.srv.Close() }

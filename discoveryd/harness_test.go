@@ -1,9 +1,7 @@
 package discoveryd_test
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,12 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-
 	"github.com/codeexec/codeexec/discoveryd"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+	"github.com/codeexec/codeexec/services/grpctest"
 )
 
 // env is one discoveryd reached through the generated client over bufconn.
@@ -58,24 +53,15 @@ func start(t testing.TB, servers map[string]any, mutate func(*discoveryd.Config)
 	if err != nil {
 		t.Fatalf("discoveryd.New: %v", err)
 	}
-	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer()
-	svc.Register(g)
-	go func() { _ = g.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{svc: svc, client: discoveryv1.NewDiscoveryServiceClient(conn), home: home, mark: mark}
+	e := &env{svc: svc, home: home, mark: mark}
+	// Registered before the server's own cleanup, so it runs after the
+	// server has stopped.
 	t.Cleanup(func() {
-		_ = conn.Close()
-		g.Stop()
 		if !e.closed {
 			_ = svc.Close()
 		}
 	})
+	e.client = discoveryv1.NewDiscoveryServiceClient(grpctest.Start(t, svc.Register))
 	return e
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 )
 
@@ -197,7 +198,7 @@ func TestTenantsFromTokens(t *testing.T) {
 	created, _, execs := f.snapshot()
 	got := map[string]string{}
 	for _, c := range created {
-		got[c.GetLabels()[labelMCPSession]] = c.GetTenant()
+		got[c.GetLabels()[sessions.LabelMCPSession]] = c.GetTenant()
 	}
 	if got[a.GetSessionId()] != "alpha" || got[b.GetSessionId()] != "beta" {
 		t.Errorf("sandbox sessions by MCP session: %v; want alpha and beta", got)
@@ -228,7 +229,7 @@ func TestSessionKeysIncludeTenant(t *testing.T) {
 	// A session ID of an earlier process has no known owner; each tenant
 	// using it still gets its own sandbox session.
 	for _, tenant := range []string{"alpha", "beta", "alpha"} {
-		if out := g.execute(t.Context(), tenant, "old-session", p, func(string) {}); out.Err != nil {
+		if out := g.tool.Execute(t.Context(), tenant, "old-session", false, p, func(string) {}); out.Err != nil {
 			t.Fatal(out.Err)
 		}
 	}
@@ -243,17 +244,17 @@ func TestDeleteEndsOnlyOwnTenantsSession(t *testing.T) {
 	g, f := newTestGateway(t, Config{})
 	p := mustParams(t)
 	for _, tenant := range []string{"alpha", "beta"} {
-		if out := g.execute(t.Context(), tenant, "shared-id", p, func(string) {}); out.Err != nil {
+		if out := g.tool.Execute(t.Context(), tenant, "shared-id", false, p, func(string) {}); out.Err != nil {
 			t.Fatal(out.Err)
 		}
 	}
-	g.sessions.endFor(t.Context(), "beta", "shared-id")
+	g.sessions.EndFor(t.Context(), "beta", "shared-id")
 	_, destroyed, _ := f.snapshot()
 	if len(destroyed) != 1 || f.liveCount() != 1 {
 		t.Errorf("destroyed %v, %d live; want only beta's destroyed", destroyed, f.liveCount())
 	}
 	f.setRespond(script([]*sandboxv1.ExecuteResponse{out(sandboxv1.Stream_STREAM_STDOUT, "ok\n"), done(okRes())}, nil))
-	if out := g.execute(t.Context(), "alpha", "shared-id", p, func(string) {}); out.Err != nil || len(out.Notices) != 0 {
+	if out := g.tool.Execute(t.Context(), "alpha", "shared-id", false, p, func(string) {}); out.Err != nil || len(out.Notices) != 0 {
 		t.Errorf("alpha after beta's DELETE: %v, notices %v", out.Err, out.Notices)
 	}
 }

@@ -20,9 +20,15 @@
 //
 // Such notices open stderr, in brackets.
 //
+// With several sandboxd replicas (DialSandbox), each new session goes to
+// the least loaded healthy replica and every later call to the replica
+// that holds it; a replica that goes away answers its sessions' next calls
+// with NotFound, so the rule above starts them again elsewhere.
+//
 // # HTTP: authentication, tenants, quotas, shutdown
 //
-// Over HTTP every request passes a guard (auth.go) before mcp-go sees it:
+// Over HTTP every request passes a guard (internal/guard) before mcp-go
+// sees it:
 //
 //   - Host and Origin are checked against DNS rebinding: loopback names, the
 //     resource URL's host and the configured lists are accepted, anything
@@ -40,11 +46,11 @@
 //
 // stdio has no guard: whoever starts the process is Config.Tenant.
 //
-// Quotas (quota.go) cap each tenant's sandbox sessions, running calls and
-// calls per sliding minute; a refused call is a tool error naming the limit
-// and when to retry. Drain (drain.go) refuses new calls with a "shutting
-// down" tool error and waits for running ones; Close then destroys the
-// sandbox sessions.
+// Quotas (internal/quota) cap each tenant's sandbox sessions, running
+// calls and calls per sliding minute; a refused call is a tool error naming
+// the limit and when to retry. Drain (internal/drain) refuses new calls
+// with a "shutting down" tool error and waits for running ones; Close then
+// destroys the sandbox sessions.
 //
 // # Compatibility with upstream
 //
@@ -69,6 +75,15 @@
 //
 // A call to an unknown tool is answered, as upstream does, with a tool
 // result "Unknown tool: <name>" rather than a protocol error.
+//
+// # Layout
+//
+// This package wires the pieces under internal/ together: runpython (the
+// tool handler and the running of one call), capabilities (the resource),
+// params and result (arguments in, tool results out, with toon), sessions
+// (MCP session to sandbox session, and who owns each), replicas (sessions
+// over several sandboxd), guard and auth (the HTTP checks, tokens and
+// JWTs), quota and drain (admission), and metrics.
 //
 // # Logging
 //

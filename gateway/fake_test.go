@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -14,13 +13,12 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/services/grpctest"
 	"github.com/codeexec/codeexec/services/requestid"
 )
 
@@ -146,25 +144,11 @@ func script(events []*sandboxv1.ExecuteResponse, err error) func(*sandboxv1.Exec
 	}
 }
 
-// startFake serves f over bufconn and returns a client for it.
+// startFake serves f on the suite's gRPC server over bufconn and returns
+// a client for it.
 func startFake(t *testing.T, f *fakeSandbox) sandboxv1.SandboxServiceClient {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	sandboxv1.RegisterSandboxServiceServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(requestid.UnaryClientInterceptor),
-		grpc.WithChainStreamInterceptor(requestid.StreamClientInterceptor))
-	if err != nil {
-		t.Fatalf("dial bufconn: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = conn.Close()
-		srv.Stop()
-	})
+	conn := grpctest.Start(t, func(g *grpc.Server) { sandboxv1.RegisterSandboxServiceServer(g, f) })
 	return sandboxv1.NewSandboxServiceClient(conn)
 }
 
@@ -206,8 +190,12 @@ func initialize(t *testing.T, c *client.Client) *mcp.InitializeResult {
 	if err := c.Start(t.Context()); err != nil {
 		t.Fatalf("client start: %v", err)
 	}
+	// The latest session-based revision: these tests pin the results an
+	// existing (pre-2026-07-28) client gets, byte for byte. Modern clients
+	// are tested on their own.
 	res, err := c.Initialize(t.Context(), mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ClientInfo: mcp.Implementation{Name: "gateway-test", Version: "1"},
+		ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION,
+		ClientInfo:      mcp.Implementation{Name: "gateway-test", Version: "1"},
 	}})
 	if err != nil {
 		t.Fatalf("initialize: %v", err)

@@ -13,10 +13,21 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
+	"github.com/codeexec/codeexec/gateway/internal/capabilities"
+	"github.com/codeexec/codeexec/gateway/internal/drain"
+	"github.com/codeexec/codeexec/gateway/internal/guard"
+	"github.com/codeexec/codeexec/gateway/internal/metrics"
+	"github.com/codeexec/codeexec/gateway/internal/params"
+	"github.com/codeexec/codeexec/gateway/internal/quota"
+	"github.com/codeexec/codeexec/gateway/internal/replicas"
 	"github.com/codeexec/codeexec/gateway/internal/result"
+	"github.com/codeexec/codeexec/gateway/internal/runpython"
+	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
@@ -24,12 +35,35 @@ import (
 // configurations and prompts that name it keep working.
 const ServerName = "mcp-server-code-execution-mode"
 
+// ToolName is the one tool the gateway offers.
+const ToolName = runpython.Name
+
+// CapabilitiesURI is the one resource the gateway offers: the manual of
+// the sandbox's helpers.
+const CapabilitiesURI = capabilities.URI
+
+// HelperSummary is the short digest of what sandboxed code can use. The
+// sandbox's runtime.capability_summary() gives the full manual.
+const HelperSummary = capabilities.HelperSummary
+
 // Defaults for the zero values of Config, as upstream's environment does.
 const (
 	DefaultTimeout    = 30 * time.Second
 	DefaultMaxTimeout = 120 * time.Second
 	DefaultTenant     = "default"
 )
+
+// HTTPAuth configures who may use the HTTP transport: bearer tokens from a
+// file, JWTs from an OAuth issuer, and the Host, Origin and /metrics
+// rules. See its fields.
+type HTTPAuth = guard.Config
+
+// Quotas caps what one tenant may use at once: sessions, running calls
+// and calls per minute. Zero fields mean no cap.
+type Quotas = quota.Limits
+
+// QuotaError is a call refused because its tenant is over a quota.
+type QuotaError = quota.Error
 
 // Config configures a Gateway. Zero values take the defaults above.
 type Config struct {
@@ -62,6 +96,11 @@ type Config struct {
 	Quotas Quotas
 	// Registerer, when set, receives the gateway's metrics.
 	Registerer prometheus.Registerer
+	// DialReplica connects to the sandbox replica at an address that a
+	// SessionElsewhere answer named (a session live on another replica, or
+	// in another codeexec process on this machine). The gateway keeps one
+	// connection per address. Nil follows no such answer.
+	DialReplica func(addr string) (*grpc.ClientConn, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -91,12 +130,7 @@ func (c Config) Validate() error {
 	if c.MaxTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("maximum timeout (MCP_BRIDGE_MAX_TIMEOUT) is %v; it must be at least 1s", c.MaxTimeout))
 	}
-	if c.Quotas.Sessions < 0 || c.Quotas.Execs < 0 || c.Quotas.ExecsPerMinute < 0 {
-		errs = append(errs, fmt.Errorf("quotas %+v: each must be zero (no cap) or positive", c.Quotas))
-	}
-	if err := c.Auth.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Quotas.Validate(), c.Auth.Validate())
 	if c.OutputLimitBytes < 0 {
 		errs = append(errs, fmt.Errorf("output limit is %d bytes; it must be zero (unknown) or positive", c.OutputLimitBytes))
 	}
@@ -110,23 +144,16 @@ func seconds(d time.Duration) int {
 
 // Gateway serves MCP clients and runs their code through the sandbox service.
 type Gateway struct {
-	cfg        Config
-	mode       result.Mode
-	defaultSec int
-	maxSec     int
-	sandbox    sandboxv1.SandboxServiceClient
-	logger     *slog.Logger
-	mcp        *server.MCPServer
-	sessions   *sessionTable
-	authn      auth.Authenticator
-	quota      *execQuota
-	calls      callTracker
-	metrics    *metrics
-
-	// owners maps each MCP session begun in this process to the tenant
-	// that initialised it.
-	ownersMu sync.Mutex
-	owners   map[string]string
+	cfg      Config
+	logger   *slog.Logger
+	mcp      *server.MCPServer
+	tool     *runpython.Tool
+	sessions *sessions.Table
+	owners   *sessions.Owners
+	guard    *guard.Guard
+	quota    *quota.Execs
+	calls    drain.Tracker
+	others   *replicas.ByAddress // replicas reached through SessionElsewhere
 
 	httpOnce sync.Once
 	http     http.Handler
@@ -145,52 +172,58 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
+	logger = logger.With(logkeys.Service, "gateway")
+	m := metrics.New()
 	g := &Gateway{
-		cfg:        cfg,
-		mode:       result.ParseMode(cfg.OutputMode),
-		defaultSec: seconds(cfg.DefaultTimeout),
-		maxSec:     seconds(cfg.MaxTimeout),
-		sandbox:    sandbox,
-		logger:     logger.With(logkeys.Service, "gateway"),
-		quota:      newExecQuota(cfg.Quotas),
-		owners:     map[string]string{},
-		metrics:    newMetrics(),
+		cfg:      cfg,
+		logger:   logger,
+		sessions: sessions.NewTable(sandbox, cfg.Quotas.Sessions, cfg.SessionIdleTimeout, logger),
+		owners:   sessions.NewOwners(),
+		quota:    quota.NewExecs(cfg.Quotas),
 	}
-	authn, err := newAuthenticator(cfg.Auth)
+	var err error
+	g.guard, err = guard.New(guard.Options{Config: cfg.Auth, Tenant: cfg.Tenant, ResourceName: ServerName, Owns: g.owners.Owns, Metrics: m, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("gateway authentication: %w", err)
 	}
-	g.authn = authn
-	g.sessions = newSessionTable(sandbox, g.logger)
-	g.sessions.maxPerTenant, g.sessions.idleHint = cfg.Quotas.Sessions, cfg.SessionIdleTimeout
 	if cfg.Registerer != nil {
-		if err := g.metrics.register(cfg.Registerer, g); err != nil {
+		if err := m.Register(cfg.Registerer, g.calls.InFlight, g.sessions.Count); err != nil {
 			return nil, fmt.Errorf("gateway metrics: %w", err)
 		}
 	}
-	if g.defaultSec > g.maxSec {
-		g.logger.Warn("default timeout exceeds the maximum; calls without a timeout get the maximum",
+	limits := params.Limits{DefaultSeconds: seconds(cfg.DefaultTimeout), MaxSeconds: seconds(cfg.MaxTimeout)}
+	if limits.DefaultSeconds > limits.MaxSeconds {
+		logger.Warn("default timeout exceeds the maximum; calls without a timeout get the maximum",
 			"default", cfg.DefaultTimeout, "max", cfg.MaxTimeout)
 	}
+	var elsewhere func(string) (sandboxv1.SandboxServiceClient, error)
+	if cfg.DialReplica != nil {
+		g.others = replicas.NewByAddress(cfg.DialReplica)
+		elsewhere = g.others.Client
+	}
+	g.tool = runpython.New(runpython.Options{
+		Limits: limits, Mode: result.ParseMode(cfg.OutputMode), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
+		Sandbox: sandbox, Sessions: g.sessions, Elsewhere: elsewhere, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
+	})
 
 	hooks := &server.Hooks{}
-	hooks.AddBeforeCallTool(routeUnknownTools)
-	// Sessions seen starting here are "known"; see sessionTable.known.
+	hooks.AddBeforeCallTool(runpython.RouteUnknown)
+	// Sessions seen starting here are "known"; see sessions.Table.IsKnown.
 	// Registration covers stdio and in-process sessions; streamable HTTP
 	// registers only after answering initialize, so initialize is hooked
 	// too, as it runs before the client can send anything else.
 	hooks.AddOnRegisterSession(func(_ context.Context, s server.ClientSession) {
-		g.sessions.started(s.SessionID())
+		g.sessions.Started(s.SessionID())
 	})
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		if s := server.ClientSessionFromContext(ctx); s != nil {
-			g.sessions.started(s.SessionID())
-			g.setOwner(s.SessionID(), g.tenantOf(ctx))
+			g.sessions.Started(s.SessionID())
+			g.owners.Set(s.SessionID(), auth.Tenant(ctx, cfg.Tenant))
 		}
 	})
 	hooks.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) {
-		g.sessions.end(ctx, s.SessionID())
-		g.dropOwner(s.SessionID())
+		g.sessions.End(ctx, s.SessionID())
+		g.owners.Drop(s.SessionID())
 	})
 	g.mcp = server.NewMCPServer(ServerName, cfg.Version,
 		server.WithToolCapabilities(false),
@@ -198,8 +231,8 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		server.WithHooks(hooks),
 		server.WithRecovery(),
 	)
-	g.mcp.AddTool(g.tool(), g.handleRunPython)
-	g.mcp.AddResource(capabilitiesResource(), handleCapabilities)
+	g.mcp.AddTool(g.tool.Definition(), g.tool.Handle)
+	g.mcp.AddResource(capabilities.Resource(), capabilities.Read)
 	return g, nil
 }
 
@@ -224,12 +257,12 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 
 // HTTPHandler returns the streamable HTTP transport, to mount at /mcp.
 //
-// Only the session-based protocol revisions (up to 2025-11-25) are offered:
-// a persistent sandbox needs a session to hang on, and the stateless
-// 2026-07-28 core has none. Clients that support both negotiate down, and
-// mcp-go refuses requests that insist on the stateless core. (A sessionless
-// call reaching MCPServer by another route runs in a throwaway sandbox.)
-// A DELETE that ends a session destroys its sandbox session.
+// Both protocol eras are served on it, decided per request. Under the
+// session-based revisions (up to 2025-11-25) an MCP session maps to a
+// sandbox session, and a DELETE that ends it destroys that sandbox
+// session. Under 2026-07-28 there are no protocol sessions: run_python
+// continues the session its `session` argument names, or starts one and
+// returns the handle.
 //
 // Requests pass the guard first: Host and Origin checks against DNS
 // rebinding, then authentication when Config.Auth enables it (see
@@ -238,25 +271,109 @@ func (g *Gateway) HTTPHandler() http.Handler {
 	g.httpOnce.Do(func() {
 		inner := server.NewStreamableHTTPServer(g.mcp,
 			server.WithStreamableHTTPLogger(g.logger),
-			server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 			server.WithSessionIdleTTL(g.cfg.SessionIdleTimeout),
 			// The guard checks Host itself, against a configurable list.
 			server.WithDisableLocalhostProtection(true),
 		)
-		g.http = g.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.http = g.guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inner.ServeHTTP(w, r)
 			// mcp-go unregisters only sessions it registered; a session
 			// that outlived a gateway restart is known here alone.
 			if id := r.Header.Get(server.HeaderKeySessionID); r.Method == http.MethodDelete && id != "" {
-				g.sessions.endFor(r.Context(), g.tenantOf(r.Context()), id)
+				g.sessions.EndFor(r.Context(), auth.Tenant(r.Context(), g.cfg.Tenant), id)
 			}
 		}))
 	})
 	return g.http
 }
 
-// Close destroys every sandbox session the Gateway created. Calls that
-// arrive afterwards fail with a tool error.
+// ProtectedResourceHandler serves the OAuth protected-resource metadata
+// (RFC 9728) that MCP clients read to find the authorization server. Mount
+// it at /.well-known/oauth-protected-resource and at that path followed by
+// the MCP endpoint's path.
+func (g *Gateway) ProtectedResourceHandler() http.Handler { return g.guard.ProtectedResource() }
+
+// MetricsGuard protects a /metrics handler served on the MCP listener.
+// Metrics name upstream servers, including those limited to some tenants,
+// so with authentication on they go only to loopback peers and to bearers
+// of a token whose tenant is listed in HTTPAuth.MetricsTenants. Without
+// authentication the handler is returned as is.
+func (g *Gateway) MetricsGuard(h http.Handler) http.Handler { return g.guard.Metrics(h) }
+
+// Authenticates reports whether HTTP requests must carry credentials.
+func (g *Gateway) Authenticates() bool { return g.guard.Authenticates() }
+
+// Drain begins a graceful shutdown: new run_python calls get a "shutting
+// down" tool error at once, and Drain waits for the running ones to finish
+// until ctx ends. It returns ctx's error if calls were still running then;
+// Close afterwards destroys their sandboxes, which ends them.
+func (g *Gateway) Drain(ctx context.Context) error {
+	idle := g.calls.Drain()
+	if n := g.calls.InFlight(); n > 0 {
+		g.logger.Info("shutting down: waiting for running calls", "calls", n)
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		g.logger.Warn("shutting down: calls still running at the deadline are stopped", "calls", g.calls.InFlight())
+		return ctx.Err()
+	}
+}
+
+// Close destroys every sandbox session the Gateway created for an MCP
+// session (sessions reached by handle outlive the gateway), and closes the
+// connections to other replicas. Calls that arrive afterwards fail with a
+// tool error.
 func (g *Gateway) Close(ctx context.Context) error {
-	return g.sessions.closeAll(ctx)
+	err := g.sessions.CloseAll(ctx)
+	if g.others != nil {
+		g.others.Close()
+	}
+	return err
+}
+
+// HashToken returns how a token is written in a tokens file.
+func HashToken(token string) string { return auth.Hash(token) }
+
+// ValidTenant checks a tenant name as the tokens file does.
+func ValidTenant(t string) error { return auth.ValidTenant(t) }
+
+// Ways DialSandbox spreads new sessions over sandboxd replicas.
+const (
+	// BalanceLeastLoaded picks the replica with the fewest live sessions
+	// (the default).
+	BalanceLeastLoaded = string(replicas.LeastLoaded)
+	// BalanceRoundRobin takes the healthy replicas in turn.
+	BalanceRoundRobin = string(replicas.RoundRobin)
+)
+
+// DialSandbox connects to sandboxd at addr, for New. A single address
+// ("host:port" or "unix:/path") is one connection. Several replicas
+// ("host:port,host:port", or "dns:///name:port" for every address of name,
+// re-resolved every 5s) get a client that places new sessions by balance
+// and pins each session to the replica that holds it. close releases the
+// connections.
+func DialSandbox(ctx context.Context, addr, balance string, logger *slog.Logger, opts ...grpc.DialOption) (client sandboxv1.SandboxServiceClient, close func(), err error) {
+	if !replicas.IsMulti(addr) {
+		conn, err := dial.New(addr, nil, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sandboxv1.NewSandboxServiceClient(conn), func() { _ = conn.Close() }, nil
+	}
+	resolve, err := replicas.Parse(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := replicas.New(ctx, replicas.Config{
+		Resolve: resolve,
+		Dial:    func(addr string) (*grpc.ClientConn, error) { return dial.New(addr, nil, opts...) },
+		Policy:  replicas.Policy(balance),
+	}, logger.With("component", "replicas"))
+	if err != nil {
+		return nil, nil, err
+	}
+	logger.Info("balancing sessions over sandboxd replicas", "sandbox", addr, "balance", balance, "replicas", len(b.Replicas()))
+	return b, func() { _ = b.Close() }, nil
 }

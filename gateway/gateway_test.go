@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 )
 
@@ -219,8 +220,8 @@ func TestExecuteRequest(t *testing.T) {
 	if len(created) != 1 || len(execs) != 1 {
 		t.Fatalf("created %d sessions and %d execs, want 1 and 1", len(created), len(execs))
 	}
-	if created[0].GetTenant() != "acme" || created[0].GetLabels()[labelMCPSession] == "" {
-		t.Errorf("CreateSession = %v, want tenant acme and an %s label", created[0], labelMCPSession)
+	if created[0].GetTenant() != "acme" || created[0].GetLabels()[sessions.LabelMCPSession] == "" {
+		t.Errorf("CreateSession = %v, want tenant acme and an %s label", created[0], sessions.LabelMCPSession)
 	}
 	got := execs[0]
 	if got.GetTenant() != "acme" || got.GetCode() != "print(1)" || !cmp.Equal(got.GetServers(), []string{"github", "2"}) {

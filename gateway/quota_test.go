@@ -71,7 +71,7 @@ func TestQuotaExecsPerMinute(t *testing.T) {
 	t.Parallel()
 	g, _ := newTestGateway(t, Config{Quotas: Quotas{ExecsPerMinute: 2}})
 	clock := time.Unix(1000, 0)
-	g.quota.now = func() time.Time { return clock }
+	g.quota.Now = func() time.Time { return clock }
 	c := connect(t, g)
 	for i := range 2 {
 		if res := call(t, c, ToolName, map[string]any{"code": "x"}); res.IsError {
@@ -132,9 +132,7 @@ func TestDrain(t *testing.T) {
 	drained := make(chan error, 1)
 	go func() { drained <- g.Drain(context.Background()) }()
 	waitFor(t, "draining to begin", func() bool {
-		g.calls.mu.Lock()
-		defer g.calls.mu.Unlock()
-		return g.calls.draining
+		return g.calls.Draining()
 	})
 	res := call(t, c2, ToolName, map[string]any{"code": "new"})
 	if text := textOf(t, res); !res.IsError || !strings.Contains(text, "shutting down") {
@@ -201,22 +199,22 @@ func TestSessionQuotaCountsReplacedSessions(t *testing.T) {
 	t.Parallel()
 	g, f := newTestGateway(t, Config{Quotas: Quotas{Sessions: 1}})
 	p := mustParams(t)
-	if out := g.execute(t.Context(), "alpha", "s1", p, func(string) {}); out.Err != nil {
+	if out := g.tool.Execute(t.Context(), "alpha", "s1", false, p, func(string) {}); out.Err != nil {
 		t.Fatal(out.Err)
 	}
 	f.forget() // sandboxd restarted
 	f.setCreateErr(errors.New("sandboxd is still starting"))
-	if out := g.execute(t.Context(), "alpha", "s1", p, func(string) {}); out.Err == nil {
+	if out := g.tool.Execute(t.Context(), "alpha", "s1", false, p, func(string) {}); out.Err == nil {
 		t.Fatal("the replacement was created although CreateSession failed")
 	}
 	f.setCreateErr(nil)
 	// The failed replacement released nothing twice: s1 may get its
 	// sandbox back, and a second session is still over the quota.
-	if out := g.execute(t.Context(), "alpha", "s1", p, func(string) {}); out.Err != nil {
+	if out := g.tool.Execute(t.Context(), "alpha", "s1", false, p, func(string) {}); out.Err != nil {
 		t.Fatalf("s1 after sandboxd came back: %v", out.Err)
 	}
 	var qe *QuotaError
-	if out := g.execute(t.Context(), "alpha", "s2", p, func(string) {}); !errors.As(out.Err, &qe) {
+	if out := g.tool.Execute(t.Context(), "alpha", "s2", false, p, func(string) {}); !errors.As(out.Err, &qe) {
 		t.Errorf("a second session while s1 holds the only one: %v; want the sessions quota", out.Err)
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/codeexec/codeexec/gateway/internal/capabilities"
+	"github.com/codeexec/codeexec/gateway/internal/runpython"
+	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 )
 
@@ -27,8 +30,8 @@ func TestSessionPerClient(t *testing.T) {
 	if len(created) != 2 {
 		t.Fatalf("created %d sandbox sessions for two clients, want 2", len(created))
 	}
-	if created[0].GetLabels()[labelMCPSession] == created[1].GetLabels()[labelMCPSession] {
-		t.Errorf("both sandbox sessions carry MCP session label %q", created[0].GetLabels()[labelMCPSession])
+	if created[0].GetLabels()[sessions.LabelMCPSession] == created[1].GetLabels()[sessions.LabelMCPSession] {
+		t.Errorf("both sandbox sessions carry MCP session label %q", created[0].GetLabels()[sessions.LabelMCPSession])
 	}
 	bySession := map[string][]string{}
 	for _, e := range execs {
@@ -120,7 +123,7 @@ func TestGenerationChange(t *testing.T) {
 			f.setGeneration(2)
 			f.setRespond(nil)
 			got := textOf(t, call(t, c, ToolName, map[string]any{"code": "z"}))
-			if has := strings.Contains(got, noticeSilentReset); has != tt.wantNotice {
+			if has := strings.Contains(got, runpython.NoticeSilentReset); has != tt.wantNotice {
 				t.Errorf("text = %q; notice present = %v, want %v", got, has, tt.wantNotice)
 			}
 		})
@@ -154,8 +157,8 @@ func TestCloseDestroysSessions(t *testing.T) {
 	if err := g.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if f.liveCount() != 0 || g.sessions.count() != 0 {
-		t.Errorf("after Close: %d live sandbox sessions, %d tracked; want 0", f.liveCount(), g.sessions.count())
+	if f.liveCount() != 0 || g.sessions.Count() != 0 {
+		t.Errorf("after Close: %d live sandbox sessions, %d tracked; want 0", f.liveCount(), g.sessions.Count())
 	}
 	res := call(t, c1, ToolName, map[string]any{"code": "1"})
 	if !res.IsError || !strings.Contains(textOf(t, res), "shutting down") {
@@ -176,7 +179,7 @@ func TestResources(t *testing.T) {
 	}
 	r := list.Resources[0]
 	if r.URI != CapabilitiesURI || r.Name != "code-execution-capabilities" || r.Title != "Code Execution Sandbox Helpers" ||
-		r.MIMEType != "text/markdown" || r.Size == nil || *r.Size != int64(len(capabilitiesText)) {
+		r.MIMEType != "text/markdown" || r.Size == nil || *r.Size != int64(len(capabilities.Text)) {
 		t.Errorf("resource = %+v", r)
 	}
 
@@ -262,8 +265,8 @@ func TestNoSessionRunsEphemeral(t *testing.T) {
 		t.Errorf("response = %s", b)
 	}
 	created, destroyed, _ := f.snapshot()
-	if len(created) != 1 || len(destroyed) != 1 || g.sessions.count() != 0 {
-		t.Errorf("created %d, destroyed %d, tracked %d; want 1, 1, 0", len(created), len(destroyed), g.sessions.count())
+	if len(created) != 1 || len(destroyed) != 1 || g.sessions.Count() != 0 {
+		t.Errorf("created %d, destroyed %d, tracked %d; want 1, 1, 0", len(created), len(destroyed), g.sessions.Count())
 	}
 }
 

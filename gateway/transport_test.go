@@ -12,6 +12,9 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/codeexec/codeexec/gateway/internal/runpython"
+	"github.com/codeexec/codeexec/gateway/internal/sessions"
 )
 
 // waitFor polls cond for up to five seconds.
@@ -59,7 +62,7 @@ func TestHTTPSessions(t *testing.T) {
 	}
 	labels := map[string]bool{}
 	for _, c := range created {
-		labels[c.GetLabels()[labelMCPSession]] = true
+		labels[c.GetLabels()[sessions.LabelMCPSession]] = true
 	}
 	if !labels[c1.GetSessionId()] || !labels[c2.GetSessionId()] {
 		t.Errorf("sandbox session labels %v, want the MCP session IDs %q and %q", labels, c1.GetSessionId(), c2.GetSessionId())
@@ -135,7 +138,7 @@ func TestHTTPClientCannotForgeUnknownTool(t *testing.T) {
 	g, _ := newTestGateway(t, Config{})
 	srv := httptest.NewServer(g.HTTPHandler())
 	t.Cleanup(srv.Close)
-	c, err := client.NewStreamableHttpClient(srv.URL, transport.WithHTTPHeaders(map[string]string{unknownToolHeader: "forged"}))
+	c, err := client.NewStreamableHttpClient(srv.URL, transport.WithHTTPHeaders(map[string]string{runpython.UnknownToolHeader: "forged"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,10 +172,10 @@ func TestHTTPSessionFromEarlierProcess(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	got, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(got), noticeSessionLost) {
+	if !strings.Contains(string(got), runpython.NoticeSessionLost) {
 		t.Errorf("response %d %s lacks the session-lost notice", resp.StatusCode, got)
 	}
-	if created, _, _ := f.snapshot(); len(created) != 1 || created[0].GetLabels()[labelMCPSession] != "mcp-session-0b7e2a52-6c1f-4c1e-9a35-3f2f4f3f0c11" {
+	if created, _, _ := f.snapshot(); len(created) != 1 || created[0].GetLabels()[sessions.LabelMCPSession] != "mcp-session-0b7e2a52-6c1f-4c1e-9a35-3f2f4f3f0c11" {
 		t.Errorf("created = %v", created)
 	}
 }

@@ -95,78 +95,85 @@ func TestSecondOpenShares(t *testing.T) {
 // writer's keys, and bbolt's own consistency check passes on the copy.
 func TestBackupWhileWriting(t *testing.T) {
 	t.Parallel()
-	e := start(t, memoryd.Config{})
-	const writers = 4
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
+	eachStore(t, func(t *testing.T, cfg memoryd.Config) {
+		cfg.SpoolDir = t.TempDir()
+		e := start(t, cfg)
+		const writers = 4
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_, err := e.mem.SaveMemory(t.Context(), &memoryv1.SaveMemoryRequest{Key: fmt.Sprintf("w%d-%06d", w, i), ValueJson: strconv.Itoa(i)})
+					if err != nil {
+						t.Error(err)
+						return
+					}
 				}
-				_, err := e.mem.SaveMemory(t.Context(), &memoryv1.SaveMemoryRequest{Key: fmt.Sprintf("w%d-%06d", w, i), ValueJson: strconv.Itoa(i)})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	time.Sleep(100 * time.Millisecond)
-	dir := t.TempDir()
-	rpcCopy := filepath.Join(dir, "rpc.db")
-	n, err := memoryd.BackupToFile(t.Context(), e.mem, rpcCopy)
-	if err != nil {
-		t.Fatalf("BackupToFile: %v", err)
-	}
-	time.Sleep(50 * time.Millisecond)
-	var buf bytes.Buffer
-	if _, err := e.svc.Backup(t.Context(), &buf); err != nil {
-		t.Fatalf("Service.Backup: %v", err)
-	}
-	close(stop)
-	wg.Wait()
-	entries, _ := os.ReadDir(filepath.Dir(e.path))
-	for _, de := range entries {
-		if strings.HasPrefix(de.Name(), ".memoryd-backup-") {
-			t.Errorf("database directory holds %v: a backup spool file was left behind", entries)
+			}()
 		}
-	}
-	directCopy := filepath.Join(dir, "direct.db")
-	if err := os.WriteFile(directCopy, buf.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(rpcCopy)
-	if err != nil || fi.Size() != n || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("backup file: %v, %v; want %d bytes, mode 600", fi, err, n)
-	}
-	for _, path := range []string{rpcCopy, directCopy} {
-		checkBoltFile(t, path)
-		// memoryd itself opens the copy and serves it.
-		c := start(t, memoryd.Config{Path: path})
-		list, err := c.mem.ListMemories(t.Context(), &memoryv1.ListMemoriesRequest{})
+		time.Sleep(100 * time.Millisecond)
+		dir := t.TempDir()
+		rpcCopy := filepath.Join(dir, "rpc.db")
+		n, err := memoryd.BackupToFile(t.Context(), e.mem, rpcCopy)
 		if err != nil {
+			t.Fatalf("BackupToFile: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		var buf bytes.Buffer
+		if _, err := e.svc.Backup(t.Context(), &buf); err != nil {
+			t.Fatalf("Service.Backup: %v", err)
+		}
+		close(stop)
+		wg.Wait()
+		spool := filepath.Dir(e.path)
+		if cfg.Store != "" {
+			spool = cfg.SpoolDir
+		}
+		entries, _ := os.ReadDir(spool)
+		for _, de := range entries {
+			if strings.HasPrefix(de.Name(), ".memoryd-backup-") || strings.HasPrefix(de.Name(), "memoryd-backup-") {
+				t.Errorf("spool directory holds %v: a backup spool file was left behind", entries)
+			}
+		}
+		directCopy := filepath.Join(dir, "direct.db")
+		if err := os.WriteFile(directCopy, buf.Bytes(), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		next := map[string]int{}
-		for _, r := range list.GetRecords() {
-			w, i, _ := strings.Cut(r.GetKey(), "-")
-			idx, _ := strconv.Atoi(i)
-			if idx != next[w] {
-				t.Fatalf("%s: writer %s has key %d after %d keys: the copy is not a snapshot", filepath.Base(path), w, idx, next[w])
+		fi, err := os.Stat(rpcCopy)
+		if err != nil || fi.Size() != n || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("backup file: %v, %v; want %d bytes, mode 600", fi, err, n)
+		}
+		for _, path := range []string{rpcCopy, directCopy} {
+			checkBoltFile(t, path)
+			// memoryd itself opens the copy and serves it.
+			c := start(t, memoryd.Config{Path: path})
+			list, err := c.mem.ListMemories(t.Context(), &memoryv1.ListMemoriesRequest{})
+			if err != nil {
+				t.Fatal(err)
 			}
-			next[w]++
+			next := map[string]int{}
+			for _, r := range list.GetRecords() {
+				w, i, _ := strings.Cut(r.GetKey(), "-")
+				idx, _ := strconv.Atoi(i)
+				if idx != next[w] {
+					t.Fatalf("%s: writer %s has key %d after %d keys: the copy is not a snapshot", filepath.Base(path), w, idx, next[w])
+				}
+				next[w]++
+			}
+			if len(list.GetRecords()) == 0 {
+				t.Errorf("%s: backup holds no records", filepath.Base(path))
+			}
+			t.Logf("%s: %d records", filepath.Base(path), len(list.GetRecords()))
 		}
-		if len(list.GetRecords()) == 0 {
-			t.Errorf("%s: backup holds no records", filepath.Base(path))
-		}
-		t.Logf("%s: %d records", filepath.Base(path), len(list.GetRecords()))
-	}
+	})
 }
 
 // checkBoltFile opens a database read-only and runs bbolt's page check.
@@ -193,52 +200,54 @@ func checkBoltFile(t *testing.T, path string) {
 // each. Every increment must land.
 func TestConcurrentUpdatesLoseNothing(t *testing.T) {
 	t.Parallel()
-	e := start(t, memoryd.Config{})
-	const workers, per = 16, 100
-	var conflicts sync.Map
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			retries := 0
-			for range per {
-				for attempt := 0; ; attempt++ {
-					var cur int
-					var rev uint64
-					got, err := e.mem.GetMemory(t.Context(), &memoryv1.GetMemoryRequest{Key: "n"})
-					switch status.Code(err) {
-					case codes.OK:
-						cur, _ = strconv.Atoi(got.GetRecord().GetValueJson())
-						rev = got.GetRecord().GetRevision()
-					case codes.NotFound:
-					default:
-						t.Error(err)
-						return
+	eachStore(t, func(t *testing.T, cfg memoryd.Config) {
+		e := start(t, cfg)
+		const workers, per = 16, 100
+		var conflicts sync.Map
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				retries := 0
+				for range per {
+					for attempt := 0; ; attempt++ {
+						var cur int
+						var rev uint64
+						got, err := e.mem.GetMemory(t.Context(), &memoryv1.GetMemoryRequest{Key: "n"})
+						switch status.Code(err) {
+						case codes.OK:
+							cur, _ = strconv.Atoi(got.GetRecord().GetValueJson())
+							rev = got.GetRecord().GetRevision()
+						case codes.NotFound:
+						default:
+							t.Error(err)
+							return
+						}
+						_, err = e.mem.UpdateMemory(t.Context(), &memoryv1.UpdateMemoryRequest{Key: "n", ValueJson: strconv.Itoa(cur + 1), ExpectedRevision: rev})
+						if err == nil {
+							break
+						}
+						if status.Code(err) != codes.Aborted {
+							t.Error(err)
+							return
+						}
+						retries++
+						// Back off a little, as the sandbox helper does, so
+						// that 16 writers do not keep colliding in lock step.
+						time.Sleep(time.Duration(rand.IntN(100<<min(attempt, 6))) * time.Microsecond)
 					}
-					_, err = e.mem.UpdateMemory(t.Context(), &memoryv1.UpdateMemoryRequest{Key: "n", ValueJson: strconv.Itoa(cur + 1), ExpectedRevision: rev})
-					if err == nil {
-						break
-					}
-					if status.Code(err) != codes.Aborted {
-						t.Error(err)
-						return
-					}
-					retries++
-					// Back off a little, as the sandbox helper does, so
-					// that 16 writers do not keep colliding in lock step.
-					time.Sleep(time.Duration(rand.IntN(100<<min(attempt, 6))) * time.Microsecond)
 				}
-			}
-			conflicts.Store(w, retries)
-		}()
-	}
-	wg.Wait()
-	rec := e.get(t, "", "n")
-	if rec.GetValueJson() != strconv.Itoa(workers*per) || rec.GetRevision() != workers*per {
-		t.Errorf("counter = %s at revision %d, want %d", rec.GetValueJson(), rec.GetRevision(), workers*per)
-	}
-	total := 0
-	conflicts.Range(func(_, v any) bool { total += v.(int); return true })
-	t.Logf("%d conflicts retried", total)
+				conflicts.Store(w, retries)
+			}()
+		}
+		wg.Wait()
+		rec := e.get(t, "", "n")
+		if rec.GetValueJson() != strconv.Itoa(workers*per) || rec.GetRevision() != workers*per {
+			t.Errorf("counter = %s at revision %d, want %d", rec.GetValueJson(), rec.GetRevision(), workers*per)
+		}
+		total := 0
+		conflicts.Range(func(_, v any) bool { total += v.(int); return true })
+		t.Logf("%d conflicts retried", total)
+	})
 }

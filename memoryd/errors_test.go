@@ -23,7 +23,12 @@ type errCase struct {
 
 func runErrTable(t *testing.T, cases []errCase) {
 	t.Helper()
-	e := start(t, memoryd.Config{MaxValueBytes: 64})
+	eachStore(t, func(t *testing.T, cfg memoryd.Config) { runErrCases(t, cfg, cases) })
+}
+
+func runErrCases(t *testing.T, cfg memoryd.Config, cases []errCase) {
+	cfg.MaxValueBytes = 64
+	e := start(t, cfg)
 	e.save(t, "", "present", `{"a":1}`, `{"m":true}`)
 	if _, err := e.tools.SaveTool(t.Context(), &memoryv1.SaveToolRequest{Name: "present", Source: "def present():\n    pass\n"}); err != nil {
 		t.Fatal(err)

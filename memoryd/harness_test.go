@@ -1,18 +1,15 @@
 package memoryd_test
 
 import (
-	"context"
-	"net"
 	"path/filepath"
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
-	"github.com/codeexec/codeexec/services/dial"
+	"github.com/codeexec/codeexec/services/grpctest"
+	"github.com/codeexec/codeexec/services/pgtest"
 )
 
 // env is one memoryd on a real bbolt file, reached through the generated
@@ -26,38 +23,48 @@ type env struct {
 	closed bool
 }
 
+// eachStore runs a test once per store, so that the same table of tests
+// holds for a bbolt file and for a PostgreSQL database (on the test
+// binary's server; see TestMain).
+func eachStore(t *testing.T, test func(t *testing.T, cfg memoryd.Config)) {
+	t.Helper()
+	for _, st := range []struct {
+		name string
+		cfg  func(t *testing.T) memoryd.Config
+	}{
+		{"bolt", func(*testing.T) memoryd.Config { return memoryd.Config{} }},
+		{"postgres", func(t *testing.T) memoryd.Config { return memoryd.Config{Store: pgtest.NewDatabase(t)} }},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, st.cfg(t))
+		})
+	}
+}
+
 // start runs memoryd for one test. cfg.Path defaults to a file in
 // t.TempDir().
 func start(tb testing.TB, cfg memoryd.Config) *env {
 	tb.Helper()
-	if cfg.Path == "" {
+	if cfg.Path == "" && cfg.Store == "" {
 		cfg.Path = filepath.Join(tb.TempDir(), "memory.db")
 	}
 	svc, err := memoryd.New(cfg, nil)
 	if err != nil {
 		tb.Fatalf("memoryd.New: %v", err)
 	}
-	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(dial.MaxMessageBytes), grpc.MaxSendMsgSize(dial.MaxMessageBytes))
-	svc.Register(g)
-	go func() { _ = g.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(dial.MaxMessageBytes), grpc.MaxCallSendMsgSize(dial.MaxMessageBytes)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	e := &env{conn: conn, svc: svc, mem: memoryv1.NewMemoryServiceClient(conn), tools: memoryv1.NewToolServiceClient(conn), path: cfg.Path}
+	e := &env{svc: svc, path: cfg.Path}
+	// Registered before the server's own cleanup, so it runs after the
+	// server has stopped.
 	tb.Cleanup(func() {
-		_ = conn.Close()
-		g.Stop()
 		if !e.closed {
 			if err := svc.Close(); err != nil {
 				tb.Errorf("Close: %v", err)
 			}
 		}
 	})
+	e.conn = grpctest.Start(tb, svc.Register)
+	e.mem, e.tools = memoryv1.NewMemoryServiceClient(e.conn), memoryv1.NewToolServiceClient(e.conn)
 	return e
 }
 

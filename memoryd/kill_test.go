@@ -24,6 +24,7 @@ import (
 
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/pgtest"
 )
 
 // childDir switches the test binary into a bare memoryd serving
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 func runChild(dir string) error {

@@ -1,7 +1,13 @@
 // Package memoryd serves MemoryService and ToolService: durable memory
-// records and saved Python tools, per tenant, in one bbolt file. Details
-// live under memoryd/internal; other services reach memoryd only through
-// the generated gRPC clients.
+// records and saved Python tools, per tenant, in one bbolt file or in a
+// PostgreSQL database. Details live under memoryd/internal; other
+// services reach memoryd only through the generated gRPC clients.
+//
+// With a PostgreSQL database (Config.Store) memoryd keeps no state of its
+// own: any number of memoryd processes, on any number of hosts, serve the
+// same records, every write is one atomic statement in the database, and
+// a multi-host URL with target_session_attrs=read-write carries calls
+// over a failover to a promoted standby (they wait up to StoreWait).
 //
 // Any number of processes can run memoryd on one file at once: the first
 // to lock it owns it and serves its store to the others on a unix socket
@@ -23,6 +29,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,11 +57,33 @@ const DefaultOwnerWait = shared.DefaultWait
 // DefaultTenant is the tenant of requests that name none.
 const DefaultTenant = server.DefaultTenant
 
+// DefaultStoreWait is how long a call waits for an unreachable
+// PostgreSQL database, a failover included.
+const DefaultStoreWait = store.DefaultPostgresWait
+
 // Config configures a Service.
 type Config struct {
 	// Path is the bbolt file. It is created with mode 0600 (and its
-	// directory with 0700) when missing.
+	// directory with 0700) when missing. It is not used when Store is
+	// set.
 	Path string
+	// Store, when set, is a PostgreSQL connection URL (postgres://… or
+	// postgresql://…, multi-host allowed): the records live there
+	// instead of in Path. libpq's environment variables (PGHOST,
+	// PGPASSWORD, PGPASSFILE, PGSSLMODE, …) fill in what the URL leaves
+	// out, as they do for psql.
+	Store string
+	// StorePasswordFile, when set, holds the database password. It is
+	// read for every new connection, so a rotated secret is picked up.
+	StorePasswordFile string
+	// StoreWait bounds how long a call waits while the database cannot
+	// be reached (a failover, a restart); zero means DefaultStoreWait.
+	// memoryd also waits this long for the database at start.
+	StoreWait time.Duration
+	// SpoolDir holds the temporary copy that a backup streams from.
+	// Empty means the bbolt file's directory, or the system's temporary
+	// directory with Store.
+	SpoolDir string
 	// MaxValueBytes caps value_json, metadata_json and tool source.
 	// Zero means DefaultMaxValueBytes.
 	MaxValueBytes int
@@ -71,8 +100,22 @@ type Config struct {
 
 // Validate checks the config and fills in defaults.
 func (c *Config) Validate() error {
-	if c.Path == "" {
+	switch {
+	case c.Store != "":
+		if !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
+			return errors.New("memoryd: the store must be a PostgreSQL URL, postgres://[user@]host[:port][,host2[:port]…]/database[?sslmode=…]; for a bbolt file set the database path instead")
+		}
+	case c.Path == "":
 		return errors.New("memoryd: database path is empty; set it to a file such as ~/.local/state/codeexec/memory.db")
+	}
+	if c.StoreWait < 0 {
+		return fmt.Errorf("memoryd: store wait is %s; use a positive duration or 0 for the default (%s)", c.StoreWait, DefaultStoreWait)
+	}
+	if c.StoreWait == 0 {
+		c.StoreWait = DefaultStoreWait
+	}
+	if c.SpoolDir == "" && c.Store == "" {
+		c.SpoolDir = filepath.Dir(c.Path)
 	}
 	if c.MaxValueBytes < 0 {
 		return fmt.Errorf("memoryd: max value bytes is %d; use a positive number or 0 for the default (%d)", c.MaxValueBytes, DefaultMaxValueBytes)
@@ -97,7 +140,8 @@ func (c *Config) Validate() error {
 
 // Service is a running memoryd: an open store and its gRPC handlers.
 type Service struct {
-	store   *shared.Store
+	store   store.Store
+	shared  *shared.Store // nil over PostgreSQL
 	memory  *server.Memory
 	tools   *server.Tools
 	metrics *server.Metrics
@@ -114,14 +158,30 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	metrics := server.NewMetrics()
-	st, err := shared.Open(shared.Options{
-		Path: cfg.Path, Bolt: store.BoltOptions{OnCommit: metrics.ObserveCommit},
-		Version: cfg.Version, Wait: cfg.OwnerWait, Logger: logger,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Registerer != nil {
+	svc := &Service{metrics: metrics, logger: logger}
+	var collectors []prometheus.Collector
+	if cfg.Store != "" {
+		// The database's own clock stamps records, so that every
+		// memoryd sharing it agrees on times.
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.StoreWait)
+		defer cancel()
+		pg, err := store.OpenPostgres(ctx, cfg.Store, store.PostgresOptions{
+			PasswordFile: cfg.StorePasswordFile, Wait: cfg.StoreWait, TempDir: cfg.SpoolDir,
+			Version: cfg.Version, Logger: logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("memoryd: %w", err)
+		}
+		svc.store = pg
+	} else {
+		st, err := shared.Open(shared.Options{
+			Path: cfg.Path, Bolt: store.BoltOptions{OnCommit: metrics.ObserveCommit},
+			Version: cfg.Version, Wait: cfg.OwnerWait, Logger: logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		svc.store, svc.shared = st, st
 		owner := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "codeexec", Subsystem: "memoryd", Name: "database_owner",
 			Help: "1 when this process holds the memory database and serves it to the others that share it, 0 when it uses it through the process that does.",
@@ -135,15 +195,18 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 			Namespace: "codeexec", Subsystem: "memoryd", Name: "database_takeovers_total",
 			Help: "Times this process took the memory database over after its owner went away.",
 		}, func() float64 { return float64(st.Takeovers()) })
-		for _, c := range append(metrics.Collectors(), owner, takeovers) {
+		collectors = append(collectors, owner, takeovers)
+	}
+	if cfg.Registerer != nil {
+		for _, c := range append(metrics.Collectors(), collectors...) {
 			if err := cfg.Registerer.Register(c); err != nil {
-				_ = st.Close()
+				_ = svc.store.Close()
 				return nil, fmt.Errorf("memoryd: register metrics: %w", err)
 			}
 		}
 	}
-	mem, tools := server.New(server.Options{Store: st, Logger: logger, Metrics: metrics, MaxValueBytes: cfg.MaxValueBytes, SpoolDir: filepath.Dir(cfg.Path)})
-	return &Service{store: st, memory: mem, tools: tools, metrics: metrics, logger: logger}, nil
+	svc.memory, svc.tools = server.New(server.Options{Store: svc.store, Logger: logger, Metrics: metrics, MaxValueBytes: cfg.MaxValueBytes, SpoolDir: cfg.SpoolDir})
+	return svc, nil
 }
 
 // Register adds MemoryService, ToolService and SessionStoreService to g.
@@ -164,9 +227,10 @@ func (s *Service) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	return s.store.Backup(ctx, w)
 }
 
-// Owner reports whether this process holds the database (rather than using
-// it through the process that does).
-func (s *Service) Owner() bool { return s.store.Owner() }
+// Owner reports whether this process holds the bbolt file (rather than
+// using it through the process that does). It is false over PostgreSQL,
+// which no memoryd holds.
+func (s *Service) Owner() bool { return s.shared != nil && s.shared.Owner() }
 
 // Close finishes the commit in progress and closes the database, which
 // releases its lock for the next process. Call it after the gRPC server

@@ -19,6 +19,11 @@ func TestConfigValidate(t *testing.T) {
 		{"negative cap", memoryd.Config{Path: "m.db", MaxValueBytes: -1}, "max value bytes is -1"},
 		{"cap too large", memoryd.Config{Path: "m.db", MaxValueBytes: memoryd.MaxMaxValueBytes + 1}, "the most allowed is"},
 		{"negative owner wait", memoryd.Config{Path: "m.db", OwnerWait: -1}, "owner wait is -1ns"},
+		{"postgres", memoryd.Config{Store: "postgres://db.example/codeexec?target_session_attrs=read-write"}, ""},
+		{"postgresql scheme", memoryd.Config{Store: "postgresql://a:5432,b:5432/codeexec"}, ""},
+		{"not a postgres URL", memoryd.Config{Store: "/var/lib/codeexec/m.db"}, "the store must be a PostgreSQL URL"},
+		{"key=value form", memoryd.Config{Store: "host=db dbname=codeexec"}, "postgres://"},
+		{"negative store wait", memoryd.Config{Store: "postgres://db/x", StoreWait: -1}, "store wait is -1ns"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

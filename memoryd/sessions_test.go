@@ -19,7 +19,11 @@ import (
 
 func TestSessionRecordsCompareAndSwap(t *testing.T) {
 	t.Parallel()
-	e := start(t, memoryd.Config{})
+	eachStore(t, testSessionRecordsCompareAndSwap)
+}
+
+func testSessionRecordsCompareAndSwap(t *testing.T, cfg memoryd.Config) {
+	e := start(t, cfg)
 	s := memoryv1.NewSessionStoreServiceClient(e.conn)
 	ctx := t.Context()
 	later := timestamppb.New(time.Now().Add(time.Hour))
@@ -70,7 +74,11 @@ func TestSessionRecordsCompareAndSwap(t *testing.T) {
 
 func TestSessionChunksAndExpiry(t *testing.T) {
 	t.Parallel()
-	e := start(t, memoryd.Config{})
+	eachStore(t, testSessionChunksAndExpiry)
+}
+
+func testSessionChunksAndExpiry(t *testing.T, cfg memoryd.Config) {
+	e := start(t, cfg)
 	s := memoryv1.NewSessionStoreServiceClient(e.conn)
 	ctx := t.Context()
 	chunks := []*memoryv1.Chunk{{Id: "c1", Data: []byte("one")}, {Id: "c2", Data: make([]byte, 3<<20)}, {Id: "c3", Data: nil}}
@@ -141,7 +149,11 @@ func TestSessionChunksAndExpiry(t *testing.T) {
 
 func TestReplicaHeartbeats(t *testing.T) {
 	t.Parallel()
-	e := start(t, memoryd.Config{})
+	eachStore(t, testReplicaHeartbeats)
+}
+
+func testReplicaHeartbeats(t *testing.T, cfg memoryd.Config) {
+	e := start(t, cfg)
 	s := memoryv1.NewSessionStoreServiceClient(e.conn)
 	r := &memoryv1.Replica{Id: "r1", Address: "unix:/tmp/x.sock", ExpireTime: timestamppb.New(time.Unix(100, 0)), Host: "h", Pid: 42, BootId: "b"}
 	if _, err := s.PutReplica(t.Context(), &memoryv1.PutReplicaRequest{Replica: r}); err != nil {

@@ -267,10 +267,11 @@ func refused(err error) bool {
 	return c == codes.InvalidArgument || c == codes.Aborted || c == codes.FailedPrecondition
 }
 
-// NewDatabase reports whether this start created the database: the file
-// was new, or had never been initialised. It is the moment to bring in an
-// upstream user's state (ImportUpstreamOnFirstStart).
-func (s *Service) NewDatabase() bool { return s.store.Created() }
+// NewDatabase reports whether this start created the bbolt database: the
+// file was new, or had never been initialised. It is the moment to bring in
+// an upstream user's state (ImportUpstreamOnFirstStart). A PostgreSQL store
+// is a team's shared database, never an upstream user's first start: false.
+func (s *Service) NewDatabase() bool { return s.shared != nil && s.shared.Created() }
 
 // HasUpstreamState reports whether dir, an upstream state dir, holds
 // memories or saved tools: dir/user_tools/memory or

@@ -1,6 +1,11 @@
 // Package sandboxd is the sandbox service: it runs Python in isolated,
 // persistent sessions and brokers the sandbox's requests to discoveryd and
-// memoryd.
+// memoryd. Details live under sandboxd/internal: server (the gRPC
+// handlers), session (sessions, the warm pool, idle reaping), engine (the
+// runtimes: bwrap, podman and docker, chosen by engine/detect), channel
+// and broker (the framed channel to the in-sandbox agent and the requests
+// it carries), and agent (the Python that runs in the sandbox). Other
+// services reach sandboxd only through the generated gRPC client.
 package sandboxd
 
 import (
@@ -17,10 +22,14 @@ import (
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
-	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/broker"
+	"github.com/codeexec/codeexec/sandboxd/internal/durable"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/bwrap"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/container"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/detect"
+	"github.com/codeexec/codeexec/sandboxd/internal/server"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
@@ -64,7 +73,19 @@ type Config struct {
 	// LaunchSpares is how many bwrap launchers (started, confined, held
 	// at their gate) are kept for the next sandboxes; see bwrap.Engine.
 	LaunchSpares int
-	MaxSessions  int
+	// MaxSessions caps live sessions; with a session store (durable
+	// sessions) it caps live sandboxes instead.
+	MaxSessions int
+
+	// SessionTTL is how long a durable session unused is kept, its
+	// checkpoint with it.
+	SessionTTL time.Duration
+	// CheckpointBytes caps one session checkpoint; over it the session is
+	// reported as not durable.
+	CheckpointBytes int64
+	// Advertise is where gateways reach this replica's SandboxService when
+	// another replica finds a session live here: host:port, or unix:/path.
+	Advertise string
 }
 
 // DefaultConfig returns upstream's defaults.
@@ -86,6 +107,8 @@ func DefaultConfig() Config {
 		PoolSize:         2,
 		LaunchSpares:     2,
 		MaxSessions:      64,
+		SessionTTL:       7 * 24 * time.Hour,
+		CheckpointBytes:  session.DefaultCheckpointBytes,
 	}
 }
 
@@ -114,6 +137,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("launch spares %d is out of range: use 0 to 16", c.LaunchSpares)
 	case c.MaxSessions < 0:
 		return errors.New("max sessions must be 0 (no limit) or positive")
+	case c.SessionTTL < time.Minute:
+		return fmt.Errorf("session TTL %s is too short: use at least 1m (it is how long an unused session's handle stays valid; days are typical)", c.SessionTTL)
+	case c.CheckpointBytes < 1<<20 || c.CheckpointBytes > 1<<30:
+		return fmt.Errorf("checkpoint cap %d bytes is out of range: use 1m to 1g", c.CheckpointBytes)
 	}
 	return nil
 }
@@ -124,6 +151,10 @@ type Deps struct {
 	Discovery discoveryv1.DiscoveryServiceClient
 	Memory    memoryv1.MemoryServiceClient
 	Tools     memoryv1.ToolServiceClient
+	// Sessions, when set, makes sessions durable: checkpointed to it after
+	// each call, restored from it into a new sandbox, shared by every
+	// replica that uses the same store.
+	Sessions memoryv1.SessionStoreServiceClient
 	// Registry receives sandboxd's metrics; nil leaves them unregistered.
 	Registry prometheus.Registerer
 }
@@ -147,7 +178,12 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		logger.Warn("the default timeout is above the maximum; calls are clamped to the maximum",
 			"timeout.default", cfg.DefaultTimeout, "timeout.max", cfg.MaxTimeout)
 	}
-	eng, err := selectEngine(ctx, cfg, logger)
+	eng, err := detect.Engine(ctx, cfg.Runtime, bwrap.Config{Spares: cfg.LaunchSpares}, container.Config{
+		Image:     cfg.Image,
+		User:      cfg.ContainerUser,
+		ExtraArgs: cfg.RuntimeArgs,
+		CheckArgv: []string{cfg.Python, "-c", "pass"},
+	}, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +201,16 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 	if err := eng.Prepare(ctx, dir, cfg.Python); err != nil {
 		logger.Warn("could not precompile the sandbox agent; sandboxes will start slower",
 			logkeys.Runtime, eng.Name(), logkeys.Error, err)
+	}
+	var dur *session.Durability
+	if deps.Sessions != nil {
+		replica := durable.NewReplica(deps.Sessions, cfg.Advertise, logger)
+		dur = &session.Durability{
+			Sessions:        durable.NewSessions(deps.Sessions, replica, cfg.SessionTTL),
+			Replica:         replica,
+			CheckpointBytes: cfg.CheckpointBytes,
+		}
+		logger.Info("sessions are durable", "replica", replica.ID, "advertise", cfg.Advertise, "session_ttl", cfg.SessionTTL)
 	}
 	m, err := session.NewManager(ctx, session.Config{
 		Engine:   eng,
@@ -187,6 +233,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		PoolSize:       cfg.PoolSize,
 		MaxSessions:    cfg.MaxSessions,
 		Metrics:        session.NewMetrics(deps.Registry),
+		Durable:        dur,
 	}, logger)
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -198,7 +245,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 
 // Register adds SandboxService to g.
 func (s *Service) Register(g *grpc.Server) {
-	sandboxv1.RegisterSandboxServiceServer(g, &server{m: s.m, logger: s.logger})
+	server.Register(g, s.m, s.logger)
 }
 
 // Close stops every session and sandbox and removes the agent files.

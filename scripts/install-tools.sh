@@ -14,6 +14,10 @@ command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 [ -x /usr/bin/python3 ] || need_apt+=(python3)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+# The memoryd tests start PostgreSQL servers of their own (services/pgtest).
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresql)
+# deploy/kubernetes is rendered by kubectl kustomize (go test ./deploy/kubernetes).
+command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing packages: ${need_apt[*]}; install them with: sudo apt-get install ${need_apt[*]}" >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: what the README's quick start runs and what CI runs.
-# It installs what is missing, checks generated code and formatting, then
-# runs the Python agent's tests and every Go test with the race detector.
+# It installs what is missing, checks generated code and formatting,
+# fuzzes every fuzz target for a few seconds, then runs the Python agent's
+# tests and every Go test with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:$PATH"
@@ -42,11 +43,17 @@ step "Python agent tests (/usr/bin/python3, the sandbox's interpreter)"
 step "container runtimes: engine tests and the end-to-end suite under podman and docker"
 bash deploy/test-runtimes.sh
 
-step "the compose stack end to end: 3 sandboxd replicas, one killed"
+step "the compose stack end to end: 3 sandboxd replicas, one killed; then on PostgreSQL with 2 memoryd replicas"
 bash deploy/e2e.sh
+
+step "the Kubernetes manifests, rendered and run under podman kube play"
+bash deploy/kube-play.sh
 
 step "MCP conformance suite against codeexec serve --http"
 bash scripts/conformance.sh
+
+step "fuzzing: every fuzz target for a few seconds (their corpora in testdata/fuzz run in the Go tests too)"
+FUZZTIME=${FUZZTIME:-3s} bash scripts/fuzz.sh
 
 step "Go tests (race detector)"
 go test -race -shuffle=on -timeout 20m ./...

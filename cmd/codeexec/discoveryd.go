@@ -2,41 +2,37 @@ package main
 
 import (
 	"context"
-	"io"
+	"os"
 
 	"github.com/codeexec/codeexec/discoveryd"
 	"github.com/codeexec/codeexec/services/flagenv"
 )
 
-// runDiscoveryd runs DiscoveryService alone.
-func runDiscoveryd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flagenv.New("discoveryd", getenv)
-	var (
-		common commonSettings
-		cfg    discoveryd.Config
-		listen string
-	)
-	bindCommon(fs, &common, "127.0.0.1:9103")
-	bindDiscovery(fs, &cfg, getenv)
-	fs.String(&listen, "listen", "127.0.0.1:9003", "gRPC address: host:port or unix:/path", "CODEEXEC_DISCOVERYD_LISTEN")
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if err := fs.Err(); err != nil {
-		return err
-	}
-	svcRT, err := common.startService(ctx, "discoveryd", stderr)
-	if err != nil {
-		return err
-	}
-	defer svcRT.stopTracing()
-	cfg.Registerer = svcRT.srv.Registry
-	svc, err := discoveryd.New(cfg, svcRT.logger)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = svc.Close() }()
-	svc.Register(svcRT.srv.GRPC)
-	return svcRT.serve(ctx, listen, common.metrics, defaultGRPCGrace)
+// discoverydUnit is discoveryd's settings.
+type discoverydUnit struct{ cfg discoveryd.Config }
+
+func (u *discoverydUnit) bind(fs *flagenv.Set, e env, _ bool) { bindDiscovery(fs, &u.cfg, e.getenv) }
+
+func (u *discoverydUnit) check() error { return nil }
+
+func (u *discoverydUnit) start(_ context.Context, p *process) error {
+	u.cfg.Registerer = p.registry
+	return p.register(discoveryd.New(u.cfg, p.serviceLogger("discoveryd")))
+}
+
+func (u *discoverydUnit) serve(ctx context.Context, p *process, _ env) error {
+	return p.serveGRPC(ctx, defaultGRPCGrace)
+}
+
+// bindDiscovery binds discoveryd's settings. The config sources are found
+// from the home and working directories, as upstream finds them.
+func bindDiscovery(fs *flagenv.Set, c *discoveryd.Config, getenv func(string) string) {
+	c.Home = getenv("HOME")
+	c.Cwd, _ = os.Getwd()
+	c.Getenv = getenv
+	fs.String(&c.ServersConfig, "servers-config", "", "extra JSON or TOML file of mcpServers, loaded after every other source", "MCP_SERVERS_CONFIG")
+	fs.Bool(&c.AllowSelfServer, "allow-self-server", false, "keep server configs that would launch codeexec itself", "MCP_BRIDGE_ALLOW_SELF_SERVER")
+	fs.Duration(&c.CallTimeout, "tool-timeout", discoveryd.DefaultCallTimeout, "timeout of one upstream MCP tool call", "CODEEXEC_TOOL_TIMEOUT")
+	fs.Duration(&c.SearchIndexWait, "search-index-wait", discoveryd.DefaultSearchIndexWait, "how long a search waits for servers that have not listed their tools yet", "CODEEXEC_SEARCH_INDEX_WAIT")
+	fs.Duration(&c.StartTimeout, "server-start-timeout", discoveryd.DefaultStartTimeout, "timeout for starting an upstream MCP server", "CODEEXEC_SERVER_START_TIMEOUT")
 }

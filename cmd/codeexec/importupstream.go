@@ -3,44 +3,35 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/flagenv"
-	"github.com/codeexec/codeexec/services/grpctls"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
 // runImportUpstream copies an upstream state dir (user_tools/memory/*.json
 // and user_tools/user_tools.py) into memoryd: into a running one with
 // --memory, else straight into the local database.
-func runImportUpstream(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flagenv.New("import-upstream", getenv)
+func runImportUpstream(ctx context.Context, args []string, e env) error {
+	fs := flagenv.New("import-upstream", e.getenv)
 	var (
-		st     stores
-		addr   string
+		db     memoryDB
 		tenant string
-		tlsc   grpctls.Config
 	)
-	bindStores(fs, &st, getenv)
-	bindGRPCTLS(fs, &tlsc)
-	fs.String(&addr, "memory", "", "a memoryd's address; empty uses the local database, shared with any codeexec using it", "CODEEXEC_MEMORYD_ADDR")
+	db.bind(fs, e.getenv, "a memoryd's address; empty uses the local database, shared with any codeexec using it")
+	bindMemory(fs, &db.st)
 	fs.String(&tenant, "tenant", "default", "tenant to import into", "CODEEXEC_TENANT")
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if err := fs.Err(); err != nil {
+	if err := parse(fs, args, e); err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {
-		fmt.Fprintln(stderr, "usage: codeexec import-upstream [flags] [DIR]   (DIR defaults to ~/MCPs)")
+		fmt.Fprintln(e.stderr, "usage: codeexec import-upstream [flags] [DIR]   (DIR defaults to ~/MCPs)")
 		return errUsage
 	}
-	dir := stateDirDefault(getenv)
+	dir := stateDirDefault(e.getenv)
 	if fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	}
@@ -48,28 +39,13 @@ func runImportUpstream(ctx context.Context, args []string, getenv func(string) s
 		return fmt.Errorf("%s is not a directory: pass upstream's state dir (the one holding user_tools/)", dir)
 	}
 
-	var (
-		mem   memoryv1.MemoryServiceClient
-		tools memoryv1.ToolServiceClient
-	)
-	if addr != "" {
-		conn, err := dialService(addr, tlsc)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		mem, tools = memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn)
-	} else {
-		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		conn, closeLocal, err := st.localMemory(ctx, logger)
-		if err != nil {
-			return err
-		}
-		defer closeLocal()
-		mem, tools = memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn)
+	conn, closeConn, err := db.connect(ctx, e.stderr)
+	if err != nil {
+		return err
 	}
-	rep, err := memoryd.ImportUpstream(ctx, mem, tools, dir, tenant)
-	fmt.Fprint(stdout, rep.String())
+	defer closeConn()
+	rep, err := memoryd.ImportUpstream(ctx, memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn), dir, tenant)
+	fmt.Fprint(e.stdout, rep.String())
 	return err
 }
 

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -35,60 +37,92 @@ func main() {
 // errUsage means the usage text was already printed.
 var errUsage = errors.New("usage")
 
-const usageText = `codeexec — MCP code execution mode: run_python in persistent, isolated sandboxes
+// env is what a command runs with besides its arguments.
+type env struct {
+	getenv         func(string) string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
 
-Usage:
-  codeexec serve [flags]         MCP server on stdio (or --http ADDR) with every service in-process
-  codeexec gateway [flags]       the MCP gateway alone, using a remote sandboxd (--sandbox ADDR)
-  codeexec sandboxd [flags]      the sandbox service alone, on gRPC (--listen ADDR)
-  codeexec discoveryd [flags]    the MCP discovery service alone, on gRPC
-  codeexec memoryd [flags]       the memory service alone, on gRPC, with a bbolt file
-  codeexec memoryd backup FILE   copy the memory database (the local one, or --memory ADDR's) to FILE
-  codeexec import-upstream [DIR] import an upstream state dir (default ~/MCPs) into the memory database
-  codeexec bench [flags]         measure latency and throughput; prints a table
-  codeexec health ADDR           exit 0 when the gRPC service at ADDR is SERVING
-  codeexec token add TENANT      make a bearer token for --tokens-file (hash on stdout)
-  codeexec version               print the version
+// A command is one word of the command line.
+type command struct {
+	names []string    // the first one is listed; the others are aliases
+	usage [][2]string // lines of `codeexec help`: synopsis, what it does
+	run   func(ctx context.Context, args []string, e env) error
+}
 
-Run "codeexec <command> -h" for the flags of a command. Every flag can also be
-set through the environment variable named in its help.
-`
+// commands is the binary: the targets alone, serve (every target in one
+// process), and the tools around them.
+var commands = []command{
+	// "run" too: upstream's documented command line is
+	// `mcp-server-code-execution-mode run`.
+	newCommand(runServe, [2]string{"serve [flags]", "MCP server on stdio (or --http ADDR) with every service in-process"}).alias("run"),
+	targetCommand(gatewayTarget, [2]string{"gateway [flags]", "the MCP gateway alone, using a remote sandboxd (--sandbox ADDR)"}),
+	targetCommand(sandboxdTarget, [2]string{"sandboxd [flags]", "the sandbox service alone, on gRPC (--listen ADDR)"}),
+	targetCommand(discoverydTarget, [2]string{"discoveryd [flags]", "the MCP discovery service alone, on gRPC"}),
+	targetCommand(memorydTarget,
+		[2]string{"memoryd [flags]", "the memory service alone, on gRPC, with a bbolt file or PostgreSQL (--store)"},
+		[2]string{"memoryd backup FILE", "copy the memory database (the local one, or --memory ADDR's) to FILE, a bbolt file"},
+		[2]string{"memoryd copy --from SRC --to DST", "copy every record between a bbolt file and PostgreSQL, keeping revisions"}),
+	newCommand(runImportUpstream, [2]string{"import-upstream [DIR]", "import an upstream state dir (default ~/MCPs) into the memory database"}),
+	newCommand(runBench, [2]string{"bench [flags]", "measure latency and throughput; prints a table"}),
+	newCommand(runHealth, [2]string{"health ADDR", "exit 0 when the gRPC service at ADDR is SERVING"}),
+	newCommand(runToken, [2]string{"token add TENANT", "make a bearer token for --tokens-file (hash on stdout)"}),
+	newCommand(runVersion, [2]string{"version", "print the version"}).alias("--version"),
+}
+
+// newCommand is a command named by the first word of its first usage line.
+func newCommand(run func(context.Context, []string, env) error, usage ...[2]string) command {
+	name, _, _ := strings.Cut(usage[0][0], " ")
+	return command{names: []string{name}, usage: usage, run: run}
+}
+
+// alias adds another name.
+func (c command) alias(name string) command {
+	c.names = append(c.names, name)
+	return c
+}
+
+func runVersion(_ context.Context, _ []string, e env) error {
+	fmt.Fprintln(e.stdout, "codeexec", version)
+	return nil
+}
+
+// usage is `codeexec help`.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("codeexec — MCP code execution mode: run_python in persistent, isolated sandboxes\n\nUsage:\n")
+	for _, c := range commands {
+		for _, u := range c.usage {
+			// A column at 22, and a longer synopsis three spaces from its text.
+			w := 22
+			if len(u[0]) >= w {
+				w = len(u[0]) + 3
+			}
+			fmt.Fprintf(&b, "  codeexec %-*s%s\n", w, u[0], u[1])
+		}
+	}
+	b.WriteString("\nRun \"codeexec <command> -h\" for the flags of a command. Every flag can also be\nset through the environment variable named in its help.\n")
+	return b.String()
+}
 
 // run is main without the process: tests call it directly.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usageText)
+		fmt.Fprint(stderr, usage())
 		return errUsage
 	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "serve", "run":
-		// "run" is accepted because upstream's documented command line is
-		// `mcp-server-code-execution-mode run`.
-		return runServe(ctx, rest, getenv, stdin, stdout, stderr)
-	case "gateway":
-		return runGateway(ctx, rest, getenv, stdin, stdout, stderr)
-	case "sandboxd":
-		return runSandboxd(ctx, rest, getenv, stderr)
-	case "discoveryd":
-		return runDiscoveryd(ctx, rest, getenv, stderr)
-	case "memoryd":
-		return runMemoryd(ctx, rest, getenv, stdout, stderr)
-	case "import-upstream":
-		return runImportUpstream(ctx, rest, getenv, stdout, stderr)
-	case "bench":
-		return runBench(ctx, rest, getenv, stdout, stderr)
-	case "health":
-		return runHealth(ctx, rest, getenv, stdout, stderr)
-	case "token":
-		return runToken(rest, stdin, stdout, stderr)
-	case "version", "--version":
-		fmt.Fprintln(stdout, "codeexec", version)
-		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usageText)
+	name, rest := args[0], args[1:]
+	for _, c := range commands {
+		if slices.Contains(c.names, name) {
+			return c.run(ctx, rest, e)
+		}
+	}
+	if name == "help" || name == "-h" || name == "--help" {
+		fmt.Fprint(stdout, usage())
 		return nil
 	}
-	fmt.Fprintf(stderr, "unknown command %q\n\n%s", cmd, usageText)
+	fmt.Fprintf(stderr, "unknown command %q\n\n%s", name, usage())
 	return errUsage
 }

@@ -3,68 +3,42 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
-	"time"
 
-	"github.com/codeexec/codeexec/gateway"
-	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
-	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
-	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/logkeys"
-	"github.com/codeexec/codeexec/services/suite"
 )
 
-// runServe runs every service in one process: the embedded default that a
-// desktop MCP client launches.
-func runServe(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flagenv.New("serve", getenv)
+// runServe runs every target in one process: the embedded default that a
+// desktop MCP client launches. The gRPC targets share one in-memory
+// server (services/suite); the gateway serves MCP on stdio or --http.
+func runServe(ctx context.Context, args []string, e env) error {
+	fs := flagenv.New("serve", e.getenv)
 	var (
 		common commonSettings
-		gw     gateway.Config
-		sb     = sandboxd.DefaultConfig()
-		cs     containerSettings
-		st     stores
-		hs     httpSettings
+		all    units
 	)
-	bindCommon(fs, &common, "")
-	bindGateway(fs, &gw)
-	bindSandbox(fs, &sb, &cs)
-	bindStores(fs, &st, getenv)
-	bindHTTP(fs, &hs, &gw)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	bindCommon(fs, &common, false, "")
+	for _, t := range targets {
+		t.of(&all).bind(fs, e, false)
 	}
-	if err := fs.Err(); err != nil {
+	if err := parse(fs, args, e); err != nil {
 		return err
 	}
-	httpAd, err := hs.finish(&gw)
-	if err != nil {
-		return err
-	}
-	cs.apply(&sb)
-	sharedTimeouts(&gw, &sb)
-	gw.Version = version
-	gw.OutputLimitBytes = sb.OutputLimitBytes
-	gw.SessionIdleTimeout = sb.IdleTimeout
+	all.share()
 	// Bad settings are reported before anything opens or starts.
-	if err := errors.Join(sb.Validate(), gw.Validate()); err != nil {
+	var errs []error
+	for _, t := range targets {
+		errs = append(errs, t.of(&all).check())
+	}
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	logger, err := common.logger(stderr, "codeexec")
+	p, err := newProcess(ctx, "codeexec", &common, e.stderr)
 	if err != nil {
 		return err
 	}
-	stopTracing, err := common.startTracing(ctx, "codeexec", logger)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
-
-	reg := grpcserver.NewRegistry()
-	inproc, err := suite.NewInProcess(logger, reg)
-	if err != nil {
+	defer p.close()
+	if err := p.inMemory(); err != nil {
 		return err
 	}
 	// The services outlive the signal: on SIGTERM the HTTP server first
@@ -72,39 +46,33 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	signalled := ctx
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-
-	deps, closeStores, err := st.open(ctx, inproc, reg, logger)
-	if err != nil {
+	for _, t := range targets {
+		if t.grpc() {
+			if err := t.of(&all).start(ctx, p); err != nil {
+				return err
+			}
+		}
+	}
+	// The gateway calls the others through the in-memory server, which
+	// stops once the gateway has closed, before the services close.
+	p.inproc.Start(ctx)
+	p.onClose(func() { cancel(); _ = p.inproc.Wait() })
+	gw := &all.gateway
+	if err := gw.start(ctx, p); err != nil {
 		return err
 	}
-	defer closeStores()
-
-	sbs, err := sandboxd.New(ctx, sb, deps, logger)
-	if err != nil {
+	p.logger.Info("codeexec serving", "transport", map[bool]string{true: "http", false: "stdio"}[gw.addr != ""], logkeys.Address, gw.addr)
+	if err := gw.serve(signalled, p, e); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	defer func() { _ = sbs.Close() }()
-	sbs.Register(inproc.Server.GRPC)
-	inproc.Start(ctx)
+	return nil
+}
 
-	gw.Registerer = reg
-	g, err := gateway.New(gw, sandboxv1.NewSandboxServiceClient(inproc.Conn), logger)
-	if err != nil {
-		return err
-	}
-	logger.Info("codeexec serving", "transport", map[bool]string{true: "http", false: "stdio"}[httpAd != ""], logkeys.Address, httpAd)
-	if httpAd == "" {
-		err = g.ServeStdio(signalled, stdin, stdout)
-	} else {
-		err = serveHTTP(signalled, httpAd, hs.shutdownGrace, g, reg, logger)
-	}
-	closeCtx, closeCancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer closeCancel()
-	_ = g.Close(closeCtx)
-	cancel()
-	_ = inproc.Wait()
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
+// share makes the gateway and sandboxd agree in one process, where each
+// setting they both use is bound once: the gateway's timeouts, sandboxd's
+// output cap and idle timeout.
+func (u *units) share() {
+	g, s := &u.gateway.cfg, &u.sandboxd.cfg
+	s.DefaultTimeout, s.MaxTimeout = g.DefaultTimeout, g.MaxTimeout
+	g.OutputLimitBytes, g.SessionIdleTimeout = s.OutputLimitBytes, s.IdleTimeout
 }

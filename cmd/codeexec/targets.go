@@ -2,190 +2,130 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
-	"github.com/codeexec/codeexec/gateway"
-	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
-	"github.com/codeexec/codeexec/services/grpcserver"
-	"github.com/codeexec/codeexec/services/grpctls"
-	"github.com/codeexec/codeexec/services/logkeys"
 )
 
-// runSandboxd runs SandboxService alone.
-func runSandboxd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flagenv.New("sandboxd", getenv)
-	var (
-		common            commonSettings
-		sb                = sandboxd.DefaultConfig()
-		cs                containerSettings
-		listen            string
-		grace             time.Duration
-		discovery, memory string
-	)
-	bindCommon(fs, &common, "127.0.0.1:9102")
-	bindSandbox(fs, &sb, &cs)
-	bindSandboxTimeouts(fs, &sb)
-	fs.String(&listen, "listen", "127.0.0.1:9002", "gRPC address: host:port or unix:/path", "CODEEXEC_SANDBOXD_LISTEN")
-	fs.Duration(&grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running executions may finish before they are stopped", "CODEEXEC_SHUTDOWN_GRACE")
-	fs.String(&discovery, "discovery", "", "discoveryd address; empty: no MCP servers", "CODEEXEC_DISCOVERYD_ADDR")
-	fs.String(&memory, "memory-addr", "", "memoryd address; empty: no memory or saved tools", "CODEEXEC_MEMORYD_ADDR")
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if err := fs.Err(); err != nil {
-		return err
-	}
-	cs.apply(&sb)
-	svcRT, err := common.startService(ctx, "sandboxd", stderr)
-	if err != nil {
-		return err
-	}
-	defer svcRT.stopTracing()
-	deps, closeDeps, err := remoteDeps(discovery, memory, svcRT.creds.DialOptions()...)
-	if err != nil {
-		return err
-	}
-	defer closeDeps()
-	deps.Registry = svcRT.srv.Registry
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	svc, err := sandboxd.New(ctx, sb, deps, svcRT.logger)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = svc.Close() }()
-	svc.Register(svcRT.srv.GRPC)
-	return svcRT.serve(ctx, listen, common.metrics, grace)
+// A target is one service of the suite. Alone (`codeexec <name>`) it is a
+// process of its own: a gRPC server on --listen that finds the others
+// through address flags, or, for the gateway, MCP on stdio or --http with
+// sandboxd at --sandbox. In `codeexec serve` every target runs in one
+// process and they reach one another through one in-memory gRPC server
+// (services/suite).
+type target struct {
+	name string
+	// listen and metrics are where a gRPC target serves alone (listenEnv
+	// names listen's environment variable); the gateway has neither.
+	listen, listenEnv, metrics string
+	// of is the target's own settings among every target's.
+	of func(*units) unit
+	// sub are subcommands, `codeexec <name> <sub> …`.
+	sub map[string]func(context.Context, []string, env) error
 }
 
-// runGateway runs the MCP gateway against a remote sandboxd.
-func runGateway(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flagenv.New("gateway", getenv)
-	var (
-		common commonSettings
-		gw     gateway.Config
-		sbs    sandboxSettings
-		hs     httpSettings
-	)
-	bindCommon(fs, &common, "")
-	bindGateway(fs, &gw)
-	fs.Bytes(&gw.OutputLimitBytes, "output-limit", sandboxd.DefaultConfig().OutputLimitBytes, "sandboxd's output cap, quoted in truncation notes", "CODEEXEC_OUTPUT_LIMIT")
-	fs.Duration(&gw.SessionIdleTimeout, "idle-timeout", sandboxd.DefaultConfig().IdleTimeout, "end HTTP sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
-	bindSandboxAddr(fs, &sbs)
-	bindHTTP(fs, &hs, &gw)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if err := fs.Err(); err != nil {
-		return err
-	}
-	httpAd, err := hs.finish(&gw)
-	if err != nil {
-		return err
-	}
-	gw.Version = version
-	logger, err := common.logger(stderr, "gateway")
-	if err != nil {
-		return err
-	}
-	stopTracing, err := common.startTracing(ctx, "gateway", logger)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
-	creds, err := common.tls.Load()
-	if err != nil {
-		return err
-	}
-	sandboxClient, closeSandbox, err := sbs.client(ctx, logger, creds.DialOptions()...)
-	if err != nil {
-		return err
-	}
-	defer closeSandbox()
-	reg := grpcserver.NewRegistry()
-	gw.Registerer = reg
-	g, err := gateway.New(gw, sandboxClient, logger)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = g.Close(closeCtx)
-	}()
-	if httpAd == "" {
-		return g.ServeStdio(ctx, stdin, stdout)
-	}
-	return serveHTTP(ctx, httpAd, hs.shutdownGrace, g, reg, logger)
+// A unit is a target's settings and what they start.
+type unit interface {
+	// bind binds the flags the target uses wherever it runs; alone, also
+	// those it uses only then (where the other targets are).
+	bind(fs *flagenv.Set, e env, alone bool)
+	// check completes and validates the parsed settings before anything
+	// starts.
+	check() error
+	// start starts the target in p, registered on p's gRPC server.
+	start(ctx context.Context, p *process) error
+	// serve serves the target's clients until ctx ends, alone: gRPC on
+	// --listen, or MCP for the gateway.
+	serve(ctx context.Context, p *process, e env) error
 }
+
+// units are the settings of every target, one of each.
+type units struct {
+	memoryd    memorydUnit
+	discoveryd discoverydUnit
+	sandboxd   sandboxdUnit
+	gateway    gatewayUnit
+}
+
+var (
+	memorydTarget = target{name: "memoryd", listen: "127.0.0.1:9004", listenEnv: "CODEEXEC_MEMORYD_LISTEN", metrics: "127.0.0.1:9104",
+		of:  func(u *units) unit { return &u.memoryd },
+		sub: map[string]func(context.Context, []string, env) error{"backup": runMemorydBackup, "copy": runMemorydCopy}}
+	discoverydTarget = target{name: "discoveryd", listen: "127.0.0.1:9003", listenEnv: "CODEEXEC_DISCOVERYD_LISTEN", metrics: "127.0.0.1:9103",
+		of: func(u *units) unit { return &u.discoveryd }}
+	sandboxdTarget = target{name: "sandboxd", listen: "127.0.0.1:9002", listenEnv: "CODEEXEC_SANDBOXD_LISTEN", metrics: "127.0.0.1:9102",
+		of: func(u *units) unit { return &u.sandboxd }}
+	gatewayTarget = target{name: "gateway",
+		of: func(u *units) unit { return &u.gateway }}
+)
+
+// grpc reports whether t is a gRPC service (not the gateway).
+func (t target) grpc() bool { return t.listen != "" }
+
+// targets are the suite in the order serve starts them: each calls only
+// those before it.
+var targets = []target{memorydTarget, discoverydTarget, sandboxdTarget, gatewayTarget}
 
 // defaultGRPCGrace bounds a graceful stop of the services whose calls are
 // short (discoveryd, memoryd); sandboxd's is --shutdown-grace.
 const defaultGRPCGrace = 15 * time.Second
 
-// serve serves the service on listen, and metrics, until ctx ends; then
-// calls in flight get up to grace to finish. Plaintext on an address other
-// hosts can reach is allowed (a private network, as in deploy/'s compose
-// file) but logged as a warning.
-func (s *grpcService) serve(ctx context.Context, listen, metrics string, grace time.Duration) error {
-	lis, err := grpcserver.Listen(listen)
+// targetCommand is the command that runs t alone, or one of its
+// subcommands.
+func targetCommand(t target, usage ...[2]string) command {
+	return newCommand(func(ctx context.Context, args []string, e env) error {
+		if len(args) > 0 {
+			if sub, ok := t.sub[args[0]]; ok {
+				return sub(ctx, args[1:], e)
+			}
+		}
+		return runTarget(ctx, t, args, e)
+	}, usage...)
+}
+
+// runTarget runs t alone.
+func runTarget(ctx context.Context, t target, args []string, e env) error {
+	fs := flagenv.New(t.name, e.getenv)
+	var (
+		common commonSettings
+		all    units
+		listen string
+	)
+	u := t.of(&all)
+	bindCommon(fs, &common, true, t.metrics)
+	u.bind(fs, e, true)
+	if t.grpc() {
+		fs.String(&listen, "listen", t.listen, "gRPC address: host:port or unix:/path", t.listenEnv)
+	}
+	if err := parse(fs, args, e); err != nil {
+		return err
+	}
+	if err := u.check(); err != nil {
+		return err
+	}
+	p, err := newProcess(ctx, t.name, &common, e.stderr)
 	if err != nil {
 		return err
 	}
-	s.logger.Info("serving gRPC", logkeys.Address, lis.Addr().String(), "tls", s.creds != nil)
-	if tcp, ok := lis.Addr().(*net.TCPAddr); ok && s.creds == nil && !tcp.IP.IsLoopback() {
-		s.logger.Warn("gRPC is plaintext and unauthenticated on a non-loopback address: anything that reaches it can call the service; "+
-			"set --grpc-tls-cert, --grpc-tls-key and --grpc-tls-ca on every service for mutual TLS", logkeys.Address, lis.Addr().String())
+	defer p.close()
+	if t.grpc() {
+		p.serveOn(listen, common.metrics)
 	}
-	eg, ctx := errgroup.WithContext(ctx)
-	eg.Go(func() error { return s.srv.Serve(ctx, lis, grace) })
-	eg.Go(func() error { return grpcserver.ServeMetrics(ctx, metrics, s.srv.Registry, s.logger) })
-	return eg.Wait()
+	// Background loops end when serving does, even on an error.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := u.start(ctx, p); err != nil {
+		return err
+	}
+	return u.serve(ctx, p, e)
 }
 
-// runHealth checks a gRPC service's health: for container health checks.
-func runHealth(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flagenv.New("health", getenv)
-	var tlsc grpctls.Config
-	bindGRPCTLS(fs, &tlsc)
-	fs.SetOutput(stderr)
+// parse parses a command's flags; the flag package has printed what was
+// wrong, or the help that -h asked for.
+func parse(fs *flagenv.Set, args []string, e env) error {
+	fs.SetOutput(e.stderr)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	if err := fs.Err(); err != nil {
-		return err
-	}
-	args = fs.Args()
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: codeexec health [--grpc-tls-cert F --grpc-tls-key F --grpc-tls-ca F] ADDR|http://HOST:PORT/healthz")
-		return errUsage
-	}
-	if isHTTPURL(args[0]) {
-		return httpHealth(ctx, args[0], stdout)
-	}
-	conn, err := dialService(args[0], tlsc)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	if err != nil {
-		return fmt.Errorf("health check of %s: %w", args[0], err)
-	}
-	fmt.Fprintln(stdout, resp.GetStatus())
-	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		return fmt.Errorf("%s is %s", args[0], resp.GetStatus())
-	}
-	return nil
+	return fs.Err()
 }

@@ -3,6 +3,7 @@
 //
 //	go run ./deploy/e2e -mode throughput -label 1   # calls per second
 //	go run ./deploy/e2e -mode replicas              # spread, pinning, a killed replica
+//	go run ./deploy/e2e -mode store                 # memoryd replicas on PostgreSQL
 //
 // It finds the sandboxd replicas through the engine (compose labels) and
 // asks each one for its sessions over gRPC, to see where sessions landed.
@@ -11,7 +12,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -35,11 +36,12 @@ var (
 	gatewayURL  = flag.String("gateway", "http://127.0.0.1:8080/mcp", "the gateway's MCP endpoint")
 	engine      = flag.String("engine", "docker", "container engine CLI")
 	project     = flag.String("project", "codeexec", "compose project name")
-	mode        = flag.String("mode", "replicas", "replicas, throughput, recall or limits")
+	mode        = flag.String("mode", "replicas", "replicas, throughput, recall, limits, store or kube")
 	sessions    = flag.Int("sessions", 6, "MCP sessions for -mode replicas")
 	concurrency = flag.Int("concurrency", 8, "concurrent MCP sessions for -mode throughput")
 	duration    = flag.Duration("duration", 10*time.Second, "how long -mode throughput runs")
 	label       = flag.String("label", "", "a label for the throughput line, e.g. the replica count")
+	token       = flag.String("token", "", "bearer token for the gateway (-mode kube)")
 )
 
 func main() {
@@ -56,8 +58,12 @@ func main() {
 		err = recall(ctx)
 	case "limits":
 		err = limits(ctx)
+	case "store":
+		err = storeMode(ctx)
+	case "kube":
+		err = kube(ctx)
 	default:
-		err = fmt.Errorf("mode %q: want replicas, throughput, recall or limits", *mode)
+		err = fmt.Errorf("mode %q: want replicas, throughput, recall, limits, store or kube", *mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: FAIL:", err)
@@ -70,8 +76,15 @@ type session struct {
 	c *client.Client
 }
 
-func open(ctx context.Context) (*session, error) {
-	c, err := client.NewStreamableHttpClient(*gatewayURL)
+func open(ctx context.Context) (*session, error) { return openAt(ctx, *gatewayURL) }
+
+// openAt opens a session on the gateway at url, with -token if set.
+func openAt(ctx context.Context, url string) (*session, error) {
+	var opts []transport.StreamableHTTPCOption
+	if *token != "" {
+		opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + *token}))
+	}
+	c, err := client.NewStreamableHttpClient(url, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +92,7 @@ func open(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION // a session-based client
 	req.Params.ClientInfo = mcp.Implementation{Name: "codeexec-deploy-e2e", Version: "1"}
 	if _, err := c.Initialize(ctx, req); err != nil {
 		return nil, fmt.Errorf("initialize: %w", err)
@@ -88,10 +101,13 @@ func open(ctx context.Context) (*session, error) {
 }
 
 // run calls run_python and returns its text, stdout and whether it failed.
-func (s *session) run(ctx context.Context, code string) (text, stdout string, isErr bool, err error) {
+func (s *session) run(ctx context.Context, code string, servers ...string) (text, stdout string, isErr bool, err error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "run_python"
 	req.Params.Arguments = map[string]any{"code": code}
+	if len(servers) > 0 {
+		req.Params.Arguments = map[string]any{"code": code, "servers": servers}
+	}
 	res, err := s.c.CallTool(ctx, req)
 	if err != nil {
 		return "", "", false, err
@@ -122,20 +138,26 @@ func (s *session) must(ctx context.Context, code string) (string, error) {
 type replica struct{ name, addr string }
 
 func findReplicas(ctx context.Context) ([]replica, error) {
+	return findService(ctx, "sandboxd", "9002")
+}
+
+// findService lists the running containers of a compose service, with
+// their addresses on port.
+func findService(ctx context.Context, service, port string) ([]replica, error) {
 	out, err := exec.CommandContext(ctx, *engine, "ps", "-q",
 		"--filter", "label=com.docker.compose.project="+*project,
-		"--filter", "label=com.docker.compose.service=sandboxd").Output()
+		"--filter", "label=com.docker.compose.service="+service).Output()
 	if err != nil {
-		return nil, fmt.Errorf("list sandboxd replicas: %w", err)
+		return nil, fmt.Errorf("list %s replicas: %w", service, err)
 	}
 	ids := strings.Fields(string(out))
 	if len(ids) == 0 {
-		return nil, errors.New("no sandboxd replica is running")
+		return nil, fmt.Errorf("no %s replica is running", service)
 	}
 	out, err = exec.CommandContext(ctx, *engine, append([]string{"inspect", "--format",
 		"{{.Name}} {{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}"}, ids...)...).Output()
 	if err != nil {
-		return nil, fmt.Errorf("inspect sandboxd replicas: %w", err)
+		return nil, fmt.Errorf("inspect %s replicas: %w", service, err)
 	}
 	var rs []replica
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -143,7 +165,7 @@ func findReplicas(ctx context.Context) ([]replica, error) {
 		if len(f) < 2 {
 			return nil, fmt.Errorf("replica without an address: %q", line)
 		}
-		rs = append(rs, replica{name: strings.TrimPrefix(f[0], "/"), addr: f[1] + ":9002"})
+		rs = append(rs, replica{name: strings.TrimPrefix(f[0], "/"), addr: f[1] + ":" + port})
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].name < rs[j].name })
 	return rs, nil

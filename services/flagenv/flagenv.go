@@ -29,8 +29,15 @@ func New(name string, getenv Getenv) *Set {
 	return &Set{FlagSet: fs, getenv: getenv}
 }
 
-// Err reports environment values that could not be parsed.
+// Err reports environment values that could not be parsed, and the
+// problems recorded with Fail.
 func (s *Set) Err() error { return errors.Join(s.errs...) }
+
+// Fail records a problem with a flag's value for Err to report. A
+// flag.Value whose value may be secret (a URL with a password) calls it
+// from Set instead of returning the error: the flag package's own message
+// would repeat the value.
+func (s *Set) Fail(err error) { s.errs = append(s.errs, err) }
 
 func (s *Set) env(names []string) (string, string) {
 	for _, n := range names {
@@ -50,76 +57,63 @@ func usage(u string, envs []string) string {
 
 // String defines a string flag.
 func (s *Set) String(p *string, name, def, u string, envs ...string) {
-	if _, v := s.env(envs); v != "" {
-		def = v
+	s.StringVar(p, name, fromEnv(s, envs, def, func(v string) (string, error) { return v, nil }), usage(u, envs))
+}
+
+// fromEnv returns the value of the first of envs that is set, parsed, or
+// def when none is set. A value that does not parse is recorded for Err and
+// def is kept.
+func fromEnv[T any](s *Set, envs []string, def T, parse func(string) (T, error)) T {
+	n, v := s.env(envs)
+	if v == "" {
+		return def
 	}
-	s.StringVar(p, name, def, usage(u, envs))
+	x, err := parse(v)
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("%s=%q: %w", n, v, err))
+		return def
+	}
+	return x
 }
 
 // Int defines an int flag.
 func (s *Set) Int(p *int, name string, def int, u string, envs ...string) {
-	if n, v := s.env(envs); v != "" {
+	def = fromEnv(s, envs, def, func(v string) (int, error) {
 		i, err := strconv.Atoi(v)
 		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s=%q: want a whole number", n, v))
-		} else {
-			def = i
+			return 0, errors.New("want a whole number")
 		}
-	}
+		return i, nil
+	})
 	s.IntVar(p, name, def, usage(u, envs))
 }
 
 // Float defines a float flag.
 func (s *Set) Float(p *float64, name string, def float64, u string, envs ...string) {
-	if n, v := s.env(envs); v != "" {
+	def = fromEnv(s, envs, def, func(v string) (float64, error) {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s=%q: want a number such as 0.5 or 2", n, v))
-		} else {
-			def = f
+			return 0, errors.New("want a number such as 0.5 or 2")
 		}
-	}
+		return f, nil
+	})
 	s.Float64Var(p, name, def, usage(u, envs))
 }
 
 // Bool defines a bool flag; the environment accepts 1/true/yes and 0/false/no.
 func (s *Set) Bool(p *bool, name string, def bool, u string, envs ...string) {
-	if n, v := s.env(envs); v != "" {
-		b, err := ParseBool(v)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s=%q: %w", n, v, err))
-		} else {
-			def = b
-		}
-	}
-	s.BoolVar(p, name, def, usage(u, envs))
+	s.BoolVar(p, name, fromEnv(s, envs, def, ParseBool), usage(u, envs))
 }
 
 // Duration defines a duration flag that also takes bare seconds.
 func (s *Set) Duration(p *time.Duration, name string, def time.Duration, u string, envs ...string) {
-	if n, v := s.env(envs); v != "" {
-		d, err := ParseDuration(v)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s=%q: %w", n, v, err))
-		} else {
-			def = d
-		}
-	}
-	*p = def
+	*p = fromEnv(s, envs, def, ParseDuration)
 	s.Var((*durationValue)(p), name, usage(u, envs))
 }
 
 // Bytes defines a size flag ("512m").
 func (s *Set) Bytes(p *int64, name string, def int64, u string, envs ...string) {
-	if n, v := s.env(envs); v != "" {
-		b, err := ParseBytes(v)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("%s=%q: %w", n, v, err))
-		} else {
-			def = b
-		}
-	}
-	*p = def
+	*p = fromEnv(s, envs, def, ParseBytes)
 	s.Var((*bytesValue)(p), name, usage(u, envs))
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -338,6 +339,36 @@ func TestStripJSONC(t *testing.T) {
 	for _, tc := range tests {
 		if got := string(stripJSONC([]byte(tc.in))); got != tc.want {
 			t.Errorf("stripJSONC(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestStrNumbers: a number in args or env reads as Python's str() prints
+// what json.loads makes of it, and the same from TOML (found by
+// FuzzLayouts: "1e3" stayed "1e3" from JSON and became "1000" from TOML).
+func TestStrNumbers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   any
+		want string
+	}{
+		{json.Number("5"), "5"},
+		{json.Number("-0"), "0"},
+		{json.Number("12345678901234567890"), "12345678901234567890"},
+		{json.Number("1.0"), "1.0"},
+		{json.Number("1e3"), "1000.0"},
+		{json.Number("2.50"), "2.5"},
+		{json.Number("1e-5"), "1e-05"},
+		{json.Number("1e16"), "1e+16"},
+		{json.Number("1e400"), "inf"},
+		{int64(7), "7"},
+		{1.0, "1.0"},
+		{1e3, "1000.0"},
+		{[]any{json.Number("1e3"), 2.0, int64(3)}, "[1000.0,2.0,3]"},
+		{map[string]any{"k": json.Number("-1E2")}, `{"k":-100.0}`},
+	} {
+		if got := str(tc.in); got != tc.want {
+			t.Errorf("str(%#v) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

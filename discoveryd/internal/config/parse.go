@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -264,30 +263,6 @@ func stringMap(e map[string]any, key string, x *expander) (map[string]string, er
 		out[k] = x.expand(str(v))
 	}
 	return out, nil
-}
-
-// str coerces a config value to a string the way upstream's str() does, so
-// that numbers and booleans in args and env keep working.
-func str(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return v
-	case json.Number:
-		return v.String()
-	case bool:
-		if v {
-			return "True"
-		}
-		return "False"
-	case int64:
-		return strconv.FormatInt(v, 10)
-	case float64:
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
 }
 
 func kind(v any) string {

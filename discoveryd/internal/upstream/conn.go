@@ -215,17 +215,15 @@ func (c *conn) stderrTail() string {
 func (c *conn) markLost() { c.lostOnce.Do(func() { close(c.lost) }) }
 
 // dead reports whether the process has exited or the connection was lost.
+// An HTTP server has no process: its nil exited never counts as closed.
 func (c *conn) dead() bool {
+	return closed(c.lost) || closed(c.exited)
+}
+
+// closed reports, without blocking, whether ch is closed.
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-c.lost:
-		return true
-	default:
-	}
-	if c.exited == nil {
-		return false
-	}
-	select {
-	case <-c.exited:
+	case <-ch:
 		return true
 	default:
 		return false

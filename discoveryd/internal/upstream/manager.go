@@ -6,7 +6,8 @@ package upstream
 import (
 	"context"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -119,12 +120,7 @@ func (m *Manager) Add(servers []config.Server) []string {
 func (m *Manager) Names() []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := make([]string, 0, len(m.servers))
-	for n := range m.servers {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m.servers))
 }
 
 func (m *Manager) server(name string) (*server, error) {

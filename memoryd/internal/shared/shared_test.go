@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,12 +18,12 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/grpctest"
+	"github.com/codeexec/codeexec/services/usersock"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -244,7 +243,7 @@ func TestLongSocketPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "codeexec.db")
-	if len(SocketPath(path)) <= maxSunPath {
+	if len(SocketPath(path)) <= usersock.MaxSunPath {
 		t.Fatalf("path %s is not long enough for this test", path)
 	}
 	a := openShared(t, path)
@@ -353,17 +352,9 @@ func TestRemoteRetriesALostAnswerOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer()
-	memoryv1.RegisterStoreServiceServer(g, &flakyOwner{server: &server{st: b, logger: testLogger(t)}, seen: map[string]bool{}})
-	go func() { _ = g.Serve(lis) }()
-	defer g.Stop()
-	conn, err := grpc.NewClient("passthrough:///flaky", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := grpctest.Start(t, func(g *grpc.Server) {
+		memoryv1.RegisterStoreServiceServer(g, &flakyOwner{server: &server{st: b, logger: testLogger(t)}, seen: map[string]bool{}})
+	})
 	r := &Store{opts: Options{Path: filepath.Join(t.TempDir(), "none.db"), Wait: 5 * time.Second, Bolt: store.BoltOptions{Now: time.Now}}}
 	r.cur.Store(&storeBox{&remote{client: memoryv1.NewStoreServiceClient(conn)}})
 	for i := range 3 {

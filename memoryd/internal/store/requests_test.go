@@ -2,7 +2,6 @@ package store
 
 import (
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -12,11 +11,11 @@ import (
 // failing on its own first write, and a delete still says it deleted.
 func TestRetriedWritesApplyOnce(t *testing.T) {
 	t.Parallel()
-	b, err := OpenBolt(filepath.Join(t.TempDir(), "m.db"), BoltOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	eachStore(t, testRetriedWritesApplyOnce)
+}
+
+func testRetriedWritesApplyOnce(t *testing.T, open opener) {
+	b := open(t, nil)
 	ctx := t.Context()
 	id := NewRequestID(time.Now())
 	w := Write{Value: []byte("1"), CheckRevision: true, Revision: 0, RequestID: id}

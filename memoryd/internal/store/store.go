@@ -1,8 +1,9 @@
 // Package store keeps memoryd's records: opaque values with timestamps and
 // revisions, per tenant and kind. Store is the narrow interface the handlers
-// use; Bolt implements it on one bbolt file. A replicated store (etcd, whose
-// transactions offer the same compare-on-revision) can implement it without
-// touching the handlers.
+// use; Bolt implements it on one bbolt file, and Postgres on a PostgreSQL
+// database that any number of memoryd processes share. Both pass the same
+// table of tests (eachStore in store_test.go), and Transfer copies records
+// between them.
 package store
 
 import (

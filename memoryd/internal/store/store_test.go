@@ -3,13 +3,18 @@ package store
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/codeexec/codeexec/services/pgtest"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 func open(t *testing.T, now func() time.Time) *Bolt {
 	t.Helper()
@@ -19,6 +24,40 @@ func open(t *testing.T, now func() time.Time) *Bolt {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// openPostgres opens a store on a new database of the test binary's
+// PostgreSQL server.
+func openPostgres(t testing.TB, now func() time.Time) *Postgres {
+	t.Helper()
+	s, err := OpenPostgres(t.Context(), pgtest.NewDatabase(t), PostgresOptions{Now: now, Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// opener opens an empty store with the given clock (nil: the store's own).
+type opener func(t *testing.T, now func() time.Time) Store
+
+// eachStore runs a test of the Store contract against every store, so
+// that bbolt and PostgreSQL answer the same table of tests.
+func eachStore(t *testing.T, test func(t *testing.T, open opener)) {
+	t.Helper()
+	stores := []struct {
+		name string
+		open opener
+	}{
+		{"bolt", func(t *testing.T, now func() time.Time) Store { return open(t, now) }},
+		{"postgres", func(t *testing.T, now func() time.Time) Store { return openPostgres(t, now) }},
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, st.open)
+		})
+	}
 }
 
 func TestCodecRoundTrip(t *testing.T) {
@@ -46,6 +85,10 @@ func TestCodecRoundTrip(t *testing.T) {
 
 func TestPut(t *testing.T) {
 	t.Parallel()
+	eachStore(t, testPut)
+}
+
+func testPut(t *testing.T, open opener) {
 	clock := time.Unix(1000, 0)
 	s := open(t, func() time.Time { clock = clock.Add(time.Second); return clock })
 	ctx := t.Context()
@@ -63,10 +106,13 @@ func TestPut(t *testing.T) {
 			Record{Value: []byte("3"), Meta: []byte("m2"), Revision: 3, Created: time.Unix(1001, 0), Updated: time.Unix(1003, 0)}},
 		{"cas stale", Write{Value: []byte("4"), CheckRevision: true, Revision: 2}, ErrConflict, Record{}},
 		{"cas expects absent", Write{Value: []byte("4"), CheckRevision: true, Revision: 0}, ErrConflict, Record{}},
-		{"given times replace both", Write{Value: []byte("5"), Meta: []byte("m5"), Created: time.Unix(7, 500), Updated: time.Unix(9, 0)}, nil,
-			Record{Value: []byte("5"), Meta: []byte("m5"), Revision: 4, Created: time.Unix(7, 500), Updated: time.Unix(9, 0)}},
+		// Microseconds: PostgreSQL's timestamps keep no finer.
+		{"given times replace both", Write{Value: []byte("5"), Meta: []byte("m5"), Created: time.Unix(7, 5000), Updated: time.Unix(9, 0)}, nil,
+			Record{Value: []byte("5"), Meta: []byte("m5"), Revision: 4, Created: time.Unix(7, 5000), Updated: time.Unix(9, 0)}},
+		// Updated: the zero time stands for "the clock's time of this
+		// write" (stores read the clock a different number of times).
 		{"a later plain write keeps the given create time", Write{Value: []byte("6"), Meta: []byte("m6")}, nil,
-			Record{Value: []byte("6"), Meta: []byte("m6"), Revision: 5, Created: time.Unix(7, 500), Updated: time.Unix(1005, 0)}},
+			Record{Value: []byte("6"), Meta: []byte("m6"), Revision: 5, Created: time.Unix(7, 5000)}},
 	}
 	for _, tc := range tests {
 		got, err := s.Put(ctx, "t", KindMemory, "k", tc.w)
@@ -77,6 +123,9 @@ func TestPut(t *testing.T) {
 			continue
 		}
 		tc.want.Key, tc.want.ValueLen = "k", len(tc.want.Value)
+		if tc.want.Updated.IsZero() {
+			tc.want.Updated = clock
+		}
 		tc.want.Created, tc.want.Updated = tc.want.Created.UTC(), tc.want.Updated.UTC()
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s: Put (-want +got):\n%s", tc.name, diff)
@@ -160,6 +209,10 @@ func TestGroupFallsBackToSolo(t *testing.T) {
 
 func TestClosed(t *testing.T) {
 	t.Parallel()
+	eachStore(t, testClosed)
+}
+
+func testClosed(t *testing.T, open opener) {
 	s := open(t, nil)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -176,5 +229,8 @@ func TestClosed(t *testing.T) {
 	}
 	if _, err := s.Backup(ctx, &bytes.Buffer{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Backup after Close: %v", err)
+	}
+	if _, err := s.Delete(ctx, "t", KindMemory, "k", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Delete after Close: %v", err)
 	}
 }

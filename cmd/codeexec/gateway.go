@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/codeexec/codeexec/gateway"
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/services/flagenv"
+)
+
+// gatewayUnit is the gateway's settings: the MCP surface, its HTTP
+// transport and, alone, where sandboxd is.
+type gatewayUnit struct {
+	cfg gateway.Config
+	hs  httpSettings
+	// sandbox and balance say where sandboxd is, alone.
+	sandbox, balance string
+	// addr is where MCP is served over HTTP; "" serves stdio.
+	addr string
+	g    *gateway.Gateway
+}
+
+func (u *gatewayUnit) bind(fs *flagenv.Set, _ env, alone bool) {
+	bindGateway(fs, &u.cfg)
+	bindHTTP(fs, &u.hs, &u.cfg)
+	if !alone {
+		return // in serve, sandboxd's settings give the output cap and the idle timeout
+	}
+	d := sandboxd.DefaultConfig()
+	fs.Bytes(&u.cfg.OutputLimitBytes, "output-limit", d.OutputLimitBytes, "sandboxd's output cap, quoted in truncation notes", "CODEEXEC_OUTPUT_LIMIT")
+	fs.Duration(&u.cfg.SessionIdleTimeout, "idle-timeout", d.IdleTimeout, "end HTTP sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
+	fs.String(&u.sandbox, "sandbox", "127.0.0.1:9002",
+		"sandboxd address: host:port or unix:/path; several replicas as host:port,host:port or dns:///name:port (every address of name, re-resolved every 5s)",
+		"CODEEXEC_SANDBOXD_ADDR")
+	fs.String(&u.balance, "balance", gateway.BalanceLeastLoaded, "how new sessions pick a sandboxd replica: least-loaded or round-robin", "CODEEXEC_SANDBOX_BALANCE")
+}
+
+func (u *gatewayUnit) check() error {
+	addr, err := u.hs.finish(&u.cfg)
+	if err != nil {
+		return err
+	}
+	u.addr = addr
+	u.cfg.Version = version
+	return u.cfg.Validate()
+}
+
+func (u *gatewayUnit) start(ctx context.Context, p *process) error {
+	var sandbox sandboxv1.SandboxServiceClient
+	if p.inproc != nil {
+		sandbox = sandboxv1.NewSandboxServiceClient(p.inproc.Conn)
+	} else {
+		c, closeSandbox, err := gateway.DialSandbox(ctx, u.sandbox, u.balance, p.logger, p.creds.DialOptions()...)
+		if err != nil {
+			return err
+		}
+		p.onClose(closeSandbox)
+		sandbox = c
+	}
+	u.cfg.Registerer = p.registry
+	g, err := gateway.New(u.cfg, sandbox, p.logger)
+	if err != nil {
+		return err
+	}
+	// At exit, before the sandboxes go, its sessions are destroyed.
+	p.onClose(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = g.Close(ctx)
+	})
+	u.g = g
+	return nil
+}
+
+func (u *gatewayUnit) serve(ctx context.Context, p *process, e env) error {
+	if u.addr == "" {
+		return u.g.ServeStdio(ctx, e.stdin, e.stdout)
+	}
+	return u.g.ListenAndServe(ctx, u.addr, u.hs.shutdownGrace, p.registry)
+}
+
+// bindGateway binds the MCP surface's settings.
+func bindGateway(fs *flagenv.Set, c *gateway.Config) {
+	fs.Duration(&c.DefaultTimeout, "timeout", 30*time.Second, "default run_python timeout", "MCP_BRIDGE_TIMEOUT")
+	fs.Duration(&c.MaxTimeout, "max-timeout", 120*time.Second, "largest run_python timeout; larger requests are clamped", "MCP_BRIDGE_MAX_TIMEOUT")
+	fs.String(&c.OutputMode, "output-mode", "compact", "result format: compact or toon", "MCP_BRIDGE_OUTPUT_MODE")
+	fs.String(&c.Tenant, "tenant", "default", "tenant for memory, saved tools and sessions", "CODEEXEC_TENANT")
+}
+
+// httpSettings are the options of MCP over HTTP: who may call, how much,
+// and how the server stops.
+type httpSettings struct {
+	addr           string
+	allowedHosts   string
+	allowedOrigins string
+	metricsTenants string
+	shutdownGrace  time.Duration
+}
+
+// bindHTTP binds the HTTP transport's settings into the gateway config.
+func bindHTTP(fs *flagenv.Set, h *httpSettings, c *gateway.Config) {
+	a := &c.Auth
+	fs.String(&h.addr, "http", "", "serve MCP over streamable HTTP at ADDR/mcp instead of stdio; a bare :PORT binds 127.0.0.1", "CODEEXEC_HTTP")
+	fs.String(&a.TokensFile, "tokens-file", "", "file of accepted bearer tokens, one \"sha256:<hex> TENANT\" per line (make lines with: codeexec token add TENANT); reloaded on change", "CODEEXEC_TOKENS_FILE")
+	fs.String(&a.JWTIssuer, "jwt-issuer", "", "accept JWTs from this OAuth issuer (its \"iss\"); needs --jwks-url and --jwt-audience", "CODEEXEC_JWT_ISSUER")
+	fs.String(&a.JWKSURL, "jwks-url", "", "the issuer's JWKS URL, for checking JWT signatures", "CODEEXEC_JWKS_URL")
+	fs.String(&a.JWTAudience, "jwt-audience", "", "the \"aud\" JWTs must carry: this server's resource URL", "CODEEXEC_JWT_AUDIENCE")
+	fs.String(&a.TenantClaim, "jwt-tenant-claim", "sub", "the JWT claim that names the tenant", "CODEEXEC_JWT_TENANT_CLAIM")
+	fs.String(&a.ResourceURL, "resource-url", "", "this server's public MCP URL, e.g. https://mcp.example.com/mcp; default: from each request's Host", "CODEEXEC_RESOURCE_URL")
+	fs.Bool(&a.Disabled, "insecure-no-auth", false, "serve HTTP without authentication even on a non-loopback address (only behind something that authenticates)", "CODEEXEC_INSECURE_NO_AUTH")
+	fs.String(&h.allowedHosts, "allowed-hosts", "", "comma-separated Host values accepted besides localhost (* for any); defends against DNS rebinding", "CODEEXEC_ALLOWED_HOSTS")
+	fs.String(&h.allowedOrigins, "allowed-origins", "", "comma-separated browser origins accepted besides localhost ones (* for any)", "CODEEXEC_ALLOWED_ORIGINS")
+	fs.String(&h.metricsTenants, "metrics-tenants", "", "with authentication on, tenants whose token may read /metrics from other hosts (loopback always may)", "CODEEXEC_METRICS_TENANTS")
+	fs.Int(&c.Quotas.Sessions, "quota-sessions", 0, "most MCP sessions one tenant holds at once; 0 means no cap", "CODEEXEC_QUOTA_SESSIONS")
+	fs.Int(&c.Quotas.Execs, "quota-execs", 0, "most run_python calls one tenant runs at once; 0 means no cap", "CODEEXEC_QUOTA_EXECS")
+	fs.Int(&c.Quotas.ExecsPerMinute, "quota-execs-per-minute", 0, "most run_python calls one tenant starts per minute; 0 means no cap", "CODEEXEC_QUOTA_EXECS_PER_MINUTE")
+	fs.Duration(&h.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running calls may finish before they are stopped", "CODEEXEC_SHUTDOWN_GRACE")
+}
+
+// finish applies the list settings and checks the address against the
+// authentication, returning the address to listen on.
+func (h *httpSettings) finish(c *gateway.Config) (string, error) {
+	c.Auth.AllowedHosts = splitList(h.allowedHosts)
+	c.Auth.AllowedOrigins = splitList(h.allowedOrigins)
+	c.Auth.MetricsTenants = splitList(h.metricsTenants)
+	if h.addr == "" {
+		return "", nil
+	}
+	return httpListenAddr(h.addr, c.Auth)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// httpListenAddr resolves --http. A bare ":PORT" binds 127.0.0.1: serving
+// every interface is a choice to be spelled out ("0.0.0.0:PORT"). A
+// non-loopback address needs authentication, or --insecure-no-auth.
+func httpListenAddr(addr string, a gateway.HTTPAuth) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--http %q: want HOST:PORT or :PORT: %w", addr, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if !isLoopback(host) && !a.Enabled() && !a.Disabled {
+		return "", fmt.Errorf("refusing to serve MCP over HTTP on %s without authentication: anyone who reaches it could run code "+
+			"and use your MCP servers' credentials. Give --tokens-file or --jwt-issuer, bind a loopback address such as 127.0.0.1:%s, "+
+			"or pass --insecure-no-auth if a proxy in front authenticates", addr, port)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

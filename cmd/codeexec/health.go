@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/codeexec/codeexec/services/flagenv"
+	"github.com/codeexec/codeexec/services/grpctls"
+)
+
+// runHealth checks a gRPC service's health: for container health checks.
+func runHealth(ctx context.Context, args []string, e env) error {
+	fs := flagenv.New("health", e.getenv)
+	var tlsc grpctls.Config
+	bindGRPCTLS(fs, &tlsc)
+	if err := parse(fs, args, e); err != nil {
+		return err
+	}
+	args = fs.Args()
+	if len(args) != 1 {
+		fmt.Fprintln(e.stderr, "usage: codeexec health [--grpc-tls-cert F --grpc-tls-key F --grpc-tls-ca F] ADDR|http://HOST:PORT/healthz")
+		return errUsage
+	}
+	if isHTTPURL(args[0]) {
+		return httpHealth(ctx, args[0], e.stdout)
+	}
+	conn, err := dialService(args[0], tlsc)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return fmt.Errorf("health check of %s: %w", args[0], err)
+	}
+	fmt.Fprintln(e.stdout, resp.GetStatus())
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("%s is %s", args[0], resp.GetStatus())
+	}
+	return nil
+}
+
+func isHTTPURL(s string) bool {
+	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
+}
+
+// httpHealth checks the gateway's /healthz: for its container health check.
+func httpHealth(ctx context.Context, url string, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("health check of %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("health check of %s: %s", url, resp.Status)
+	}
+	fmt.Fprintln(stdout, "SERVING")
+	return nil
+}

@@ -1,0 +1,327 @@
+// Package bench measures codeexec's latency, throughput and memory for
+// `codeexec bench`: against a bare Python spawn, through MCP stdio and
+// through sandboxd in-process.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/services/flagenv"
+	"github.com/codeexec/codeexec/services/grpcserver"
+	"github.com/codeexec/codeexec/services/suite"
+)
+
+// Settings size the runs.
+type Settings struct {
+	Python               string
+	Spawns, Warm, Fresh  int
+	Sessions, PerSession int
+	// Runtimes, when set, compares these sandbox runtimes side by side
+	// instead of the usual table (Image for the container runtimes, Idle
+	// sessions for the memory figure).
+	Runtimes string
+	Image    string
+	Idle     int
+	// Version names the benchmark's MCP client.
+	Version string
+}
+
+// Bind binds the benchmark's flags.
+func Bind(fs *flagenv.Set, s *Settings) {
+	fs.String(&s.Python, "python", "/usr/bin/python3", "interpreter for the baseline and the sandboxes")
+	fs.Int(&s.Spawns, "spawns", 40, "bare python3 spawns for the baseline")
+	fs.Int(&s.Warm, "warm", 300, "warm run_python round trips through MCP stdio")
+	fs.Int(&s.Fresh, "fresh", 25, "new sessions timed, with and without the warm pool")
+	fs.Int(&s.Sessions, "sessions", 50, "concurrent sessions in the load test")
+	fs.Int(&s.PerSession, "execs", 20, "execs per session in the load test")
+	fs.String(&s.Runtimes, "runtimes", "", "instead of the usual table, compare these sandbox runtimes side by side, e.g. bwrap,podman,docker")
+	fs.String(&s.Image, "image", "localhost/codeexec-sandbox:latest", "image for the container runtimes (with --runtimes; build it with deploy/build-images.sh)")
+	fs.Int(&s.Idle, "idle", 8, "idle sessions for the memory figure (with --runtimes)")
+}
+
+// Run measures the figures in docs/PERFORMANCE.md and prints a table.
+// Every figure sits beside the bare `python3 -c pass` spawn, measured in
+// the same run, because shared machines are noisy. The warm round trip
+// drives this very binary as `codeexec serve`.
+func Run(ctx context.Context, s Settings, stdout io.Writer) error {
+	if s.Runtimes != "" {
+		return runtimes(ctx, s, stdout)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	fmt.Fprintf(stdout, "codeexec bench — %s, %d CPUs\n\n", hostDescription(), numCPU())
+
+	spawn, err := benchSpawn(s.Python, s.Spawns)
+	if err != nil {
+		return err
+	}
+	base := spawn.p50
+	row := func(name string, st stats, extra string) {
+		fmt.Fprintf(stdout, "| %-46s | %9s | %9s | %8.2f× | %s\n", name, ms(st.p50), ms(st.p99), float64(st.p50)/float64(base), extra)
+	}
+	fmt.Fprintf(stdout, "| %-46s | %9s | %9s | %9s | %s\n", "measurement", "p50", "p99", "÷ spawn", "notes")
+	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s\n", strings.Repeat("-", 48), strings.Repeat("-", 11), strings.Repeat("-", 11), strings.Repeat("-", 11), "------")
+	row("baseline: bare `python3 -c pass` spawn", spawn, fmt.Sprintf("n=%d", s.Spawns))
+
+	warm, err := benchWarmStdio(ctx, s.Warm, s.Version)
+	if err != nil {
+		return fmt.Errorf("warm round trip: %w", err)
+	}
+	row("warm run_python(\"pass\") via MCP stdio", warm, fmt.Sprintf("n=%d", s.Warm))
+
+	spares := sandboxd.DefaultConfig().LaunchSpares
+	for _, f := range []struct {
+		name         string
+		pool, spares int
+	}{
+		{"new session → first result, no warm pool", 0, spares},
+		{"  … and no launch spares either", 0, 0},
+		{"new session → first result, warm pool of 4", 4, spares},
+	} {
+		st, err := benchFresh(ctx, logger, s.Python, f.pool, f.spares, s.Fresh)
+		if err != nil {
+			return fmt.Errorf("new session (pool %d, launch spares %d): %w", f.pool, f.spares, err)
+		}
+		row(f.name, st, fmt.Sprintf("n=%d, launch spares %d", s.Fresh, f.spares))
+	}
+
+	load, err := benchLoad(ctx, logger, s.Python, s.Sessions, s.PerSession)
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	row(fmt.Sprintf("%d sessions × %d execs, concurrent: latency", s.Sessions, s.PerSession), load.latency,
+		fmt.Sprintf("%.0f execs/s, %d errors, %d lost outputs", load.throughput, load.errors, load.lost))
+	fmt.Fprintf(stdout, "\nmemory: %.1f MiB PSS per idle session (%d sandboxes), server RSS %.1f MiB (peak %.1f MiB)\n",
+		load.pssPerSandbox/(1<<20), load.sandboxes, float64(load.serverRSS)/(1<<20), float64(load.serverPeak)/(1<<20))
+	return nil
+}
+
+type stats struct{ p50, p99 time.Duration }
+
+func summarize(d []time.Duration) stats {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
+	return stats{p50: at(0.50), p99: at(0.99)}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func benchSpawn(python string, n int) (stats, error) {
+	var d []time.Duration
+	for range n {
+		start := time.Now()
+		if err := exec.Command(python, "-c", "pass").Run(); err != nil {
+			return stats{}, fmt.Errorf("spawn %s: %w", python, err)
+		}
+		d = append(d, time.Since(start))
+	}
+	return summarize(d), nil
+}
+
+// benchWarmStdio drives a real `codeexec serve` child over stdio.
+func benchWarmStdio(ctx context.Context, n int, version string) (stats, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return stats{}, err
+	}
+	home, err := os.MkdirTemp("", "codeexec-bench-")
+	if err != nil {
+		return stats{}, err
+	}
+	defer os.RemoveAll(home)
+	c, err := client.NewStdioMCPClient(self, []string{"HOME=" + home, "MCP_BRIDGE_STATE_DIR=" + home, "CODEEXEC_POOL_SIZE=1", "MCP_BRIDGE_LOG_LEVEL=error"}, "serve")
+	if err != nil {
+		return stats{}, err
+	}
+	defer c.Close()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION // a session-based client
+	init.Params.ClientInfo = mcp.Implementation{Name: "codeexec-bench", Version: version}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		return stats{}, err
+	}
+	call := func() (time.Duration, error) {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "run_python"
+		req.Params.Arguments = map[string]any{"code": "pass"}
+		start := time.Now()
+		res, err := c.CallTool(ctx, req)
+		if err == nil && res.IsError {
+			err = fmt.Errorf("run_python failed: %v", res.Content)
+		}
+		return time.Since(start), err
+	}
+	for range 10 {
+		if _, err := call(); err != nil {
+			return stats{}, err
+		}
+	}
+	var d []time.Duration
+	for range n {
+		t, err := call()
+		if err != nil {
+			return stats{}, err
+		}
+		d = append(d, t)
+	}
+	return summarize(d), nil
+}
+
+// inprocSandbox runs sandboxd in-process behind its gRPC API.
+func inprocSandbox(ctx context.Context, logger *slog.Logger, cfg sandboxd.Config) (sandboxv1.SandboxServiceClient, func(), error) {
+	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	svc, err := sandboxd.New(ctx, cfg, sandboxd.Deps{}, logger)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	svc.Register(ip.Server.GRPC)
+	ip.Start(ctx)
+	return sandboxv1.NewSandboxServiceClient(ip.Conn), func() { cancel(); _ = ip.Wait(); _ = svc.Close() }, nil
+}
+
+// sandboxConfig is the default config with the bench's choices.
+func sandboxConfig(python string, pool, maxSessions int) sandboxd.Config {
+	cfg := sandboxd.DefaultConfig()
+	cfg.Python, cfg.PoolSize, cfg.MaxSessions = python, pool, maxSessions
+	return cfg
+}
+
+// execOnce runs code and returns its stdout.
+func execOnce(ctx context.Context, c sandboxv1.SandboxServiceClient, id, code string) (string, error) {
+	stream, err := c.Execute(ctx, &sandboxv1.ExecuteRequest{SessionId: id, Code: code, Timeout: durationpb.New(60 * time.Second)})
+	if err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return "", err
+		}
+		if o := ev.GetOutput(); o != nil && o.GetStream() == sandboxv1.Stream_STREAM_STDOUT {
+			out.WriteString(o.GetText())
+		}
+		if r := ev.GetResult(); r != nil {
+			if r.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
+				return out.String(), fmt.Errorf("exec %s: %s", r.GetStatus(), r.GetError())
+			}
+			return out.String(), nil
+		}
+	}
+}
+
+func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, spares, n int) (stats, error) {
+	cfg := sandboxConfig(python, pool, 0)
+	cfg.LaunchSpares = spares
+	c, stop, err := inprocSandbox(ctx, logger, cfg)
+	if err != nil {
+		return stats{}, err
+	}
+	defer stop()
+	// Sessions arrive apart, as real ones do: the pool and the launch
+	// spares refill in between, and no session gains from kernel state the
+	// previous one left warm (docs/PERFORMANCE.md, on cgroup moves).
+	return timeFresh(ctx, c, n, max(100*time.Millisecond, time.Duration(pool)*60*time.Millisecond))
+}
+
+// timeFresh times n new sessions to their first result, waiting gap
+// before each.
+func timeFresh(ctx context.Context, c sandboxv1.SandboxServiceClient, n int, gap time.Duration) (stats, error) {
+	var d []time.Duration
+	for range n {
+		time.Sleep(gap)
+		start := time.Now()
+		s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
+		if err != nil {
+			return stats{}, err
+		}
+		if _, err := execOnce(ctx, c, s.GetSession().GetId(), "pass"); err != nil {
+			return stats{}, err
+		}
+		d = append(d, time.Since(start))
+		if _, err := c.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: s.GetSession().GetId()}); err != nil {
+			return stats{}, err
+		}
+	}
+	return summarize(d), nil
+}
+
+type loadResult struct {
+	latency                 stats
+	throughput              float64
+	errors, lost, sandboxes int
+	pssPerSandbox           float64
+	serverRSS, serverPeak   int64
+}
+
+func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions, execs int) (loadResult, error) {
+	c, stop, err := inprocSandbox(ctx, logger, sandboxConfig(python, 4, sessions+8))
+	if err != nil {
+		return loadResult{}, err
+	}
+	defer stop()
+	var (
+		mu  sync.Mutex
+		lat []time.Duration
+		res loadResult
+		wg  sync.WaitGroup
+		ids = make([]string, sessions)
+	)
+	start := time.Now()
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
+			if err != nil {
+				mu.Lock()
+				res.errors++
+				mu.Unlock()
+				return
+			}
+			ids[i] = s.GetSession().GetId()
+			for j := range execs {
+				token := fmt.Sprintf("s%d-e%d", i, j)
+				t0 := time.Now()
+				out, err := execOnce(ctx, c, ids[i], fmt.Sprintf("print(%q)", token))
+				d := time.Since(t0)
+				mu.Lock()
+				lat = append(lat, d)
+				switch {
+				case err != nil:
+					res.errors++
+				case out != token+"\n":
+					res.lost++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	res.latency = summarize(lat)
+	res.throughput = float64(len(lat)) / elapsed.Seconds()
+	time.Sleep(500 * time.Millisecond) // let the pool refill so the count is stable
+	res.pssPerSandbox, res.sandboxes = sandboxMemory()
+	res.serverRSS, res.serverPeak = selfMemory()
+	return res, nil
+}

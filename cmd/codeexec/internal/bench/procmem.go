@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// sandboxMemory sums the PSS of every process below this one and divides
+// it by the number of sandbox agents among them.
+func sandboxMemory() (perSandbox float64, sandboxes int) {
+	parent := procParents()
+	self := os.Getpid()
+	below := func(pid int) bool {
+		for p := parent[pid]; p > 1; p = parent[p] {
+			if p == self {
+				return true
+			}
+		}
+		return false
+	}
+	var total int64
+	for pid := range parent {
+		if !below(pid) {
+			continue
+		}
+		total += pss(pid)
+		// The agent is the python3 process running agent.py; bwrap's own
+		// command line names both too, so look at argv[0] only.
+		cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		argv0, _, _ := bytes.Cut(cmd, []byte{0})
+		if strings.HasPrefix(filepath.Base(string(argv0)), "python") && bytes.Contains(cmd, []byte("agent.py")) {
+			sandboxes++
+		}
+	}
+	if sandboxes == 0 {
+		return 0, 0
+	}
+	return float64(total) / float64(sandboxes), sandboxes
+}
+
+// pss reads a process's proportional set size in bytes.
+func pss(pid int) int64 {
+	return procField(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"), "Pss:")
+}
+
+// selfMemory returns this process's RSS and peak RSS in bytes.
+func selfMemory() (rss, peak int64) {
+	return procField("/proc/self/status", "VmRSS:"), procField("/proc/self/status", "VmHWM:")
+}
+
+func procField(path, key string) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), key); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func numCPU() int { return runtime.NumCPU() }
+
+// hostDescription names the CPU and kernel, for the record.
+func hostDescription() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return model + ", Linux " + strings.TrimSpace(string(kernel))
+}
+
+// procParents maps every PID to its parent.
+func procParents() map[int]int {
+	parent := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 2 {
+			parent[pid], _ = strconv.Atoi(f[1])
+		}
+	}
+	return parent
+}

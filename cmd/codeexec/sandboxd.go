@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/services/flagenv"
+)
+
+// sandboxdUnit is sandboxd's settings: the sandboxes, and alone, where
+// discoveryd and memoryd are.
+type sandboxdUnit struct {
+	cfg sandboxd.Config
+	cs  containerSettings
+	// Alone: the addresses of discoveryd and memoryd, and how long calls
+	// may finish at a stop.
+	discovery, memory string
+	grace             time.Duration
+}
+
+func (u *sandboxdUnit) bind(fs *flagenv.Set, _ env, alone bool) {
+	u.cfg = sandboxd.DefaultConfig()
+	bindSandbox(fs, &u.cfg, &u.cs)
+	if !alone {
+		return // in serve, the gateway's settings give the timeouts
+	}
+	bindSandboxTimeouts(fs, &u.cfg)
+	fs.Duration(&u.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running executions may finish before they are stopped", "CODEEXEC_SHUTDOWN_GRACE")
+	fs.String(&u.discovery, "discovery", "", "discoveryd address; empty: no MCP servers", "CODEEXEC_DISCOVERYD_ADDR")
+	fs.String(&u.memory, "memory-addr", "", "memoryd address; empty: no memory or saved tools", "CODEEXEC_MEMORYD_ADDR")
+}
+
+func (u *sandboxdUnit) check() error {
+	u.cs.apply(&u.cfg)
+	return u.cfg.Validate()
+}
+
+func (u *sandboxdUnit) start(ctx context.Context, p *process) error {
+	deps := sandboxd.Deps{Registry: p.registry}
+	disc, err := p.dial(u.discovery, "--discovery")
+	if err != nil {
+		return err
+	}
+	if disc != nil {
+		deps.Discovery = discoveryv1.NewDiscoveryServiceClient(disc)
+	}
+	mem, err := p.dial(u.memory, "--memory-addr")
+	if err != nil {
+		return err
+	}
+	if mem != nil {
+		deps.Memory, deps.Tools = memoryv1.NewMemoryServiceClient(mem), memoryv1.NewToolServiceClient(mem)
+	}
+	return p.register(sandboxd.New(ctx, u.cfg, deps, p.serviceLogger("sandboxd")))
+}
+
+func (u *sandboxdUnit) serve(ctx context.Context, p *process, _ env) error {
+	return p.serveGRPC(ctx, u.grace)
+}
+
+// containerSettings are upstream's container options that sandboxd.Config
+// does not hold.
+type containerSettings struct {
+	runtimeIdleTimeout time.Duration
+	runtimeArgs        string     // CODEEXEC_RUNTIME_ARGS, space-separated
+	runtimeArg         stringList // --runtime-arg, repeated
+}
+
+// bindSandbox binds sandboxd's settings.
+func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
+	d := sandboxd.DefaultConfig()
+	fs.String(&c.Runtime, "runtime", "", "sandbox runtime: bwrap, podman or docker; empty detects one in that order", "MCP_BRIDGE_RUNTIME")
+	fs.String(&c.Python, "python", d.Python, "Python interpreter inside the sandbox", "CODEEXEC_PYTHON")
+	fs.Bytes(&c.MemoryBytes, "memory", d.MemoryBytes, "memory limit per sandbox, e.g. 512m", "MCP_BRIDGE_MEMORY")
+	fs.Int(&c.Pids, "pids", d.Pids, "process and thread limit per sandbox", "MCP_BRIDGE_PIDS")
+	fs.Float(&c.CPUs, "cpus", 0, "CPU cores per sandbox, e.g. 0.5; 0 means no cap", "MCP_BRIDGE_CPUS")
+	fs.Duration(&c.CPUTime, "cpu-time", d.CPUTime, "total CPU time per sandbox; 0 means no cap", "CODEEXEC_CPU_TIME")
+	fs.Bytes(&c.TmpBytes, "tmp-size", d.TmpBytes, "size of the sandbox's /tmp", "CODEEXEC_TMP_SIZE")
+	fs.Bytes(&c.WorkspaceBytes, "workspace-size", d.WorkspaceBytes, "size of the sandbox's /workspace", "CODEEXEC_WORKSPACE_SIZE")
+	fs.Bytes(&c.OutputLimitBytes, "output-limit", d.OutputLimitBytes, "bytes of stdout and of stderr kept per call; 0 means no cap", "CODEEXEC_OUTPUT_LIMIT")
+	fs.Duration(&c.IdleTimeout, "idle-timeout", d.IdleTimeout, "destroy sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
+	fs.Int(&c.PoolSize, "pool", d.PoolSize, "sandboxes kept started and ready for new sessions", "CODEEXEC_POOL_SIZE")
+	fs.Int(&c.LaunchSpares, "launch-spares", d.LaunchSpares, "bwrap launchers kept confined and waiting, so a new sandbox skips cgroup set-up; 0 keeps none", "CODEEXEC_LAUNCH_SPARES")
+	fs.Int(&c.MaxSessions, "max-sessions", d.MaxSessions, "most live sessions; 0 means no cap", "CODEEXEC_MAX_SESSIONS")
+	c.StartTimeout = d.StartTimeout
+	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes", "MCP_BRIDGE_IMAGE")
+	fs.String(&c.ContainerUser, "container-user", d.ContainerUser, "uid:gid inside containers", "MCP_BRIDGE_CONTAINER_USER")
+	bindContainers(fs, c, cs)
+	fs.Duration(&cs.runtimeIdleTimeout, "runtime-idle-timeout", 300*time.Second, "upstream's podman-machine idle stop (macOS/Windows); accepted for compatibility", "MCP_BRIDGE_RUNTIME_IDLE_TIMEOUT")
+}
+
+// bindSandboxTimeouts binds the timeouts for sandboxd running alone; with
+// the gateway in the same process they come from bindGateway.
+func bindSandboxTimeouts(fs *flagenv.Set, c *sandboxd.Config) {
+	d := sandboxd.DefaultConfig()
+	fs.Duration(&c.DefaultTimeout, "timeout", d.DefaultTimeout, "default run_python timeout", "MCP_BRIDGE_TIMEOUT")
+	fs.Duration(&c.MaxTimeout, "max-timeout", d.MaxTimeout, "largest run_python timeout", "MCP_BRIDGE_MAX_TIMEOUT")
+}
+
+// bindContainers binds the podman and docker settings that upstream does
+// not have. Call cs.apply after parsing.
+func bindContainers(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
+	fs.String(&cs.runtimeArgs, "runtime-args", "", "extra arguments for `podman run` / `docker run`, space-separated, e.g. --runtime=runsc for gVisor", "CODEEXEC_RUNTIME_ARGS")
+	fs.Var(&cs.runtimeArg, "runtime-arg", "one extra argument for `podman run` / `docker run`; repeat for more (added after --runtime-args)")
+	fs.String(&c.AgentRoot, "agent-root", "", "directory for the sandbox agent's files (default: the temp dir); when sandboxd runs in a container with the host's engine socket, a host path mounted at the same path", "CODEEXEC_AGENT_ROOT")
+}
+
+// apply copies the parsed container settings into c.
+func (cs *containerSettings) apply(c *sandboxd.Config) {
+	// White space splits: engine flags like --runtime=runsc have none;
+	// --runtime-arg takes an argument that does.
+	c.RuntimeArgs = append(strings.Fields(cs.runtimeArgs), cs.runtimeArg...)
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, " ") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}

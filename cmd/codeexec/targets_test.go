@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestHelpListsOnlyTheFlagsACommandUses asks every command for -h and
+// compares the flags it lists with the settings the command really reads:
+// a target alone offers its own settings plus where it finds the others,
+// and serve every target's settings but none of the wiring between them.
+func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
+	t.Parallel()
+	var (
+		logging   = []string{"log-level", "log-format", "otlp-endpoint"}
+		tls       = []string{"grpc-tls-ca", "grpc-tls-cert", "grpc-tls-key"}
+		grpcAlone = join(logging, tls, []string{"listen", "metrics"})
+		database  = []string{"state-dir", "db", "store", "store-password-file", "store-wait"}
+		memory    = join(database, []string{"owner-wait", "max-value"})
+		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "server-start-timeout"}
+		sandbox   = []string{"runtime", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "output-limit",
+			"idle-timeout", "pool", "launch-spares", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
+			"agent-root", "runtime-idle-timeout"}
+		mcp  = []string{"timeout", "max-timeout", "output-mode", "tenant"}
+		http = []string{"http", "tokens-file", "jwt-issuer", "jwks-url", "jwt-audience", "jwt-tenant-claim", "resource-url",
+			"insecure-no-auth", "allowed-hosts", "allowed-origins", "metrics-tenants", "quota-sessions", "quota-execs",
+			"quota-execs-per-minute", "shutdown-grace"}
+		suite = join(logging, memory, discovery, sandbox, mcp, http)
+	)
+	for _, tc := range []struct {
+		args  []string
+		flags []string
+	}{
+		{[]string{"serve"}, suite},
+		{[]string{"run"}, suite},
+		{[]string{"memoryd"}, join(grpcAlone, memory)},
+		{[]string{"discoveryd"}, join(grpcAlone, discovery)},
+		{[]string{"sandboxd"}, join(grpcAlone, sandbox, []string{"timeout", "max-timeout", "shutdown-grace", "discovery", "memory-addr"})},
+		{[]string{"gateway"}, join(logging, tls, mcp, http, []string{"output-limit", "idle-timeout", "sandbox", "balance"})},
+		{[]string{"memoryd", "backup"}, join(database, tls, []string{"memory"})},
+		{[]string{"memoryd", "copy"}, []string{"from", "to", "store-password-file", "replace", "store-wait"}},
+		{[]string{"import-upstream"}, join(memory, tls, []string{"memory", "tenant"})},
+		{[]string{"health"}, tls},
+		{[]string{"bench"}, []string{"python", "spawns", "warm", "fresh", "sessions", "execs", "runtimes", "image", "idle"}},
+	} {
+		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), append(tc.args, "-h"), noEnv, nil, &stdout, &stderr)
+			if !errors.Is(err, errUsage) {
+				t.Fatalf("%v -h = %v, want the usage error", tc.args, err)
+			}
+			if diff := cmp.Diff(sorted(tc.flags), listedFlags(stderr.String())); diff != "" {
+				t.Errorf("%v -h lists other flags than the command uses (-want +got):\n%s", tc.args, diff)
+			}
+		})
+	}
+}
+
+var flagLine = regexp.MustCompile(`(?m)^  -([a-z-]+)`)
+
+// listedFlags are the flag names in a flag set's help, sorted.
+func listedFlags(help string) []string {
+	var names []string
+	for _, m := range flagLine.FindAllStringSubmatch(help, -1) {
+		names = append(names, m[1])
+	}
+	return sorted(names)
+}
+
+func join(lists ...[]string) []string { return slices.Concat(lists...) }
+
+func sorted(names []string) []string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	return slices.Compact(names)
+}

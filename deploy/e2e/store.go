@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+)
+
+// storeMode checks the PostgreSQL variant (docker-compose.postgres.yml):
+// two memoryd replicas on one database. update_memory from sandboxes and
+// compare-and-swap increments straight through each replica hit one
+// counter, which must come out exact; memory and a saved tool stay
+// reachable after one replica is killed, and after the database is
+// killed and restarted (the calls made meanwhile wait, then succeed).
+func storeMode(ctx context.Context) error {
+	mds, err := findService(ctx, "memoryd", "9004")
+	if err != nil {
+		return err
+	}
+	if len(mds) < 2 {
+		return fmt.Errorf("%d memoryd replicas are running, want 2", len(mds))
+	}
+	fmt.Printf("memoryd replicas: %d\n", len(mds))
+	const sessions, perSession, perReplica = 4, 10, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions+len(mds))
+	for i := range sessions {
+		wg.Go(func() {
+			s, err := open(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.c.Close()
+			code := fmt.Sprintf("for _ in range(%d):\n    update_memory('pg-counter', lambda v: (v or 0) + 1)\nprint('ok')", perSession)
+			if out, err := s.must(ctx, code); err != nil || out != "ok" {
+				errs <- fmt.Errorf("session %d: update_memory: %q %v", i, out, err)
+			}
+		})
+	}
+	for _, r := range mds {
+		wg.Go(func() {
+			conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close()
+			mem := memoryv1.NewMemoryServiceClient(conn)
+			for range perReplica {
+				if err := increment(ctx, mem, "pg-counter"); err != nil {
+					errs <- fmt.Errorf("increment through %s: %w", r.name, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return err
+	}
+	s, err := open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.c.Close()
+	want := sessions*perSession + len(mds)*perReplica
+	out, err := s.must(ctx, "print(load_memory('pg-counter'))")
+	if err != nil {
+		return err
+	}
+	if out != strconv.Itoa(want) {
+		return fmt.Errorf("counter = %s after %d increments through sandboxes and both replicas", out, want)
+	}
+	fmt.Printf("counter exact: %d increments through %d sessions and %d memoryd replicas\n", want, sessions, len(mds))
+	if _, err := s.must(ctx, "save_memory('e2e', {'from': 0})\ndef e2e_tool(v):\n    return v * 2\nsave_tool(e2e_tool)"); err != nil {
+		return err
+	}
+
+	fmt.Printf("killing memoryd replica %s\n", mds[0].name)
+	if out, err := exec.CommandContext(ctx, *engine, "kill", mds[0].name).CombinedOutput(); err != nil {
+		return fmt.Errorf("kill %s: %v: %s", mds[0].name, err, out)
+	}
+	if err := recallWithin(ctx, 30*time.Second); err != nil {
+		return fmt.Errorf("after killing a memoryd replica: %w", err)
+	}
+
+	pgs, err := findService(ctx, "postgres", "5432")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("killing the database (%s) and restarting it\n", pgs[0].name)
+	// restart -t 0: SIGKILL at once, then start again.
+	restarted := make(chan error, 1)
+	go func() {
+		out, err := exec.CommandContext(ctx, *engine, "restart", "-t", "0", pgs[0].name).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("restart %s: %v: %s", pgs[0].name, err, out)
+		}
+		restarted <- err
+	}()
+	began := time.Now()
+	out, err = s.must(ctx, "save_memory('during-restart', 1)\nprint(load_memory('pg-counter'))")
+	if err != nil {
+		return fmt.Errorf("a save while the database restarted: %w", err)
+	}
+	if err := <-restarted; err != nil {
+		return err
+	}
+	fmt.Printf("a save during the database's restart waited %s and succeeded\n", time.Since(began).Round(time.Millisecond))
+	if out != strconv.Itoa(want) {
+		return fmt.Errorf("counter = %s after the database's restart, want %d", out, want)
+	}
+	if err := recallWithin(ctx, 30*time.Second); err != nil {
+		return fmt.Errorf("after the database's restart: %w", err)
+	}
+	fmt.Println("e2e: store: PASS")
+	return nil
+}
+
+// recallWithin runs recall until it passes or d is over: a session may
+// first need a memoryd connection to move to the surviving replica.
+func recallWithin(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := recall(ctx)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		fmt.Printf("  not yet: %v\n", firstLine(err.Error()))
+		time.Sleep(time.Second)
+	}
+}
+
+// increment is update_memory's loop over the RPCs, against one replica.
+func increment(ctx context.Context, mem memoryv1.MemoryServiceClient, key string) error {
+	for {
+		var n int
+		rev := uint64(0)
+		resp, err := mem.GetMemory(ctx, &memoryv1.GetMemoryRequest{Key: key})
+		switch {
+		case err == nil:
+			n, _ = strconv.Atoi(strings.TrimSpace(resp.GetRecord().GetValueJson()))
+			rev = resp.GetRecord().GetRevision()
+		case status.Code(err) != codes.NotFound:
+			return err
+		}
+		_, err = mem.UpdateMemory(ctx, &memoryv1.UpdateMemoryRequest{Key: key, ValueJson: strconv.Itoa(n + 1), ExpectedRevision: rev})
+		if status.Code(err) != codes.Aborted {
+			return err
+		}
+	}
+}

@@ -1,0 +1,397 @@
+// Command kubeplay turns the rendered Kubernetes manifests (kubectl
+// kustomize deploy/kubernetes) into what `podman kube play` runs on one
+// machine, for deploy/kube-play.sh. Podman runs Deployments and ConfigMaps
+// but has no Services, no cluster DNS and one pod per Deployment, so:
+//
+//   - each Deployment (and the StatefulSet) becomes one single-replica
+//     Deployment per replica (gateway-0, gateway-1, …), each pod with a
+//     static address on one network (-subnet), in the order of -ips;
+//   - each Service name resolves, through hostAliases in every pod, to
+//     the addresses of the pods its selector picks, as a headless
+//     Service's DNS name does;
+//   - Secrets become ConfigMaps of the same keys (podman mounts those);
+//   - the StatefulSet's volume claim becomes an emptyDir, and container
+//     ports are dropped (podman would publish them on the host);
+//   - -tokens and -mcp-server fill in the tokens Secret and the MCP
+//     server config with what the test uses;
+//   - a pod whose container asks for procMount: Unmasked (sandboxd's, for
+//     bwrap's /proc) is started with `podman run` instead, since podman
+//     4's kube play ignores that field: -podman-run gets the commands,
+//     with the same settings spelled as podman flags (unmask=ALL,
+//     seccomp=unconfined, --userns auto for hostUsers: false, …).
+//
+// Services, NetworkPolicies, PodDisruptionBudgets, the
+// HorizontalPodAutoscaler and the Namespace are left out and listed on
+// stderr: podman has nothing that enforces them.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var (
+	subnet    = flag.String("subnet", "10.89.77", "first three octets of the pods' addresses")
+	ipsFile   = flag.String("ips", "", "write the pods' addresses here, one per line, in pod order, for podman kube play --ip")
+	podsFile  = flag.String("pods", "", "write \"NAME ADDRESS\" per pod here")
+	tokens    = flag.String("tokens", "", "the gateway's tokens file content")
+	mcpServer = flag.String("mcp-server", "", "a stdio MCP server script that discoveryd runs with python3 as server \"echo\"")
+	network   = flag.String("network", "codeexec-kube-play", "the podman network of the pods")
+	runScript = flag.String("podman-run", "", "write here the podman commands that start the pods kube play cannot (procMount: Unmasked)")
+)
+
+type obj = map[string]any
+
+func main() {
+	flag.Parse()
+	if err := run(os.Stdin, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "kubeplay:", err)
+		os.Exit(1)
+	}
+}
+
+func run(in io.Reader, out, stderr io.Writer) error {
+	var docs []obj
+	dec := yaml.NewDecoder(in)
+	for {
+		var o obj
+		err := dec.Decode(&o)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		docs = append(docs, normalise(o).(obj))
+	}
+	var (
+		configs   []obj
+		workloads []obj
+		services  []obj
+		skipped   []string
+	)
+	for _, o := range docs {
+		switch kind(o) {
+		case "ConfigMap":
+			configs = append(configs, o)
+		case "Secret":
+			configs = append(configs, secretToConfigMap(o))
+		case "Deployment", "StatefulSet":
+			workloads = append(workloads, o)
+		case "Service":
+			services = append(services, o)
+			skipped = append(skipped, "Service/"+name(o)+" (resolved through hostAliases)")
+		default:
+			skipped = append(skipped, kind(o)+"/"+name(o))
+		}
+	}
+	for _, c := range configs {
+		patchConfig(c)
+	}
+	// One pod per replica, each with its address.
+	type pod struct {
+		name, ip string
+		labels   obj
+		spec     obj
+		meta     obj
+	}
+	var pods []pod
+	for _, w := range workloads {
+		n := 1
+		if r, ok := get(w, "spec", "replicas").(int); ok {
+			n = r
+		}
+		for i := range n {
+			tmpl := deepCopy(get(w, "spec", "template")).(obj)
+			spec := tmpl["spec"].(obj)
+			for _, vct := range list(w, "spec", "volumeClaimTemplates") {
+				vols, _ := spec["volumes"].([]any)
+				spec["volumes"] = append(vols, obj{"name": str(vct, "metadata", "name"), "emptyDir": obj{}})
+			}
+			meta, _ := tmpl["metadata"].(obj)
+			labels, _ := meta["labels"].(obj)
+			pods = append(pods, pod{name: fmt.Sprintf("%s-%d", name(w), i), ip: fmt.Sprintf("%s.%d", *subnet, 10+len(pods)), labels: labels, spec: spec, meta: meta})
+		}
+	}
+	// Service name → the addresses of its pods.
+	var aliases []any
+	var names []string
+	for _, s := range services {
+		sel, _ := get(s, "spec", "selector").(obj)
+		var ips []string
+		for _, p := range pods {
+			if matches(sel, p.labels) {
+				ips = append(ips, p.ip)
+			}
+		}
+		for _, ip := range ips {
+			aliases = append(aliases, obj{"ip": ip, "hostnames": []any{name(s), name(s) + ".codeexec.svc.cluster.local"}})
+		}
+		names = append(names, fmt.Sprintf("%s=%s", name(s), strings.Join(ips, ",")))
+	}
+	for _, c := range configs {
+		if err := emit(out, c); err != nil {
+			return err
+		}
+	}
+	var ipList, podList, script bytes.Buffer
+	script.WriteString("set -eu\n")
+	for _, p := range pods {
+		if needsRun(p.spec) {
+			if err := podmanRun(&script, p.name, p.ip, p.spec, aliases); err != nil {
+				return fmt.Errorf("pod %s: %w", p.name, err)
+			}
+			fmt.Fprintf(&podList, "%s %s\n", p.name, p.ip)
+			continue
+		}
+		secretVolumesToConfigMaps(p.spec)
+		// podman publishes a containerPort on the host, where two
+		// replicas would collide; in a cluster it only names the port.
+		for _, c := range list(p.spec, "containers") {
+			delete(c.(obj), "ports")
+		}
+		p.spec["hostAliases"] = aliases
+		p.spec["hostname"] = p.name
+		d := obj{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": obj{"name": p.name, "labels": p.labels},
+			"spec": obj{
+				"replicas": 1,
+				"selector": obj{"matchLabels": p.labels},
+				"template": obj{"metadata": p.meta, "spec": p.spec},
+			},
+		}
+		if err := emit(out, d); err != nil {
+			return err
+		}
+		fmt.Fprintln(&ipList, p.ip)
+		fmt.Fprintf(&podList, "%s %s\n", p.name, p.ip)
+	}
+	if *ipsFile != "" {
+		if err := os.WriteFile(*ipsFile, ipList.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	if *runScript != "" {
+		if err := os.WriteFile(*runScript, script.Bytes(), 0o755); err != nil {
+			return err
+		}
+	}
+	if *podsFile != "" {
+		if err := os.WriteFile(*podsFile, podList.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	sort.Strings(skipped)
+	fmt.Fprintf(stderr, "kubeplay: %d pods; services %s\nkubeplay: not run by podman: %s\n", len(pods), strings.Join(names, " "), strings.Join(skipped, ", "))
+	return nil
+}
+
+// patchConfig fills in the test's tokens and MCP server.
+func patchConfig(c obj) {
+	data, _ := c["data"].(obj)
+	switch name(c) {
+	case "codeexec-tokens":
+		if *tokens != "" {
+			data["tokens"] = *tokens
+		}
+	case "codeexec-mcp-servers":
+		if *mcpServer != "" {
+			b, err := os.ReadFile(*mcpServer)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "kubeplay:", err)
+				os.Exit(1)
+			}
+			data[filepath.Base(*mcpServer)] = string(b)
+			data["mcp-servers.json"] = fmt.Sprintf(`{"mcpServers": {"echo": {"command": "python3", "args": ["/etc/codeexec/mcp/%s"]}}}`, filepath.Base(*mcpServer))
+		}
+	}
+}
+
+// secretToConfigMap keeps a Secret's name and keys.
+func secretToConfigMap(s obj) obj {
+	data := obj{}
+	if sd, ok := s["stringData"].(obj); ok {
+		for k, v := range sd {
+			data[k] = v
+		}
+	}
+	return obj{"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj{"name": name(s)}, "data": data}
+}
+
+func secretVolumesToConfigMaps(spec obj) {
+	for _, v := range list(spec, "volumes") {
+		vol := v.(obj)
+		if sec, ok := vol["secret"].(obj); ok {
+			delete(vol, "secret")
+			vol["configMap"] = obj{"name": sec["secretName"]}
+		}
+	}
+}
+
+func matches(sel, labels obj) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func emit(w io.Writer, o obj) error {
+	b, err := yaml.Marshal(o)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "---\n%s", b)
+	return err
+}
+
+// normalise turns yaml.v3's maps into obj all the way down.
+func normalise(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		o := obj{}
+		for k, e := range x {
+			o[k] = normalise(e)
+		}
+		return o
+	case []any:
+		for i := range x {
+			x[i] = normalise(x[i])
+		}
+		return x
+	}
+	return v
+}
+
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case obj:
+		o := obj{}
+		for k, e := range x {
+			o[k] = deepCopy(e)
+		}
+		return o
+	case []any:
+		l := make([]any, len(x))
+		for i := range x {
+			l[i] = deepCopy(x[i])
+		}
+		return l
+	}
+	return v
+}
+
+func get(v any, path ...string) any {
+	for _, p := range path {
+		m, ok := v.(obj)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func str(v any, path ...string) string { s, _ := get(v, path...).(string); return s }
+func list(v any, path ...string) []any { l, _ := get(v, path...).([]any); return l }
+func kind(o obj) string                { return str(o, "kind") }
+func name(o obj) string                { return str(o, "metadata", "name") }
+
+// needsRun reports whether a pod asks for what kube play ignores.
+func needsRun(spec obj) bool {
+	for _, c := range list(spec, "containers") {
+		if str(c, "securityContext", "procMount") == "Unmasked" {
+			return true
+		}
+	}
+	return false
+}
+
+// podmanRun writes the podman commands that start one pod as the
+// manifest describes it. It refuses what it does not translate, rather
+// than start something other than what the manifest says.
+func podmanRun(w io.Writer, name, ip string, spec obj, aliases []any) error {
+	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	pod := []string{"podman", "pod", "create", "--replace", "--name", name + "-pod-0", "--network", *network, "--ip", ip, "--hostname", name}
+	for _, a := range aliases {
+		for _, h := range list(a, "hostnames") {
+			pod = append(pod, "--add-host", fmt.Sprintf("%s:%s", h, str(a, "ip")))
+		}
+	}
+	if get(spec, "hostUsers") == false {
+		// A user namespace of the pod's own, large enough for uid 65534.
+		pod = append(pod, "--userns", "auto:size=65536")
+	}
+	fmt.Fprintln(w, strings.Join(pod, " "))
+	tmpfs := map[string]bool{}
+	for _, v := range list(spec, "volumes") {
+		if get(v, "emptyDir") == nil {
+			return fmt.Errorf("volume %s: only emptyDir volumes are translated", str(v, "name"))
+		}
+		tmpfs[str(v, "name")] = true
+	}
+	for _, c := range list(spec, "containers") {
+		args := []string{"podman", "run", "-d", "--pod", name + "-pod-0", "--name", name + "-pod-0-" + str(c, "name")}
+		sc := get(c, "securityContext")
+		if uid, ok := get(spec, "securityContext", "runAsUser").(int); ok {
+			args = append(args, "--user", fmt.Sprintf("%d:%v", uid, get(spec, "securityContext", "runAsGroup")))
+		}
+		if get(sc, "readOnlyRootFilesystem") == true {
+			args = append(args, "--read-only")
+		}
+		if get(sc, "allowPrivilegeEscalation") == false {
+			args = append(args, "--security-opt", "no-new-privileges")
+		}
+		for _, d := range list(sc, "capabilities", "drop") {
+			args = append(args, "--cap-drop", fmt.Sprint(d))
+		}
+		if len(list(sc, "capabilities", "add")) > 0 {
+			return fmt.Errorf("container %s adds capabilities; not translated", str(c, "name"))
+		}
+		if str(sc, "seccompProfile", "type") == "Unconfined" {
+			args = append(args, "--security-opt", "seccomp=unconfined")
+		}
+		if str(sc, "appArmorProfile", "type") == "Unconfined" {
+			args = append(args, "--security-opt", "apparmor=unconfined")
+		}
+		if str(sc, "procMount") == "Unmasked" {
+			args = append(args, "--security-opt", "unmask=ALL")
+		}
+		for _, e := range list(c, "env") {
+			if get(e, "valueFrom") != nil {
+				return fmt.Errorf("env %s: valueFrom is not translated", str(e, "name"))
+			}
+			args = append(args, "-e", q(str(e, "name")+"="+str(e, "value")))
+		}
+		if len(list(c, "envFrom")) > 0 {
+			return fmt.Errorf("container %s: envFrom is not translated", str(c, "name"))
+		}
+		for _, m := range list(c, "volumeMounts") {
+			if !tmpfs[str(m, "name")] {
+				return fmt.Errorf("mount %s: not an emptyDir", str(m, "name"))
+			}
+			// An emptyDir is writable by any user of the pod.
+			args = append(args, "--tmpfs", str(m, "mountPath")+":mode=1777,notmpcopyup")
+		}
+		args = append(args, q(str(c, "image")))
+		for _, a := range list(c, "args") {
+			args = append(args, q(fmt.Sprint(a)))
+		}
+		fmt.Fprintln(w, strings.Join(args, " "))
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+// Package capabilities is the gateway's one MCP resource: the manual of
+// what sandboxed code can use, named as upstream names it.
+package capabilities
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// URI is the resource's address, as upstream names it.
+const URI = "resource://mcp-server-code-execution-mode/capabilities"
+
+// The resource's name and title, as upstream's.
+const (
+	name  = "code-execution-capabilities"
+	title = "Code Execution Sandbox Helpers"
+)
+
+// HelperSummary is the short digest of what sandboxed code can use. The
+// sandbox's runtime.capability_summary() gives the full manual.
+const HelperSummary = `Sandboxed code has these globals, in a session that persists between calls:
+- ` + "`runtime`" + ` (also ` + "`import mcp.runtime as runtime`" + `): discover and call MCP servers.
+  - ` + "`discovered_servers(detailed=False)`" + `: every configured server.
+  - ` + "`list_servers_sync()`" + `, ` + "`list_tools_sync(server)`" + `, ` + "`describe_server(name)`" + `, ` + "`list_loaded_server_metadata()`" + `: servers loaded for this call.
+  - ` + "`search_tool_docs_sync(query, limit=5, detail=\"summary\")`" + ` and ` + "`query_tool_docs_sync(server, tool=None, detail=\"summary\"|\"full\")`" + `: tool docs; ` + "`detail=\"full\"`" + ` adds the input schema. Search spans every configured server; each hit says ` + "`loaded`" + ` and the ` + "`loadWith`" + ` (` + "`servers=[\"name\"]`" + `) that loads it.
+  - ` + "`await call_tool(server, tool, arguments)`" + `; async variants of the helpers above; ` + "`capability_summary()`" + ` prints the manual.
+- ` + "`mcp_<alias>`" + ` for each server passed in ` + "`servers=[...]`" + `: ` + "`await mcp_<alias>.<tool>(**kwargs)`" + ` returns the CallToolResult as a dict.
+- Memory that outlives sessions: ` + "`save_memory(key, value, metadata=None)`" + `, ` + "`load_memory(key, default=None)`" + `, ` + "`update_memory(key, fn)`" + `, ` + "`delete_memory`" + `, ` + "`list_memories`" + `, ` + "`memory_exists`" + `, ` + "`get_memory_info`" + `.
+- ` + "`save_tool(func)`" + ` keeps a function for later sessions, which call it by name or ` + "`import user_tools`" + `.`
+
+// Text is the resource body.
+var Text = fmt.Sprintf(`# Code Execution MCP Capabilities
+
+%s
+
+## Quick usage
+
+- Pass `+"`servers=[\"name\", ...]`"+` to run_python to load MCP servers for that call; each one appears as an `+"`mcp_<alias>`"+` proxy (lowercase, non-alphanumerics become `+"`_`"+`). List them in every call: only listed servers get proxies.
+- `+"`import mcp.runtime as runtime`"+` works too; the global `+"`runtime`"+` is the same module.
+- Prefer the `+"`_sync`"+` helpers: all but `+"`search_tool_docs_sync`"+` read metadata already in the sandbox and need no round trip.
+- A server's configuration may set `+"`cwd`"+`, the directory it runs in. Check `+"`runtime.describe_server(name)`"+` or `+"`runtime.list_loaded_server_metadata()`"+` for its `+"`cwd`"+` before passing relative paths.
+- Variables, imports and functions persist between calls. A timeout stops the sandbox: its state is lost and the next call starts fresh.
+- Output is capped; write large data to a file in /workspace and print a summary.
+
+Resource: %s
+`, HelperSummary, URI)
+
+// Resource describes the resource for resources/list.
+func Resource() mcp.Resource {
+	return mcp.NewResource(URI, name,
+		mcp.WithResourceTitle(title),
+		mcp.WithResourceDescription("How to use the run_python sandbox: helpers, proxies, memory."),
+		mcp.WithMIMEType("text/markdown"),
+		mcp.WithResourceSize(int64(len(Text))),
+	)
+}
+
+// Read serves the resource. mcp-go answers other URIs with a
+// resource-not-found error before this handler is reached.
+func Read(_ context.Context, _ mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	return []mcp.ResourceContents{mcp.TextResourceContents{
+		URI:      URI,
+		MIMEType: "text/markdown",
+		Text:     Text,
+	}}, nil
+}

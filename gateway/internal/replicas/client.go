@@ -1,0 +1,202 @@
+package replicas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+var _ sandboxv1.SandboxServiceClient = (*Balancer)(nil)
+
+// CreateSession implements SandboxServiceClient: it creates the session on
+// the best replica, trying the others in turn while replicas are
+// unreachable.
+func (b *Balancer) CreateSession(ctx context.Context, in *sandboxv1.CreateSessionRequest, opts ...grpc.CallOption) (*sandboxv1.CreateSessionResponse, error) {
+	var errs []error
+	for _, r := range b.pick() {
+		resp, err := r.client.CreateSession(ctx, in, opts...)
+		if err == nil {
+			b.mu.Lock()
+			if b.replicas[r.addr] == r {
+				b.sessions[resp.GetSession().GetId()] = r
+				r.live++
+				if !r.healthy {
+					r.healthy = true
+					b.logger.Info("sandboxd replica is healthy again", logkeys.Address, r.addr)
+				}
+			}
+			b.mu.Unlock()
+			return resp, nil
+		}
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			// The replica answered (quota, bad input) or the caller gave up:
+			// another replica would say the same.
+			return nil, err
+		}
+		b.mu.Lock()
+		if b.replicas[r.addr] == r && r.healthy {
+			b.loseSessionsLocked(r, "it is unreachable: "+status.Convert(err).Message())
+		}
+		b.mu.Unlock()
+		errs = append(errs, fmt.Errorf("%s: %s", r.addr, status.Convert(err).Message()))
+	}
+	if len(errs) == 0 {
+		return nil, status.Error(codes.Unavailable, "no sandboxd replica is known: check the --sandbox address")
+	}
+	return nil, status.Errorf(codes.Unavailable, "no sandboxd replica could create a session: %v", errors.Join(errs...))
+}
+
+// Execute implements SandboxServiceClient. An unreachable replica before
+// the first message becomes NotFound ("session lost: …").
+func (b *Balancer) Execute(ctx context.Context, in *sandboxv1.ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], error) {
+	r, err := b.route(in.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	stream, err := r.client.Execute(ctx, in, opts...)
+	if err != nil {
+		return nil, b.failed(r, in.GetSessionId(), err)
+	}
+	return &execStream{ServerStreamingClient: stream, b: b, r: r, id: in.GetSessionId()}, nil
+}
+
+// execStream turns a replica failure on the first Recv into "session lost".
+// After output has arrived the error passes through as it is: the caller
+// reports the call as failed, and the next call finds the session lost.
+type execStream struct {
+	grpc.ServerStreamingClient[sandboxv1.ExecuteResponse]
+	b    *Balancer
+	r    *replica
+	id   string
+	seen bool
+}
+
+func (s *execStream) Recv() (*sandboxv1.ExecuteResponse, error) {
+	m, err := s.ServerStreamingClient.Recv()
+	if err == nil {
+		s.seen = true
+		return m, nil
+	}
+	if errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if !s.seen {
+		return nil, s.b.failed(s.r, s.id, err)
+	}
+	if status.Code(err) == codes.Unavailable {
+		_ = s.b.failed(s.r, s.id, err) // mark the replica and its sessions
+	}
+	return nil, err
+}
+
+// onReplica makes one call on the replica that holds session id. A
+// failure of the replica itself becomes NotFound ("session lost: …").
+// after, when set, runs once the replica has answered, either way.
+func onReplica[Resp any](b *Balancer, id string, call func(sandboxv1.SandboxServiceClient) (Resp, error), after func(*replica)) (Resp, error) {
+	var zero Resp
+	r, err := b.route(id)
+	if err != nil {
+		return zero, err
+	}
+	resp, err := call(r.client)
+	if after != nil {
+		after(r)
+	}
+	if err != nil {
+		return zero, b.failed(r, id, err)
+	}
+	return resp, nil
+}
+
+// ResetSession implements SandboxServiceClient.
+func (b *Balancer) ResetSession(ctx context.Context, in *sandboxv1.ResetSessionRequest, opts ...grpc.CallOption) (*sandboxv1.ResetSessionResponse, error) {
+	return onReplica(b, in.GetSessionId(), func(c sandboxv1.SandboxServiceClient) (*sandboxv1.ResetSessionResponse, error) {
+		return c.ResetSession(ctx, in, opts...)
+	}, nil)
+}
+
+// DestroySession implements SandboxServiceClient. The session is forgotten
+// whatever the replica says.
+func (b *Balancer) DestroySession(ctx context.Context, in *sandboxv1.DestroySessionRequest, opts ...grpc.CallOption) (*sandboxv1.DestroySessionResponse, error) {
+	return onReplica(b, in.GetSessionId(), func(c sandboxv1.SandboxServiceClient) (*sandboxv1.DestroySessionResponse, error) {
+		return c.DestroySession(ctx, in, opts...)
+	}, func(r *replica) { b.forget(r, in.GetSessionId()) })
+}
+
+// GetSession implements SandboxServiceClient.
+func (b *Balancer) GetSession(ctx context.Context, in *sandboxv1.GetSessionRequest, opts ...grpc.CallOption) (*sandboxv1.GetSessionResponse, error) {
+	return onReplica(b, in.GetSessionId(), func(c sandboxv1.SandboxServiceClient) (*sandboxv1.GetSessionResponse, error) {
+		return c.GetSession(ctx, in, opts...)
+	}, nil)
+}
+
+// ListSessions implements SandboxServiceClient: the sessions of every
+// healthy replica. A replica that does not answer is left out.
+func (b *Balancer) ListSessions(ctx context.Context, in *sandboxv1.ListSessionsRequest, opts ...grpc.CallOption) (*sandboxv1.ListSessionsResponse, error) {
+	out := &sandboxv1.ListSessionsResponse{}
+	var firstErr error
+	answered := 0
+	for _, r := range b.pick() {
+		resp, err := r.client.ListSessions(ctx, in, opts...)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		answered++
+		out.Sessions = append(out.Sessions, resp.GetSessions()...)
+	}
+	if answered == 0 && firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
+}
+
+// ByAddress keeps one connection per replica address, for the replicas a
+// SessionElsewhere answer names: another replica of this deployment, or
+// the sandboxd of another codeexec process on this machine.
+type ByAddress struct {
+	dial  func(addr string) (*grpc.ClientConn, error)
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// NewByAddress returns an empty set that dials with dial.
+func NewByAddress(dial func(addr string) (*grpc.ClientConn, error)) *ByAddress {
+	return &ByAddress{dial: dial, conns: map[string]*grpc.ClientConn{}}
+}
+
+// Client returns a client of the replica at addr, connecting on first use.
+func (b *ByAddress) Client(addr string) (sandboxv1.SandboxServiceClient, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.conns[addr]; ok {
+		return sandboxv1.NewSandboxServiceClient(c), nil
+	}
+	c, err := b.dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	b.conns[addr] = c
+	return sandboxv1.NewSandboxServiceClient(c), nil
+}
+
+// Close closes every connection.
+func (b *ByAddress) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for addr, c := range b.conns {
+		_ = c.Close()
+		delete(b.conns, addr)
+	}
+}

@@ -1,0 +1,288 @@
+// Package sessions is the gateway's routing: which sandbox session serves
+// each MCP session, for each tenant, and which tenant owns each MCP
+// session. It is all the state the gateway has, and it rebuilds itself: a
+// lost entry means a fresh sandbox session on the next call.
+package sessions
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/codeexec/codeexec/gateway/internal/drain"
+	"github.com/codeexec/codeexec/gateway/internal/quota"
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// LabelMCPSession is the sandbox session label that names the MCP session,
+// so that operators can match the two in ListSessions.
+const LabelMCPSession = "mcp.session"
+
+// destroyTimeout bounds a DestroySession made on behalf of a session that
+// has already ended, whose own context may be gone.
+const destroyTimeout = 10 * time.Second
+
+// errSessionEnded fails a call on an entry whose MCP session has ended.
+var errSessionEnded = errors.New("the MCP session has ended")
+
+// Table maps MCP session IDs to sandbox sessions. The routing it
+// holds is all the state the gateway has, and it rebuilds itself: a lost
+// entry just means a fresh sandbox session on the next call.
+//
+// Entries are keyed by tenant and MCP session ID together, so a tenant that
+// learns (or guesses) another tenant's MCP session ID still reaches only its
+// own sandbox sessions.
+type Table struct {
+	client sandboxv1.SandboxServiceClient
+	logger *slog.Logger
+	// maxPerTenant caps the sandbox sessions one tenant holds at once; zero
+	// means no cap. idleHint is quoted in the quota error.
+	maxPerTenant int
+	idleHint     time.Duration
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[key]*Entry
+	// live counts each tenant's sandbox sessions, created or being created.
+	live map[string]int
+	// known holds the MCP sessions this process saw start. A call from any
+	// other session comes from a client of an earlier gateway process,
+	// whose sandbox session (and state) this one cannot reach.
+	known map[string]bool
+}
+
+// key identifies an entry: one tenant's view of one MCP session.
+type key struct{ tenant, mcpID string }
+
+// Entry is one MCP session's sandbox session, for one tenant. Its mutex
+// serialises creation, so concurrent first calls share one sandbox session.
+type Entry struct {
+	// Tenant owns the sandbox session.
+	Tenant string
+	mcpID  string
+
+	mu        sync.Mutex
+	sandboxID string
+	ended     bool
+	// Generation tracking, to notice a sandbox that was replaced between
+	// calls without the gateway being told (see Observe).
+	genKnown      bool
+	gen           uint64
+	lastStateLost bool
+}
+
+// NewTable returns an empty table that creates sandbox sessions through
+// client. maxPerTenant caps each tenant's sandbox sessions (zero: no cap);
+// idleHint, the idle timeout of HTTP sessions, is quoted when the cap
+// refuses one.
+func NewTable(client sandboxv1.SandboxServiceClient, maxPerTenant int, idleHint time.Duration, logger *slog.Logger) *Table {
+	return &Table{client: client, logger: logger, maxPerTenant: maxPerTenant, idleHint: idleHint,
+		entries: map[key]*Entry{}, live: map[string]int{}, known: map[string]bool{}}
+}
+
+// Started records that an MCP session began in this process.
+func (t *Table) Started(mcpID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.known[mcpID] = true
+}
+
+// IsKnown reports whether an MCP session began in this process.
+func (t *Table) IsKnown(mcpID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.known[mcpID]
+}
+
+// Entry returns a tenant's entry for an MCP session, adding it if needed.
+// Once the table is closed it refuses with drain.ErrDraining.
+func (t *Table) Entry(tenant, mcpID string) (*Entry, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, drain.ErrDraining
+	}
+	k := key{tenant, mcpID}
+	e, ok := t.entries[k]
+	if !ok {
+		e = &Entry{Tenant: tenant, mcpID: mcpID}
+		t.entries[k] = e
+	}
+	return e, nil
+}
+
+// reserve counts a sandbox session against its tenant's quota.
+func (t *Table) reserve(tenant string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.maxPerTenant > 0 && t.live[tenant] >= t.maxPerTenant {
+		return &quota.Error{Limit: quota.LimitSessions, Max: t.maxPerTenant,
+			Retry: "end another MCP session (HTTP DELETE) first" + quota.IdleRetry(t.idleHint)}
+	}
+	t.live[tenant]++
+	return nil
+}
+
+// release undoes reserve.
+func (t *Table) release(tenant string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.live[tenant]--; t.live[tenant] <= 0 {
+		delete(t.live, tenant)
+	}
+}
+
+// SandboxID returns the entry's sandbox session, creating it on first use;
+// created says whether it did.
+func (t *Table) SandboxID(ctx context.Context, e *Entry) (id string, created bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return "", false, errSessionEnded
+	}
+	if e.sandboxID != "" {
+		return e.sandboxID, false, nil
+	}
+	id, err = t.createLocked(ctx, e)
+	return id, err == nil, err
+}
+
+// Replace swaps a sandbox session that sandboxd no longer knows (NotFound,
+// e.g. after a sandboxd restart) for a new one. If another call already
+// replaced it, that replacement is used.
+func (t *Table) Replace(ctx context.Context, e *Entry, stale string) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return "", errSessionEnded
+	}
+	if e.sandboxID != stale && e.sandboxID != "" {
+		return e.sandboxID, nil
+	}
+	t.logger.WarnContext(ctx, "sandbox session lost; creating a new one",
+		logkeys.MCPSession, e.mcpID, logkeys.SessionID, stale)
+	if e.sandboxID != "" {
+		t.release(e.Tenant) // the lost session no longer counts
+	}
+	e.sandboxID, e.genKnown = "", false
+	return t.createLocked(ctx, e)
+}
+
+func (t *Table) createLocked(ctx context.Context, e *Entry) (string, error) {
+	if err := t.reserve(e.Tenant); err != nil {
+		return "", err
+	}
+	resp, err := t.client.CreateSession(ctx, &sandboxv1.CreateSessionRequest{
+		Tenant: e.Tenant,
+		Labels: map[string]string{LabelMCPSession: e.mcpID},
+	})
+	if err != nil {
+		t.release(e.Tenant)
+		t.logger.ErrorContext(ctx, "create sandbox session", logkeys.MCPSession, e.mcpID, logkeys.Error, err)
+		return "", err
+	}
+	e.sandboxID = resp.GetSession().GetId()
+	t.logger.InfoContext(ctx, "sandbox session created", logkeys.MCPSession, e.mcpID, logkeys.SessionID, e.sandboxID)
+	return e.sandboxID, nil
+}
+
+// Observe records the session generation reported by a result and reports
+// whether the sandbox was replaced since the previous call although neither
+// call said its state was lost (sandboxd reaped an idle sandbox, say).
+func (e *Entry) Observe(sandboxID string, r *sandboxv1.ExecResult) (silentlyReset bool) {
+	s := r.GetSession()
+	if s == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sandboxID != sandboxID {
+		return false
+	}
+	silentlyReset = e.genKnown && s.GetGeneration() != e.gen && !e.lastStateLost && !r.GetStateLost()
+	e.genKnown, e.gen, e.lastStateLost = true, s.GetGeneration(), r.GetStateLost()
+	return silentlyReset
+}
+
+// End forgets an MCP session, for every tenant, and destroys its sandbox
+// sessions. It is idempotent and safe for sessions the table never saw.
+func (t *Table) End(ctx context.Context, mcpID string) {
+	t.endMatching(ctx, func(k key) bool { return k.mcpID == mcpID }, mcpID)
+}
+
+// EndFor is End limited to one tenant's entry: what a client's DELETE may
+// end.
+func (t *Table) EndFor(ctx context.Context, tenant, mcpID string) {
+	t.endMatching(ctx, func(k key) bool { return k == key{tenant, mcpID} }, "")
+}
+
+func (t *Table) endMatching(ctx context.Context, match func(key) bool, forgetKnown string) {
+	var ended []*Entry
+	t.mu.Lock()
+	for k, e := range t.entries {
+		if match(k) {
+			ended = append(ended, e)
+			delete(t.entries, k)
+		}
+	}
+	if forgetKnown != "" {
+		delete(t.known, forgetKnown)
+	}
+	t.mu.Unlock()
+	if len(ended) == 0 {
+		return
+	}
+	// The session's own context is often already cancelled (a closed
+	// connection), but the sandbox must still go.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
+	defer cancel()
+	for _, e := range ended {
+		t.destroy(ctx, e)
+	}
+}
+
+func (t *Table) destroy(ctx context.Context, e *Entry) {
+	e.mu.Lock()
+	id := e.sandboxID
+	e.ended, e.sandboxID = true, ""
+	e.mu.Unlock()
+	if id == "" {
+		return
+	}
+	t.release(e.Tenant)
+	_, err := t.client.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: e.Tenant})
+	if err != nil && status.Code(err) != codes.NotFound {
+		t.logger.ErrorContext(ctx, "destroy sandbox session", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id, logkeys.Error, err)
+		return
+	}
+	t.logger.InfoContext(ctx, "sandbox session destroyed", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id)
+}
+
+// CloseAll refuses new sessions and destroys every existing one.
+func (t *Table) CloseAll(ctx context.Context) error {
+	t.mu.Lock()
+	t.closed = true
+	entries := t.entries
+	t.entries = map[key]*Entry{}
+	t.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, e := range entries {
+		wg.Go(func() { t.destroy(ctx, e) })
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// Count reports how many MCP sessions (per tenant) the table tracks.
+func (t *Table) Count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.entries)
+}

@@ -1,0 +1,172 @@
+package sandboxd_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/services/grpctest"
+)
+
+// fakeDiscovery serves one server, "demo", whose tool "echo" returns its
+// text argument.
+type fakeDiscovery struct {
+	discoveryv1.UnimplementedDiscoveryServiceServer
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fakeDiscovery) ListServers(context.Context, *discoveryv1.ListServersRequest) (*discoveryv1.ListServersResponse, error) {
+	return &discoveryv1.ListServersResponse{Servers: []*discoveryv1.Server{{Name: "demo", Alias: "demo", Description: "a demo server"}}}, nil
+}
+
+func (f *fakeDiscovery) ListTools(_ context.Context, req *discoveryv1.ListToolsRequest) (*discoveryv1.ListToolsResponse, error) {
+	if req.GetServer() != "demo" {
+		return nil, status.Errorf(codes.NotFound, "unknown server %q", req.GetServer())
+	}
+	return &discoveryv1.ListToolsResponse{
+		Server: &discoveryv1.Server{Name: "demo", Alias: "demo"},
+		Tools:  []*discoveryv1.Tool{{Name: "echo", Alias: "echo", Description: "Echo text.", InputSchemaJson: `{"type":"object","properties":{"text":{"type":"string"}}}`}},
+	}, nil
+}
+
+func (f *fakeDiscovery) CallTool(_ context.Context, req *discoveryv1.CallToolRequest) (*discoveryv1.CallToolResponse, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, req.GetServer()+"/"+req.GetTool())
+	f.mu.Unlock()
+	var args struct{ Text string }
+	_ = json.Unmarshal([]byte(req.GetArgumentsJson()), &args)
+	out, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": args.Text}}})
+	return &discoveryv1.CallToolResponse{ResultJson: string(out)}, nil
+}
+
+func newService(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxServiceClient, *fakeDiscovery) {
+	t.Helper()
+	c, fd, _ := newServiceWithMetrics(t, mutate)
+	return c, fd
+}
+
+func newServiceWithMetrics(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxServiceClient, *fakeDiscovery, *prometheus.Registry) {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := sandboxd.DefaultConfig()
+	cfg.PoolSize = 1
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	// Registered before the server's own cleanup, so it runs after the
+	// server has stopped.
+	var svc *sandboxd.Service
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		cancel()
+		if svc == nil {
+			return
+		}
+		if err := svc.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	ip := grpctest.New(t, grpctest.Options{Logger: logger})
+	fd := &fakeDiscovery{}
+	discoveryv1.RegisterDiscoveryServiceServer(ip.Server.GRPC, fd)
+	reg := prometheus.NewRegistry()
+	var err error
+	svc, err = sandboxd.New(ctx, cfg, sandboxd.Deps{Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn), Registry: reg}, logger)
+	if err != nil {
+		t.Fatalf("sandboxd.New: %v", err)
+	}
+	svc.Register(ip.Server.GRPC)
+	ip.Start()
+	return sandboxv1.NewSandboxServiceClient(ip.Conn), fd, reg
+}
+
+// gauge reads one unlabelled metric from reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			m := mf.GetMetric()[0]
+			switch {
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// execResult collects one Execute stream.
+type execResult struct {
+	stdout, stderr string
+	chunksBefore   int
+	result         *sandboxv1.ExecResult
+}
+
+func execute(ctx context.Context, c sandboxv1.SandboxServiceClient, req *sandboxv1.ExecuteRequest) (*execResult, error) {
+	stream, err := c.Execute(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r := &execResult{}
+	for {
+		ev, err := stream.Recv()
+		if err == io.EOF {
+			return r, nil
+		}
+		if err != nil {
+			return r, err
+		}
+		if o := ev.GetOutput(); o != nil {
+			if r.result != nil {
+				return r, status.Error(codes.Internal, "output after the result")
+			}
+			r.chunksBefore++
+			if o.GetStream() == sandboxv1.Stream_STREAM_STDERR {
+				r.stderr += o.GetText()
+			} else {
+				r.stdout += o.GetText()
+			}
+		}
+		if res := ev.GetResult(); res != nil {
+			r.result = res
+		}
+	}
+}
+
+func create(t *testing.T, c sandboxv1.SandboxServiceClient, tenant string) string {
+	t.Helper()
+	resp, err := c.CreateSession(t.Context(), &sandboxv1.CreateSessionRequest{Tenant: tenant, Labels: map[string]string{"who": t.Name()}})
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	return resp.GetSession().GetId()
+}

@@ -1,0 +1,194 @@
+package durable
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/codeexec/codeexec/memoryd"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/grpctest"
+)
+
+// store runs a real memoryd on a bbolt file and returns a client of its
+// SessionStoreService.
+func store(t *testing.T) memoryv1.SessionStoreServiceClient {
+	t.Helper()
+	svc, err := memoryd.New(memoryd.Config{Path: filepath.Join(t.TempDir(), "m.db")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered before the server's own cleanup, so it runs after the
+	// server has stopped.
+	t.Cleanup(func() { _ = svc.Close() })
+	return memoryv1.NewSessionStoreServiceClient(grpctest.Start(t, svc.Register))
+}
+
+func replica(t *testing.T, c memoryv1.SessionStoreServiceClient, addr string) (*Replica, *Sessions) {
+	t.Helper()
+	r := NewReplica(c, addr, slog.New(slog.DiscardHandler))
+	if err := r.Start(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	return r, NewSessions(c, r, time.Hour)
+}
+
+func manifest(chunks ...string) json.RawMessage {
+	values := map[string]any{}
+	for i, c := range chunks {
+		values[string(rune('a'+i))] = map[string]any{"chunk": c}
+	}
+	b, _ := json.Marshal(map[string]any{"v": 1, "values": values})
+	return b
+}
+
+func TestOneLiveHolderAtATime(t *testing.T) {
+	t.Parallel()
+	c := store(t)
+	ra, a := replica(t, c, "unix:/a.sock")
+	_, b := replica(t, c, "unix:/b.sock")
+	ctx := t.Context()
+	held, err := a.Create(ctx, "t", map[string]string{"k": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, held, manifest("c1", "c2"), map[string][]byte{"c1": []byte("one"), "c2": []byte("two")}, 1); err != nil {
+		t.Fatal(err)
+	}
+	// B cannot take it while A's lease holds; it learns where A is.
+	_, err = b.Claim(ctx, "t", held.Handle)
+	var elsewhere *ElsewhereError
+	if !errors.As(err, &elsewhere) || elsewhere.Address != "unix:/a.sock" || elsewhere.Replica != ra.ID {
+		t.Fatalf("claim of a live session: %v", err)
+	}
+	// A gives its lease up (a clean stop): B takes the session, with
+	// its checkpoint, and A can no longer commit.
+	ra.Stop(ctx)
+	taken, err := b.Claim(ctx, "t", held.Handle)
+	if err != nil {
+		t.Fatalf("claim after the holder stopped: %v", err)
+	}
+	if taken.State.Epoch != 2 || taken.State.Seq != 1 || taken.State.Labels["k"] != "v" {
+		t.Errorf("taken state: %+v", taken.State)
+	}
+	chunks, err := b.Chunks(ctx, taken)
+	if err != nil || string(chunks["c1"]) != "one" || string(chunks["c2"]) != "two" {
+		t.Errorf("chunks after the takeover: %v, %v", chunks, err)
+	}
+	if err := a.Commit(ctx, held, manifest("c9"), map[string][]byte{"c9": []byte("late")}, 2); !errors.Is(err, ErrLost) {
+		t.Errorf("a commit by the replica that lost the session: %v, want ErrLost", err)
+	}
+	// B's next checkpoint drops the chunk it no longer uses.
+	if err := b.Commit(ctx, taken, manifest("c2", "c3"), map[string][]byte{"c3": []byte("three")}, 2); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := c.GetChunks(ctx, &memoryv1.GetChunksRequest{Tenant: "t", Handle: held.Handle, Ids: []string{"c1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.NotFound {
+		t.Errorf("the chunk the new checkpoint dropped: %v, want NotFound", err)
+	}
+}
+
+func TestUnknownSessions(t *testing.T) {
+	t.Parallel()
+	c := store(t)
+	_, a := replica(t, c, "a")
+	held, err := a.Create(t.Context(), "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ tenant, handle string }{{"other", held.Handle}, {"t", NewHandle()}} {
+		if _, err := a.Claim(t.Context(), tc.tenant, tc.handle); !errors.Is(err, ErrUnknown) {
+			t.Errorf("Claim(%q, %q) = %v, want ErrUnknown", tc.tenant, tc.handle, err)
+		}
+	}
+	if deleted, err := a.Delete(t.Context(), "t", held.Handle); err != nil || !deleted {
+		t.Fatalf("Delete: %v, %v", deleted, err)
+	}
+	if _, err := a.Claim(t.Context(), "t", held.Handle); !errors.Is(err, ErrUnknown) {
+		t.Errorf("a deleted session: %v", err)
+	}
+}
+
+// A holder on this host whose process is gone loses its sessions at once,
+// without waiting for its lease: the restart of `codeexec serve`.
+func TestDeadHolderOnThisHost(t *testing.T) {
+	t.Parallel()
+	c := store(t)
+	_, a := replica(t, c, "a")
+	held, err := a.Create(t.Context(), "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	dead := &memoryv1.Replica{Id: "r-dead", Address: "x", ExpireTime: timestamppb.New(time.Now().Add(time.Hour)),
+		Host: host, Pid: int64(gone.Process.Pid), BootId: a.replica.bootID}
+	if _, err := c.PutReplica(t.Context(), &memoryv1.PutReplicaRequest{Replica: dead}); err != nil {
+		t.Fatal(err)
+	}
+	st := held.State
+	st.Owner = "r-dead"
+	if err := a.write(t.Context(), held, st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Claim(t.Context(), "t", held.Handle); err != nil {
+		t.Errorf("claim from a dead holder on this host: %v", err)
+	}
+	// The same record on another host would have to wait for the lease.
+	dead.Host = "elsewhere"
+	if _, err := c.PutReplica(t.Context(), &memoryv1.PutReplicaRequest{Replica: dead}); err != nil {
+		t.Fatal(err)
+	}
+	held2, _ := a.Create(t.Context(), "t", nil)
+	st = held2.State
+	st.Owner = "r-dead"
+	if err := a.write(t.Context(), held2, st); err != nil {
+		t.Fatal(err)
+	}
+	var elsewhere *ElsewhereError
+	if _, err := a.Claim(t.Context(), "t", held2.Handle); !errors.As(err, &elsewhere) {
+		t.Errorf("claim from a holder on another host with a live lease: %v", err)
+	}
+}
+
+// A replica whose heartbeats stop reaching the store fences itself before
+// its lease can lapse for others.
+func TestFencing(t *testing.T) {
+	t.Parallel()
+	c := store(t)
+	r := NewReplica(c, "a", slog.New(slog.DiscardHandler))
+	clock := time.Now()
+	r.now = func() time.Time { return clock }
+	if err := r.heartbeat(t.Context(), clock.Add(lease)); err != nil {
+		t.Fatal(err)
+	}
+	if r.Fenced() {
+		t.Fatal("fenced right after a heartbeat")
+	}
+	clock = clock.Add(fenceAfter)
+	if !r.Fenced() {
+		t.Error("not fenced after fenceAfter without a heartbeat")
+	}
+	// The owner stops before others may start: lease+skew after its
+	// last heartbeat, they may; fenceAfter after it, it must stop.
+	if fenceAfter >= lease {
+		t.Fatalf("fenceAfter %v is not before the lease %v runs out", fenceAfter, lease)
+	}
+}

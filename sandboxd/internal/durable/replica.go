@@ -1,0 +1,165 @@
+package durable
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// Lease timing. A heartbeat every beat keeps the lease, which runs lease
+// past the last one written. The owner fences itself (stops running its
+// sessions) when it has not written one for fenceAfter; others take over
+// only after lease plus skew, so the two never overlap even with clocks
+// that disagree by up to skew.
+//
+// A replica that dies costs its sessions at most lease plus skew (7 s)
+// before another takes them over (at once on the same host, where a dead
+// process is known for dead); a replica cut off from the store stops its
+// sandboxes after 4 s.
+const (
+	beat       = time.Second
+	lease      = 6 * time.Second
+	fenceAfter = 4 * time.Second
+	skew       = time.Second
+)
+
+// Replica is this sandboxd's identity and heartbeat.
+type Replica struct {
+	ID      string
+	Address string
+	client  memoryv1.SessionStoreServiceClient
+	logger  *slog.Logger
+	host    string
+	bootID  string
+	now     func() time.Time
+
+	mu        sync.Mutex
+	lastOK    time.Time // when the last heartbeat was written
+	onFenced  func()
+	fenced    bool
+	stopBeats context.CancelFunc
+	done      chan struct{}
+}
+
+// NewReplica makes this process's replica identity. address is where the
+// gateways reach its SandboxService.
+func NewReplica(client memoryv1.SessionStoreServiceClient, address string, logger *slog.Logger) *Replica {
+	host, _ := os.Hostname()
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return &Replica{
+		ID: "r-" + NewHandle()[:16], Address: address, client: client, logger: logger,
+		host: host, bootID: strings.TrimSpace(string(boot)), now: time.Now, done: make(chan struct{}),
+	}
+}
+
+// Start writes the first heartbeat, then one every beat until ctx ends or
+// Stop. onFenced runs (once) when heartbeats have failed for so long that
+// this replica's sessions may soon be taken over: the caller must stop
+// running them.
+func (r *Replica) Start(ctx context.Context, onFenced func()) error {
+	r.onFenced = onFenced
+	if err := r.heartbeat(ctx, r.now().Add(lease)); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.stopBeats = cancel
+	go r.loop(ctx)
+	return nil
+}
+
+func (r *Replica) loop(ctx context.Context) {
+	defer close(r.done)
+	t := time.NewTicker(beat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hctx, cancel := context.WithTimeout(ctx, beat)
+		err := r.heartbeat(hctx, r.now().Add(lease))
+		cancel()
+		if err == nil {
+			continue
+		}
+		r.mu.Lock()
+		since := r.now().Sub(r.lastOK)
+		fire := since >= fenceAfter && !r.fenced
+		if fire {
+			r.fenced = true
+		}
+		r.mu.Unlock()
+		r.logger.Warn("cannot renew this replica's lease on its sessions", logkeys.Error, err, "since", since)
+		if fire && r.onFenced != nil {
+			r.logger.Error("lease not renewed for too long: stopping this replica's live sandboxes so that another replica can take their sessions over; their checkpoints are kept")
+			r.onFenced()
+		}
+	}
+}
+
+func (r *Replica) heartbeat(ctx context.Context, until time.Time) error {
+	_, err := r.client.PutReplica(ctx, &memoryv1.PutReplicaRequest{Replica: &memoryv1.Replica{
+		Id: r.ID, Address: r.Address, ExpireTime: timestamppb.New(until), Host: r.host, Pid: int64(os.Getpid()), BootId: r.bootID,
+	}})
+	if err == nil {
+		r.mu.Lock()
+		r.lastOK = r.now()
+		r.fenced = false
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// Fenced reports whether this replica must not run sessions now: its
+// lease may be about to lapse.
+func (r *Replica) Fenced() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fenced || r.now().Sub(r.lastOK) >= fenceAfter
+}
+
+// Stop ends the heartbeats and gives the lease up at once, so that other
+// replicas may take this one's sessions (after it has released them, or
+// right away if it could not).
+func (r *Replica) Stop(ctx context.Context) {
+	if r.stopBeats != nil {
+		r.stopBeats()
+		<-r.done
+	}
+	// The Unix epoch, not a moment ago: a lease given up is free at once,
+	// without the skew margin that a lapsed one waits out.
+	if err := r.heartbeat(ctx, time.Unix(0, 0)); err != nil {
+		r.logger.Warn("could not give up this replica's lease; its sessions move once it lapses", logkeys.Error, err)
+	}
+}
+
+// alive reports whether a heartbeat still holds its sessions, seen from
+// this replica. A replica on this same host and boot whose process is gone
+// is dead at once: that is the restart of `codeexec serve`.
+func (r *Replica) alive(h *memoryv1.Replica) bool {
+	if h == nil {
+		return false
+	}
+	if exp := h.GetExpireTime().AsTime(); !exp.After(time.Unix(0, 0)) || !exp.Add(skew).After(r.now()) {
+		return false
+	}
+	if h.GetBootId() != "" && h.GetBootId() == r.bootID && h.GetHost() == r.host && h.GetPid() > 0 {
+		if err := syscall.Kill(int(h.GetPid()), 0); err != nil && err != syscall.EPERM {
+			return false
+		}
+	}
+	return true
+}
+
+func sortStrings(s []string) { slices.Sort(s) }

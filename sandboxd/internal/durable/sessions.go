@@ -1,0 +1,231 @@
+package durable
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+)
+
+// maxPutChunksBytes bounds one PutChunks request, under the suite's
+// message limit with room to spare.
+const maxPutChunksBytes = 40 << 20
+
+// Sessions reads and writes session records for one replica.
+type Sessions struct {
+	client  memoryv1.SessionStoreServiceClient
+	replica *Replica
+	// TTL is how long an unused session is kept.
+	TTL time.Duration
+}
+
+// NewSessions returns the store of sessions held by replica.
+func NewSessions(client memoryv1.SessionStoreServiceClient, replica *Replica, ttl time.Duration) *Sessions {
+	return &Sessions{client: client, replica: replica, TTL: ttl}
+}
+
+// Held is a session this replica holds: its state and the record revision
+// this replica wrote last, which its next write must find.
+type Held struct {
+	Tenant, Handle string
+	State          State
+	// Before is the session as it was when this replica took it: the
+	// replica that had held it (Before.Owner, "" when it had been given
+	// up) and why it stopped (Before.Stopped).
+	Before   State
+	revision uint64
+}
+
+func (s *Sessions) expiry() *timestamppb.Timestamp {
+	return timestamppb.New(s.replica.now().Add(s.TTL))
+}
+
+// Create makes a new session held by this replica.
+func (s *Sessions) Create(ctx context.Context, tenant string, labels map[string]string) (*Held, error) {
+	st := State{Owner: s.replica.ID, Epoch: 1, Created: s.replica.now().UTC(), Labels: labels}
+	h := NewHandle()
+	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
+		Tenant: tenant, Handle: h, State: st.encode(), ExpireTime: s.expiry(), ExpectedRevision: 0,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record a new session: %w", err)
+	}
+	return &Held{Tenant: tenant, Handle: h, State: st, revision: resp.GetSession().GetRevision()}, nil
+}
+
+// Claim takes a session for this replica: one that no live replica holds,
+// or whose holder's lease has lapsed. It fails with ErrUnknown, or with an
+// *ElsewhereError naming the live holder.
+func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, error) {
+	for {
+		resp, err := s.client.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: tenant, Handle: handle})
+		if status.Code(err) == codes.NotFound {
+			return nil, ErrUnknown
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read session record: %w", err)
+		}
+		rec := resp.GetSession()
+		st, err := decodeState(rec.GetState())
+		if err != nil {
+			return nil, err
+		}
+		if st.Owner != "" && st.Owner != s.replica.ID {
+			hb, err := s.client.GetReplica(ctx, &memoryv1.GetReplicaRequest{Id: st.Owner})
+			switch {
+			case err == nil && s.replica.alive(hb.GetReplica()):
+				return nil, &ElsewhereError{Replica: st.Owner, Address: hb.GetReplica().GetAddress()}
+			case err != nil && status.Code(err) != codes.NotFound:
+				return nil, fmt.Errorf("read the heartbeat of replica %s: %w", st.Owner, err)
+			}
+		}
+		before := st
+		st.Owner, st.Stopped = s.replica.ID, ""
+		st.Epoch++
+		put, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
+			Tenant: tenant, Handle: handle, State: st.encode(), ExpireTime: s.expiry(), ExpectedRevision: rec.GetRevision(),
+		})
+		if status.Code(err) == codes.Aborted {
+			continue // someone else moved it meanwhile: look again
+		}
+		if err != nil {
+			return nil, fmt.Errorf("take the session: %w", err)
+		}
+		return &Held{Tenant: tenant, Handle: handle, State: st, Before: before, revision: put.GetSession().GetRevision()}, nil
+	}
+}
+
+// write stores h's state if this replica still holds the session. A
+// revision that moved means another replica took it over: ErrLost.
+func (s *Sessions) write(ctx context.Context, h *Held, st State) error {
+	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
+		Tenant: h.Tenant, Handle: h.Handle, State: st.encode(), ExpireTime: s.expiry(), ExpectedRevision: h.revision,
+	})
+	if status.Code(err) == codes.Aborted {
+		return ErrLost
+	}
+	if err != nil {
+		return err
+	}
+	h.State, h.revision = st, resp.GetSession().GetRevision()
+	return nil
+}
+
+// Commit records a checkpoint: its new chunks first, then the manifest
+// (only if this replica still holds the session), then it drops the
+// chunks the previous checkpoint used and this one does not.
+func (s *Sessions) Commit(ctx context.Context, h *Held, manifest json.RawMessage, chunks map[string][]byte, seq uint64) error {
+	if err := s.putChunks(ctx, h, chunks); err != nil {
+		return fmt.Errorf("store checkpoint chunks: %w", err)
+	}
+	old := chunkIDs(h.State.Manifest)
+	st := h.State
+	st.Manifest, st.Seq, st.NotDurable = manifest, seq, ""
+	if err := s.write(ctx, h, st); err != nil {
+		return err
+	}
+	keep := chunkIDs(manifest)
+	var drop []string
+	for id := range old {
+		if !keep[id] {
+			drop = append(drop, id)
+		}
+	}
+	if len(drop) > 0 {
+		// A failure here leaves chunks nobody refers to; they go when the
+		// session does.
+		_, _ = s.client.DeleteChunks(ctx, &memoryv1.DeleteChunksRequest{Tenant: h.Tenant, Handle: h.Handle, Ids: drop})
+	}
+	return nil
+}
+
+func (s *Sessions) putChunks(ctx context.Context, h *Held, chunks map[string][]byte) error {
+	var batch []*memoryv1.Chunk
+	size := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		_, err := s.client.PutChunks(ctx, &memoryv1.PutChunksRequest{Tenant: h.Tenant, Handle: h.Handle, Chunks: batch})
+		batch, size = nil, 0
+		return err
+	}
+	for _, id := range sortedKeys(chunks) {
+		if size+len(chunks[id]) > maxPutChunksBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		batch = append(batch, &memoryv1.Chunk{Id: id, Data: chunks[id]})
+		size += len(chunks[id])
+	}
+	return flush()
+}
+
+// NotDurable records why the session's state could not be checkpointed;
+// the last checkpoint (if any) stays.
+func (s *Sessions) NotDurable(ctx context.Context, h *Held, why string) error {
+	st := h.State
+	st.NotDurable = why
+	return s.write(ctx, h, st)
+}
+
+// Release gives the session up (its sandbox is stopping, for the reason
+// why): any replica may take it at once.
+func (s *Sessions) Release(ctx context.Context, h *Held, why string) error {
+	st := h.State
+	st.Owner, st.Stopped = "", why
+	return s.write(ctx, h, st)
+}
+
+// Delete ends the session and drops its checkpoint.
+func (s *Sessions) Delete(ctx context.Context, tenant, handle string) (bool, error) {
+	resp, err := s.client.DeleteSession(ctx, &memoryv1.DeleteSessionRequest{Tenant: tenant, Handle: handle})
+	return resp.GetDeleted(), err
+}
+
+// Chunks fetches the chunks of the held session's checkpoint.
+func (s *Sessions) Chunks(ctx context.Context, h *Held) (map[string][]byte, error) {
+	ids := ChunkIDs(h.State.Manifest)
+	out := make(map[string][]byte, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	stream, err := s.client.GetChunks(ctx, &memoryv1.GetChunksRequest{Tenant: h.Tenant, Handle: h.Handle, Ids: ids})
+	if err != nil {
+		return nil, err
+	}
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read checkpoint chunks: %w", err)
+		}
+		out[m.GetChunk().GetId()] = m.GetChunk().GetData()
+	}
+}
+
+// Expire asks memoryd to forget expired sessions.
+func (s *Sessions) Expire(ctx context.Context) (uint32, error) {
+	resp, err := s.client.ExpireSessions(ctx, &memoryv1.ExpireSessionsRequest{})
+	return resp.GetExpired(), err
+}
+
+func sortedKeys(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sortStrings(out)
+	return out
+}
