@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -308,7 +309,7 @@ func TestSearchReport(t *testing.T) {
 	base := func(q string, limit int) Result { return Baseline(ds.docs, q, limit) }
 
 	var out strings.Builder
-	fmt.Fprintf(&out, "corpus: %d tools from %d servers; %d labelled queries (+%d held out, +%d blind)\n", len(ds.docs), len(ds.servers), len(ds.queries), len(ds.holdout), len(ds.blind))
+	fmt.Fprintf(&out, "corpus: %d tools from %d servers; %d labelled queries (+%d held out, +%d dev, +%d blind)\n", len(ds.docs), len(ds.servers), len(ds.queries), len(ds.holdout), len(ds.dev), len(ds.blind))
 	fmt.Fprintf(&out, "%-18s %5s  %9s %9s  %9s %9s\n", "queries", "n", "ours@1", "ours@5", "base@1", "base@5")
 	row := func(name string, qs []labelledQuery) recallRow {
 		o, b := measureRecall(ours, qs), measureRecall(base, qs)
@@ -331,6 +332,7 @@ func TestSearchReport(t *testing.T) {
 	}
 	all := bySet("tuned", ds.queries)
 	bySet("holdout", ds.holdout)
+	bySet("dev", ds.dev)
 	bySet("blind", ds.blind)
 
 	bare, qual, fails := exactNameRate(ix, ds.docs)
@@ -355,6 +357,9 @@ func TestSearchReport(t *testing.T) {
 	parsed := (len(lx.keys)+len(lx.common))*int(unsafe.Sizeof("")) + 4*(len(lx.start)+len(lx.rels))
 	fmt.Fprintf(&out, "lexicon (shared by every index): %d entries, %d relations, %d common words; %.1f MiB in the binary, %.1f MiB of heap once parsed\n",
 		len(lx.keys), len(lx.rels), len(lx.common), float64(len(lexiconData))/(1<<20), float64(parsed)/(1<<20))
+	wv := theVectors()
+	fmt.Fprintf(&out, "word vectors (shared by every index): %d words x %d dimensions; %.1f MiB in the binary, %.1f MiB of heap once parsed\n",
+		len(wv.words), wv.dims, float64(len(vectorData))/(1<<20), float64(len(wv.words)*int(unsafe.Sizeof(""))+4*len(wv.norm))/(1<<20))
 	fmt.Fprintf(&out, "latency over %d tools, %d queries x %d, limit %d: p50 %v, p99 %v\n", big.Len(), len(qs), latencyReps(), reportLimit, p50, p99)
 	p50, p99 = latency(big, qs, 0)
 	fmt.Fprintf(&out, "  the same with no limit (every match ranked and returned): p50 %v, p99 %v\n", p50, p99)
@@ -394,51 +399,44 @@ func TestSearchReport(t *testing.T) {
 	}
 }
 
-// BenchmarkSearch10k measures one query over a 10,000-tool index, and
-// beside it, in the same run, upstream's substring search over the same
-// tools (a reference for the machine's speed at the time) and the index
-// with its pooled scratch memory thrown away after every query (what the
-// pool saves).
+// TestSearchTuning prints recall on the sets the engine may be tuned on
+// or chosen by: the tuned set, the hold-out and the dev set, by kind, and
+// never the blind set. Run it with -v while changing the ranking:
 //
-//	go test -run '^$' -bench 'Search10k' -benchtime 3s -count 5 ./discoveryd/internal/search/
-func BenchmarkSearch10k(b *testing.B) {
-	ds := loadDataset(b)
-	docs, _ := replicate(ds.docs, latencyCorpus)
-	ix := NewIndex(docs)
-	b.Run("index", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			ix.Search(ds.queries[i%len(ds.queries)].Query, reportLimit)
-			i++
+//	go test -count=1 -run TestSearchTuning -v ./discoveryd/internal/search/
+func TestSearchTuning(t *testing.T) {
+	ds := loadDataset(t)
+	ix := NewIndex(ds.docs)
+	var out strings.Builder
+	fmt.Fprintf(&out, "%-18s %5s  %9s %9s\n", "queries", "n", "ours@1", "ours@5")
+	var misses []string
+	for _, set := range []struct {
+		name string
+		qs   []labelledQuery
+	}{{"tuned", ds.queries}, {"holdout", ds.holdout}, {"dev", ds.dev}} {
+		kinds := map[string][]labelledQuery{"all": set.qs}
+		for _, q := range set.qs {
+			kinds[q.Kind] = append(kinds[q.Kind], q)
 		}
-	})
-	b.Run("index-unpooled", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			ix.Search(ds.queries[i%len(ds.queries)].Query, reportLimit)
-			ix.pool.Get() // drop the scratch the query put back
-			i++
+		for _, k := range slices.Sorted(maps.Keys(kinds)) {
+			if k != "all" && len(kinds[k]) == len(set.qs) {
+				continue
+			}
+			r := measureRecall(ix.Search, kinds[k])
+			fmt.Fprintf(&out, "%-18s %5d  %9.3f %9.3f\n", set.name+" "+k, r.n, r.r1, r.r5)
+			if k == "all" {
+				for _, m := range r.misses5 {
+					misses = append(misses, set.name+": "+m)
+				}
+			}
 		}
-	})
-	b.Run("upstream", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			Baseline(docs, ds.queries[i%len(ds.queries)].Query, reportLimit)
-			i++
+	}
+	typoRate, typoN, typoFails := typoNameRate(ix, ds.docs)
+	fmt.Fprintf(&out, "misspelt name -> top %d: %.1f%% of %d tools %v\n", reportLimit, 100*typoRate, typoN, typoFails)
+	t.Log("\n" + out.String())
+	if os.Getenv("SEARCH_MISSES") != "" {
+		for _, m := range misses {
+			t.Logf("miss@5: %s", m)
 		}
-	})
-}
-
-// BenchmarkNewIndex10k measures building a 10,000-tool index (the lexicon
-// is parsed once per process, before the timer starts).
-func BenchmarkNewIndex10k(b *testing.B) {
-	docs, _ := replicate(loadDataset(b).docs, latencyCorpus)
-	theLexicon()
-	b.ReportAllocs()
-	for b.Loop() {
-		NewIndex(docs)
 	}
 }

@@ -35,8 +35,8 @@ type labelledQuery struct {
 	// Relevant lists "server/tool" names that answer the query.
 	Relevant []string `json:"relevant"`
 	// Kind is natural, exact, typo, synonym, paraphrase or multi in
-	// queries.json, holdout in queries-holdout.json, and one of blindKinds
-	// in queries-blind.json.
+	// queries.json, holdout in queries-holdout.json, one of blindKinds
+	// in queries-blind.json, and paraphrase or multi in queries-dev.json.
 	Kind string `json:"kind"`
 }
 
@@ -54,6 +54,10 @@ type dataset struct {
 	// blind queries were written for issue 15 before its ranking work and
 	// are only reported, never used to tune the engine.
 	blind []labelledQuery
+	// dev queries are paraphrases written for the second attempt at issue
+	// 15, before the changes they measure: a development set, used to
+	// choose between designs alongside the tuned set and the hold-out.
+	dev []labelledQuery
 }
 
 func loadDataset(t testing.TB) *dataset {
@@ -73,6 +77,7 @@ func loadDataset(t testing.TB) *dataset {
 	readJSON(t, filepath.Join(datasetDir, "queries.json"), &ds.queries)
 	readJSON(t, filepath.Join(datasetDir, "queries-holdout.json"), &ds.holdout)
 	readJSON(t, filepath.Join(datasetDir, "queries-blind.json"), &ds.blind)
+	readJSON(t, filepath.Join(datasetDir, "queries-dev.json"), &ds.dev)
 	for _, q := range ds.blind {
 		if !blindKinds[q.Kind] {
 			t.Fatalf("blind query %q has kind %q", q.Query, q.Kind)
@@ -82,7 +87,7 @@ func loadDataset(t testing.TB) *dataset {
 	for _, d := range ds.docs {
 		known[d.Server+"/"+d.Tool] = true
 	}
-	for _, q := range slices.Concat(ds.queries, ds.holdout, ds.blind) {
+	for _, q := range slices.Concat(ds.queries, ds.holdout, ds.blind, ds.dev) {
 		if len(q.Relevant) == 0 {
 			t.Fatalf("query %q has no relevant tools", q.Query)
 		}

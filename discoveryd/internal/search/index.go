@@ -68,6 +68,7 @@ type Index struct {
 	lexTerm  []int32            // lexicon entry → term id, or -1
 	fields   [][]termFields     // by doc, sorted by term: where each term occurs
 	surface  []string           // by term id: its shortest word, to explain hits
+	docVec   []float32          // by doc, dims each: the direction of its words' vectors
 	pool     sync.Pool          // *scratch
 }
 
@@ -91,6 +92,12 @@ func NewIndex(docs []Doc) *Index {
 	var totals [numFields]float64
 	var buf []string
 	slot := map[int32]int{} // term → index in the current doc's termFreq slice
+	wv := theVectors()
+	wordRow := map[string]int32{} // surface word → vector row, or -1
+	// The words of every document that have a vector, document after
+	// document: doc i's are vw[vwEnd[i-1]:vwEnd[i]].
+	var vw []vecWord
+	vwEnd := make([]int, n)
 	for i := range ix.docs {
 		d := &ix.docs[i]
 		var tfs []termFreq
@@ -110,6 +117,16 @@ func NewIndex(docs []Doc) *Index {
 			}
 			for _, w := range buf {
 				id := ix.termID(w)
+				if vecFieldWeight[f] > 0 && !stopwords[w] {
+					row, ok := wordRow[w]
+					if !ok {
+						row = wv.find(w)
+						wordRow[w] = row
+					}
+					if row >= 0 {
+						vw = append(vw, vecWord{uint32(row)<<3 | uint32(f), id})
+					}
+				}
 				k, ok := slot[id]
 				if !ok {
 					k = len(tfs)
@@ -124,6 +141,7 @@ func NewIndex(docs []Doc) *Index {
 			totals[f] += float64(len(buf))
 		}
 		docTerms[i] = tfs
+		vwEnd[i] = len(vw)
 		ix.fields[i] = fieldsOf(tfs)
 		ix.nameLen[i] = uint8(min(nameWords(d.Tool), math.MaxUint8))
 		ix.addNames(int32(i), d)
@@ -163,6 +181,21 @@ func NewIndex(docs []Doc) *Index {
 	// Postings were filled in document order because docTerms is iterated
 	// by index; keep them so for deterministic tie-breaking.
 
+	// Each document's vector: its words' vectors, each weighted by its
+	// field and its term's idf, summed and scaled to unit length.
+	ix.docVec = make([]float32, n*wv.dims)
+	for i, end := range vwEnd {
+		v := ix.docVec[i*wv.dims : i*wv.dims+wv.dims]
+		begin := 0
+		if i > 0 {
+			begin = vwEnd[i-1]
+		}
+		for _, w := range vw[begin:end] {
+			wv.addTo(v, int32(w.rowField>>3), vecFieldWeight[w.rowField&7]*ix.idf[w.term])
+		}
+		unitize(v)
+	}
+
 	surface := make([]string, 0, len(ix.words))
 	ix.wordTerm = make([]int32, 0, len(ix.words))
 	ix.surface = make([]string, len(ix.terms))
@@ -193,6 +226,16 @@ func NewIndex(docs []Doc) *Index {
 	}
 	return ix
 }
+
+// vecWord is one word of a document that has a vector: its row in
+// theVectors times 8 plus its field, and its term.
+type vecWord struct {
+	rowField uint32
+	term     int32
+}
+
+// vecFieldWeight weighs each field's words in a document's vector.
+var vecFieldWeight = [numFields]float32{fieldName: 2, fieldDesc: 1, fieldParam: 0.3, fieldParamText: 0.2}
 
 // docFields returns the texts of each field of d.
 func docFields(d *Doc) [numFields][]string {

@@ -60,6 +60,10 @@ func (ix *Index) SearchFunc(query string, limit int, keep func(*Doc) bool) Resul
 		if n := ix.nameLen[d]; n > 0 {
 			s.acc[d] *= 1 + nameCoverageBoost*min(s.named[d], float32(n))/float32(n)
 		}
+	}
+	// Then the best of them are rescored by meaning (rerank.go).
+	ix.rerank(s, keep)
+	for _, d := range s.touched {
 		maxScore = max(maxScore, s.acc[d])
 	}
 	return ix.collect(s, limit, float64(maxScore)+1, keep)
@@ -292,27 +296,8 @@ func (ix *Index) expand(dst []alt, w string) []alt {
 	lk := theLexicon().find(t)
 	if id, ok := ix.terms[t]; ok {
 		dst = append(dst, alt{id, 1})
-	} else if _, ok := synonyms[t]; !ok && !theLexicon().isCommon(w) {
-		start := len(dst)
-		best := 3
-		ix.vocab.lookup(w, func(id int32, dist int) {
-			if dist < best {
-				best = dist
-				dst = dst[:start]
-			}
-			if dist == best {
-				weight := float32(typoWeight1)
-				if dist == 2 {
-					weight = typoWeight2
-				}
-				dst = append(dst, alt{ix.wordTerm[id], weight})
-			}
-		})
-		if len(dst) == start {
-			ix.vocab.completions(w, func(id int32) {
-				dst = append(dst, alt{ix.wordTerm[id], prefixWeight})
-			})
-		}
+	} else {
+		dst = ix.corrections(dst, w, t)
 	}
 	// A synonym stands for the word the query used, so it weighs no more
 	// than that word would: a rare synonym of a common word ("add" for
@@ -332,6 +317,42 @@ func (ix *Index) expand(dst []alt, w string) []alt {
 	}
 	if lk >= 0 {
 		dst = ix.addRelated(dst, lk, own)
+	}
+	if expHook != nil {
+		dst = expHook(ix, dst, w, own)
+	}
+	return dst
+}
+
+// expHook is an experiment's extra alternatives (tests only).
+var expHook func(ix *Index, dst []alt, w string, own float32) []alt
+
+// corrections appends what the lowercase word w, with stem t, may be a
+// misspelling of, unless the synonym table knows it or it is a common
+// word: the index's nearest words by edits, else the words it begins.
+func (ix *Index) corrections(dst []alt, w, t string) []alt {
+	if _, ok := synonyms[t]; ok || theLexicon().isCommon(w) {
+		return dst
+	}
+	start := len(dst)
+	best := 3
+	ix.vocab.lookup(w, func(id int32, dist int) {
+		if dist < best {
+			best = dist
+			dst = dst[:start]
+		}
+		if dist == best {
+			weight := float32(typoWeight1)
+			if dist == 2 {
+				weight = typoWeight2
+			}
+			dst = append(dst, alt{ix.wordTerm[id], weight})
+		}
+	})
+	if len(dst) == start {
+		ix.vocab.completions(w, func(id int32) {
+			dst = append(dst, alt{ix.wordTerm[id], prefixWeight})
+		})
 	}
 	return dst
 }

@@ -21,6 +21,8 @@ type scratch struct {
 	units    []unit // the query's scored units, for explaining hits
 	ualts    []alt  // their alternatives: unit i's end at units[i].end
 	top      []cand
+	qvec     []float32 // the query's vector
+	typos    []alt     // a query word's corrections, for its vector
 }
 
 // unit is one scored unit of the query: its words and where its
@@ -39,6 +41,7 @@ func newScratch(n int) *scratch {
 		uweight: make([]float32, n),
 		uname:   make([]float32, n),
 		tier:    make([]uint8, n),
+		qvec:    make([]float32, theVectors().dims),
 	}
 }
 

@@ -1,0 +1,93 @@
+package search
+
+import (
+	"strings"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+)
+
+// Dense reranking: the best-scored documents are rescored by how close
+// their vector is to the query's (see vectors.go), so that a tool
+// described in other words than the query's rises.
+var (
+	// denseWeight is the share of a reranked document's score that comes
+	// from the cosine of its vector and the query's, against its BM25F
+	// score as a share of the best one.
+	denseWeight float32 = 0.4
+	// densePool is how many of the best-scored documents are reranked.
+	densePool = 30
+	// denseUnknownIDF weighs a query word that the index lacks.
+	denseUnknownIDF float32 = 3
+)
+
+// rerank mixes the cosine of the query's and each pooled document's
+// vectors into s.acc: (1-denseWeight)·acc + denseWeight·best·cos, where
+// best is the highest score of an untiered document; a document outside
+// the pool counts as having cosine 0. A query word that the vectors lack
+// and the index lacks too stands for its typo corrections.
+func (ix *Index) rerank(s *scratch, keep func(*Doc) bool) {
+	if denseWeight <= 0 || denseWeight >= 1 || len(s.touched) == 0 {
+		return
+	}
+	wv := theVectors()
+	q := s.qvec[:wv.dims]
+	clear(q)
+	for _, at := range s.content {
+		w := strings.ToLower(s.runs[at])
+		id, known := ix.words[w]
+		t := ""
+		if !known {
+			t = porter.Stem(w)
+			id, known = ix.terms[t]
+		}
+		if row := wv.find(w); row >= 0 {
+			idf := denseUnknownIDF
+			if known {
+				idf = ix.idf[id]
+			}
+			wv.addTo(q, row, idf)
+		} else if !known {
+			// A word neither the index nor the vectors know is taken for
+			// a misspelling, and stands for the words it corrects to, as
+			// it does for BM25F.
+			s.typos = ix.corrections(s.typos[:0], w, t)
+			for _, a := range s.typos {
+				if row := wv.find(ix.surface[a.term]); row >= 0 {
+					wv.addTo(q, row, a.weight*ix.idf[a.term]/float32(len(s.typos)))
+				}
+			}
+		}
+	}
+	if !unitize(q) {
+		return
+	}
+	// The pool: the densePool best untiered documents, by a min-heap.
+	h := s.top[:0]
+	var best float32
+	for _, d := range s.touched {
+		if s.tier[d] != tierNone || (keep != nil && !keep(&ix.docs[d])) {
+			continue
+		}
+		best = max(best, s.acc[d])
+		c := cand{doc: d, score: s.acc[d]}
+		if len(h) < densePool {
+			h = append(h, c)
+			if len(h) == densePool {
+				for i := len(h)/2 - 1; i >= 0; i-- {
+					siftDown(h, i)
+				}
+			}
+		} else if better(c, h[0]) {
+			h[0] = c
+			siftDown(h, 0)
+		}
+	}
+	// (1-w)·acc + w·best·cos orders documents as acc + w/(1-w)·best·cos
+	// does, which leaves the documents outside the pool as they are.
+	k := denseWeight / (1 - denseWeight) * best
+	for _, c := range h {
+		v := ix.docVec[int(c.doc)*wv.dims : int(c.doc)*wv.dims+wv.dims]
+		s.acc[c.doc] += k * dot(q, v)
+	}
+	s.top = h[:0]
+}
