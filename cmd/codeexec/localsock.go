@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/dial"
@@ -110,6 +111,10 @@ func dialReplica(opts []grpc.DialOption) func(addr string) (*grpc.ClientConn, er
 				return usersock.Dial(ctx, path, localSocketWhat)
 			})
 		}
-		return dial.New(addr, nil, opts...)
+		// A replica that went away must not hold a call for the default
+		// 20s connect timeout: the gateway asks again meanwhile.
+		return dial.New(addr, nil, append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.DefaultConfig, MinConnectTimeout: 2 * time.Second,
+		})}, opts...)...)
 	}
 }

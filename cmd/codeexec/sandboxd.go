@@ -97,16 +97,25 @@ func (u *sandboxdUnit) start(ctx context.Context, p *process) error {
 }
 
 // advertiseDefault is where gateways reach a replica that listens on
-// listen: listen itself, with this host's name for an unspecified host.
+// listen: listen itself, or for an unspecified host this host's first
+// global unicast address (a container's or a pod's own), else its name.
 func advertiseDefault(listen string) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return listen // unix:/path
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		if name, err := os.Hostname(); err == nil {
-			return net.JoinHostPort(name, port)
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return listen
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
+				return net.JoinHostPort(n.IP.String(), port)
+			}
 		}
+	}
+	if name, err := os.Hostname(); err == nil {
+		return net.JoinHostPort(name, port)
 	}
 	return listen
 }

@@ -57,16 +57,37 @@ func (b *Balancer) CreateSession(ctx context.Context, in *sandboxv1.CreateSessio
 
 // Execute implements SandboxServiceClient. An unreachable replica before
 // the first message becomes NotFound ("session lost: …").
+//
+// A session this gateway has not placed, or whose replica went away, is
+// asked of the best healthy replica: a durable session lives in the
+// session store, so that replica takes it over (or answers
+// SessionElsewhere, naming the replica that holds it). Only when it does
+// not know the session either is the session lost.
 func (b *Balancer) Execute(ctx context.Context, in *sandboxv1.ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], error) {
-	r, err := b.route(in.GetSessionId())
-	if err != nil {
-		return nil, err
+	id := in.GetSessionId()
+	r, lost := b.route(id)
+	if lost != nil {
+		return b.executeAnywhere(ctx, in, lost, opts...)
 	}
 	stream, err := r.client.Execute(ctx, in, opts...)
 	if err != nil {
-		return nil, b.failed(r, in.GetSessionId(), err)
+		return b.executeAnywhere(ctx, in, b.failed(r, id, err), opts...)
 	}
-	return &execStream{ServerStreamingClient: stream, b: b, r: r, id: in.GetSessionId()}, nil
+	return &execStream{ServerStreamingClient: stream, b: b, r: r, id: id, ctx: ctx, in: in, opts: opts}, nil
+}
+
+// executeAnywhere sends an Execute for a session that no replica is known
+// to hold to the best replica that answers. lost is what to say if none
+// knows the session.
+func (b *Balancer) executeAnywhere(ctx context.Context, in *sandboxv1.ExecuteRequest, lost error, opts ...grpc.CallOption) (grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], error) {
+	for _, r := range b.pick() {
+		stream, err := r.client.Execute(ctx, in, opts...)
+		if err != nil {
+			continue
+		}
+		return &execStream{ServerStreamingClient: stream, b: b, r: r, id: in.GetSessionId(), lost: lost}, nil
+	}
+	return nil, lost
 }
 
 // execStream turns a replica failure on the first Recv into "session lost".
@@ -78,19 +99,52 @@ type execStream struct {
 	r    *replica
 	id   string
 	seen bool
+	// lost is set when the session was asked of r without being placed
+	// there: r's answer places it, or NotFound means it is lost, for the
+	// reason lost gives.
+	lost error
+	// The call, to ask another replica when r turns out to be gone before
+	// it answered.
+	ctx  context.Context
+	in   *sandboxv1.ExecuteRequest
+	opts []grpc.CallOption
 }
 
 func (s *execStream) Recv() (*sandboxv1.ExecuteResponse, error) {
 	m, err := s.ServerStreamingClient.Recv()
 	if err == nil {
+		if !s.seen && s.lost != nil {
+			s.b.place(s.r, s.id)
+		}
 		s.seen = true
 		return m, nil
 	}
 	if errors.Is(err, io.EOF) {
 		return nil, err
 	}
+	if !s.seen && s.lost != nil {
+		if status.Code(err) == codes.NotFound {
+			return nil, s.lost
+		}
+		if status.Code(err) == codes.Unavailable {
+			_ = s.b.failed(s.r, s.id, err)
+			return nil, s.lost
+		}
+		return nil, err // SessionElsewhere, a tenant's quota, ...
+	}
 	if !s.seen {
-		return nil, s.b.failed(s.r, s.id, err)
+		lost := s.b.failed(s.r, s.id, err)
+		if status.Code(err) != codes.Unavailable || s.in == nil {
+			return nil, lost
+		}
+		// Its replica is gone before it ran anything: another replica may
+		// take a durable session over.
+		next, aerr := s.b.executeAnywhere(s.ctx, s.in, lost, s.opts...)
+		if aerr != nil {
+			return nil, aerr
+		}
+		s.ServerStreamingClient, s.in = next, nil
+		return s.Recv()
 	}
 	if status.Code(err) == codes.Unavailable {
 		_ = s.b.failed(s.r, s.id, err) // mark the replica and its sessions

@@ -309,6 +309,24 @@ func (b *Balancer) failed(r *replica, id string, err error) error {
 	return status.Error(codes.NotFound, why)
 }
 
+// place records that replica r holds session id (it took the session over
+// from the store).
+func (b *Balancer) place(r *replica, id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.replicas[r.addr] != r {
+		return
+	}
+	if old, ok := b.sessions[id]; ok {
+		if old == r {
+			return
+		}
+		old.live--
+	}
+	b.sessions[id] = r
+	r.live++
+}
+
 // forget removes a session that its replica no longer has.
 func (b *Balancer) forget(r *replica, id string) {
 	b.mu.Lock()

@@ -28,6 +28,9 @@ type fakeSandboxd struct {
 	srv  *grpc.Server
 
 	block chan struct{} // when set, Execute waits on it before answering
+	// adopt makes Execute take any session it does not hold, as sandboxd
+	// takes a durable session over from the session store.
+	adopt bool
 
 	mu       sync.Mutex
 	n        int
@@ -60,7 +63,8 @@ func (f *fakeSandboxd) CreateSession(context.Context, *sandboxv1.CreateSessionRe
 
 func (f *fakeSandboxd) Execute(req *sandboxv1.ExecuteRequest, stream grpc.ServerStreamingServer[sandboxv1.ExecuteResponse]) error {
 	f.mu.Lock()
-	known := f.sessions[req.GetSessionId()]
+	known := f.sessions[req.GetSessionId()] || f.adopt
+	f.sessions[req.GetSessionId()] = known
 	f.execs = append(f.execs, req.GetSessionId())
 	f.mu.Unlock()
 	if !known {
@@ -226,6 +230,33 @@ func TestDeadReplicaLosesItsSessionsOnly(t *testing.T) {
 	for _, r := range b.Replicas() {
 		if r.Addr == dead.addr && r.Healthy {
 			t.Fatalf("the dead replica is still marked healthy: %+v", b.Replicas())
+		}
+	}
+}
+
+// Durable sessions: when a session's replica dies, the very next call goes
+// to a replica that takes it over, and later calls stay there.
+func TestADeadReplicasSessionsMoveToOneThatTakesThem(t *testing.T) {
+	t.Parallel()
+	fakes := []*fakeSandboxd{startFake(t), startFake(t)}
+	for _, f := range fakes {
+		f.adopt = true
+	}
+	b := newBalancer(t, Static([]string{fakes[0].addr, fakes[1].addr}), LeastLoaded)
+	var id string
+	for id == "" || !strings.HasPrefix(id, fakes[0].addr+"#") {
+		id = create(t, b)
+	}
+	fakes[0].srv.Stop()
+	for i := range 3 {
+		got, err := run(t.Context(), b, id)
+		if err != nil || got != fakes[1].addr {
+			t.Fatalf("call %d after its replica died: %q, %v; want it answered by %s", i, got, err, fakes[1].addr)
+		}
+	}
+	for _, r := range b.Replicas() {
+		if r.Addr == fakes[1].addr && r.Sessions < 1 {
+			t.Errorf("the session is not counted on the replica that took it: %+v", b.Replicas())
 		}
 	}
 }

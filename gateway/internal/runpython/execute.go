@@ -143,9 +143,29 @@ func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.R
 		Servers:   p.Servers,
 		Timeout:   durationpb.New(time.Duration(p.TimeoutSeconds) * time.Second),
 	}
-	client := t.opts.Sandbox
+	client, holder := t.opts.Sandbox, ""
+	holderGone := time.Time{}
 	for hop := 0; ; hop++ {
 		out = t.stream(ctx, client, req, base, progress)
+		if holder != "" && status.Code(out.Err) == codes.Unavailable && out.Stdout == "" && out.Stderr == "" {
+			// The replica the store names as the session's holder does
+			// not answer: once its lease lapses (seconds), any replica
+			// takes the session over from its checkpoint. Ask again.
+			if holderGone.IsZero() {
+				holderGone = time.Now()
+			}
+			if time.Since(holderGone) < holderWait {
+				select {
+				case <-time.After(holderRetry):
+				case <-ctx.Done():
+					return out
+				}
+				client, holder, hop = t.opts.Sandbox, "", -1
+				continue
+			}
+			out.Err = status.Errorf(codes.Unavailable, "the session is live on the sandbox replica at %s, which this gateway cannot reach, and its lease has not lapsed after %s: %v", holder, holderWait, status.Convert(out.Err).Message())
+			return out
+		}
 		addr := elsewhere(out.Err)
 		if addr == "" || hop >= maxHops || t.opts.Elsewhere == nil {
 			return out
@@ -155,9 +175,17 @@ func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.R
 			out.Err = status.Errorf(codes.Unavailable, "the session is live on the sandbox replica at %s, which this gateway cannot reach: %v", addr, err)
 			return out
 		}
-		client = c
+		client, holder = c, addr
 	}
 }
+
+// holderWait bounds how long a call waits for the lease of a session's
+// unreachable holder to lapse (sandboxd's lease is 6s, plus 1s for clock
+// skew), asking again every holderRetry.
+const (
+	holderWait  = 15 * time.Second
+	holderRetry = 500 * time.Millisecond
+)
 
 // elsewhere returns the address of the replica a SessionElsewhere error
 // names, or "".
