@@ -98,8 +98,8 @@ func binDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		// A symlink on PATH (as some installs make in /usr/local/bin)
 		// stands for the directory that holds the other binaries.
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			p = real
+		if target, err := filepath.EvalSymlinks(p); err == nil {
+			p = target
 		}
 		candidates = append(candidates, filepath.Dir(p))
 	}
@@ -148,7 +148,7 @@ func (s *Server) initdb(opts Options) error {
 	}
 	out, err := s.command("initdb", "-D", s.DataDir(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("pgtest: initdb: %v\n%s", err, out)
+		return fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
 	}
 	conf := append([]string{
 		"listen_addresses = '127.0.0.1'",
@@ -281,7 +281,7 @@ func (s *Server) startOnce() error {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
-			return fmt.Errorf("pgtest: postgres did not accept connections within 60s: %v\n%s", err, s.tail())
+			return fmt.Errorf("pgtest: postgres did not accept connections within 60s: %w\n%s", err, s.tail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -302,7 +302,11 @@ func freePort() (int, error) {
 		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, fmt.Errorf("pgtest: %s is not a TCP address", l.Addr())
+	}
+	return addr.Port, nil
 }
 
 // URL is a connection URL for database db as the superuser postgres.
