@@ -45,7 +45,7 @@ func BenchmarkStartToFirstByte(b *testing.B) {
 		spares int
 	}{{"sandbox", 0}, {"sandbox from a spare launcher", 2}} {
 		b.Run(bc.name, func(b *testing.B) {
-			e, err := New(Config{CgroupRoot: benchCgroupRoot, Spares: bc.spares}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			e, err := New(Config{CgroupRoot: benchCgroupRoot, Spares: bc.spares}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				b.Fatal(err)
 			}
