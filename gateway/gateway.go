@@ -96,6 +96,11 @@ type Config struct {
 	Quotas Quotas
 	// Registerer, when set, receives the gateway's metrics.
 	Registerer prometheus.Registerer
+	// DialReplica connects to the sandbox replica at an address that a
+	// SessionElsewhere answer named (a session live on another replica, or
+	// in another codeexec process on this machine). The gateway keeps one
+	// connection per address. Nil follows no such answer.
+	DialReplica func(addr string) (*grpc.ClientConn, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -148,6 +153,7 @@ type Gateway struct {
 	guard    *guard.Guard
 	quota    *quota.Execs
 	calls    drain.Tracker
+	others   *replicas.ByAddress // replicas reached through SessionElsewhere
 
 	httpOnce sync.Once
 	http     http.Handler
@@ -190,9 +196,14 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		logger.Warn("default timeout exceeds the maximum; calls without a timeout get the maximum",
 			"default", cfg.DefaultTimeout, "max", cfg.MaxTimeout)
 	}
+	var elsewhere func(string) (sandboxv1.SandboxServiceClient, error)
+	if cfg.DialReplica != nil {
+		g.others = replicas.NewByAddress(cfg.DialReplica)
+		elsewhere = g.others.Client
+	}
 	g.tool = runpython.New(runpython.Options{
 		Limits: limits, Mode: result.ParseMode(cfg.OutputMode), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
-		Sandbox: sandbox, Sessions: g.sessions, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
+		Sandbox: sandbox, Sessions: g.sessions, Elsewhere: elsewhere, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
 	})
 
 	hooks := &server.Hooks{}
@@ -246,12 +257,12 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 
 // HTTPHandler returns the streamable HTTP transport, to mount at /mcp.
 //
-// Only the session-based protocol revisions (up to 2025-11-25) are offered:
-// a persistent sandbox needs a session to hang on, and the stateless
-// 2026-07-28 core has none. Clients that support both negotiate down, and
-// mcp-go refuses requests that insist on the stateless core. (A sessionless
-// call reaching MCPServer by another route runs in a throwaway sandbox.)
-// A DELETE that ends a session destroys its sandbox session.
+// Both protocol eras are served on it, decided per request. Under the
+// session-based revisions (up to 2025-11-25) an MCP session maps to a
+// sandbox session, and a DELETE that ends it destroys that sandbox
+// session. Under 2026-07-28 there are no protocol sessions: run_python
+// continues the session its `session` argument names, or starts one and
+// returns the handle.
 //
 // Requests pass the guard first: Host and Origin checks against DNS
 // rebinding, then authentication when Config.Auth enables it (see
@@ -260,7 +271,6 @@ func (g *Gateway) HTTPHandler() http.Handler {
 	g.httpOnce.Do(func() {
 		inner := server.NewStreamableHTTPServer(g.mcp,
 			server.WithStreamableHTTPLogger(g.logger),
-			server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 			server.WithSessionIdleTTL(g.cfg.SessionIdleTimeout),
 			// The guard checks Host itself, against a configurable list.
 			server.WithDisableLocalhostProtection(true),
@@ -311,10 +321,16 @@ func (g *Gateway) Drain(ctx context.Context) error {
 	}
 }
 
-// Close destroys every sandbox session the Gateway created. Calls that
-// arrive afterwards fail with a tool error.
+// Close destroys every sandbox session the Gateway created for an MCP
+// session (sessions reached by handle outlive the gateway), and closes the
+// connections to other replicas. Calls that arrive afterwards fail with a
+// tool error.
 func (g *Gateway) Close(ctx context.Context) error {
-	return g.sessions.CloseAll(ctx)
+	err := g.sessions.CloseAll(ctx)
+	if g.others != nil {
+		g.others.Close()
+	}
+	return err
 }
 
 // HashToken returns how a token is written in a tokens file.

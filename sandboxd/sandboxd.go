@@ -24,6 +24,7 @@ import (
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/broker"
+	"github.com/codeexec/codeexec/sandboxd/internal/durable"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/bwrap"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/container"
@@ -72,7 +73,19 @@ type Config struct {
 	// LaunchSpares is how many bwrap launchers (started, confined, held
 	// at their gate) are kept for the next sandboxes; see bwrap.Engine.
 	LaunchSpares int
-	MaxSessions  int
+	// MaxSessions caps live sessions; with a session store (durable
+	// sessions) it caps live sandboxes instead.
+	MaxSessions int
+
+	// SessionTTL is how long a durable session unused is kept, its
+	// checkpoint with it.
+	SessionTTL time.Duration
+	// CheckpointBytes caps one session checkpoint; over it the session is
+	// reported as not durable.
+	CheckpointBytes int64
+	// Advertise is where gateways reach this replica's SandboxService when
+	// another replica finds a session live here: host:port, or unix:/path.
+	Advertise string
 }
 
 // DefaultConfig returns upstream's defaults.
@@ -94,6 +107,8 @@ func DefaultConfig() Config {
 		PoolSize:         2,
 		LaunchSpares:     2,
 		MaxSessions:      64,
+		SessionTTL:       7 * 24 * time.Hour,
+		CheckpointBytes:  session.DefaultCheckpointBytes,
 	}
 }
 
@@ -122,6 +137,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("launch spares %d is out of range: use 0 to 16", c.LaunchSpares)
 	case c.MaxSessions < 0:
 		return errors.New("max sessions must be 0 (no limit) or positive")
+	case c.SessionTTL < time.Minute:
+		return fmt.Errorf("session TTL %s is too short: use at least 1m (it is how long an unused session's handle stays valid; days are typical)", c.SessionTTL)
+	case c.CheckpointBytes < 1<<20 || c.CheckpointBytes > 1<<30:
+		return fmt.Errorf("checkpoint cap %d bytes is out of range: use 1m to 1g", c.CheckpointBytes)
 	}
 	return nil
 }
@@ -132,6 +151,10 @@ type Deps struct {
 	Discovery discoveryv1.DiscoveryServiceClient
 	Memory    memoryv1.MemoryServiceClient
 	Tools     memoryv1.ToolServiceClient
+	// Sessions, when set, makes sessions durable: checkpointed to it after
+	// each call, restored from it into a new sandbox, shared by every
+	// replica that uses the same store.
+	Sessions memoryv1.SessionStoreServiceClient
 	// Registry receives sandboxd's metrics; nil leaves them unregistered.
 	Registry prometheus.Registerer
 }
@@ -179,6 +202,16 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		logger.Warn("could not precompile the sandbox agent; sandboxes will start slower",
 			logkeys.Runtime, eng.Name(), logkeys.Error, err)
 	}
+	var dur *session.Durability
+	if deps.Sessions != nil {
+		replica := durable.NewReplica(deps.Sessions, cfg.Advertise, logger)
+		dur = &session.Durability{
+			Sessions:        durable.NewSessions(deps.Sessions, replica, cfg.SessionTTL),
+			Replica:         replica,
+			CheckpointBytes: cfg.CheckpointBytes,
+		}
+		logger.Info("sessions are durable", "replica", replica.ID, "advertise", cfg.Advertise, "session_ttl", cfg.SessionTTL)
+	}
 	m, err := session.NewManager(ctx, session.Config{
 		Engine:   eng,
 		Broker:   &broker.Broker{Discovery: deps.Discovery, Memory: deps.Memory, Tools: deps.Tools},
@@ -200,6 +233,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		PoolSize:       cfg.PoolSize,
 		MaxSessions:    cfg.MaxSessions,
 		Metrics:        session.NewMetrics(deps.Registry),
+		Durable:        dur,
 	}, logger)
 	if err != nil {
 		_ = os.RemoveAll(dir)

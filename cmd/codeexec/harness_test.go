@@ -126,7 +126,10 @@ func initialize(t *testing.T, c *client.Client) {
 // initializeErr is initialize for goroutines other than the test's.
 func initializeErr(ctx context.Context, c *client.Client) error {
 	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	// The latest session-based revision: most of these tests pin what an
+	// existing client gets, byte for byte, and rely on its MCP session.
+	// The 2026-07-28 (handle) era has tests of its own.
+	req.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
 	req.Params.ClientInfo = mcp.Implementation{Name: "codeexec-e2e", Version: "1"}
 	if _, err := c.Initialize(ctx, req); err != nil {
 		return fmt.Errorf("initialize: %w", err)

@@ -156,7 +156,7 @@ func initializeTB(tb testing.TB, c *client.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION // a session-based client
 	req.Params.ClientInfo = mcp.Implementation{Name: "codeexec-bench", Version: "1"}
 	if _, err := c.Initialize(ctx, req); err != nil {
 		tb.Fatalf("initialize: %v", err)

@@ -105,7 +105,7 @@ func openAt(ctx context.Context, url string) (*session, error) {
 		return nil, err
 	}
 	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION // a session-based client
 	req.Params.ClientInfo = mcp.Implementation{Name: "codeexec-deploy-e2e", Version: "1"}
 	if _, err := c.Initialize(ctx, req); err != nil {
 		return nil, fmt.Errorf("initialize: %w", err)

@@ -19,6 +19,13 @@ const (
 	MsgTimeoutNotInt  = "'timeout' must be an integer"
 )
 
+// MsgSessionNotString is the message for a session value that is not a
+// string.
+const MsgSessionNotString = "'session' must be a string: the session handle from an earlier result"
+
+// MaxSessionBytes bounds a session handle; codeexec's are 32 hex digits.
+const MaxSessionBytes = 128
+
 // MsgCodeNotString is the message for a code value that is present but not
 // a string; %s is its JSON type. Upstream calls that missing code, which
 // sends the caller looking for the wrong mistake.
@@ -32,6 +39,9 @@ type RunPython struct {
 	Servers []string
 	// TimeoutSeconds is the effective timeout, within [1, max].
 	TimeoutSeconds int
+	// Session is the handle of the session to continue, or "" for the
+	// caller's MCP session (or, without one, a new session).
+	Session string
 }
 
 // Limits are the timeout bounds of the tool, in whole seconds.
@@ -91,6 +101,18 @@ func Parse(args map[string]any, lim Limits) (p RunPython, msg string, ok bool) {
 		timeout = n
 	}
 	p.TimeoutSeconds = Clamp(timeout, lim.MaxSeconds)
+
+	if raw, present := args["session"]; present && raw != nil {
+		h, isString := raw.(string)
+		if !isString {
+			return RunPython{}, MsgSessionNotString, false
+		}
+		h = strings.TrimSpace(h)
+		if len(h) > MaxSessionBytes {
+			return RunPython{}, fmt.Sprintf("'session' is %d bytes long; a session handle has at most %d", len(h), MaxSessionBytes), false
+		}
+		p.Session = h
+	}
 	return p, "", true
 }
 

@@ -10,8 +10,12 @@ import (
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 )
 
-// StateLostNote tells the model what a killed sandbox means for its next call.
+// StateLostNote tells the model what a killed sandbox means for its next
+// call, when the session is not durable.
 const StateLostNote = "The sandbox was stopped and the session state (variables, imports, functions) was lost; the next call starts fresh."
+
+// RolledBackNote is StateLostNote for a durable session.
+const RolledBackNote = "The sandbox was stopped; the next call restores the session from its last checkpoint, without this call's effects."
 
 // Outcome is everything the gateway gathered from one Execute call.
 type Outcome struct {
@@ -31,6 +35,10 @@ type Outcome struct {
 	Notices []string
 	// OutputCapBytes is the sandbox's output cap, for the truncation note.
 	OutputCapBytes int64
+	// Session is the handle to report (see Payload.Session), and
+	// NewSession whether the call began it.
+	Session    string
+	NewSession bool
 }
 
 // Validation is the payload for bad tool arguments.
@@ -52,9 +60,19 @@ func UnknownTool(name string) Payload {
 // FromOutcome maps an Execute outcome to a payload.
 func FromOutcome(o Outcome) Payload {
 	p := Payload{
-		Stdout:  Lines(o.Stdout),
-		Stderr:  Lines(o.Stderr),
-		Servers: o.Servers,
+		Stdout:     Lines(o.Stdout),
+		Stderr:     Lines(o.Stderr),
+		Servers:    o.Servers,
+		Session:    o.Session,
+		NewSession: o.NewSession,
+	}
+	if r := o.Result; r != nil {
+		if rr := r.GetRestored(); rr != nil {
+			o.Notices = append(o.Notices, RestoreNotice(rr))
+		}
+		if why := r.GetNotDurable(); why != "" {
+			o.Notices = append(o.Notices, "not durable: "+why)
+		}
 	}
 	if len(o.Notices) > 0 {
 		notes := make([]string, 0, len(o.Notices)+len(p.Stderr))
@@ -97,7 +115,7 @@ func FromOutcome(o Outcome) Payload {
 		p.Status, p.ExitCode = StatusError, &exit
 		p.Summary, p.Error = "Error: "+msg, msg
 		if r.GetStateLost() {
-			p.Error += ". " + StateLostNote
+			p.Error += ". " + lostNote(r)
 		}
 	case sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT:
 		n := o.TimeoutSeconds
@@ -106,14 +124,14 @@ func FromOutcome(o Outcome) Payload {
 		}
 		p.Status, p.TimeoutSeconds = StatusTimeout, n
 		p.Summary = fmt.Sprintf("Timeout: execution exceeded %ds", n)
-		p.Error = fmt.Sprintf("Execution exceeded the %ds timeout. %s", n, StateLostNote)
+		p.Error = fmt.Sprintf("Execution exceeded the %ds timeout. %s", n, lostNote(r))
 	case sandboxv1.ExecStatus_EXEC_STATUS_KILLED:
 		msg := r.GetError()
 		if msg == "" {
 			msg = "the sandbox died"
 		}
 		p.Status, p.Summary = StatusError, "Sandbox stopped: "+msg
-		p.Error = strings.TrimSuffix(msg, ".") + ". " + StateLostNote
+		p.Error = strings.TrimSuffix(msg, ".") + ". " + lostNote(r)
 		if exit != 0 {
 			p.ExitCode = &exit
 		}
@@ -123,6 +141,50 @@ func FromOutcome(o Outcome) Payload {
 		p.Error = "the sandbox service returned no status"
 	}
 	return p
+}
+
+// lostNote says what a stopped sandbox costs: the call's effects when the
+// session is durable, everything otherwise.
+func lostNote(r *sandboxv1.ExecResult) string {
+	if r.GetDurable() && r.GetNotDurable() == "" {
+		return RolledBackNote
+	}
+	return StateLostNote
+}
+
+// RestoreNotice says, in one line, that the call ran in a sandbox rebuilt
+// from the session's checkpoint: why, what came back, what did not, and
+// whether the last call's effects were rolled back.
+func RestoreNotice(r *sandboxv1.RestoreReport) string {
+	var b strings.Builder
+	b.WriteString("restored the session from its checkpoint")
+	if r.GetReason() != "" {
+		b.WriteString(" (" + r.GetReason() + ")")
+	}
+	if names := r.GetNames(); len(names) > 0 {
+		b.WriteString(": " + listed(names, 12))
+	} else {
+		b.WriteString(": nothing to restore")
+	}
+	if lost := r.GetLost(); len(lost) > 0 {
+		parts := make([]string, len(lost))
+		for i, l := range lost {
+			parts[i] = l.GetName() + " (" + l.GetKind() + ")"
+		}
+		b.WriteString("; not restored: " + listed(parts, 8))
+	}
+	if r.GetRolledBack() {
+		b.WriteString("; the interrupted call's effects were rolled back")
+	}
+	return b.String()
+}
+
+// listed joins up to n items and counts the rest.
+func listed(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return strings.Join(items[:n], ", ") + fmt.Sprintf(" and %d more", len(items)-n)
 }
 
 // RPCErrorMessage turns an error from the sandbox service into a message the

@@ -38,6 +38,13 @@ type Payload struct {
 	Error string `json:"error,omitempty"`
 	// TimeoutSeconds is the timeout that expired, for status timeout.
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// Session is the handle of the session the call ran in, for clients
+	// that continue sessions by handle (MCP 2026-07-28, or a call that
+	// named one). Legacy session-based calls leave it empty.
+	Session string `json:"session,omitempty"`
+	// NewSession marks the first call of a session, whose text then
+	// carries one line with the handle. It is not part of the JSON.
+	NewSession bool `json:"-"`
 }
 
 // IsError reports whether the MCP result must carry isError: true.
@@ -61,6 +68,7 @@ func (p Payload) fields() []toon.Field {
 	add("stderr", p.Stderr, len(p.Stderr) > 0)
 	add("error", p.Error, p.Error != "")
 	add("timeoutSeconds", p.TimeoutSeconds, p.TimeoutSeconds != 0)
+	add("session", p.Session, p.Session != "")
 	return f
 }
 

@@ -43,6 +43,7 @@ func ToolResult(p Payload, mode Mode) *mcp.CallToolResult {
 	var text string
 	var structured Payload
 	if mode == TOON {
+		// The handle is a field of the TOON block already.
 		text, structured = toonText(p), p
 	} else {
 		text, structured = compactText(p), compactStructured(p)
@@ -97,11 +98,20 @@ func compactText(p Payload) string {
 	if p.Status != StatusSuccess {
 		parts = append([]string{"status: " + p.Status}, parts...)
 	}
+	if p.NewSession {
+		parts = append(parts, SessionLine(p.Session))
+	}
 	text := strings.Join(parts, "\n")
 	if text == "" {
 		return StatusSuccess
 	}
 	return text
+}
+
+// SessionLine is the one line a new session's first result adds to its
+// text, so that a model that reads only text learns the handle.
+func SessionLine(handle string) string {
+	return "session: " + handle + ` (pass session="` + handle + `" to continue it)`
 }
 
 // compactStructured keeps what the compact text shows: status and exit code
@@ -114,6 +124,7 @@ func compactStructured(p Payload) Payload {
 		Stderr:         p.Stderr,
 		Error:          p.Error,
 		TimeoutSeconds: p.TimeoutSeconds,
+		Session:        p.Session,
 	}
 	if p.Status != StatusSuccess {
 		out.Status = p.Status

@@ -17,7 +17,6 @@ import (
 
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/result"
-	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 	"github.com/codeexec/codeexec/services/requestid"
@@ -33,7 +32,7 @@ const (
 	NoticeSilentReset = "the sandbox was restarted since the last call; earlier state is gone"
 )
 
-// ephemeralPrefix marks the table keys of sessionless calls.
+// ephemeralPrefix marks the table keys of sessionless legacy calls.
 const ephemeralPrefix = "ephemeral-"
 
 // rpcGrace is how long past the code's own timeout the gateway waits for
@@ -44,13 +43,23 @@ const rpcGrace = 30 * time.Second
 // multiple of the configured cap, in case sandboxd's own cut fails.
 const localCapFactor = 2
 
-// Execute runs p in tenant's sandbox session of an MCP session. An empty
-// mcpID (a client without a session) gets a throwaway sandbox session.
-func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, p params.RunPython, progress func(string)) result.Outcome {
+// Execute runs p in a sandbox session of tenant's: the one p.Session
+// names; else the one that serves the caller's MCP session (over stdio the
+// process is the session, in either protocol era); else, for a request
+// without a protocol session (MCP 2026-07-28 over HTTP), a new one. Modern
+// requests (and every call that names or starts a session by handle) get
+// the handle back in the result; a legacy client's results are exactly as
+// they were before handles existed.
+func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p params.RunPython, progress func(string)) result.Outcome {
 	base := result.Outcome{TimeoutSeconds: p.TimeoutSeconds, Servers: p.Servers, OutputCapBytes: t.opts.OutputLimitBytes}
+	if p.Session != "" || (mcpID == "" && modern) {
+		return t.executeHandle(ctx, tenant, p, base, progress)
+	}
 	table := t.opts.Sessions
 	var notices []string
 	if mcpID == "" {
+		// A legacy request without a session (a stateless client of the
+		// older revisions): a throwaway sandbox, as before handles.
 		mcpID = ephemeralPrefix + requestid.New()
 		notices = append(notices, "no MCP session: this call ran in a fresh sandbox, and its state is not kept")
 		defer table.End(ctx, mcpID)
@@ -70,7 +79,7 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, p params.RunPy
 		// whatever state it had lived in a sandbox session now out of reach.
 		notices = append(notices, NoticeSessionLost)
 	}
-	out := t.runOnce(ctx, e, id, p, base, progress)
+	out := t.runOnce(ctx, e.Tenant, id, p, base, progress)
 	// NotFound before any output means sandboxd no longer knows the
 	// session, typically because it restarted. Start over once.
 	if status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "" {
@@ -81,28 +90,93 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, p params.RunPy
 			base.Err = err
 			return base
 		}
-		out = t.runOnce(ctx, e, id, p, base, progress)
+		out = t.runOnce(ctx, e.Tenant, id, p, base, progress)
 		notices = slices.DeleteFunc(notices, func(n string) bool { return n == NoticeSessionLost })
 		notices = append(notices, NoticeSessionLost+" ("+why+")")
 	} else if out.Err == nil && e.Observe(id, out.Result) {
 		notices = append(notices, NoticeSilentReset)
 	}
 	out.Notices = append(notices, out.Notices...)
+	if modern {
+		out.Session, out.NewSession = id, created
+	}
 	return out
 }
 
-// runOnce makes one Execute call and gathers its stream.
-func (t *Tool) runOnce(ctx context.Context, e *sessions.Entry, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) (out result.Outcome) {
+// executeHandle runs p in the session p.Session names, or in a new one.
+// An unknown handle (another tenant's, an expired one, a made-up one) is
+// one answer for all, with what to do.
+func (t *Tool) executeHandle(ctx context.Context, tenant string, p params.RunPython, base result.Outcome, progress func(string)) result.Outcome {
+	handle, created := p.Session, false
+	if handle == "" {
+		resp, err := t.opts.Sandbox.CreateSession(ctx, &sandboxv1.CreateSessionRequest{Tenant: tenant})
+		if err != nil {
+			base.Err = err
+			return base
+		}
+		handle, created = resp.GetSession().GetId(), true
+	}
+	out := t.runOnce(ctx, tenant, handle, p, base, progress)
+	if p.Session != "" && status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "" {
+		out.Err = status.Errorf(codes.NotFound, "unknown session %q: it has ended or expired, or it belongs to another tenant; call run_python without a session to start a new one", handle)
+		return out
+	}
+	out.Session, out.NewSession = handle, created
+	return out
+}
+
+// maxHops bounds how often one call follows SessionElsewhere to the
+// replica that holds its session (a session moves at most once per call,
+// so two hops mean the routing is broken).
+const maxHops = 2
+
+// runOnce makes one Execute call and gathers its stream. A session that is
+// live on another replica is followed there.
+func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) (out result.Outcome) {
 	out = base
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.TimeoutSeconds)*time.Second+rpcGrace)
 	defer cancel()
-	stream, err := t.opts.Sandbox.Execute(ctx, &sandboxv1.ExecuteRequest{
+	req := &sandboxv1.ExecuteRequest{
 		SessionId: sandboxID,
-		Tenant:    e.Tenant,
+		Tenant:    tenant,
 		Code:      p.Code,
 		Servers:   p.Servers,
 		Timeout:   durationpb.New(time.Duration(p.TimeoutSeconds) * time.Second),
-	})
+	}
+	client := t.opts.Sandbox
+	for hop := 0; ; hop++ {
+		out = t.stream(ctx, client, req, base, progress)
+		addr := elsewhere(out.Err)
+		if addr == "" || hop >= maxHops || t.opts.Elsewhere == nil {
+			return out
+		}
+		c, err := t.opts.Elsewhere(addr)
+		if err != nil {
+			out.Err = status.Errorf(codes.Unavailable, "the session is live on the sandbox replica at %s, which this gateway cannot reach: %v", addr, err)
+			return out
+		}
+		client = c
+	}
+}
+
+// elsewhere returns the address of the replica a SessionElsewhere error
+// names, or "".
+func elsewhere(err error) string {
+	if status.Code(err) != codes.FailedPrecondition {
+		return ""
+	}
+	for _, d := range status.Convert(err).Details() {
+		if se, ok := d.(*sandboxv1.SessionElsewhere); ok {
+			return se.GetAddress()
+		}
+	}
+	return ""
+}
+
+// stream makes one Execute call on client and gathers its stream.
+func (t *Tool) stream(ctx context.Context, client sandboxv1.SandboxServiceClient, req *sandboxv1.ExecuteRequest, base result.Outcome, progress func(string)) (out result.Outcome) {
+	out = base
+	stream, err := client.Execute(ctx, req)
 	if err != nil {
 		out.Err = err
 		return out

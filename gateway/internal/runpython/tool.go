@@ -51,7 +51,8 @@ const schema = `{"type":"object","properties":{` +
 	`runtime.search_tool_docs(query), runtime.query_tool_docs(server, tool), save_memory(key, value)/load_memory(key), ` +
 	`save_tool(func) to keep a function for later sessions."},` +
 	`"servers":{"type":"array","items":{"type":"string"},"description":"MCP servers to expose as mcp_<alias> proxies"},` +
-	`"timeout":{"type":"integer","minimum":1,"maximum":%d,"default":%d,"description":"Timeout in seconds"}},` +
+	`"timeout":{"type":"integer","minimum":1,"maximum":%d,"default":%d,"description":"Timeout in seconds"},` +
+	`"session":{"type":"string","description":"Session handle from an earlier result, to continue that session"}},` +
 	`"required":["code"]}`
 
 // Options are what the tool needs from the gateway.
@@ -69,6 +70,9 @@ type Options struct {
 	Sandbox sandboxv1.SandboxServiceClient
 	// Sessions routes each MCP session to its sandbox session.
 	Sessions *sessions.Table
+	// Elsewhere returns a client of the sandbox replica at an address that
+	// a SessionElsewhere answer named; nil follows no such answer.
+	Elsewhere func(addr string) (sandboxv1.SandboxServiceClient, error)
 	// Quota and Calls admit calls: per-tenant caps, and shutdown.
 	Quota *quota.Execs
 	Calls *drain.Tracker
@@ -165,7 +169,7 @@ func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 		return result.ToolResult(result.Failure(err.Error(), err.Error()), mode), nil
 	}
 	defer release()
-	out := t.Execute(ctx, tenant, mcpID, p, t.progress(ctx, req))
+	out := t.Execute(ctx, tenant, mcpID, server.IsModernRequest(ctx), p, t.progress(ctx, req))
 	payload := result.FromOutcome(out)
 	status := payload.Status
 	if qe := (*quota.Error)(nil); errors.As(out.Err, &qe) {

@@ -32,6 +32,7 @@ import (
 	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/usersock"
 )
 
 // Defaults of Options.
@@ -135,7 +136,7 @@ func Open(opts Options) (*Store, error) {
 		return s, nil
 	}
 	sock := SocketPath(opts.Path)
-	s.conn, err = dial.New(sock, func(ctx context.Context, _ string) (net.Conn, error) { return dialSocket(ctx, sock) },
+	s.conn, err = dial.New(sock, func(ctx context.Context, _ string) (net.Conn, error) { return usersock.Dial(ctx, sock, socketWhat) },
 		grpc.WithConnectParams(grpc.ConnectParams{
 			// A new owner listens within tens of milliseconds of the old
 			// one's death; gRPC's default first backoff is a second.
@@ -167,7 +168,7 @@ func (s *Store) tryLock() (*store.Bolt, error) {
 // says so in the owner file, then sends its own calls to b.
 func (s *Store) own(b *store.Bolt) error {
 	sock := SocketPath(s.opts.Path)
-	lis, err := listen(sock, s.logger)
+	lis, err := usersock.Listen(sock, socketWhat, s.logger)
 	if err != nil {
 		return fmt.Errorf("serve the memory database to other processes: %w", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/codeexec/codeexec/memoryd/internal/store"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/grpctest"
+	"github.com/codeexec/codeexec/services/usersock"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -242,7 +243,7 @@ func TestLongSocketPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "codeexec.db")
-	if len(SocketPath(path)) <= maxSunPath {
+	if len(SocketPath(path)) <= usersock.MaxSunPath {
 		t.Fatalf("path %s is not long enough for this test", path)
 	}
 	a := openShared(t, path)

@@ -88,15 +88,23 @@ func readFrame(r io.Reader) (frame, error) {
 	return f, json.Unmarshal(body, &f)
 }
 
-func TestPrecompile(t *testing.T) {
-	t.Parallel()
+// writtenAgent writes the agent into a temporary directory for a test that
+// runs it with python.
+func writtenAgent(t *testing.T) string {
+	t.Helper()
 	if _, err := os.Stat(python); err != nil {
 		t.Fatalf("this test needs %s (Debian package python3): %v", python, err)
 	}
 	dir := t.TempDir()
 	if err := WriteTo(dir); err != nil {
-		t.Fatal(err)
+		t.Fatalf("WriteTo: %v", err)
 	}
+	return dir
+}
+
+func TestPrecompile(t *testing.T) {
+	t.Parallel()
+	dir := writtenAgent(t)
 	if err := Precompile(t.Context(), python, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +132,7 @@ func TestPrecompile(t *testing.T) {
 // sandbox) and checks the ready frame and one exec.
 func TestWrittenAgentRuns(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(python); err != nil {
-		t.Fatalf("this test needs %s (Debian package python3): %v", python, err)
-	}
-	dir := t.TempDir()
-	if err := WriteTo(dir); err != nil {
-		t.Fatalf("WriteTo: %v", err)
-	}
+	dir := writtenAgent(t)
 	runAgent(t, dir)
 }
 

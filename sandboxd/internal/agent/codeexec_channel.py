@@ -1,9 +1,12 @@
 """The framed channel between the agent and sandboxd (docs/PROTOCOL.md).
 
 A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON.
-One reader thread reads frames: `exec` frames are queued for the main
-thread, `reply` frames wake whoever made the matching `call`. Any thread may
-send; a lock keeps frames whole.
+One reader thread reads frames and hands each to the handler of its type
+(`Channel._handlers`): `exec` frames are queued for the main thread,
+`reply` frames wake whoever made the matching `call`. Any thread may send;
+a lock keeps frames whole. Each frame the agent sends has its own method
+here (send_out, call_sync/call_async, send_done; `ready` is written by
+agent.py before this module is imported).
 """
 
 import os
@@ -13,16 +16,11 @@ from itertools import count
 
 import codeexec_interrupt
 import codeexec_json
+import codeexec_protocol
 from codeexec_interrupt import Flag
+from codeexec_protocol import MCPError
 
 MAX_FRAME = 64 << 20
-
-
-class MCPError(RuntimeError):
-    """A request to sandboxd (tool call, discovery, memory) failed."""
-
-
-MCPError.__module__ = "mcp.runtime"
 
 
 def _write_all(fd, data):
@@ -54,8 +52,20 @@ class Channel:
         self._forked = False
         self._ids = count(1)
         self._waiters = {}
-        self.execs = SimpleQueue()
+        self.execs = SimpleQueue()  # codeexec_protocol.Exec, for the main thread
         self.exec_id = 0
+        # What the reader does with each type of frame; frames of other
+        # types are ignored. A new type sandboxd sends is one entry here.
+        self._handlers = {
+            "exec": lambda msg: self.execs.put(codeexec_protocol.Exec(msg)),
+            "reply": self._dispatch_reply,
+            "restore": self._gather_restore,
+            "checkpointed": lambda msg: self.on_checkpointed(msg),
+        }
+        self._restore = None  # the restore being gathered
+        # on_checkpointed(msg) hears sandboxd's answer to a checkpoint, on
+        # the reader thread; the session sets it.
+        self.on_checkpointed = lambda msg: None
 
     # --- sending -------------------------------------------------------
 
@@ -108,6 +118,45 @@ class Channel:
         # can be sent without \u escapes (smaller, faster).
         self.send({"t": "out", "id": exec_id, "s": stream, "d": text}, ascii=False)
 
+    def send_done(self, exec_id, ok, exit_code, error, dropped):
+        """Ends exec exec_id: nothing more is sent for it."""
+        self.send({"t": "done", "id": exec_id, "ok": ok, "exit": exit_code, "error": error, "dropped": dropped})
+
+    # Checkpoint chunks travel base64-encoded; this many bytes of them go in
+    # one frame, well under MAX_FRAME.
+    CHUNK_FRAME_BYTES = 24 << 20
+
+    def send_checkpoint(self, exec_id, manifest, chunks, error=""):
+        """Sends the checkpoint taken after exec exec_id: its chunks, in as
+        many frames as they need, then the manifest in the last; or, with
+        error, why no checkpoint could be taken."""
+        import binascii
+
+        batch, size = {}, 0
+        for cid, data in chunks.items():
+            if batch and size + len(data) > self.CHUNK_FRAME_BYTES:
+                self.send({"t": "checkpoint", "id": exec_id, "chunks": batch})
+                batch, size = {}, 0
+            batch[cid] = binascii.b2a_base64(data, newline=False).decode("ascii")
+            size += len(data)
+        frame = {"t": "checkpoint", "id": exec_id, "chunks": batch, "last": True}
+        if error:
+            frame["error"] = error
+        else:
+            frame["manifest"] = manifest
+        self.send(frame)
+
+    def send_restored(self, report):
+        """Answers a restore with what came back and what did not."""
+        self.send({"t": "restored", "report": report})
+
+    def _gather_restore(self, msg):
+        if self._restore is None:
+            self._restore = codeexec_protocol.Restore()
+        if self._restore.add(msg):
+            done, self._restore = self._restore, None
+            self.execs.put(done)
+
     # --- calls -----------------------------------------------------------
 
     def _register(self, waiter):
@@ -116,21 +165,23 @@ class Channel:
         return cid
 
     def _send_call(self, cid, method, params):
-        frame = {"t": "call", "id": cid, "exec": self.exec_id, "m": method, "p": params}
+        frame = {"t": "call", "id": cid, "exec": self.exec_id, "m": method.name, "p": params}
         try:
             self.send(frame)
         except (TypeError, ValueError) as exc:
             self._waiters.pop(cid, None)
-            raise TypeError("%s: parameters must be JSON serialisable: %s" % (method, exc)) from None
+            raise TypeError("%s: parameters must be JSON serialisable: %s" % (method.name, exc)) from None
         except OSError as exc:
             self._waiters.pop(cid, None)
-            raise MCPError("%s: the channel to sandboxd is closed (%s)" % (method, exc)) from None
+            raise MCPError("%s: the channel to sandboxd is closed (%s)" % (method.name, exc)) from None
         except BaseException:
             self._waiters.pop(cid, None)
             raise
 
-    def call_sync(self, method, params):
-        """Sends a call and blocks this thread until its reply arrives."""
+    def call_sync(self, method, **params):
+        """Sends a call of method (a codeexec_protocol.Method) and blocks
+        this thread until its reply arrives."""
+        params = method.params(params)
         flag = Flag()
         box = []
         cid = self._register((flag, box))
@@ -142,10 +193,12 @@ class Channel:
         codeexec_interrupt.deliver()
         return _unpack(method, box[0])
 
-    async def call_async(self, method, params):
-        """Sends a call and awaits its reply; other tasks keep running."""
+    async def call_async(self, method, **params):
+        """Sends a call of method and awaits its reply; other tasks keep
+        running."""
         import asyncio
 
+        params = method.params(params)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         cid = self._register((loop, fut))
@@ -196,13 +249,9 @@ class Channel:
                     diag(self.diag_fd, "protocol error: bad JSON frame: %s" % exc)
                     code = 2
                     break
-                if not isinstance(msg, dict):
-                    continue
-                t = msg.get("t")
-                if t == "reply":
-                    self._dispatch_reply(msg)
-                elif t == "exec":
-                    self.execs.put(msg)
+                handle = self._handlers.get(msg.get("t")) if isinstance(msg, dict) else None
+                if handle is not None:
+                    handle(msg)
         except BaseException as exc:  # noqa: BLE001 - the agent must not outlive its channel
             diag(self.diag_fd, "channel reader failed: %r" % (exc,))
             code = 2
@@ -235,6 +284,7 @@ def _resolve(fut, msg):
 
 
 def _unpack(method, msg):
-    if msg.get("ok"):
+    err = msg.get("error")
+    if err is None:
         return msg.get("result")
-    raise MCPError(str(msg.get("error") or "%s failed without an error message" % method))
+    raise codeexec_protocol.error_from(method.name, err)

@@ -38,7 +38,8 @@ class TooLarge(Exception):
     def __init__(self, size, cap, largest):
         self.size, self.cap, self.largest = size, cap, largest
         top = ", ".join("%s (%s)" % (n, _human(b)) for n, b in largest)
-        super().__init__("the session's state is %s, over the %s checkpoint limit (largest: %s)"
+        super().__init__("the session's state is %s, over the %s checkpoint limit (largest: %s): "
+                         "del what it no longer needs, or raise CODEEXEC_CHECKPOINT_BYTES"
                          % (_human(size), _human(cap), top))
 
 
@@ -208,7 +209,8 @@ class Checkpointer:
                                     "why": "its source was not found; define it with def to keep it"})
                     continue
             prev = self._cache.get(name)
-            if isinstance(obj, _IMMUTABLE) and prev is not None and prev[0] is obj:
+            if isinstance(obj, _IMMUTABLE) and prev is not None and prev[0] is obj and prev[1] in self.stored:
+                # The same object, stored already: no need to pickle it.
                 cid, size = prev[1], prev[2]
             else:
                 try:

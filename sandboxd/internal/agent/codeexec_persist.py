@@ -12,7 +12,8 @@ import time
 
 import codeexec_json
 import codeexec_source
-from codeexec_channel import MCPError
+from codeexec_protocol import (DELETE_MEMORY, DELETE_SAVED_TOOL, LIST_MEMORIES, LIST_SAVED_TOOLS, LOAD_MEMORY,
+                               SAVE_MEMORY, SAVE_TOOL, UPDATE_MEMORY, ConflictError, MCPError)
 
 _chan = None  # the Channel, set by install()
 _helpers = {}  # names given to the user_tools module (runtime, proxies, ...)
@@ -67,13 +68,13 @@ def save_memory(key, value, *, metadata=None):
             raise TypeError("metadata must be a dict, not %s" % type(metadata).__name__)
         _check_json(metadata, "metadata")
         p["metadata"] = metadata
-    _chan.call_sync("memory.save", p)
+    _chan.call_sync(SAVE_MEMORY, **p)
     return "Memory '%s' saved." % key
 
 
 def get_memory_info(key):
     """The whole record (value, metadata, timestamps, revision) or None."""
-    return _chan.call_sync("memory.load", {"key": _key(key)})
+    return _chan.call_sync(LOAD_MEMORY, key=_key(key))
 
 
 def load_memory(key, *, default=None):
@@ -101,20 +102,19 @@ def update_memory(key, fn):
     began = time.monotonic()
     attempt = 0
     while True:
-        rec = _chan.call_sync("memory.load", {"key": key})
+        rec = _chan.call_sync(LOAD_MEMORY, key=key)
         current = None if rec is None else rec.get("value")
         revision = 0 if rec is None else rec.get("revision", 0)
         value = fn(current)
         _check_json(value, "value")
         try:
-            _chan.call_sync("memory.update", {"key": key, "value": value, "revision": revision})
+            _chan.call_sync(UPDATE_MEMORY, key=key, value=value, revision=revision)
             return value
-        except MCPError as exc:
-            if "conflict" not in str(exc).lower():
-                raise
+        except ConflictError:
+            pass  # another writer was first: apply fn to its value
         attempt += 1
         if time.monotonic() - began > UPDATE_PATIENCE:
-            raise MCPError("update_memory(%r): gave up after %d conflicting concurrent updates in %g s"
+            raise ConflictError("update_memory(%r): gave up after %d conflicting concurrent updates in %g s"
                            % (key, attempt, UPDATE_PATIENCE))
         # os.urandom rather than random: importing random costs every
         # sandbox's start, and this path only runs under contention.
@@ -125,14 +125,14 @@ def update_memory(key, fn):
 def delete_memory(key):
     """Deletes key."""
     key = _key(key)
-    res = _chan.call_sync("memory.delete", {"key": key})
+    res = _chan.call_sync(DELETE_MEMORY, key=key)
     deleted = res.get("deleted") if isinstance(res, dict) else bool(res)
     return ("Memory '%s' deleted." if deleted else "Memory '%s' not found.") % key
 
 
 def list_memories():
     """Every stored record, without values."""
-    return _chan.call_sync("memory.list", {})
+    return _chan.call_sync(LIST_MEMORIES)
 
 
 # --- saved tools ------------------------------------------------------------------
@@ -155,7 +155,7 @@ def save_tool(func):
         raise ValueError("cannot get the source of %s: %s" % (name, exc)) from None
     source = textwrap.dedent(source)
     docstring = inspect.getdoc(func) or ""
-    _chan.call_sync("tool.save", {"name": name, "source": source, "docstring": docstring})
+    _chan.call_sync(SAVE_TOOL, name=name, source=source, docstring=docstring)
     mod = sys.modules.get("user_tools")
     if mod is not None and getattr(mod, "__loader__", None) is _LOADER:
         setattr(mod, name, func)
@@ -164,7 +164,7 @@ def save_tool(func):
 
 def list_saved_tools():
     """Saved tools: [{name, docstring, source}, ...]."""
-    return _chan.call_sync("tool.list", {})
+    return _chan.call_sync(LIST_SAVED_TOOLS)
 
 
 def delete_saved_tool(name):
@@ -172,7 +172,7 @@ def delete_saved_tool(name):
     and its bare name goes unless the code rebound that name."""
     if not isinstance(name, str) or not name:
         raise TypeError("tool name must be a non-empty str")
-    res = _chan.call_sync("tool.delete", {"name": name})
+    res = _chan.call_sync(DELETE_SAVED_TOOL, name=name)
     deleted = res.get("deleted") if isinstance(res, dict) else bool(res)
     mod = sys.modules.get("user_tools")
     if deleted and mod is not None and getattr(mod, "__loader__", None) is _LOADER:
@@ -184,6 +184,11 @@ def delete_saved_tool(name):
         if _ns is not None and _ns.get(name) is obj:
             del _ns[name]
     return ("Tool '%s' deleted." if deleted else "Tool '%s' not found.") % name
+
+
+def bound_tool(name):
+    """The saved tool bind_saved_tools put under name, or None."""
+    return _bound.get(name)
 
 
 def bind_saved_tools(ns):
@@ -217,7 +222,7 @@ class _UserToolsLoader:
 
     def exec_module(self, module):
         try:
-            tools = _chan.call_sync("tool.list", {})
+            tools = _chan.call_sync(LIST_SAVED_TOOLS)
         except MCPError as exc:
             raise ImportError("cannot load user_tools: %s" % exc, name="user_tools") from None
         ns = module.__dict__

@@ -3,91 +3,56 @@
 Names and signatures follow upstream (reference/upstream-behaviour.md §3).
 Discovery helpers marked sync answer from the metadata that came with the
 current exec; the async ones ask sandboxd. Every failed request raises
-MCPError.
+MCPError (a subclass of it that names the reply's error code).
 """
 
-import keyword
-
-from codeexec_channel import MCPError
+from codeexec_protocol import CALL_TOOL, LIST_SERVERS, LIST_TOOLS, QUERY_TOOL_DOCS, SEARCH_TOOL_DOCS, MCPError
 
 _chan = None  # the Channel, set by set_channel()
 _servers = []  # normalised metadata of the servers allowed for this exec
 _by_key = {}  # name and alias -> metadata
 _discovered = []  # [{name, description}] for every configured server
 
-_IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
-
-def _sanitise(name):
-    """Lowercases name and turns each run of characters outside [a-z0-9_]
-    into one '_' (re.sub("[^a-z0-9_]+", "_", ...) without importing re)."""
-    out = []
-    run = False
-    for c in str(name).lower():
-        if c in _IDENT_CHARS:
-            out.append(c)
-            run = False
-        elif not run:
-            out.append("_")
-            run = True
-    return "".join(out)
-
-
-def server_alias(name):
-    """Upstream's server alias: lowercase, runs of other characters -> '_'."""
-    alias = _sanitise(name) or "server"
-    if alias[0].isdigit():
-        alias = "_" + alias
+def _alias(meta, kind, where, taken):
+    """meta's alias, as discoveryd made it. The agent has no alias rules of
+    its own, so a missing or repeated one is sandboxd's bug, said plainly.
+    kind is "server" or "tool"; where says whose tool (or nothing)."""
+    name, alias = meta.get("name"), meta.get("alias")
+    if not isinstance(alias, str) or not alias:
+        _bad_metadata("%s %r%s came without an alias" % (kind, name, where))
+    if alias in taken:
+        _bad_metadata("%ss %r and %r%s came with one alias, %r" % (kind, taken[alias], name, where, alias))
+    taken[alias] = name
     return alias
 
 
-def tool_alias(name):
-    """Upstream's tool alias: like server_alias, plus '_' after keywords."""
-    alias = _sanitise(name) or "tool"
-    if alias[0].isdigit():
-        alias = "_" + alias
-    if keyword.iskeyword(alias):
-        alias += "_"
-    return alias
-
-
-def _unique(alias, taken):
-    out, n = alias, 2
-    while out in taken:
-        out = "%s_%d" % (alias, n)
-        n += 1
-    taken.add(out)
-    return out
+def _bad_metadata(problem):
+    raise MCPError("sandboxd sent metadata in which %s; aliases come from discoveryd, so this is a bug "
+                   "in codeexec" % problem)
 
 
 def normalise(servers):
-    """Copies exec metadata into a fixed shape, filling in missing aliases."""
-    out, taken = [], set()
+    """Copies exec metadata into a fixed shape, with discoveryd's aliases."""
+    out, taken = [], {}
     for s in servers or ():
         if not isinstance(s, dict):
             continue
         name = str(s.get("name") or "")
-        alias = s.get("alias")
-        alias = _unique(alias, taken) if alias else _unique(server_alias(name), taken)
-        tools, ttaken = [], set()
+        tools, ttaken = [], {}
         for t in s.get("tools") or ():
             if not isinstance(t, dict):
                 continue
-            tname = str(t.get("name") or "")
-            talias = t.get("alias")
-            talias = _unique(talias, ttaken) if talias else _unique(tool_alias(tname), ttaken)
             schema = t.get("input_schema")
-            if schema is None:
-                schema = t.get("inputSchema")
             tools.append({
-                "name": tname,
-                "alias": talias,
+                "name": str(t.get("name") or ""),
+                "alias": _alias(t, "tool", " of server %r" % name, ttaken),
                 "description": str(t.get("description") or ""),
                 "input_schema": schema if schema is not None else {},
             })
         out.append({
             "name": name,
-            "alias": alias,
+            "alias": _alias(s, "server", "", taken),
             "description": str(s.get("description") or ""),
             "cwd": s.get("cwd"),
             "tools": tools,
@@ -125,18 +90,17 @@ def _arguments(arguments):
 
 async def call_tool(server, tool, arguments=None):
     """Calls `tool` on `server`; returns the CallToolResult as a dict."""
-    p = {"server": server, "tool": tool, "arguments": _arguments(arguments)}
-    return await _chan.call_async("call_tool", p)
+    return await _chan.call_async(CALL_TOOL, server=server, tool=tool, arguments=_arguments(arguments))
 
 
 async def list_tools(server):
     """Lists `server`'s tools live from the server."""
-    return list(await _chan.call_async("list_tools", {"server": server}) or ())
+    return list(await _chan.call_async(LIST_TOOLS, server=server) or ())
 
 
 async def list_servers():
     """Names of the servers allowed for this call, as sandboxd sees them."""
-    return tuple(await _chan.call_async("list_servers", {}) or ())
+    return tuple(await _chan.call_async(LIST_SERVERS) or ())
 
 
 def _detail(detail):
@@ -150,7 +114,7 @@ async def query_tool_docs(server, tool=None, detail="summary"):
     p = {"server": server, "detail": _detail(detail)}
     if tool is not None:
         p["tool"] = tool
-    docs = await _chan.call_async("query_tool_docs", p)
+    docs = await _chan.call_async(QUERY_TOOL_DOCS, **p)
     if tool is not None and isinstance(docs, list) and len(docs) == 1:
         return docs[0]
     return docs
@@ -194,7 +158,7 @@ async def search_tool_docs(query, *, limit=5, detail="summary"):
     """Searches the docs of every configured server's tools. Each hit says
     whether its server is loaded in this call (`loaded`) and the argument
     that loads it (`loadWith`, e.g. 'servers=["github"]')."""
-    return _tool_docs(await _chan.call_async("search_tool_docs", _search_params(query, limit, detail)))
+    return _tool_docs(await _chan.call_async(SEARCH_TOOL_DOCS, **_search_params(query, limit, detail)))
 
 
 # --- sync, answered from this exec's metadata ------------------------------------
@@ -261,7 +225,7 @@ def query_tool_docs_sync(server, tool=None, detail="summary"):
 def search_tool_docs_sync(query, *, limit=5, detail="summary"):
     """Like search_tool_docs, and with the same answer: the search spans
     every configured server, so sandboxd answers it too."""
-    return _tool_docs(_chan.call_sync("search_tool_docs", _search_params(query, limit, detail)))
+    return _tool_docs(_chan.call_sync(SEARCH_TOOL_DOCS, **_search_params(query, limit, detail)))
 
 
 def capability_summary():
@@ -294,7 +258,9 @@ Call tools (async; results are CallToolResult dicts):
   res = await mcp_<alias>.<tool_alias>(arg=value)
   text = res["content"][0]["text"]
   await runtime.call_tool("server", "tool", {"arg": value})
-  asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError.
+  asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError,
+  as a subclass by kind (e.code): NotFoundError, InvalidArgumentError,
+  PermissionDeniedError, UnavailableError, DeadlineExceededError, ...
   from mcp.servers.<alias> import *   one async function per tool.
 
 Memory (JSON values, kept across sessions):
@@ -330,7 +296,7 @@ def set_metadata(servers, discovered):
 
 
 RUNTIME_NAMES = (
-    "MCPError", "call_tool", "list_tools", "list_tools_sync", "list_servers",
+    "call_tool", "list_tools", "list_tools_sync", "list_servers",
     "list_servers_sync", "discovered_servers", "describe_server",
     "list_loaded_server_metadata", "query_tool_docs", "query_tool_docs_sync",
     "search_tool_docs", "search_tool_docs_sync", "capability_summary", "ToolDocs",

@@ -9,6 +9,7 @@ import os
 import sys
 
 import codeexec_json
+import codeexec_protocol
 import codeexec_runtime as rt
 
 # The longest "NAME=value" string that execve passes to a new program
@@ -106,6 +107,9 @@ def install(chan, extra):
     names = list(rt.RUNTIME_NAMES)
     for n in names:
         setattr(runtime, n, getattr(rt, n))
+    for cls in codeexec_protocol.ERRORS:  # MCPError and one subclass per error code
+        setattr(runtime, cls.__name__, cls)
+        names.append(cls.__name__)
     for n, fn in extra.items():
         setattr(runtime, n, fn)
         names.append(n)

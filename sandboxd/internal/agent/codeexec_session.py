@@ -11,9 +11,11 @@ import sys
 from _thread import start_new_thread
 
 import codeexec_channel
+import codeexec_durable
 import codeexec_interrupt
 import codeexec_output
 import codeexec_persist
+import codeexec_protocol
 import codeexec_servers
 import codeexec_source
 import codeexec_stdio
@@ -108,6 +110,8 @@ class Session:
         sys.modules["__main__"] = main
         self.ns = ns
 
+        self.durable = codeexec_durable.Durable(self)
+
         os.register_at_fork(after_in_child=self._after_fork_in_child)
         codeexec_interrupt.install()
         codeexec_stdio.install()
@@ -120,23 +124,23 @@ class Session:
         start_new_thread(self.chan.read_loop, ())
         while True:
             try:
-                self.run(self.chan.execs.get())
+                task = self.chan.execs.get()
+                if isinstance(task, codeexec_protocol.Restore):
+                    self.durable.restore(task)
+                else:
+                    self.run(task)
             except KeyboardInterrupt:
                 continue  # a stray SIGINT between execs must not end the session
 
     # --- one exec ---------------------------------------------------------
 
     def run(self, msg):
-        exec_id = msg.get("id")
-        try:
-            limit = max(0, int(msg.get("limit") or 0))
-        except (TypeError, ValueError):
-            limit = 0
+        """Runs one exec (a codeexec_protocol.Exec) and sends its done."""
+        exec_id, limit = msg.id, msg.limit
         self.chan.exec_id = exec_id
         codeexec_interrupt.clear()  # a SIGINT while idle belongs to no exec
         token = os.urandom(12).hex().encode()
-        done = {"t": "done", "id": exec_id, "ok": False, "exit": 1, "error": "",
-                "dropped": {"stdout": 0, "stderr": 0}}
+        ok, exit_code, error = False, 1, ""
         # Threads already running belong to earlier execs: mute them before
         # fds 1/2 lead to this exec's pipes.
         codeexec_stdio.begin_exec()
@@ -151,14 +155,16 @@ class Session:
                                "this call (%s); it is lost\n" % exc)
         try:
             codeexec_stdio.fix()
-            done["ok"], done["exit"], done["error"] = self._execute(msg)
+            ok, exit_code, error = self._execute(msg)
         finally:
             if os.getpid() != self.pid:
-                self._leave_forked_child(done["exit"])
+                self._leave_forked_child(exit_code)
             # Even if something above failed (a SIGINT at the wrong moment),
             # the exec must end with a fence and a done.
-            done["dropped"] = self._fence(token)
-            self.chan.send(done)
+            self.chan.send_done(exec_id, ok, exit_code, error, self._fence(token))
+        # After the result is out, so that it costs the call nothing.
+        if msg.checkpoint:
+            self.durable.checkpoint(exec_id, msg.checkpoint)
 
     @staticmethod
     def _leave_forked_child(code):
@@ -180,7 +186,7 @@ class Session:
         return dropped
 
     def _configure(self, msg):
-        proxies = codeexec_servers.configure(msg.get("servers") or [], msg.get("discovered") or [])
+        proxies = codeexec_servers.configure(msg.servers, msg.discovered)
         ns = self.ns
         for name, obj in self.installed.items():
             if name.startswith("mcp_") and ns.get(name) is obj:
@@ -211,12 +217,13 @@ class Session:
         """Runs one exec's code. Returns (ok, exit code, error)."""
         self.cells += 1
         filename = "<cell-%d>" % self.cells
-        source = msg.get("code") or ""
+        source = msg.code
         try:
             self._configure(msg)
-            if msg.get("first"):
+            if msg.first:
                 codeexec_persist.bind_saved_tools(self.ns)
             codeexec_source.register(filename, source)
+            self.durable.add_cell(filename, source)
             code = compile(source, filename, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
             codeexec_interrupt.deliver()  # a SIGINT during the set-up above
             if code.co_flags & CO_COROUTINE:

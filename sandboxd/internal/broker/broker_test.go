@@ -140,7 +140,9 @@ func TestServerNotAvailableSaysUpstreamsWordsThenWhatToDo(t *testing.T) {
 		{[]string{"a"}, `list_tools`, `Server 'b' is not available: it is not loaded in this call (loaded: "a"); pass servers=["a", "b"] to run_python`},
 		{[]string{"a"}, `query_tool_docs`, `Server 'b' is not available: it is not loaded in this call (loaded: "a"); pass servers=["a", "b"] to run_python`},
 	} {
-		_, err := call(t, b, tc.servers, tc.method, `{"server":"b","tool":"t"}`)
+		params := map[string]string{"call_tool": `{"server":"b","tool":"t","arguments":{}}`, "list_tools": `{"server":"b"}`,
+			"query_tool_docs": `{"server":"b","tool":"t","detail":"summary"}`}[tc.method]
+		_, err := call(t, b, tc.servers, tc.method, params)
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%s with servers %v: %v\nwant %s", tc.method, tc.servers, err, tc.want)
 		}

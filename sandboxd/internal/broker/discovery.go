@@ -3,12 +3,11 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
-	"github.com/codeexec/codeexec/sandboxd/internal/session"
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 )
 
 // doc is a tool doc in upstream's shape.
@@ -66,94 +65,100 @@ func detailOf(s string) (discoveryv1.Detail, error) {
 	case "full":
 		return discoveryv1.Detail_DETAIL_FULL, nil
 	}
-	return 0, fmt.Errorf("detail must be \"summary\" or \"full\", not %q", s)
+	return 0, channel.Errorf(channel.CodeInvalidArgument, "detail must be \"summary\" or \"full\", not %q", s)
 }
 
-func (b *Broker) discoveryCall(ctx context.Context, tenant string, env *session.ExecEnv, method string, p *callParams) (any, error) {
-	switch method {
-	case "list_tools":
-		if err := allowed(env, p.Server); err != nil {
-			return nil, err
-		}
-		resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: p.Server, Tenant: tenant})
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		tools := make([]json.RawMessage, 0, len(resp.GetTools()))
-		for _, t := range resp.GetTools() {
-			if js := t.GetToolJson(); js != "" && json.Valid([]byte(js)) {
-				tools = append(tools, json.RawMessage(js))
-				continue
-			}
-			raw, _ := json.Marshal(map[string]any{"name": t.GetName(), "description": t.GetDescription(), "inputSchema": json.RawMessage(orEmptyObject(t.GetInputSchemaJson()))})
-			tools = append(tools, raw)
-		}
-		return tools, nil
-	case "call_tool":
-		if err := allowed(env, p.Server); err != nil {
-			return nil, err
-		}
-		if p.Tool == nil || *p.Tool == "" {
-			return nil, fmt.Errorf("missing tool name")
-		}
-		args := p.Arguments
-		if len(args) == 0 || string(args) == "null" {
-			args = json.RawMessage("{}")
-		}
-		if args[0] != '{' {
-			return nil, fmt.Errorf("arguments must be an object (keyword arguments), not %s", args)
-		}
-		resp, err := b.Discovery.CallTool(ctx, &discoveryv1.CallToolRequest{Server: p.Server, Tool: *p.Tool, ArgumentsJson: string(args), Tenant: tenant})
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		return json.RawMessage(orEmptyObject(resp.GetResultJson())), nil
-	case "query_tool_docs":
-		if err := allowed(env, p.Server); err != nil {
-			return nil, err
-		}
-		detail, err := detailOf(p.Detail)
-		if err != nil {
-			return nil, err
-		}
-		req := &discoveryv1.GetToolDocsRequest{Server: p.Server, Detail: detail, Tenant: tenant}
-		if p.Tool != nil {
-			req.Tool = *p.Tool
-		}
-		resp, err := b.Discovery.GetToolDocs(ctx, req)
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		return toDocs(resp.GetDocs()), nil
-	case "search_tool_docs":
-		if strings.TrimSpace(p.Query) == "" {
-			return nil, fmt.Errorf("Missing 'query' value: pass words that describe the tool you need, e.g. search_tool_docs(\"read a file\")")
-		}
-		detail, err := detailOf(p.Detail)
-		if err != nil {
-			return nil, err
-		}
-		// Search spans every configured server: finding which server to load
-		// is the point of searching, so discoveryd starts the ones not yet
-		// listed. Calls stay limited to the allow-list.
-		resp, err := b.Discovery.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: p.Query, Limit: p.Limit, Detail: detail, Tenant: tenant})
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		docs := toDocs(resp.GetDocs())
-		for i := range docs {
-			docs[i].markLoaded(env.Allowed)
-		}
-		out := map[string]any{"results": docs, "total": resp.GetTotal(), "truncated": resp.GetTruncated()}
-		if u := resp.GetUnindexedServers(); len(u) > 0 {
-			// Servers that failed to start or were too slow were not
-			// searched; saying so keeps a partial answer from looking
-			// complete.
-			out["unindexed"] = u
-		}
-		return out, nil
+// listTools serves list_tools: the server's tools as it lists them.
+func (b *Broker) listTools(ctx context.Context, o *origin, r *channel.ListToolsRequest) ([]json.RawMessage, error) {
+	if err := allowed(o.env, r.Server); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("unknown request %q", method)
+	resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: r.Server, Tenant: o.tenant})
+	if err != nil {
+		return nil, err
+	}
+	tools := make([]json.RawMessage, 0, len(resp.GetTools()))
+	for _, t := range resp.GetTools() {
+		if js := t.GetToolJson(); js != "" && json.Valid([]byte(js)) {
+			tools = append(tools, json.RawMessage(js))
+			continue
+		}
+		raw, _ := json.Marshal(map[string]any{"name": t.GetName(), "description": t.GetDescription(), "inputSchema": json.RawMessage(orEmptyObject(t.GetInputSchemaJson()))})
+		tools = append(tools, raw)
+	}
+	return tools, nil
+}
+
+// callTool serves call_tool: the tool's CallToolResult.
+func (b *Broker) callTool(ctx context.Context, o *origin, r *channel.CallToolRequest) (json.RawMessage, error) {
+	if err := allowed(o.env, r.Server); err != nil {
+		return nil, err
+	}
+	if r.Tool == "" {
+		return nil, channel.Errorf(channel.CodeInvalidArgument, "missing tool name")
+	}
+	args := r.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	if args[0] != '{' {
+		return nil, channel.Errorf(channel.CodeInvalidArgument, "arguments must be an object (keyword arguments), not %s", args)
+	}
+	resp, err := b.Discovery.CallTool(ctx, &discoveryv1.CallToolRequest{Server: r.Server, Tool: r.Tool, ArgumentsJson: string(args), Tenant: o.tenant})
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(orEmptyObject(resp.GetResultJson())), nil
+}
+
+// queryToolDocs serves query_tool_docs: the docs of a loaded server's tools.
+func (b *Broker) queryToolDocs(ctx context.Context, o *origin, r *channel.QueryToolDocsRequest) ([]doc, error) {
+	if err := allowed(o.env, r.Server); err != nil {
+		return nil, err
+	}
+	detail, err := detailOf(r.Detail)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.Discovery.GetToolDocs(ctx, &discoveryv1.GetToolDocsRequest{Server: r.Server, Tool: r.Tool, Detail: detail, Tenant: o.tenant})
+	if err != nil {
+		return nil, err
+	}
+	return toDocs(resp.GetDocs()), nil
+}
+
+// searchResult is search_tool_docs' result.
+type searchResult struct {
+	Results   []doc `json:"results"`
+	Total     int32 `json:"total"`
+	Truncated bool  `json:"truncated"`
+	// Unindexed names the servers that failed to start or were too slow,
+	// so were not searched; saying so keeps a partial answer from looking
+	// complete.
+	Unindexed []string `json:"unindexed,omitempty"`
+}
+
+// searchToolDocs serves search_tool_docs. The search spans every
+// configured server: finding which server to load is the point of
+// searching, so discoveryd starts the ones not yet listed. Calls stay
+// limited to the allow-list.
+func (b *Broker) searchToolDocs(ctx context.Context, o *origin, r *channel.SearchToolDocsRequest) (*searchResult, error) {
+	if strings.TrimSpace(r.Query) == "" {
+		return nil, channel.Errorf(channel.CodeInvalidArgument, "Missing 'query' value: pass words that describe the tool you need, e.g. search_tool_docs(\"read a file\")")
+	}
+	detail, err := detailOf(r.Detail)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.Discovery.SearchTools(ctx, &discoveryv1.SearchToolsRequest{Query: r.Query, Limit: r.Limit, Detail: detail, Tenant: o.tenant})
+	if err != nil {
+		return nil, err
+	}
+	docs := toDocs(resp.GetDocs())
+	for i := range docs {
+		docs[i].markLoaded(o.env.Allowed)
+	}
+	return &searchResult{Results: docs, Total: resp.GetTotal(), Truncated: resp.GetTruncated(), Unindexed: resp.GetUnindexedServers()}, nil
 }
 
 func orEmptyObject(s string) string {

@@ -3,14 +3,13 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 )
 
 // record is a memory record in upstream's shape, plus the revision that
@@ -43,82 +42,99 @@ func toRecord(r *memoryv1.MemoryRecord, withValue bool) *record {
 	return out
 }
 
-var errNoMemory = errors.New("memory and saved tools are not available in this deployment (memoryd is not configured)")
+// deleted is the result of memory.delete and tool.delete.
+type deleted struct {
+	Deleted bool `json:"deleted"`
+}
 
-func (b *Broker) memoryCall(ctx context.Context, tenant, method string, p *callParams) (any, error) {
-	if b.Memory == nil || b.Tools == nil {
-		return nil, errNoMemory
+// savedTool is one saved tool as tool.list gives it.
+type savedTool struct {
+	Name      string `json:"name"`
+	Docstring string `json:"docstring"`
+	Source    string `json:"source"`
+}
+
+// toolName is tool.save's result.
+type toolName struct {
+	Name string `json:"name"`
+}
+
+// metadataText is the metadata to store: "" when none was given.
+func metadataText(m json.RawMessage) string {
+	if len(m) == 0 || string(m) == "null" {
+		return ""
 	}
-	key := ""
-	if p.Key != nil {
-		key = *p.Key
+	return string(m)
+}
+
+func (b *Broker) saveMemory(ctx context.Context, o *origin, r *channel.SaveMemoryRequest) (*record, error) {
+	resp, err := b.Memory.SaveMemory(ctx, &memoryv1.SaveMemoryRequest{Tenant: o.tenant, Key: r.Key, ValueJson: valueText(r.Value), MetadataJson: metadataText(r.Metadata)})
+	if err != nil {
+		return nil, err
 	}
-	meta := ""
-	if len(p.Metadata) > 0 && string(p.Metadata) != "null" {
-		meta = string(p.Metadata)
+	return toRecord(resp.GetRecord(), false), nil
+}
+
+// loadMemory serves memory.load: a missing key is a null result, not an
+// error.
+func (b *Broker) loadMemory(ctx context.Context, o *origin, r *channel.LoadMemoryRequest) (*record, error) {
+	resp, err := b.Memory.GetMemory(ctx, &memoryv1.GetMemoryRequest{Tenant: o.tenant, Key: r.Key})
+	if status.Code(err) == codes.NotFound {
+		return nil, nil
 	}
-	switch method {
-	case "memory.save":
-		resp, err := b.Memory.SaveMemory(ctx, &memoryv1.SaveMemoryRequest{Tenant: tenant, Key: key, ValueJson: valueText(p.Value), MetadataJson: meta})
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		return toRecord(resp.GetRecord(), false), nil
-	case "memory.load":
-		resp, err := b.Memory.GetMemory(ctx, &memoryv1.GetMemoryRequest{Tenant: tenant, Key: key})
-		if status.Code(err) == codes.NotFound {
-			return json.RawMessage("null"), nil
-		}
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		return toRecord(resp.GetRecord(), true), nil
-	case "memory.update":
-		resp, err := b.Memory.UpdateMemory(ctx, &memoryv1.UpdateMemoryRequest{Tenant: tenant, Key: key, ValueJson: valueText(p.Value), ExpectedRevision: p.Revision})
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		return toRecord(resp.GetRecord(), true), nil
-	case "memory.delete":
-		resp, err := b.Memory.DeleteMemory(ctx, &memoryv1.DeleteMemoryRequest{Tenant: tenant, Key: key})
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		return map[string]bool{"deleted": resp.GetDeleted()}, nil
-	case "memory.list":
-		resp, err := b.Memory.ListMemories(ctx, &memoryv1.ListMemoriesRequest{Tenant: tenant})
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		out := make([]*record, 0, len(resp.GetRecords()))
-		for _, r := range resp.GetRecords() {
-			out = append(out, toRecord(r, false))
-		}
-		return out, nil
-	case "tool.save":
-		resp, err := b.Tools.SaveTool(ctx, &memoryv1.SaveToolRequest{Tenant: tenant, Name: p.Name, Source: p.Source, Docstring: p.Docstring})
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		return map[string]string{"name": resp.GetTool().GetName()}, nil
-	case "tool.list":
-		resp, err := b.Tools.ListTools(ctx, &memoryv1.ListToolsRequest{Tenant: tenant})
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		out := make([]map[string]string, 0, len(resp.GetTools()))
-		for _, t := range resp.GetTools() {
-			out = append(out, map[string]string{"name": t.GetName(), "docstring": t.GetDocstring(), "source": t.GetSource()})
-		}
-		return out, nil
-	case "tool.delete":
-		resp, err := b.Tools.DeleteTool(ctx, &memoryv1.DeleteToolRequest{Tenant: tenant, Name: p.Name})
-		if err != nil {
-			return nil, rpcError(err)
-		}
-		return map[string]bool{"deleted": resp.GetDeleted()}, nil
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("unknown request %q", method)
+	return toRecord(resp.GetRecord(), true), nil
+}
+
+// updateMemory serves memory.update, which fails with CodeConflict when
+// the record is no longer at the request's revision.
+func (b *Broker) updateMemory(ctx context.Context, o *origin, r *channel.UpdateMemoryRequest) (*record, error) {
+	resp, err := b.Memory.UpdateMemory(ctx, &memoryv1.UpdateMemoryRequest{Tenant: o.tenant, Key: r.Key, ValueJson: valueText(r.Value), ExpectedRevision: r.Revision})
+	if err != nil {
+		return nil, err
+	}
+	return toRecord(resp.GetRecord(), true), nil
+}
+
+func (b *Broker) deleteMemory(ctx context.Context, o *origin, r *channel.DeleteMemoryRequest) (deleted, error) {
+	resp, err := b.Memory.DeleteMemory(ctx, &memoryv1.DeleteMemoryRequest{Tenant: o.tenant, Key: r.Key})
+	return deleted{resp.GetDeleted()}, err
+}
+
+func (b *Broker) listMemories(ctx context.Context, o *origin, _ *channel.ListMemoriesRequest) ([]*record, error) {
+	resp, err := b.Memory.ListMemories(ctx, &memoryv1.ListMemoriesRequest{Tenant: o.tenant})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*record, 0, len(resp.GetRecords()))
+	for _, r := range resp.GetRecords() {
+		out = append(out, toRecord(r, false))
+	}
+	return out, nil
+}
+
+func (b *Broker) saveTool(ctx context.Context, o *origin, r *channel.SaveToolRequest) (toolName, error) {
+	resp, err := b.Tools.SaveTool(ctx, &memoryv1.SaveToolRequest{Tenant: o.tenant, Name: r.Name, Source: r.Source, Docstring: r.Docstring})
+	return toolName{resp.GetTool().GetName()}, err
+}
+
+func (b *Broker) listSavedTools(ctx context.Context, o *origin, _ *channel.ListSavedToolsRequest) ([]savedTool, error) {
+	resp, err := b.Tools.ListTools(ctx, &memoryv1.ListToolsRequest{Tenant: o.tenant})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]savedTool, 0, len(resp.GetTools()))
+	for _, t := range resp.GetTools() {
+		out = append(out, savedTool{Name: t.GetName(), Docstring: t.GetDocstring(), Source: t.GetSource()})
+	}
+	return out, nil
+}
+
+func (b *Broker) deleteSavedTool(ctx context.Context, o *origin, r *channel.DeleteSavedToolRequest) (deleted, error) {
+	resp, err := b.Tools.DeleteTool(ctx, &memoryv1.DeleteToolRequest{Tenant: o.tenant, Name: r.Name})
+	return deleted{resp.GetDeleted()}, err
 }
 
 // valueText keeps a missing value distinct from JSON null.

@@ -3,6 +3,7 @@ package channel
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"runtime"
@@ -20,14 +21,79 @@ func frame(body string) []byte {
 	return b
 }
 
+// wireExamples are one message of each type and its exact frame body, as
+// docs/PROTOCOL.md describes them.
+var wireExamples = []struct {
+	msg  Message
+	body string
+}{
+	{&Ready{Python: "3.12.4", PID: 7}, `{"t":"ready","python":"3.12.4","pid":7}`},
+	{&Out{Exec: 1, Stream: "stdout", Data: "hi\n"}, `{"t":"out","id":1,"s":"stdout","d":"hi\n"}`},
+	{&Call{ID: 3, Exec: 1, Method: "list_tools", Params: json.RawMessage(`{"server":"fs"}`)},
+		`{"t":"call","id":3,"exec":1,"m":"list_tools","p":{"server":"fs"}}`},
+	{&Done{Exec: 1, OK: true, Dropped: map[string]int64{"stdout": 5}}, `{"t":"done","id":1,"ok":true,"exit":0,"dropped":{"stdout":5}}`},
+	{&Done{Exec: 2, Exit: 1, Error: "ZeroDivisionError: division by zero"},
+		`{"t":"done","id":2,"ok":false,"exit":1,"error":"ZeroDivisionError: division by zero"}`},
+	{&Exec{ID: 1, Code: "print(1)", Servers: []Server{{Name: "a-b", Alias: "a_b", Tools: []Tool{{Name: "get", Alias: "get", InputSchema: json.RawMessage(`{}`)}}}},
+		Discovered: []DiscoveredServer{{Name: "a-b", Description: "d"}}, Limit: 10, First: true},
+		`{"t":"exec","id":1,"code":"print(1)","servers":[{"name":"a-b","alias":"a_b","tools":[{"name":"get","alias":"get","input_schema":{}}]}],` +
+			`"discovered":[{"name":"a-b","description":"d"}],"limit":10,"first":true}`},
+	{&Reply{ID: 3, Result: json.RawMessage(`null`)}, `{"t":"reply","id":3,"result":null}`},
+	{&Reply{ID: 4, Error: &Error{Code: CodeConflict, Message: "revision 3 moved"}}, `{"t":"reply","id":4,"error":{"code":"conflict","message":"revision 3 moved"}}`},
+	{&Exec{ID: 2, Code: "x = 1", Servers: []Server{}, Discovered: []DiscoveredServer{}, Checkpoint: 64 << 20},
+		`{"t":"exec","id":2,"code":"x = 1","servers":[],"discovered":[],"limit":0,"checkpoint":67108864}`},
+	{&Checkpoint{Exec: 2, Chunks: map[string][]byte{"c1": []byte("pickle")}, Last: true, Manifest: json.RawMessage(`{"v":1}`)},
+		`{"t":"checkpoint","id":2,"chunks":{"c1":"cGlja2xl"},"last":true,"manifest":{"v":1}}`},
+	{&Checkpoint{Exec: 3, Last: true, Error: "the session's state is 70.0 MiB, over the 64.0 MiB checkpoint limit"},
+		`{"t":"checkpoint","id":3,"last":true,"error":"the session's state is 70.0 MiB, over the 64.0 MiB checkpoint limit"}`},
+	{&Checkpointed{Exec: 2, OK: true}, `{"t":"checkpointed","id":2,"ok":true}`},
+	{&Restore{Chunks: map[string][]byte{"c1": []byte("pickle")}, Last: true, Manifest: json.RawMessage(`{"v":1}`)},
+		`{"t":"restore","chunks":{"c1":"cGlja2xl"},"last":true,"manifest":{"v":1}}`},
+	{&Restored{Report: RestoreReport{Restored: []string{"x"}, Failed: []LostName{}, Unsaved: []LostName{{Name: "f", Type: "open file", Why: "TypeError: cannot pickle"}}}},
+		`{"t":"restored","report":{"restored":["x"],"failed":[],"unsaved":[{"name":"f","type":"open file","why":"TypeError: cannot pickle"}]}}`},
+}
+
+func TestWireFormat(t *testing.T) {
+	t.Parallel()
+	for _, ex := range wireExamples {
+		t.Run(ex.msg.Type(), func(t *testing.T) {
+			t.Parallel()
+			body, err := Encode(ex.msg)
+			if err != nil || string(body) != ex.body {
+				t.Errorf("Encode = %s, %v\nwant %s", body, err, ex.body)
+			}
+			got, err := Decode([]byte(ex.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(ex.msg, got); diff != "" {
+				t.Errorf("Decode differs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEveryTypeHasAnExample(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, ex := range wireExamples {
+		seen[ex.msg.Type()] = true
+	}
+	for typ := range messageTypes {
+		if !seen[typ] {
+			t.Errorf("message type %q has no wire example", typ)
+		}
+	}
+}
+
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("é", 3<<20) // multi-byte text well past any line limit
-	msgs := []*Message{
-		{T: "exec", ID: 1, Code: "print(1)", Limit: 10},
-		{T: "out", ID: 1, Stream: "stdout", Data: big},
-		{T: "reply", ID: 7, OK: Bool(false), Error: "nope"},
-		{T: "done", ID: 1, OK: Bool(true), Dropped: map[string]int64{"stdout": 5}},
+	msgs := []Message{
+		&Exec{ID: 1, Code: "print(1)", Servers: []Server{}, Discovered: []DiscoveredServer{}, Limit: 10},
+		&Out{Exec: 1, Stream: "stdout", Data: big},
+		&Reply{ID: 7, Error: &Error{Code: CodeNotFound, Message: "nope"}},
+		&Done{Exec: 1, OK: true, Dropped: map[string]int64{"stdout": 5}},
 	}
 	var buf bytes.Buffer
 	w := New(nil, &buf)
@@ -51,6 +117,24 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+func TestUnknownTypesReadOn(t *testing.T) {
+	t.Parallel()
+	in := append(frame(`{"t":"snapshot","id":1,"blob":"x"}`), frame(`{"t":"out","id":1,"s":"stdout","d":"x","new":1}`)...)
+	r := New(bytes.NewReader(in), nil)
+	m, err := r.Read()
+	if u, ok := m.(*Unknown); err != nil || !ok || u.Type() != "snapshot" {
+		t.Fatalf("Read() = %#v, %v; want *Unknown of type snapshot", m, err)
+	}
+	// A field the type does not have is ignored.
+	m, err = r.Read()
+	if diff := cmp.Diff(Message(&Out{Exec: 1, Stream: "stdout", Data: "x"}), m); err != nil || diff != "" {
+		t.Fatalf("Read() = %v, %v; (-want +got):\n%s", m, err, diff)
+	}
+	if err := New(nil, io.Discard).Write(&Unknown{T: "checkpoint"}); err == nil {
+		t.Error("writing an Unknown message succeeded")
+	}
+}
+
 func TestReadErrors(t *testing.T) {
 	t.Parallel()
 	tooBig := make([]byte, 4)
@@ -64,7 +148,12 @@ func TestReadErrors(t *testing.T) {
 		{"eof inside header", []byte{0, 0}, "inside a frame header"},
 		{"eof inside body", frame(`{"t":"out"}`)[:8], "inside a 11-byte frame"},
 		{"not json", frame(`hello`), "bad frame"},
+		{"not an object", frame(`[1]`), "bad frame"},
 		{"no type", frame(`{"id":3}`), "missing message type"},
+		{"null", frame(`null`), "missing message type"},
+		{"type not a string", frame(`{"t":5}`), "bad frame"},
+		{"field of the wrong type", frame(`{"t":"out","id":"one"}`), "bad frame from sandbox: out frame"},
+		{"trailing data", frame(`{"t":"out"} {}`), "bad frame"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -96,13 +185,11 @@ func TestConcurrentWritesStayFramed(t *testing.T) {
 	}))
 	var wg sync.WaitGroup
 	for i := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for range 50 {
-				_ = w.Write(&Message{T: "reply", ID: int64(i), Data: strings.Repeat("x", i*100)})
+				_ = w.Write(&Out{Exec: int64(i), Data: strings.Repeat("x", i*100)})
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	r := New(&buf, nil)
@@ -117,7 +204,7 @@ func TestConcurrentWritesStayFramed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("frame %d: %v", n, err)
 		}
-		if len(m.Data) != int(m.ID)*100 {
+		if out := m.(*Out); len(out.Data) != int(out.Exec)*100 {
 			t.Fatalf("frame %d corrupted", n)
 		}
 	}

@@ -64,6 +64,9 @@ type State struct {
 	Created time.Time `json:"created"`
 	// Labels are the session's labels.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Stopped says why the holder gave the session up ("the sandbox was
+	// stopped after being idle", ...), for the next restore's report.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 func decodeState(b []byte) (State, error) {

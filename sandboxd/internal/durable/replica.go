@@ -21,11 +21,16 @@ import (
 // sessions) when it has not written one for fenceAfter; others take over
 // only after lease plus skew, so the two never overlap even with clocks
 // that disagree by up to skew.
+//
+// A replica that dies costs its sessions at most lease plus skew (7 s)
+// before another takes them over (at once on the same host, where a dead
+// process is known for dead); a replica cut off from the store stops its
+// sandboxes after 4 s.
 const (
-	beat       = 2 * time.Second
-	lease      = 12 * time.Second
-	fenceAfter = 9 * time.Second
-	skew       = 2 * time.Second
+	beat       = time.Second
+	lease      = 6 * time.Second
+	fenceAfter = 4 * time.Second
+	skew       = time.Second
 )
 
 // Replica is this sandboxd's identity and heartbeat.

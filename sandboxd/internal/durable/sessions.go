@@ -37,7 +37,11 @@ func NewSessions(client memoryv1.SessionStoreServiceClient, replica *Replica, tt
 type Held struct {
 	Tenant, Handle string
 	State          State
-	revision       uint64
+	// Before is the session as it was when this replica took it: the
+	// replica that had held it (Before.Owner, "" when it had been given
+	// up) and why it stopped (Before.Stopped).
+	Before   State
+	revision uint64
 }
 
 func (s *Sessions) expiry() *timestamppb.Timestamp {
@@ -83,7 +87,8 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 				return nil, fmt.Errorf("read the heartbeat of replica %s: %w", st.Owner, err)
 			}
 		}
-		st.Owner = s.replica.ID
+		before := st
+		st.Owner, st.Stopped = s.replica.ID, ""
 		st.Epoch++
 		put, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
 			Tenant: tenant, Handle: handle, State: st.encode(), ExpireTime: s.expiry(), ExpectedRevision: rec.GetRevision(),
@@ -94,7 +99,7 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 		if err != nil {
 			return nil, fmt.Errorf("take the session: %w", err)
 		}
-		return &Held{Tenant: tenant, Handle: handle, State: st, revision: put.GetSession().GetRevision()}, nil
+		return &Held{Tenant: tenant, Handle: handle, State: st, Before: before, revision: put.GetSession().GetRevision()}, nil
 	}
 }
 
@@ -173,11 +178,11 @@ func (s *Sessions) NotDurable(ctx context.Context, h *Held, why string) error {
 	return s.write(ctx, h, st)
 }
 
-// Release gives the session up (its sandbox is stopping): any replica may
-// take it at once.
-func (s *Sessions) Release(ctx context.Context, h *Held) error {
+// Release gives the session up (its sandbox is stopping, for the reason
+// why): any replica may take it at once.
+func (s *Sessions) Release(ctx context.Context, h *Held, why string) error {
 	st := h.State
-	st.Owner = ""
+	st.Owner, st.Stopped = "", why
 	return s.write(ctx, h, st)
 }
 

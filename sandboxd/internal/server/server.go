@@ -126,6 +126,16 @@ func (s *server) toStatus(ctx context.Context, err error) error {
 	case errors.Is(err, engine.ErrUnavailable):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
+	var elsewhere *session.ElsewhereError
+	if errors.As(err, &elsewhere) {
+		st, derr := status.New(codes.FailedPrecondition, elsewhere.Error()).WithDetails(&sandboxv1.SessionElsewhere{
+			Replica: elsewhere.Replica, Address: elsewhere.Address,
+		})
+		if derr != nil {
+			return status.Error(codes.FailedPrecondition, elsewhere.Error())
+		}
+		return st.Err()
+	}
 	s.logger.ErrorContext(ctx, "sandbox request failed", logkeys.Error, err)
 	return status.Error(codes.Internal, "sandbox failure: "+err.Error())
 }
@@ -167,5 +177,19 @@ func resultToProto(r *session.Result) *sandboxv1.ExecResult {
 		Servers:            r.Servers,
 		Timeout:            durationpb.New(r.Timeout.Round(time.Millisecond)),
 		Session:            toProto(r.Session),
+		Restored:           restoreToProto(r.Restored),
+		NotDurable:         r.NotDurable,
+		Durable:            r.Durable,
 	}
+}
+
+func restoreToProto(r *session.RestoreReport) *sandboxv1.RestoreReport {
+	if r == nil {
+		return nil
+	}
+	lost := make([]*sandboxv1.LostName, 0, len(r.Lost))
+	for _, l := range r.Lost {
+		lost = append(lost, &sandboxv1.LostName{Name: l.Name, Kind: l.Type, Why: l.Why})
+	}
+	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Lost: lost, RolledBack: r.RolledBack, Calls: r.Calls}
 }

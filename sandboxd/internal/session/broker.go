@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 )
 
 // Broker answers what the sandboxed code asks of the outside world: MCP
@@ -12,8 +14,9 @@ type Broker interface {
 	// Prepare resolves the servers allowed for one exec. It fails with an
 	// error wrapping ErrInvalid when a server is unknown.
 	Prepare(ctx context.Context, tenant string, servers []string) (*ExecEnv, error)
-	// Call serves one request from the sandbox. The error text goes back to
-	// the code as runtime.MCPError.
+	// Call serves one request from the sandbox. A failed call's error is a
+	// *channel.Error: its code and message go back to the code, which
+	// raises them as a typed runtime.MCPError.
 	Call(ctx context.Context, tenant string, env *ExecEnv, method string, params json.RawMessage) (json.RawMessage, error)
 }
 
@@ -22,7 +25,7 @@ type ExecEnv struct {
 	// Allowed lists the server names the exec may call, in request order.
 	Allowed []string
 	// Servers is the metadata of the allowed servers, as sent to the agent.
-	Servers json.RawMessage
-	// Discovered lists every configured server as {name, description}.
-	Discovered json.RawMessage
+	Servers []channel.Server
+	// Discovered lists every configured server.
+	Discovered []channel.DiscoveredServer
 }

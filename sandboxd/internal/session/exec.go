@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -45,11 +44,22 @@ type Result struct {
 	Servers   []string
 	Timeout   time.Duration
 	Session   Info
+	// Durable is set when the session is kept in the session store.
+	Durable bool
+	// Restored says what came back when the call ran in a sandbox rebuilt
+	// from the session's checkpoint.
+	Restored *RestoreReport
+	// NotDurable, when set, says (once) why the session's state could not
+	// be checkpointed.
+	NotDurable string
 }
 
-// Execute runs code in a session and streams its output to out.
+// Execute runs code in a session and streams its output to out. A durable
+// session that is not live here is taken from the session store (and
+// restored from its checkpoint), unless another replica holds it live: then
+// the error is an *ElsewhereError.
 func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result, error) {
-	s, err := m.Get(req.Tenant, req.SessionID)
+	s, err := m.claim(ctx, req.Tenant, req.SessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +78,7 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 
 	s.setBusy(true, false)
 	startCtx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
-	sb, err := s.ensureSandbox(startCtx)
+	sb, report, err := s.ensureSandbox(startCtx)
 	cancel()
 	if err != nil {
 		s.setBusy(false, false)
@@ -78,10 +88,15 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	sb.firstExecDone()
 	res.Servers = env.Allowed
 	res.Timeout = timeout
+	res.Restored = report
 	if res.StateLost {
 		s.stopSandbox()
+		s.lost(lostReason(res), true)
 	}
 	s.setBusy(false, true)
+	res.Durable = s.isDurable()
+	s.noteRefused(sb.takeRefused())
+	res.NotDurable = s.takeNotDurable()
 	res.Session = s.Info()
 	m.metrics.observe(res)
 	s.logger().InfoContext(ctx, "exec finished", logkeys.ExecStatus, res.Status, logkeys.Duration, res.Duration, logkeys.Error, res.Error)
@@ -104,8 +119,12 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	res := &Result{Dropped: map[string]int64{}}
 	usageBefore := sb.proc.Usage()
 
+	var checkpoint int64
+	if s.isDurable() {
+		checkpoint = m.cfg.Durable.CheckpointBytes
+	}
 	start := time.Now()
-	if err := sendExec(sb, id, code, env, limit, first); err != nil {
+	if err := sendExec(sb, id, code, env, limit, first, checkpoint); err != nil {
 		res.Status, res.StateLost = StatusKilled, true
 		res.Error = "could not send code to the sandbox: " + err.Error()
 		return res
@@ -113,10 +132,10 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 
-	handle := func(msg *channel.Message) (finished bool) {
-		switch msg.T {
-		case "out":
-			if msg.ID != id {
+	handle := func(msg channel.Message) (finished bool) {
+		switch msg := msg.(type) {
+		case *channel.Out:
+			if msg.Exec != id {
 				return false // output of an earlier exec: never attributed here
 			}
 			stream := msg.Stream
@@ -135,16 +154,16 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 					s.logger().DebugContext(ctx, "output receiver failed", logkeys.Error, err)
 				}
 			}
-		case "call":
+		case *channel.Call:
 			go m.serveCall(callCtx, sb, s.tenant, env, id, msg)
-		case "done":
-			if msg.ID != id {
+		case *channel.Done:
+			if msg.Exec != id {
 				return false
 			}
 			res.ExitCode = msg.Exit
 			res.Error = msg.Error
 			res.Status = StatusOK
-			if msg.OK == nil || !*msg.OK {
+			if !msg.OK {
 				res.Status = StatusError
 				if res.ExitCode == 0 {
 					res.ExitCode = 1
@@ -153,9 +172,14 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			for k, v := range msg.Dropped {
 				res.Dropped[k] += v
 			}
+			if checkpoint > 0 {
+				// The agent sends the checkpoint next; the committer
+				// stores it, reflecting this exec too.
+				s.beginCheckpoint(s.Info().ExecCount + 1)
+			}
 			return true
 		default:
-			s.logger().WarnContext(ctx, "unknown message from sandbox", "type", msg.T)
+			s.logger().WarnContext(ctx, "unexpected message from sandbox", "type", msg.Type())
 		}
 		return false
 	}
@@ -210,6 +234,21 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	}
 }
 
+// lostReason says, for the next restore's report, why the sandbox of a
+// call that ended so went away.
+func lostReason(res *Result) string {
+	switch res.Status {
+	case StatusTimeout:
+		return "the previous call timed out"
+	case StatusKilled:
+		if res.Error != "" {
+			return "the previous call's sandbox stopped: " + res.Error
+		}
+		return "the previous call's sandbox stopped"
+	}
+	return "the previous call stopped its sandbox: " + res.Error
+}
+
 func deathHint(sb *sandbox, m *Manager) string {
 	u := sb.finalUsage()
 	switch {
@@ -229,24 +268,17 @@ func joinErr(a, b string) string {
 }
 
 // serveCall answers one call frame from the sandbox.
-func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env *ExecEnv, execID int64, msg *channel.Message) {
-	reply := &channel.Message{T: "reply", ID: msg.ID}
+func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env *ExecEnv, execID int64, call *channel.Call) {
 	var (
 		result json.RawMessage
 		err    error
 	)
-	if msg.Exec != execID {
-		err = errors.New("this call was made after its run_python call had finished")
+	if call.Exec != execID {
+		err = channel.Errorf(channel.CodeFailedPrecondition, "this call was made after its run_python call had finished")
 	} else {
-		result, err = m.cfg.Broker.Call(ctx, tenant, env, msg.Method, msg.Params)
+		result, err = m.cfg.Broker.Call(ctx, tenant, env, call.Method, call.Params)
 	}
-	if err != nil {
-		reply.OK = channel.Bool(false)
-		reply.Error = err.Error()
-	} else {
-		reply.OK = channel.Bool(true)
-		reply.Result = result
-	}
+	reply := channel.ReplyTo(call.ID, result, err)
 	if err := sb.conn.Write(reply); err != nil {
 		m.logger.DebugContext(ctx, "reply to sandbox failed", logkeys.Error, err)
 	}

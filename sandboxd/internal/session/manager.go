@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codeexec/codeexec/sandboxd/internal/durable"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
@@ -44,9 +45,14 @@ type Config struct {
 	IdleTimeout time.Duration
 	// PoolSize sandboxes are kept started and ready.
 	PoolSize int
-	// MaxSessions caps live sessions; zero means no cap.
+	// MaxSessions caps live sessions; zero means no cap. With Durable it
+	// caps live sandboxes instead: sessions are records, and when every
+	// sandbox is taken the one idle longest is checkpointed and stopped to
+	// make room.
 	MaxSessions int
 	Metrics     *Metrics
+	// Durable, when set, keeps sessions in the session store.
+	Durable *Durability
 }
 
 // Manager owns every session of one sandboxd.
@@ -57,13 +63,14 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+	// claimMu makes one claim of a session from the store at a time, so
+	// that two calls for one handle get one Session.
+	claimMu sync.Mutex
 
-	pool      chan *sandbox
-	poolWake  chan struct{}
-	stop      context.CancelFunc
-	loops     sync.WaitGroup
-	startErr  error
-	startErrM sync.Mutex
+	pool     chan *sandbox
+	poolWake chan struct{}
+	stop     context.CancelFunc
+	loops    sync.WaitGroup
 }
 
 // NewManager starts the pool filler and the reaper; they stop with Close.
@@ -97,10 +104,46 @@ func NewManager(ctx context.Context, cfg Config, logger *slog.Logger) (*Manager,
 		m.loops.Add(1)
 		go m.reap(ctx)
 	}
+	if d := cfg.Durable; d != nil {
+		if d.CheckpointBytes <= 0 {
+			d.CheckpointBytes = DefaultCheckpointBytes
+		}
+		if err := d.Replica.Start(ctx, m.fence); err != nil {
+			cancel()
+			m.loops.Wait()
+			return nil, fmt.Errorf("the session store does not take this replica's heartbeat: %w", err)
+		}
+		m.loops.Add(1)
+		go m.expire(ctx)
+	}
 	return m, nil
 }
 
-// Close destroys every session and pooled sandbox.
+// expireEvery spaces the sweeps of expired sessions out of the store.
+const expireEvery = 10 * time.Minute
+
+// expire asks the store to forget expired sessions, now and then.
+func (m *Manager) expire(ctx context.Context) {
+	defer m.loops.Done()
+	t := time.NewTicker(expireEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := m.cfg.Durable.Sessions.Expire(ctx); err != nil {
+			m.logger.Warn("could not sweep expired sessions", logkeys.Error, err)
+		} else if n > 0 {
+			m.logger.Info("expired sessions forgotten", "sessions", n)
+		}
+	}
+}
+
+// Close stops every sandbox and pooled sandbox. Durable sessions are kept:
+// their checkpoints stored, they are given up for any replica to take;
+// the others are destroyed.
 func (m *Manager) Close() {
 	m.stop()
 	m.loops.Wait()
@@ -109,13 +152,31 @@ func (m *Manager) Close() {
 	for _, s := range m.sessions {
 		all = append(all, s)
 	}
-	m.sessions = map[string]*Session{}
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, s := range all {
 		wg.Add(1)
-		go func() { defer wg.Done(); s.destroy() }()
+		go func() {
+			defer wg.Done()
+			if s.isDurable() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				m.release(ctx, s, "its sandbox service was stopped")
+				return
+			}
+			s.destroy()
+		}()
 	}
+	defer func() {
+		if d := m.cfg.Durable; d != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			d.Replica.Stop(ctx)
+		}
+	}()
+	m.mu.Lock()
+	m.sessions = map[string]*Session{}
+	m.mu.Unlock()
 	for {
 		select {
 		case sb := <-m.pool:
@@ -136,18 +197,24 @@ func (m *Manager) count() int {
 }
 
 // Create makes a new session. Its sandbox starts on first use (from the
-// pool when one is ready).
+// pool when one is ready). A durable session's handle is its ID.
 func (m *Manager) Create(ctx context.Context, tenant string, labels map[string]string) (Info, error) {
 	if tenant == "" {
 		tenant = "default"
 	}
-	s := &Session{
-		id: newID(), tenant: tenant, labels: labels, created: time.Now(), m: m,
-		turn: make(chan struct{}, 1),
+	var s *Session
+	if d := m.cfg.Durable; d != nil {
+		held, err := d.Sessions.Create(ctx, tenant, labels)
+		if err != nil {
+			return Info{}, err
+		}
+		s = m.newSession(held.Handle, tenant, labels, held)
+		s.d.reason = ""
+	} else {
+		s = m.newSession(newID(), tenant, labels, nil)
 	}
-	s.lastUsed = s.created
 	m.mu.Lock()
-	if m.cfg.MaxSessions > 0 && len(m.sessions) >= m.cfg.MaxSessions {
+	if m.cfg.Durable == nil && m.cfg.MaxSessions > 0 && len(m.sessions) >= m.cfg.MaxSessions {
 		m.mu.Unlock()
 		return Info{}, fmt.Errorf("%w: %d sessions are live, the maximum (raise CODEEXEC_MAX_SESSIONS or end idle sessions)", ErrExhausted, m.cfg.MaxSessions)
 	}
@@ -171,16 +238,29 @@ func (m *Manager) Get(tenant, id string) (*Session, error) {
 	return s, nil
 }
 
-// Destroy stops a session and forgets it.
+// Destroy ends a session for good: its sandbox stops, and a durable
+// session's record and checkpoint are deleted, wherever it is live.
 func (m *Manager) Destroy(ctx context.Context, tenant, id string) error {
 	s, err := m.Get(tenant, id)
-	if err != nil {
+	if err != nil && m.cfg.Durable == nil {
 		return err
 	}
-	m.mu.Lock()
-	delete(m.sessions, id)
-	m.mu.Unlock()
-	s.destroy()
+	if s != nil {
+		m.forget(s)
+		s.destroy()
+	}
+	if d := m.cfg.Durable; d != nil {
+		if tenant == "" {
+			tenant = "default"
+		}
+		deleted, err := d.Sessions.Delete(ctx, tenant, id)
+		if err != nil {
+			return err
+		}
+		if !deleted && s == nil {
+			return fmt.Errorf("%w: unknown session %q", ErrNotFound, id)
+		}
+	}
 	m.logger.InfoContext(ctx, "session destroyed", logkeys.SessionID, id)
 	return nil
 }
@@ -227,115 +307,6 @@ func (m *Manager) clampTimeout(t time.Duration) time.Duration {
 	return max(t, time.Second)
 }
 
-// takeSandbox returns a ready sandbox: a pooled one when available.
-func (m *Manager) takeSandbox(ctx context.Context) (*sandbox, error) {
-	for {
-		select {
-		case sb := <-m.pool:
-			if sb.alive() {
-				m.metrics.poolHit()
-				sb.mu.Lock()
-				sb.afterFirstExec = m.deferredWake()
-				sb.mu.Unlock()
-				return sb, nil
-			}
-			m.wakePool()
-			go sb.kill()
-			continue
-		default:
-		}
-		break
-	}
-	m.wakePool()
-	return m.startSandbox(ctx)
-}
-
-func (m *Manager) startSandbox(ctx context.Context) (*sandbox, error) {
-	id := "cx-" + newID()[:12]
-	spec := engine.Spec{
-		ID:       id,
-		Labels:   map[string]string{"codeexec.sandbox": id},
-		AgentDir: m.cfg.AgentDir,
-		Argv:     m.cfg.Argv,
-		Env:      m.cfg.Env,
-		Limits:   m.cfg.Limits,
-	}
-	start := time.Now()
-	sb, err := startSandbox(ctx, m.cfg.Engine, spec, m.logger)
-	if err != nil {
-		m.metrics.startFailed()
-		return nil, fmt.Errorf("start %s sandbox: %w", m.cfg.Engine.Name(), err)
-	}
-	m.metrics.started(time.Since(start))
-	return sb, nil
-}
-
-// poolRefillDelay bounds how long deferredWake waits.
-const poolRefillDelay = 100 * time.Millisecond
-
-// deferredWake returns a function that wakes the pool filler the first time
-// it is called, and calls it itself after poolRefillDelay. A session that
-// takes a pooled sandbox calls it when its first exec is done: refilling at
-// once would start a sandbox (several milliseconds of a CPU for Python's
-// start-up) while that exec runs, which on a small machine slows the very
-// call the pool is there to make fast.
-func (m *Manager) deferredWake() func() {
-	var once sync.Once
-	wake := func() { once.Do(m.wakePool) }
-	time.AfterFunc(poolRefillDelay, wake)
-	return wake
-}
-
-func (m *Manager) wakePool() {
-	select {
-	case m.poolWake <- struct{}{}:
-	default:
-	}
-}
-
-// fillPool keeps the pool full. After a failed start it backs off, so a
-// broken runtime does not spin.
-func (m *Manager) fillPool(ctx context.Context) {
-	defer m.loops.Done()
-	backoff := 100 * time.Millisecond
-	for {
-		for len(m.pool) < cap(m.pool) {
-			startCtx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
-			sb, err := m.startSandbox(startCtx)
-			cancel()
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				m.logger.Warn("warm pool could not start a sandbox", logkeys.Error, err)
-				select {
-				case <-time.After(backoff):
-				case <-ctx.Done():
-					return
-				}
-				backoff = min(backoff*2, 30*time.Second)
-				continue
-			}
-			backoff = 100 * time.Millisecond
-			if err := m.warmUp(ctx, sb); err != nil {
-				m.logger.Warn("warm pool sandbox failed its warm-up", logkeys.Error, err)
-				go sb.kill()
-				continue
-			}
-			select {
-			case m.pool <- sb:
-			default:
-				go sb.kill()
-			}
-		}
-		select {
-		case <-m.poolWake:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
 // reap destroys sessions idle for longer than IdleTimeout.
 func (m *Manager) reap(ctx context.Context) {
 	defer m.loops.Done()
@@ -354,47 +325,109 @@ func (m *Manager) reap(ctx context.Context) {
 			s.mu.Lock()
 			if !s.busy && s.lastUsed.Before(cutoff) {
 				idle = append(idle, s)
-				delete(m.sessions, id)
+				if m.cfg.Durable == nil {
+					delete(m.sessions, id)
+				}
 			}
 			s.mu.Unlock()
 		}
 		m.mu.Unlock()
 		for _, s := range idle {
-			m.logger.Info("reaping idle session", logkeys.SessionID, s.id, "idle_for", time.Since(s.Info().LastUsed))
+			idleFor := time.Since(s.Info().LastUsed).Round(time.Second)
+			if m.cfg.Durable != nil {
+				// The session stays, as a record: only its sandbox goes.
+				if s.tryAcquire() {
+					m.logger.Info("stopping an idle session's sandbox; its checkpoint is kept", logkeys.SessionID, s.id, "idle_for", idleFor)
+					m.release(ctx, s, fmt.Sprintf("the sandbox was stopped after being idle for %s", idleFor))
+					s.release()
+					m.metrics.reaped()
+				}
+				continue
+			}
+			m.logger.Info("reaping idle session", logkeys.SessionID, s.id, "idle_for", idleFor)
 			s.destroy()
 			m.metrics.reaped()
 		}
 	}
 }
 
-// warmUp runs one empty exec so that the agent's one-time setup is done
-// before a session takes the sandbox: a pooled sandbox's first real exec is
-// then as fast as any later one.
-func (m *Manager) warmUp(ctx context.Context, sb *sandbox) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
-	defer cancel()
-	sb.mu.Lock()
-	sb.nextExec++
-	id := sb.nextExec
-	sb.mu.Unlock()
-	empty := &ExecEnv{Servers: []byte("[]"), Discovered: []byte("[]")}
-	if err := sendExec(sb, id, "pass", empty, 0, false); err != nil {
-		return err
+// claim returns a session to run a call on: the live one here, or, for a
+// durable session, the one the store holds, taken for this replica. It
+// fails with an *ElsewhereError when another replica holds it live.
+func (m *Manager) claim(ctx context.Context, tenant, id string) (*Session, error) {
+	s, err := m.Get(tenant, id)
+	if err == nil || m.cfg.Durable == nil {
+		return s, err
+	}
+	if tenant == "" {
+		tenant = "default"
+	}
+	m.claimMu.Lock()
+	defer m.claimMu.Unlock()
+	if s, err := m.Get(tenant, id); err == nil {
+		return s, nil
+	}
+	m.mu.Lock()
+	_, other := m.sessions[id]
+	m.mu.Unlock()
+	if other {
+		return nil, fmt.Errorf("%w: unknown session %q", ErrNotFound, id)
+	}
+	held, err := m.cfg.Durable.Sessions.Claim(ctx, tenant, id)
+	var elsewhere *durable.ElsewhereError
+	switch {
+	case errors.Is(err, durable.ErrUnknown):
+		return nil, fmt.Errorf("%w: unknown session %q", ErrNotFound, id)
+	case errors.As(err, &elsewhere):
+		return nil, &ElsewhereError{Replica: elsewhere.Replica, Address: elsewhere.Address}
+	case err != nil:
+		return nil, err
+	}
+	s = m.newSession(id, tenant, held.State.Labels, held)
+	m.mu.Lock()
+	m.sessions[id] = s
+	m.mu.Unlock()
+	m.logger.InfoContext(ctx, "session taken from the session store", logkeys.SessionID, id, logkeys.Tenant, tenant, "reason", s.d.reason)
+	return s, nil
+}
+
+// makeRoom, for a durable session about to start a sandbox when every
+// sandbox is taken (MaxSessions), checkpoints and stops the one idle
+// longest. Without Durable there is nothing to make room with: Create
+// refused the session already.
+func (m *Manager) makeRoom(ctx context.Context, for_ *Session) error {
+	if m.cfg.Durable == nil || m.cfg.MaxSessions <= 0 {
+		return nil
 	}
 	for {
-		select {
-		case msg := <-sb.msgs:
-			if msg.T == "done" && msg.ID == id {
-				if msg.OK == nil || !*msg.OK {
-					return fmt.Errorf("warm-up exec failed: %s", msg.Error)
+		m.mu.Lock()
+		live := 0
+		var victim *Session
+		for _, s := range m.sessions {
+			s.mu.Lock()
+			hasSandbox := s.sb != nil && s.sb.alive()
+			if hasSandbox {
+				live++
+				if s != for_ && !s.busy && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
+					victim = s
 				}
-				return nil
 			}
-		case <-sb.dead:
-			return fmt.Errorf("sandbox died during warm-up: %s", sb.describeDeath())
-		case <-ctx.Done():
-			return ctx.Err()
+			s.mu.Unlock()
 		}
+		m.mu.Unlock()
+		if live < m.cfg.MaxSessions {
+			return nil
+		}
+		if victim == nil || !victim.tryAcquire() {
+			if victim == nil {
+				return fmt.Errorf("%w: all %d sandboxes are running calls (raise CODEEXEC_MAX_SESSIONS, or retry when one finishes)", ErrExhausted, m.cfg.MaxSessions)
+			}
+			continue // it just became busy: look again
+		}
+		m.logger.InfoContext(ctx, "stopping the sandbox idle longest to make room; its checkpoint is kept", logkeys.SessionID, victim.id)
+		m.release(ctx, victim, "its sandbox was stopped to make room for other sessions")
+		victim.release()
+		m.metrics.reaped()
 	}
 }
 

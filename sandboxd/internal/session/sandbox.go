@@ -23,10 +23,14 @@ type sandbox struct {
 	conn   *channel.Conn
 	logger *slog.Logger
 
-	ready chan struct{}         // closed when the agent said "ready"
-	msgs  chan *channel.Message // out, call and done frames, in order
-	dead  chan struct{}         // closed when the channel ended
-	done  chan struct{}         // closed when the process was reaped
+	ready chan struct{}        // closed when the agent said "ready"
+	msgs  chan channel.Message // out, call and done frames, in order
+	// ckpts carries checkpoint frames and restored the answer to a
+	// restore: they belong to the session's durability, not to an exec.
+	ckpts    chan *channel.Checkpoint
+	restored chan *channel.Restored
+	dead     chan struct{} // closed when the channel ended
+	done     chan struct{} // closed when the process was reaped
 
 	mu       sync.Mutex
 	readErr  error
@@ -38,6 +42,14 @@ type sandbox struct {
 	sessionStarted bool
 	python         string
 	usage          engine.Usage
+	// refused is the agent's reason for not taking the last checkpoint,
+	// noted by the reader as the frame arrives, so that the result of the
+	// exec after it (which the agent sends later) can say so.
+	refused string
+	// refusedExec is the exec after which the last refused checkpoint was
+	// to be taken: the verdicts on earlier checkpoints, which the committer
+	// may still be storing, are older news.
+	refusedExec int64
 	// afterFirstExec, when set, runs once the first exec of the session
 	// that took this sandbox from the pool is done (deferredWake).
 	afterFirstExec func()
@@ -55,9 +67,13 @@ func startSandbox(ctx context.Context, eng engine.Engine, spec engine.Spec, logg
 		conn:   channel.New(proc.Stdout(), proc.Stdin()),
 		logger: logger.With(logkeys.SandboxID, spec.ID),
 		ready:  make(chan struct{}),
-		msgs:   make(chan *channel.Message, 256),
-		dead:   make(chan struct{}),
-		done:   make(chan struct{}),
+		msgs:   make(chan channel.Message, 256),
+		// A checkpoint of a large namespace comes in several frames; the
+		// committer reads them as they come.
+		ckpts:    make(chan *channel.Checkpoint, 16),
+		restored: make(chan *channel.Restored, 1),
+		dead:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	go sb.readStderr()
 	go sb.readLoop()
@@ -79,6 +95,24 @@ func startSandbox(ctx context.Context, eng engine.Engine, spec engine.Spec, logg
 		sb.kill()
 		return nil, fmt.Errorf("sandbox did not become ready: %w", ctx.Err())
 	}
+}
+
+// takeRefused returns the reason the agent last refused a checkpoint for,
+// once.
+func (sb *sandbox) takeRefused() string {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	r := sb.refused
+	sb.refused = ""
+	return r
+}
+
+// supersededBy reports whether the verdict on the checkpoint taken after
+// exec is older than a refusal the reader has already seen.
+func (sb *sandbox) supersededBy(exec int64) bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return exec < sb.refusedExec
 }
 
 // firstExecDone runs afterFirstExec, once.
@@ -105,9 +139,9 @@ func (sb *sandbox) readLoop() {
 			sb.mu.Unlock()
 			return
 		}
-		if m.T == "ready" {
+		if r, ok := m.(*channel.Ready); ok {
 			sb.mu.Lock()
-			sb.python = m.Python
+			sb.python = r.Python
 			sb.mu.Unlock()
 			select {
 			case <-sb.ready:
@@ -116,7 +150,23 @@ func (sb *sandbox) readLoop() {
 			}
 			continue
 		}
-		sb.msgs <- m
+		switch m := m.(type) {
+		case *channel.Checkpoint:
+			if m.Error != "" {
+				sb.mu.Lock()
+				sb.refused, sb.refusedExec = m.Error, m.Exec
+				sb.mu.Unlock()
+			}
+			sb.ckpts <- m
+		case *channel.Restored:
+			select {
+			case sb.restored <- m:
+			default:
+				sb.logger.Warn("a restored frame nobody asked for")
+			}
+		default:
+			sb.msgs <- m
+		}
 	}
 }
 

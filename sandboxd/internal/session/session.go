@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
+	"github.com/codeexec/codeexec/sandboxd/internal/durable"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
@@ -51,6 +52,31 @@ type Session struct {
 	lastUsed   time.Time
 	execCount  uint64
 	generation uint64
+
+	// dmu guards d, the session's durable part (see durable.go).
+	dmu sync.Mutex
+	d   dstate
+}
+
+// newSession makes a session; held is its record when it is durable.
+func (m *Manager) newSession(id, tenant string, labels map[string]string, held *durable.Held) *Session {
+	s := &Session{id: id, tenant: tenant, labels: labels, created: time.Now(), m: m, turn: make(chan struct{}, 1)}
+	s.lastUsed = s.created
+	s.d.held = held
+	s.d.idle = sync.NewCond(&s.dmu)
+	if held != nil {
+		s.created = held.State.Created
+		s.execCount = held.State.Seq
+		s.d.reason = durableReason(held)
+	}
+	return s
+}
+
+// isDurable reports whether the session is kept in the session store.
+func (s *Session) isDurable() bool {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	return s.d.held != nil
 }
 
 // Info returns a snapshot.
@@ -86,6 +112,16 @@ func (s *Session) acquire(ctx context.Context) error {
 
 func (s *Session) release() { <-s.turn }
 
+// tryAcquire takes the session's turn if no call holds it.
+func (s *Session) tryAcquire() bool {
+	select {
+	case s.turn <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
 // setBusy marks the session busy or idle; ran records a finished exec.
 func (s *Session) setBusy(busy, ran bool) {
 	s.mu.Lock()
@@ -97,34 +133,54 @@ func (s *Session) setBusy(busy, ran bool) {
 	}
 }
 
-// ensureSandbox returns the live sandbox, starting one if needed.
-func (s *Session) ensureSandbox(ctx context.Context) (*sandbox, error) {
+// ensureSandbox returns the live sandbox, starting one if needed; a
+// durable session's new sandbox gets the last checkpoint restored into it,
+// and the report says what came back.
+func (s *Session) ensureSandbox(ctx context.Context) (*sandbox, *RestoreReport, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: session %s was destroyed", ErrNotFound, s.id)
+		return nil, nil, fmt.Errorf("%w: session %s was destroyed", ErrNotFound, s.id)
 	}
 	sb := s.sb
 	s.mu.Unlock()
 	if sb != nil && sb.alive() {
-		return sb, nil
+		return sb, nil, nil
 	}
 	if sb != nil {
 		sb.kill()
 	}
+	if err := s.m.makeRoom(ctx, s); err != nil {
+		return nil, nil, err
+	}
 	sb, err := s.m.takeSandbox(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var report *RestoreReport
+	if s.isDurable() {
+		go s.m.commitLoop(s, sb)
+		if report, err = s.m.restore(ctx, s, sb); err != nil {
+			// A namespace half restored would mislead: start clean, and
+			// say what happened.
+			s.logger().WarnContext(ctx, "could not restore the session; it starts fresh", logkeys.Error, err)
+			report = &RestoreReport{Reason: err.Error() + "; the session started fresh"}
+			sb.kill()
+			if sb, err = s.m.takeSandbox(ctx); err != nil {
+				return nil, nil, err
+			}
+			go s.m.commitLoop(s, sb)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		go sb.kill()
-		return nil, fmt.Errorf("%w: session %s was destroyed", ErrNotFound, s.id)
+		return nil, nil, fmt.Errorf("%w: session %s was destroyed", ErrNotFound, s.id)
 	}
 	s.sb = sb
 	s.generation++
-	return sb, nil
+	return sb, report, nil
 }
 
 // stopSandbox kills the current sandbox, losing the interpreter state.
@@ -154,9 +210,18 @@ func (s *Session) logger() *slog.Logger {
 	return s.m.logger.With(logkeys.SessionID, s.id, logkeys.Tenant, s.tenant)
 }
 
-// sendExec writes an exec frame.
-func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, first bool) error {
-	return sb.conn.Write(&channel.Message{
-		T: "exec", ID: id, Code: code, Servers: env.Servers, Discovered: env.Discovered, Limit: limit, First: first,
+// sendExec writes an exec frame; a positive checkpoint asks for a
+// checkpoint of at most that many bytes after it.
+func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, first bool, checkpoint int64) error {
+	// Never null: the agent reads an empty list as no servers.
+	servers, discovered := env.Servers, env.Discovered
+	if servers == nil {
+		servers = []channel.Server{}
+	}
+	if discovered == nil {
+		discovered = []channel.DiscoveredServer{}
+	}
+	return sb.conn.Write(&channel.Exec{
+		ID: id, Code: code, Servers: servers, Discovered: discovered, Limit: limit, First: first, Checkpoint: checkpoint,
 	})
 }

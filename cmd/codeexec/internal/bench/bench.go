@@ -149,7 +149,7 @@ func benchWarmStdio(ctx context.Context, n int, version string) (stats, error) {
 	}
 	defer c.Close()
 	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION // a session-based client
 	init.Params.ClientInfo = mcp.Implementation{Name: "codeexec-bench", Version: version}
 	if _, err := c.Initialize(ctx, init); err != nil {
 		return stats{}, err

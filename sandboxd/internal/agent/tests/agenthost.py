@@ -50,13 +50,18 @@ class Result:
 
 
 def server(name, tools=(), alias=None, **extra):
-    """Server metadata as sandboxd sends it (aliases optional)."""
-    d = {"name": name, "description": "%s server" % name, "cwd": "/srv/" + name,
-         "tools": [t if isinstance(t, dict) else {"name": t, "description": "the %s tool" % t,
-                                                   "input_schema": {"type": "object"}}
-                   for t in tools]}
-    if alias:
-        d["alias"] = alias
+    """Server metadata as sandboxd sends it. Aliases are discoveryd's there;
+    here the server's is alias (default: the name) and a tool's is its name,
+    or the second of a (name, alias) pair, or a dict's own "alias"."""
+    def tool(t):
+        if isinstance(t, dict):
+            return dict({"alias": t["name"]}, **t)
+        tname, talias = t if isinstance(t, tuple) else (t, t)
+        return {"name": tname, "alias": talias, "description": "the %s tool" % tname,
+                "input_schema": {"type": "object"}}
+
+    d = {"name": name, "alias": alias or name, "description": "%s server" % name, "cwd": "/srv/" + name,
+         "tools": [tool(t) for t in tools]}
     d.update(extra)
     return d
 
@@ -71,14 +76,15 @@ class FakeHost:
         self.allowed = []
 
     def handle(self, m, p):
-        """Returns (ok, result-or-error)."""
+        """Returns (ok, result-or-error); an error is (code, message), or a
+        message alone for the code "internal"."""
         if m == "list_servers":
             return True, list(self.allowed)
         if m == "list_tools":
             return True, [{"name": "echo", "inputSchema": {"type": "object"}}]
         if m == "call_tool":
             if p["server"] not in self.allowed:
-                return False, "Server '%s' is not available; allowed: %s" % (p["server"], self.allowed)
+                return False, ("permission_denied", "Server '%s' is not available; allowed: %s" % (p["server"], self.allowed))
             return True, {"content": [{"type": "text", "text": json.dumps(
                 {"server": p["server"], "tool": p["tool"], "arguments": p["arguments"]})}]}
         if m == "query_tool_docs":
@@ -103,10 +109,10 @@ class FakeHost:
                 self.memory[p["key"]] = {"key": p["key"], "value": base + ["other"] if isinstance(base, list) else base,
                                          "metadata": (old or {}).get("metadata", {}),
                                          "revision": (old["revision"] if old else 0) + 1}
-                return False, "memory: revision conflict on %r" % p["key"]
+                return False, ("conflict", "memory: revision moved on %r" % p["key"])
             have = old["revision"] if old else 0
             if have != p["revision"]:
-                return False, "conflict"
+                return False, ("conflict", "revision %d, not %d" % (have, p["revision"]))
             self.memory[p["key"]] = {"key": p["key"], "value": p["value"],
                                      "metadata": (old or {}).get("metadata", {}), "revision": have + 1}
             return True, self.memory[p["key"]]
@@ -121,7 +127,7 @@ class FakeHost:
             return True, list(self.tools.values())
         if m == "tool.delete":
             return True, {"deleted": self.tools.pop(p["name"], None) is not None}
-        return False, "method %s is not served" % m
+        return False, ("invalid_argument", "method %s is not served" % m)
 
     def on_call(self, agent, msg):
         ok, res = self.handle(msg["m"], msg["p"])
@@ -184,11 +190,12 @@ class Agent:
 
     def reply(self, cid, ok, res):
         if ok:
-            self.send({"t": "reply", "id": cid, "ok": True, "result": res})
-        else:
-            self.send({"t": "reply", "id": cid, "ok": False, "error": res})
+            self.send({"t": "reply", "id": cid, "result": res})
+            return
+        code, message = res if isinstance(res, tuple) else ("internal", res)
+        self.send({"t": "reply", "id": cid, "error": {"code": code, "message": message}})
 
-    def start(self, code, servers=(), discovered=None, limit=0, first=False):
+    def start(self, code, servers=(), discovered=None, limit=0, first=False, checkpoint=0):
         self._next += 1
         if discovered is None:
             discovered = [{"name": s["name"], "description": s.get("description", "")} for s in servers]
@@ -198,6 +205,8 @@ class Agent:
                "discovered": discovered, "limit": limit}
         if first:
             msg["first"] = True
+        if checkpoint:
+            msg["checkpoint"] = checkpoint
         self.send(msg)
         return self._next
 
@@ -225,8 +234,40 @@ class Agent:
                 assert msg["id"] == exec_id, msg
                 return Result(msg, chunks, self.calls[ncalls:])
 
-    def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False):
-        return self.wait(self.start(code, servers, discovered, limit, first), timeout)
+    def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False, checkpoint=0):
+        return self.wait(self.start(code, servers, discovered, limit, first, checkpoint), timeout)
+
+    def wait_checkpoint(self, exec_id, timeout=60):
+        """Gathers the checkpoint frames after exec_id's done: (manifest,
+        {chunk id: bytes}, error, number of frames)."""
+        import base64
+
+        chunks, frames = {}, 0
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.frames.get(timeout=max(0.01, deadline - time.monotonic()))
+            if msg is None:
+                raise AssertionError("agent exited; diag=%r" % self.diag)
+            assert msg["t"] == "checkpoint" and msg["id"] == exec_id, msg
+            frames += 1
+            for cid, data in (msg.get("chunks") or {}).items():
+                chunks[cid] = base64.b64decode(data)
+            if msg.get("last"):
+                return msg.get("manifest"), chunks, msg.get("error", ""), frames
+
+    def ack_checkpoint(self, exec_id, ok=True):
+        self.send({"t": "checkpointed", "id": exec_id, "ok": ok})
+
+    def restore(self, manifest, chunks, timeout=60):
+        """Sends a checkpoint to restore and returns the agent's report."""
+        import base64
+
+        self.send({"t": "restore", "chunks": {k: base64.b64encode(v).decode() for k, v in chunks.items()},
+                   "manifest": manifest, "last": True})
+        deadline = time.monotonic() + timeout
+        msg = self.frames.get(timeout=max(0.01, deadline - time.monotonic()))
+        assert msg is not None and msg["t"] == "restored", msg
+        return msg["report"]
 
     def close(self):
         try:

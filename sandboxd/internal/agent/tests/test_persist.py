@@ -101,7 +101,7 @@ class MemoryTest(unittest.TestCase):
         r = self.a.exec("import codeexec_persist\ncodeexec_persist.UPDATE_PATIENCE = 0.3\n"
                         "update_memory('n', lambda v: (v or []) + [1])")
         tries = len([c for c in r.calls if c["m"] == "memory.update"])
-        self.assertEqual(r.error, "MCPError: update_memory('n'): gave up after %d conflicting concurrent updates in 0.3 s" % tries)
+        self.assertEqual(r.error, "ConflictError: update_memory('n'): gave up after %d conflicting concurrent updates in 0.3 s" % tries)
         self.assertGreater(tries, 5)
         self.assertLess(tries, 1000)  # it paused between tries
 
@@ -111,6 +111,26 @@ class MemoryTest(unittest.TestCase):
         r = self.a.exec("update_memory('n', lambda v: 1)")
         self.assertEqual(r.error, "MCPError: memoryd down")
         self.assertEqual(len([c for c in r.calls if c["m"] == "memory.update"]), 1)
+
+    def test_update_memory_retries_on_the_code_not_the_words(self):
+        # A conflict is a ConflictError, whatever its message says; a
+        # message that merely mentions a conflict is not one.
+        orig = self.host.handle
+        replies = {"code": [("conflict", "revision moved"), ("conflict", "revision moved")],
+                   "words": [("invalid_argument", "value conflicts with the schema")]}
+        for case, errors in replies.items():
+            with self.subTest(case):
+                left = list(errors)
+                self.host.handle = lambda m, p: (False, left.pop(0)) if m == "memory.update" and left else orig(m, p)
+                r = self.a.exec("try:\n    print(update_memory('n', lambda v: 1))\n"
+                                "except runtime.MCPError as e:\n    print(type(e).__name__, e.code, e)\n")
+                tries = len([c for c in r.calls if c["m"] == "memory.update"])
+                if case == "code":
+                    self.assertEqual((r.stdout, tries), ("1\n", 3), r)
+                else:
+                    self.assertEqual((r.stdout, tries), ("InvalidArgumentError invalid_argument value conflicts "
+                                                         "with the schema\n", 1), r)
+        self.host.handle = orig
 
 
 class ToolsTest(unittest.TestCase):

@@ -7,7 +7,9 @@ import unittest
 from agenthost import Agent, FakeHost, server
 
 FS = server("filesystem", ["read_file", "write_file"])
-GH = server("GitHub-Server.v2", ["Get-Issue", "class", "2fa", "get_issue"])
+# With the aliases discoveryd gives these names.
+GH = server("GitHub-Server.v2", [("Get-Issue", "get_issue"), ("class", "class_"), ("2fa", "_2fa"),
+                                 ("get_issue", "get_issue_2")], alias="github_server_v2")
 
 
 class GlobalsTest(unittest.TestCase):
@@ -92,21 +94,13 @@ class GlobalsTest(unittest.TestCase):
             "print(subprocess.run(['/bin/true']).returncode)\n", servers=[big])
         self.assertEqual(r.stdout.splitlines(), ["True 2000 ['alias', 'description', 'name']", "1024", "0"], r)
 
-    def test_aliases(self):
-        srvs = [server("a-b", ["x"]), server("a.b", ["x"]), GH, server("2fa", [])]
-        r = self.a.exec(
-            "for m in runtime.list_loaded_server_metadata():\n"
-            "    print(m['name'], m['alias'], [t['alias'] for t in m['tools']])\n", servers=srvs)
-        self.assertEqual(r.stdout,
-                         "a-b a_b ['x']\n"
-                         "a.b a_b_2 ['x']\n"
-                         "GitHub-Server.v2 github_server_v2 ['get_issue', 'class_', '_2fa', 'get_issue_2']\n"
-                         "2fa _2fa []\n", r)
-
     def test_aliases_from_sandboxd_are_kept(self):
-        s = server("weird", [{"name": "t", "alias": "tee", "description": "", "input_schema": {}}], alias="w")
-        r = self.a.exec("print(LOADED_MCP_SERVERS, dir(mcp_w))", servers=[s])
-        self.assertEqual(r.stdout, "('weird',) ['list_tools', 'tee']\n", r)
+        # The agent has no alias rules: it uses discoveryd's, as sent.
+        s = server("weird", [{"name": "t", "alias": "tee", "description": "", "input_schema": {}},
+                             ("class", "class_")], alias="w")
+        r = self.a.exec("print(LOADED_MCP_SERVERS, dir(mcp_w), runtime.describe_server('w')['alias'])\n"
+                        "import mcp.servers.w\nprint(sorted(mcp.servers.w.TOOL_MAP))", servers=[s])
+        self.assertEqual(r.stdout, "('weird',) ['class_', 'list_tools', 'tee'] w\n['class_', 'tee']\n", r)
 
     def test_server_modules(self):
         r = self.a.exec(
@@ -154,7 +148,7 @@ class CallTest(unittest.TestCase):
             "try:\n"
             "    await runtime.call_tool('other', 'x', {})\n"
             "except runtime.MCPError as e:\n"
-            "    print(type(e).__name__, isinstance(e, RuntimeError), e)\n"
+            "    print(type(e).__name__, isinstance(e, RuntimeError), e.code, e)\n"
             "try:\n"
             "    await runtime.call_tool('filesystem', 'x', [1])\n"
             "except runtime.MCPError as e:\n"
@@ -165,7 +159,8 @@ class CallTest(unittest.TestCase):
             "    print(e)\n",
             servers=[FS])
         self.assertEqual(r.stdout,
-                         "MCPError True Server 'other' is not available; allowed: ['filesystem']\n"
+                         "PermissionDeniedError True permission_denied Server 'other' is not available; "
+                         "allowed: ['filesystem']\n"
                          "Arguments must be an object (dict), not list\n"
                          "call_tool: parameters must be JSON serialisable: value of type set is not "
                          "JSON serialisable\n", r)
@@ -221,16 +216,15 @@ class CallTest(unittest.TestCase):
         host = SlowHost()
         a = Agent(host)
         try:
-            t0 = time.monotonic()
             r = a.exec(
                 "import asyncio, json\n"
                 "rs = await asyncio.gather(*(mcp_filesystem.read_file(n=i) for i in range(3)))\n"
                 "print([json.loads(x['content'][0]['text'])['arguments']['n'] for x in rs])\n",
                 servers=[FS])
-            elapsed = time.monotonic() - t0
             self.assertEqual(r.stdout, "[0, 1, 2]\n", r)
+            # All three were in flight at once: the calls ran concurrently
+            # (a timing bound would say the same, and fail on a busy host).
             self.assertEqual(host.max_in_flight, 3)
-            self.assertLess(elapsed, 0.9)
         finally:
             a.close()
 

@@ -134,8 +134,12 @@ class ChannelFdsTest(unittest.TestCase):
         self.assertEqual(r.stdout, "\x00\x00\x00\x05hello\x00\x00\x00\x07{\"t\":1}")
 
     def test_unknown_frames_ignored(self):
+        # Only the types in the reader's table are read; the rest are skipped.
         self.a.send({"t": "bogus", "x": 1})
-        self.a.send({"t": "reply", "id": 12345, "ok": True, "result": None})  # nobody waits
+        self.a.send({"t": "done", "id": 1, "ok": True})  # a type only the agent sends
+        self.a.send([1, 2])
+        self.a.send("reply")
+        self.a.send({"t": "reply", "id": 12345, "result": None})  # nobody waits
         self.assertEqual(self.a.exec("print(2)").stdout, "2\n")
 
     def test_agent_exits_when_channel_closes(self):

@@ -674,7 +674,18 @@ type ExecResult struct {
 	// timeout is the effective timeout after clamping.
 	Timeout *durationpb.Duration `protobuf:"bytes,9,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// session is the session after the call.
-	Session       *Session `protobuf:"bytes,10,opt,name=session,proto3" json:"session,omitempty"`
+	Session *Session `protobuf:"bytes,10,opt,name=session,proto3" json:"session,omitempty"`
+	// restored is set when this call ran in a sandbox that was rebuilt from
+	// the session's checkpoint: what came back and what did not.
+	Restored *RestoreReport `protobuf:"bytes,11,opt,name=restored,proto3" json:"restored,omitempty"`
+	// not_durable, when set, says why the session's latest state could not
+	// be checkpointed (too large, a store error): if its sandbox goes, the
+	// state since the last checkpoint is lost.
+	NotDurable string `protobuf:"bytes,12,opt,name=not_durable,json=notDurable,proto3" json:"not_durable,omitempty"`
+	// durable is true when the session is kept in the session store: a
+	// stopped sandbox (state_lost) costs only the effects since the last
+	// checkpoint, which the next call restores.
+	Durable       bool `protobuf:"varint,13,opt,name=durable,proto3" json:"durable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -779,6 +790,232 @@ func (x *ExecResult) GetSession() *Session {
 	return nil
 }
 
+func (x *ExecResult) GetRestored() *RestoreReport {
+	if x != nil {
+		return x.Restored
+	}
+	return nil
+}
+
+func (x *ExecResult) GetNotDurable() string {
+	if x != nil {
+		return x.NotDurable
+	}
+	return ""
+}
+
+func (x *ExecResult) GetDurable() bool {
+	if x != nil {
+		return x.Durable
+	}
+	return false
+}
+
+// RestoreReport says what a new sandbox got back from a checkpoint.
+type RestoreReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reason says why the session needed a new sandbox: "the previous call
+	// timed out", "the sandbox was stopped after being idle", ...
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// names are the variables, functions, classes and modules restored.
+	Names []string `protobuf:"bytes,2,rep,name=names,proto3" json:"names,omitempty"`
+	// lost are the names that could not be restored, each with why.
+	Lost []*LostName `protobuf:"bytes,3,rep,name=lost,proto3" json:"lost,omitempty"`
+	// rolled_back is true when the call before this one did not finish (a
+	// timeout or a crash): its effects are not in the checkpoint.
+	RolledBack bool `protobuf:"varint,4,opt,name=rolled_back,json=rolledBack,proto3" json:"rolled_back,omitempty"`
+	// calls counts the calls whose effects the checkpoint holds.
+	Calls         uint64 `protobuf:"varint,5,opt,name=calls,proto3" json:"calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreReport) Reset() {
+	*x = RestoreReport{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreReport) ProtoMessage() {}
+
+func (x *RestoreReport) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreReport.ProtoReflect.Descriptor instead.
+func (*RestoreReport) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RestoreReport) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RestoreReport) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *RestoreReport) GetLost() []*LostName {
+	if x != nil {
+		return x.Lost
+	}
+	return nil
+}
+
+func (x *RestoreReport) GetRolledBack() bool {
+	if x != nil {
+		return x.RolledBack
+	}
+	return false
+}
+
+func (x *RestoreReport) GetCalls() uint64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+// LostName is one name a restore could not bring back.
+type LostName struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the variable's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// kind says what it held: "open file", "socket", "generator", ...
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// why is the reason, e.g. pickle's error.
+	Why           string `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LostName) Reset() {
+	*x = LostName{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LostName) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LostName) ProtoMessage() {}
+
+func (x *LostName) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LostName.ProtoReflect.Descriptor instead.
+func (*LostName) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LostName) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LostName) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LostName) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+// SessionElsewhere is the detail of a FAILED_PRECONDITION from Execute when
+// the session is live on another replica.
+type SessionElsewhere struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// replica names the replica holding the session.
+	Replica string `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	// address is where that replica's SandboxService listens: host:port, or
+	// unix:/path for a process on the same machine.
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionElsewhere) Reset() {
+	*x = SessionElsewhere{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionElsewhere) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionElsewhere) ProtoMessage() {}
+
+func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionElsewhere.ProtoReflect.Descriptor instead.
+func (*SessionElsewhere) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SessionElsewhere) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *SessionElsewhere) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 // ResetSessionRequest names a session to reset.
 type ResetSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -792,7 +1029,7 @@ type ResetSessionRequest struct {
 
 func (x *ResetSessionRequest) Reset() {
 	*x = ResetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +1041,7 @@ func (x *ResetSessionRequest) String() string {
 func (*ResetSessionRequest) ProtoMessage() {}
 
 func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +1054,7 @@ func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResetSessionRequest) GetSessionId() string {
@@ -845,7 +1082,7 @@ type ResetSessionResponse struct {
 
 func (x *ResetSessionResponse) Reset() {
 	*x = ResetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +1094,7 @@ func (x *ResetSessionResponse) String() string {
 func (*ResetSessionResponse) ProtoMessage() {}
 
 func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +1107,7 @@ func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResetSessionResponse) GetSession() *Session {
@@ -893,7 +1130,7 @@ type DestroySessionRequest struct {
 
 func (x *DestroySessionRequest) Reset() {
 	*x = DestroySessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +1142,7 @@ func (x *DestroySessionRequest) String() string {
 func (*DestroySessionRequest) ProtoMessage() {}
 
 func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1155,7 @@ func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionRequest.ProtoReflect.Descriptor instead.
 func (*DestroySessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DestroySessionRequest) GetSessionId() string {
@@ -944,7 +1181,7 @@ type DestroySessionResponse struct {
 
 func (x *DestroySessionResponse) Reset() {
 	*x = DestroySessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1193,7 @@ func (x *DestroySessionResponse) String() string {
 func (*DestroySessionResponse) ProtoMessage() {}
 
 func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1206,7 @@ func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionResponse.ProtoReflect.Descriptor instead.
 func (*DestroySessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 // GetSessionRequest names a session.
@@ -985,7 +1222,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1234,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1247,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1038,7 +1275,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1287,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1300,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1085,7 +1322,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1334,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1347,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListSessionsRequest) GetTenant() string {
@@ -1131,7 +1368,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1380,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1393,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1209,7 +1446,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05event\"V\n" +
 	"\vOutputChunk\x123\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x1b.codeexec.sandbox.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xb9\x03\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xb4\x04\n" +
 	"\n" +
 	"ExecResult\x127\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1f.codeexec.sandbox.v1.ExecStatusR\x06status\x12\x1b\n" +
@@ -1223,7 +1460,25 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\aservers\x18\b \x03(\tR\aservers\x123\n" +
 	"\atimeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\atimeout\x126\n" +
 	"\asession\x18\n" +
-	" \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\"L\n" +
+	" \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\x12>\n" +
+	"\brestored\x18\v \x01(\v2\".codeexec.sandbox.v1.RestoreReportR\brestored\x12\x1f\n" +
+	"\vnot_durable\x18\f \x01(\tR\n" +
+	"notDurable\x12\x18\n" +
+	"\adurable\x18\r \x01(\bR\adurable\"\xa7\x01\n" +
+	"\rRestoreReport\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
+	"\x04lost\x18\x03 \x03(\v2\x1d.codeexec.sandbox.v1.LostNameR\x04lost\x12\x1f\n" +
+	"\vrolled_back\x18\x04 \x01(\bR\n" +
+	"rolledBack\x12\x14\n" +
+	"\x05calls\x18\x05 \x01(\x04R\x05calls\"D\n" +
+	"\bLostName\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
+	"\x03why\x18\x03 \x01(\tR\x03why\"F\n" +
+	"\x10SessionElsewhere\x12\x18\n" +
+	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"L\n" +
 	"\x13ResetSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -1284,7 +1539,7 @@ func file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_codeexec_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_codeexec_sandbox_v1_sandbox_proto_goTypes = []any{
 	(SessionState)(0),              // 0: codeexec.sandbox.v1.SessionState
 	(Stream)(0),                    // 1: codeexec.sandbox.v1.Stream
@@ -1296,54 +1551,59 @@ var file_codeexec_sandbox_v1_sandbox_proto_goTypes = []any{
 	(*ExecuteResponse)(nil),        // 7: codeexec.sandbox.v1.ExecuteResponse
 	(*OutputChunk)(nil),            // 8: codeexec.sandbox.v1.OutputChunk
 	(*ExecResult)(nil),             // 9: codeexec.sandbox.v1.ExecResult
-	(*ResetSessionRequest)(nil),    // 10: codeexec.sandbox.v1.ResetSessionRequest
-	(*ResetSessionResponse)(nil),   // 11: codeexec.sandbox.v1.ResetSessionResponse
-	(*DestroySessionRequest)(nil),  // 12: codeexec.sandbox.v1.DestroySessionRequest
-	(*DestroySessionResponse)(nil), // 13: codeexec.sandbox.v1.DestroySessionResponse
-	(*GetSessionRequest)(nil),      // 14: codeexec.sandbox.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 15: codeexec.sandbox.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),    // 16: codeexec.sandbox.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),   // 17: codeexec.sandbox.v1.ListSessionsResponse
-	nil,                            // 18: codeexec.sandbox.v1.Session.LabelsEntry
-	nil,                            // 19: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 20: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 21: google.protobuf.Duration
+	(*RestoreReport)(nil),          // 10: codeexec.sandbox.v1.RestoreReport
+	(*LostName)(nil),               // 11: codeexec.sandbox.v1.LostName
+	(*SessionElsewhere)(nil),       // 12: codeexec.sandbox.v1.SessionElsewhere
+	(*ResetSessionRequest)(nil),    // 13: codeexec.sandbox.v1.ResetSessionRequest
+	(*ResetSessionResponse)(nil),   // 14: codeexec.sandbox.v1.ResetSessionResponse
+	(*DestroySessionRequest)(nil),  // 15: codeexec.sandbox.v1.DestroySessionRequest
+	(*DestroySessionResponse)(nil), // 16: codeexec.sandbox.v1.DestroySessionResponse
+	(*GetSessionRequest)(nil),      // 17: codeexec.sandbox.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),     // 18: codeexec.sandbox.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),    // 19: codeexec.sandbox.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),   // 20: codeexec.sandbox.v1.ListSessionsResponse
+	nil,                            // 21: codeexec.sandbox.v1.Session.LabelsEntry
+	nil,                            // 22: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
 }
 var file_codeexec_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	0,  // 0: codeexec.sandbox.v1.Session.state:type_name -> codeexec.sandbox.v1.SessionState
-	20, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	20, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
-	18, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
-	19, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	23, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	23, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
+	21, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
+	22, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
 	3,  // 5: codeexec.sandbox.v1.CreateSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	21, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	24, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
 	8,  // 7: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
 	9,  // 8: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
 	1,  // 9: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
 	2,  // 10: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
-	21, // 11: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
-	21, // 12: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
+	24, // 11: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	24, // 12: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
 	3,  // 13: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 14: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 15: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 16: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
-	4,  // 17: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
-	6,  // 18: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
-	10, // 19: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
-	12, // 20: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
-	14, // 21: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
-	16, // 22: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
-	5,  // 23: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
-	7,  // 24: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
-	11, // 25: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
-	13, // 26: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
-	15, // 27: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
-	17, // 28: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	10, // 14: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
+	11, // 15: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
+	3,  // 16: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	3,  // 17: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	3,  // 18: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
+	4,  // 19: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
+	6,  // 20: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
+	13, // 21: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
+	15, // 22: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
+	17, // 23: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
+	19, // 24: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
+	5,  // 25: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
+	7,  // 26: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
+	14, // 27: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
+	16, // 28: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
+	18, // 29: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
+	20, // 30: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_sandbox_v1_sandbox_proto_init() }
@@ -1361,7 +1621,7 @@ func file_codeexec_sandbox_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_sandbox_v1_sandbox_proto_rawDesc), len(file_codeexec_sandbox_v1_sandbox_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,8 +33,13 @@ const (
 //
 // SandboxService runs Python code in isolated sandboxes whose interpreter
 // state persists between calls, like a notebook kernel. A session owns at
-// most one live sandbox; when the sandbox dies (timeout, out of memory) the
-// session stays and the next Execute starts a fresh sandbox for it.
+// most one live sandbox. With a session store (memoryd) the session is
+// durable: its state is checkpointed after each call, and when its sandbox
+// is gone (a timeout, out of memory, idle eviction, a lost replica, a
+// restart) the next Execute, on this replica or any other, restores the
+// last checkpoint into a fresh sandbox. A session whose sandbox is live on
+// another replica is refused with FAILED_PRECONDITION and a SessionElsewhere
+// detail naming that replica, so that the caller can go there.
 type SandboxServiceClient interface {
 	// CreateSession makes a new session. The sandbox itself comes from the
 	// warm pool when one is ready, so this is cheap.
@@ -137,8 +142,13 @@ func (c *sandboxServiceClient) ListSessions(ctx context.Context, in *ListSession
 //
 // SandboxService runs Python code in isolated sandboxes whose interpreter
 // state persists between calls, like a notebook kernel. A session owns at
-// most one live sandbox; when the sandbox dies (timeout, out of memory) the
-// session stays and the next Execute starts a fresh sandbox for it.
+// most one live sandbox. With a session store (memoryd) the session is
+// durable: its state is checkpointed after each call, and when its sandbox
+// is gone (a timeout, out of memory, idle eviction, a lost replica, a
+// restart) the next Execute, on this replica or any other, restores the
+// last checkpoint into a fresh sandbox. A session whose sandbox is live on
+// another replica is refused with FAILED_PRECONDITION and a SessionElsewhere
+// detail naming that replica, so that the caller can go there.
 type SandboxServiceServer interface {
 	// CreateSession makes a new session. The sandbox itself comes from the
 	// warm pool when one is ready, so this is cheap.

@@ -1,0 +1,82 @@
+package sandboxd_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+)
+
+func TestBrokerEnforcesTheAllowList(t *testing.T) {
+	t.Parallel()
+	c, fd := newService(t, nil)
+	id := create(t, c, "")
+	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Servers: []string{"demo"}, Code: `
+res = await mcp_demo.echo(text="hello")
+print(res["content"][0]["text"], LOADED_MCP_SERVERS, sorted(mcp_servers))`})
+	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
+		t.Fatalf("allowed call: %+v %s, %v", r.result, r.stderr, err)
+	}
+	if want := "hello ('demo',) ['demo']\n"; r.stdout != want {
+		t.Fatalf("stdout = %q, want %q", r.stdout, want)
+	}
+	if got := r.result.GetServers(); len(got) != 1 || got[0] != "demo" {
+		t.Fatalf("result servers = %v", got)
+	}
+	// The next call does not name the server: its proxy is gone and a direct
+	// call is refused by sandboxd, naming what to do.
+	r, err = execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: `
+print("mcp_demo" in globals())
+try:
+    await runtime.call_tool("demo", "echo", {"text": "x"})
+except runtime.MCPError as e:
+    print("refused:", type(e).__name__, e.code, e)`})
+	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
+		t.Fatalf("refused call: %+v %s, %v", r.result, r.stderr, err)
+	}
+	if !strings.Contains(r.stdout, "False\nrefused: PermissionDeniedError permission_denied Server 'demo' is not available") ||
+		!strings.Contains(r.stdout, `pass servers=["demo"]`) {
+		t.Fatalf("stdout = %q, want the proxy gone and a PermissionDeniedError naming servers=[\"demo\"]", r.stdout)
+	}
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if len(fd.calls) != 1 {
+		t.Fatalf("discoveryd saw calls %v, want exactly the allowed one", fd.calls)
+	}
+}
+
+// A call made after its exec finished is refused with its own code, even
+// when it reaches sandboxd during a later exec that allows its server.
+func TestLateCallIsRefused(t *testing.T) {
+	t.Parallel()
+	c, _ := newService(t, nil)
+	id := create(t, c, "")
+	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Servers: []string{"demo"}, Code: `
+import threading, time
+late = None
+def call_later():
+    global late
+    time.sleep(0.2)  # the exec is over by then
+    try:
+        runtime.save_memory("k", 1)
+    except runtime.MCPError as e:
+        late = (type(e).__name__, e.code, str(e))
+threading.Thread(target=call_later).start()`})
+	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
+		t.Fatalf("exec 1: %+v %s, %v", r.result, r.stderr, err)
+	}
+	time.Sleep(time.Second) // the call waits in the channel for the next exec
+	r, err = execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Servers: []string{"demo"}, Code: `
+for _ in range(100):
+    if late:
+        break
+    time.sleep(0.05)
+print(late)`})
+	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
+		t.Fatalf("exec 2: %+v %s, %v", r.result, r.stderr, err)
+	}
+	if want := "('FailedPreconditionError', 'failed_precondition', 'this call was made after its run_python call had finished')\n"; r.stdout != want {
+		t.Errorf("late call: stdout = %q, want %q", r.stdout, want)
+	}
+}

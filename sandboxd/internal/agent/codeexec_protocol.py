@@ -1,0 +1,154 @@
+"""The channel's message types as the agent sees them (docs/PROTOCOL.md).
+
+The Go side of this contract is sandboxd/internal/channel. Here: the call
+methods and their parameters (one Method each, as Go has one Request type
+each), the exec frame, and the exceptions a failed call raises, one per
+error code of a failed `reply`.
+
+A new call method is one Method below and one channel.Request in Go;
+TestAgentMatchesTheChannel (sandboxd/internal/agent) holds the two lists
+to each other.
+"""
+
+
+class Method:
+    """One call method: the `m` of its call frames and the parameters its
+    `p` holds; those in `optional` may be left out."""
+
+    __slots__ = ("name", "required", "optional")
+
+    def __init__(self, name, required=(), optional=()):
+        self.name = name
+        self.required = tuple(required)
+        self.optional = tuple(optional)
+
+    def params(self, given):
+        """given (a dict of parameters), checked. A missing or unknown
+        parameter is a bug in the agent, so it fails before anything is
+        sent."""
+        missing = [k for k in self.required if k not in given]
+        unknown = [k for k in given if k not in self.required and k not in self.optional]
+        if missing or unknown:
+            raise TypeError("%s: missing parameters %s, unknown parameters %s" % (self.name, missing, unknown))
+        return given
+
+    def __repr__(self):
+        return "<call method %s>" % self.name
+
+
+LIST_SERVERS = Method("list_servers")
+LIST_TOOLS = Method("list_tools", ("server",))
+CALL_TOOL = Method("call_tool", ("server", "tool", "arguments"))
+QUERY_TOOL_DOCS = Method("query_tool_docs", ("server", "detail"), ("tool",))
+SEARCH_TOOL_DOCS = Method("search_tool_docs", ("query", "limit", "detail"))
+SAVE_MEMORY = Method("memory.save", ("key", "value"), ("metadata",))
+LOAD_MEMORY = Method("memory.load", ("key",))
+UPDATE_MEMORY = Method("memory.update", ("key", "value", "revision"))
+DELETE_MEMORY = Method("memory.delete", ("key",))
+LIST_MEMORIES = Method("memory.list")
+SAVE_TOOL = Method("tool.save", ("name", "source", "docstring"))
+LIST_SAVED_TOOLS = Method("tool.list")
+DELETE_SAVED_TOOL = Method("tool.delete", ("name",))
+
+METHODS = {m.name: m for m in (
+    LIST_SERVERS, LIST_TOOLS, CALL_TOOL, QUERY_TOOL_DOCS, SEARCH_TOOL_DOCS, SAVE_MEMORY, LOAD_MEMORY,
+    UPDATE_MEMORY, DELETE_MEMORY, LIST_MEMORIES, SAVE_TOOL, LIST_SAVED_TOOLS, DELETE_SAVED_TOOL)}
+
+
+class Exec:
+    """An `exec` frame: code to run and what it may use."""
+
+    __slots__ = ("id", "code", "servers", "discovered", "limit", "first", "checkpoint")
+
+    def __init__(self, msg):
+        self.id = msg.get("id")
+        self.code = msg.get("code") or ""
+        self.servers = msg.get("servers") or []
+        self.discovered = msg.get("discovered") or []
+        try:
+            self.limit = max(0, int(msg.get("limit") or 0))
+        except (TypeError, ValueError):
+            self.limit = 0
+        self.first = bool(msg.get("first"))
+        # checkpoint, when positive, asks for a checkpoint of the session
+        # after the exec, of at most that many bytes (docs/PROTOCOL.md).
+        try:
+            self.checkpoint = max(0, int(msg.get("checkpoint") or 0))
+        except (TypeError, ValueError):
+            self.checkpoint = 0
+
+
+class Restore:
+    """The `restore` frames of one restore, gathered: a checkpoint's
+    manifest and its chunks (which come base64-encoded, several frames
+    when large)."""
+
+    __slots__ = ("manifest", "chunks")
+
+    def __init__(self):
+        self.manifest = None
+        self.chunks = {}
+
+    def add(self, msg):
+        """Adds one frame; True when it was the last."""
+        import binascii
+
+        for cid, data in (msg.get("chunks") or {}).items():
+            self.chunks[cid] = binascii.a2b_base64(data)
+        if msg.get("last"):
+            self.manifest = msg.get("manifest")
+            return True
+        return False
+
+
+class MCPError(RuntimeError):
+    """A request to sandboxd (tool call, discovery, memory) failed.
+
+    `code` says what kind of failure it was; the subclasses below carry
+    one code each, so `except runtime.ConflictError` catches one kind while
+    `except runtime.MCPError` still catches them all. A failure of the
+    "internal" code, or of a code this agent does not know, is an MCPError
+    itself.
+    """
+
+    code = "internal"
+
+
+def _kind(name, code, doc):
+    """A subclass of MCPError for one error code."""
+    return type(name, (MCPError,), {"code": code, "__doc__": doc})
+
+
+# One class per error code of a failed reply (docs/PROTOCOL.md#errors).
+NotFoundError = _kind("NotFoundError", "not_found", "What the call names does not exist.")
+ConflictError = _kind("ConflictError", "conflict", "Another writer got there first (update_memory retries on it).")
+InvalidArgumentError = _kind("InvalidArgumentError", "invalid_argument",
+                             "The call's arguments are wrong, whatever the state of the world.")
+FailedPreconditionError = _kind("FailedPreconditionError", "failed_precondition",
+                                "The call cannot be done now: the MCP server refused it, or the "
+                                "run_python call that made it has finished.")
+PermissionDeniedError = _kind("PermissionDeniedError", "permission_denied",
+                              "This call may not do that, such as use a server it did not load.")
+UnavailableError = _kind("UnavailableError", "unavailable",
+                         "A service or MCP server is down or missing; a later try may work.")
+DeadlineExceededError = _kind("DeadlineExceededError", "deadline_exceeded", "The answer did not come in time.")
+
+ERRORS = (MCPError, NotFoundError, ConflictError, InvalidArgumentError, FailedPreconditionError,
+          PermissionDeniedError, UnavailableError, DeadlineExceededError)
+_BY_CODE = {cls.code: cls for cls in ERRORS}
+
+for _cls in ERRORS:
+    _cls.__module__ = "mcp.runtime"  # where user code finds them
+
+
+def error_from(method, err):
+    """The exception for a failed reply's `error` ({code, message})."""
+    if isinstance(err, dict):
+        code, message = err.get("code"), err.get("message")
+    else:  # not a protocol sandboxd speaks, but say what came
+        code, message = None, err
+    cls = _BY_CODE.get(code, MCPError)
+    exc = cls(str(message or "%s failed without an error message" % method))
+    if isinstance(code, str) and cls is MCPError:
+        exc.code = code
+    return exc

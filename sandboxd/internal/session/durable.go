@@ -1,0 +1,333 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
+	"github.com/codeexec/codeexec/sandboxd/internal/durable"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// Durability makes sessions outlive their sandboxes (see package durable):
+// each exec is followed by a checkpoint of the session's namespace, taken
+// by the agent after the result is out and stored in the session store;
+// a session whose sandbox is gone gets a fresh one with the checkpoint
+// restored into it, on this replica or any other.
+type Durability struct {
+	Sessions *durable.Sessions
+	Replica  *durable.Replica
+	// CheckpointBytes caps one checkpoint; a larger state is reported as
+	// not durable.
+	CheckpointBytes int64
+}
+
+// DefaultCheckpointBytes is the default cap on a checkpoint. It is the
+// suite's gRPC message limit: far above what a notebook-style session
+// holds (a checkpoint keeps only what changed, and values once), an eighth
+// of the default sandbox memory, and small enough that storing and
+// restoring it stays under a second.
+const DefaultCheckpointBytes = 64 << 20
+
+// ElsewhereError says that the session is live on another replica.
+type ElsewhereError struct {
+	Replica, Address string
+}
+
+func (e *ElsewhereError) Error() string {
+	return fmt.Sprintf("the session is live on sandbox replica %s (%s)", e.Replica, e.Address)
+}
+
+// RestoreReport is what a fresh sandbox got back from a checkpoint.
+type RestoreReport struct {
+	// Reason says why the session needed a new sandbox.
+	Reason string
+	// Names are the names restored.
+	Names []string
+	// Lost are the names that did not come back.
+	Lost []channel.LostName
+	// RolledBack is set when the call before did not finish.
+	RolledBack bool
+	// Calls counts the calls the checkpoint reflects.
+	Calls uint64
+}
+
+// dstate is a session's durable part, guarded by Session.dmu. Its held
+// record is written only by the sandbox's committer goroutine, and by
+// release and claim, which wait for the committer first.
+type dstate struct {
+	held *durable.Held
+	// seqs are the checkpoints on their way, oldest first: each the number
+	// of execs it reflects. idle (on Session.dmu) is signalled when the
+	// list empties.
+	seqs []uint64
+	idle *sync.Cond
+	// notDurable is why the last checkpoint failed ("" when it was
+	// stored); reported is what the caller was last told.
+	notDurable, reported string
+	// reason says why the session's sandbox went away, for the next
+	// restore's report; interrupted that the exec it was running did not
+	// finish, so its effects are lost.
+	reason      string
+	interrupted bool
+}
+
+// durableReason says why a session just claimed from the store needs a
+// new sandbox.
+func durableReason(h *durable.Held) string {
+	switch {
+	case h.Before.Owner != "":
+		return "the sandbox service that held it went away"
+	case h.Before.Stopped != "":
+		return h.Before.Stopped
+	}
+	return "its sandbox was gone"
+}
+
+// beginCheckpoint notes that the exec that just finished will be followed
+// by a checkpoint reflecting seq execs.
+func (s *Session) beginCheckpoint(seq uint64) {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	s.d.seqs = append(s.d.seqs, seq)
+}
+
+// waitCommit waits (at most d) for the checkpoints on their way to be
+// stored.
+func (s *Session) waitCommit(d time.Duration) {
+	timer := time.AfterFunc(d, func() {
+		s.dmu.Lock()
+		defer s.dmu.Unlock()
+		if len(s.d.seqs) > 0 {
+			s.logger().Warn("a checkpoint did not finish in time; the session goes on from the one before", "waited", d)
+			s.d.seqs = nil
+			s.d.idle.Broadcast()
+		}
+	})
+	defer timer.Stop()
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	for len(s.d.seqs) > 0 {
+		s.d.idle.Wait()
+	}
+}
+
+// doneCommit ends the oldest checkpoint on its way.
+func (s *Session) doneCommit() {
+	if len(s.d.seqs) > 0 {
+		s.d.seqs = s.d.seqs[1:]
+	}
+	if len(s.d.seqs) == 0 {
+		s.d.idle.Broadcast()
+	}
+}
+
+// commitLoop stores the checkpoints the agent of sb sends, one after the
+// other, until the sandbox ends.
+func (m *Manager) commitLoop(s *Session, sb *sandbox) {
+	chunks := map[string][]byte{}
+	for {
+		var f *channel.Checkpoint
+		select {
+		case f = <-sb.ckpts:
+		case <-sb.dead:
+			// The reader sent every frame it read before the channel
+			// ended: a checkpoint that arrived whole is stored even
+			// though its sandbox is gone, since it is the state to
+			// restore.
+			select {
+			case f = <-sb.ckpts:
+			default:
+				m.failCommit(s)
+				return
+			}
+		}
+		for id, c := range f.Chunks {
+			chunks[id] = c
+		}
+		if !f.Last {
+			continue
+		}
+		ok := m.commit(s, sb, f, chunks)
+		clear(chunks)
+		_ = sb.conn.Write(&channel.Checkpointed{Exec: f.Exec, OK: ok})
+	}
+}
+
+// commit stores one checkpoint and reports whether it is stored.
+func (m *Manager) commit(s *Session, sb *sandbox, f *channel.Checkpoint, chunks map[string][]byte) bool {
+	s.dmu.Lock()
+	held := s.d.held
+	var seq uint64
+	if len(s.d.seqs) > 0 {
+		seq = s.d.seqs[0]
+	}
+	s.dmu.Unlock()
+	ok, notDurable := true, ""
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StartTimeout)
+	defer cancel()
+	if f.Error != "" {
+		ok, notDurable = false, refusedText(f.Error)
+		_ = m.cfg.Durable.Sessions.NotDurable(ctx, held, f.Error)
+	} else if err := m.cfg.Durable.Sessions.Commit(ctx, held, f.Manifest, chunks, seq); errors.Is(err, durable.ErrLost) {
+		// Another replica took the session: this copy must not run on.
+		s.logger().Warn("the session was taken over by another replica; stopping this replica's sandbox for it")
+		go func() { sb.kill(); m.forget(s) }()
+		ok = false
+	} else if err != nil {
+		s.logger().Warn("could not store the session's checkpoint", logkeys.Error, err)
+		ok, notDurable = false, "the checkpoint could not be stored ("+err.Error()+")"
+	}
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	if !sb.supersededBy(f.Exec) {
+		s.d.notDurable = notDurable
+	}
+	s.doneCommit()
+	return ok
+}
+
+// failCommit ends the checkpoints that their sandbox's death cut short.
+func (m *Manager) failCommit(s *Session) {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	s.d.seqs = nil
+	s.d.idle.Broadcast()
+}
+
+// refusedText is what a caller is told when the agent refused to take a
+// checkpoint.
+func refusedText(why string) string {
+	return why + "; the session goes on, but if its sandbox stops it comes back from its last stored checkpoint"
+}
+
+// noteRefused records a refusal the sandbox's reader saw before its
+// checkpoint frame reached the committer, so that the result that follows
+// it reports it.
+func (s *Session) noteRefused(why string) {
+	if why == "" {
+		return
+	}
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	s.d.notDurable = refusedText(why)
+}
+
+// takeNotDurable returns the not-durable reason to report with a result:
+// once per change.
+func (s *Session) takeNotDurable() string {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	if s.d.notDurable == s.d.reported {
+		return ""
+	}
+	s.d.reported = s.d.notDurable
+	return s.d.notDurable
+}
+
+// lost records why the session's sandbox went away.
+func (s *Session) lost(reason string, interrupted bool) {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	s.d.reason, s.d.interrupted = reason, interrupted
+}
+
+// restore rebuilds the session in sb from its last checkpoint, or returns
+// nil when there is none.
+func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox) (*RestoreReport, error) {
+	s.waitCommit(m.cfg.StartTimeout)
+	s.dmu.Lock()
+	held, reason, interrupted := s.d.held, s.d.reason, s.d.interrupted
+	s.d.reason, s.d.interrupted = "", false
+	s.dmu.Unlock()
+	if held == nil || len(held.State.Manifest) == 0 {
+		return nil, nil
+	}
+	chunks, err := m.cfg.Durable.Sessions.Chunks(ctx, held)
+	if err != nil {
+		return nil, fmt.Errorf("read the session's checkpoint: %w", err)
+	}
+	if err := sendRestore(sb, held, chunks); err != nil {
+		return nil, fmt.Errorf("send the checkpoint to the sandbox: %w", err)
+	}
+	var got *channel.Restored
+	select {
+	case got = <-sb.restored:
+	case <-sb.dead:
+		return nil, fmt.Errorf("the sandbox died while restoring the session: %s", sb.describeDeath())
+	case <-ctx.Done():
+		return nil, fmt.Errorf("restoring the session: %w", ctx.Err())
+	}
+	r := got.Report
+	if r.Error != "" {
+		return nil, fmt.Errorf("the checkpoint could not be restored: %s", r.Error)
+	}
+	lost := append(append([]channel.LostName{}, r.Unsaved...), r.Failed...)
+	for i := range lost[len(r.Unsaved):] {
+		lost[len(r.Unsaved)+i].Type = "not restored"
+	}
+	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: held.State.Seq}, nil
+}
+
+// restoreFrameBytes bounds the chunk bytes of one restore frame, which
+// travel base64-encoded, well under the channel's frame limit.
+const restoreFrameBytes = 24 << 20
+
+func sendRestore(sb *sandbox, held *durable.Held, chunks map[string][]byte) error {
+	batch, size := map[string][]byte{}, 0
+	for _, id := range durable.ChunkIDs(held.State.Manifest) {
+		c := chunks[id]
+		if len(batch) > 0 && size+len(c) > restoreFrameBytes {
+			if err := sb.conn.Write(&channel.Restore{Chunks: batch}); err != nil {
+				return err
+			}
+			batch, size = map[string][]byte{}, 0
+		}
+		batch[id], size = c, size+len(c)
+	}
+	return sb.conn.Write(&channel.Restore{Chunks: batch, Last: true, Manifest: held.State.Manifest})
+}
+
+// release stops a durable session's sandbox and gives the session up, so
+// that any replica may take it; why is told on its next restore.
+func (m *Manager) release(ctx context.Context, s *Session, why string) {
+	s.waitCommit(m.cfg.StartTimeout)
+	s.stopSandbox()
+	s.dmu.Lock()
+	held := s.d.held
+	s.dmu.Unlock()
+	if held != nil {
+		if err := m.cfg.Durable.Sessions.Release(ctx, held, why); err != nil && !errors.Is(err, durable.ErrLost) {
+			s.logger().Warn("could not give the session up; other replicas take it once this one's lease lapses", logkeys.Error, err)
+		}
+	}
+	m.forget(s)
+}
+
+// forget drops s from the manager, if it is still the session of its ID.
+func (m *Manager) forget(s *Session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions[s.id] == s {
+		delete(m.sessions, s.id)
+	}
+}
+
+// fence stops every live sandbox without touching the store, which this
+// replica cannot reach: its lease is about to lapse, and other replicas
+// will restore the sessions from their checkpoints.
+func (m *Manager) fence() {
+	m.mu.Lock()
+	all := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.sessions = map[string]*Session{}
+	m.mu.Unlock()
+	for _, s := range all {
+		go s.destroy()
+	}
+}
