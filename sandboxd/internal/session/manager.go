@@ -391,11 +391,11 @@ func (m *Manager) claim(ctx context.Context, tenant, id string) (*Session, error
 	return s, nil
 }
 
-// makeRoom, for a durable session about to start a sandbox when every
+// makeRoom, for asker, a durable session about to start a sandbox when every
 // sandbox is taken (MaxSessions), checkpoints and stops the one idle
 // longest. Without Durable there is nothing to make room with: Create
 // refused the session already.
-func (m *Manager) makeRoom(ctx context.Context, for_ *Session) error {
+func (m *Manager) makeRoom(ctx context.Context, asker *Session) error {
 	if m.cfg.Durable == nil || m.cfg.MaxSessions <= 0 {
 		return nil
 	}
@@ -408,7 +408,7 @@ func (m *Manager) makeRoom(ctx context.Context, for_ *Session) error {
 			hasSandbox := s.sb != nil && s.sb.alive()
 			if hasSandbox {
 				live++
-				if s != for_ && !s.busy && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
+				if s != asker && !s.busy && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
 					victim = s
 				}
 			}
