@@ -14,6 +14,7 @@ import (
 
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/tick"
 )
 
 // Lease timing. A heartbeat every beat keeps the lease, which runs lease
@@ -79,19 +80,12 @@ func (r *Replica) Start(ctx context.Context, onFenced func()) error {
 
 func (r *Replica) loop(ctx context.Context) {
 	defer close(r.done)
-	t := time.NewTicker(beat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx.Done(), beat, func() {
 		hctx, cancel := context.WithTimeout(ctx, beat)
 		err := r.heartbeat(hctx, r.now().Add(lease))
 		cancel()
 		if err == nil {
-			continue
+			return
 		}
 		r.mu.Lock()
 		since := r.now().Sub(r.lastOK)
@@ -105,7 +99,7 @@ func (r *Replica) loop(ctx context.Context) {
 			r.logger.Error("lease not renewed for too long: stopping this replica's live sandboxes so that another replica can take their sessions over; their checkpoints are kept")
 			r.onFenced()
 		}
-	}
+	})
 }
 
 func (r *Replica) heartbeat(ctx context.Context, until time.Time) error {
