@@ -42,7 +42,13 @@ func authServer(t *testing.T, mod func(*Config)) (*httptest.Server, *Gateway, *f
 	return srv, g, f
 }
 
-func post(t *testing.T, url string, header map[string]string) (*http.Response, string) {
+// reply is an HTTP response whose body was read and closed.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func post(t *testing.T, url string, header map[string]string) (reply, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(initBody))
 	if err != nil {
@@ -63,7 +69,7 @@ func post(t *testing.T, url string, header map[string]string) (*http.Response, s
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp, string(body)
+	return reply{StatusCode: resp.StatusCode, Header: resp.Header}, string(body)
 }
 
 func TestHTTPAuthentication(t *testing.T) {
@@ -170,13 +176,9 @@ func TestOriginValidation(t *testing.T) {
 }
 
 // tenantClient is an HTTP MCP client sending token.
-func tenantClient(t *testing.T, url, token string, extra map[string]string) *client.Client {
+func tenantClient(t *testing.T, url, token string) *client.Client {
 	t.Helper()
-	h := map[string]string{"Authorization": "Bearer " + token}
-	for k, v := range extra {
-		h[k] = v
-	}
-	c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(h))
+	c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,8 +190,8 @@ func tenantClient(t *testing.T, url, token string, extra map[string]string) *cli
 func TestTenantsFromTokens(t *testing.T) {
 	t.Parallel()
 	srv, _, f := authServer(t, nil)
-	a := tenantClient(t, srv.URL+"/mcp", "alpha-token", nil)
-	b := tenantClient(t, srv.URL+"/mcp", "beta-token", nil)
+	a := tenantClient(t, srv.URL+"/mcp", "alpha-token")
+	b := tenantClient(t, srv.URL+"/mcp", "beta-token")
 	for _, c := range []*client.Client{a, b} {
 		if res := call(t, c, ToolName, map[string]any{"code": "x"}); res.IsError {
 			t.Fatalf("call failed: %s", textOf(t, res))

@@ -85,7 +85,7 @@ func (f *fakeSandbox) Execute(req *sandboxv1.ExecuteRequest, stream grpc.ServerS
 	}
 	events, err := respond(req)
 	for _, ev := range events {
-		if r := ev.GetResult(); r != nil && r.Session == nil {
+		if r := ev.GetResult(); r != nil && r.GetSession() == nil {
 			r.Session = &sandboxv1.Session{Id: req.GetSessionId(), Generation: gen}
 		}
 		if err := stream.Send(ev); err != nil {

@@ -352,9 +352,9 @@ const (
 // ("host:port" or "unix:/path") is one connection. Several replicas
 // ("host:port,host:port", or "dns:///name:port" for every address of name,
 // re-resolved every 5s) get a client that places new sessions by balance
-// and pins each session to the replica that holds it. close releases the
+// and pins each session to the replica that holds it. release closes the
 // connections.
-func DialSandbox(ctx context.Context, addr, balance string, logger *slog.Logger, opts ...grpc.DialOption) (client sandboxv1.SandboxServiceClient, close func(), err error) {
+func DialSandbox(ctx context.Context, addr, balance string, logger *slog.Logger, opts ...grpc.DialOption) (client sandboxv1.SandboxServiceClient, release func(), err error) {
 	if !replicas.IsMulti(addr) {
 		conn, err := dial.New(addr, nil, opts...)
 		if err != nil {

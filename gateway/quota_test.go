@@ -37,9 +37,9 @@ func TestQuotaConcurrentExecs(t *testing.T) {
 	srv, _, f := authServer(t, func(c *Config) { c.Quotas.Execs = 1 })
 	started, release := make(chan struct{}, 4), make(chan struct{})
 	f.setRespond(blockingRespond(started, release))
-	a1 := tenantClient(t, srv.URL+"/mcp", "alpha-token", nil)
-	a2 := tenantClient(t, srv.URL+"/mcp", "alpha-token", nil)
-	b := tenantClient(t, srv.URL+"/mcp", "beta-token", nil)
+	a1 := tenantClient(t, srv.URL+"/mcp", "alpha-token")
+	a2 := tenantClient(t, srv.URL+"/mcp", "alpha-token")
+	b := tenantClient(t, srv.URL+"/mcp", "beta-token")
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -92,9 +92,9 @@ func TestQuotaExecsPerMinute(t *testing.T) {
 func TestQuotaSessions(t *testing.T) {
 	t.Parallel()
 	srv, _, _ := authServer(t, func(c *Config) { c.Quotas.Sessions = 1 })
-	a1 := tenantClient(t, srv.URL+"/mcp", "alpha-token", nil)
-	a2 := tenantClient(t, srv.URL+"/mcp", "alpha-token", nil)
-	b := tenantClient(t, srv.URL+"/mcp", "beta-token", nil)
+	a1 := tenantClient(t, srv.URL+"/mcp", "alpha-token")
+	a2 := tenantClient(t, srv.URL+"/mcp", "alpha-token")
+	b := tenantClient(t, srv.URL+"/mcp", "beta-token")
 	if res := call(t, a1, ToolName, map[string]any{"code": "x"}); res.IsError {
 		t.Fatal(textOf(t, res))
 	}

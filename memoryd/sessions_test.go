@@ -27,21 +27,21 @@ func testSessionRecordsCompareAndSwap(t *testing.T, cfg memoryd.Config) {
 	s := memoryv1.NewSessionStoreServiceClient(e.conn)
 	ctx := t.Context()
 	later := timestamppb.New(time.Now().Add(time.Hour))
-	put := func(tenant, handle, state string, expected uint64) (*memoryv1.SessionRecord, error) {
-		resp, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: tenant, Handle: handle, State: []byte(state), ExpireTime: later, ExpectedRevision: expected})
+	put := func(handle, state string, expected uint64) (*memoryv1.SessionRecord, error) {
+		resp, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: "a", Handle: handle, State: []byte(state), ExpireTime: later, ExpectedRevision: expected})
 		return resp.GetSession(), err
 	}
-	first, err := put("a", "h1", "v1", 0)
+	first, err := put("h1", "v1", 0)
 	if err != nil || first.GetRevision() != 1 {
 		t.Fatalf("create: %v, %v", first, err)
 	}
 	// A second create, or a write from a stale revision, is refused.
 	for _, expected := range []uint64{0, 7} {
-		if _, err := put("a", "h1", "other", expected); status.Code(err) != codes.Aborted {
+		if _, err := put("h1", "other", expected); status.Code(err) != codes.Aborted {
 			t.Errorf("write expecting revision %d: %v, want ABORTED", expected, err)
 		}
 	}
-	second, err := put("a", "h1", "v2", 1)
+	second, err := put("h1", "v2", 1)
 	if err != nil || second.GetRevision() != 2 {
 		t.Fatalf("update: %v, %v", second, err)
 	}
@@ -64,7 +64,7 @@ func testSessionRecordsCompareAndSwap(t *testing.T, cfg memoryd.Config) {
 	if msgs[0] != msgs[1] {
 		t.Errorf("another tenant's handle answers %q, an unknown one %q: they must not differ", msgs[0], msgs[1])
 	}
-	if _, err := put("a", "x/y", "v", 0); status.Code(err) != codes.InvalidArgument {
+	if _, err := put("x/y", "v", 0); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a handle with '/': %v", err)
 	}
 	if _, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: "a", Handle: "h2", State: []byte("v")}); status.Code(err) != codes.InvalidArgument {

@@ -28,7 +28,7 @@ import (
 // that was in flight through a killed process.
 func TestKillNineOwnerOfASharedFile(t *testing.T) {
 	t.Parallel()
-	dir, err := os.MkdirTemp("", "md-share-") // short: unix socket paths are limited
+	dir, err := os.MkdirTemp("", "md-share-") //nolint:usetesting // short: t.TempDir is too long for a unix socket path (about 108 bytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func incrementCounter(ctx context.Context, mem memoryv1.MemoryServiceClient) err
 // fresh memoryd process on the file and time its first save. Run with
 // -benchtime 20x or more; it reports the median and the worst.
 func BenchmarkTakeoverAfterKillNine(b *testing.B) {
-	dir, err := os.MkdirTemp("", "md-takeover-")
+	dir, err := os.MkdirTemp("", "md-takeover-") //nolint:usetesting // short: b.TempDir is too long for a unix socket path (about 108 bytes)
 	if err != nil {
 		b.Fatal(err)
 	}

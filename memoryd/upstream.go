@@ -211,7 +211,7 @@ func importTools(ctx context.Context, tools memoryv1.ToolServiceClient, path, te
 	}
 	if err != nil {
 		rep.Skipped = append(rep.Skipped, Skipped{Path: path, Reason: "cannot read: " + err.Error()})
-		return nil
+		return nil //nolint:nilerr // an unreadable file is reported and skipped, as a bad entry is
 	}
 	funcs, others := pysplit.Split(string(data))
 	var imports strings.Builder

@@ -2,7 +2,6 @@ package sandboxd_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -59,7 +58,7 @@ func (r *replica) stop(t *testing.T) {
 // newReplica starts a durable sandboxd on store, advertised at addr.
 func newReplica(t *testing.T, store *grpc.ClientConn, addr string, mutate func(*sandboxd.Config)) *replica {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	cfg := sandboxd.DefaultConfig()
 	cfg.PoolSize = 1
 	cfg.Advertise = addr
@@ -93,10 +92,11 @@ func newReplica(t *testing.T, store *grpc.ClientConn, addr string, mutate func(*
 	return r
 }
 
-// run executes code and fails the test unless it ran.
-func run(t *testing.T, c sandboxv1.SandboxServiceClient, tenant, id, code string) *execResult {
+// run executes code in alice's session id and fails the test unless it
+// ran.
+func run(t *testing.T, c sandboxv1.SandboxServiceClient, id, code string) *execResult {
 	t.Helper()
-	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: tenant, Code: code, Timeout: durationpb.New(20 * time.Second)})
+	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Code: code, Timeout: durationpb.New(20 * time.Second)})
 	if err != nil {
 		t.Fatalf("Execute(%q): %v", code, err)
 	}
@@ -160,7 +160,7 @@ func TestDurableSessionSurvivesItsSandbox(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			id := create(t, r.c, "alice")
-			if res := run(t, r.c, "alice", id, setupState).result; res.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK || !res.GetDurable() {
+			if res := run(t, r.c, id, setupState).result; res.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK || !res.GetDurable() {
 				t.Fatalf("setup: %v", res)
 			}
 			req := &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Code: tc.kill, Timeout: durationpb.New(20 * time.Second)}
@@ -171,12 +171,12 @@ func TestDurableSessionSurvivesItsSandbox(t *testing.T) {
 			if err != nil || !killed.result.GetStateLost() {
 				t.Fatalf("the killing call: %+v, %v", killed, err)
 			}
-			got := run(t, r.c, "alice", id, checkState+"\nprint('y' in globals())")
+			got := run(t, r.c, id, checkState+"\nprint('y' in globals())")
 			if got.stdout != wantState+"False\n" {
 				t.Fatalf("after the restore: stdout %q (stderr %q), want %q and y rolled back", got.stdout, got.stderr, wantState+"False\n")
 			}
 			wantRestored(t, got.result, tc.reason, tc.rolledBack)
-			if again := run(t, r.c, "alice", id, "print(x)").result; again.GetRestored() != nil {
+			if again := run(t, r.c, id, "print(x)").result; again.GetRestored() != nil {
 				t.Errorf("the call after the restore reports a restore again: %v", again.GetRestored())
 			}
 		})
@@ -190,9 +190,9 @@ func TestUnsaveableNamesAreReported(t *testing.T) {
 	store := sessionStore(t)
 	r := newReplica(t, store, "unix:/r1.sock", nil)
 	id := create(t, r.c, "alice")
-	run(t, r.c, "alice", id, setupState+"f = open('/workspace/notes.txt', 'w')\ngen = (i for i in range(3))\nimport threading\nlock = threading.Lock()\n")
-	run(t, r.c, "alice", id, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
-	got := run(t, r.c, "alice", id, checkState)
+	run(t, r.c, id, setupState+"f = open('/workspace/notes.txt', 'w')\ngen = (i for i in range(3))\nimport threading\nlock = threading.Lock()\n")
+	run(t, r.c, id, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+	got := run(t, r.c, id, checkState)
 	if got.stdout != wantState {
 		t.Fatalf("stdout %q (stderr %q), want %q", got.stdout, got.stderr, wantState)
 	}
@@ -221,8 +221,8 @@ func TestOversizedStateIsNotDurable(t *testing.T) {
 	store := sessionStore(t)
 	r := newReplica(t, store, "unix:/r1.sock", func(c *sandboxd.Config) { c.CheckpointBytes = 1 << 20 })
 	id := create(t, r.c, "alice")
-	run(t, r.c, "alice", id, setupState)
-	big := run(t, r.c, "alice", id, "big = bytes(2 << 20)\nx = 99")
+	run(t, r.c, id, setupState)
+	big := run(t, r.c, id, "big = bytes(2 << 20)\nx = 99")
 	if big.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
 		t.Fatalf("the call that grew the state: %v", big.result)
 	}
@@ -230,7 +230,7 @@ func TestOversizedStateIsNotDurable(t *testing.T) {
 	// caller with the next call's result, or with this one's when the
 	// agent's checkpoint frame came before the result left sandboxd: once
 	// either way.
-	next := run(t, r.c, "alice", id, "print(len(big))")
+	next := run(t, r.c, id, "print(len(big))")
 	nd := next.result.GetNotDurable()
 	if first := big.result.GetNotDurable(); first != "" {
 		if nd != "" {
@@ -241,12 +241,12 @@ func TestOversizedStateIsNotDurable(t *testing.T) {
 	if !strings.Contains(nd, "big (2.0 MiB)") || !strings.Contains(nd, "1.0 MiB checkpoint limit") || !strings.Contains(nd, "CODEEXEC_CHECKPOINT_BYTES") {
 		t.Errorf("not_durable = %q, want it to name big, the cap and how to raise it", nd)
 	}
-	if again := run(t, r.c, "alice", id, "pass").result.GetNotDurable(); again != "" {
+	if again := run(t, r.c, id, "pass").result.GetNotDurable(); again != "" {
 		t.Errorf("not_durable repeated: %q", again)
 	}
-	run(t, r.c, "alice", id, "del big")
-	run(t, r.c, "alice", id, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
-	got := run(t, r.c, "alice", id, "print(x, 'big' in globals())")
+	run(t, r.c, id, "del big")
+	run(t, r.c, id, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+	got := run(t, r.c, id, "print(x, 'big' in globals())")
 	if got.stdout != "99 False\n" {
 		t.Errorf("after the restore: %q (stderr %q), want the state once big was gone", got.stdout, got.stderr)
 	}
@@ -259,12 +259,12 @@ func TestIdleSessionCostsNoSandbox(t *testing.T) {
 	store := sessionStore(t)
 	r := newReplica(t, store, "unix:/r1.sock", func(c *sandboxd.Config) { c.IdleTimeout = time.Second })
 	id := create(t, r.c, "alice")
-	run(t, r.c, "alice", id, setupState)
+	run(t, r.c, id, setupState)
 	waitUntil(t, "the idle session's sandbox to stop", func() bool {
 		resp, err := r.c.ListSessions(t.Context(), &sandboxv1.ListSessionsRequest{Tenant: "alice"})
 		return err == nil && len(resp.GetSessions()) == 0
 	})
-	got := run(t, r.c, "alice", id, checkState)
+	got := run(t, r.c, id, checkState)
 	if got.stdout != wantState {
 		t.Fatalf("stdout %q (stderr %q)", got.stdout, got.stderr)
 	}
@@ -281,7 +281,7 @@ func TestMaxSessionsBoundsLiveSandboxes(t *testing.T) {
 	for i := range 5 {
 		id := create(t, r.c, "alice")
 		ids = append(ids, id)
-		run(t, r.c, "alice", id, "me = "+string(rune('0'+i)))
+		run(t, r.c, id, "me = "+string(rune('0'+i)))
 		live := 0
 		resp, err := r.c.ListSessions(t.Context(), &sandboxv1.ListSessionsRequest{Tenant: "alice"})
 		if err != nil {
@@ -297,7 +297,7 @@ func TestMaxSessionsBoundsLiveSandboxes(t *testing.T) {
 		}
 	}
 	for i, id := range ids {
-		got := run(t, r.c, "alice", id, "print(me)")
+		got := run(t, r.c, id, "print(me)")
 		if got.stdout != string(rune('0'+i))+"\n" {
 			t.Errorf("session %d sees %q (stderr %q)", i, got.stdout, got.stderr)
 		}
@@ -313,7 +313,7 @@ func TestSessionMovesBetweenReplicas(t *testing.T) {
 	a := newReplica(t, store, "unix:/a.sock", nil)
 	b := newReplica(t, store, "unix:/b.sock", nil)
 	id := create(t, a.c, "alice")
-	run(t, a.c, "alice", id, setupState)
+	run(t, a.c, id, setupState)
 
 	_, err := execute(t.Context(), b.c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Code: "print(x)"})
 	if status.Code(err) != codes.FailedPrecondition {
@@ -336,7 +336,7 @@ func TestSessionMovesBetweenReplicas(t *testing.T) {
 	}
 
 	a.stop(t)
-	got := run(t, b.c, "alice", id, checkState)
+	got := run(t, b.c, id, checkState)
 	if got.stdout != wantState {
 		t.Fatalf("on replica b: stdout %q (stderr %q)", got.stdout, got.stderr)
 	}

@@ -3,6 +3,7 @@ package sandboxd_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -45,7 +46,9 @@ func (f *fakeDiscovery) CallTool(_ context.Context, req *discoveryv1.CallToolReq
 	f.mu.Lock()
 	f.calls = append(f.calls, req.GetServer()+"/"+req.GetTool())
 	f.mu.Unlock()
-	var args struct{ Text string }
+	var args struct {
+		Text string `json:"text"`
+	}
 	_ = json.Unmarshal([]byte(req.GetArgumentsJson()), &args)
 	out, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": args.Text}}})
 	return &discoveryv1.CallToolResponse{ResultJson: string(out)}, nil
@@ -59,7 +62,7 @@ func newService(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxS
 
 func newServiceWithMetrics(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxServiceClient, *fakeDiscovery, *prometheus.Registry) {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	cfg := sandboxd.DefaultConfig()
 	cfg.PoolSize = 1
 	if mutate != nil {
@@ -139,7 +142,7 @@ func execute(ctx context.Context, c sandboxv1.SandboxServiceClient, req *sandbox
 	r := &execResult{}
 	for {
 		ev, err := stream.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return r, nil
 		}
 		if err != nil {

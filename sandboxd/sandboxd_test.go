@@ -49,7 +49,7 @@ func TestWarmPoolServesNewSessions(t *testing.T) {
 	if _, err := c.DestroySession(t.Context(), &sandboxv1.DestroySessionRequest{SessionId: id}); err != nil {
 		t.Fatal(err)
 	}
-	<-finished
+	t.Logf("the long exec ended with its session: %v", <-finished)
 }
 
 func TestExecuteError(t *testing.T) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: what the README's quick start runs and what CI runs.
-# It installs what is missing, checks generated code and formatting,
+# It installs what is missing, checks generated code, formatting and lint,
 # fuzzes every fuzz target for a few seconds, then runs the Python agent's
 # tests and every Go test with the race detector.
 set -euo pipefail
@@ -10,7 +10,12 @@ export PATH="$(go env GOPATH)/bin:$PATH"
 step() { printf '\n==> %s\n' "$*"; }
 
 step "installing tools and test dependencies"
-bash scripts/install-tools.sh
+# golangci-lint takes minutes to build on a new machine: it builds in the
+# background while the steps before the lint step run.
+lint_log=$(mktemp)
+bash scripts/install-tools.sh golangci-lint >"$lint_log" 2>&1 &
+lint_install=$!
+CODEEXEC_SKIP_GOLANGCI_LINT=1 bash scripts/install-tools.sh
 if [ -f package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
@@ -51,6 +56,15 @@ bash deploy/kube-play.sh
 
 step "MCP conformance suite against codeexec serve --http"
 bash scripts/conformance.sh
+
+step "golangci-lint (.golangci.yml)"
+if ! wait "$lint_install"; then
+  cat "$lint_log" >&2
+  echo "installing golangci-lint failed" >&2
+  exit 1
+fi
+rm -f "$lint_log"
+golangci-lint run ./...
 
 step "fuzzing: every fuzz target for a few seconds (their corpora in testdata/fuzz run in the Go tests too)"
 FUZZTIME=${FUZZTIME:-3s} bash scripts/fuzz.sh

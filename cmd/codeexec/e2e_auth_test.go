@@ -43,13 +43,13 @@ func tokensFile(t *testing.T, tokens map[string]string) string {
 }
 
 // startAuthHTTP starts `codeexec serve --http` with args and waits for it.
-func startAuthHTTP(t *testing.T, extra map[string]string, args ...string) (string, *lockedBuffer) {
+func startAuthHTTP(t *testing.T, extra map[string]string, args ...string) string {
 	t.Helper()
 	addr := freeAddr(t)
-	logs := startProcess(t, baseEnv(t, extra), append([]string{"serve", "--http", addr}, args...)...)
+	startProcess(t, baseEnv(t, extra), append([]string{"serve", "--http", addr}, args...)...)
 	base := "http://" + addr
 	waitHTTP(t, base+"/healthz")
-	return base, logs
+	return base
 }
 
 // tokenClient is an initialised HTTP MCP client sending a bearer token.
@@ -68,7 +68,13 @@ func tokenClient(t *testing.T, base, token string) *client.Client {
 }
 
 // rawInitialize posts an initialize request with the given headers.
-func rawInitialize(t *testing.T, base string, header map[string]string) (*http.Response, string) {
+// reply is an HTTP response whose body was read and closed.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func rawInitialize(t *testing.T, base string, header map[string]string) (reply, string) {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`
 	req, err := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
@@ -86,7 +92,7 @@ func rawInitialize(t *testing.T, base string, header map[string]string) (*http.R
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return reply{StatusCode: resp.StatusCode, Header: resp.Header}, string(b)
 }
 
 // jwksIssuer is an OAuth issuer for the tests: an RSA key served as a JWKS.
@@ -112,10 +118,11 @@ func newJWKSIssuer(t *testing.T) jwksIssuer {
 	return jwksIssuer{url: srv.URL, key: key}
 }
 
-func (is jwksIssuer) token(t *testing.T, aud, sub string, exp time.Time) string {
+// token is a JWT for carol.
+func (is jwksIssuer) token(t *testing.T, aud string, exp time.Time) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
-		"iss": is.url, "aud": aud, "sub": sub, "exp": exp.Unix(), "iat": time.Now().Add(-2 * time.Hour).Unix(),
+		"iss": is.url, "aud": aud, "sub": "carol", "exp": exp.Unix(), "iat": time.Now().Add(-2 * time.Hour).Unix(),
 	})
 	tok.Header["kid"] = "k1"
 	s, err := tok.SignedString(is.key)
@@ -142,10 +149,10 @@ func TestE2EAuthRejectsMissingWrongAndExpiredTokens(t *testing.T) {
 	}{
 		{"no token", "", http.StatusUnauthorized},
 		{"wrong token", "beta-token", http.StatusUnauthorized},
-		{"expired JWT", is.token(t, base+"/mcp", "carol", time.Now().Add(-time.Minute)), http.StatusUnauthorized},
-		{"JWT for another audience", is.token(t, "https://elsewhere/mcp", "carol", time.Now().Add(time.Hour)), http.StatusUnauthorized},
+		{"expired JWT", is.token(t, base+"/mcp", time.Now().Add(-time.Minute)), http.StatusUnauthorized},
+		{"JWT for another audience", is.token(t, "https://elsewhere/mcp", time.Now().Add(time.Hour)), http.StatusUnauthorized},
 		{"static token", "alpha-token", http.StatusOK},
-		{"valid JWT", is.token(t, base+"/mcp", "carol", time.Now().Add(time.Hour)), http.StatusOK},
+		{"valid JWT", is.token(t, base+"/mcp", time.Now().Add(time.Hour)), http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := map[string]string{}
@@ -177,7 +184,7 @@ func TestE2EAuthRejectsMissingWrongAndExpiredTokens(t *testing.T) {
 	if doc["resource"] != base+"/mcp" || fmt.Sprint(doc["authorization_servers"]) != "["+is.url+"]" {
 		t.Errorf("protected-resource metadata = %v", doc)
 	}
-	c := tokenClient(t, base, is.token(t, base+"/mcp", "carol", time.Now().Add(time.Hour)))
+	c := tokenClient(t, base, is.token(t, base+"/mcp", time.Now().Add(time.Hour)))
 	if got := joined(code(t, c, "print(6 * 7)").stdout()); got != "42" {
 		t.Errorf("a call with a valid JWT printed %q", got)
 	}
@@ -208,14 +215,19 @@ func TestE2EAuthAddressRules(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1"+port+"/mcp", strings.NewReader("{}"))
 	req.Host = "evil.example" + port
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
-		t.Errorf("rebound Host: %v, %v; want 403", resp, err)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("rebound Host: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("rebound Host: status %d, want 403", resp.StatusCode)
 	}
 }
 
 func TestE2ETenantsStayApart(t *testing.T) {
 	t.Parallel()
-	base, _ := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha", "beta-token": "beta"})})
+	base := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha", "beta-token": "beta"})})
 	a, b := tokenClient(t, base, "alpha-token"), tokenClient(t, base, "beta-token")
 	code(t, a, `
 save_memory("plan", "alpha's plan")
@@ -248,7 +260,7 @@ print(load_memory("plan", default="none"), hasattr(user_tools, "shout"), "secret
 
 func TestE2EQuotaHitThenRecovers(t *testing.T) {
 	t.Parallel()
-	base, _ := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha", "beta-token": "beta"})},
+	base := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha", "beta-token": "beta"})},
 		"--quota-execs", "1")
 	long, other, beta := tokenClient(t, base, "alpha-token"), tokenClient(t, base, "alpha-token"), tokenClient(t, base, "beta-token")
 	code(t, other, "pass") // start the second session's sandbox first
@@ -288,7 +300,7 @@ func TestE2EQuotaHitThenRecovers(t *testing.T) {
 
 func TestE2EProgressArrivesBeforeResult(t *testing.T) {
 	t.Parallel()
-	base, _ := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha"})})
+	base := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha"})})
 	c := tokenClient(t, base, "alpha-token")
 	var mu sync.Mutex
 	var messages []string
@@ -428,7 +440,7 @@ func TestE2ETenantScopedUpstream(t *testing.T) {
 	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	base, _ := startAuthHTTP(t, map[string]string{
+	base := startAuthHTTP(t, map[string]string{
 		"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha", "beta-token": "beta"}),
 		"MCP_SERVERS_CONFIG":   cfgPath,
 	})
@@ -449,7 +461,7 @@ func TestE2ETenantScopedUpstream(t *testing.T) {
 func TestE2EAuthTokensFileReloads(t *testing.T) {
 	t.Parallel()
 	path := tokensFile(t, map[string]string{"alpha-token": "alpha"})
-	base, _ := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": path})
+	base := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": path})
 	status := func(token string) int {
 		resp, _ := rawInitialize(t, base, map[string]string{"Authorization": "Bearer " + token})
 		return resp.StatusCode

@@ -207,7 +207,7 @@ func TestE2ESessionSurvivesKillOfItsProcess(t *testing.T) {
 func TestE2EHandlesAreBoundToTheirTenant(t *testing.T) {
 	t.Parallel()
 	tokens := tokensFile(t, map[string]string{"alice-token": "alice", "bob-token": "bob"})
-	base, _ := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokens})
+	base := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokens})
 	spec := func(token string, calls ...map[string]any) map[string]any {
 		s := modern(base, calls...)
 		s["headers"] = map[string]string{"Authorization": "Bearer " + token}

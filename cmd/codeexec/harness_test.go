@@ -96,10 +96,10 @@ func (l *lockedBuffer) String() string {
 
 // startStdio launches `codeexec serve` on stdio and returns an initialised
 // MCP client. The server is stopped when the test ends.
-func startStdio(t *testing.T, extra map[string]string, args ...string) (*client.Client, *lockedBuffer) {
+func startStdio(t *testing.T, extra map[string]string) (*client.Client, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
-	c, err := client.NewStdioMCPClientWithOptions(binary, baseEnv(t, extra), append([]string{"serve"}, args...),
+	c, err := client.NewStdioMCPClientWithOptions(binary, baseEnv(t, extra), []string{"serve"},
 		transport.WithCommandStderrWriter(logs))
 	if err != nil {
 		t.Fatalf("start codeexec serve: %v", err)

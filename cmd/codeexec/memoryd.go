@@ -95,9 +95,9 @@ func (m *memoryDB) bind(fs *flagenv.Set, getenv func(string) string, addrUsage s
 	bindGRPCTLS(fs, &m.tls)
 }
 
-// connect returns a connection to the database's memoryd; close releases
+// connect returns a connection to the database's memoryd; release closes
 // it.
-func (m *memoryDB) connect(ctx context.Context, stderr io.Writer) (conn *grpc.ClientConn, close func(), err error) {
+func (m *memoryDB) connect(ctx context.Context, stderr io.Writer) (conn *grpc.ClientConn, release func(), err error) {
 	if m.addr != "" {
 		c, err := dialService(m.addr, m.tls)
 		if err != nil {

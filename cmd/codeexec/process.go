@@ -41,7 +41,7 @@ type process struct {
 
 // service is a gRPC target's service.
 type service interface {
-	Register(*grpc.Server)
+	Register(s *grpc.Server)
 	Close() error
 }
 

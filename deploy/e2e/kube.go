@@ -23,7 +23,7 @@ func kube(ctx context.Context) error {
 		defer s.c.Close()
 		out, err := s.must(ctx, "import sys\nprint(sum(range(10)), sys.version_info[0])")
 		if err != nil || out != "45 3" {
-			return fmt.Errorf("gateway %s: run_python: %q %v", url, out, err)
+			return wrong("gateway "+url+": run_python", out, err)
 		}
 		key := fmt.Sprintf("kube-%d", i)
 		if _, err := s.must(ctx, fmt.Sprintf("save_memory(%q, {'via': %q})", key, url)); err != nil {
@@ -31,7 +31,7 @@ func kube(ctx context.Context) error {
 		}
 		text, out, isErr, err := s.run(ctx, "r = await mcp_echo.echo(text='through the pods')\nprint(r['content'][0]['text'])", "echo")
 		if err != nil || isErr || out != "through the pods" {
-			return fmt.Errorf("gateway %s: the proxied echo call: %q %q %v", url, out, text, err)
+			return wrong(fmt.Sprintf("gateway %s: the proxied echo call (text %q, isError %v)", url, text, isErr), out, err)
 		}
 		fmt.Printf("gateway %s: run_python, save_memory and mcp_echo.echo passed\n", url)
 	}
@@ -46,7 +46,7 @@ func kube(ctx context.Context) error {
 		other := (i + 1) % len(urls)
 		out, err := s.must(ctx, fmt.Sprintf("print(load_memory('kube-%d')['via'])", other))
 		if err != nil || out != urls[other] {
-			return fmt.Errorf("gateway %s: load_memory of what %s saved: %q %v", url, urls[other], out, err)
+			return wrong(fmt.Sprintf("gateway %s: load_memory of what %s saved", url, urls[other]), out, err)
 		}
 	}
 	fmt.Println("e2e: kube: PASS")

@@ -46,6 +46,13 @@ var (
 
 func main() {
 	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: FAIL:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var err error
@@ -65,10 +72,16 @@ func main() {
 	default:
 		err = fmt.Errorf("mode %q: want replicas, throughput, recall, limits, store or kube", *mode)
 	}
+	return err
+}
+
+// wrong says what went wrong with a step whose output was not the one
+// expected: the call's error, or else the output.
+func wrong(step, out string, err error) error {
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: FAIL:", err)
-		os.Exit(1)
+		return fmt.Errorf("%s: %w", step, err)
 	}
+	return fmt.Errorf("%s: got %q", step, out)
 }
 
 // session is one MCP client session.
@@ -117,7 +130,9 @@ func (s *session) run(ctx context.Context, code string, servers ...string) (text
 			text += tc.Text
 		}
 	}
-	var sc struct{ Stdout []string }
+	var sc struct {
+		Stdout []string `json:"stdout"`
+	}
 	raw, _ := json.Marshal(res.StructuredContent)
 	_ = json.Unmarshal(raw, &sc)
 	return text, strings.Join(sc.Stdout, "\n"), res.IsError, nil
@@ -228,14 +243,14 @@ func replicas(ctx context.Context) error {
 		return err
 	}
 	if out, err := clients[len(clients)-1].must(ctx, "print(load_memory('e2e')['from'])"); err != nil || out != "0" {
-		return fmt.Errorf("memory across replicas: %q %v", out, err)
+		return wrong("memory across replicas", out, err)
 	}
 
 	// Kill the busiest replica outright.
 	victim := slices.Index(counts, slices.Max(counts))
 	fmt.Printf("killing %s with %d sessions\n", rs[victim].name, counts[victim])
 	if out, err := exec.CommandContext(ctx, *engine, "kill", rs[victim].name).CombinedOutput(); err != nil {
-		return fmt.Errorf("kill %s: %v: %s", rs[victim].name, err, out)
+		return fmt.Errorf("kill %s: %w: %s", rs[victim].name, err, out)
 	}
 	// Sessions are durable (sandboxd keeps their checkpoints in memoryd):
 	// every one keeps its state, those of the killed replica restored on
@@ -343,7 +358,7 @@ except OSError:
     net = "no network"
 print(os.getuid(), net)`)
 	if err != nil || out != "65534 no network" {
-		return fmt.Errorf("isolation: %q %v", out, err)
+		return wrong("isolation", out, err)
 	}
 	for _, bomb := range []struct{ name, code, want string }{
 		{"fork bomb", "import os\nwhile True:\n    os.fork()", "process limit"},
@@ -357,7 +372,7 @@ print(os.getuid(), net)`)
 			return fmt.Errorf("%s: isError=%v, want an error naming the %s: %s", bomb.name, isErr, bomb.want, text)
 		}
 		if out, err := s.must(ctx, "print('alive')"); err != nil || out != "alive" {
-			return fmt.Errorf("after the %s: %q %v", bomb.name, out, err)
+			return wrong("after the "+bomb.name, out, err)
 		}
 		fmt.Printf("%s: stopped (%s), the session carried on\n", bomb.name, firstLine(text))
 	}

@@ -45,7 +45,7 @@ func storeMode(ctx context.Context) error {
 			defer s.c.Close()
 			code := fmt.Sprintf("for _ in range(%d):\n    update_memory('pg-counter', lambda v: (v or 0) + 1)\nprint('ok')", perSession)
 			if out, err := s.must(ctx, code); err != nil || out != "ok" {
-				errs <- fmt.Errorf("session %d: update_memory: %q %v", i, out, err)
+				errs <- wrong(fmt.Sprintf("session %d: update_memory", i), out, err)
 			}
 		})
 	}
@@ -91,7 +91,7 @@ func storeMode(ctx context.Context) error {
 
 	fmt.Printf("killing memoryd replica %s\n", mds[0].name)
 	if out, err := exec.CommandContext(ctx, *engine, "kill", mds[0].name).CombinedOutput(); err != nil {
-		return fmt.Errorf("kill %s: %v: %s", mds[0].name, err, out)
+		return fmt.Errorf("kill %s: %w: %s", mds[0].name, err, out)
 	}
 	if err := recallWithin(ctx, 30*time.Second); err != nil {
 		return fmt.Errorf("after killing a memoryd replica: %w", err)
@@ -107,7 +107,7 @@ func storeMode(ctx context.Context) error {
 	go func() {
 		out, err := exec.CommandContext(ctx, *engine, "restart", "-t", "0", pgs[0].name).CombinedOutput()
 		if err != nil {
-			err = fmt.Errorf("restart %s: %v: %s", pgs[0].name, err, out)
+			err = fmt.Errorf("restart %s: %w: %s", pgs[0].name, err, out)
 		}
 		restarted <- err
 	}()

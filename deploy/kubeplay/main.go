@@ -71,7 +71,9 @@ func run(in io.Reader, out, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		docs = append(docs, normalise(o).(obj))
+		if d, ok := normalise(o).(obj); ok {
+			docs = append(docs, d)
+		}
 	}
 	var (
 		configs   []obj
@@ -111,8 +113,11 @@ func run(in io.Reader, out, stderr io.Writer) error {
 			n = r
 		}
 		for i := range n {
-			tmpl := deepCopy(get(w, "spec", "template")).(obj)
-			spec := tmpl["spec"].(obj)
+			tmpl, _ := deepCopy(get(w, "spec", "template")).(obj)
+			spec := mapping(tmpl, "spec")
+			if spec == nil {
+				return fmt.Errorf("%s/%s has no spec.template.spec", kind(w), name(w))
+			}
 			for _, vct := range list(w, "spec", "volumeClaimTemplates") {
 				vols, _ := spec["volumes"].([]any)
 				spec["volumes"] = append(vols, obj{"name": str(vct, "metadata", "name"), "emptyDir": obj{}})
@@ -157,7 +162,9 @@ func run(in io.Reader, out, stderr io.Writer) error {
 		// podman publishes a containerPort on the host, where two
 		// replicas would collide; in a cluster it only names the port.
 		for _, c := range list(p.spec, "containers") {
-			delete(c.(obj), "ports")
+			if c, ok := c.(obj); ok {
+				delete(c, "ports")
+			}
 		}
 		p.spec["hostAliases"] = aliases
 		p.spec["hostname"] = p.name
@@ -230,7 +237,7 @@ func secretToConfigMap(s obj) obj {
 
 func secretVolumesToConfigMaps(spec obj) {
 	for _, v := range list(spec, "volumes") {
-		vol := v.(obj)
+		vol, _ := v.(obj)
 		if sec, ok := vol["secret"].(obj); ok {
 			delete(vol, "secret")
 			vol["configMap"] = obj{"name": sec["secretName"]}
@@ -306,10 +313,11 @@ func get(v any, path ...string) any {
 	return v
 }
 
-func str(v any, path ...string) string { s, _ := get(v, path...).(string); return s }
-func list(v any, path ...string) []any { l, _ := get(v, path...).([]any); return l }
-func kind(o obj) string                { return str(o, "kind") }
-func name(o obj) string                { return str(o, "metadata", "name") }
+func str(v any, path ...string) string  { s, _ := get(v, path...).(string); return s }
+func list(v any, path ...string) []any  { l, _ := get(v, path...).([]any); return l }
+func mapping(v any, path ...string) obj { m, _ := get(v, path...).(obj); return m }
+func kind(o obj) string                 { return str(o, "kind") }
+func name(o obj) string                 { return str(o, "metadata", "name") }
 
 // needsRun reports whether a pod asks for what kube play ignores.
 func needsRun(spec obj) bool {

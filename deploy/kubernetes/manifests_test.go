@@ -87,14 +87,14 @@ func TestManifests(t *testing.T) {
 			t.Errorf("%s %s is not in namespace codeexec", o.kind(), o.name())
 		}
 	}
-	for name, min := range map[string]int{"gateway": 2, "memoryd": 2, "discoveryd": 1, "sandboxd": 2} {
+	for name, least := range map[string]int{"gateway": 2, "memoryd": 2, "discoveryd": 1, "sandboxd": 2} {
 		d := find(objs, "Deployment", name)
 		if d == nil {
 			t.Errorf("no Deployment %s", name)
 			continue
 		}
-		if n, _ := get(d, "spec", "replicas").(int); n < min {
-			t.Errorf("Deployment %s has %d replicas, want at least %d", name, n, min)
+		if n, _ := get(d, "spec", "replicas").(int); n < least {
+			t.Errorf("Deployment %s has %d replicas, want at least %d", name, n, least)
 		}
 		if find(objs, "PodDisruptionBudget", name) == nil {
 			t.Errorf("no PodDisruptionBudget for %s", name)

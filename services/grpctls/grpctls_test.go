@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -34,7 +33,7 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpcserver.New(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, serverCreds.ServerOptions()...)
+	srv := grpcserver.New(slog.New(slog.DiscardHandler), nil, serverCreds.ServerOptions()...)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +41,12 @@ func TestMutualTLS(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, lis, time.Second) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
 	addr := lis.Addr().String()
 
 	check := func(opts ...grpc.DialOption) error {

@@ -98,8 +98,8 @@ func binDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		// A symlink on PATH (as some installs make in /usr/local/bin)
 		// stands for the directory that holds the other binaries.
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			p = real
+		if target, err := filepath.EvalSymlinks(p); err == nil {
+			p = target
 		}
 		candidates = append(candidates, filepath.Dir(p))
 	}
@@ -148,7 +148,7 @@ func (s *Server) initdb(opts Options) error {
 	}
 	out, err := s.command("initdb", "-D", s.DataDir(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("pgtest: initdb: %v\n%s", err, out)
+		return fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
 	}
 	conf := append([]string{
 		"listen_addresses = '127.0.0.1'",
@@ -281,7 +281,7 @@ func (s *Server) startOnce() error {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
-			return fmt.Errorf("pgtest: postgres did not accept connections within 60s: %v\n%s", err, s.tail())
+			return fmt.Errorf("pgtest: postgres did not accept connections within 60s: %w\n%s", err, s.tail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -302,7 +302,11 @@ func freePort() (int, error) {
 		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, fmt.Errorf("pgtest: %s is not a TCP address", l.Addr())
+	}
+	return addr.Port, nil
 }
 
 // URL is a connection URL for database db as the superuser postgres.
@@ -389,117 +393,3 @@ func (s *Server) CreateDatabase(tb testing.TB) string {
 }
 
 var dbSeq int
-
-// StartStandby makes a streaming standby of s with pg_basebackup and
-// starts it. With sync set, s then waits for the standby to have flushed
-// every commit before it acknowledges it (synchronous_standby_names), so
-// that a failover loses no acknowledged commit.
-func (s *Server) StartStandby(tb testing.TB, sync bool) *Server {
-	tb.Helper()
-	dir, err := privateDir()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	st := &Server{Dir: dir, bin: s.bin}
-	tb.Cleanup(st.remove)
-	if err := st.mkdirOwned(st.DataDir()); err != nil {
-		tb.Fatal(err)
-	}
-	out, err := st.command("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres",
-		"-D", st.DataDir(), "-R", "-X", "stream", "-c", "fast", "--no-sync").CombinedOutput()
-	if err != nil {
-		tb.Fatalf("pgtest: pg_basebackup: %v\n%s", err, out)
-	}
-	// A promotion waits for the WAL receiver's next retry, every
-	// wal_retrieve_retry_interval (5 s by default): a primary killed just
-	// before makes it that slow. Orchestrators tune it down likewise.
-	if err := appendFile(filepath.Join(st.DataDir(), "postgresql.conf"), "cluster_name = 'standby'\nwal_retrieve_retry_interval = '250ms'\n"); err != nil {
-		tb.Fatal(err)
-	}
-	if err := st.Restart(); err != nil {
-		tb.Fatal(err)
-	}
-	if sync {
-		if err := s.Exec(tb.Context(), "postgres", "ALTER SYSTEM SET synchronous_standby_names = 'standby'", "SELECT pg_reload_conf()"); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	// Wait until the standby streams (and, with sync, is synchronous).
-	want := "async"
-	if sync {
-		want = "sync"
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var state string
-		conn, err := pgx.Connect(tb.Context(), s.URL("postgres"))
-		if err == nil {
-			err = conn.QueryRow(tb.Context(), "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby'").Scan(&state)
-			_ = conn.Close(tb.Context())
-		}
-		if err == nil && state == want {
-			return st
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("pgtest: the standby is not streaming as %s after 30s (%q, %v)\nstandby log:\n%s", want, state, err, st.tail())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// Promote makes a standby the primary and waits until it accepts writes.
-func (s *Server) Promote(ctx context.Context) error {
-	if err := s.Exec(ctx, "postgres", "SELECT pg_promote(true, 60)"); err != nil {
-		return fmt.Errorf("pgtest: promote: %w", err)
-	}
-	return nil
-}
-
-// shared is the one server of a test binary that Shared hands out.
-var shared struct {
-	sync.Mutex
-	main bool
-	s    *Server
-	err  error
-}
-
-// Main runs a package's tests (call it from TestMain) and stops the
-// server that Shared started, if any.
-func Main(m *testing.M) int {
-	shared.Lock()
-	shared.main = true
-	shared.Unlock()
-	code := m.Run()
-	shared.Lock()
-	defer shared.Unlock()
-	if shared.s != nil {
-		shared.s.remove()
-	}
-	return code
-}
-
-// Shared returns the test binary's one server, starting it on first use.
-// Tests share it through databases of their own (NewDatabase); a test
-// that kills or stops a server starts its own with Start.
-func Shared(tb testing.TB) *Server {
-	tb.Helper()
-	shared.Lock()
-	defer shared.Unlock()
-	if !shared.main {
-		tb.Fatal("pgtest: Shared needs the package's TestMain to call pgtest.Main, which stops the server at the end")
-	}
-	if shared.s == nil && shared.err == nil {
-		shared.s, shared.err = start(Options{})
-	}
-	if shared.err != nil {
-		tb.Fatal(shared.err)
-	}
-	return shared.s
-}
-
-// NewDatabase makes an empty database on the shared server and returns
-// its URL.
-func NewDatabase(tb testing.TB) string {
-	tb.Helper()
-	return Shared(tb).CreateDatabase(tb)
-}

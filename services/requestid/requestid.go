@@ -62,9 +62,11 @@ func StreamServerInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServer
 	return handler(srv, &wrappedStream{ServerStream: ss, ctx: fromIncoming(ss.Context())})
 }
 
+// wrappedStream is grpc-go's way to change a stream's context: Context
+// returns ctx.
 type wrappedStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	ctx context.Context //nolint:containedctx // the stream's context, as grpc.ServerStream.Context returns it
 }
 
 func (w *wrappedStream) Context() context.Context { return w.ctx }

@@ -68,7 +68,9 @@ func Listen(path, what string, logger *slog.Logger) (net.Listener, error) {
 	}
 	// net.UnixListener unlinks the path it bound on Close; the path may
 	// be the /proc alias, so the owner removes the real path itself.
-	lis.(*net.UnixListener).SetUnlinkOnClose(false)
+	if ul, ok := lis.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(false)
+	}
 	// The umask is process-wide, so it cannot narrow the mode for this
 	// one bind without racing other goroutines' files. Between bind and
 	// chmod, the peer check below is what keeps other users out.
@@ -141,9 +143,13 @@ func Dial(ctx context.Context, path, what string) (net.Conn, error) {
 		return nil, err
 	}
 	uid, _, err := peerCred(c)
-	if err != nil || uid != os.Getuid() {
+	if err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("%s %s is served by uid %d, not by this user (uid %d): refusing to use it (%v)", what, path, uid, os.Getuid(), err)
+		return nil, fmt.Errorf("%s %s: cannot tell which user serves it, so refusing to use it: %w", what, path, err)
+	}
+	if uid != os.Getuid() {
+		_ = c.Close()
+		return nil, fmt.Errorf("%s %s is served by uid %d, not by this user (uid %d): refusing to use it", what, path, uid, os.Getuid())
 	}
 	return c, nil
 }

@@ -2,11 +2,12 @@ package config
 
 import (
 	"bytes"
-	"github.com/tailscale/hujson"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/tailscale/hujson"
 )
 
 // varRef matches ${VAR} and ${env:VAR}.

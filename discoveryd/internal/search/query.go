@@ -40,7 +40,7 @@ func (ix *Index) SearchFunc(query string, limit int, keep func(*Doc) bool) Resul
 	if q == "" {
 		return ix.all(limit, keep)
 	}
-	s := ix.pool.Get().(*scratch)
+	s := ix.pool.Get().(*scratch) //nolint:forcetypeassert // the pool's New makes only *scratch
 	defer ix.pool.Put(s)
 	defer s.reset()
 

@@ -37,6 +37,12 @@
 // allocates nothing in proportion to the catalogue.
 package search
 
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+)
+
 // Doc is one searchable tool.
 type Doc struct {
 	// Server is the configured server name, e.g. "github".
@@ -82,4 +88,35 @@ type Result struct {
 	Total int
 	// Truncated reports that Total > len(Hits), i.e. matches were left out.
 	Truncated bool
+}
+
+// ParamsFromSchema extracts what Doc.Params and Doc.ParamText hold from a
+// tool's JSON input schema: the names of its top-level properties, sorted,
+// and their descriptions joined by spaces in the same order. A schema that
+// is not a JSON object, or has no properties, yields nothing; search treats
+// parameters as a hint, so a malformed schema is not an error here.
+func ParamsFromSchema(schema []byte) (names []string, text string) {
+	var s struct {
+		Properties map[string]struct {
+			Description string `json:"description"`
+		} `json:"properties"`
+	}
+	if json.Unmarshal(schema, &s) != nil || len(s.Properties) == 0 {
+		return nil, ""
+	}
+	names = make([]string, 0, len(s.Properties))
+	for n := range s.Properties {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		if d := strings.TrimSpace(s.Properties[n].Description); d != "" {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(d)
+		}
+	}
+	return names, b.String()
 }

@@ -76,7 +76,7 @@ func TestFuzzyLookup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []string
-		f.lookup(tt.query, func(id int32, dist int) { got = append(got, f.words[id]) })
+		f.lookup(tt.query, func(id int32, _ int) { got = append(got, f.words[id]) })
 		slices.Sort(got)
 		got = slices.Compact(got)
 		want := slices.Clone(tt.want)
@@ -294,7 +294,7 @@ func TestBaseline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		res := Baseline(docs, tt.query, 10)
-		if got := names(res.Hits); !slices.Equal(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
+		if got := names(res.Hits); !slices.Equal(got, tt.want) && (len(got) != 0 || len(tt.want) != 0) {
 			t.Errorf("Baseline(%q) = %q, want %q", tt.query, got, tt.want)
 		}
 	}

@@ -222,7 +222,7 @@ func (s *Server) searchTools(ctx context.Context, req *discoveryv1.SearchToolsRe
 		}
 		resp.Docs = append(resp.Docs, doc)
 	}
-	resp.Truncated = int(resp.Total) > len(resp.Docs)
+	resp.Truncated = int(resp.GetTotal()) > len(resp.GetDocs())
 	return resp, nil
 }
 

@@ -64,8 +64,9 @@ func dial(ctx, root context.Context, cfg config.Server, baseEnv map[string]strin
 		t, err := transport.NewStreamableHTTP(cfg.URL,
 			transport.WithHTTPHeaders(cfg.Headers),
 			// Server-initiated notifications (tools/list_changed) arrive
-			// on the listening GET stream.
-			transport.WithContinuousListening(),
+			// on the listening GET stream, which servers on the session
+			// revisions (up to 2025-11-25) still use.
+			transport.WithContinuousListening(), //nolint:staticcheck // deprecated for 2026-07-28 only; see above
 			transport.WithHTTPLogger(logger))
 		if err != nil {
 			return nil, fmt.Errorf("%w: server %q: bad url %q: %v", ErrStartFailed, cfg.Name, cfg.URL, err)
@@ -194,7 +195,7 @@ func (c *conn) exitStatus(d time.Duration) (string, bool) {
 	case c.exitErr == nil:
 		return "exit status 0", true
 	case errors.As(c.exitErr, &ee):
-		return ee.ProcessState.String(), true
+		return ee.String(), true
 	}
 	return c.exitErr.Error(), true
 }

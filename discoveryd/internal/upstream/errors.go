@@ -51,10 +51,10 @@ func UnknownToolError(server, tool string, names []string) error {
 	return fmt.Errorf("%w %q on server %q; its tools are: %s%s", ErrUnknownTool, tool, server, strings.Join(shown, ", "), more)
 }
 
-// similarNames returns up to max names close to want: those containing it
+// similarNames returns up to limit names close to want: those containing it
 // or contained in it, or within an edit distance of about a third of its
 // length, closest first. Case, "-" and "_" are ignored.
-func similarNames(want string, names []string, max int) []string {
+func similarNames(want string, names []string, limit int) []string {
 	norm := func(s string) string {
 		return strings.NewReplacer("-", "", "_", "", " ", "").Replace(strings.ToLower(s))
 	}
@@ -73,7 +73,7 @@ func similarNames(want string, names []string, max int) []string {
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].dist < cands[j].dist })
 	var out []string
-	for i := 0; i < len(cands) && i < max; i++ {
+	for i := 0; i < len(cands) && i < limit; i++ {
 		out = append(out, cands[i].name)
 	}
 	return out

@@ -79,7 +79,9 @@ type Status struct {
 type Manager struct {
 	opts   Options
 	logger *slog.Logger
-	root   context.Context
+	// root bounds the upstream clients, which outlive the call that
+	// starts them; Close cancels it. (Calls pass their own context.)
+	root   context.Context //nolint:containedctx // the clients' lifetime, not a call's
 	cancel context.CancelFunc
 
 	mu      sync.RWMutex

@@ -1,9 +1,9 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -48,7 +48,7 @@ func newManager(t *testing.T, servers []config.Server, opts Options) *Manager {
 	if opts.BackoffMin == 0 {
 		opts.BackoffMin = 50 * time.Millisecond
 	}
-	m := New(servers, opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m := New(servers, opts, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() { _ = m.Close() })
 	return m
 }
@@ -290,7 +290,7 @@ func groupAlive(pgid int) bool {
 			continue
 		}
 		// Fields after the command (which may contain spaces) start after ")".
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 		if len(f) > 2 && f[2] == strconv.Itoa(pgid) {
 			return true
 		}

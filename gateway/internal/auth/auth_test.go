@@ -80,9 +80,9 @@ func TestParseTokensErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseTokens([]byte(tc.line))
+			_, err := parseTokens([]byte(tc.line))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("ParseTokens(%q) = %v; want an error containing %q", tc.line, err, tc.want)
+				t.Errorf("parseTokens(%q) = %v; want an error containing %q", tc.line, err, tc.want)
 			}
 		})
 	}

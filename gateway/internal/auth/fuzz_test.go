@@ -19,7 +19,7 @@ func FuzzParseTokens(f *testing.F) {
 	f.Add([]byte(Hash("a") + " bad tenant!\n"))
 	f.Add([]byte(Hash("a") + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		entries, err := ParseTokens(data)
+		entries, err := parseTokens(data)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "line ") && !strings.Contains(err.Error(), "token too long") {
 				t.Errorf("error %q does not say which line", err)
@@ -33,7 +33,7 @@ func FuzzParseTokens(f *testing.F) {
 			}
 			again.WriteString(hashPrefix + hex.EncodeToString(e.hash[:]) + " " + e.tenant + "\n")
 		}
-		back, err := ParseTokens([]byte(again.String()))
+		back, err := parseTokens([]byte(again.String()))
 		if err != nil || len(back) != len(entries) {
 			t.Fatalf("round trip: %v, %d entries, want %d", err, len(back), len(entries))
 		}

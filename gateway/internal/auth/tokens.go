@@ -136,7 +136,7 @@ func (f *TokenFile) reload() error {
 	}
 	var entries []tokenEntry
 	if err == nil {
-		entries, err = ParseTokens(data)
+		entries, err = parseTokens(data)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -148,8 +148,8 @@ func (f *TokenFile) reload() error {
 	return nil
 }
 
-// ParseTokens parses a tokens file's content.
-func ParseTokens(data []byte) ([]tokenEntry, error) {
+// parseTokens parses a tokens file's content.
+func parseTokens(data []byte) ([]tokenEntry, error) {
 	var out []tokenEntry
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {

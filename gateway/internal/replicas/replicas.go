@@ -28,6 +28,7 @@ import (
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/tick"
 )
 
 // Policy picks the replica for a new session.
@@ -128,20 +129,13 @@ func (b *Balancer) closeAll() {
 
 func (b *Balancer) loop() {
 	defer close(b.done)
-	t := time.NewTicker(b.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Interval)
-			if err := b.refresh(ctx); err != nil {
-				b.logger.Warn("sandboxd replicas not refreshed; keeping the last known set", logkeys.Error, err)
-			}
-			cancel()
+	tick.Every(b.stop, b.cfg.Interval, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Interval)
+		defer cancel()
+		if err := b.refresh(ctx); err != nil {
+			b.logger.Warn("sandboxd replicas not refreshed; keeping the last known set", logkeys.Error, err)
 		}
-	}
+	})
 }
 
 // refresh re-resolves the replicas, adds new ones, drops vanished ones

@@ -3,7 +3,6 @@ package replicas
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -104,7 +103,7 @@ func dialTest(addr string) (*grpc.ClientConn, error) {
 
 func newBalancer(t *testing.T, resolve func(context.Context) ([]string, error), policy Policy) *Balancer {
 	t.Helper()
-	b, err := New(t.Context(), Config{Resolve: resolve, Dial: dialTest, Policy: policy, Interval: time.Hour}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b, err := New(t.Context(), Config{Resolve: resolve, Dial: dialTest, Policy: policy, Interval: time.Hour}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +334,7 @@ func TestParse(t *testing.T) {
 	t.Parallel()
 	for spec, want := range map[string]string{
 		"a:1,b:2":                    "a:1 b:2",
-		" a:1 , b:2 ,":               "a:1 b:2",
+		" a:1 , b:2 ,":               "a:1 b:2", //nolint:gocritic // the spaces are the input under test
 		"dns:///nosuch.invalid:9002": "",
 		"dns:///sandboxd":            "error: want dns:///name:port",
 		"a:1,b":                      "error: want host:port",
@@ -363,11 +362,11 @@ func TestParse(t *testing.T) {
 
 func TestNewFailsWithoutReplicas(t *testing.T) {
 	t.Parallel()
-	_, err := New(t.Context(), Config{Resolve: Static(nil), Dial: dialTest}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	_, err := New(t.Context(), Config{Resolve: Static(nil), Dial: dialTest}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "no addresses") {
 		t.Fatalf("New with no replicas: %v", err)
 	}
-	if _, err := New(t.Context(), Config{Resolve: Static([]string{"a:1"}), Dial: dialTest, Policy: "random"}, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
+	if _, err := New(t.Context(), Config{Resolve: Static([]string{"a:1"}), Dial: dialTest, Policy: "random"}, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("an unknown policy was accepted")
 	}
 }

@@ -208,6 +208,7 @@ func RPCErrorMessage(err error) string {
 		return "the call was cancelled"
 	case codes.ResourceExhausted:
 		return "the sandbox service is at capacity (" + msg + "); retry shortly"
+	default:
+		return msg
 	}
-	return msg
 }

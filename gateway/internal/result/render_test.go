@@ -189,7 +189,7 @@ func checkResult(t *testing.T, res *mcp.CallToolResult, wantText, wantStructured
 
 func TestParseMode(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]Mode{"": Compact, "compact": Compact, " COMPACT ": Compact, "toon": TOON, "json": TOON} {
+	for in, want := range map[string]Mode{"": Compact, "compact": Compact, " COMPACT ": Compact, "toon": TOON, "json": TOON} { //nolint:gocritic // the spaces are the input under test
 		if got := ParseMode(in); got != want {
 			t.Errorf("ParseMode(%q) = %v, want %v", in, got, want)
 		}

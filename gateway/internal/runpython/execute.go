@@ -133,7 +133,6 @@ const maxHops = 2
 // runOnce makes one Execute call and gathers its stream. A session that is
 // live on another replica is followed there.
 func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) (out result.Outcome) {
-	out = base
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.TimeoutSeconds)*time.Second+rpcGrace)
 	defer cancel()
 	req := &sandboxv1.ExecuteRequest{

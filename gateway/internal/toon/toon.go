@@ -113,7 +113,7 @@ func quote(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + 2)
 	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		switch r := s[i]; r {
 		case '\\':
 			b.WriteString(`\\`)

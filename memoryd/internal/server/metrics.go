@@ -19,29 +19,21 @@ type Metrics struct {
 // NewMetrics makes unregistered collectors.
 func NewMetrics() *Metrics {
 	return &Metrics{
-		opSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "codeexec",
-			Subsystem: "memoryd",
-			Name:      "op_duration_seconds",
-			Help:      "Latency of memoryd operations (memory.save, tool.list, ...) by gRPC status code.",
-			// From a cached read (~10µs) to a slow fsync (~1s).
-			Buckets: prometheus.ExponentialBuckets(10e-6, 3, 12),
-		}, []string{"op", "code"}),
-		commitWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "codeexec",
-			Subsystem: "memoryd",
-			Name:      "commit_writes",
-			Help:      "Writes carried by one group commit (one bbolt transaction, one fsync pair).",
-			Buckets:   prometheus.ExponentialBuckets(1, 2, 9),
-		}),
-		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "codeexec",
-			Subsystem: "memoryd",
-			Name:      "commit_duration_seconds",
-			Help:      "Duration of one group commit, fsync included.",
-			Buckets:   prometheus.ExponentialBuckets(50e-6, 2, 14),
-		}),
+		// From a cached read (~10µs) to a slow fsync (~1s).
+		opSeconds:     prometheus.NewHistogramVec(histogram("op_duration_seconds", opHelp, prometheus.ExponentialBuckets(10e-6, 3, 12)), []string{"op", "code"}),
+		commitWrites:  prometheus.NewHistogram(histogram("commit_writes", commitWritesHelp, prometheus.ExponentialBuckets(1, 2, 9))),
+		commitSeconds: prometheus.NewHistogram(histogram("commit_duration_seconds", "Duration of one group commit, fsync included.", prometheus.ExponentialBuckets(50e-6, 2, 14))),
 	}
+}
+
+const (
+	opHelp           = "Latency of memoryd operations (memory.save, tool.list, ...) by gRPC status code."
+	commitWritesHelp = "Writes carried by one group commit (one bbolt transaction, one fsync pair)."
+)
+
+// histogram names a histogram codeexec_memoryd_<name>.
+func histogram(name, help string, buckets []float64) prometheus.HistogramOpts {
+	return prometheus.HistogramOpts{Namespace: "codeexec", Subsystem: "memoryd", Name: name, Help: help, Buckets: buckets}
 }
 
 // ObserveCommit records one group commit; pass it as the store's OnCommit.

@@ -76,7 +76,7 @@ func lockHolder(path string) int {
 	if err := syscall.Stat(path, &st); err != nil {
 		return 0
 	}
-	dev := uint64(st.Dev)
+	dev := uint64(st.Dev) //nolint:unconvert // Stat_t.Dev is not a uint64 on every GOARCH
 	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), st.Ino)
 	f, err := os.Open("/proc/locks")
 	if err != nil {

@@ -57,8 +57,9 @@ func fromStatus(err error) error {
 		return context.Canceled
 	case codes.DeadlineExceeded:
 		return context.DeadlineExceeded
+	default:
+		return fmt.Errorf("shared memory store: %s", st.Message())
 	}
-	return fmt.Errorf("shared memory store: %s", st.Message())
 }
 
 // answer maps one attempt's error: UNAVAILABLE (no owner, or the owner
@@ -69,7 +70,9 @@ func answer(err error) error {
 		return nil
 	}
 	if status.Code(err) == codes.Unavailable {
-		return fmt.Errorf("%w: %v", errRetry, err)
+		// The status stays text: wrapped, it would be found again by
+		// status.FromError and mapped as the caller's own failure.
+		return fmt.Errorf("%w: %v", errRetry, err) //nolint:errorlint // see above
 	}
 	return fromStatus(err)
 }

@@ -180,9 +180,9 @@ func (s *Store) own(b *store.Bolt) error {
 	info := ownerInfo{PID: os.Getpid(), Version: s.opts.Version, Protocol: Protocol, Socket: sock, Since: time.Now().UTC()}
 	if err := writeOwner(s.opts.Path, info); err != nil {
 		cancel()
-		<-served
+		serveErr := <-served
 		_ = os.Remove(sock)
-		return err
+		return errors.Join(err, serveErr)
 	}
 	s.mu.Lock()
 	s.bolt, s.stopServer, s.served = b, cancel, served
@@ -397,10 +397,10 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.bolt != nil {
 		s.stopServer()
-		<-s.served
+		serveErr := <-s.served
 		_ = os.Remove(SocketPath(s.opts.Path))
 		removeOwner(s.opts.Path)
-		err = s.bolt.Close()
+		err = errors.Join(s.bolt.Close(), serveErr)
 	}
 	s.mu.Unlock()
 	if s.conn != nil {

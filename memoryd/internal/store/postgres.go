@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/tick"
 )
 
 // DefaultPostgresWait bounds how long a call waits for an unreachable
@@ -320,14 +321,7 @@ func (s *Postgres) Close() error {
 // memoryd on the database sweeps; the deletes are idempotent.
 func (s *Postgres) sweepLoop() {
 	defer close(s.sweepDone)
-	t := time.NewTicker(sweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
+	tick.Every(s.stop, sweepEvery, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		n, err := s.sweep(ctx, requestRetention)
 		cancel()
@@ -336,7 +330,7 @@ func (s *Postgres) sweepLoop() {
 		} else if n > 0 {
 			s.logger.Debug("swept expired request outcomes", slog.Int64("store.outcomes", n))
 		}
-	}
+	})
 }
 
 const sqlSweep = `DELETE FROM codeexec_requests WHERE id IN (

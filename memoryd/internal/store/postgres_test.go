@@ -47,12 +47,12 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(t.Context())
-	var n, max int
-	if err := conn.QueryRow(t.Context(), "SELECT count(*), max(version) FROM codeexec_schema").Scan(&n, &max); err != nil {
+	var n, top int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*), max(version) FROM codeexec_schema").Scan(&n, &top); err != nil {
 		t.Fatal(err)
 	}
-	if n != SchemaVersion() || max != SchemaVersion() {
-		t.Errorf("codeexec_schema has %d rows up to version %d; want %d", n, max, SchemaVersion())
+	if n != SchemaVersion() || top != SchemaVersion() {
+		t.Errorf("codeexec_schema has %d rows up to version %d; want %d", n, top, SchemaVersion())
 	}
 	// A database migrated by a newer codeexec is refused, not misread.
 	if _, err := conn.Exec(t.Context(), "INSERT INTO codeexec_schema (version, name, by) VALUES (99, '0099_future.sql', 'codeexec 9')"); err != nil {

@@ -48,7 +48,7 @@ func (f *fakeDiscovery) SearchTools(context.Context, *discoveryv1.SearchToolsReq
 	for _, s := range f.servers {
 		resp.Docs = append(resp.Docs, &discoveryv1.ToolDoc{Server: s, ServerAlias: s, Tool: s + "_tool", ToolAlias: s + "_tool"})
 	}
-	resp.Total = int32(len(resp.Docs))
+	resp.Total = int32(len(resp.GetDocs()))
 	return resp, nil
 }
 
@@ -97,7 +97,7 @@ func TestSearchHitsSayHowToLoadTheirServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res struct {
-		Results []map[string]any
+		Results []map[string]any `json:"results"`
 	}
 	if err := json.Unmarshal([]byte(got), &res); err != nil {
 		t.Fatal(err)

@@ -48,6 +48,8 @@ func callError(err error) error {
 		msg = "timed out: " + msg
 	case codes.Unavailable:
 		msg = "unavailable: " + msg
+	default:
+		// The code says the rest.
 	}
 	return &channel.Error{Code: code, Message: msg}
 }

@@ -15,6 +15,7 @@ import (
 
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/tick"
 )
 
 // Lease timing. A heartbeat every beat keeps the lease, which runs lease
@@ -121,16 +122,7 @@ func (r *Replica) Ready(ctx context.Context) error {
 
 func (r *Replica) loop(ctx context.Context) {
 	defer close(r.done)
-	t := time.NewTicker(beat)
-	defer t.Stop()
-	for first := true; ; first = false {
-		if !first {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
+	once := func() {
 		hctx, cancel := context.WithTimeout(ctx, beat)
 		err := r.heartbeat(hctx, r.now().Add(lease))
 		cancel()
@@ -144,7 +136,7 @@ func (r *Replica) loop(ctx context.Context) {
 			close(r.tried)
 		})
 		if err == nil {
-			continue
+			return
 		}
 		if ctx.Err() != nil {
 			return
@@ -159,7 +151,7 @@ func (r *Replica) loop(ctx context.Context) {
 		r.mu.Unlock()
 		if never {
 			r.logger.Warn("waiting for the session store to take this replica's first heartbeat", logkeys.Error, err)
-			continue
+			return
 		}
 		r.logger.Warn("cannot renew this replica's lease on its sessions", logkeys.Error, err, "since", since)
 		if fire && r.onFenced != nil {
@@ -167,6 +159,8 @@ func (r *Replica) loop(ctx context.Context) {
 			r.onFenced()
 		}
 	}
+	once() // the first at once: Ready waits for it
+	tick.Every(ctx.Done(), beat, once)
 }
 
 func (r *Replica) heartbeat(ctx context.Context, until time.Time) error {

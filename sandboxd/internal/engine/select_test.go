@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -51,7 +50,7 @@ func TestSelect(t *testing.T) {
 			for _, e := range tc.engines {
 				cands = append(cands, Candidate{Name: e.name, New: func() (Engine, error) { return e, nil }})
 			}
-			eng, err := Select(t.Context(), tc.runtime, cands, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			eng, err := Select(t.Context(), tc.runtime, cands, slog.New(slog.DiscardHandler))
 			switch {
 			case tc.want != "" && (err != nil || eng.Name() != tc.want):
 				t.Fatalf("Select = %v, %v; want %s", eng, err, tc.want)

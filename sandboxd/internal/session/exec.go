@@ -245,8 +245,9 @@ func lostReason(res *Result) string {
 			return "the previous call's sandbox stopped: " + res.Error
 		}
 		return "the previous call's sandbox stopped"
+	default:
+		return "the previous call stopped its sandbox: " + res.Error
 	}
-	return "the previous call stopped its sandbox: " + res.Error
 }
 
 func deathHint(sb *sandbox, m *Manager) string {

@@ -118,25 +118,6 @@ func NewManager(ctx context.Context, cfg Config, logger *slog.Logger) (*Manager,
 // expireEvery spaces the sweeps of expired sessions out of the store.
 const expireEvery = 10 * time.Minute
 
-// expire asks the store to forget expired sessions, now and then.
-func (m *Manager) expire(ctx context.Context) {
-	defer m.loops.Done()
-	t := time.NewTicker(expireEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if n, err := m.cfg.Durable.Sessions.Expire(ctx); err != nil {
-			m.logger.Warn("could not sweep expired sessions", logkeys.Error, err)
-		} else if n > 0 {
-			m.logger.Info("expired sessions forgotten", "sessions", n)
-		}
-	}
-}
-
 // Close stops every sandbox and pooled sandbox. Durable sessions are kept:
 // their checkpoints stored, they are given up for any replica to take;
 // the others are destroyed.
@@ -308,50 +289,6 @@ func (m *Manager) clampTimeout(t time.Duration) time.Duration {
 	return max(t, time.Second)
 }
 
-// reap destroys sessions idle for longer than IdleTimeout.
-func (m *Manager) reap(ctx context.Context) {
-	defer m.loops.Done()
-	tick := time.NewTicker(max(m.cfg.IdleTimeout/4, 100*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		cutoff := time.Now().Add(-m.cfg.IdleTimeout)
-		m.mu.Lock()
-		var idle []*Session
-		for id, s := range m.sessions {
-			s.mu.Lock()
-			if !s.busy && s.lastUsed.Before(cutoff) {
-				idle = append(idle, s)
-				if m.cfg.Durable == nil {
-					delete(m.sessions, id)
-				}
-			}
-			s.mu.Unlock()
-		}
-		m.mu.Unlock()
-		for _, s := range idle {
-			idleFor := time.Since(s.Info().LastUsed).Round(time.Second)
-			if m.cfg.Durable != nil {
-				// The session stays, as a record: only its sandbox goes.
-				if s.tryAcquire() {
-					m.logger.Info("stopping an idle session's sandbox; its checkpoint is kept", logkeys.SessionID, s.id, "idle_for", idleFor)
-					m.release(ctx, s, fmt.Sprintf("the sandbox was stopped after being idle for %s", idleFor))
-					s.release()
-					m.metrics.reaped()
-				}
-				continue
-			}
-			m.logger.Info("reaping idle session", logkeys.SessionID, s.id, "idle_for", idleFor)
-			s.destroy()
-			m.metrics.reaped()
-		}
-	}
-}
-
 // claim returns a session to run a call on: the live one here, or, for a
 // durable session, the one the store holds, taken for this replica. It
 // fails with an *ElsewhereError when another replica holds it live.
@@ -392,11 +329,11 @@ func (m *Manager) claim(ctx context.Context, tenant, id string) (*Session, error
 	return s, nil
 }
 
-// makeRoom, for a durable session about to start a sandbox when every
+// makeRoom, for asker, a durable session about to start a sandbox when every
 // sandbox is taken (MaxSessions), checkpoints and stops the one idle
 // longest. Without Durable there is nothing to make room with: Create
 // refused the session already.
-func (m *Manager) makeRoom(ctx context.Context, for_ *Session) error {
+func (m *Manager) makeRoom(ctx context.Context, asker *Session) error {
 	if m.cfg.Durable == nil || m.cfg.MaxSessions <= 0 {
 		return nil
 	}
@@ -422,7 +359,7 @@ func (m *Manager) makeRoom(ctx context.Context, for_ *Session) error {
 			live++
 			// A session the store could not record has no checkpoint to
 			// come back from: it keeps its sandbox.
-			if s != for_ && !busy && s.isDurable() && (victim == nil || used.Before(victimUsed)) {
+			if s != asker && !busy && s.isDurable() && (victim == nil || used.Before(victimUsed)) {
 				victim, victimUsed = s, used
 			}
 		}

@@ -50,23 +50,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 func (m *Metrics) sessionsFunc(f func() int) {
-	if m.reg == nil {
-		return
-	}
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "codeexec_sandbox_sessions",
-		Help: "Live sandbox sessions.",
-	}, func() float64 { return float64(f()) }))
+	m.gaugeFunc("codeexec_sandbox_sessions", "Live sandbox sessions.", f)
 }
 
 func (m *Metrics) poolFunc(f func() int) {
+	m.gaugeFunc("codeexec_sandbox_warm_pool", "Ready sandboxes waiting in the warm pool.", f)
+}
+
+// gaugeFunc registers a gauge that reads f, when there is a registry.
+func (m *Metrics) gaugeFunc(name, help string, f func() int) {
 	if m.reg == nil {
 		return
 	}
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "codeexec_sandbox_warm_pool",
-		Help: "Ready sandboxes waiting in the warm pool.",
-	}, func() float64 { return float64(f()) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) }))
 }
 
 var statusNames = map[Status]string{StatusOK: "ok", StatusError: "error", StatusTimeout: "timeout", StatusKilled: "killed"}

@@ -68,7 +68,7 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 	if s.Runtimes != "" {
 		return runtimes(ctx, s, stdout)
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	fmt.Fprintf(stdout, "codeexec bench — %s, %d CPUs\n\n", hostDescription(), numCPU())
 
 	spawn, err := benchSpawn(s.Python, s.Spawns)

@@ -20,7 +20,7 @@ import (
 // containers the attached CLI and the engine's per-container shim or
 // conmon).
 func runtimes(ctx context.Context, rb Settings, stdout io.Writer) error {
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	fmt.Fprintf(stdout, "codeexec bench --runtimes — %s, %d CPUs; image %s for containers\n\n", hostDescription(), numCPU(), rb.Image)
 	fmt.Fprintf(stdout, "| %-8s | %-26s | %-26s | %-22s | %s\n", "runtime", "new session, no pool p50/p99", "new session, pool 4 p50/p99", "warm exec p50/p99", "memory per idle session")
 	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s\n", strings.Repeat("-", 10), strings.Repeat("-", 28), strings.Repeat("-", 28), strings.Repeat("-", 24), strings.Repeat("-", 26))

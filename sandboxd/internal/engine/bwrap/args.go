@@ -25,7 +25,7 @@ const (
 // /root, /home, /work, /var, /sys, the state dir, /etc/shadow, the host's
 // certificates or time zone.
 const (
-	passwdData = "nobody:x:65534:65534:nobody:/workspace:/usr/sbin/nologin\n"
+	passwdData = "nobody:x:65534:65534:nobody:/workspace:/usr/sbin/nologin\n" //nolint:gosec // a passwd line for nobody; "x" is no password
 	groupData  = "nobody:x:65534:\n"
 )
 

@@ -41,7 +41,7 @@ func TestBwrapCheck(t *testing.T) {
 			if e.Name() != "bwrap" {
 				t.Errorf("Name() = %q", e.Name())
 			}
-			for i := 0; i < 2; i++ { // the second call hits the cache or fails the same way
+			for range 2 { // the second call hits the cache or fails the same way
 				err = e.Check(t.Context())
 				if tc.wantErr == "" {
 					if err != nil {

@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -365,7 +366,7 @@ sys.stdin.read()`))
 	if len(pids) < 3 {
 		t.Fatalf("expected bwrap's init, python and sleep under %d, got %v", p.PID(), pids)
 	}
-	for i := 0; i < 2; i++ { // Kill twice: it must be idempotent
+	for range 2 { // Kill twice: it must be idempotent
 		if err := p.Kill(); err != nil {
 			t.Fatalf("Kill: %v", err)
 		}
@@ -401,7 +402,7 @@ func descendants(t *testing.T, pid int) []int {
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
 		if pp, err := strconv.Atoi(f[1]); err == nil {
 			parent[p] = pp
 		}

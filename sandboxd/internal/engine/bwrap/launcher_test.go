@@ -13,9 +13,9 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
 
-// waitSpares returns the PIDs of the spare launchers once there are n of
-// them made for spec's command line and limits.
-func waitSpares(t *testing.T, e *Engine, spec engine.Spec, n int) []int {
+// waitSpares returns the PIDs of the spare launchers once there are as
+// many as e keeps, made for spec's command line and limits.
+func waitSpares(t *testing.T, e *Engine, spec engine.Spec) []int {
 	t.Helper()
 	argv, _ := shimArgv(e.sh, e.setpriv, e.bwrap, e.seccomp != nil, spec)
 	key := newLaunchKey(argv, spec.Limits)
@@ -29,11 +29,11 @@ func waitSpares(t *testing.T, e *Engine, spec engine.Spec, n int) []int {
 			}
 		}
 		e.mu.Unlock()
-		if len(pids) == n {
+		if len(pids) == e.cfg.Spares {
 			return pids
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d spare launchers for this spec after 30s, want %d", len(pids), n)
+			t.Fatalf("%d spare launchers for this spec after 30s, want %d", len(pids), e.cfg.Spares)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -74,7 +74,7 @@ print("survived")`)
 	spec.Limits = engine.Limits{MemoryBytes: 96 << 20, Pids: 24, OpenFiles: 77, TmpBytes: 8 << 20, WorkspaceBytes: 12 << 20}
 
 	first := enginetest.Run(t, e, spec, "", 60*time.Second) // no spare yet: starts afresh
-	spares := waitSpares(t, e, spec, 2)
+	spares := waitSpares(t, e, spec)
 	if slices.Contains(spares, first.PID) {
 		t.Fatalf("the first sandbox (pid %d) came from a spare", first.PID)
 	}
@@ -102,7 +102,7 @@ print("survived")`)
 	// The cgroup of a sandbox from a spare is named after the sandbox.
 	sleeper := spec
 	sleeper.ID = "named-sleeper" // it waits on stdin
-	spares = waitSpares(t, e, sleeper, 2)
+	spares = waitSpares(t, e, sleeper)
 	p, err := e.Start(t.Context(), sleeper)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ print("survived")`)
 	// ones are never used, and they are ended.
 	other := sleeper
 	other.Limits.Pids = 30
-	old := waitSpares(t, e, sleeper, 2)
+	old := waitSpares(t, e, sleeper)
 	p, err = e.Start(t.Context(), other)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ print("survived")`)
 	}
 	_ = p.Kill()
 	_ = p.Wait()
-	fresh := waitSpares(t, e, other, 2)
+	fresh := waitSpares(t, e, other)
 	for _, pid := range old {
 		waitGone(t, pid)
 	}
@@ -157,7 +157,7 @@ print("survived")`)
 	}
 
 	// Close ends the spares and removes every cgroup.
-	spares = waitSpares(t, e, other, 2)
+	spares = waitSpares(t, e, other)
 	parents := e.cgroups.Parents()
 	if err := e.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

@@ -155,7 +155,7 @@ func TestSetupV2Parent(t *testing.T) {
 			}
 			return nil
 		}, ""},
-		{"no controllers to delegate", func(own, dir string) error { return nil }, "systemd Delegate=yes"},
+		{"no controllers to delegate", func(_, _ string) error { return nil }, "systemd Delegate=yes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,19 +19,10 @@ const v2Controllers = "+memory +pids +cpu"
 // must hand controllers down (see setupV2Parent).
 const v2SelfLeaf = "sandboxd"
 
-var (
-	ownOnce sync.Once
-	ownMap  map[string]string
-	ownErr  error
-)
-
 // ownCgroups is /proc/self/cgroup as it was at the first call: sandboxd may
 // move itself into a leaf below on cgroup v2, and later engines must still
 // find the same codeexec-<pid> parent.
-func ownCgroups() (map[string]string, error) {
-	ownOnce.Do(func() { ownMap, ownErr = readSelfCgroups("/proc/self/cgroup") })
-	return ownMap, ownErr
-}
+var ownCgroups = sync.OnceValues(func() (map[string]string, error) { return readSelfCgroups("/proc/self/cgroup") })
 
 // setupV2Parent makes own/name ready to hold sandbox cgroups with the
 // memory, pids and cpu controllers, and returns its path.

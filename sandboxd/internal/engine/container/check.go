@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/services/tick"
 )
 
 // sweepEvery is how often orphans are looked for after the first Check.
@@ -57,18 +58,11 @@ func (c *Engine) Check(ctx context.Context) error {
 
 func (c *Engine) sweep(stop, done chan struct{}) {
 	defer close(done)
-	t := time.NewTicker(sweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			c.reapOrphans(ctx, false)
-			cancel()
-		}
-	}
+	tick.Every(stop, sweepEvery, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c.reapOrphans(ctx, false)
+	})
 }
 
 // checkDaemon asks the engine for its state and sets the global args.

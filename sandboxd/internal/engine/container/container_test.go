@@ -3,7 +3,6 @@ package container
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -20,7 +19,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
 )
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func TestContainerRunArgs(t *testing.T) {
 	t.Parallel()
@@ -203,7 +202,7 @@ func TestContainerSeccompProfile(t *testing.T) {
 	allowed := map[string]bool{}
 	for _, r := range p.Syscalls {
 		if r.Action == specs.ActAllow {
-			for _, n := range append(r.Names, r.Name) {
+			for _, n := range r.Names {
 				allowed[n] = true
 			}
 		}

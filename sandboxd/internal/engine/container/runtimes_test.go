@@ -115,7 +115,8 @@ print(sys.stdin.read().upper())`)
 				done := make(chan error, 1)
 				go func() { done <- p.Wait() }()
 				select {
-				case <-done:
+				case err := <-done:
+					t.Logf("Wait after Kill: %v", err)
 				case <-time.After(30 * time.Second):
 					t.Fatal("Wait did not return after Kill")
 				}

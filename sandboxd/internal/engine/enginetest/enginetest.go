@@ -103,8 +103,7 @@ func Run(t *testing.T, e engine.Engine, spec engine.Spec, stdin string, timeout 
 	case werr = <-waited:
 	case <-ctx.Done():
 		_ = p.Kill()
-		<-waited
-		t.Fatalf("sandbox did not exit within %v; stderr: %s", timeout, errb.String())
+		t.Fatalf("sandbox did not exit within %v (then killed: %v); stderr: %s", timeout, <-waited, errb.String())
 	}
 	wg.Wait()
 	_ = p.Stdout().Close()

@@ -7,13 +7,10 @@ const (
 	seccompX32  = true // x32 shares the arch value; its calls have bit 30 set
 )
 
-func init() {
-	for name, nr := range map[string]uint32{
-		"iopl": unix.SYS_IOPL, "ioperm": unix.SYS_IOPERM, "uselib": unix.SYS_USELIB,
-		"ustat": unix.SYS_USTAT, "sysfs": unix.SYS_SYSFS, "_sysctl": unix.SYS__SYSCTL,
-		"create_module": unix.SYS_CREATE_MODULE, "get_kernel_syms": unix.SYS_GET_KERNEL_SYMS,
-		"query_module": unix.SYS_QUERY_MODULE,
-	} {
-		syscallNumbers[name] = nr
-	}
+// archSyscallNumbers are the denied calls that exist on x86_64 only.
+var archSyscallNumbers = map[string]uint32{
+	"iopl": unix.SYS_IOPL, "ioperm": unix.SYS_IOPERM, "uselib": unix.SYS_USELIB,
+	"ustat": unix.SYS_USTAT, "sysfs": unix.SYS_SYSFS, "_sysctl": unix.SYS__SYSCTL,
+	"create_module": unix.SYS_CREATE_MODULE, "get_kernel_syms": unix.SYS_GET_KERNEL_SYMS,
+	"query_module": unix.SYS_QUERY_MODULE,
 }

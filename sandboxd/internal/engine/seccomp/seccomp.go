@@ -129,12 +129,11 @@ func ContainerProfile() ([]byte, error) {
 		if rule.Action != specs.ActAllow {
 			continue
 		}
+		// The default profile names its calls in Names only (Name is the
+		// deprecated one-call form of old JSON profiles).
 		rule.Names = slices.DeleteFunc(rule.Names, func(n string) bool { return slices.Contains(deniedSyscalls, n) })
-		if slices.Contains(deniedSyscalls, rule.Name) {
-			rule.Name = ""
-		}
 	}
-	p.Syscalls = slices.DeleteFunc(p.Syscalls, func(r *mobyseccomp.Syscall) bool { return len(r.Names) == 0 && r.Name == "" })
+	p.Syscalls = slices.DeleteFunc(p.Syscalls, func(r *mobyseccomp.Syscall) bool { return len(r.Names) == 0 })
 	b, err := json.MarshalIndent(p, "", "\t")
 	if err != nil {
 		return nil, fmt.Errorf("container seccomp profile: %w", err)

@@ -2,12 +2,23 @@
 
 package seccomp
 
-import "golang.org/x/sys/unix"
+import (
+	"maps"
+
+	"golang.org/x/sys/unix"
+)
 
 // syscallNumbers maps the names in deniedSyscalls that exist on this
-// architecture to their numbers; arch_<arch>.go adds the
-// architecture's own.
-var syscallNumbers = map[string]uint32{
+// architecture to their numbers: the ones every architecture has, and
+// arch_<arch>.go's own.
+var syscallNumbers = func() map[string]uint32 {
+	m := maps.Clone(commonSyscallNumbers)
+	maps.Copy(m, archSyscallNumbers)
+	return m
+}()
+
+// commonSyscallNumbers are the denied calls every architecture has.
+var commonSyscallNumbers = map[string]uint32{
 	"keyctl": unix.SYS_KEYCTL, "add_key": unix.SYS_ADD_KEY, "request_key": unix.SYS_REQUEST_KEY,
 	"bpf": unix.SYS_BPF, "perf_event_open": unix.SYS_PERF_EVENT_OPEN, "userfaultfd": unix.SYS_USERFAULTFD,
 	"io_uring_setup": unix.SYS_IO_URING_SETUP, "io_uring_enter": unix.SYS_IO_URING_ENTER,

@@ -195,7 +195,7 @@ func (b *builder) addWordNet(key, lemma string, scale float64) {
 			if ptr.dst > 0 && ptr.dst <= len(t.lemmas) {
 				targets = t.lemmas[ptr.dst-1 : ptr.dst]
 			}
-			kind := ""
+			var kind string
 			switch ptr.sym {
 			case "!":
 				for _, l := range t.lemmas { // the antonym and its synonyms

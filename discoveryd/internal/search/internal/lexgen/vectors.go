@@ -101,7 +101,7 @@ func isWord(w string) bool {
 	if w == "" {
 		return false
 	}
-	for i := 0; i < len(w); i++ {
+	for i := range len(w) {
 		if w[i] < 'a' || w[i] > 'z' {
 			return false
 		}

@@ -79,7 +79,8 @@ func loadWordNet(dir string) (*wordNet, error) {
 }
 
 // parseData reads one synset line of data.<pos> (wndb(5WN)):
-// offset lex_filenum ss_type w_cnt word lex_id ... p_cnt ptr... | gloss
+//
+//	offset lex_filenum ss_type w_cnt word lex_id ... p_cnt ptr... | gloss
 func (wn *wordNet) parseData(pos, line string) error {
 	if i := strings.Index(line, " | "); i >= 0 {
 		line = line[:i]
@@ -146,7 +147,7 @@ func eachLine(path string, fn func(string) error) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close() //nolint:errcheck // read only: a failed close loses nothing
+	defer f.Close() // read only: a failed close loses nothing
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {

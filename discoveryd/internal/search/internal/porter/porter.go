@@ -10,7 +10,7 @@ func Stem(w string) string {
 	if len(w) <= 2 {
 		return w
 	}
-	for i := 0; i < len(w); i++ {
+	for i := range len(w) {
 		if w[i] < 'a' || w[i] > 'z' {
 			return w
 		}
@@ -203,7 +203,7 @@ func step4(b []byte) []byte {
 	if measure(base) <= 1 {
 		return b
 	}
-	if best == "ion" && !(hasSuffix(base, "s") || hasSuffix(base, "t")) {
+	if best == "ion" && !hasSuffix(base, "s") && !hasSuffix(base, "t") {
 		return b
 	}
 	return base
