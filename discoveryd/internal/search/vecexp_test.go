@@ -68,7 +68,7 @@ func loadRaw(t testing.TB, path string) *rawVecs {
 			}
 		}
 		npc := 0
-		fmt.Sscan(os.Getenv("VEC_PCS"), &npc)
+		_, _ = fmt.Sscan(os.Getenv("VEC_PCS"), &npc)
 		for range npc {
 			// power iteration for the top principal direction
 			u := make([]float64, d)
@@ -182,7 +182,7 @@ func TestVecExperiment(t *testing.T) {
 	}
 	defer func(w float32) { denseWeight = w }(denseWeight)
 	denseWeight = 0
-	fmt.Sscan(os.Getenv("VEC_DENSE"), &denseWeight)
+	_, _ = fmt.Sscan(os.Getenv("VEC_DENSE"), &denseWeight)
 	ds := loadDataset(t)
 	ix := NewIndex(ds.docs)
 	r := loadRaw(t, path)
@@ -191,9 +191,9 @@ func TestVecExperiment(t *testing.T) {
 		rd = loadRaw(t, path+".out")
 	}
 	nameW, paramW := float32(2), float32(0.3)
-	fmt.Sscan(os.Getenv("VEC_NAMEW"), &nameW)
+	_, _ = fmt.Sscan(os.Getenv("VEC_NAMEW"), &nameW)
 	pool := 30
-	fmt.Sscan(os.Getenv("VEC_POOL"), &pool)
+	_, _ = fmt.Sscan(os.Getenv("VEC_POOL"), &pool)
 	rerankOnly := os.Getenv("VEC_RERANK") != ""
 	maxsim := os.Getenv("VEC_MAXSIM") != ""
 	docWords := make([][][]float32, len(ix.docs))
@@ -376,7 +376,7 @@ func TestVecExpand(t *testing.T) {
 	}
 	defer func(w float32) { denseWeight = w }(denseWeight)
 	denseWeight = 0
-	fmt.Sscan(os.Getenv("VEC_DENSE"), &denseWeight)
+	_, _ = fmt.Sscan(os.Getenv("VEC_DENSE"), &denseWeight)
 	ds := loadDataset(t)
 	r := loadRaw(t, path)
 	sets := []struct {
@@ -462,7 +462,7 @@ func TestVecDocExpand(t *testing.T) {
 	}
 	defer func(w float32) { denseWeight = w }(denseWeight)
 	denseWeight = 0
-	fmt.Sscan(os.Getenv("VEC_DENSE"), &denseWeight)
+	_, _ = fmt.Sscan(os.Getenv("VEC_DENSE"), &denseWeight)
 	ds := loadDataset(t)
 	r := loadRaw(t, path)
 	ix0 := NewIndex(ds.docs)

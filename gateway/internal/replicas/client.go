@@ -73,7 +73,10 @@ func (b *Balancer) Execute(ctx context.Context, in *sandboxv1.ExecuteRequest, op
 	if err != nil {
 		return b.executeAnywhere(ctx, in, b.failed(r, id, err), opts...)
 	}
-	return &execStream{ServerStreamingClient: stream, b: b, r: r, id: id, ctx: ctx, in: in, opts: opts}, nil
+	elsewhere := func(lost error) (grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], error) {
+		return b.executeAnywhere(ctx, in, lost, opts...)
+	}
+	return &execStream{ServerStreamingClient: stream, b: b, r: r, id: id, elsewhere: elsewhere}, nil
 }
 
 // executeAnywhere sends an Execute for a session that no replica is known
@@ -103,11 +106,9 @@ type execStream struct {
 	// there: r's answer places it, or NotFound means it is lost, for the
 	// reason lost gives.
 	lost error
-	// The call, to ask another replica when r turns out to be gone before
-	// it answered.
-	ctx  context.Context
-	in   *sandboxv1.ExecuteRequest
-	opts []grpc.CallOption
+	// elsewhere asks another replica, when r turns out to be gone before
+	// it answered; nil once used, and for a call already asked anywhere.
+	elsewhere func(lost error) (grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], error)
 }
 
 func (s *execStream) Recv() (*sandboxv1.ExecuteResponse, error) {
@@ -134,16 +135,16 @@ func (s *execStream) Recv() (*sandboxv1.ExecuteResponse, error) {
 	}
 	if !s.seen {
 		lost := s.b.failed(s.r, s.id, err)
-		if status.Code(err) != codes.Unavailable || s.in == nil {
+		if status.Code(err) != codes.Unavailable || s.elsewhere == nil {
 			return nil, lost
 		}
 		// Its replica is gone before it ran anything: another replica may
 		// take a durable session over.
-		next, aerr := s.b.executeAnywhere(s.ctx, s.in, lost, s.opts...)
+		next, aerr := s.elsewhere(lost)
 		if aerr != nil {
 			return nil, aerr
 		}
-		s.ServerStreamingClient, s.in = next, nil
+		s.ServerStreamingClient, s.elsewhere = next, nil
 		return s.Recv()
 	}
 	if status.Code(err) == codes.Unavailable {

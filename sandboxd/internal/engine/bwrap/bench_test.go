@@ -56,7 +56,7 @@ func BenchmarkStartToFirstByte(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := bc.cfg
 			cfg.CgroupRoot = benchCgroupRoot
-			e, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			e, err := New(cfg, slog.New(slog.DiscardHandler))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func BenchmarkBurst(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := bc.cfg
 			cfg.CgroupRoot = benchCgroupRoot
-			e, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			e, err := New(cfg, slog.New(slog.DiscardHandler))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -67,11 +67,11 @@ type liveSibling struct {
 	p      engine.Process
 	out    *bufio.Reader
 	report struct {
-		NS             map[string]string
-		Pids           []int
-		Random         float64
-		Probe          int64
-		SharedWritable []string `json:"shared_writable"`
+		NS             map[string]string `json:"ns"`
+		Pids           []int             `json:"pids"`
+		Random         float64           `json:"random"`
+		Probe          int64             `json:"probe"`
+		SharedWritable []string          `json:"shared_writable"`
 	}
 }
 

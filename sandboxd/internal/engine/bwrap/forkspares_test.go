@@ -14,9 +14,13 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
 
+// forkSparesWanted is the spares the tests' engines keep (Config.Spares).
+const forkSparesWanted = 2
+
 // waitForkSpares returns the outer PIDs of the fork server's spare
-// sandboxes once there are n of them for spec.
-func waitForkSpares(t *testing.T, e *Engine, spec engine.Spec, n int) []int {
+// sandboxes once there are forkSparesWanted of them for spec.
+func waitForkSpares(t *testing.T, e *Engine, spec engine.Spec) []int {
+	const n = forkSparesWanted
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -77,7 +81,7 @@ print("survived")`)
 	spec.Limits = engine.Limits{MemoryBytes: 96 << 20, Pids: 24, OpenFiles: 77, TmpBytes: 8 << 20, WorkspaceBytes: 12 << 20}
 
 	first := enginetest.Run(t, e, spec, "", 60*time.Second) // no spare yet: forked afresh
-	spares := waitForkSpares(t, e, spec, 2)
+	spares := waitForkSpares(t, e, spec)
 	if slices.Contains(spares, first.PID) {
 		t.Fatalf("the first sandbox (pid %d) came from a spare", first.PID)
 	}
@@ -104,7 +108,7 @@ print("survived")`)
 	// The cgroup of a sandbox from a spare is named after the sandbox.
 	sleeper := spec
 	sleeper.ID = "fork-named-sleeper" // it waits on stdin
-	spares = waitForkSpares(t, e, sleeper, 2)
+	spares = waitForkSpares(t, e, sleeper)
 	p, err := e.Start(t.Context(), sleeper)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +132,7 @@ print("survived")`)
 	// they are ended.
 	other := sleeper
 	other.Limits.Pids = 30
-	old := waitForkSpares(t, e, sleeper, 2)
+	old := waitForkSpares(t, e, sleeper)
 	p, err = e.Start(t.Context(), other)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +142,7 @@ print("survived")`)
 	}
 	_ = p.Kill()
 	_ = p.Wait()
-	fresh := waitForkSpares(t, e, other, 2)
+	fresh := waitForkSpares(t, e, other)
 	for _, pid := range old {
 		waitGone(t, pid)
 	}
@@ -170,7 +174,7 @@ print("survived")`)
 	}
 
 	// Close ends the spares and removes every cgroup.
-	spares = waitForkSpares(t, e, other, 2)
+	spares = waitForkSpares(t, e, other)
 	parents := e.cgroups.Parents()
 	if err := e.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

@@ -152,7 +152,12 @@ func (s *Server) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
-	s.ctl = conn.(*net.UnixConn)
+	ctl, ok := conn.(*net.UnixConn)
+	if !ok {
+		_ = conn.Close()
+		return fmt.Errorf("control socket: %T is not a unix socket", conn)
+	}
+	s.ctl = ctl
 
 	var inputs []*os.File
 	defer func() {
@@ -338,7 +343,13 @@ func socketpair() (*net.UnixConn, *os.File, error) {
 		_ = syscall.Close(fds[1])
 		return nil, nil, fmt.Errorf("fork server: report socket: %w", err)
 	}
-	return conn.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "fork server report"), nil
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		_ = conn.Close()
+		_ = syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("fork server: report socket: %T is not a unix socket", conn)
+	}
+	return uc, os.NewFile(uintptr(fds[1]), "fork server report"), nil
 }
 
 // readReport reads the monitor's report (its PID and init's, with a pidfd
@@ -367,7 +378,7 @@ func readReport(ctx context.Context, c *net.UnixConn) (*Child, error) {
 		if pidfd != nil {
 			_ = pidfd.Close()
 		}
-		return nil, fmt.Errorf("fork server gave no sandbox (%q, %v): it may have exited", line, err)
+		return nil, fmt.Errorf("fork server gave no sandbox (%q): it may have exited: %w", line, err)
 	}
 	p, err := os.FindProcess(monitor)
 	if err != nil {
@@ -420,7 +431,7 @@ func (s *Server) Release(ctx context.Context, spare *Child, req *Request) error 
 	case strings.HasPrefix(line, "error: "):
 		return fmt.Errorf("fork server could not release the spare: %s", strings.TrimSpace(strings.TrimPrefix(line, "error: ")))
 	}
-	return fmt.Errorf("fork server did not release the spare (%q, %v): it may have exited", line, err)
+	return fmt.Errorf("fork server did not release the spare (%q): it may have exited: %w", line, err)
 }
 
 func (s *Server) send(ctx context.Context, payload, oob []byte) error {

@@ -128,7 +128,7 @@ func TestRequestErrors(t *testing.T) {
 // is never a server to use, Wait says why it gave up, and Close ends it.
 func TestSupervisorWithoutServer(t *testing.T) {
 	t.Parallel()
-	s := Supervise(Config{Python: "/nonexistent/python3", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
+	s := Supervise(Config{Python: "/nonexistent/python3", Logger: slog.New(slog.DiscardHandler)}, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	if srv, err := s.Wait(ctx); srv != nil || !errors.Is(err, context.DeadlineExceeded) {
@@ -162,7 +162,7 @@ func TestServerRefusals(t *testing.T) {
 	s, err := Start(ctx, Config{
 		Python: python, Env: map[string]string{},
 		Passwd: "nobody:x:65534:65534::/workspace:/bin/false\n", Group: "nogroup:x:65534:\n",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

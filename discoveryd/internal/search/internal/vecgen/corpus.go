@@ -98,7 +98,7 @@ func readFile(path string) ([]byte, error) {
 // debianDescriptions reads an apt Translation-en index: each package's
 // Description-en, its short line and its long description, one paragraph
 // each (" ." separates the long description's paragraphs).
-func debianDescriptions(path string, b []byte, emit func(string)) error {
+func debianDescriptions(_ string, b []byte, emit func(string)) error {
 	var para strings.Builder
 	flush := func() {
 		if para.Len() > 0 {
@@ -145,7 +145,7 @@ var (
 // htmlText strips an HTML page to its prose: no preformatted code, no
 // scripts, no tags; entities decoded; paragraphs at blank lines and
 // block-level tags.
-func htmlText(path string, b []byte, emit func(string)) error {
+func htmlText(_ string, b []byte, emit func(string)) error {
 	s := preRE.ReplaceAllString(string(b), "\n\n")
 	s = regexp.MustCompile(`(?i)</?(p|div|h[1-6]|li|dt|dd|tr|td|th|table|br)\b[^>]*>`).ReplaceAllString(s, "\n\n")
 	s = html.UnescapeString(tagRE.ReplaceAllString(s, " "))
@@ -154,7 +154,7 @@ func htmlText(path string, b []byte, emit func(string)) error {
 }
 
 // markdownText drops fenced code and link targets from Markdown.
-func markdownText(path string, b []byte, emit func(string)) error {
+func markdownText(_ string, b []byte, emit func(string)) error {
 	s := fenceRE.ReplaceAllString(string(b), "\n\n")
 	s = urlRE.ReplaceAllString(s, " ")
 	s = html.UnescapeString(tagRE.ReplaceAllString(s, " "))
@@ -164,7 +164,7 @@ func markdownText(path string, b []byte, emit func(string)) error {
 
 // restText drops reStructuredText roles (":func:"), directives and
 // literal blocks (the indented lines after a paragraph ending "::").
-func restText(path string, b []byte, emit func(string)) error {
+func restText(_ string, b []byte, emit func(string)) error {
 	var kept strings.Builder
 	literal := false
 	for _, line := range strings.Split(string(b), "\n") {
@@ -189,7 +189,7 @@ func restText(path string, b []byte, emit func(string)) error {
 
 // manText reads a troff man page: request lines lose their request
 // (".B word" is "word"), comments and escapes are dropped.
-func manText(path string, b []byte, emit func(string)) error {
+func manText(_ string, b []byte, emit func(string)) error {
 	var out strings.Builder
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(line, `.\"`) || strings.HasPrefix(line, `'\"`) {
@@ -212,7 +212,7 @@ func manText(path string, b []byte, emit func(string)) error {
 
 // goComments reads the comment lines of a Go file, a paragraph per
 // comment block, leaving out build constraints and directives.
-func goComments(path string, b []byte, emit func(string)) error {
+func goComments(_ string, b []byte, emit func(string)) error {
 	var para strings.Builder
 	for _, line := range strings.Split(string(b), "\n") {
 		t := strings.TrimSpace(line)
@@ -262,7 +262,7 @@ func botocoreFiles(root string) ([]string, error) {
 // description (its operations, shapes and members), HTML stripped, each
 // distinct string once.
 func botocoreText(path string, b []byte, emit func(string)) error {
-	return jsonStrings(path, b, "documentation", func(s string) { htmlText(path, []byte(s), emit) })
+	return jsonStrings(path, b, "documentation", func(s string) { _ = htmlText(path, []byte(s), emit) })
 }
 
 // paragraphs emits s's blank-line separated paragraphs.

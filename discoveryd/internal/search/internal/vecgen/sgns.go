@@ -14,9 +14,9 @@ type vocab struct {
 	total int64
 }
 
-// newVocab keeps the words seen at least minCount times, at most max of
-// them, by frequency (ties in byte order).
-func newVocab(counts map[string]int64, minCount int64, max int) *vocab {
+// newVocab keeps the words seen at least minCount times, at most maxWords
+// of them, by frequency (ties in byte order).
+func newVocab(counts map[string]int64, minCount int64, maxWords int) *vocab {
 	type wc struct {
 		w string
 		c int64
@@ -33,8 +33,8 @@ func newVocab(counts map[string]int64, minCount int64, max int) *vocab {
 		}
 		return cmp.Compare(a.w, b.w)
 	})
-	if len(all) > max {
-		all = all[:max]
+	if len(all) > maxWords {
+		all = all[:maxWords]
 	}
 	v := &vocab{id: make(map[string]int32, len(all))}
 	for i, e := range all {

@@ -66,11 +66,14 @@ func TestReadCorpus(t *testing.T) {
 
 func TestManText(t *testing.T) {
 	var got []string
-	manText("gh.1", []byte(".TH GH 1\n.SH NAME\ngh-repo-fork \\- Create a fork\n.\\\" comment\n.B --clone\nclone the \\fBfork\\fR\n"), func(p string) {
+	err := manText("gh.1", []byte(".TH GH 1\n.SH NAME\ngh-repo-fork \\- Create a fork\n.\\\" comment\n.B --clone\nclone the \\fBfork\\fR\n"), func(p string) {
 		got = append(got, strings.Join(appendTokens(nil, p), " "))
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A request's arguments are text; section requests start a paragraph.
-	want := []string{"gh", "name gh repo fork create fork clone clone the fork"}
+	want := []string{"gh", "name gh repo fork create fork clone clone the fork"} //nolint:dupword // --clone, then its text
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
