@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -87,8 +88,13 @@ func (r *Replica) Start(ctx context.Context, onFenced func()) {
 }
 
 // readyGrace is how long Ready waits past a failed first heartbeat: the
-// store may be starting, or memoryd taking its database over.
-const readyGrace = 3 * time.Second
+// store may be starting, or memoryd taking its database over, or the host
+// busy.
+const readyGrace = 10 * time.Second
+
+// beatTimeout bounds one heartbeat: less than fenceAfter, so that one slow
+// write cannot fence a replica whose store is only busy.
+const beatTimeout = 3 * time.Second
 
 // Ready waits until the store has taken this replica's first heartbeat:
 // before that, other replicas would take a session it claimed for one held
@@ -111,9 +117,17 @@ func (r *Replica) Ready(ctx context.Context) error {
 	case <-r.up:
 		return nil
 	case <-t.C:
+		select {
+		case <-r.up: // it came in just now
+			return nil
+		default:
+		}
 		r.mu.Lock()
 		err := r.lastErr
 		r.mu.Unlock()
+		if err == nil {
+			err = errors.New("no heartbeat has been taken yet")
+		}
 		return fmt.Errorf("the session store does not take this sandbox replica's heartbeat: %w", err)
 	case <-ctx.Done():
 		return fmt.Errorf("the session store has not taken this sandbox replica's heartbeat yet: %w", ctx.Err())
@@ -123,7 +137,7 @@ func (r *Replica) Ready(ctx context.Context) error {
 func (r *Replica) loop(ctx context.Context) {
 	defer close(r.done)
 	once := func() {
-		hctx, cancel := context.WithTimeout(ctx, beat)
+		hctx, cancel := context.WithTimeout(ctx, beatTimeout)
 		err := r.heartbeat(hctx, r.now().Add(lease))
 		cancel()
 		r.mu.Lock()
