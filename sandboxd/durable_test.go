@@ -352,3 +352,31 @@ func TestSessionMovesBetweenReplicas(t *testing.T) {
 		}
 	}
 }
+
+// Code may end its own session: the result says so, and the session is
+// gone from every replica, checkpoint and all.
+func TestCodeEndsItsSession(t *testing.T) {
+	t.Parallel()
+	store := sessionStore(t)
+	a := newReplica(t, store, "unix:/a.sock", nil)
+	b := newReplica(t, store, "unix:/b.sock", nil)
+	id := create(t, a.c, "alice")
+	run(t, a.c, id, "x = 1")
+	got := run(t, a.c, id, "print(x)\nruntime.end_session()")
+	if got.stdout != "1\n" || !got.result.GetEnded() {
+		t.Fatalf("ending call: stdout %q ended %v (stderr %q)", got.stdout, got.result.GetEnded(), got.stderr)
+	}
+	for name, rep := range map[string]*replica{"its replica": a, "another replica": b} {
+		_, err := execute(t.Context(), rep.c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Code: "print(x)"})
+		if status.Code(err) != codes.NotFound {
+			t.Errorf("%s after the session ended: %v, want NotFound", name, err)
+		}
+	}
+	// Ending a session is a request of this call only: the next one keeps
+	// its session.
+	other := create(t, a.c, "alice")
+	run(t, a.c, other, "y = 2")
+	if got := run(t, a.c, other, "print(y)"); got.stdout != "2\n" || got.result.GetEnded() {
+		t.Errorf("another session after an end: %q ended %v", got.stdout, got.result.GetEnded())
+	}
+}

@@ -243,3 +243,28 @@ func stop(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
 		t.Fatalf("codeexec did not exit within 20s of %v", sig)
 	}
 }
+
+// The model ends a session with runtime.end_session(): under 2026-07-28
+// its handle is unknown afterwards; a session-based client's next call
+// simply starts afresh.
+func TestE2ECodeEndsItsSession(t *testing.T) {
+	t.Parallel()
+	base := startHTTP(t, stateEnv(t.TempDir()))
+	out := sdkClient(t, modern(base, pyCall("x = 1", ""), pyCall("runtime.end_session()", "$session")))
+	h := sessionOf(t, out, 0)
+	if text := resultText(out.Results[1]); !strings.Contains(text, "the session has ended") {
+		t.Errorf("the ending call does not say so: %q", text)
+	}
+	again := sdkClient(t, modern(base, pyCall("print(x)", h)))
+	if text := resultText(again.Results[0]); !strings.Contains(text, "unknown session") {
+		t.Errorf("the ended handle: %q, want unknown session", text)
+	}
+
+	c := httpClient(t, base)
+	code(t, c, "y = 2")
+	code(t, c, "runtime.end_session()")
+	o := runPython(t, c, map[string]any{"code": "print('y' in globals())"})
+	if joined(o.stdout()) != "False" || strings.Contains(o.Text, "session lost") {
+		t.Errorf("a session-based client after ending its session: %s", o.Text)
+	}
+}

@@ -14,6 +14,9 @@ import (
 // call, when the session is not durable.
 const StateLostNote = "The sandbox was stopped and the session state (variables, imports, functions) was lost; the next call starts fresh."
 
+// EndedNotice follows a call whose code ended its session.
+const EndedNotice = "the session has ended and its checkpoint is deleted; the next call starts a new session"
+
 // RolledBackNote is StateLostNote for a durable session.
 const RolledBackNote = "The sandbox was stopped; the next call restores the session from its last checkpoint, without this call's effects."
 
@@ -72,6 +75,11 @@ func FromOutcome(o Outcome) Payload {
 		}
 		if why := r.GetNotDurable(); why != "" {
 			o.Notices = append(o.Notices, "not durable: "+why)
+		}
+		if r.GetEnded() {
+			// The handle names nothing any more: do not hand it out.
+			p.Session, p.NewSession = "", false
+			o.Notices = append(o.Notices, EndedNotice)
 		}
 	}
 	if len(o.Notices) > 0 {

@@ -80,9 +80,10 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p
 		notices = append(notices, NoticeSessionLost)
 	}
 	out := t.runOnce(ctx, e.Tenant, id, p, base, progress)
-	// NotFound before any output means sandboxd no longer knows the
-	// session, typically because it restarted. Start over once.
-	if status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "" {
+	switch {
+	case status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "":
+		// NotFound before any output means sandboxd no longer knows the
+		// session, typically because it restarted. Start over once.
 		// sandboxd's message says why (reaped when idle, its replica went
 		// away); the model and the user deserve the reason.
 		why := status.Convert(out.Err).Message()
@@ -93,7 +94,9 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p
 		out = t.runOnce(ctx, e.Tenant, id, p, base, progress)
 		notices = slices.DeleteFunc(notices, func(n string) bool { return n == NoticeSessionLost })
 		notices = append(notices, NoticeSessionLost+" ("+why+")")
-	} else if out.Err == nil && e.Observe(id, out.Result) {
+	case out.Err == nil && out.Result.GetEnded():
+		table.Ended(e, id)
+	case out.Err == nil && e.Observe(id, out.Result):
 		notices = append(notices, NoticeSilentReset)
 	}
 	out.Notices = append(notices, out.Notices...)

@@ -174,6 +174,18 @@ func (t *Table) Replace(ctx context.Context, e *Entry, stale string) (string, er
 	return t.createLocked(ctx, e)
 }
 
+// Ended forgets the sandbox session sandboxID, which its code ended: the
+// MCP session's next call starts a new one, with no "session lost".
+func (t *Table) Ended(e *Entry, sandboxID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sandboxID != sandboxID {
+		return
+	}
+	t.release(e.Tenant)
+	e.sandboxID, e.genKnown = "", false
+}
+
 func (t *Table) createLocked(ctx context.Context, e *Entry) (string, error) {
 	if err := t.reserve(e.Tenant); err != nil {
 		return "", err

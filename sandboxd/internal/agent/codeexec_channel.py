@@ -118,9 +118,13 @@ class Channel:
         # can be sent without \u escapes (smaller, faster).
         self.send({"t": "out", "id": exec_id, "s": stream, "d": text}, ascii=False)
 
-    def send_done(self, exec_id, ok, exit_code, error, dropped):
-        """Ends exec exec_id: nothing more is sent for it."""
-        self.send({"t": "done", "id": exec_id, "ok": ok, "exit": exit_code, "error": error, "dropped": dropped})
+    def send_done(self, exec_id, ok, exit_code, error, dropped, end=False):
+        """Ends exec exec_id: nothing more is sent for it. end asks sandboxd
+        to end the session (runtime.end_session())."""
+        frame = {"t": "done", "id": exec_id, "ok": ok, "exit": exit_code, "error": error, "dropped": dropped}
+        if end:
+            frame["end"] = True
+        self.send(frame)
 
     # Checkpoint chunks travel base64-encoded; this many bytes of them go in
     # one frame, well under MAX_FRAME. One chunk may be larger, up to

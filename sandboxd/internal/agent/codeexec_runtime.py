@@ -228,6 +228,22 @@ def search_tool_docs_sync(query, *, limit=5, detail="summary"):
     return _tool_docs(_chan.call_sync(SEARCH_TOOL_DOCS, **_search_params(query, limit, detail)))
 
 
+_end = [False]  # set by end_session() during an exec
+
+
+def end_session():
+    """Ends this session once the current call finishes: its sandbox stops,
+    its checkpoint is deleted and its handle is no longer known. The next
+    call without a handle starts a new session."""
+    _end[0] = True
+
+
+def take_end():
+    """Whether the exec that just ran asked to end its session (once)."""
+    ended, _end[0] = _end[0], False
+    return ended
+
+
 def capability_summary():
     """A short manual of the sandbox."""
     loaded = ", ".join(list_servers_sync()) or "none"
@@ -258,6 +274,10 @@ Call tools (async; results are CallToolResult dicts):
   res = await mcp_<alias>.<tool_alias>(arg=value)
   text = res["content"][0]["text"]
   await runtime.call_tool("server", "tool", {"arg": value})
+
+Sessions: the state is checkpointed after each call and comes back after a
+timeout or crash (what cannot be saved is named then).
+  runtime.end_session()    end this session and delete its checkpoint
   asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError,
   as a subclass by kind (e.code): NotFoundError, InvalidArgumentError,
   PermissionDeniedError, UnavailableError, DeadlineExceededError, ...
@@ -299,7 +319,7 @@ RUNTIME_NAMES = (
     "call_tool", "list_tools", "list_tools_sync", "list_servers",
     "list_servers_sync", "discovered_servers", "describe_server",
     "list_loaded_server_metadata", "query_tool_docs", "query_tool_docs_sync",
-    "search_tool_docs", "search_tool_docs_sync", "capability_summary", "ToolDocs",
+    "search_tool_docs", "search_tool_docs_sync", "capability_summary", "ToolDocs", "end_session",
 )
 
 

@@ -16,6 +16,7 @@ import codeexec_interrupt
 import codeexec_output
 import codeexec_persist
 import codeexec_protocol
+import codeexec_runtime
 import codeexec_servers
 import codeexec_source
 import codeexec_stdio
@@ -161,9 +162,10 @@ class Session:
                 self._leave_forked_child(exit_code)
             # Even if something above failed (a SIGINT at the wrong moment),
             # the exec must end with a fence and a done.
-            self.chan.send_done(exec_id, ok, exit_code, error, self._fence(token))
+            end = codeexec_runtime.take_end()
+            self.chan.send_done(exec_id, ok, exit_code, error, self._fence(token), end=end)
         # After the result is out, so that it costs the call nothing.
-        if msg.checkpoint:
+        if msg.checkpoint and not end:
             self.durable.checkpoint(exec_id, msg.checkpoint)
 
     @staticmethod

@@ -62,6 +62,8 @@ type Done struct {
 	Error string `json:"error,omitempty"`
 	// Dropped counts the bytes per stream that the output cap cut.
 	Dropped map[string]int64 `json:"dropped,omitempty"`
+	// End asks for the session to end (runtime.end_session()).
+	End bool `json:"end,omitempty"`
 }
 
 // Exec asks the agent to run code in the session's namespace. Only one is

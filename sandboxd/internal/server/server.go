@@ -180,6 +180,7 @@ func resultToProto(r *session.Result) *sandboxv1.ExecResult {
 		Restored:           restoreToProto(r.Restored),
 		NotDurable:         r.NotDurable,
 		Durable:            r.Durable,
+		Ended:              r.Ended,
 	}
 }
 

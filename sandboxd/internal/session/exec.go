@@ -46,6 +46,9 @@ type Result struct {
 	Session   Info
 	// Durable is set when the session is kept in the session store.
 	Durable bool
+	// Ended is set when the code ended its session: it is destroyed, its
+	// checkpoint deleted.
+	Ended bool
 	// Restored says what came back when the call ran in a sandbox rebuilt
 	// from the session's checkpoint.
 	Restored *RestoreReport
@@ -98,6 +101,14 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	s.noteRefused(sb.takeRefused())
 	res.NotDurable = s.takeNotDurable()
 	res.Session = s.Info()
+	if res.Ended {
+		// The code ended its session: once the checkpoints on their way
+		// are done, it goes, record and chunks with it.
+		s.waitCommit(m.cfg.StartTimeout)
+		if err := m.Destroy(context.WithoutCancel(ctx), s.tenant, s.id); err != nil {
+			s.logger().WarnContext(ctx, "could not end the session its code ended", logkeys.Error, err)
+		}
+	}
 	m.metrics.observe(res)
 	s.logger().InfoContext(ctx, "exec finished", logkeys.ExecStatus, res.Status, logkeys.Duration, res.Duration, logkeys.Error, res.Error)
 	return res, ctx.Err()
@@ -172,7 +183,8 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			for k, v := range msg.Dropped {
 				res.Dropped[k] += v
 			}
-			if checkpoint > 0 {
+			res.Ended = msg.End
+			if checkpoint > 0 && !msg.End {
 				// The agent sends the checkpoint next; the committer
 				// stores it, reflecting this exec too.
 				s.beginCheckpoint(s.Info().ExecCount + 1)

@@ -685,7 +685,10 @@ type ExecResult struct {
 	// durable is true when the session is kept in the session store: a
 	// stopped sandbox (state_lost) costs only the effects since the last
 	// checkpoint, which the next call restores.
-	Durable       bool `protobuf:"varint,13,opt,name=durable,proto3" json:"durable,omitempty"`
+	Durable bool `protobuf:"varint,13,opt,name=durable,proto3" json:"durable,omitempty"`
+	// ended is set when the code ended its session (runtime.end_session()):
+	// the session is gone, its checkpoint deleted, its handle unknown.
+	Ended         bool `protobuf:"varint,14,opt,name=ended,proto3" json:"ended,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -807,6 +810,13 @@ func (x *ExecResult) GetNotDurable() string {
 func (x *ExecResult) GetDurable() bool {
 	if x != nil {
 		return x.Durable
+	}
+	return false
+}
+
+func (x *ExecResult) GetEnded() bool {
+	if x != nil {
+		return x.Ended
 	}
 	return false
 }
@@ -1446,7 +1456,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05event\"V\n" +
 	"\vOutputChunk\x123\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x1b.codeexec.sandbox.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xb4\x04\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xca\x04\n" +
 	"\n" +
 	"ExecResult\x127\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1f.codeexec.sandbox.v1.ExecStatusR\x06status\x12\x1b\n" +
@@ -1464,7 +1474,8 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\brestored\x18\v \x01(\v2\".codeexec.sandbox.v1.RestoreReportR\brestored\x12\x1f\n" +
 	"\vnot_durable\x18\f \x01(\tR\n" +
 	"notDurable\x12\x18\n" +
-	"\adurable\x18\r \x01(\bR\adurable\"\xa7\x01\n" +
+	"\adurable\x18\r \x01(\bR\adurable\x12\x14\n" +
+	"\x05ended\x18\x0e \x01(\bR\x05ended\"\xa7\x01\n" +
 	"\rRestoreReport\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
