@@ -6,6 +6,7 @@ package main
 // process, or the sandbox, that held them.
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -266,5 +267,34 @@ func TestE2ECodeEndsItsSession(t *testing.T) {
 	o := runPython(t, c, map[string]any{"code": "print('y' in globals())"})
 	if joined(o.stdout()) != "False" || strings.Contains(o.Text, "session lost") {
 		t.Errorf("a session-based client after ending its session: %s", o.Text)
+	}
+}
+
+// A variable, a function, a class and an import survive each way a
+// sandbox dies, through the real binary: a timeout, a memory bomb, and a
+// SIGKILL of the sandbox's own process. Each death's call is rolled back.
+func TestE2EStateSurvivesEveryDeath(t *testing.T) {
+	t.Parallel()
+	c, _ := startStdio(t, map[string]string{"MCP_BRIDGE_MEMORY": "256m"})
+	code(t, c, defineAll)
+	for i, death := range []struct{ name, code string }{
+		{"timeout", "count = -1\nimport time\ntime.sleep(60)"},
+		{"memory bomb", "count = -1\nblocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))"},
+		{"kill -9", "count = -1\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)"},
+	} {
+		o := runPython(t, c, map[string]any{"code": death.code, "timeout": 3})
+		if !o.IsError {
+			t.Fatalf("%s: the call succeeded: %s", death.name, o.Text)
+		}
+		after := runPython(t, c, map[string]any{"code": checkAll})
+		want := fmt.Sprintf("%d 42 10 1", 42+i)
+		if got := joined(after.stdout()); got != want || after.IsError {
+			t.Fatalf("after the %s: %q (%s), want %q", death.name, got, after.Text, want)
+		}
+		for _, s := range []string{"restored", "count", "bump", "Box", "fractions", "rolled back"} {
+			if !strings.Contains(after.Text, s) {
+				t.Errorf("after the %s the result does not mention %q: %s", death.name, s, after.Text)
+			}
+		}
 	}
 }
