@@ -19,6 +19,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/guard"
+	"github.com/codeexec/codeexec/gateway/internal/listenack"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
@@ -208,6 +209,9 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 
 	hooks := &server.Hooks{}
 	hooks.AddBeforeCallTool(runpython.RouteUnknown)
+	// Holds a listen stream's result back until its acknowledgement is
+	// written; see listenack and HTTPHandler.
+	hooks.AddAfterSubscriptionsListen(listenack.AfterListen)
 	// Sessions seen starting here are "known"; see sessions.Table.IsKnown.
 	// Registration covers stdio and in-process sessions; streamable HTTP
 	// registers only after answering initialize, so initialize is hooked
@@ -275,8 +279,11 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			// The guard checks Host itself, against a configurable list.
 			server.WithDisableLocalhostProtection(true),
 		)
+		// mcp-go v1.2.1 can drop the acknowledgement that opens a
+		// subscriptions/listen stream; see listenack.
+		mcpHandler := listenack.Handler(inner)
 		g.http = g.guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			inner.ServeHTTP(w, r)
+			mcpHandler.ServeHTTP(w, r)
 			// mcp-go unregisters only sessions it registered; a session
 			// that outlived a gateway restart is known here alone.
 			if id := r.Header.Get(server.HeaderKeySessionID); r.Method == http.MethodDelete && id != "" {

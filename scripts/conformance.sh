@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite (@modelcontextprotocol/conformance,
-# on the Node 22 that tools/conformance pins) against `codeexec serve --http`.
-# Scenarios that do not apply are listed, with reasons, in
-# tools/conformance/expected-failures.yml and docs/CONFORMANCE.md; any other
-# failure, or a listed scenario that starts passing, fails the script.
+# on the Node 22 that tools/conformance pins) against `codeexec serve --http`,
+# twice against the same server: 0.1.16 (the session-based revisions, up to
+# 2025-11-25) and 0.2.0-alpha.12 with --requirements 2026-07-28 (stateless
+# MCP). What does not apply is listed, with reasons, in
+# tools/conformance/expected-failures.yml, expected-failures-2026-07-28.yml
+# and docs/CONFORMANCE.md; any other failure, or a listed one that starts
+# passing, fails the script.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools="$root/tools/conformance"
-if [ ! -x "$tools/node_modules/node/bin/node" ] || [ ! -f "$tools/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]; then
-	(cd "$tools" && npm ci --no-audit --no-fund)
-fi
 node22="$tools/node_modules/node/bin/node"
 suite="$tools/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+# The alpha is installed under an npm alias, beside 0.1.16.
+next="$tools/node_modules/conformance-next/dist/index.js"
+if [ ! -x "$node22" ] || [ ! -f "$suite" ] || [ ! -f "$next" ]; then
+	(cd "$tools" && npm ci --no-audit --no-fund)
+fi
 
 work=$(mktemp -d)
 pid=""
@@ -46,25 +51,24 @@ for _ in $(seq 1 300); do
 	sleep 0.1
 done
 
-echo "MCP conformance suite $("$node22" "$suite" --version) on node $("$node22" --version) against codeexec serve --http 127.0.0.1:$port"
+url="http://127.0.0.1:$port/mcp"
 rc=0
-"$node22" "$suite" server --url "http://127.0.0.1:$port/mcp" \
-	--expected-failures "$tools/expected-failures.yml" -o "$work/results" || rc=$?
-# One closing line by scenario: those not applying count as skipped.
-"$node22" -e '
-const fs = require("fs"), path = require("path");
-const [dir, baseline] = process.argv.slice(1);
-const expected = new Set(fs.readFileSync(baseline, "utf8").split("\n")
-  .map(l => l.match(/^\s*-\s*(\S+)/)).filter(Boolean).map(m => m[1]));
-let passed = 0, failed = 0, skipped = 0;
-for (const d of fs.readdirSync(dir)) {
-  const name = d.replace(/^server-/, "").replace(/-\d{4}-\d{2}-\d{2}T[\d-]+Z$/, "");
-  const checks = JSON.parse(fs.readFileSync(path.join(dir, d, "checks.json"), "utf8"));
-  const bad = checks.some(c => c.status === "FAILURE" || c.status === "WARNING");
-  if (!bad) passed++; else if (expected.has(name)) skipped++; else failed++;
-}
-console.log(`conformance: ${passed} passed, ${failed} failed, ${skipped} skipped`);
-' "$work/results" "$tools/expected-failures.yml" || true
+
+echo "MCP conformance suite $("$node22" "$suite" --version) on node $("$node22" --version) against codeexec serve --http 127.0.0.1:$port"
+"$node22" "$suite" server --url "$url" \
+	--expected-failures "$tools/expected-failures.yml" -o "$work/results" || rc=1
+"$node22" "$tools/verdict.mjs" "conformance $("$node22" "$suite" --version)" \
+	"$work/results" "$tools/expected-failures.yml" || true
+
+echo
+echo "MCP conformance suite $("$node22" "$next" --version) --requirements 2026-07-28 against the same server"
+"$node22" "$next" server --url "$url" --requirements 2026-07-28 \
+	--expected-failures "$tools/expected-failures-2026-07-28.yml" -o "$work/results-2026-07-28" || rc=1
+# The suite holds only the scenarios that 2026-07-28 scores to the list;
+# verdict.mjs holds the ones it runs unscored (pending, extensions) too.
+"$node22" "$tools/verdict.mjs" --gate "conformance $("$node22" "$next" --version) (2026-07-28)" \
+	"$work/results-2026-07-28" "$tools/expected-failures-2026-07-28.yml" || rc=1
+
 if [ "$rc" -ne 0 ]; then
 	echo "conformance failed; codeexec's log:" >&2
 	tail -n 100 "$work/server.log" >&2
