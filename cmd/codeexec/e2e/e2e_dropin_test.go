@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -240,7 +240,7 @@ func TestE2EDropInUpstreamStateOnFirstStart(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
 	upstream := filepath.Join(home, "MCPs", "user_tools")
-	copyTree(t, filepath.Join("..", "..", "memoryd", "testdata", "upstream", "user_tools"), upstream)
+	copyTree(t, filepath.Join("..", "..", "..", "memoryd", "testdata", "upstream", "user_tools"), upstream)
 	before := snapshot(t, upstream)
 
 	c, logs := startStdio(t, stateEnv(home))

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -326,7 +326,7 @@ func sdkClient(t *testing.T, spec map[string]any) sdkResult {
 	if err != nil {
 		t.Fatal("node is not installed (the SDK v2 client runs on it): apt-get install nodejs")
 	}
-	if _, err := os.Stat("../../node_modules/@modelcontextprotocol/client/package.json"); err != nil {
+	if _, err := os.Stat("../../../node_modules/@modelcontextprotocol/client/package.json"); err != nil {
 		t.Fatal("@modelcontextprotocol/client is not installed: run npm ci at the repository root")
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
