@@ -324,7 +324,7 @@ func TestE2EAnotherVersionHoldsTheStateDir(t *testing.T) {
 	t.Parallel()
 	other := filepath.Join(t.TempDir(), "codeexec-other")
 	build := exec.Command("go", "build", "-o", other, "-ldflags",
-		"-X main.version=9.9.9 -X github.com/codeexec/codeexec/memoryd/internal/shared.Protocol=2", ".")
+		"-X main.version=9.9.9 -X github.com/codeexec/codeexec/memoryd/internal/shared.Protocol=2", "..")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build a codeexec of another protocol: %v\n%s", err, out)
 	}
