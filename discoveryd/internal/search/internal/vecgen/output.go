@@ -33,10 +33,7 @@ func postprocess(vs []float32, d, pcs int) {
 			nu := make([]float64, d)
 			for i := range n {
 				v := vs[i*d : i*d+d]
-				var p float64
-				for x := range v {
-					p += float64(v[x]) * u[x]
-				}
+				p := dot(v, u)
 				for x := range v {
 					nu[x] += p * float64(v[x])
 				}
@@ -52,16 +49,22 @@ func postprocess(vs []float32, d, pcs int) {
 		}
 		for i := range n {
 			v := vs[i*d : i*d+d]
-			var p float64
-			for x := range v {
-				p += float64(v[x]) * u[x]
-			}
+			p := dot(v, u)
 			for x := range v {
 				v[x] -= float32(p * u[x])
 			}
 		}
 	}
 	normalize(vs, d)
+}
+
+// dot is the dot product of a vector and a direction, summed in float64.
+func dot(v []float32, u []float64) float64 {
+	var p float64
+	for x := range v {
+		p += float64(v[x]) * u[x]
+	}
+	return p
 }
 
 // encode writes the search package's vectors.bin: "cxvec1\n", the word

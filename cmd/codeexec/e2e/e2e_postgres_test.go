@@ -1,7 +1,6 @@
-package main
+package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -24,63 +23,6 @@ import (
 
 // End-to-end tests of memoryd on PostgreSQL: the real binary, real
 // PostgreSQL servers (services/pgtest), real sandboxes.
-
-func TestStoreURLPasswords(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		url      string
-		password bool
-		redacted string
-	}{
-		{"postgres://codeexec@db/x", false, "postgres://codeexec@db/x"},
-		{"postgres://codeexec:s3cret@db/x", true, "postgres://codeexec:xxxxx@db/x"},
-		{"postgresql://u:p@a:5432,b:5432/x?target_session_attrs=read-write", true, "postgresql://u:xxxxx@a:5432,b:5432/x?target_session_attrs=read-write"},
-		{"postgres://db/x?sslmode=verify-full&password=s3cret", true, "postgres://db/x?sslmode=verify-full&password=xxxxx"},
-		{"postgres://u@db/x?passwordless=1", false, "postgres://u@db/x?passwordless=1"},
-		{"postgres://", false, "postgres://"},
-	} {
-		if got := urlHasPassword(c.url); got != c.password {
-			t.Errorf("urlHasPassword(%q) = %v, want %v", c.url, got, c.password)
-		}
-		if got := redactURL(c.url); got != c.redacted {
-			t.Errorf("redactURL(%q) = %q, want %q", c.url, got, c.redacted)
-		}
-	}
-}
-
-// A URL with a password on the command line is refused by every command
-// that takes one, with a message that says how to pass the password, and
-// without repeating it; the same URL in CODEEXEC_STORE is accepted.
-func TestStoreFlagRefusesAPassword(t *testing.T) {
-	t.Parallel()
-	for _, args := range [][]string{
-		{"memoryd", "--store", "postgres://u:s3cret@127.0.0.1:1/x"},
-		{"serve", "--store", "postgres://u:s3cret@127.0.0.1:1/x"},
-		{"import-upstream", "--store", "postgres://u:s3cret@127.0.0.1:1/x", t.TempDir()},
-		{"memoryd", "backup", "--store", "postgres://127.0.0.1:1/x?password=s3cret", filepath.Join(t.TempDir(), "b.db")},
-		{"memoryd", "copy", "--from", "m.db", "--to", "postgres://u:s3cret@127.0.0.1:1/x"},
-	} {
-		var stdout, stderr bytes.Buffer
-		getenv := func(k string) string { return map[string]string{"HOME": t.TempDir()}[k] }
-		err := run(t.Context(), args, getenv, strings.NewReader(""), &stdout, &stderr)
-		if err == nil || !strings.Contains(err.Error(), "carries a password") || !strings.Contains(err.Error(), "PGPASSWORD") {
-			t.Errorf("%v: %v, want a refusal that names PGPASSWORD", args, err)
-		}
-		if all := fmt.Sprint(err) + stdout.String() + stderr.String(); strings.Contains(all, "s3cret") {
-			t.Errorf("%v: the password shows in the output: %s", args, all)
-		}
-	}
-	// From the environment: accepted (the database is not there, so the
-	// copy fails later, for that reason).
-	getenv := func(k string) string {
-		return map[string]string{"HOME": t.TempDir(), "CODEEXEC_COPY_TO": "postgres://u:s3cret@127.0.0.1:1/x"}[k]
-	}
-	var out bytes.Buffer
-	err := run(t.Context(), []string{"memoryd", "copy", "--from", "nonexistent.db"}, getenv, strings.NewReader(""), &out, &out)
-	if err == nil || strings.Contains(err.Error(), "carries a password") || !strings.Contains(err.Error(), "no bbolt database") {
-		t.Errorf("URL with a password from the environment: %v", err)
-	}
-}
 
 // memorydProc is one `codeexec memoryd` process.
 type memorydProc struct {
@@ -231,24 +173,22 @@ save_tool(double)`)
 	// serve keeps running: the copy reads the file through it.
 	url := pgtest.NewDatabase(t)
 	db := filepath.Join(home, "MCPs", "codeexec.db")
-	getenv := func(k string) string { return stateEnv(home)[k] }
-	var out bytes.Buffer
-	for i, want := range []string{"memory: 1 added, 0 already there", "memory: 1 already there"} {
-		out.Reset()
-		if err := run(t.Context(), []string{"memoryd", "copy", "--from", db, "--to", url}, getenv, strings.NewReader(""), &out, &out); err != nil {
-			t.Fatalf("copy %d: %v\n%s", i, err, out.String())
+	env := stateEnv(home)
+	for i, want := range []string{"memory: 1 added, 0 already there", "memory: 0 added, 1 already there"} {
+		out, err := runBinary(t, env, "memoryd", "copy", "--from", db, "--to", url)
+		if err != nil {
+			t.Fatalf("copy %d: %v\n%s", i, err, out)
 		}
-		want = strings.Replace(want, "memory: 1 already there", "memory: 0 added, 1 already there", 1)
-		if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "tools: ") {
-			t.Errorf("copy %d reported:\n%s\nwant %q", i, out.String(), want)
+		if !strings.Contains(out, want) || !strings.Contains(out, "tools: ") {
+			t.Errorf("copy %d reported:\n%s\nwant %q", i, out, want)
 		}
 	}
-	out.Reset()
-	if err := run(t.Context(), []string{"import-upstream", "--store", url, filepath.Join("..", "..", "memoryd", "testdata", "upstream")}, getenv, strings.NewReader(""), &out, &out); err != nil {
-		t.Fatalf("import-upstream --store: %v\n%s", err, out.String())
+	out, err := runBinary(t, env, "import-upstream", "--store", url, filepath.Join("..", "..", "..", "memoryd", "testdata", "upstream"))
+	if err != nil {
+		t.Fatalf("import-upstream --store: %v\n%s", err, out)
 	}
-	if !strings.Contains(out.String(), "imported 4 memories and 4 tools") {
-		t.Errorf("import-upstream --store reported:\n%s", out.String())
+	if !strings.Contains(out, "imported 4 memories and 4 tools") {
+		t.Errorf("import-upstream --store reported:\n%s", out)
 	}
 
 	pg, _ := startStdio(t, map[string]string{"CODEEXEC_STORE": url})
@@ -261,14 +201,26 @@ save_memory("from-postgres", [1, 2])`)
 	if got := joined(o.stdout()); !strings.HasPrefix(got, "{'step': 4} {'owner': 'me'}") || !strings.HasSuffix(got, "\n42") {
 		t.Errorf("serve --store sees:\n%s", got)
 	}
-	out.Reset()
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	if err := run(t.Context(), []string{"memoryd", "backup", "--store", url, backup}, getenv, strings.NewReader(""), &out, &out); err != nil {
-		t.Fatalf("memoryd backup --store: %v\n%s", err, out.String())
+	if out, err := runBinary(t, env, "memoryd", "backup", "--store", url, backup); err != nil {
+		t.Fatalf("memoryd backup --store: %v\n%s", err, out)
 	}
 	back, _ := startStdio(t, map[string]string{"CODEEXEC_DB": backup})
 	o = code(t, back, `print(load_memory("from-postgres"), load_memory("plan"))`)
 	if got := joined(o.stdout()); got != "[1, 2] {'step': 4}" {
 		t.Errorf("serve on the backup of PostgreSQL sees %q", got)
 	}
+}
+
+// runBinary runs one codeexec command to its end with exactly env (as the
+// in-process run got it from getenv) and returns what it wrote.
+func runBinary(t *testing.T, env map[string]string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), binary, args...)
+	cmd.Env = make([]string, 0, len(env))
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -236,7 +236,7 @@ func TestE2EMetricsTracesOverOTLP(t *testing.T) {
 // dashboardMetrics lists the metric names the Grafana dashboard queries.
 func dashboardMetrics(t *testing.T) []string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "grafana", "codeexec.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "grafana", "codeexec.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

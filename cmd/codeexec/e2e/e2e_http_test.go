@@ -1,13 +1,13 @@
-package main
+package e2e
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,12 +16,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
-
-	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
-	"github.com/codeexec/codeexec/services/grpctls/grpctlstest"
 )
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -252,123 +246,52 @@ func TestE2EToonOutput(t *testing.T) {
 	}
 }
 
-// The services run as separate processes over gRPC, as the README shows.
-func TestE2ESplitServices(t *testing.T) {
+func TestE2EProgressArrivesBeforeResult(t *testing.T) {
 	t.Parallel()
-	env := baseEnv(t, nil)
-	dir := t.TempDir()
-	memSock := "unix:" + dir + "/memoryd.sock"
-	sbAddr, sbMetrics, gwAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	startProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", "")
-	waitHealth(t, memSock)
-	startProcess(t, env, "sandboxd", "--listen", sbAddr, "--memory-addr", memSock, "--metrics", sbMetrics, "--pool", "1")
-	waitHealth(t, sbAddr)
-	startProcess(t, env, "gateway", "--sandbox", sbAddr, "--http", gwAddr)
-	base := "http://" + gwAddr
-	waitHTTP(t, base+"/healthz")
-
-	c := httpClient(t, base)
-	code(t, c, "n = 20")
-	if got := joined(code(t, c, "print(n + 22)").stdout()); got != "42" {
-		t.Fatalf("split services: stdout = %q", got)
+	base := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha"})})
+	c := tokenClient(t, base, "alpha-token")
+	var mu sync.Mutex
+	var messages []string
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/progress" && n.Params.AdditionalFields["progressToken"] == "p-1" {
+			mu.Lock()
+			messages = append(messages, fmt.Sprint(n.Params.AdditionalFields["message"]))
+			mu.Unlock()
+		}
+	})
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_python"
+	req.Params.Arguments = map[string]any{"code": "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.6)"}
+	req.Params.Meta = &mcp.Meta{ProgressToken: "p-1"}
+	res, err := c.CallTool(context.Background(), req)
+	mu.Lock()
+	before := append([]string(nil), messages...)
+	mu.Unlock()
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
 	}
-	if got := metric(t, "http://"+sbMetrics, `codeexec_sandbox_exec_seconds_count{status="ok"}`); got != 2 {
-		t.Fatalf("sandboxd counted %v ok execs, want 2", got)
+	if len(before) == 0 || before[0] != "tick 0" {
+		t.Fatalf("progress notifications received before the result: %q; want the first to be %q", before, "tick 0")
 	}
-	// Server reflection lists the service, as grpcurl needs.
-	conn, err := grpc.NewClient(sbAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rc, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rc.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
-		t.Fatal(err)
-	}
-	refl, err := rc.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var services []string
-	for _, s := range refl.GetListServicesResponse().GetService() {
-		services = append(services, s.GetName())
-	}
-	if !slices.Contains(services, "codeexec.sandbox.v1.SandboxService") || !slices.Contains(services, "grpc.health.v1.Health") {
-		t.Fatalf("reflection lists %v", services)
-	}
-	out, err := exec.Command(binary, "health", sbAddr).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "SERVING" {
-		t.Fatalf("codeexec health %s: %s, %v", sbAddr, out, err)
+	// The final result is unchanged by streaming.
+	text := res.Content[0].(mcp.TextContent).Text
+	if !strings.Contains(text, "tick 0\ntick 1\ntick 2") {
+		t.Errorf("result text %q lacks the whole output", text)
 	}
 }
 
-// TestE2ESplitServicesMutualTLS runs memoryd, sandboxd and the gateway as
-// separate processes over TCP with mutual TLS, each with its own
-// certificate: a call that uses memory crosses both links, and the health
-// check answers only a client whose certificate the services' CA signed.
-func TestE2ESplitServicesMutualTLS(t *testing.T) {
+func TestE2EShutdownLetsRunningExecFinish(t *testing.T) {
 	t.Parallel()
-	env := baseEnv(t, nil)
-	dir := t.TempDir()
-	ca := grpctlstest.NewCA(t, "codeexec")
-	memAddr, sbAddr, gwAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	startProcess(t, env, append([]string{"memoryd", "--listen", memAddr, "--db", dir + "/codeexec.db", "--metrics", ""}, grpctlstest.Args(ca.Issue(t, "memoryd"))...)...)
-	probe := grpctlstest.Args(ca.Issue(t, "probe"))
-	waitHealth(t, memAddr, probe...)
-	startProcess(t, env, append([]string{"sandboxd", "--listen", sbAddr, "--memory-addr", memAddr, "--metrics", "", "--pool", "1"}, grpctlstest.Args(ca.Issue(t, "sandboxd"))...)...)
-	waitHealth(t, sbAddr, probe...)
-	startProcess(t, env, append([]string{"gateway", "--sandbox", sbAddr, "--http", gwAddr}, grpctlstest.Args(ca.Issue(t, "gateway"))...)...)
-	base := "http://" + gwAddr
-	waitHTTP(t, base+"/healthz")
-
-	c := httpClient(t, base)
-	code(t, c, `save_memory("over-tls", {"ok": True})`)
-	if got := joined(code(t, c, `print(load_memory("over-tls"))`).stdout()); got != "{'ok': True}" {
-		t.Fatalf("memory through gateway → sandboxd → memoryd over mutual TLS: %q", got)
-	}
-
-	rogue := grpctlstest.Args(grpctlstest.NewCA(t, "rogue").Issue(t, "intruder"))
-	for name, args := range map[string][]string{"plaintext": nil, "a certificate from another CA": rogue} {
-		out, err := exec.Command(binary, append(append([]string{"health"}, args...), sbAddr)...).CombinedOutput()
-		if err == nil {
-			t.Errorf("health check of sandboxd with %s succeeded: %s", name, out)
-		}
-	}
-	out, err := exec.Command(binary, append(append([]string{"health"}, probe...), memAddr)...).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "SERVING" {
-		t.Errorf("health check of memoryd with the CA's certificate: %s, %v", out, err)
-	}
-	out, err = exec.Command(binary, "health", "--grpc-tls-cert", probe[1], memAddr).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "missing --grpc-tls-key, --grpc-tls-ca") {
-		t.Errorf("health check with a certificate but no key or CA: %s, %v", out, err)
-	}
-}
-
-func waitHealth(t *testing.T, addr string, tlsArgs ...string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := exec.Command(binary, append(append([]string{"health"}, tlsArgs...), addr)...).CombinedOutput()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never became healthy: %s", addr, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// SIGTERM to a split sandboxd lets a running execution finish.
-func TestE2ESplitSandboxdDrainsOnSIGTERM(t *testing.T) {
-	t.Parallel()
+	mark := "e2e-shutdown-" + strings.ReplaceAll(t.TempDir(), "/", "_")
+	sleepMark := fmt.Sprintf("%d.%03d", time.Now().UnixNano()%100000, 11)
 	addr := freeAddr(t)
-	cmd := exec.Command(binary, "sandboxd", "--listen", addr, "--metrics", "", "--pool", "0", "--shutdown-grace", "60s")
-	cmd.Env = baseEnv(t, nil)
+	base := "http://" + addr
 	logs := &lockedBuffer{}
+	cmd := exec.Command(binary, "serve", "--http", addr, "--shutdown-grace", "60s")
+	cmd.Env = baseEnv(t, map[string]string{
+		"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha"}),
+		"MCP_SERVERS_CONFIG":   memoryUpstream(t, mark),
+	})
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -378,51 +301,61 @@ func TestE2ESplitSandboxdDrainsOnSIGTERM(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		if t.Failed() {
-			t.Logf("sandboxd output:\n%s", tailOf(logs.String(), 4000))
+			t.Logf("codeexec output:\n%s", tailOf(logs.String(), 8000))
 		}
 	})
-	waitHealth(t, addr)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
+	waitHTTP(t, base+"/healthz")
+	c, late := tokenClient(t, base, "alpha-token"), tokenClient(t, base, "alpha-token")
+	// The upstream server runs, and so does a detached sandbox child.
+	o := runPython(t, c, map[string]any{"code": "print(await mcp_memory.read_graph())", "servers": []any{"memory"}})
+	if o.IsError || len(markedProcesses(mark)) == 0 {
+		t.Fatalf("the memory server is not running (%s), so the orphan check proves nothing", o.Text)
 	}
-	defer conn.Close()
-	c := sandboxv1.NewSandboxServiceClient(conn)
-	s, err := c.CreateSession(t.Context(), &sandboxv1.CreateSessionRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := c.Execute(t.Context(), &sandboxv1.ExecuteRequest{SessionId: s.GetSession().GetId(), Code: "import time\nprint('start', flush=True)\ntime.sleep(2)\nprint('finished')"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := stream.Recv()
-	if err != nil || first.GetOutput().GetText() != "start\n" {
-		t.Fatalf("first event = %v, %v", first, err)
+	code(t, late, "pass")
+
+	result := make(chan outcome, 1)
+	go func() {
+		result <- runPython(t, c, map[string]any{"code": fmt.Sprintf(`
+import subprocess, time
+subprocess.Popen(["sleep", "%s"], start_new_session=True)
+time.sleep(3)
+print("finished")`, sleepMark)})
+	}()
+	for len(processesWithArg(sleepMark)) == 0 {
+		time.Sleep(20 * time.Millisecond)
 	}
 	if err := cmd.Process.Signal(interruptSignal); err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("the running execution was cut off by SIGTERM: %v (output so far %q)", err, out.String())
-		}
-		out.WriteString(ev.GetOutput().GetText())
-		if r := ev.GetResult(); r != nil {
-			if r.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK || out.String() != "finished\n" {
-				t.Fatalf("result %v, output %q", r, out.String())
+	// New calls are refused while the running one finishes. A call may
+	// still get in before the signal is handled; the next ones may not.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		o := runPython(t, late, map[string]any{"code": "print('late')"})
+		if o.IsError {
+			if !strings.Contains(o.Text, "shutting down") {
+				t.Errorf("a call after SIGTERM = %q; want a shutting-down tool error", o.Text)
 			}
 			break
 		}
+		if time.Now().After(deadline) {
+			t.Fatal("calls are still accepted long after SIGTERM")
+		}
+	}
+	if o := <-result; o.IsError || joined(o.stdout()) != "finished" {
+		t.Fatalf("the exec running at SIGTERM ended with %q; want it to finish", o.Text)
 	}
 	select {
 	case err := <-exited:
 		if err != nil {
-			t.Fatalf("sandboxd exited with %v after draining", err)
+			t.Errorf("codeexec exited with %v after SIGTERM; want 0", err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("sandboxd did not exit after draining")
+	case <-time.After(2 * time.Minute):
+		t.Fatal("codeexec did not exit after SIGTERM and the last call ended")
+	}
+	if pids := processesWithArg(sleepMark); len(pids) != 0 {
+		t.Errorf("sandbox processes %v outlived the server", pids)
+	}
+	if procs := markedProcesses(mark); len(procs) != 0 {
+		t.Errorf("upstream servers %v outlived the server", procs)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const proxyCalls = 300
 // overhead are not counted. Each b.N iteration is one round of proxyCalls
 // calls per path; the percentiles cover every call of every round.
 //
-//	go test -run '^$' -bench BenchmarkProxyOverhead -benchtime 3x ./cmd/codeexec/
+//	go test -run '^$' -bench BenchmarkProxyOverhead -benchtime 3x ./cmd/codeexec/e2e/
 func BenchmarkProxyOverhead(b *testing.B) {
 	node := lookTool(b, "node", "install Node.js 18+ and run `npm ci`")
 	everything := npmEntry(b, "server-everything")

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -308,55 +308,6 @@ func TestE2ESDKv2AutoModeWhileAnotherHoldsTheStateDir(t *testing.T) {
 	}
 }
 
-// sdkResult is what testdata/sdkclient.mjs prints.
-type sdkResult struct {
-	ProtocolVersion string           `json:"protocolVersion"`
-	Results         []map[string]any `json:"results"`
-	Error           string           `json:"error"`
-}
-
-// sdkClient runs testdata/sdkclient.mjs with spec.
-func sdkClient(t *testing.T, spec map[string]any) sdkResult {
-	t.Helper()
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed (the SDK v2 client runs on it): apt-get install nodejs")
-	}
-	if _, err := os.Stat("../../node_modules/@modelcontextprotocol/client/package.json"); err != nil {
-		t.Fatal("@modelcontextprotocol/client is not installed: run npm ci at the repository root")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "testdata/sdkclient.mjs", string(raw))
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	var res sdkResult
-	if jerr := json.Unmarshal(stdout, &res); jerr != nil || err != nil || res.Error != "" {
-		t.Fatalf("sdkclient.mjs: %v %v %s\nstdout: %s\nstderr:\n%s", err, jerr, res.Error, stdout, tailOf(stderr.String(), 4000))
-	}
-	return res
-}
-
-// resultStdout joins the stdout lines of the i-th result's
-// structuredContent, failing the test on an error result.
-func resultStdout(t *testing.T, r sdkResult, i int) string {
-	t.Helper()
-	if i >= len(r.Results) {
-		t.Fatalf("no result %d in %+v", i, r)
-	}
-	res := r.Results[i]
-	if isErr, _ := res["isError"].(bool); isErr {
-		t.Fatalf("result %d is an error: %v", i, res)
-	}
-	sc, _ := res["structuredContent"].(map[string]any)
-	return joined(strList(sc["stdout"]))
-}
-
 func envMap(env []string) map[string]string {
 	m := map[string]string{}
 	for _, kv := range env {
@@ -373,7 +324,7 @@ func TestE2EAnotherVersionHoldsTheStateDir(t *testing.T) {
 	t.Parallel()
 	other := filepath.Join(t.TempDir(), "codeexec-other")
 	build := exec.Command("go", "build", "-o", other, "-ldflags",
-		"-X main.version=9.9.9 -X github.com/codeexec/codeexec/memoryd/internal/shared.Protocol=2", ".")
+		"-X main.version=9.9.9 -X github.com/codeexec/codeexec/memoryd/internal/shared.Protocol=2", "..")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build a codeexec of another protocol: %v\n%s", err, out)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // End-to-end tests of agent behaviour that notebook users rely on.
 

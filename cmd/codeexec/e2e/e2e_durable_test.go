@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // End-to-end tests of durable sessions and of MCP 2026-07-28, where a
 // session is a handle: the official TypeScript SDK v2 client pinned to the

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"os/exec"
@@ -132,7 +132,7 @@ print([(t["name"], t["docstring"]) for t in runtime.list_saved_tools()])`)
 func TestE2EImportUpstream(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	cmd := exec.Command(binary, "import-upstream", filepath.Join("..", "..", "memoryd", "testdata", "upstream"))
+	cmd := exec.Command(binary, "import-upstream", filepath.Join("..", "..", "..", "memoryd", "testdata", "upstream"))
 	cmd.Env = baseEnv(t, stateEnv(home))
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "imported 4 memories and 4 tools") {
@@ -163,7 +163,7 @@ func TestE2EMemorydBackupAndSharing(t *testing.T) {
 	startProcess(t, env, "memoryd", "--listen", sock, "--db", dir+"/live.db", "--metrics", "")
 	waitHealth(t, sock)
 
-	imp := exec.Command(binary, "import-upstream", "--memory", sock, filepath.Join("..", "..", "memoryd", "testdata", "upstream"))
+	imp := exec.Command(binary, "import-upstream", "--memory", sock, filepath.Join("..", "..", "..", "memoryd", "testdata", "upstream"))
 	imp.Env = env
 	if out, err := imp.CombinedOutput(); err != nil || !strings.Contains(string(out), "imported 4 memories") {
 		t.Fatalf("import into the running memoryd: %v\n%s", err, out)
@@ -192,7 +192,7 @@ func TestE2EMemorydBackupAndSharing(t *testing.T) {
 	if out, err := local.CombinedOutput(); err != nil || !strings.Contains(string(out), "backed up") {
 		t.Fatalf("memoryd backup --db of a held file: %v\n%s", err, out)
 	}
-	limp := exec.Command(binary, "import-upstream", "--db", dir+"/live.db", "--tenant", "other", filepath.Join("..", "..", "memoryd", "testdata", "upstream"))
+	limp := exec.Command(binary, "import-upstream", "--db", dir+"/live.db", "--tenant", "other", filepath.Join("..", "..", "..", "memoryd", "testdata", "upstream"))
 	limp.Env = env
 	if out, err := limp.CombinedOutput(); err != nil || !strings.Contains(string(out), "imported 4 memories") {
 		t.Fatalf("import-upstream --db of a held file: %v\n%s", err, out)

@@ -1,6 +1,0 @@
-package main
-
-import "syscall"
-
-// interruptSignal is what a service manager sends to stop codeexec.
-var interruptSignal = syscall.SIGTERM
