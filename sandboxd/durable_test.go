@@ -24,7 +24,7 @@ import (
 
 // sessionStore runs a real memoryd on a bbolt file and returns a client of
 // its SessionStoreService, which the replicas of a test share.
-func sessionStore(t *testing.T) *grpc.ClientConn {
+func sessionStore(t testing.TB) *grpc.ClientConn {
 	t.Helper()
 	svc, err := memoryd.New(memoryd.Config{Path: filepath.Join(t.TempDir(), "memory.db")}, nil)
 	if err != nil {
@@ -56,7 +56,16 @@ func (r *replica) stop(t *testing.T) {
 }
 
 // newReplica starts a durable sandboxd on store, advertised at addr.
-func newReplica(t *testing.T, store *grpc.ClientConn, addr string, mutate func(*sandboxd.Config)) *replica {
+func newReplica(t testing.TB, store *grpc.ClientConn, addr string, mutate func(*sandboxd.Config)) *replica {
+	t.Helper()
+	return newReplicaWrapped(t, store, addr, mutate, nil)
+}
+
+// newReplicaWrapped is newReplica whose session store client wrap wraps
+// (to count what it stores); a nil store makes a replica without memoryd,
+// whose sessions are not durable.
+func newReplicaWrapped(t testing.TB, store *grpc.ClientConn, addr string, mutate func(*sandboxd.Config),
+	wrap func(memoryv1.SessionStoreServiceClient) memoryv1.SessionStoreServiceClient) *replica {
 	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
 	cfg := sandboxd.DefaultConfig()
@@ -78,11 +87,15 @@ func newReplica(t *testing.T, store *grpc.ClientConn, addr string, mutate func(*
 	ip := grpctest.New(t, grpctest.Options{Logger: logger})
 	discoveryv1.RegisterDiscoveryServiceServer(ip.Server.GRPC, &fakeDiscovery{})
 	var err error
-	r.svc, err = sandboxd.New(ctx, cfg, sandboxd.Deps{
-		Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn),
-		Memory:    memoryv1.NewMemoryServiceClient(store),
-		Sessions:  memoryv1.NewSessionStoreServiceClient(store),
-	}, logger)
+	deps := sandboxd.Deps{Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn)}
+	if store != nil {
+		deps.Memory = memoryv1.NewMemoryServiceClient(store)
+		deps.Sessions = memoryv1.NewSessionStoreServiceClient(store)
+		if wrap != nil {
+			deps.Sessions = wrap(deps.Sessions)
+		}
+	}
+	r.svc, err = sandboxd.New(ctx, cfg, deps, logger)
 	if err != nil {
 		t.Fatalf("sandboxd.New: %v", err)
 	}

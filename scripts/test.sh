@@ -71,3 +71,6 @@ FUZZTIME=${FUZZTIME:-3s} bash scripts/fuzz.sh
 
 step "Go tests (race detector)"
 go test -race -shuffle=on -timeout 20m ./...
+
+step "10,000 durable sessions, at most 64 live sandboxes (without the race detector, which slows it several times over; under it the Go tests run 1,000)"
+go test -count=1 -timeout 20m -run '^TestTenThousandSessions$' ./sandboxd/

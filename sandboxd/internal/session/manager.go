@@ -66,6 +66,11 @@ type Manager struct {
 	// claimMu makes one claim of a session from the store at a time, so
 	// that two calls for one handle get one Session.
 	claimMu sync.Mutex
+	// places counts the sandboxes that belong to sessions, until their
+	// process is reaped, plus those makeRoom reserved for sessions about to
+	// start one (on mu). placeFreed wakes a makeRoom waiting for one.
+	places     int
+	placeFreed chan struct{}
 
 	pool     chan *sandbox
 	poolWake chan struct{}
@@ -86,13 +91,14 @@ func NewManager(ctx context.Context, cfg Config, logger *slog.Logger) (*Manager,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	m := &Manager{
-		cfg:      cfg,
-		logger:   logger,
-		metrics:  cfg.Metrics,
-		sessions: map[string]*Session{},
-		pool:     make(chan *sandbox, max(cfg.PoolSize, 0)),
-		poolWake: make(chan struct{}, 1),
-		stop:     cancel,
+		cfg:        cfg,
+		logger:     logger,
+		metrics:    cfg.Metrics,
+		sessions:   map[string]*Session{},
+		pool:       make(chan *sandbox, max(cfg.PoolSize, 0)),
+		poolWake:   make(chan struct{}, 1),
+		placeFreed: make(chan struct{}, 1),
+		stop:       cancel,
 	}
 	m.metrics.sessionsFunc(m.count)
 	m.metrics.poolFunc(func() int { return len(m.pool) })
@@ -329,22 +335,44 @@ func (m *Manager) claim(ctx context.Context, tenant, id string) (*Session, error
 	return s, nil
 }
 
-// makeRoom, for asker, a durable session about to start a sandbox when every
-// sandbox is taken (MaxSessions), checkpoints and stops the one idle
-// longest. Without Durable there is nothing to make room with: Create
-// refused the session already.
-func (m *Manager) makeRoom(ctx context.Context, asker *Session) error {
+// makeRoom, for asker, a durable session about to start a sandbox, makes
+// sure that no more than MaxSessions sandboxes belong to sessions: when
+// every place is taken it checkpoints and stops the sandbox idle longest.
+// On success a place is reserved for asker's sandbox: pass the sandbox to
+// place (which then holds the place until the sandbox's process is
+// reaped), or nil to give the place back.
+// Places are counted until a sandbox's process is reaped, so two sessions
+// starting at once never both take the last place, nor one whose sandbox
+// is still dying. Without Durable there is nothing to make room with:
+// Create refused the session already.
+func (m *Manager) makeRoom(ctx context.Context, asker *Session) (place func(sb *sandbox), err error) {
 	if m.cfg.Durable == nil || m.cfg.MaxSessions <= 0 {
-		return nil
+		return func(*sandbox) {}, nil
 	}
 	for {
 		m.mu.Lock()
+		if m.places < m.cfg.MaxSessions {
+			m.places++
+			m.mu.Unlock()
+			var once sync.Once
+			return func(sb *sandbox) {
+				once.Do(func() {
+					if sb == nil {
+						m.freePlace()
+						return
+					}
+					go func() {
+						<-sb.done
+						m.freePlace()
+					}()
+				})
+			}, nil
+		}
 		all := make([]*Session, 0, len(m.sessions))
 		for _, s := range m.sessions {
 			all = append(all, s)
 		}
 		m.mu.Unlock()
-		live := 0
 		var (
 			victim     *Session
 			victimUsed time.Time
@@ -353,22 +381,24 @@ func (m *Manager) makeRoom(ctx context.Context, asker *Session) error {
 			s.mu.Lock()
 			hasSandbox, busy, used := s.sb != nil && s.sb.alive(), s.busy, s.lastUsed
 			s.mu.Unlock()
-			if !hasSandbox {
-				continue
-			}
-			live++
 			// A session the store could not record has no checkpoint to
 			// come back from: it keeps its sandbox.
-			if s != asker && !busy && s.isDurable() && (victim == nil || used.Before(victimUsed)) {
+			if hasSandbox && s != asker && !busy && s.isDurable() && (victim == nil || used.Before(victimUsed)) {
 				victim, victimUsed = s, used
 			}
 		}
-		if live < m.cfg.MaxSessions {
-			return nil
-		}
 		if victim == nil || !victim.tryAcquire() {
 			if victim == nil {
-				return fmt.Errorf("%w: all %d sandboxes are running calls (raise CODEEXEC_MAX_SESSIONS, or retry when one finishes)", ErrExhausted, m.cfg.MaxSessions)
+				// The places may belong to sandboxes still starting or
+				// dying: wait for one, within the caller's time.
+				select {
+				case <-m.placeFreed:
+					continue
+				case <-time.After(placeWait):
+					return nil, fmt.Errorf("%w: all %d sandboxes are running calls (raise CODEEXEC_MAX_SESSIONS, or retry when one finishes)", ErrExhausted, m.cfg.MaxSessions)
+				case <-ctx.Done():
+					return nil, fmt.Errorf("%w: all %d sandboxes are taken: %w", ErrExhausted, m.cfg.MaxSessions, ctx.Err())
+				}
 			}
 			continue // it just became busy: look again
 		}
@@ -376,6 +406,21 @@ func (m *Manager) makeRoom(ctx context.Context, asker *Session) error {
 		m.release(ctx, victim, "its sandbox was stopped to make room for other sessions")
 		victim.release()
 		m.metrics.reaped()
+	}
+}
+
+// placeWait bounds how long makeRoom waits for a place held by sandboxes
+// that are starting or dying, when no live one can be stopped.
+const placeWait = 2 * time.Second
+
+// freePlace gives one place back and wakes a makeRoom waiting for one.
+func (m *Manager) freePlace() {
+	m.mu.Lock()
+	m.places--
+	m.mu.Unlock()
+	select {
+	case m.placeFreed <- struct{}{}:
+	default:
 	}
 }
 

@@ -150,13 +150,16 @@ func (s *Session) ensureSandbox(ctx context.Context) (*sandbox, *RestoreReport, 
 	if sb != nil {
 		sb.kill()
 	}
-	if err := s.m.makeRoom(ctx, s); err != nil {
-		return nil, nil, err
-	}
-	sb, err := s.m.takeSandbox(ctx)
+	place, err := s.m.makeRoom(ctx, s)
 	if err != nil {
 		return nil, nil, err
 	}
+	sb, err = s.m.takeSandbox(ctx)
+	if err != nil {
+		place(nil)
+		return nil, nil, err
+	}
+	place(sb)
 	var report *RestoreReport
 	if s.isDurable() {
 		go s.m.commitLoop(s, sb)
@@ -165,10 +168,15 @@ func (s *Session) ensureSandbox(ctx context.Context) (*sandbox, *RestoreReport, 
 			// say what happened.
 			s.logger().WarnContext(ctx, "could not restore the session; it starts fresh", logkeys.Error, err)
 			report = &RestoreReport{Reason: err.Error() + "; the session started fresh"}
-			sb.kill()
-			if sb, err = s.m.takeSandbox(ctx); err != nil {
+			sb.kill() // its place goes once it is reaped
+			if place, err = s.m.makeRoom(ctx, s); err != nil {
 				return nil, nil, err
 			}
+			if sb, err = s.m.takeSandbox(ctx); err != nil {
+				place(nil)
+				return nil, nil, err
+			}
+			place(sb)
 			go s.m.commitLoop(s, sb)
 		}
 	}

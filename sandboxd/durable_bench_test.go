@@ -1,0 +1,160 @@
+package sandboxd_test
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd"
+)
+
+// countingStore counts the bytes a replica stores: chunks and records.
+type countingStore struct {
+	memoryv1.SessionStoreServiceClient
+	chunks, records atomic.Int64
+}
+
+func (c *countingStore) PutChunks(ctx context.Context, in *memoryv1.PutChunksRequest, opts ...grpc.CallOption) (*memoryv1.PutChunksResponse, error) {
+	for _, ch := range in.GetChunks() {
+		c.chunks.Add(int64(len(ch.GetData())))
+	}
+	return c.SessionStoreServiceClient.PutChunks(ctx, in, opts...)
+}
+
+func (c *countingStore) PutSession(ctx context.Context, in *memoryv1.PutSessionRequest, opts ...grpc.CallOption) (*memoryv1.PutSessionResponse, error) {
+	c.records.Add(int64(len(in.GetState())))
+	return c.SessionStoreServiceClient.PutSession(ctx, in, opts...)
+}
+
+func mustRun(b *testing.B, c sandboxv1.SandboxServiceClient, id, code string) *execResult {
+	b.Helper()
+	r, err := execute(b.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Code: code, Timeout: durationpb.New(60 * time.Second)})
+	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
+		b.Fatalf("Execute(%q): %v %v %s", code, err, r.result, r.stderr)
+	}
+	return r
+}
+
+func mustCreate(b *testing.B, c sandboxv1.SandboxServiceClient) string {
+	b.Helper()
+	resp, err := c.CreateSession(b.Context(), &sandboxv1.CreateSessionRequest{Tenant: "alice"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return resp.GetSession().GetId()
+}
+
+// BenchmarkWarmRoundTrip times one exec in a live session, with sessions
+// durable (a checkpoint after each exec) and not (no session store), for
+// an empty namespace, one holding 10 MiB that does not change, and one
+// whose 10 MiB changes in every call. bytes/ckpt is what each exec's
+// checkpoint stored: chunks plus the session record.
+func BenchmarkWarmRoundTrip(b *testing.B) {
+	states := []struct{ name, setup, code string }{
+		{"empty", "", "pass"},
+		{"10MiB unchanged", "blob = bytes(10 << 20)", "pass"},
+		{"10MiB changed", "blob = bytearray(10 << 20)", "blob[0] = (blob[0] + 1) % 256"},
+	}
+	for _, durable := range []bool{false, true} {
+		for _, st := range states {
+			name := "checkpoint off/" + st.name
+			if durable {
+				name = "checkpoint on/" + st.name
+			}
+			b.Run(name, func(b *testing.B) {
+				var store *grpc.ClientConn
+				if durable {
+					store = sessionStore(b)
+				}
+				counter := &countingStore{}
+				r := newReplicaWrapped(b, store, "unix:/bench.sock", nil, func(c memoryv1.SessionStoreServiceClient) memoryv1.SessionStoreServiceClient {
+					counter.SessionStoreServiceClient = c
+					return counter
+				})
+				id := mustCreate(b, r.c)
+				if st.setup != "" {
+					mustRun(b, r.c, id, st.setup)
+				}
+				mustRun(b, r.c, id, st.code)
+				// The setup's checkpoint (10 MiB takes a while) is stored
+				// before the timing starts.
+				for prev := int64(-1); prev != counter.chunks.Load(); {
+					prev = counter.chunks.Load()
+					time.Sleep(time.Second)
+				}
+				chunks0, records0 := counter.chunks.Load(), counter.records.Load()
+				b.ResetTimer()
+				for b.Loop() {
+					mustRun(b, r.c, id, st.code)
+				}
+				b.StopTimer()
+				if durable {
+					time.Sleep(200 * time.Millisecond) // the last checkpoint is stored
+					b.ReportMetric(float64(counter.chunks.Load()-chunks0+counter.records.Load()-records0)/float64(b.N), "bytes/ckpt")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRestoreToFirstResult times the first result of a call whose
+// session's sandbox is gone (killed by the call before), restored from its
+// checkpoint, beside a new session's first result from the warm pool and
+// from no pool, in the same run; p50 and p99 are reported.
+func BenchmarkRestoreToFirstResult(b *testing.B) {
+	const state = "import fractions\ncount = 41\ndef bump(n):\n    return n + 1\nclass Box:\n    pass\nbox = Box()\n"
+	report := func(b *testing.B, ds []time.Duration) {
+		slices.Sort(ds)
+		b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds())/1000, "p99-ms")
+	}
+	for _, bc := range []struct {
+		name, state string
+	}{{"restore after a kill/small state", state}, {"restore after a kill/10MiB", state + "blob = bytes(10 << 20)\n"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			r := newReplica(b, sessionStore(b), "unix:/bench.sock", func(c *sandboxd.Config) { c.PoolSize = 2 })
+			id := mustCreate(b, r.c)
+			mustRun(b, r.c, id, bc.state)
+			var ds []time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				_, _ = execute(b.Context(), r.c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Code: "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"})
+				time.Sleep(100 * time.Millisecond) // the pool refills
+				b.StartTimer()
+				t0 := time.Now()
+				res := mustRun(b, r.c, id, "print(bump(count))")
+				ds = append(ds, time.Since(t0))
+				if res.stdout != "42\n" || res.result.GetRestored() == nil {
+					b.Fatalf("not restored: %q %v", res.stdout, res.result)
+				}
+			}
+			report(b, ds)
+		})
+	}
+	for _, bc := range []struct {
+		name string
+		pool int
+	}{{"new session/warm pool", 2}, {"new session/no pool", 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			r := newReplica(b, sessionStore(b), "unix:/bench.sock", func(c *sandboxd.Config) { c.PoolSize = bc.pool })
+			var ds []time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				time.Sleep(100 * time.Millisecond) // the pool refills
+				b.StartTimer()
+				t0 := time.Now()
+				id := mustCreate(b, r.c)
+				mustRun(b, r.c, id, "print(1)")
+				ds = append(ds, time.Since(t0))
+			}
+			report(b, ds)
+		})
+	}
+}
