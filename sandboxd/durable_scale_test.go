@@ -23,7 +23,7 @@ import (
 const (
 	scaleSessions = 10_000
 	// raceSessions is as many under the race detector (see raceDetector).
-	raceSessions = 1_000
+	raceSessions  = 1_000
 	scaleLive     = 64
 	scaleSample   = 100
 	scaleRSSBound = 1 << 30
