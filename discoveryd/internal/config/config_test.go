@@ -72,6 +72,14 @@ func TestLoad(t *testing.T) {
 			wantSkipped: []string{"b.json: server \"fs\": already defined in", "mcp.json: server \"fs\": already defined", "mcp.json: server \"git\": already defined"},
 		},
 		{
+			name: "a server with an empty name is refused with a warning (found by FuzzLoadFile)",
+			files: map[string]string{
+				"home/MCPs/a.json": `{"mcpServers": {"": {"command": "x"}, " ": {"command": "y"}, "ok": {"command": "z"}}}`,
+			},
+			want:         []Server{{Name: "ok", Transport: TransportStdio, Command: "z", Source: "home/MCPs/a.json"}},
+			wantWarnings: []string{`a server under "mcpServers" has an empty name`, `a server under "mcpServers" has an empty name`},
+		},
+		{
 			name: "MCP_SERVERS_CONFIG is loaded last and only adds new names (TOML)",
 			files: map[string]string{
 				"home/MCPs/a.json": `{"mcpServers": {"fs": {"command": "mcps"}}}`,

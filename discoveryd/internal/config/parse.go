@@ -92,6 +92,13 @@ func loadFile(path string, opts Options, res *Result) []Server {
 				continue
 			}
 			seen[name] = true
+			if strings.TrimSpace(name) == "" {
+				// Found by FuzzLoadFile: an empty key made a server with no
+				// name, which no call could name.
+				res.Warnings = append(res.Warnings, Warning{Path: path, Server: name,
+					Reason: fmt.Sprintf("a server under %q has an empty name: give it a name (its key) to use it", strings.Join(layout, "."))})
+				continue
+			}
 			s, skip, err := parseEntry(name, m[name], fileDesc, opts)
 			switch {
 			case err != nil:
