@@ -40,10 +40,10 @@ func (u *sandboxdUnit) bind(fs *flagenv.Set, _ env, alone bool) {
 		return // in serve, the gateway's settings give the timeouts
 	}
 	bindSandboxTimeouts(fs, &u.cfg)
-	fs.String(&u.cfg.Advertise, "advertise", "", "host:port at which gateways reach this replica for the sessions it holds; default: --listen, with this host's name for an unspecified host", "CODEEXEC_SANDBOXD_ADVERTISE")
+	fs.String(&u.cfg.Advertise, "advertise", "", "host:port at which gateways reach this replica for the sessions it holds; default: --listen, with this host's first global address (else its name) for an unspecified host", "CODEEXEC_SANDBOXD_ADVERTISE")
 	fs.Duration(&u.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running executions may finish before they are stopped", "CODEEXEC_SHUTDOWN_GRACE")
 	fs.String(&u.discovery, "discovery", "", "discoveryd address; empty: no MCP servers", "CODEEXEC_DISCOVERYD_ADDR")
-	fs.String(&u.memory, "memory-addr", "", "memoryd address; empty: no memory or saved tools", "CODEEXEC_MEMORYD_ADDR")
+	fs.String(&u.memory, "memory-addr", "", "memoryd address; empty: no memory, saved tools or durable sessions", "CODEEXEC_MEMORYD_ADDR")
 }
 
 func (u *sandboxdUnit) check() error {
