@@ -57,6 +57,11 @@ class Durable:
         cannot be checkpointed is reported instead."""
         try:
             ckpt = self._ensure(cap)
+            # A chunk that the store holds now may be deleted by a
+            # checkpoint still on its way (sandboxd drops the chunks the
+            # newer manifest no longer names), so only chunks that every
+            # pending manifest names too may be left out.
+            self._checkpointer.stored = self._safe(self._checkpointer.stored)
             try:
                 manifest, chunks = self._checkpointer.snapshot()
             except ckpt.TooLarge as exc:
@@ -68,14 +73,23 @@ class Durable:
         self._pending[exec_id] = manifest
         self.session.chan.send_checkpoint(exec_id, manifest, chunks)
 
+    def _safe(self, chunks):
+        """chunks, less those a pending checkpoint could make sandboxd
+        delete: each pending manifest keeps only the chunks it names."""
+        for m in list(self._pending.values()):
+            chunks = chunks & {v["chunk"] for v in m["values"].values()}
+        return chunks
+
     def _on_checkpointed(self, msg):
         # On the reader thread, while the main thread may be taking the next
-        # snapshot: dict.pop and one attribute store are atomic, and a
-        # snapshot that read the older set of stored chunks only sends more
-        # than it needs to.
+        # snapshot. dict.pop and one attribute store are atomic; every set
+        # that snapshot may read (the older stored set narrowed by _safe, or
+        # this one) holds only chunks no pending checkpoint deletes, so it
+        # may send more than it needs to, never less.
         manifest = self._pending.pop(msg.get("id"), None)
         if msg.get("ok") and manifest is not None and self._checkpointer is not None:
             self._checkpointer.committed(manifest)
+            self._checkpointer.stored = self._safe(self._checkpointer.stored)
 
     def restore(self, r):
         """Rebuilds the namespace from a codeexec_protocol.Restore and

@@ -129,6 +129,9 @@ func (s *Session) doneCommit() {
 // other, until the sandbox ends.
 func (m *Manager) commitLoop(s *Session, sb *sandbox) {
 	chunks := map[string][]byte{}
+	// The agent keeps to the cap, but code in the sandbox can write frames
+	// of its own: sandboxd holds no more than the cap for one checkpoint.
+	size, limit := 0, int(m.cfg.Durable.CheckpointBytes)
 	for {
 		var f *channel.Checkpoint
 		select {
@@ -146,13 +149,24 @@ func (m *Manager) commitLoop(s *Session, sb *sandbox) {
 			}
 		}
 		for id, c := range f.Chunks {
-			chunks[id] = c
+			if size <= limit {
+				chunks[id] = c
+				size += len(c)
+			}
+		}
+		if size > limit {
+			clear(chunks)
 		}
 		if !f.Last {
 			continue
 		}
+		if size > limit {
+			f = &channel.Checkpoint{Exec: f.Exec, Last: true,
+				Error: fmt.Sprintf("the checkpoint sent was over the %d-byte cap (CODEEXEC_CHECKPOINT_BYTES)", limit)}
+		}
 		ok := m.commit(s, sb, f, chunks)
 		clear(chunks)
+		size = 0
 		_ = sb.conn.Write(&channel.Checkpointed{Exec: f.Exec, OK: ok})
 	}
 }
@@ -305,6 +319,13 @@ func (m *Manager) release(ctx context.Context, s *Session, why string) {
 		}
 	}
 	m.forget(s)
+}
+
+// current reports whether s is still the manager's session of its ID.
+func (m *Manager) current(s *Session) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessions[s.id] == s
 }
 
 // forget drops s from the manager, if it is still the session of its ID.

@@ -74,8 +74,19 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	if err != nil {
 		return nil, err
 	}
-	if err := s.acquire(ctx); err != nil {
-		return nil, err
+	for {
+		if err := s.acquire(ctx); err != nil {
+			return nil, err
+		}
+		if m.current(s) {
+			break
+		}
+		// Released while this call waited (evicted, reaped idle): it is
+		// in the store again, and this Session must not run on.
+		s.release()
+		if s, err = m.claim(ctx, req.Tenant, req.SessionID); err != nil {
+			return nil, err
+		}
 	}
 	defer s.release()
 

@@ -62,6 +62,16 @@ class DurableTest(unittest.TestCase):
         _, fourth, _ = self.checkpointed("n = 3\n")
         self.assertEqual(len(fourth), 1, "only n changed")
 
+    def test_a_value_back_to_an_old_one_is_sent_while_a_checkpoint_is_pending(self):
+        # x's first chunk is stored; the next checkpoint (not yet confirmed)
+        # names another, so storing it will delete the first. A value equal
+        # to the first again must not count on it being there.
+        _, first, _ = self.checkpointed("x = 'a' * 1000\n")
+        _, second, _ = self.checkpointed("x = 'b' * 1000\n", ack=False)
+        _, third, _ = self.checkpointed("x = 'a' * 1000\n", ack=False)
+        self.assertEqual(len(second), 1)
+        self.assertEqual(list(third), list(first), "the first chunk again, sent whole")
+
     def test_only_changed_names_are_sent_once_confirmed(self):
         _, first, _ = self.checkpointed("big = bytes(1 << 20)\nn = 1\n")
         _, second, _ = self.checkpointed("n = 2\n")
