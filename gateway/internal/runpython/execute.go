@@ -94,10 +94,11 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p
 		out = t.runOnce(ctx, e.Tenant, id, p, base, progress)
 		notices = slices.DeleteFunc(notices, func(n string) bool { return n == NoticeSessionLost })
 		notices = append(notices, NoticeSessionLost+" ("+why+")")
-	case out.Err == nil && out.Result.GetEnded():
-		table.Ended(e, id)
-	case out.Err == nil && e.Observe(id, out.Result):
+	case out.Err == nil && !out.Result.GetEnded() && e.Observe(id, out.Result):
 		notices = append(notices, NoticeSilentReset)
+	}
+	if out.Err == nil && out.Result.GetEnded() {
+		table.Ended(e, id) // also after a retry in a new session
 	}
 	out.Notices = append(notices, out.Notices...)
 	if modern {

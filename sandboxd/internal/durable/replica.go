@@ -178,12 +178,15 @@ func (r *Replica) loop(ctx context.Context) {
 }
 
 func (r *Replica) heartbeat(ctx context.Context, until time.Time) error {
+	// The lease runs from when the heartbeat was sent, not from when its
+	// answer came: fencing counts from there too.
+	sent := r.now()
 	_, err := r.client.PutReplica(ctx, &memoryv1.PutReplicaRequest{Replica: &memoryv1.Replica{
 		Id: r.ID, Address: r.Address, ExpireTime: timestamppb.New(until), Host: r.host, Pid: int64(os.Getpid()), BootId: r.bootID,
 	}})
 	if err == nil {
 		r.mu.Lock()
-		r.lastOK = r.now()
+		r.lastOK = sent
 		r.fenced = false
 		r.mu.Unlock()
 		r.upOnce.Do(func() { close(r.up) })

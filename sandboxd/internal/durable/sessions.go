@@ -48,10 +48,16 @@ func (s *Sessions) expiry() *timestamppb.Timestamp {
 	return timestamppb.New(s.replica.now().Add(s.TTL))
 }
 
+// errFenced refuses to take sessions while this replica's lease may lapse.
+var errFenced = fmt.Errorf("this sandbox replica has not renewed its lease on its sessions for %s: it takes no session until the session store answers again", fenceAfter)
+
 // Create makes a new session held by this replica.
 func (s *Sessions) Create(ctx context.Context, tenant string, labels map[string]string) (*Held, error) {
 	if err := s.replica.Ready(ctx); err != nil {
 		return nil, err
+	}
+	if s.replica.Fenced() {
+		return nil, errFenced
 	}
 	st := State{Owner: s.replica.ID, Epoch: 1, Created: s.replica.now().UTC(), Labels: labels}
 	h := NewHandle()
@@ -70,6 +76,9 @@ func (s *Sessions) Create(ctx context.Context, tenant string, labels map[string]
 func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, error) {
 	if err := s.replica.Ready(ctx); err != nil {
 		return nil, err
+	}
+	if s.replica.Fenced() {
+		return nil, errFenced
 	}
 	for {
 		resp, err := s.client.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: tenant, Handle: handle})

@@ -87,8 +87,21 @@ func durableReason(h *durable.Held) string {
 	return "its sandbox was gone"
 }
 
-// beginCheckpoint notes that the exec that just finished will be followed
-// by a checkpoint reflecting seq execs.
+// cancelCheckpoint drops the checkpoint beginCheckpoint noted last: its
+// exec will not be followed by one.
+func (s *Session) cancelCheckpoint() {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	if n := len(s.d.seqs); n > 0 {
+		s.d.seqs = s.d.seqs[:n-1]
+	}
+	if len(s.d.seqs) == 0 {
+		s.d.idle.Broadcast()
+	}
+}
+
+// beginCheckpoint notes that the exec about to be sent will be followed by
+// a checkpoint reflecting seq execs.
 func (s *Session) beginCheckpoint(seq uint64) {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()

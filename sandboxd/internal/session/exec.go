@@ -145,8 +145,17 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	if s.isDurable() {
 		checkpoint = m.cfg.Durable.CheckpointBytes
 	}
+	if checkpoint > 0 {
+		// Noted before the exec goes out, so that the committer, which
+		// may read the checkpoint before this goroutine reads the done
+		// before it, finds the count the checkpoint reflects.
+		s.beginCheckpoint(s.Info().ExecCount + 1)
+	}
 	start := time.Now()
 	if err := sendExec(sb, id, code, env, limit, first, checkpoint); err != nil {
+		if checkpoint > 0 {
+			s.cancelCheckpoint()
+		}
 		res.Status, res.StateLost = StatusKilled, true
 		res.Error = "could not send code to the sandbox: " + err.Error()
 		return res
@@ -195,10 +204,9 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 				res.Dropped[k] += v
 			}
 			res.Ended = msg.End
-			if checkpoint > 0 && !msg.End {
-				// The agent sends the checkpoint next; the committer
-				// stores it, reflecting this exec too.
-				s.beginCheckpoint(s.Info().ExecCount + 1)
+			if checkpoint > 0 && msg.End {
+				// The agent takes no checkpoint of a session it ends.
+				s.cancelCheckpoint()
 			}
 			return true
 		default:
