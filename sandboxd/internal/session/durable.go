@@ -264,18 +264,23 @@ func (s *Session) lost(reason string, interrupted bool) {
 
 // restore rebuilds the session in sb from its last checkpoint, or returns
 // nil when there is none.
-func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox) (*RestoreReport, error) {
+func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox) (_ *RestoreReport, err error) {
 	s.waitCommit(m.cfg.StartTimeout)
 	s.dmu.Lock()
 	held, reason, interrupted := s.d.held, s.d.reason, s.d.interrupted
 	s.d.reason, s.d.interrupted = "", false
 	s.dmu.Unlock()
+	defer func() {
+		if errors.Is(err, errRestoreLater) { // the next try reports them
+			s.lost(reason, interrupted)
+		}
+	}()
 	if held == nil || len(held.State.Manifest) == 0 {
 		return nil, nil
 	}
 	chunks, err := m.cfg.Durable.Sessions.Chunks(ctx, held)
 	if err != nil {
-		return nil, fmt.Errorf("read the session's checkpoint: %w", err)
+		return nil, fmt.Errorf("%w: read the session's checkpoint: %w", errRestoreLater, err)
 	}
 	if err := sendRestore(sb, held, chunks); err != nil {
 		return nil, fmt.Errorf("send the checkpoint to the sandbox: %w", err)
@@ -286,7 +291,7 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox) (*Restor
 	case <-sb.dead:
 		return nil, fmt.Errorf("the sandbox died while restoring the session: %s", sb.describeDeath())
 	case <-ctx.Done():
-		return nil, fmt.Errorf("restoring the session: %w", ctx.Err())
+		return nil, fmt.Errorf("%w: restoring the session: %w", errRestoreLater, ctx.Err())
 	}
 	r := got.Report
 	if r.Error != "" {
@@ -298,6 +303,11 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox) (*Restor
 	}
 	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: held.State.Seq}, nil
 }
+
+// errRestoreLater marks a restore that failed for a reason of the moment
+// (the store, the time left): the checkpoint is intact and is kept, and
+// the call fails rather than start the session afresh.
+var errRestoreLater = errors.New("the session could not be restored now")
 
 // restoreFrameBytes bounds the chunk bytes of one restore frame, which
 // travel base64-encoded, well under the channel's frame limit.

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -163,7 +164,10 @@ func (s *Session) ensureSandbox(ctx context.Context) (*sandbox, *RestoreReport, 
 	var report *RestoreReport
 	if s.isDurable() {
 		go s.m.commitLoop(s, sb)
-		if report, err = s.m.restore(ctx, s, sb); err != nil {
+		if report, err = s.m.restore(ctx, s, sb); errors.Is(err, errRestoreLater) {
+			sb.kill()
+			return nil, nil, fmt.Errorf("%w; its checkpoint is kept: retry the call", err)
+		} else if err != nil {
 			// A namespace half restored would mislead: start clean, and
 			// say what happened.
 			s.logger().WarnContext(ctx, "could not restore the session; it starts fresh", logkeys.Error, err)
