@@ -83,12 +83,26 @@ func (b *Balancer) Execute(ctx context.Context, in *sandboxv1.ExecuteRequest, op
 // to hold to the best replica that answers. lost is what to say if none
 // knows the session.
 func (b *Balancer) executeAnywhere(ctx context.Context, in *sandboxv1.ExecuteRequest, lost error, opts ...grpc.CallOption) (grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], error) {
+	return b.executeAnywhereTry(ctx, in, lost, 0, opts...)
+}
+
+// anywhereTries bounds the replicas one call asks for a session none is
+// known to hold, when those asked turn out to be gone.
+const anywhereTries = 3
+
+func (b *Balancer) executeAnywhereTry(ctx context.Context, in *sandboxv1.ExecuteRequest, lost error, tries int, opts ...grpc.CallOption) (grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], error) {
+	if tries >= anywhereTries {
+		return nil, lost
+	}
 	for _, r := range b.pick() {
 		stream, err := r.client.Execute(ctx, in, opts...)
 		if err != nil {
 			continue
 		}
-		return &execStream{ServerStreamingClient: stream, b: b, r: r, id: in.GetSessionId(), lost: lost}, nil
+		return &execStream{ServerStreamingClient: stream, b: b, r: r, id: in.GetSessionId(), lost: lost, tries: tries + 1,
+			elsewhere: func(lost error) (grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], error) {
+				return b.executeAnywhereTry(ctx, in, lost, tries+1, opts...)
+			}}, nil
 	}
 	return nil, lost
 }
@@ -107,8 +121,10 @@ type execStream struct {
 	// reason lost gives.
 	lost error
 	// elsewhere asks another replica, when r turns out to be gone before
-	// it answered; nil once used, and for a call already asked anywhere.
+	// it answered; nil once used. tries counts the replicas asked for a
+	// session none was known to hold.
 	elsewhere func(lost error) (grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], error)
+	tries     int
 }
 
 func (s *execStream) Recv() (*sandboxv1.ExecuteResponse, error) {
@@ -128,8 +144,15 @@ func (s *execStream) Recv() (*sandboxv1.ExecuteResponse, error) {
 			return nil, s.lost
 		}
 		if status.Code(err) == codes.Unavailable {
+			// That replica is gone too: ask the next (marked unhealthy
+			// now, it is not picked again).
 			_ = s.b.failed(s.r, s.id, err)
-			return nil, s.lost
+			next, aerr := s.elsewhere(s.lost)
+			if aerr != nil {
+				return nil, aerr
+			}
+			s.ServerStreamingClient, s.lost, s.elsewhere = next, nil, nil
+			return s.Recv()
 		}
 		return nil, err // SessionElsewhere, a tenant's quota, ...
 	}

@@ -260,6 +260,27 @@ func TestADeadReplicasSessionsMoveToOneThatTakesThem(t *testing.T) {
 	}
 }
 
+// When the replica asked to take a dead replica's session is gone too, the
+// next one is asked.
+func TestASessionMovesPastSeveralDeadReplicas(t *testing.T) {
+	t.Parallel()
+	fakes := []*fakeSandboxd{startFake(t), startFake(t), startFake(t)}
+	for _, f := range fakes {
+		f.adopt = true
+	}
+	b := newBalancer(t, Static([]string{fakes[0].addr, fakes[1].addr, fakes[2].addr}), LeastLoaded)
+	var id string
+	for id == "" || !strings.HasPrefix(id, fakes[0].addr+"#") {
+		id = create(t, b)
+	}
+	fakes[0].srv.Stop()
+	fakes[1].srv.Stop()
+	got, err := run(t.Context(), b, id)
+	if err != nil || got != fakes[2].addr {
+		t.Fatalf("after two replicas died: %q, %v; want it answered by %s", got, err, fakes[2].addr)
+	}
+}
+
 func TestHealthCheckNoticesADeadReplica(t *testing.T) {
 	t.Parallel()
 	a, c := startFake(t), startFake(t)
