@@ -246,6 +246,13 @@ func replicas(ctx context.Context) error {
 		return wrong("memory across replicas", out, err)
 	}
 
+	// A checkpoint is stored by the time the next call of its session runs:
+	// one more call each makes every x durable before the kill.
+	for i, c := range clients {
+		if out, err := c.must(ctx, "print(x)"); err != nil || out != fmt.Sprint(i) {
+			return wrong(fmt.Sprintf("client %d before the kill", i), out, err)
+		}
+	}
 	// Kill the busiest replica outright.
 	victim := slices.Index(counts, slices.Max(counts))
 	fmt.Printf("killing %s with %d sessions\n", rs[victim].name, counts[victim])

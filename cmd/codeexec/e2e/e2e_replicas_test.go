@@ -60,6 +60,13 @@ func TestE2EGatewayOverReplicas(t *testing.T) {
 		}
 	}
 
+	// A checkpoint is taken after its call's result, and stored by the
+	// time the next call runs: one more call makes every x durable.
+	for i, c := range clients {
+		if got := joined(code(t, c, "print(x)").stdout()); got != fmt.Sprint(i) {
+			t.Fatalf("client %d before the kill: %q", i, got)
+		}
+	}
 	// Kill replica 1 outright: no graceful shutdown, its sessions vanish.
 	_ = procs[1].Process.Kill()
 	_ = procs[1].Wait()

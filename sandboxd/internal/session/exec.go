@@ -89,6 +89,12 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 		}
 	}
 	defer s.release()
+	// The previous call's checkpoint is stored before this one runs (it
+	// usually is by now): so once a call has returned, the one before it
+	// is durable whatever happens next.
+	if s.isDurable() {
+		s.waitCommit(m.cfg.StartTimeout)
+	}
 
 	s.setBusy(true, false)
 	startCtx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
