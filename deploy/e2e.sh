@@ -41,9 +41,7 @@ command -v dockerd >/dev/null || need+=(docker.io)
 command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 || need+=(docker-compose)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 if [ ${#need[@]} -gt 0 ]; then
-  [ "$(id -u)" = 0 ] || { echo "missing: ${need[*]}: apt-get install ${need[*]}" >&2; exit 1; }
-  log "installing ${need[*]}"
-  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  scripts/apt-install.sh "${need[@]}"
 fi
 if docker compose version >/dev/null 2>&1; then compose=(docker compose); else compose=(docker-compose); fi
 pgcompose=("${compose[@]}" -f "$file" -f deploy/docker-compose.postgres.yml -p "$pgproject")

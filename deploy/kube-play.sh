@@ -30,9 +30,7 @@ for pair in podman:podman runc:runc debootstrap:debootstrap; do
 done
 command -v kubectl >/dev/null || need+=(kubectl)
 if [ ${#need[@]} -gt 0 ]; then
-  [ "$(id -u)" = 0 ] || { echo "missing: ${need[*]}: apt-get install ${need[*]}" >&2; exit 1; }
-  log "installing ${need[*]}"
-  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  scripts/apt-install.sh "${need[@]}"
 fi
 
 work=$(mktemp -d)

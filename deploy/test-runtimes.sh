@@ -22,9 +22,7 @@ for pair in podman:podman runc:runc dockerd:docker.io debootstrap:debootstrap; d
 done
 [ -x /usr/libexec/podman/catatonit ] || need+=(catatonit)
 if [ ${#need[@]} -gt 0 ]; then
-  [ "$(id -u)" = 0 ] || { echo "missing: ${need[*]}: apt-get install ${need[*]}" >&2; exit 1; }
-  log "installing ${need[*]}"
-  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  scripts/apt-install.sh "${need[@]}"
 fi
 
 work=$(mktemp -d)

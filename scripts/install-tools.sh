@@ -41,13 +41,7 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresq
 # deploy/kubernetes is rendered by kubectl kustomize (go test ./deploy/kubernetes).
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 if [ ${#need_apt[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "missing packages: ${need_apt[*]}; install them with: sudo apt-get install ${need_apt[*]}" >&2
-    exit 1
-  fi
-  echo "installing ${need_apt[*]}" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  scripts/apt-install.sh "${need_apt[@]}"
 fi
 
 # buf is pinned here rather than in go.mod: its module graph is large and

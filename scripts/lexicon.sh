@@ -9,12 +9,7 @@ cd "$(dirname "$0")/.."
 WINK_VERSION=1.1.0
 
 if [ ! -f /usr/share/wordnet/data.noun ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "WordNet is missing; install it with: sudo apt-get install wordnet-base" >&2
-    exit 1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wordnet-base >/dev/null
+  scripts/apt-install.sh wordnet-base
 fi
 
 tmp="$(mktemp -d)"
