@@ -37,6 +37,8 @@ type fakeSandbox struct {
 	requestIDs []string
 	respond    func(*sandboxv1.ExecuteRequest) ([]*sandboxv1.ExecuteResponse, error)
 	createErr  error
+	// destroyErr, when set, answers every DestroySession.
+	destroyErr error
 	generation uint64
 }
 
@@ -60,6 +62,9 @@ func (f *fakeSandbox) CreateSession(_ context.Context, req *sandboxv1.CreateSess
 func (f *fakeSandbox) DestroySession(_ context.Context, req *sandboxv1.DestroySessionRequest) (*sandboxv1.DestroySessionResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.destroyErr != nil {
+		return nil, f.destroyErr
+	}
 	if _, ok := f.live[req.GetSessionId()]; !ok {
 		return nil, status.Error(codes.NotFound, "no such session")
 	}

@@ -201,6 +201,7 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 	if cfg.DialReplica != nil {
 		g.others = replicas.NewByAddress(cfg.DialReplica)
 		elsewhere = g.others.Client
+		g.sessions.FollowElsewhere(elsewhere)
 	}
 	g.tool = runpython.New(runpython.Options{
 		Limits: limits, Mode: result.ParseMode(cfg.OutputMode), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -128,5 +129,44 @@ func TestSessionElsewhereIsFollowed(t *testing.T) {
 	}
 	if len(dialed) != 1 || dialed[0] != "unix:/replica-2.sock" {
 		t.Errorf("dialed %v, want the replica the answer named", dialed)
+	}
+}
+
+// An MCP session that ends has its sandbox session ended on the replica
+// where it is live, which may no longer be the one it started on.
+func TestEndedSessionIsDestroyedWhereItIsLive(t *testing.T) {
+	t.Parallel()
+	there := newFakeSandbox()
+	thereConn := grpctest.Start(t, func(s *grpc.Server) { sandboxv1.RegisterSandboxServiceServer(s, there) })
+	here := newFakeSandbox()
+	hereConn := grpctest.Start(t, func(s *grpc.Server) { sandboxv1.RegisterSandboxServiceServer(s, here) })
+	g, err := New(Config{DialReplica: func(addr string) (*grpc.ClientConn, error) {
+		if addr != "unix:/replica-2.sock" {
+			return nil, fmt.Errorf("dialed %q, want the replica the answer named", addr)
+		}
+		return thereConn, nil
+	}}, sandboxv1.NewSandboxServiceClient(hereConn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call(t, connect(t, g), ToolName, map[string]any{"code": "1"})
+	created, _, _ := here.snapshot()
+	if len(created) != 1 {
+		t.Fatalf("%d sandbox sessions created, want 1", len(created))
+	}
+	// The session moved: the first replica now names its new holder.
+	here.mu.Lock()
+	for id := range here.live {
+		there.live[id] = &sandboxv1.CreateSessionRequest{}
+	}
+	st, _ := status.New(codes.FailedPrecondition, "the session is live on replica r-2").
+		WithDetails(&sandboxv1.SessionElsewhere{Replica: "r-2", Address: "unix:/replica-2.sock"})
+	here.destroyErr = st.Err()
+	here.mu.Unlock()
+	if err := g.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, destroyed, _ := there.snapshot(); len(destroyed) != 1 {
+		t.Errorf("the replica holding the session destroyed %v, want its one session", destroyed)
 	}
 }

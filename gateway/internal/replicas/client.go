@@ -240,6 +240,25 @@ func (b *Balancer) ListSessions(ctx context.Context, in *sandboxv1.ListSessionsR
 	return out, nil
 }
 
+// MaxHops bounds how often one call follows SessionElsewhere to the
+// replica that holds its session (a session moves at most once per call,
+// so two hops mean the routing is broken).
+const MaxHops = 2
+
+// ElsewhereAddress returns the address of the replica a SessionElsewhere
+// error names, or "".
+func ElsewhereAddress(err error) string {
+	if status.Code(err) != codes.FailedPrecondition {
+		return ""
+	}
+	for _, d := range status.Convert(err).Details() {
+		if se, ok := d.(*sandboxv1.SessionElsewhere); ok {
+			return se.GetAddress()
+		}
+	}
+	return ""
+}
+
 // ByAddress keeps one connection per replica address, for the replicas a
 // SessionElsewhere answer names: another replica of this deployment, or
 // the sandboxd of another codeexec process on this machine.

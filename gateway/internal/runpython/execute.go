@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/codeexec/codeexec/gateway/internal/params"
+	"github.com/codeexec/codeexec/gateway/internal/replicas"
 	"github.com/codeexec/codeexec/gateway/internal/result"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
@@ -129,11 +130,6 @@ func (t *Tool) executeHandle(ctx context.Context, tenant string, p params.RunPyt
 	return out
 }
 
-// maxHops bounds how often one call follows SessionElsewhere to the
-// replica that holds its session (a session moves at most once per call,
-// so two hops mean the routing is broken).
-const maxHops = 2
-
 // runOnce makes one Execute call and gathers its stream. A session that is
 // live on another replica is followed there.
 func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) (out result.Outcome) {
@@ -169,8 +165,8 @@ func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.R
 			out.Err = status.Errorf(codes.Unavailable, "the session is live on the sandbox replica at %s, which this gateway cannot reach, and its lease has not lapsed after %s: %v", holder, holderWait, status.Convert(out.Err).Message())
 			return out
 		}
-		addr := elsewhere(out.Err)
-		if addr == "" || hop >= maxHops || t.opts.Elsewhere == nil {
+		addr := replicas.ElsewhereAddress(out.Err)
+		if addr == "" || hop >= replicas.MaxHops || t.opts.Elsewhere == nil {
 			return out
 		}
 		c, err := t.opts.Elsewhere(addr)
@@ -189,20 +185,6 @@ const (
 	holderWait  = 15 * time.Second
 	holderRetry = 500 * time.Millisecond
 )
-
-// elsewhere returns the address of the replica a SessionElsewhere error
-// names, or "".
-func elsewhere(err error) string {
-	if status.Code(err) != codes.FailedPrecondition {
-		return ""
-	}
-	for _, d := range status.Convert(err).Details() {
-		if se, ok := d.(*sandboxv1.SessionElsewhere); ok {
-			return se.GetAddress()
-		}
-	}
-	return ""
-}
 
 // stream makes one Execute call on client and gathers its stream.
 func (t *Tool) stream(ctx context.Context, client sandboxv1.SandboxServiceClient, req *sandboxv1.ExecuteRequest, base result.Outcome, progress func(string)) (out result.Outcome) {

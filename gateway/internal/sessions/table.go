@@ -7,6 +7,7 @@ package sessions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
+	"github.com/codeexec/codeexec/gateway/internal/replicas"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
@@ -51,6 +53,9 @@ type Table struct {
 	entries map[key]*Entry
 	// live counts each tenant's sandbox sessions, created or being created.
 	live map[string]int
+	// elsewhere reaches the replica a SessionElsewhere answer names; nil
+	// follows none (see FollowElsewhere).
+	elsewhere func(addr string) (sandboxv1.SandboxServiceClient, error)
 	// known holds the MCP sessions this process saw start. A call from any
 	// other session comes from a client of an earlier gateway process,
 	// whose sandbox session (and state) this one cannot reach.
@@ -84,6 +89,13 @@ type Entry struct {
 func NewTable(client sandboxv1.SandboxServiceClient, maxPerTenant int, idleHint time.Duration, logger *slog.Logger) *Table {
 	return &Table{client: client, logger: logger, maxPerTenant: maxPerTenant, idleHint: idleHint,
 		entries: map[key]*Entry{}, live: map[string]int{}, known: map[string]bool{}}
+}
+
+// FollowElsewhere makes the table end a sandbox session that turns out to
+// be live on another replica (SessionElsewhere) on that replica, reached
+// through f. Call it before the table is used.
+func (t *Table) FollowElsewhere(f func(addr string) (sandboxv1.SandboxServiceClient, error)) {
+	t.elsewhere = f
 }
 
 // Started records that an MCP session began in this process.
@@ -268,12 +280,29 @@ func (t *Table) destroy(ctx context.Context, e *Entry) {
 		return
 	}
 	t.release(e.Tenant)
-	_, err := t.client.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: e.Tenant})
+	err := t.destroyOn(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: e.Tenant})
 	if err != nil && status.Code(err) != codes.NotFound {
 		t.logger.ErrorContext(ctx, "destroy sandbox session", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id, logkeys.Error, err)
 		return
 	}
 	t.logger.InfoContext(ctx, "sandbox session destroyed", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id)
+}
+
+// destroyOn ends a sandbox session on the replica that holds it: a
+// session that moved to another replica is followed there, since ending
+// it only in the store would leave its sandbox running.
+func (t *Table) destroyOn(ctx context.Context, req *sandboxv1.DestroySessionRequest) error {
+	client := t.client
+	for hop := 0; ; hop++ {
+		_, err := client.DestroySession(ctx, req)
+		addr := replicas.ElsewhereAddress(err)
+		if addr == "" || hop >= replicas.MaxHops || t.elsewhere == nil {
+			return err
+		}
+		if client, err = t.elsewhere(addr); err != nil {
+			return fmt.Errorf("the session is live on the sandbox replica at %s, which this gateway cannot reach: %w", addr, err)
+		}
+	}
 }
 
 // CloseAll refuses new sessions and destroys every existing one.

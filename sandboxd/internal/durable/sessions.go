@@ -93,14 +93,12 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 		if err != nil {
 			return nil, err
 		}
-		if st.Owner != "" && st.Owner != s.replica.ID {
-			hb, err := s.client.GetReplica(ctx, &memoryv1.GetReplicaRequest{Id: st.Owner})
-			switch {
-			case err == nil && s.replica.alive(hb.GetReplica()):
-				return nil, &ElsewhereError{Replica: st.Owner, Address: hb.GetReplica().GetAddress()}
-			case err != nil && status.Code(err) != codes.NotFound:
-				return nil, fmt.Errorf("read the heartbeat of replica %s: %w", st.Owner, err)
-			}
+		where, err := s.liveElsewhere(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		if where != nil {
+			return nil, where
 		}
 		before := st
 		st.Owner, st.Stopped = s.replica.ID, ""
@@ -116,6 +114,39 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 		}
 		return &Held{Tenant: tenant, Handle: handle, State: st, Before: before, revision: put.GetSession().GetRevision()}, nil
 	}
+}
+
+// Holder returns where a session is live when another live replica holds
+// it, nil when none does (or the session is unknown).
+func (s *Sessions) Holder(ctx context.Context, tenant, handle string) (*ElsewhereError, error) {
+	resp, err := s.client.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: tenant, Handle: handle})
+	if status.Code(err) == codes.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read session record: %w", err)
+	}
+	st, err := decodeState(resp.GetSession().GetState())
+	if err != nil {
+		return nil, err
+	}
+	return s.liveElsewhere(ctx, st)
+}
+
+// liveElsewhere returns where st's holder is, when that is another replica
+// and its lease is current.
+func (s *Sessions) liveElsewhere(ctx context.Context, st State) (*ElsewhereError, error) {
+	if st.Owner == "" || st.Owner == s.replica.ID {
+		return nil, nil
+	}
+	hb, err := s.client.GetReplica(ctx, &memoryv1.GetReplicaRequest{Id: st.Owner})
+	switch {
+	case err == nil && s.replica.alive(hb.GetReplica()):
+		return &ElsewhereError{Replica: st.Owner, Address: hb.GetReplica().GetAddress()}, nil
+	case err != nil && status.Code(err) != codes.NotFound:
+		return nil, fmt.Errorf("read the heartbeat of replica %s: %w", st.Owner, err)
+	}
+	return nil, nil
 }
 
 // write stores h's state if this replica still holds the session. A

@@ -141,6 +141,7 @@ func (s *Session) doneCommit() {
 // commitLoop stores the checkpoints the agent of sb sends, one after the
 // other, until the sandbox ends.
 func (m *Manager) commitLoop(s *Session, sb *sandbox) {
+	defer close(sb.committed)
 	chunks := map[string][]byte{}
 	// The agent keeps to the cap, but code in the sandbox can write frames
 	// of its own: sandboxd holds no more than the cap for one checkpoint.
@@ -342,6 +343,39 @@ func (m *Manager) release(ctx context.Context, s *Session, why string) {
 		}
 	}
 	m.forget(s)
+}
+
+// waitCommitter waits (bounded) for the committer of sb, a sandbox of
+// durable session s that was stopped, to return: so that nothing it still
+// stores lands after what the caller writes next.
+func (m *Manager) waitCommitter(s *Session, sb *sandbox) {
+	select {
+	case <-sb.committed:
+	case <-time.After(m.cfg.StartTimeout):
+		s.logger().Warn("the committer of a stopped sandbox did not return in time", "waited", m.cfg.StartTimeout)
+	}
+}
+
+// clearCheckpoint stores an empty checkpoint for s, whose sandbox is
+// stopped: its next sandbox starts fresh, with nothing to report.
+func (m *Manager) clearCheckpoint(ctx context.Context, s *Session) error {
+	s.dmu.Lock()
+	held := s.d.held
+	s.dmu.Unlock()
+	// The session's turn is held and its committer gone: nothing else
+	// writes held now.
+	err := m.cfg.Durable.Sessions.Commit(ctx, held, nil, nil, held.State.Seq)
+	if errors.Is(err, durable.ErrLost) {
+		m.forget(s)
+		return fmt.Errorf("%w: session %s was taken over by another sandbox replica meanwhile; reset it again", ErrNotFound, s.id)
+	}
+	if err != nil {
+		return fmt.Errorf("clear the session's checkpoint: %w", err)
+	}
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	s.d.reason, s.d.interrupted, s.d.notDurable, s.d.reported = "", false, "", ""
+	return nil
 }
 
 // current reports whether s is still the manager's session of its ID.

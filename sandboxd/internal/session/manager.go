@@ -66,11 +66,9 @@ type Manager struct {
 	// claimMu makes one claim of a session from the store at a time, so
 	// that two calls for one handle get one Session.
 	claimMu sync.Mutex
-	// places counts the sandboxes that belong to sessions, until their
-	// process is reaped, plus those makeRoom reserved for sessions about to
-	// start one (on mu). placeFreed wakes a makeRoom waiting for one.
-	places     int
-	placeFreed chan struct{}
+	// room counts the places of sandboxes that belong to sessions (on mu;
+	// see room.go).
+	room room
 
 	pool     chan *sandbox
 	poolWake chan struct{}
@@ -91,14 +89,14 @@ func NewManager(ctx context.Context, cfg Config, logger *slog.Logger) (*Manager,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	m := &Manager{
-		cfg:        cfg,
-		logger:     logger,
-		metrics:    cfg.Metrics,
-		sessions:   map[string]*Session{},
-		pool:       make(chan *sandbox, max(cfg.PoolSize, 0)),
-		poolWake:   make(chan struct{}, 1),
-		placeFreed: make(chan struct{}, 1),
-		stop:       cancel,
+		cfg:      cfg,
+		logger:   logger,
+		metrics:  cfg.Metrics,
+		sessions: map[string]*Session{},
+		pool:     make(chan *sandbox, max(cfg.PoolSize, 0)),
+		poolWake: make(chan struct{}, 1),
+		room:     room{wake: make(chan struct{})},
+		stop:     cancel,
 	}
 	m.metrics.sessionsFunc(m.count)
 	m.metrics.poolFunc(func() int { return len(m.pool) })
@@ -227,20 +225,34 @@ func (m *Manager) Get(tenant, id string) (*Session, error) {
 }
 
 // Destroy ends a session for good: its sandbox stops, and a durable
-// session's record and checkpoint are deleted, wherever it is live.
+// session's record and checkpoint are deleted. A durable session live on
+// another replica is ended there: the error is an *ElsewhereError.
 func (m *Manager) Destroy(ctx context.Context, tenant, id string) error {
 	s, err := m.Get(tenant, id)
-	if err != nil && m.cfg.Durable == nil {
+	d := m.cfg.Durable
+	if err != nil && d == nil {
 		return err
+	}
+	if tenant == "" {
+		tenant = "default"
 	}
 	if s != nil {
 		m.forget(s)
-		s.destroy()
-	}
-	if d := m.cfg.Durable; d != nil {
-		if tenant == "" {
-			tenant = "default"
+		if sb := s.destroy(); sb != nil && s.isDurable() {
+			// What its committer still stores must not land after the
+			// delete, where nothing would ever remove it.
+			m.waitCommitter(s, sb)
 		}
+	} else if d != nil {
+		// Its holder must stop its sandbox, or it would run on without
+		// a record: the caller follows the answer there.
+		if where, err := d.Sessions.Holder(ctx, tenant, id); err != nil {
+			return err
+		} else if where != nil {
+			return &ElsewhereError{Replica: where.Replica, Address: where.Address}
+		}
+	}
+	if d != nil {
 		deleted, err := d.Sessions.Delete(ctx, tenant, id)
 		if err != nil {
 			return err
@@ -254,8 +266,10 @@ func (m *Manager) Destroy(ctx context.Context, tenant, id string) error {
 }
 
 // Reset drops a session's interpreter state; the next exec starts fresh.
+// A durable session's checkpoint goes too, wherever the session was: a
+// session live on another replica is reset there (an *ElsewhereError).
 func (m *Manager) Reset(ctx context.Context, tenant, id string) (Info, error) {
-	s, err := m.Get(tenant, id)
+	s, err := m.claim(ctx, tenant, id)
 	if err != nil {
 		return Info{}, err
 	}
@@ -263,7 +277,20 @@ func (m *Manager) Reset(ctx context.Context, tenant, id string) (Info, error) {
 		return Info{}, err
 	}
 	defer s.release()
-	s.stopSandbox()
+	durable := s.isDurable()
+	if durable {
+		s.waitCommit(m.cfg.StartTimeout)
+	}
+	sb := s.stopSandbox()
+	if !durable {
+		return s.Info(), nil
+	}
+	if sb != nil {
+		m.waitCommitter(s, sb)
+	}
+	if err := m.clearCheckpoint(ctx, s); err != nil {
+		return Info{}, err
+	}
 	return s.Info(), nil
 }
 
@@ -333,95 +360,6 @@ func (m *Manager) claim(ctx context.Context, tenant, id string) (*Session, error
 	m.mu.Unlock()
 	m.logger.InfoContext(ctx, "session taken from the session store", logkeys.SessionID, id, logkeys.Tenant, tenant, "reason", s.d.reason)
 	return s, nil
-}
-
-// makeRoom, for asker, a durable session about to start a sandbox, makes
-// sure that no more than MaxSessions sandboxes belong to sessions: when
-// every place is taken it checkpoints and stops the sandbox idle longest.
-// On success a place is reserved for asker's sandbox: pass the sandbox to
-// place (which then holds the place until the sandbox's process is
-// reaped), or nil to give the place back.
-// Places are counted until a sandbox's process is reaped, so two sessions
-// starting at once never both take the last place, nor one whose sandbox
-// is still dying. Without Durable there is nothing to make room with:
-// Create refused the session already.
-func (m *Manager) makeRoom(ctx context.Context, asker *Session) (place func(sb *sandbox), err error) {
-	if m.cfg.Durable == nil || m.cfg.MaxSessions <= 0 {
-		return func(*sandbox) {}, nil
-	}
-	for {
-		m.mu.Lock()
-		if m.places < m.cfg.MaxSessions {
-			m.places++
-			m.mu.Unlock()
-			var once sync.Once
-			return func(sb *sandbox) {
-				once.Do(func() {
-					if sb == nil {
-						m.freePlace()
-						return
-					}
-					go func() {
-						<-sb.done
-						m.freePlace()
-					}()
-				})
-			}, nil
-		}
-		all := make([]*Session, 0, len(m.sessions))
-		for _, s := range m.sessions {
-			all = append(all, s)
-		}
-		m.mu.Unlock()
-		var (
-			victim     *Session
-			victimUsed time.Time
-		)
-		for _, s := range all {
-			s.mu.Lock()
-			hasSandbox, busy, used := s.sb != nil && s.sb.alive(), s.busy, s.lastUsed
-			s.mu.Unlock()
-			// A session the store could not record has no checkpoint to
-			// come back from: it keeps its sandbox.
-			if hasSandbox && s != asker && !busy && s.isDurable() && (victim == nil || used.Before(victimUsed)) {
-				victim, victimUsed = s, used
-			}
-		}
-		if victim == nil || !victim.tryAcquire() {
-			if victim == nil {
-				// The places may belong to sandboxes still starting or
-				// dying: wait for one, within the caller's time.
-				select {
-				case <-m.placeFreed:
-					continue
-				case <-time.After(placeWait):
-					return nil, fmt.Errorf("%w: all %d sandboxes are running calls (raise CODEEXEC_MAX_SESSIONS, or retry when one finishes)", ErrExhausted, m.cfg.MaxSessions)
-				case <-ctx.Done():
-					return nil, fmt.Errorf("%w: all %d sandboxes are taken: %w", ErrExhausted, m.cfg.MaxSessions, ctx.Err())
-				}
-			}
-			continue // it just became busy: look again
-		}
-		m.logger.InfoContext(ctx, "stopping the sandbox idle longest to make room; its checkpoint is kept", logkeys.SessionID, victim.id)
-		m.release(ctx, victim, "its sandbox was stopped to make room for other sessions")
-		victim.release()
-		m.metrics.reaped()
-	}
-}
-
-// placeWait bounds how long makeRoom waits for a place held by sandboxes
-// that are starting or dying, when no live one can be stopped.
-const placeWait = 2 * time.Second
-
-// freePlace gives one place back and wakes a makeRoom waiting for one.
-func (m *Manager) freePlace() {
-	m.mu.Lock()
-	m.places--
-	m.mu.Unlock()
-	select {
-	case m.placeFreed <- struct{}{}:
-	default:
-	}
 }
 
 func newID() string {

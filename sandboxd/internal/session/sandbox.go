@@ -31,6 +31,9 @@ type sandbox struct {
 	restored chan *channel.Restored
 	dead     chan struct{} // closed when the channel ended
 	done     chan struct{} // closed when the process was reaped
+	// committed is closed when the session's committer for this sandbox
+	// has stored its last checkpoint and returned (durable sessions only).
+	committed chan struct{}
 
 	mu       sync.Mutex
 	readErr  error
@@ -53,6 +56,11 @@ type sandbox struct {
 	// afterFirstExec, when set, runs once the first exec of the session
 	// that took this sandbox from the pool is done (deferredWake).
 	afterFirstExec func()
+	// onKill runs when the sandbox is first told to stop, and onReap once
+	// its process is reaped, before done closes (see onStop); reaped is
+	// set then.
+	onKill, onReap func()
+	reaped         bool
 }
 
 // startSandbox starts a sandbox and waits for its agent to be ready.
@@ -70,10 +78,11 @@ func startSandbox(ctx context.Context, eng engine.Engine, spec engine.Spec, logg
 		msgs:   make(chan channel.Message, 256),
 		// A checkpoint of a large namespace comes in several frames; the
 		// committer reads them as they come.
-		ckpts:    make(chan *channel.Checkpoint, 16),
-		restored: make(chan *channel.Restored, 1),
-		dead:     make(chan struct{}),
-		done:     make(chan struct{}),
+		ckpts:     make(chan *channel.Checkpoint, 16),
+		restored:  make(chan *channel.Restored, 1),
+		dead:      make(chan struct{}),
+		done:      make(chan struct{}),
+		committed: make(chan struct{}),
 	}
 	go sb.readStderr()
 	go sb.readLoop()
@@ -82,7 +91,13 @@ func startSandbox(ctx context.Context, eng engine.Engine, spec engine.Spec, logg
 		sb.mu.Lock()
 		sb.waitErr = err
 		sb.usage = proc.Usage()
+		sb.reaped = true
+		reaped := sb.onReap
+		sb.onKill, sb.onReap = nil, nil
 		sb.mu.Unlock()
+		if reaped != nil {
+			reaped()
+		}
 		close(sb.done)
 	}()
 	select {
@@ -193,8 +208,30 @@ func (sb *sandbox) alive() bool {
 	}
 }
 
+// onStop sets what runs when the sandbox is first told to stop (killed)
+// and once its process is reaped (reaped, which runs before done closes,
+// so that whoever waits on done sees its effect). A sandbox reaped
+// already runs reaped at once.
+func (sb *sandbox) onStop(killed, reaped func()) {
+	sb.mu.Lock()
+	if sb.reaped {
+		sb.mu.Unlock()
+		reaped()
+		return
+	}
+	sb.onKill, sb.onReap = killed, reaped
+	sb.mu.Unlock()
+}
+
 // kill stops the sandbox and waits for it to be reaped (bounded).
 func (sb *sandbox) kill() {
+	sb.mu.Lock()
+	killed := sb.onKill
+	sb.onKill = nil
+	sb.mu.Unlock()
+	if killed != nil {
+		killed()
+	}
 	_ = sb.proc.Kill()
 	select {
 	case <-sb.done:

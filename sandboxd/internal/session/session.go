@@ -111,7 +111,12 @@ func (s *Session) acquire(ctx context.Context) error {
 	}
 }
 
-func (s *Session) release() { <-s.turn }
+// release gives the session's turn back. A makeRoom waiting for room may
+// now stop this session's sandbox: it is told.
+func (s *Session) release() {
+	<-s.turn
+	s.m.roomChanged()
+}
 
 // tryAcquire takes the session's turn if no call holds it.
 func (s *Session) tryAcquire() bool {
@@ -195,27 +200,27 @@ func (s *Session) ensureSandbox(ctx context.Context) (*sandbox, *RestoreReport, 
 	return sb, report, nil
 }
 
-// stopSandbox kills the current sandbox, losing the interpreter state.
-func (s *Session) stopSandbox() {
-	s.mu.Lock()
-	sb := s.sb
-	s.sb = nil
-	s.mu.Unlock()
-	if sb != nil {
-		sb.kill()
-	}
+// stopSandbox kills the current sandbox, losing the interpreter state, and
+// returns it (nil when there was none).
+func (s *Session) stopSandbox() *sandbox {
+	return s.takeSandbox(false)
 }
 
-// destroy stops the session for good.
-func (s *Session) destroy() {
+// destroy stops the session for good and returns the sandbox it stopped.
+func (s *Session) destroy() *sandbox {
+	return s.takeSandbox(true)
+}
+
+func (s *Session) takeSandbox(closed bool) *sandbox {
 	s.mu.Lock()
-	s.closed = true
+	s.closed = s.closed || closed
 	sb := s.sb
 	s.sb = nil
 	s.mu.Unlock()
 	if sb != nil {
 		sb.kill()
 	}
+	return sb
 }
 
 func (s *Session) logger() *slog.Logger {
