@@ -152,10 +152,16 @@ func isPostgres(loc string) bool {
 	return strings.HasPrefix(loc, "postgres://") || strings.HasPrefix(loc, "postgresql://")
 }
 
-func openPostgres(ctx context.Context, url string, opts CopyOptions) (*store.Postgres, error) {
+// openPostgres opens the database at url as one side of the copy, which
+// side names ("from" or "to") in the error.
+func openPostgres(ctx context.Context, url, side string, opts CopyOptions) (store.Transfer, func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Wait)
 	defer cancel()
-	return store.OpenPostgres(ctx, url, store.PostgresOptions{PasswordFile: opts.PasswordFile, Wait: opts.Wait, Version: opts.Version, Logger: opts.Logger})
+	pg, err := store.OpenPostgres(ctx, url, store.PostgresOptions{PasswordFile: opts.PasswordFile, Wait: opts.Wait, Version: opts.Version, Logger: opts.Logger})
+	if err != nil {
+		return nil, nil, fmt.Errorf("copy %s PostgreSQL: %w", side, err)
+	}
+	return pg, func() { _ = pg.Close() }, nil
 }
 
 // openSource opens the store to copy from. A bbolt file is first copied
@@ -164,11 +170,7 @@ func openPostgres(ctx context.Context, url string, opts CopyOptions) (*store.Pos
 // write.
 func openSource(ctx context.Context, opts CopyOptions) (store.Transfer, func(), error) {
 	if isPostgres(opts.From) {
-		pg, err := openPostgres(ctx, opts.From, opts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("copy from PostgreSQL: %w", err)
-		}
-		return pg, func() { _ = pg.Close() }, nil
+		return openPostgres(ctx, opts.From, "from", opts)
 	}
 	if fi, err := os.Stat(opts.From); err != nil || !fi.Mode().IsRegular() {
 		return nil, nil, fmt.Errorf("copy: no bbolt database at %s", opts.From)
@@ -203,11 +205,7 @@ func openSource(ctx context.Context, opts CopyOptions) (store.Transfer, func(), 
 // openDestination opens the store to copy into.
 func openDestination(ctx context.Context, opts CopyOptions) (store.Transfer, func(), error) {
 	if isPostgres(opts.To) {
-		pg, err := openPostgres(ctx, opts.To, opts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("copy to PostgreSQL: %w", err)
-		}
-		return pg, func() { _ = pg.Close() }, nil
+		return openPostgres(ctx, opts.To, "to", opts)
 	}
 	b, err := store.OpenBolt(opts.To, store.BoltOptions{})
 	if errors.Is(err, store.ErrLocked) {

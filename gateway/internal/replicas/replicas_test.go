@@ -2,144 +2,17 @@ package replicas
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 )
-
-// fakeSandboxd is one replica over real gRPC on loopback.
-type fakeSandboxd struct {
-	sandboxv1.UnimplementedSandboxServiceServer
-	addr string
-	srv  *grpc.Server
-
-	block chan struct{} // when set, Execute waits on it before answering
-	// adopt makes Execute take any session it does not hold, as sandboxd
-	// takes a durable session over from the session store.
-	adopt bool
-
-	mu       sync.Mutex
-	n        int
-	sessions map[string]bool
-	execs    []string
-}
-
-func startFake(t *testing.T) *fakeSandboxd {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeSandboxd{addr: lis.Addr().String(), srv: grpc.NewServer(), sessions: map[string]bool{}}
-	sandboxv1.RegisterSandboxServiceServer(f.srv, f)
-	healthpb.RegisterHealthServer(f.srv, health.NewServer())
-	go func() { _ = f.srv.Serve(lis) }()
-	t.Cleanup(f.srv.Stop)
-	return f
-}
-
-func (f *fakeSandboxd) CreateSession(context.Context, *sandboxv1.CreateSessionRequest) (*sandboxv1.CreateSessionResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.n++
-	id := fmt.Sprintf("%s#%d", f.addr, f.n)
-	f.sessions[id] = true
-	return &sandboxv1.CreateSessionResponse{Session: &sandboxv1.Session{Id: id}}, nil
-}
-
-func (f *fakeSandboxd) Execute(req *sandboxv1.ExecuteRequest, stream grpc.ServerStreamingServer[sandboxv1.ExecuteResponse]) error {
-	f.mu.Lock()
-	known := f.sessions[req.GetSessionId()] || f.adopt
-	f.sessions[req.GetSessionId()] = known
-	f.execs = append(f.execs, req.GetSessionId())
-	f.mu.Unlock()
-	if !known {
-		return status.Error(codes.NotFound, "no such session")
-	}
-	if f.block != nil {
-		select {
-		case <-f.block:
-		case <-stream.Context().Done():
-			return stream.Context().Err()
-		}
-	}
-	_ = stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Output{Output: &sandboxv1.OutputChunk{Text: f.addr}}})
-	return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Result{Result: &sandboxv1.ExecResult{}}})
-}
-
-func (f *fakeSandboxd) DestroySession(_ context.Context, req *sandboxv1.DestroySessionRequest) (*sandboxv1.DestroySessionResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.sessions, req.GetSessionId())
-	return &sandboxv1.DestroySessionResponse{}, nil
-}
-
-func (f *fakeSandboxd) ListSessions(context.Context, *sandboxv1.ListSessionsRequest) (*sandboxv1.ListSessionsResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := &sandboxv1.ListSessionsResponse{}
-	for id := range f.sessions {
-		out.Sessions = append(out.Sessions, &sandboxv1.Session{Id: id})
-	}
-	return out, nil
-}
-
-func dialTest(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-}
-
-func newBalancer(t *testing.T, resolve func(context.Context) ([]string, error), policy Policy) *Balancer {
-	t.Helper()
-	b, err := New(t.Context(), Config{Resolve: resolve, Dial: dialTest, Policy: policy, Interval: time.Hour}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	return b
-}
-
-// run executes on a session and returns the replica that answered.
-func run(ctx context.Context, b *Balancer, id string) (string, error) {
-	stream, err := b.Execute(ctx, &sandboxv1.ExecuteRequest{SessionId: id, Code: "pass"})
-	if err != nil {
-		return "", err
-	}
-	var out string
-	for {
-		m, err := stream.Recv()
-		if err != nil {
-			return "", err
-		}
-		if o := m.GetOutput(); o != nil {
-			out += o.GetText()
-		}
-		if m.GetResult() != nil {
-			return out, nil
-		}
-	}
-}
-
-func create(t *testing.T, b *Balancer) string {
-	t.Helper()
-	resp, err := b.CreateSession(t.Context(), &sandboxv1.CreateSessionRequest{})
-	if err != nil {
-		t.Fatalf("CreateSession: %v", err)
-	}
-	return resp.GetSession().GetId()
-}
 
 func TestSessionsAreSpreadAndPinned(t *testing.T) {
 	t.Parallel()
@@ -333,51 +206,6 @@ func TestDNSReresolution(t *testing.T) {
 	}
 	if got := b.Replicas(); len(got) != 1 || got[0].Addr != c.addr {
 		t.Fatalf("replicas after re-resolution: %+v", got)
-	}
-}
-
-func TestDNSResolver(t *testing.T) {
-	t.Parallel()
-	r := DNS("sandboxd", "9002", func(_ context.Context, host string) ([]string, error) {
-		if host != "sandboxd" {
-			t.Errorf("looked up %q", host)
-		}
-		return []string{"10.0.0.3", "10.0.0.2", "10.0.0.3", "fd00::1"}, nil
-	})
-	got, err := r(t.Context())
-	want := []string{"10.0.0.2:9002", "10.0.0.3:9002", "[fd00::1]:9002"}
-	if err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("got %v, %v; want %v", got, err, want)
-	}
-}
-
-func TestParse(t *testing.T) {
-	t.Parallel()
-	for spec, want := range map[string]string{
-		"a:1,b:2":                    "a:1 b:2",
-		" a:1 , b:2 ,":               "a:1 b:2", //nolint:gocritic // the spaces are the input under test
-		"dns:///nosuch.invalid:9002": "",
-		"dns:///sandboxd":            "error: want dns:///name:port",
-		"a:1,b":                      "error: want host:port",
-		",":                          "error: names no replica",
-	} {
-		r, err := Parse(spec)
-		switch {
-		case strings.HasPrefix(want, "error: "):
-			if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(want, "error: ")) {
-				t.Errorf("Parse(%q) = %v, want an error with %q", spec, err, want)
-			}
-		case err != nil:
-			t.Errorf("Parse(%q): %v", spec, err)
-		case want != "":
-			got, _ := r(t.Context())
-			if strings.Join(got, " ") != want {
-				t.Errorf("Parse(%q) resolves to %v, want %s", spec, got, want)
-			}
-		}
-	}
-	if !IsMulti("a:1,b:2") || !IsMulti("dns:///s:1") || IsMulti("a:1") || IsMulti("unix:/x") {
-		t.Error("IsMulti")
 	}
 }
 

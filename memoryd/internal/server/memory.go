@@ -52,6 +52,9 @@ func Register(g *grpc.Server, m *Memory, t *Tools) {
 	memoryv1.RegisterToolServiceServer(g, t)
 }
 
+// memories are records of KindMemory; List leaves their values out.
+var memories = records[*memoryv1.MemoryRecord]{kind: store.KindMemory, noun: "memory", check: tenantKey, encode: memoryRecord}
+
 func memoryRecord(r store.Record) *memoryv1.MemoryRecord {
 	return &memoryv1.MemoryRecord{
 		Key:          r.Key,
@@ -76,106 +79,71 @@ func (h *handler) checkValue(value string) error {
 // SaveMemory implements memoryv1.MemoryServiceServer.
 func (m *Memory) SaveMemory(ctx context.Context, req *memoryv1.SaveMemoryRequest) (*memoryv1.SaveMemoryResponse, error) {
 	return handle(ctx, m.h, "memory.save", func() (*memoryv1.SaveMemoryResponse, error) {
-		tenant, err := tenantKey(req.GetTenant(), req.GetKey())
-		if err != nil {
-			return nil, err
-		}
-		if err := m.h.checkValue(req.GetValueJson()); err != nil {
-			return nil, err
-		}
-		if err := checkSize("metadata_json", len(req.GetMetadataJson()), m.h.maxValueBytes); err != nil {
-			return nil, err
-		}
-		meta, err := checkObject("metadata_json", req.GetMetadataJson())
-		if err != nil {
-			return nil, err
-		}
-		created, updated, err := importTimes(req.GetCreateTime(), req.GetUpdateTime())
-		if err != nil {
-			return nil, err
-		}
-		rec, err := m.h.store.Put(ctx, tenant, store.KindMemory, req.GetKey(), store.Write{
-			Value:   []byte(req.GetValueJson()),
-			Meta:    []byte(meta),
-			Created: created,
-			Updated: updated,
+		rec, err := memories.put(ctx, m.h.store, req.GetTenant(), req.GetKey(), func() (store.Write, error) {
+			if err := m.h.checkValue(req.GetValueJson()); err != nil {
+				return store.Write{}, err
+			}
+			if err := checkSize("metadata_json", len(req.GetMetadataJson()), m.h.maxValueBytes); err != nil {
+				return store.Write{}, err
+			}
+			meta, err := checkObject("metadata_json", req.GetMetadataJson())
+			if err != nil {
+				return store.Write{}, err
+			}
+			created, updated, err := importTimes(req.GetCreateTime(), req.GetUpdateTime())
+			if err != nil {
+				return store.Write{}, err
+			}
+			return store.Write{
+				Value:   []byte(req.GetValueJson()),
+				Meta:    []byte(meta),
+				Created: created,
+				Updated: updated,
+			}, nil
 		})
-		if err != nil {
-			return nil, err
-		}
-		return &memoryv1.SaveMemoryResponse{Record: memoryRecord(rec)}, nil
+		return &memoryv1.SaveMemoryResponse{Record: rec}, err
 	})
 }
 
 // GetMemory implements memoryv1.MemoryServiceServer.
 func (m *Memory) GetMemory(ctx context.Context, req *memoryv1.GetMemoryRequest) (*memoryv1.GetMemoryResponse, error) {
 	return handle(ctx, m.h, "memory.get", func() (*memoryv1.GetMemoryResponse, error) {
-		tenant, err := tenantKey(req.GetTenant(), req.GetKey())
-		if err != nil {
-			return nil, err
-		}
-		rec, err := m.h.store.Get(ctx, tenant, store.KindMemory, req.GetKey())
-		if err != nil {
-			return nil, wrapNotFound(err, "memory", req.GetKey())
-		}
-		return &memoryv1.GetMemoryResponse{Record: memoryRecord(rec)}, nil
+		rec, err := memories.get(ctx, m.h.store, req.GetTenant(), req.GetKey())
+		return &memoryv1.GetMemoryResponse{Record: rec}, err
 	})
 }
 
 // UpdateMemory implements memoryv1.MemoryServiceServer.
 func (m *Memory) UpdateMemory(ctx context.Context, req *memoryv1.UpdateMemoryRequest) (*memoryv1.UpdateMemoryResponse, error) {
 	return handle(ctx, m.h, "memory.update", func() (*memoryv1.UpdateMemoryResponse, error) {
-		tenant, err := tenantKey(req.GetTenant(), req.GetKey())
-		if err != nil {
-			return nil, err
-		}
-		if err := m.h.checkValue(req.GetValueJson()); err != nil {
-			return nil, err
-		}
-		rec, err := m.h.store.Put(ctx, tenant, store.KindMemory, req.GetKey(), store.Write{
-			Value:         []byte(req.GetValueJson()),
-			Meta:          []byte("{}"), // used only when the key is new
-			KeepMeta:      true,
-			CheckRevision: true,
-			Revision:      req.GetExpectedRevision(),
+		rec, err := memories.put(ctx, m.h.store, req.GetTenant(), req.GetKey(), func() (store.Write, error) {
+			if err := m.h.checkValue(req.GetValueJson()); err != nil {
+				return store.Write{}, err
+			}
+			return store.Write{
+				Value:         []byte(req.GetValueJson()),
+				Meta:          []byte("{}"), // used only when the key is new
+				KeepMeta:      true,
+				CheckRevision: true,
+				Revision:      req.GetExpectedRevision(),
+			}, nil
 		})
-		if err != nil {
-			return nil, err
-		}
-		return &memoryv1.UpdateMemoryResponse{Record: memoryRecord(rec)}, nil
+		return &memoryv1.UpdateMemoryResponse{Record: rec}, err
 	})
 }
 
 // DeleteMemory implements memoryv1.MemoryServiceServer.
 func (m *Memory) DeleteMemory(ctx context.Context, req *memoryv1.DeleteMemoryRequest) (*memoryv1.DeleteMemoryResponse, error) {
 	return handle(ctx, m.h, "memory.delete", func() (*memoryv1.DeleteMemoryResponse, error) {
-		tenant, err := tenantKey(req.GetTenant(), req.GetKey())
-		if err != nil {
-			return nil, err
-		}
-		deleted, err := m.h.store.Delete(ctx, tenant, store.KindMemory, req.GetKey(), nil)
-		if err != nil {
-			return nil, err
-		}
-		return &memoryv1.DeleteMemoryResponse{Deleted: deleted}, nil
+		deleted, err := memories.delete(ctx, m.h.store, req.GetTenant(), req.GetKey())
+		return &memoryv1.DeleteMemoryResponse{Deleted: deleted}, err
 	})
 }
 
 // ListMemories implements memoryv1.MemoryServiceServer.
 func (m *Memory) ListMemories(ctx context.Context, req *memoryv1.ListMemoriesRequest) (*memoryv1.ListMemoriesResponse, error) {
 	return handle(ctx, m.h, "memory.list", func() (*memoryv1.ListMemoriesResponse, error) {
-		tenant, err := tenantOf(req.GetTenant())
-		if err != nil {
-			return nil, err
-		}
-		recs, err := m.h.store.List(ctx, tenant, store.KindMemory, false)
-		if err != nil {
-			return nil, err
-		}
-		resp := &memoryv1.ListMemoriesResponse{Records: make([]*memoryv1.MemoryRecord, 0, len(recs))}
-		for _, r := range recs {
-			resp.Records = append(resp.Records, memoryRecord(r))
-		}
-		return resp, nil
+		recs, err := memories.list(ctx, m.h.store, req.GetTenant())
+		return &memoryv1.ListMemoriesResponse{Records: recs}, err
 	})
 }

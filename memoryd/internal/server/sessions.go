@@ -82,6 +82,10 @@ func expiryMeta(t time.Time) []byte {
 	return binary.BigEndian.AppendUint64(nil, uint64(t.UnixNano()))
 }
 
+// sessionRecords are records of KindSession. Only PutSession goes through
+// it: the others also look at expiry or at the session's chunks.
+var sessionRecords = records[*memoryv1.SessionRecord]{kind: KindSession, noun: "session", check: tenantHandle, encode: sessionOf}
+
 func sessionOf(r store.Record) *memoryv1.SessionRecord {
 	return &memoryv1.SessionRecord{
 		Handle: r.Key, State: r.Value, ExpireTime: timestamppb.New(expiryOf(r)), Revision: r.Revision,
@@ -117,24 +121,19 @@ func (s *Sessions) GetSession(ctx context.Context, req *memoryv1.GetSessionReque
 // PutSession implements memoryv1.SessionStoreServiceServer.
 func (s *Sessions) PutSession(ctx context.Context, req *memoryv1.PutSessionRequest) (*memoryv1.PutSessionResponse, error) {
 	return handle(ctx, s.h, "session.put", func() (*memoryv1.PutSessionResponse, error) {
-		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
-		if err != nil {
-			return nil, err
-		}
-		if req.GetExpireTime() == nil {
-			return nil, fmt.Errorf("%w: expire_time is missing; every session needs one", store.ErrInvalid)
-		}
-		if err := checkSize("state", len(req.GetState()), MaxChunkBytes); err != nil {
-			return nil, err
-		}
-		rec, err := s.h.store.Put(ctx, tenant, KindSession, req.GetHandle(), store.Write{
-			Value: req.GetState(), Meta: expiryMeta(req.GetExpireTime().AsTime()),
-			CheckRevision: true, Revision: req.GetExpectedRevision(),
+		rec, err := sessionRecords.put(ctx, s.h.store, req.GetTenant(), req.GetHandle(), func() (store.Write, error) {
+			if req.GetExpireTime() == nil {
+				return store.Write{}, fmt.Errorf("%w: expire_time is missing; every session needs one", store.ErrInvalid)
+			}
+			if err := checkSize("state", len(req.GetState()), MaxChunkBytes); err != nil {
+				return store.Write{}, err
+			}
+			return store.Write{
+				Value: req.GetState(), Meta: expiryMeta(req.GetExpireTime().AsTime()),
+				CheckRevision: true, Revision: req.GetExpectedRevision(),
+			}, nil
 		})
-		if err != nil {
-			return nil, err
-		}
-		return &memoryv1.PutSessionResponse{Session: sessionOf(rec)}, nil
+		return &memoryv1.PutSessionResponse{Session: rec}, err
 	})
 }
 

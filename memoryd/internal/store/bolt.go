@@ -134,6 +134,15 @@ func kindBucket(tx *bolt.Tx, tenant string, kind Kind) *bolt.Bucket {
 	return t.Bucket([]byte(kind))
 }
 
+// storedValue returns key's encoded record, or nil when the tenant, the
+// kind or the key does not exist.
+func storedValue(tx *bolt.Tx, tenant string, kind Kind, key string) []byte {
+	if b := kindBucket(tx, tenant, kind); b != nil {
+		return b.Get([]byte(key))
+	}
+	return nil
+}
+
 // Get implements Store.
 func (s *Bolt) Get(ctx context.Context, tenant string, kind Kind, key string) (Record, error) {
 	if err := ctx.Err(); err != nil {
@@ -141,11 +150,7 @@ func (s *Bolt) Get(ctx context.Context, tenant string, kind Kind, key string) (R
 	}
 	var rec Record
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := kindBucket(tx, tenant, kind)
-		if b == nil {
-			return ErrNotFound
-		}
-		v := b.Get([]byte(key))
+		v := storedValue(tx, tenant, kind, key)
 		if v == nil {
 			return ErrNotFound
 		}
@@ -235,11 +240,9 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 // replayPut answers a retried write: the record as it is now when nothing
 // wrote the key since, else what the first attempt wrote, without its value.
 func replayPut(tx *bolt.Tx, tenant string, kind Kind, key string, first Record) Record {
-	if b := kindBucket(tx, tenant, kind); b != nil {
-		if v := b.Get([]byte(key)); v != nil {
-			if cur, err := decode(key, v, true); err == nil && cur.Revision == first.Revision {
-				return cur
-			}
+	if v := storedValue(tx, tenant, kind, key); v != nil {
+		if cur, err := decode(key, v, true); err == nil && cur.Revision == first.Revision {
+			return cur
 		}
 	}
 	return first
@@ -256,11 +259,7 @@ func (s *Bolt) checkRevision(tenant string, kind Kind, key string, want uint64, 
 			have = want
 			return nil
 		}
-		b := kindBucket(tx, tenant, kind)
-		if b == nil {
-			return nil
-		}
-		v := b.Get([]byte(key))
+		v := storedValue(tx, tenant, kind, key)
 		if v == nil {
 			return nil
 		}

@@ -61,20 +61,12 @@ SELECT meta, created, updated, revision FROM w`
 
 // Put implements Store.
 func (s *Postgres) Put(ctx context.Context, tenant string, kind Kind, key string, w Write) (Record, error) {
-	if err := s.usable(ctx); err != nil {
+	id, fresh, err := s.startWrite(ctx, w.RequestID)
+	if err != nil {
 		return Record{}, err
-	}
-	if err := checkRequestID(w.RequestID); err != nil {
-		return Record{}, err
-	}
-	// Every write gets a request ID, since any attempt may lose its
-	// answer to a failover; the caller's ID may already have been used.
-	id, fresh := w.RequestID, false
-	if len(id) == 0 {
-		id, fresh = NewRequestID(time.Now()), true
 	}
 	var rec Record
-	err := s.retry(ctx, func(ctx context.Context, attempt int) error {
+	err = s.retry(ctx, func(ctx context.Context, attempt int) error {
 		if !fresh || attempt > 1 {
 			o, ok, err := s.findOutcome(ctx, id, outcomePut, tenant, kind, key)
 			if err != nil {
@@ -90,6 +82,23 @@ func (s *Postgres) Put(ctx context.Context, tenant string, kind Kind, key string
 		return err
 	})
 	return rec, err
+}
+
+// startWrite makes the checks every write starts with, and gives the
+// write a request ID when the caller gave none: every write gets one,
+// since any attempt may lose its answer to a failover. fresh reports a new
+// ID, which no earlier attempt can have used; the caller's may have been.
+func (s *Postgres) startWrite(ctx context.Context, requestID []byte) (id []byte, fresh bool, err error) {
+	if err := s.usable(ctx); err != nil {
+		return nil, false, err
+	}
+	if err := checkRequestID(requestID); err != nil {
+		return nil, false, err
+	}
+	if len(requestID) == 0 {
+		return NewRequestID(time.Now()), true, nil
+	}
+	return requestID, false, nil
 }
 
 func (s *Postgres) put(ctx context.Context, tenant string, kind Kind, key string, w Write, id []byte) (Record, error) {
@@ -208,18 +217,12 @@ SELECT EXISTS (SELECT 1 FROM d)`
 
 // Delete implements Store.
 func (s *Postgres) Delete(ctx context.Context, tenant string, kind Kind, key string, requestID []byte) (bool, error) {
-	if err := s.usable(ctx); err != nil {
+	id, fresh, err := s.startWrite(ctx, requestID)
+	if err != nil {
 		return false, err
-	}
-	if err := checkRequestID(requestID); err != nil {
-		return false, err
-	}
-	id, fresh := requestID, false
-	if len(id) == 0 {
-		id, fresh = NewRequestID(time.Now()), true
 	}
 	var deleted bool
-	err := s.retry(ctx, func(ctx context.Context, attempt int) error {
+	err = s.retry(ctx, func(ctx context.Context, attempt int) error {
 		if !fresh || attempt > 1 {
 			o, ok, err := s.findOutcome(ctx, id, outcomeDelete, tenant, kind, key)
 			if err != nil || ok {
