@@ -101,7 +101,7 @@ func (sp *forkSpare) discard() {
 }
 
 // claim marks the spare taken and reports whether it was free: false
-// when its reaper or a discard has it already.
+// when a start, its reaper or a discard has it already.
 func (sp *forkSpare) claim() bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -135,11 +135,7 @@ func (b *Engine) makeForkSpare(key forkSpareKey, plan *startPlan) (*forkSpare, e
 	go func() {
 		sp.err = waitProcess(f.child.Monitor)()
 		close(sp.exited)
-		sp.mu.Lock()
-		unused := !sp.taken
-		sp.taken = true
-		sp.mu.Unlock()
-		if unused { // the server that held it went away
+		if sp.claim() { // unused: the server that held it went away
 			b.forkSpares.Remove(sp)
 			_ = f.child.Init.Close()
 			_ = f.cg.Remove()
