@@ -18,6 +18,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/forkserver"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/spare"
 )
 
 // Config configures the bubblewrap engine. cmd/ fills it; nothing in
@@ -81,24 +82,17 @@ type Engine struct {
 
 	live engine.Live[*process]
 
+	// spares are the launchers kept for the latest start's command line
+	// and limits (launcher.go), forkSpares the fork server's sandboxes
+	// kept for the latest start from it (forkspares.go).
+	spares     *spare.Pool[launchKey, *launcher]
+	forkSpares *spare.Pool[forkSpareKey, *forkSpare]
+
 	mu sync.Mutex // guards the fields below
-	// spares wait for starts that match spareFor; filling is set while
-	// fillSpares runs, and fills counts that goroutine and the discards of
-	// stale spares for Close.
-	spares   []*launcher
-	spareFor *startPlan
-	filling  bool
-	fills    sync.WaitGroup
 	// python and agentDir are what Prepare was given; forks supervises
-	// the fork server once one was asked for (fork.go). forkSpares are kept
-	// for forkSpareKey, the latest start from the server, with
-	// forkFilling set while fillForkSpares runs (forkspares.go).
+	// the fork server once one was asked for (fork.go).
 	python, agentDir string
 	forks            *forkserver.Supervisor
-	forkSpares       []*forkSpare
-	forkSpareFor     *startPlan
-	forkSpareKey     forkSpareKey
-	forkFilling      bool
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -115,6 +109,14 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
 	b := &Engine{cfg: cfg, logger: logger}
+	b.spares = spare.New[launchKey](spare.Config[*launcher]{
+		Size: cfg.Spares, Discard: (*launcher).discard,
+		Failed: func(err error) { logger.Warn("could not prepare a spare sandbox launcher", "error", err) },
+	})
+	b.forkSpares = spare.New[forkSpareKey](spare.Config[*forkSpare]{
+		Size: cfg.Spares, Delay: forkSpareDelay, Discard: (*forkSpare).discard,
+		Failed: func(err error) { logger.Debug("could not prepare a spare sandbox from the fork server", "error", err) },
+	})
 	b.lookErr = b.lookPaths()
 	var err error
 	if b.seccomp, err = seccomp.Filter(); err != nil {
@@ -273,7 +275,7 @@ func (b *Engine) launch(plan *startPlan, id string) (*launcher, error) {
 			return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
 		}
 	}
-	l, err := launch(plan.key, plan.argv, b.seccomp, cg, rlimits(plan.spec.Limits, cg.HasMemory(), cg.HasPids()))
+	l, err := launch(plan.argv, b.seccomp, cg, rlimits(plan.spec.Limits, cg.HasMemory(), cg.HasPids()))
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
 	}
@@ -323,15 +325,15 @@ func readableByNobody(dir string) error {
 // spare launchers, kills every live sandbox, waits for them and removes the
 // cgroup parents.
 func (b *Engine) Close() error {
-	b.mu.Lock() // closing and taking the spares are one step for fillSpares
+	b.mu.Lock()
 	live, first := b.live.Close()
-	spares, forkSpares, forks := b.spares, b.forkSpares, b.forks
-	b.spares, b.forkSpares = nil, nil
+	forks := b.forks
 	b.mu.Unlock()
 	if !first {
 		return nil
 	}
-	b.fills.Wait() // a launcher or spare sandbox it finishes now is discarded
+	// A launcher or spare sandbox being made now is discarded.
+	spares, forkSpares := b.spares.Close(), b.forkSpares.Close()
 	discardForkSpares(forkSpares)
 	if forks != nil {
 		forks.Close() // a trial sandbox it starts now is killed (track)

@@ -1,10 +1,14 @@
 package bwrap
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +207,120 @@ func privateDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// TestBwrapChannel checks that stdin and stdout form a working duplex
+// channel and that Stdout reaches EOF after exit.
+func TestBwrapChannel(t *testing.T) { eachStartPath(t, true, testBwrapChannel) }
+
+func testBwrapChannel(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
+	p, err := e.Start(t.Context(), enginetest.Spec(t, `
+import sys
+for line in sys.stdin:
+    sys.stdout.write(line.upper())
+    sys.stdout.flush()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(p.Stdout())
+	for _, msg := range []string{"hello\n", "second line\n"} {
+		if _, err := io.WriteString(p.Stdin(), msg); err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.ReadString('\n')
+		if err != nil || got != strings.ToUpper(msg) {
+			t.Fatalf("echo: got %q, %v", got, err)
+		}
+	}
+	_ = p.Stdin().Close()
+	if err := p.Wait(); err != nil {
+		t.Errorf("Wait: %v", err)
+	}
+	if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
+		t.Errorf("after exit: %q, %v", rest, err)
+	}
+	if p.PID() <= 0 {
+		t.Errorf("PID = %d", p.PID())
+	}
+	if p.Kill() != nil {
+		t.Error("Kill after exit must be a no-op")
+	}
+}
+
+// TestBwrapKill checks that Kill leaves no process behind, including a
+// child the sandboxed code started.
+func TestBwrapKill(t *testing.T) { eachStartPath(t, true, testBwrapKill) }
+
+func testBwrapKill(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
+	p, err := e.Start(t.Context(), enginetest.Spec(t, `
+import subprocess, sys
+c = subprocess.Popen(["/usr/bin/sleep", "1000"])
+print(c.pid, flush=True)
+sys.stdin.read()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(p.Stdout()).ReadString('\n'); err != nil {
+		t.Fatalf("sandbox did not start its child: %v", err)
+	}
+	// The child's PID printed above is in the sandbox's PID namespace; find
+	// the host PIDs of everything under bwrap instead.
+	pids := descendants(t, p.PID())
+	if len(pids) < 3 {
+		t.Fatalf("expected bwrap's init, python and sleep under %d, got %v", p.PID(), pids)
+	}
+	for range 2 { // Kill twice: it must be idempotent
+		if err := p.Kill(); err != nil {
+			t.Fatalf("Kill: %v", err)
+		}
+	}
+	if err := p.Wait(); err == nil {
+		t.Error("Wait after Kill returned nil, want the kill reported")
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for _, pid := range append(pids, p.PID()) {
+		for processAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if processAlive(pid) {
+			t.Errorf("process %d survived Kill", pid)
+		}
+	}
+}
+
+// descendants returns the host PIDs of every process below pid.
+func descendants(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := map[int]int{}
+	for _, en := range entries {
+		p, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + en.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			parent[p] = pp
+		}
+	}
+	var out []int
+	for p := range parent {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -1,10 +1,8 @@
 package bwrap
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -28,8 +26,8 @@ func (b *Engine) Check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: bwrap: %w", engine.ErrUnavailable, err)
 	}
-	if stderr, err := runTrial(ctx, p); err != nil {
-		return checkFailure(stderr, err)
+	if out := engine.Collect(ctx, p, ""); out.Err != nil {
+		return checkFailure(out.Stderr, out.Err)
 	}
 	b.checked = true
 	return nil
@@ -50,30 +48,4 @@ func checkFailure(stderr string, err error) error {
 		msg = err.Error()
 	}
 	return fmt.Errorf("%w: a trial bwrap sandbox failed: %s", engine.ErrUnavailable, msg)
-}
-
-// runTrial runs a trial sandbox to its end (killing it if ctx ends first)
-// and returns what it wrote to stderr and how it exited.
-func runTrial(ctx context.Context, p engine.Process) (string, error) {
-	_ = p.Stdin().Close()
-	var stderr bytes.Buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = stderr.ReadFrom(p.Stderr())
-	}()
-	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
-	waitErr := make(chan error, 1)
-	go func() { waitErr <- p.Wait() }()
-	var err error
-	select {
-	case err = <-waitErr:
-	case <-ctx.Done():
-		_ = p.Kill()
-		err = <-waitErr
-	}
-	<-done
-	_ = p.Stdout().Close()
-	_ = p.Stderr().Close()
-	return stderr.String(), err
 }

@@ -222,8 +222,8 @@ func (b *Engine) forkTrial(ctx context.Context, srv *forkserver.Server) error {
 	if err != nil {
 		return err
 	}
-	if stderr, err := runTrial(ctx, p); err != nil {
-		return fmt.Errorf("a trial sandbox from the fork server failed: %w: %s", err, strings.TrimSpace(stderr))
+	if out := engine.Collect(ctx, p, ""); out.Err != nil {
+		return fmt.Errorf("a trial sandbox from the fork server failed: %w: %s", out.Err, strings.TrimSpace(out.Stderr))
 	}
 	return nil
 }

@@ -20,8 +20,7 @@ const forkSpareDelay = 50 * time.Millisecond
 // to fork the sandbox's own process until Release gives it a command and
 // stdio. Taking one skips everything but that last fork.
 type forkSpare struct {
-	key forkSpareKey
-	f   *forked
+	f *forked
 
 	exited chan struct{} // closed once the monitor has exited; err is set
 	err    error
@@ -56,8 +55,8 @@ func (b *Engine) startForkSpare(ctx context.Context, srv *forkserver.Server, pla
 	if !ok {
 		return nil
 	}
-	sp := b.takeForkSpare(key)
-	if sp == nil {
+	sp, ok := b.forkSpares.Take(key, (*forkSpare).claim)
+	if !ok {
 		return nil
 	}
 	if err := sp.f.cg.Rename(plan.spec.ID); err != nil {
@@ -101,26 +100,14 @@ func (sp *forkSpare) discard() {
 	_ = sp.f.cg.Remove()
 }
 
-// takeForkSpare removes and returns a live spare made for key, or nil.
-func (b *Engine) takeForkSpare(key forkSpareKey) *forkSpare {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i := 0; i < len(b.forkSpares); i++ {
-		sp := b.forkSpares[i]
-		if sp.key != key {
-			continue
-		}
-		b.forkSpares = append(b.forkSpares[:i], b.forkSpares[i+1:]...)
-		i--
-		sp.mu.Lock()
-		dead := sp.taken // its reaper has it
-		sp.taken = true
-		sp.mu.Unlock()
-		if !dead {
-			return sp
-		}
-	}
-	return nil
+// claim marks the spare taken and reports whether it was free: false
+// when a start, its reaper or a discard has it already.
+func (sp *forkSpare) claim() bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	free := !sp.taken
+	sp.taken = true
+	return free
 }
 
 // refillForkSpares makes plan's the spares to keep (discarding others)
@@ -130,60 +117,7 @@ func (b *Engine) refillForkSpares(srv *forkserver.Server, plan *startPlan) {
 	if !ok || b.cfg.Spares == 0 {
 		return
 	}
-	b.mu.Lock()
-	var stale []*forkSpare
-	if b.forkSpareFor == nil || b.forkSpareKey != key {
-		b.forkSpareFor, b.forkSpareKey = plan, key
-		stale, b.forkSpares = b.forkSpares, nil
-	}
-	start := !b.live.Closed() && !b.forkFilling && len(b.forkSpares) < b.cfg.Spares
-	if start {
-		b.forkFilling = true
-	}
-	b.fills.Add(len(stale))
-	if start {
-		b.fills.Add(1)
-	}
-	b.mu.Unlock()
-	for _, sp := range stale {
-		go func() { defer b.fills.Done(); sp.discard() }()
-	}
-	if start {
-		go b.fillForkSpares()
-	}
-}
-
-// fillForkSpares makes spares until there are Config.Spares for the
-// latest key. A failure ends the round; the next start tries again.
-func (b *Engine) fillForkSpares() {
-	defer b.fills.Done()
-	time.Sleep(forkSpareDelay)
-	for {
-		b.mu.Lock()
-		plan, key := b.forkSpareFor, b.forkSpareKey
-		if b.live.Closed() || len(b.forkSpares) >= b.cfg.Spares {
-			b.forkFilling = false
-			b.mu.Unlock()
-			return
-		}
-		b.mu.Unlock()
-		sp, err := b.makeForkSpare(key, plan)
-		b.mu.Lock()
-		if err != nil {
-			b.forkFilling = false
-			b.mu.Unlock()
-			b.logger.Debug("could not prepare a spare sandbox from the fork server", "error", err)
-			return
-		}
-		keep := !b.live.Closed() && b.forkSpareKey == key
-		if keep {
-			b.forkSpares = append(b.forkSpares, sp)
-		}
-		b.mu.Unlock()
-		if !keep {
-			sp.discard()
-		}
-	}
+	b.forkSpares.Refill(key, func() (*forkSpare, error) { return b.makeForkSpare(key, plan) })
 }
 
 // makeForkSpare asks key's server for a spare and reaps it whenever it
@@ -191,38 +125,23 @@ func (b *Engine) fillForkSpares() {
 func (b *Engine) makeForkSpare(key forkSpareKey, plan *startPlan) (*forkSpare, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	spare := *plan
-	spare.spec.ID = "forkspare" // not "spare", the launchers' name
-	f, err := b.fork(ctx, key.srv, &spare, true)
+	held := *plan
+	held.spec.ID = "forkspare" // not "spare", the launchers' name
+	f, err := b.fork(ctx, key.srv, &held, true)
 	if err != nil {
 		return nil, err
 	}
-	sp := &forkSpare{key: key, f: f, exited: make(chan struct{})}
+	sp := &forkSpare{f: f, exited: make(chan struct{})}
 	go func() {
 		sp.err = waitProcess(f.child.Monitor)()
 		close(sp.exited)
-		sp.mu.Lock()
-		unused := !sp.taken
-		sp.taken = true
-		sp.mu.Unlock()
-		if unused { // the server that held it went away
-			b.dropForkSpare(sp)
+		if sp.claim() { // unused: the server that held it went away
+			b.forkSpares.Remove(sp)
 			_ = f.child.Init.Close()
 			_ = f.cg.Remove()
 		}
 	}()
 	return sp, nil
-}
-
-func (b *Engine) dropForkSpare(sp *forkSpare) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i, s := range b.forkSpares {
-		if s == sp {
-			b.forkSpares = append(b.forkSpares[:i], b.forkSpares[i+1:]...)
-			return
-		}
-	}
 }
 
 // discardForkSpares discards every spare (Close).

@@ -27,13 +27,9 @@ func waitForkSpares(t *testing.T, e *Engine, spec engine.Spec) []int {
 		var pids []int
 		if srv := waitServer(t, e, nil); srv != nil {
 			key, _ := forkSpareFor(srv, spec)
-			e.mu.Lock()
-			for _, sp := range e.forkSpares {
-				if sp.key == key {
-					pids = append(pids, sp.f.child.Monitor.Pid)
-				}
+			for _, sp := range e.forkSpares.Held(key) {
+				pids = append(pids, sp.f.child.Monitor.Pid)
 			}
-			e.mu.Unlock()
 		}
 		if len(pids) == n {
 			return pids

@@ -26,7 +26,6 @@ import (
 // (4 to 12 ms here) unless another move happened moments before. A spare
 // has paid that already; a session that takes one starts with bwrap.
 type launcher struct {
-	key launchKey
 	cmd *exec.Cmd
 	cg  *cgroup.Group
 
@@ -49,7 +48,7 @@ func newLaunchKey(argv []string, lim engine.Limits) launchKey {
 // passwd and group files on fds 3 and 4, the --args pipe on fd 5, the gate
 // on fd 6 and the seccomp filter (if any) on fd 7, and confines it in cg
 // and limits. It takes ownership of cg: on failure cg is removed.
-func launch(key launchKey, argv []string, seccomp []byte, cg *cgroup.Group, limits []rlimit) (*launcher, error) {
+func launch(argv []string, seccomp []byte, cg *cgroup.Group, limits []rlimit) (*launcher, error) {
 	inheritedOnce.Do(closeInheritedOnExec)
 	var parentEnds, childEnds []*os.File
 	closeAll := func(fs []*os.File) {
@@ -158,7 +157,7 @@ func launch(key launchKey, argv []string, seccomp []byte, cg *cgroup.Group, limi
 		_ = cmd.Wait()
 		return fail(fmt.Errorf("confine the sandbox: %w", err))
 	}
-	return &launcher{key: key, cmd: cmd, cg: cg, stdin: inW, stdout: outR, stderr: errR, argsW: argsW, gateW: gateW}, nil
+	return &launcher{cmd: cmd, cg: cg, stdin: inW, stdout: outR, stderr: errR, argsW: argsW, gateW: gateW}, nil
 }
 
 // release lets the shim start bwrap with data on its --args descriptor and
@@ -194,4 +193,33 @@ func (l *launcher) discard() {
 		_ = f.Close()
 	}
 	_ = l.cg.Remove()
+}
+
+// startSpare starts plan's sandbox from a spare launcher, or returns nil
+// when there is none or it cannot be used.
+func (b *Engine) startSpare(plan *startPlan) *process {
+	l, ok := b.spares.Take(plan.key, nil)
+	if !ok {
+		return nil
+	}
+	id := plan.spec.ID
+	if err := l.cg.Rename(id); err != nil {
+		b.logger.Debug("spare sandbox cgroup keeps its name", "sandbox.id", id, "error", err)
+	}
+	p, err := l.release(plan.data, plan.logger)
+	if err == nil {
+		err = b.track(p)
+	}
+	if err != nil {
+		b.logger.Debug("spare launcher unusable; starting afresh", "sandbox.id", id, "error", err)
+		return nil
+	}
+	return p
+}
+
+// refillSpares makes plan's command line and limits the ones spare
+// launchers are kept for (discarding spares made for others) and starts
+// making them unless that runs already.
+func (b *Engine) refillSpares(plan *startPlan) {
+	b.spares.Refill(plan.key, func() (*launcher, error) { return b.launch(plan, "spare") })
 }

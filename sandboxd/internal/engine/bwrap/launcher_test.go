@@ -21,14 +21,10 @@ func waitSpares(t *testing.T, e *Engine, spec engine.Spec) []int {
 	key := newLaunchKey(argv, spec.Limits)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		e.mu.Lock()
 		var pids []int
-		for _, l := range e.spares {
-			if l.key == key {
-				pids = append(pids, l.cmd.Process.Pid)
-			}
+		for _, l := range e.spares.Held(key) {
+			pids = append(pids, l.cmd.Process.Pid)
 		}
-		e.mu.Unlock()
 		if len(pids) == e.cfg.Spares {
 			return pids
 		}

@@ -6,12 +6,10 @@ package enginetest
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,26 +87,11 @@ func Run(t *testing.T, e engine.Engine, spec engine.Spec, stdin string, timeout 
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	var out, errb bytes.Buffer
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _, _ = io.Copy(&out, p.Stdout()) }()
-	go func() { defer wg.Done(); _, _ = io.Copy(&errb, p.Stderr()) }()
-	_, _ = io.WriteString(p.Stdin(), stdin)
-	_ = p.Stdin().Close()
-	waited := make(chan error, 1)
-	go func() { waited <- p.Wait() }()
-	var werr error
-	select {
-	case werr = <-waited:
-	case <-ctx.Done():
-		_ = p.Kill()
-		t.Fatalf("sandbox did not exit within %v (then killed: %v); stderr: %s", timeout, <-waited, errb.String())
+	out := engine.Collect(ctx, p, stdin)
+	if out.Killed {
+		t.Fatalf("sandbox did not exit within %v (then killed: %v); stderr: %s", timeout, out.Err, out.Stderr)
 	}
-	wg.Wait()
-	_ = p.Stdout().Close()
-	_ = p.Stderr().Close()
-	return Result{Stdout: out.String(), Stderr: errb.String(), Err: werr, Usage: p.Usage(), PID: p.PID()}
+	return Result{Stdout: out.Stdout, Stderr: out.Stderr, Err: out.Err, Usage: p.Usage(), PID: p.PID()}
 }
 
 // CheckPrepare writes the agent into a new AgentDir, runs e.Prepare on it
