@@ -1,6 +1,8 @@
 """The framed channel between the agent and sandboxd (docs/PROTOCOL.md).
 
-A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON.
+A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON;
+a blob frame (checkpoint and restore chunks) is a zero byte, the JSON's
+length, the JSON, then the raw bytes its "blobs" list names.
 One reader thread reads frames and hands each to the handler of its type
 (`Channel._handlers`): `exec` frames are queued for the main thread,
 `reply` frames wake whoever made the matching `call`. Any thread may send;
@@ -28,6 +30,48 @@ def _write_all(fd, data):
     while view:
         n = os.write(fd, view)
         view = view[n:]
+
+
+def encode_blob_frame(obj, blobs):
+    """The parts of a blob frame's body: obj, with a "blobs" list naming
+    blobs [(id, bytes-like)], and the blobs after it. With no blobs, a
+    frame of JSON alone."""
+    if not blobs:
+        return [codeexec_json.dumps(obj).encode("utf-8")]
+    obj = dict(obj, blobs=[{"id": cid, "n": len(data)} for cid, data in blobs])
+    js = codeexec_json.dumps(obj).encode("utf-8")
+    return [b"\x00" + len(js).to_bytes(4, "big"), js] + [data for _, data in blobs]
+
+
+def decode_frame(body):
+    """Parses a frame's body. A blob frame's blobs come as msg["blobs"],
+    {id: memoryview into body}. Raises ValueError for a bad frame."""
+    if body[:1] != b"\x00":
+        msg = codeexec_json.loads(body)
+        if isinstance(msg, dict) and msg.get("blobs"):
+            raise ValueError("blobs listed in a frame of JSON alone")
+        return msg
+    if len(body) < 5:
+        raise ValueError("blob frame too short for its JSON length")
+    n = int.from_bytes(body[1:5], "big")
+    if n > len(body) - 5:
+        raise ValueError("blob frame announces %d bytes of JSON, holds %d" % (n, len(body) - 5))
+    msg = codeexec_json.loads(body[5:5 + n])
+    tail = memoryview(body)[5 + n:]
+    listed = msg.get("blobs") if isinstance(msg, dict) else None
+    if not isinstance(listed, list):
+        raise ValueError("a blob frame without its blobs list")
+    blobs, off = {}, 0
+    for b in listed:
+        cid, size = (b.get("id"), b.get("n")) if isinstance(b, dict) else (None, None)
+        if not isinstance(cid, str) or not isinstance(size, int) or size < 0 or off + size > len(tail):
+            raise ValueError("bad blob entry %r for %d bytes of blobs" % (b, len(tail)))
+        blobs[cid] = tail[off:off + size]
+        off += size
+    if off != len(tail):
+        raise ValueError("%d bytes of blobs after the last one listed" % (len(tail) - off))
+    msg["blobs"] = blobs
+    return msg
 
 
 def diag(fd, text):
@@ -70,23 +114,30 @@ class Channel:
     # --- sending -------------------------------------------------------
 
     def send(self, obj, ascii=True):
-        body = codeexec_json.dumps(obj, ascii).encode("utf-8")
-        if len(body) > MAX_FRAME:
+        self._send_parts([codeexec_json.dumps(obj, ascii).encode("utf-8")])
+
+    def send_blobs(self, obj, blobs):
+        """Sends obj as a blob frame carrying blobs, [(id, bytes-like)]."""
+        self._send_parts(encode_blob_frame(obj, blobs))
+
+    def _send_parts(self, parts):
+        size = sum(len(p) for p in parts)
+        if size > MAX_FRAME:
             raise MCPError(
                 "message of %d bytes is larger than the channel's %d-byte frame limit"
-                % (len(body), MAX_FRAME)
+                % (size, MAX_FRAME)
             )
         if self._forked:
             raise MCPError("the sandbox channel is not available in a forked child process")
         if get_ident() != self._main:
-            self._write(body)
+            self._write(parts)
             return
         # The main thread is where KeyboardInterrupt lands; raised between two
         # os.write calls it would leave half a frame and break the channel.
         # So the main thread hands the frame to a writer thread and waits.
         box = []
         done = Flag()
-        self._wq.put((body, done, box))
+        self._wq.put((parts, done, box))
         interrupted = None
         while True:
             try:
@@ -99,16 +150,17 @@ class Channel:
         if interrupted is not None:
             raise interrupted
 
-    def _write(self, body):
+    def _write(self, parts):
         with self._wlock:
-            _write_all(self._wfd, len(body).to_bytes(4, "big"))
-            _write_all(self._wfd, body)
+            _write_all(self._wfd, sum(len(p) for p in parts).to_bytes(4, "big"))
+            for p in parts:
+                _write_all(self._wfd, p)
 
     def _write_loop(self, q):
         while True:
-            body, done, box = q.get()
+            parts, done, box = q.get()
             try:
-                self._write(body)
+                self._write(parts)
             except BaseException as exc:  # noqa: BLE001 - handed back to the sender
                 box.append(exc)
             done.set()
@@ -126,30 +178,28 @@ class Channel:
             frame["end"] = True
         self.send(frame)
 
-    # Checkpoint chunks travel base64-encoded; this many bytes of them go in
-    # one frame, well under MAX_FRAME. One chunk may be larger, up to
-    # codeexec_checkpoint.VALUE_CAP (32 MiB, 43 MiB encoded), still under it.
+    # Checkpoint chunks travel raw, as blobs; this many bytes of them go in
+    # one frame. One chunk may be larger, up to codeexec_checkpoint.VALUE_CAP
+    # (32 MiB), still well under MAX_FRAME.
     CHUNK_FRAME_BYTES = 24 << 20
 
     def send_checkpoint(self, exec_id, manifest, chunks, error=""):
         """Sends the checkpoint taken after exec exec_id: its chunks, in as
         many frames as they need, then the manifest in the last; or, with
         error, why no checkpoint could be taken."""
-        import binascii
-
-        batch, size = {}, 0
+        batch, size = [], 0
         for cid, data in chunks.items():
             if batch and size + len(data) > self.CHUNK_FRAME_BYTES:
-                self.send({"t": "checkpoint", "id": exec_id, "chunks": batch})
-                batch, size = {}, 0
-            batch[cid] = binascii.b2a_base64(data, newline=False).decode("ascii")
+                self.send_blobs({"t": "checkpoint", "id": exec_id}, batch)
+                batch, size = [], 0
+            batch.append((cid, data))
             size += len(data)
-        frame = {"t": "checkpoint", "id": exec_id, "chunks": batch, "last": True}
+        frame = {"t": "checkpoint", "id": exec_id, "last": True}
         if error:
             frame["error"] = error
         else:
             frame["manifest"] = manifest
-        self.send(frame)
+        self.send_blobs(frame, batch)
 
     def send_restored(self, report):
         """Answers a restore with what came back and what did not."""
@@ -249,9 +299,9 @@ class Channel:
                 if len(body) < n:
                     break
                 try:
-                    msg = codeexec_json.loads(body)
+                    msg = decode_frame(body)
                 except ValueError as exc:
-                    diag(self.diag_fd, "protocol error: bad JSON frame: %s" % exc)
+                    diag(self.diag_fd, "protocol error: bad frame: %s" % exc)
                     code = 2
                     break
                 handle = self._handlers.get(msg.get("t")) if isinstance(msg, dict) else None

@@ -80,8 +80,8 @@ class Exec:
 
 class Restore:
     """The `restore` frames of one restore, gathered: a checkpoint's
-    manifest and its chunks (which come base64-encoded, several frames
-    when large)."""
+    manifest and its chunks (the frames' blobs, several frames when
+    large)."""
 
     __slots__ = ("manifest", "chunks")
 
@@ -91,10 +91,7 @@ class Restore:
 
     def add(self, msg):
         """Adds one frame; True when it was the last."""
-        import binascii
-
-        for cid, data in (msg.get("chunks") or {}).items():
-            self.chunks[cid] = binascii.a2b_base64(data)
+        self.chunks.update(msg.get("blobs") or {})
         if msg.get("last"):
             self.manifest = msg.get("manifest")
             return True

@@ -1,6 +1,7 @@
 // Package channel speaks the framed protocol between sandboxd and the agent
 // inside a sandbox (docs/PROTOCOL.md): a 4-byte big-endian length, then one
-// JSON object whose "t" field names its message type. Each type is one Go
+// JSON object whose "t" field names its message type (and, in a blob frame,
+// bytes after it: blob.go). Each type is one Go
 // struct (message.go); a call's parameters are one struct per method
 // (method.go); a failed reply carries an error code (error.go).
 package channel
@@ -76,11 +77,14 @@ func (c *Conn) Write(m Message) error {
 	if len(body) > MaxFrameBytes {
 		return fmt.Errorf("%w: %s frame of %d bytes (max %d)", ErrFrameTooLarge, m.Type(), len(body), MaxFrameBytes)
 	}
-	frame := make([]byte, 4+len(body))
-	binary.BigEndian.PutUint32(frame, uint32(len(body)))
-	copy(frame[4:], body)
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(body)))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, err = c.w.Write(frame)
+	// Two writes rather than a copy of a body that may be tens of MiB.
+	if _, err := c.w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err = c.w.Write(body)
 	return err
 }

@@ -43,12 +43,12 @@ var wireExamples = []struct {
 	{&Exec{ID: 2, Code: "x = 1", Servers: []Server{}, Discovered: []DiscoveredServer{}, Checkpoint: 64 << 20},
 		`{"t":"exec","id":2,"code":"x = 1","servers":[],"discovered":[],"limit":0,"checkpoint":67108864}`},
 	{&Checkpoint{Exec: 2, Chunks: map[string][]byte{"c1": []byte("pickle")}, Last: true, Manifest: json.RawMessage(`{"v":1}`)},
-		`{"t":"checkpoint","id":2,"chunks":{"c1":"cGlja2xl"},"last":true,"manifest":{"v":1}}`},
+		"\x00\x00\x00\x00\x54" + `{"t":"checkpoint","id":2,"blobs":[{"id":"c1","n":6}],"last":true,"manifest":{"v":1}}` + "pickle"},
 	{&Checkpoint{Exec: 3, Last: true, Error: "the session's state is 70.0 MiB, over the 64.0 MiB checkpoint limit"},
 		`{"t":"checkpoint","id":3,"last":true,"error":"the session's state is 70.0 MiB, over the 64.0 MiB checkpoint limit"}`},
 	{&Checkpointed{Exec: 2, OK: true}, `{"t":"checkpointed","id":2,"ok":true}`},
 	{&Restore{Chunks: map[string][]byte{"c1": []byte("pickle")}, Last: true, Manifest: json.RawMessage(`{"v":1}`)},
-		`{"t":"restore","chunks":{"c1":"cGlja2xl"},"last":true,"manifest":{"v":1}}`},
+		"\x00\x00\x00\x00\x4a" + `{"t":"restore","blobs":[{"id":"c1","n":6}],"last":true,"manifest":{"v":1}}` + "pickle"},
 	{&Restored{Report: RestoreReport{Restored: []string{"x"}, Failed: []LostName{}, Unsaved: []LostName{{Name: "f", Type: "open file", Why: "TypeError: cannot pickle"}}}},
 		`{"t":"restored","report":{"restored":["x"],"failed":[],"unsaved":[{"name":"f","type":"open file","why":"TypeError: cannot pickle"}]}}`},
 }
@@ -213,3 +213,40 @@ func TestConcurrentWritesStayFramed(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A blob frame must hold exactly the blobs it lists; anything else is
+// refused, saying what is wrong.
+func TestBlobFrameErrors(t *testing.T) {
+	t.Parallel()
+	blob := func(js, tail string) string {
+		return "\x00" + string([]byte{byte(len(js) >> 24), byte(len(js) >> 16), byte(len(js) >> 8), byte(len(js))}) + js + tail
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"short header", "\x00\x00\x00", "too short"},
+		{"JSON longer than the frame", "\x00\x00\x00\x01\x00{}", "JSON announced"},
+		{"blobs listed, none sent", `{"t":"restore","blobs":[{"id":"a","n":1}]}`, "frame of JSON alone"},
+		{"blob bytes no entry names", blob(`{"t":"restore"}`, "x"), "no blob entry names"},
+		{"a blob past the end", blob(`{"t":"restore","blobs":[{"id":"a","n":2}]}`, "x"), "runs past"},
+		{"a negative size", blob(`{"t":"restore","blobs":[{"id":"a","n":-1}]}`, "x"), "runs past"},
+		{"bytes after the last blob", blob(`{"t":"checkpoint","blobs":[{"id":"a","n":1}]}`, "xy"), "after the last"},
+		{"one id twice", blob(`{"t":"checkpoint","blobs":[{"id":"a","n":1},{"id":"a","n":1}]}`, "xy"), "listed twice"},
+		{"no id", blob(`{"t":"checkpoint","blobs":[{"n":1}]}`, "x"), "no id"},
+		{"blobs on a type without chunks", blob(`{"t":"out","id":1,"s":"stdout","d":"x"}`, ""), "carries no blobs"},
+	} {
+		m, err := Decode([]byte(tc.body))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Decode = %v, %v; want an error saying %q", tc.name, m, err, tc.want)
+		}
+	}
+	// Chunks are raw bytes of any value, a zero byte and invalid UTF-8
+	// included, and share the frame's memory rather than being copied.
+	body := blob(`{"t":"restore","blobs":[{"id":"b","n":3},{"id":"a","n":2}],"last":true}`, "\x00\xff\x01\xfe{")
+	m, err := Decode([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.(*Restore)
+	if string(r.Chunks["b"]) != "\x00\xff\x01" || string(r.Chunks["a"]) != "\xfe{" || r.Blobs != nil {
+		t.Errorf("Decode = %+v", r)
+	}
+}

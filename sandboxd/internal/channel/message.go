@@ -90,14 +90,17 @@ type Exec struct {
 
 // Checkpoint is one frame of the checkpoint the agent takes after an exec
 // that asked for one (Exec.Checkpoint): chunks of pickled values, in as
-// many frames as they need, the manifest in the last. Chunks are bytes,
-// base64 in the JSON. A state that cannot be checkpointed comes as one
-// last frame with Error.
+// many frames as they need, the manifest in the last. Chunks travel as
+// the frame's blobs (blob.go), raw. A state that cannot be checkpointed
+// comes as one last frame with Error.
 type Checkpoint struct {
 	// Exec is the exec after which it was taken.
 	Exec int64 `json:"id"`
 	// Chunks are the chunks the store does not hold yet, by ID.
-	Chunks map[string][]byte `json:"chunks,omitempty"`
+	Chunks map[string][]byte `json:"-"`
+	// Blobs lists the chunks in the frame's blobs: Encode writes it from
+	// Chunks, and Decode reads Chunks by it and leaves it empty.
+	Blobs []Blob `json:"blobs,omitempty"`
 	// Last marks the frame with the manifest (or the error).
 	Last bool `json:"last,omitempty"`
 	// Manifest describes the whole checkpoint (docs/PROTOCOL.md).
@@ -117,9 +120,11 @@ type Checkpointed struct {
 // Restore hands a fresh agent a checkpoint to rebuild the session from,
 // in frames as Checkpoint is sent. The agent answers with Restored.
 type Restore struct {
-	Chunks   map[string][]byte `json:"chunks,omitempty"`
-	Last     bool              `json:"last,omitempty"`
-	Manifest json.RawMessage   `json:"manifest,omitempty"`
+	Chunks map[string][]byte `json:"-"`
+	// Blobs is as Checkpoint's.
+	Blobs    []Blob          `json:"blobs,omitempty"`
+	Last     bool            `json:"last,omitempty"`
+	Manifest json.RawMessage `json:"manifest,omitempty"`
 }
 
 // Restored is the agent's report on a restore.
@@ -264,6 +269,10 @@ var errNoType = errors.New("missing message type")
 // Decode parses one frame's body. Fields a type does not have are
 // ignored, so either side may add one before the other reads it.
 func Decode(body []byte) (Message, error) {
+	body, tail, err := splitBlobs(body)
+	if err != nil {
+		return nil, err
+	}
 	var head struct {
 		T string `json:"t"`
 	}
@@ -281,6 +290,9 @@ func Decode(body []byte) (Message, error) {
 	if err := json.Unmarshal(body, m); err != nil {
 		return nil, fmt.Errorf("%s frame: %w", head.T, err)
 	}
+	if err := takeBlobs(m, tail); err != nil {
+		return nil, fmt.Errorf("%s frame: %w", head.T, err)
+	}
 	return m, nil
 }
 
@@ -289,7 +301,8 @@ func Encode(m Message) ([]byte, error) {
 	if _, ok := m.(*Unknown); ok {
 		return nil, fmt.Errorf("encode %q frame: not a message type this side knows", m.Type())
 	}
-	fields, err := json.Marshal(m)
+	wire, blobs := listBlobs(m)
+	fields, err := json.Marshal(wire)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s frame: %w", m.Type(), err)
 	}
@@ -300,5 +313,5 @@ func Encode(m Message) ([]byte, error) {
 	if len(fields) > len("{}") {
 		body = append(body, ',')
 	}
-	return append(body, fields[1:]...), nil
+	return withBlobs(append(body, fields[1:]...), blobs), nil
 }

@@ -310,8 +310,10 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox) (_ *Rest
 // the call fails rather than start the session afresh.
 var errRestoreLater = errors.New("the session could not be restored now")
 
-// restoreFrameBytes bounds the chunk bytes of one restore frame, which
-// travel base64-encoded, well under the channel's frame limit.
+// restoreFrameBytes bounds the chunk bytes of one restore frame (blobs,
+// raw), so that sandboxd and the agent each hold one modest frame at a
+// time; one larger chunk (up to the agent's 32 MiB value cap) goes alone,
+// under the channel's 64 MiB frame limit.
 const restoreFrameBytes = 24 << 20
 
 func sendRestore(sb *sandbox, held *durable.Held, chunks map[string][]byte) error {

@@ -17,19 +17,40 @@ AGENT = os.path.join(AGENT_DIR, "agent.py")
 PYTHON = "/usr/bin/python3"
 
 
-def encode(obj):
-    body = json.dumps(obj).encode()
+def encode(obj, blobs=None):
+    """A frame of obj; with blobs {id: bytes}, a blob frame as sandboxd
+    writes it (docs/PROTOCOL.md), the blobs in id order."""
+    if not blobs:
+        body = json.dumps(obj).encode()
+    else:
+        ids = sorted(blobs)
+        js = json.dumps(dict(obj, blobs=[{"id": i, "n": len(blobs[i])} for i in ids])).encode()
+        body = b"\x00" + len(js).to_bytes(4, "big") + js + b"".join(blobs[i] for i in ids)
     return len(body).to_bytes(4, "big") + body
 
 
 def read_frame(f):
+    """The next frame's message; a blob frame's blobs as msg["blobs"],
+    {id: bytes}, checked as sandboxd checks them."""
     head = f.read(4)
     if len(head) < 4:
         return None
     n = int.from_bytes(head, "big")
     body = f.read(n)
     assert len(body) == n, "short frame"
-    return json.loads(body)
+    if body[:1] != b"\x00":
+        msg = json.loads(body)
+        assert "blobs" not in msg, "blobs listed in a frame of JSON alone: %r" % msg
+        return msg
+    jn = int.from_bytes(body[1:5], "big")
+    msg = json.loads(body[5:5 + jn])
+    tail, blobs, off = body[5 + jn:], {}, 0
+    for b in msg["blobs"]:
+        blobs[b["id"]] = tail[off:off + b["n"]]
+        off += b["n"]
+    assert off == len(tail), "blob bytes do not match the list"
+    msg["blobs"] = blobs
+    return msg
 
 
 class Result:
@@ -178,9 +199,9 @@ class Agent:
         for line in self.proc.stderr:
             self.diag += line
 
-    def send(self, obj):
+    def send(self, obj, blobs=None):
         with self._wlock:
-            self.proc.stdin.write(encode(obj))
+            self.proc.stdin.write(encode(obj, blobs))
             self.proc.stdin.flush()
 
     def send_raw(self, data):
@@ -240,8 +261,6 @@ class Agent:
     def wait_checkpoint(self, exec_id, timeout=60):
         """Gathers the checkpoint frames after exec_id's done: (manifest,
         {chunk id: bytes}, error, number of frames)."""
-        import base64
-
         chunks, frames = {}, 0
         deadline = time.monotonic() + timeout
         while True:
@@ -250,8 +269,7 @@ class Agent:
                 raise AssertionError("agent exited; diag=%r" % self.diag)
             assert msg["t"] == "checkpoint" and msg["id"] == exec_id, msg
             frames += 1
-            for cid, data in (msg.get("chunks") or {}).items():
-                chunks[cid] = base64.b64decode(data)
+            chunks.update(msg.get("blobs") or {})
             if msg.get("last"):
                 return msg.get("manifest"), chunks, msg.get("error", ""), frames
 
@@ -260,10 +278,7 @@ class Agent:
 
     def restore(self, manifest, chunks, timeout=60):
         """Sends a checkpoint to restore and returns the agent's report."""
-        import base64
-
-        self.send({"t": "restore", "chunks": {k: base64.b64encode(v).decode() for k, v in chunks.items()},
-                   "manifest": manifest, "last": True})
+        self.send({"t": "restore", "manifest": manifest, "last": True}, chunks)
         deadline = time.monotonic() + timeout
         msg = self.frames.get(timeout=max(0.01, deadline - time.monotonic()))
         assert msg is not None and msg["t"] == "restored", msg

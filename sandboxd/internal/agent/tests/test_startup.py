@@ -153,5 +153,39 @@ class ChannelFdsTest(unittest.TestCase):
         self.assertIn(b"protocol error", self.a.diag)
 
 
+    def test_bad_blob_frames_are_protocol_errors(self):
+        # Each case is a frame's body; the agent refuses it and exits.
+        js = b'{"t":"restore","last":true,"blobs":[{"id":"a","n":4}]}'
+        for name, body in [
+            ("blobs missing", b"\x00" + len(js).to_bytes(4, "big") + js + b"abc"),
+            ("bytes after the blobs", b"\x00" + len(js).to_bytes(4, "big") + js + b"abcde"),
+            ("JSON longer than the frame", b"\x00" + (1000).to_bytes(4, "big") + js),
+            ("blobs in a frame of JSON alone", js),
+        ]:
+            with self.subTest(name):
+                a = Agent()
+                try:
+                    a.send_raw(len(body).to_bytes(4, "big") + body)
+                    self.assertEqual(a.proc.wait(timeout=5), 2)
+                    time.sleep(0.1)
+                    self.assertIn(b"protocol error: bad frame", a.diag)
+                finally:
+                    a.close()
+
+    def test_blob_frame_restores_raw_bytes(self):
+        # A chunk whose bytes include a zero byte and are not UTF-8 comes
+        # through a restore intact.
+        import hashlib
+        import pickle
+
+        value = bytes(range(256)) * 4
+        data = pickle.dumps(value)
+        cid = hashlib.blake2b(data, digest_size=16).hexdigest()
+        manifest = {"v": 1, "values": {"v": {"chunk": cid, "bytes": len(data)}}}
+        report = self.a.restore(manifest, {cid: data})
+        self.assertEqual(report.get("restored"), ["v"], report)
+        self.assertEqual(self.a.exec("print(v == bytes(range(256)) * 4)").stdout, "True\n")
+
+
 if __name__ == "__main__":
     unittest.main()
