@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	"github.com/codeexec/codeexec/discoveryd"
 	"github.com/codeexec/codeexec/services/flagenv"
 )
@@ -11,7 +12,9 @@ import (
 // discoverydUnit is discoveryd's settings.
 type discoverydUnit struct{ cfg discoveryd.Config }
 
-func (u *discoverydUnit) bind(fs *flagenv.Set, e env, _ bool) { bindDiscovery(fs, &u.cfg, e.getenv) }
+func (u *discoverydUnit) bind(fs *flagenv.Set, e cli.Env, _ bool) {
+	bindDiscovery(fs, &u.cfg, e.Getenv)
+}
 
 func (u *discoverydUnit) check() error { return nil }
 
@@ -20,7 +23,7 @@ func (u *discoverydUnit) start(_ context.Context, p *process) error {
 	return p.register(discoveryd.New(u.cfg, p.serviceLogger("discoveryd")))
 }
 
-func (u *discoverydUnit) serve(ctx context.Context, p *process, _ env) error {
+func (u *discoverydUnit) serve(ctx context.Context, p *process, _ cli.Env) error {
 	return p.serveGRPC(ctx, defaultGRPCGrace)
 }
 

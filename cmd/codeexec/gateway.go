@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	"github.com/codeexec/codeexec/gateway"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd"
@@ -25,7 +26,7 @@ type gatewayUnit struct {
 	g    *gateway.Gateway
 }
 
-func (u *gatewayUnit) bind(fs *flagenv.Set, _ env, alone bool) {
+func (u *gatewayUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 	bindGateway(fs, &u.cfg)
 	bindHTTP(fs, &u.hs, &u.cfg)
 	if !alone {
@@ -78,9 +79,9 @@ func (u *gatewayUnit) start(ctx context.Context, p *process) error {
 	return nil
 }
 
-func (u *gatewayUnit) serve(ctx context.Context, p *process, e env) error {
+func (u *gatewayUnit) serve(ctx context.Context, p *process, e cli.Env) error {
 	if u.addr == "" {
-		return u.g.ServeStdio(ctx, e.stdin, e.stdout)
+		return u.g.ServeStdio(ctx, e.Stdin, e.Stdout)
 	}
 	return u.g.ListenAndServe(ctx, u.addr, u.hs.shutdownGrace, p.registry)
 }

@@ -6,46 +6,48 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
-// runImportUpstream copies an upstream state dir (user_tools/memory/*.json
-// and user_tools/user_tools.py) into memoryd: into a running one with
-// --memory, else straight into the local database.
-func runImportUpstream(ctx context.Context, args []string, e env) error {
-	fs := flagenv.New("import-upstream", e.getenv)
-	var (
-		db     memoryDB
-		tenant string
-	)
-	db.bind(fs, e.getenv, "a memoryd's address; empty uses the local database, shared with any codeexec using it")
-	bindMemory(fs, &db.st)
-	fs.String(&tenant, "tenant", "default", "tenant to import into", "CODEEXEC_TENANT")
-	if err := parse(fs, args, e); err != nil {
-		return err
+// importUpstreamCommand copies an upstream state dir
+// (user_tools/memory/*.json and user_tools/user_tools.py) into memoryd:
+// into a running one with --memory, else straight into the local
+// database.
+type importUpstreamCommand struct {
+	db     memoryDB
+	tenant string
+}
+
+func (c *importUpstreamCommand) Bind(fs *flagenv.Set, e cli.Env) {
+	c.db.bind(fs, e.Getenv, "a memoryd's address; empty uses the local database, shared with any codeexec using it")
+	bindMemory(fs, &c.db.st)
+	fs.String(&c.tenant, "tenant", "default", "tenant to import into", "CODEEXEC_TENANT")
+}
+
+func (c *importUpstreamCommand) Run(ctx context.Context, args []string, e cli.Env) error {
+	if len(args) > 1 {
+		fmt.Fprintln(e.Stderr, "usage: codeexec import-upstream [flags] [DIR]   (DIR defaults to ~/MCPs)")
+		return cli.ErrUsage
 	}
-	if fs.NArg() > 1 {
-		fmt.Fprintln(e.stderr, "usage: codeexec import-upstream [flags] [DIR]   (DIR defaults to ~/MCPs)")
-		return errUsage
-	}
-	dir := stateDirDefault(e.getenv)
-	if fs.NArg() == 1 {
-		dir = fs.Arg(0)
+	dir := stateDirDefault(e.Getenv)
+	if len(args) == 1 {
+		dir = args[0]
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory: pass upstream's state dir (the one holding user_tools/)", dir)
 	}
 
-	conn, closeConn, err := db.connect(ctx, e.stderr)
+	conn, closeConn, err := c.db.connect(ctx, e.Stderr)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	rep, err := memoryd.ImportUpstream(ctx, memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn), dir, tenant)
-	fmt.Fprint(e.stdout, rep.String())
+	rep, err := memoryd.ImportUpstream(ctx, memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn), dir, c.tenant)
+	fmt.Fprint(e.Stdout, rep.String())
 	return err
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/flagenv"
@@ -20,8 +21,8 @@ import (
 // memorydUnit is memoryd's settings.
 type memorydUnit struct{ st memorySettings }
 
-func (u *memorydUnit) bind(fs *flagenv.Set, e env, _ bool) {
-	bindStateDir(fs, &u.st, e.getenv)
+func (u *memorydUnit) bind(fs *flagenv.Set, e cli.Env, _ bool) {
+	bindStateDir(fs, &u.st, e.Getenv)
 	bindMemory(fs, &u.st)
 }
 
@@ -39,7 +40,7 @@ func (u *memorydUnit) start(ctx context.Context, p *process) error {
 	return p.register(svc, err)
 }
 
-func (u *memorydUnit) serve(ctx context.Context, p *process, _ env) error {
+func (u *memorydUnit) serve(ctx context.Context, p *process, _ cli.Env) error {
 	return p.serveGRPC(ctx, defaultGRPCGrace)
 }
 
@@ -92,14 +93,14 @@ type memoryDB struct {
 func (m *memoryDB) bind(fs *flagenv.Set, getenv func(string) string, addrUsage string) {
 	fs.String(&m.addr, "memory", "", addrUsage, "CODEEXEC_MEMORYD_ADDR")
 	bindStateDir(fs, &m.st, getenv)
-	bindGRPCTLS(fs, &m.tls)
+	cli.BindGRPCTLS(fs, &m.tls)
 }
 
 // connect returns a connection to the database's memoryd; release closes
 // it.
 func (m *memoryDB) connect(ctx context.Context, stderr io.Writer) (conn *grpc.ClientConn, release func(), err error) {
 	if m.addr != "" {
-		c, err := dialService(m.addr, m.tls)
+		c, err := cli.DialService(m.addr, m.tls)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -132,29 +133,29 @@ func serveLocal(ctx context.Context, svc *memoryd.Service, logger *slog.Logger) 
 	return ip.Conn, func() { cancel(); _ = ip.Wait() }, nil
 }
 
-// runMemorydBackup copies a memoryd's database to a file: a remote one
+// memorydBackupCommand copies a memoryd's database to a file: a remote one
 // with --memory, else the local state dir's, while every codeexec that
 // shares it keeps running.
-func runMemorydBackup(ctx context.Context, args []string, e env) error {
-	fs := flagenv.New("memoryd backup", e.getenv)
-	var db memoryDB
-	db.bind(fs, e.getenv, "a memoryd's address (host:port or unix:/path); empty backs up the local database")
-	if err := parse(fs, args, e); err != nil {
-		return err
+type memorydBackupCommand struct{ db memoryDB }
+
+func (c *memorydBackupCommand) Bind(fs *flagenv.Set, e cli.Env) {
+	c.db.bind(fs, e.Getenv, "a memoryd's address (host:port or unix:/path); empty backs up the local database")
+}
+
+func (c *memorydBackupCommand) Run(ctx context.Context, args []string, e cli.Env) error {
+	if len(args) != 1 {
+		fmt.Fprintln(e.Stderr, "usage: codeexec memoryd backup [--memory ADDR | --state-dir DIR | --db FILE | --store postgres://…] FILE")
+		return cli.ErrUsage
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(e.stderr, "usage: codeexec memoryd backup [--memory ADDR | --state-dir DIR | --db FILE | --store postgres://…] FILE")
-		return errUsage
-	}
-	conn, closeConn, err := db.connect(ctx, e.stderr)
+	conn, closeConn, err := c.db.connect(ctx, e.Stderr)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	n, err := memoryd.BackupToFile(ctx, memoryv1.NewMemoryServiceClient(conn), fs.Arg(0))
+	n, err := memoryd.BackupToFile(ctx, memoryv1.NewMemoryServiceClient(conn), args[0])
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "backed up %d bytes to %s\n", n, fs.Arg(0))
+	fmt.Fprintf(e.Stdout, "backed up %d bytes to %s\n", n, args[0])
 	return nil
 }

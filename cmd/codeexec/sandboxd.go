@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/sandboxd"
@@ -33,7 +34,7 @@ type sandboxdUnit struct {
 	shutdown func()
 }
 
-func (u *sandboxdUnit) bind(fs *flagenv.Set, _ env, alone bool) {
+func (u *sandboxdUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 	u.cfg = sandboxd.DefaultConfig()
 	bindSandbox(fs, &u.cfg, &u.cs)
 	if !alone {
@@ -120,7 +121,7 @@ func advertiseDefault(listen string) string {
 	return listen
 }
 
-func (u *sandboxdUnit) serve(ctx context.Context, p *process, _ env) error {
+func (u *sandboxdUnit) serve(ctx context.Context, p *process, _ cli.Env) error {
 	return p.serveGRPC(ctx, u.grace)
 }
 

@@ -4,36 +4,39 @@ import (
 	"context"
 	"errors"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
-// runServe runs every target in one process: the embedded default that a
-// desktop MCP client launches. The gRPC targets share one in-memory
-// server (services/suite); the gateway serves MCP on stdio or --http.
-func runServe(ctx context.Context, args []string, e env) error {
-	fs := flagenv.New("serve", e.getenv)
-	var (
-		common commonSettings
-		all    units
-	)
-	bindCommon(fs, &common, false, "")
+// serveCommand runs every target in one process: the embedded default
+// that a desktop MCP client launches. The gRPC targets share one
+// in-memory server (services/suite); the gateway serves MCP on stdio or
+// --http.
+type serveCommand struct {
+	common commonSettings
+	all    units
+}
+
+func (c *serveCommand) Bind(fs *flagenv.Set, e cli.Env) {
+	bindCommon(fs, &c.common, false, "")
 	for _, t := range targets {
-		t.of(&all).bind(fs, e, false)
+		t.of(&c.all).bind(fs, e, false)
 	}
-	if err := parse(fs, args, e); err != nil {
-		return err
-	}
+}
+
+func (c *serveCommand) Run(ctx context.Context, _ []string, e cli.Env) error {
+	all := &c.all
 	all.share()
 	// Bad settings are reported before anything opens or starts.
 	var errs []error
 	for _, t := range targets {
-		errs = append(errs, t.of(&all).check())
+		errs = append(errs, t.of(all).check())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	p, err := newProcess(ctx, "codeexec", &common, e.stderr)
+	p, err := newProcess(ctx, "codeexec", &c.common, e.Stderr)
 	if err != nil {
 		return err
 	}
@@ -48,7 +51,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	p.onClose(cancel) // a closer, not a defer: those run after it
 	for _, t := range targets {
 		if t.grpc() {
-			if err := t.of(&all).start(ctx, p); err != nil {
+			if err := t.of(all).start(ctx, p); err != nil {
 				return err
 			}
 		}

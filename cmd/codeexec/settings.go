@@ -9,9 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/codeexec/codeexec/services/dial"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/grpctls"
 	"github.com/codeexec/codeexec/services/logkeys"
@@ -42,24 +40,7 @@ func bindCommon(fs *flagenv.Set, c *commonSettings, alone bool, metrics string) 
 	if metrics != "" {
 		fs.String(&c.metrics, "metrics", metrics, "serve Prometheus /metrics on this address; empty disables it", "CODEEXEC_METRICS_ADDR")
 	}
-	bindGRPCTLS(fs, &c.tls)
-}
-
-// dialService connects a client command (health, backup, import) to a
-// service, with TLS when tlsc names files.
-func dialService(addr string, tlsc grpctls.Config) (*grpc.ClientConn, error) {
-	creds, err := tlsc.Load()
-	if err != nil {
-		return nil, err
-	}
-	return dial.New(addr, nil, creds.DialOptions()...)
-}
-
-// bindGRPCTLS binds the mutual TLS files of the split services' gRPC.
-func bindGRPCTLS(fs *flagenv.Set, c *grpctls.Config) {
-	fs.String(&c.CertFile, "grpc-tls-cert", "", "gRPC between services: this process's certificate (PEM), served and shown to peers", "CODEEXEC_GRPC_TLS_CERT")
-	fs.String(&c.KeyFile, "grpc-tls-key", "", "gRPC between services: the certificate's private key (PEM)", "CODEEXEC_GRPC_TLS_KEY")
-	fs.String(&c.CAFile, "grpc-tls-ca", "", "gRPC between services: the CA bundle (PEM) that peers' certificates must chain to", "CODEEXEC_GRPC_TLS_CA")
+	cli.BindGRPCTLS(fs, &c.tls)
 }
 
 // logger builds the process logger. Logs go to stderr: stdout may carry MCP.
