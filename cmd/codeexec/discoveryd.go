@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/discoveryd"
 	"github.com/codeexec/codeexec/services/flagenv"
 )
@@ -18,13 +19,13 @@ func (u *discoverydUnit) bind(fs *flagenv.Set, e cli.Env, _ bool) {
 
 func (u *discoverydUnit) check() error { return nil }
 
-func (u *discoverydUnit) start(_ context.Context, p *process) error {
-	u.cfg.Registerer = p.registry
-	return p.register(discoveryd.New(u.cfg, p.serviceLogger("discoveryd")))
+func (u *discoverydUnit) start(_ context.Context, p *process.Process) error {
+	u.cfg.Registerer = p.Registry
+	return p.Register(discoveryd.New(u.cfg, p.ServiceLogger("discoveryd")))
 }
 
-func (u *discoverydUnit) serve(ctx context.Context, p *process, _ cli.Env) error {
-	return p.serveGRPC(ctx, defaultGRPCGrace)
+func (u *discoverydUnit) serve(ctx context.Context, p *process.Process, _ cli.Env) error {
+	return p.ServeGRPC(ctx, defaultGRPCGrace)
 }
 
 // bindDiscovery binds discoveryd's settings. The config sources are found

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/grpcserver"
@@ -56,19 +57,19 @@ func (l *localSocket) prepare(dir string, logger *slog.Logger) error {
 
 // serve serves svc's SandboxService (and nothing else) on the socket until
 // the process closes.
-func (l *localSocket) serve(ctx context.Context, p *process, svc *sandboxd.Service) error {
-	lis, err := usersock.Listen(l.path, localSocketWhat, p.logger)
+func (l *localSocket) serve(ctx context.Context, p *process.Process, svc *sandboxd.Service) error {
+	lis, err := usersock.Listen(l.path, localSocketWhat, p.Logger)
 	if err != nil {
 		return err
 	}
-	srv := grpcserver.New(p.serviceLogger("sandboxd"), nil)
+	srv := grpcserver.New(p.ServiceLogger("sandboxd"), nil)
 	svc.Register(srv.GRPC)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := srv.Serve(ctx, lis, 5*time.Second); err != nil {
-			p.logger.Warn("the sandbox socket stopped", logkeys.Error, err)
+			p.Logger.Warn("the sandbox socket stopped", logkeys.Error, err)
 		}
 	}()
 	l.stop = sync.OnceFunc(func() {
@@ -76,7 +77,7 @@ func (l *localSocket) serve(ctx context.Context, p *process, svc *sandboxd.Servi
 		<-done
 		_ = os.Remove(l.path)
 	})
-	p.onClose(l.stop)
+	p.OnClose(l.stop)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/flagenv"
@@ -28,20 +29,20 @@ func (u *memorydUnit) bind(fs *flagenv.Set, e cli.Env, _ bool) {
 
 func (u *memorydUnit) check() error { return nil }
 
-func (u *memorydUnit) start(ctx context.Context, p *process) error {
+func (u *memorydUnit) start(ctx context.Context, p *process.Process) error {
 	cfg := u.st.memoryConfig()
-	cfg.Registerer = p.registry
-	logger := p.serviceLogger("memoryd")
+	cfg.Registerer = p.Registry
+	logger := p.ServiceLogger("memoryd")
 	svc, err := memoryd.New(cfg, logger)
-	if err == nil && p.inproc != nil {
+	if err == nil && p.InProc != nil {
 		// The embedded default imports an upstream user's state.
 		importUpstreamOnFirstStart(ctx, svc, u.st.stateDir, logger)
 	}
-	return p.register(svc, err)
+	return p.Register(svc, err)
 }
 
-func (u *memorydUnit) serve(ctx context.Context, p *process, _ cli.Env) error {
-	return p.serveGRPC(ctx, defaultGRPCGrace)
+func (u *memorydUnit) serve(ctx context.Context, p *process.Process, _ cli.Env) error {
+	return p.ServeGRPC(ctx, defaultGRPCGrace)
 }
 
 // memorySettings say where the memory database is and how memoryd uses it.
@@ -158,4 +159,12 @@ func (c *memorydBackupCommand) Run(ctx context.Context, args []string, e cli.Env
 	}
 	fmt.Fprintf(e.Stdout, "backed up %d bytes to %s\n", n, args[0])
 	return nil
+}
+
+// stateDirDefault resolves MCP_BRIDGE_STATE_DIR's default, ~/MCPs.
+func stateDirDefault(getenv func(string) string) string {
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, "MCPs")
+	}
+	return "MCPs"
 }

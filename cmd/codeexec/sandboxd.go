@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/sandboxd"
@@ -52,16 +53,16 @@ func (u *sandboxdUnit) check() error {
 	return u.cfg.Validate()
 }
 
-func (u *sandboxdUnit) start(ctx context.Context, p *process) error {
-	deps := sandboxd.Deps{Registry: p.registry}
-	disc, err := p.dial(u.discovery, "--discovery")
+func (u *sandboxdUnit) start(ctx context.Context, p *process.Process) error {
+	deps := sandboxd.Deps{Registry: p.Registry}
+	disc, err := p.Dial(u.discovery, "--discovery")
 	if err != nil {
 		return err
 	}
 	if disc != nil {
 		deps.Discovery = discoveryv1.NewDiscoveryServiceClient(disc)
 	}
-	mem, err := p.dial(u.memory, "--memory-addr")
+	mem, err := p.Dial(u.memory, "--memory-addr")
 	if err != nil {
 		return err
 	}
@@ -71,27 +72,27 @@ func (u *sandboxdUnit) start(ctx context.Context, p *process) error {
 		// beside memory and saved tools.
 		deps.Sessions = memoryv1.NewSessionStoreServiceClient(mem)
 	}
-	if p.inproc != nil && u.socketDir != "" {
-		if err := u.sock.prepare(u.socketDir, p.logger); err != nil {
+	if p.InProc != nil && u.socketDir != "" {
+		if err := u.sock.prepare(u.socketDir, p.Logger); err != nil {
 			return err
 		}
 		u.cfg.Advertise = "unix:" + u.sock.path
 	} else if u.cfg.Advertise == "" {
-		u.cfg.Advertise = advertiseDefault(p.listen)
+		u.cfg.Advertise = advertiseDefault(p.Listen)
 	}
-	svc, err := sandboxd.New(ctx, u.cfg, deps, p.serviceLogger("sandboxd"))
+	svc, err := sandboxd.New(ctx, u.cfg, deps, p.ServiceLogger("sandboxd"))
 	if err != nil {
 		return err
 	}
-	svc.Register(p.server.GRPC)
+	svc.Register(p.Server.GRPC)
 	u.shutdown = sync.OnceFunc(func() {
 		if u.sock.stop != nil {
 			u.sock.stop()
 		}
 		_ = svc.Close()
 	})
-	p.onClose(u.shutdown)
-	if p.inproc != nil && u.socketDir != "" {
+	p.OnClose(u.shutdown)
+	if p.InProc != nil && u.socketDir != "" {
 		return u.sock.serve(ctx, p, svc)
 	}
 	return nil
@@ -121,8 +122,8 @@ func advertiseDefault(listen string) string {
 	return listen
 }
 
-func (u *sandboxdUnit) serve(ctx context.Context, p *process, _ cli.Env) error {
-	return p.serveGRPC(ctx, u.grace)
+func (u *sandboxdUnit) serve(ctx context.Context, p *process.Process, _ cli.Env) error {
+	return p.ServeGRPC(ctx, u.grace)
 }
 
 // containerSettings are upstream's container options that sandboxd.Config

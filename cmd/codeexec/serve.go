@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
@@ -14,12 +15,12 @@ import (
 // in-memory server (services/suite); the gateway serves MCP on stdio or
 // --http.
 type serveCommand struct {
-	common commonSettings
+	common process.Common
 	all    units
 }
 
 func (c *serveCommand) Bind(fs *flagenv.Set, e cli.Env) {
-	bindCommon(fs, &c.common, false, "")
+	process.BindCommon(fs, &c.common, false, "")
 	for _, t := range targets {
 		t.of(&c.all).bind(fs, e, false)
 	}
@@ -36,19 +37,19 @@ func (c *serveCommand) Run(ctx context.Context, _ []string, e cli.Env) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	p, err := newProcess(ctx, "codeexec", &c.common, e.Stderr)
+	p, err := process.New(ctx, "codeexec", &c.common, e.Stderr)
 	if err != nil {
 		return err
 	}
-	defer p.close()
-	if err := p.inMemory(); err != nil {
+	defer p.Close()
+	if err := p.InMemory(); err != nil {
 		return err
 	}
 	// The services outlive the signal: on SIGTERM the HTTP server first
 	// lets running calls finish (--shutdown-grace), then they stop.
 	signalled := ctx
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p.onClose(cancel) // a closer, not a defer: those run after it
+	p.OnClose(cancel) // a closer, not a defer: those run after it
 	for _, t := range targets {
 		if t.grpc() {
 			if err := t.of(all).start(ctx, p); err != nil {
@@ -58,16 +59,16 @@ func (c *serveCommand) Run(ctx context.Context, _ []string, e cli.Env) error {
 	}
 	// The gateway calls the others through the in-memory server, which
 	// stops once the gateway has closed, before the services close.
-	p.inproc.Start(ctx)
-	p.onClose(func() { cancel(); _ = p.inproc.Wait() })
+	p.InProc.Start(ctx)
+	p.OnClose(func() { cancel(); _ = p.InProc.Wait() })
 	// The sandboxes stop before that server: their durable sessions are
 	// given up through memoryd, for the next process to take.
-	p.onClose(all.sandboxd.shutdown)
+	p.OnClose(all.sandboxd.shutdown)
 	gw := &all.gateway
 	if err := gw.start(ctx, p); err != nil {
 		return err
 	}
-	p.logger.Info("codeexec serving", "transport", map[bool]string{true: "http", false: "stdio"}[gw.addr != ""], logkeys.Address, gw.addr)
+	p.Logger.Info("codeexec serving", "transport", map[bool]string{true: "http", false: "stdio"}[gw.addr != ""], logkeys.Address, gw.addr)
 	if err := gw.serve(signalled, p, e); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/services/flagenv"
 )
 
@@ -34,10 +35,10 @@ type unit interface {
 	// starts.
 	check() error
 	// start starts the target in p, registered on p's gRPC server.
-	start(ctx context.Context, p *process) error
+	start(ctx context.Context, p *process.Process) error
 	// serve serves the target's clients until ctx ends, alone: gRPC on
 	// --listen, or MCP for the gateway.
-	serve(ctx context.Context, p *process, e cli.Env) error
+	serve(ctx context.Context, p *process.Process, e cli.Env) error
 }
 
 // units are the settings of every target, one of each.
@@ -91,13 +92,13 @@ func targetCommand(t target, usage ...[2]string) command {
 // aloneCommand runs t alone.
 type aloneCommand struct {
 	t      target
-	common commonSettings
+	common process.Common
 	all    units
 	listen string
 }
 
 func (c *aloneCommand) Bind(fs *flagenv.Set, e cli.Env) {
-	bindCommon(fs, &c.common, true, c.t.metrics)
+	process.BindCommon(fs, &c.common, true, c.t.metrics)
 	c.t.of(&c.all).bind(fs, e, true)
 	if c.t.grpc() {
 		fs.String(&c.listen, "listen", c.t.listen, "gRPC address: host:port or unix:/path", c.t.listenEnv)
@@ -109,13 +110,13 @@ func (c *aloneCommand) Run(ctx context.Context, _ []string, e cli.Env) error {
 	if err := u.check(); err != nil {
 		return err
 	}
-	p, err := newProcess(ctx, c.t.name, &c.common, e.Stderr)
+	p, err := process.New(ctx, c.t.name, &c.common, e.Stderr)
 	if err != nil {
 		return err
 	}
-	defer p.close()
+	defer p.Close()
 	if c.t.grpc() {
-		p.serveOn(c.listen, c.common.metrics)
+		p.ServeOn(c.listen, c.common.Metrics)
 	}
 	// Background loops end when serving does, even on an error.
 	ctx, cancel := context.WithCancel(ctx)
