@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/localsock"
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/gateway"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
@@ -65,7 +66,7 @@ func (u *gatewayUnit) start(ctx context.Context, p *process.Process) error {
 		sandbox = c
 	}
 	u.cfg.Registerer = p.Registry
-	u.cfg.DialReplica = dialReplica(p.Creds.DialOptions())
+	u.cfg.DialReplica = localsock.DialReplica(p.Creds.DialOptions())
 	g, err := gateway.New(u.cfg, sandbox, p.Logger)
 	if err != nil {
 		return err

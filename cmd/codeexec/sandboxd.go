@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/localsock"
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
@@ -28,7 +29,7 @@ type sandboxdUnit struct {
 	// socketDir, in serve, is where this process serves its sandboxes to
 	// the other codeexec processes on the state dir (serve.go's share).
 	socketDir string
-	sock      localSocket
+	sock      localsock.Socket
 	// shutdown stops the sandboxes, once: their durable sessions are
 	// given up through memoryd, so in serve it runs before the in-memory
 	// server stops (serve.go).
@@ -73,10 +74,10 @@ func (u *sandboxdUnit) start(ctx context.Context, p *process.Process) error {
 		deps.Sessions = memoryv1.NewSessionStoreServiceClient(mem)
 	}
 	if p.InProc != nil && u.socketDir != "" {
-		if err := u.sock.prepare(u.socketDir, p.Logger); err != nil {
+		if err := u.sock.Prepare(u.socketDir, p.Logger); err != nil {
 			return err
 		}
-		u.cfg.Advertise = "unix:" + u.sock.path
+		u.cfg.Advertise = "unix:" + u.sock.Path
 	} else if u.cfg.Advertise == "" {
 		u.cfg.Advertise = advertiseDefault(p.Listen)
 	}
@@ -86,14 +87,12 @@ func (u *sandboxdUnit) start(ctx context.Context, p *process.Process) error {
 	}
 	svc.Register(p.Server.GRPC)
 	u.shutdown = sync.OnceFunc(func() {
-		if u.sock.stop != nil {
-			u.sock.stop()
-		}
+		u.sock.Stop()
 		_ = svc.Close()
 	})
 	p.OnClose(u.shutdown)
 	if p.InProc != nil && u.socketDir != "" {
-		return u.sock.serve(ctx, p, svc)
+		return u.sock.Serve(ctx, p, svc)
 	}
 	return nil
 }

@@ -1,4 +1,7 @@
-package main
+// Package localsock is a serve process's sandbox socket in its state dir,
+// and the dialer with which the gateway reaches such a socket or a
+// sandboxd replica that holds a session.
+package localsock
 
 import (
 	"context"
@@ -36,29 +39,30 @@ const (
 	localSocketWhat   = "a codeexec process's sandbox socket"
 )
 
-// localSocket is this process's sandbox socket.
-type localSocket struct {
-	path string
-	stop func() // stops serving it; nil until serve
+// Socket is this process's sandbox socket.
+type Socket struct {
+	// Path is the socket's, once Prepare has picked it.
+	Path string
+	stop func() // stops serving it; nil until Serve
 }
 
-// prepare picks the socket's name in dir and removes the sockets that
+// Prepare picks the socket's name in dir and removes the sockets that
 // processes killed earlier left there.
-func (l *localSocket) prepare(dir string, logger *slog.Logger) error {
+func (l *Socket) Prepare(dir string, logger *slog.Logger) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	removeStaleSockets(dir, logger)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	l.path = filepath.Join(dir, localSocketPrefix+hex.EncodeToString(b[:])+localSocketSuffix)
+	l.Path = filepath.Join(dir, localSocketPrefix+hex.EncodeToString(b[:])+localSocketSuffix)
 	return nil
 }
 
-// serve serves svc's SandboxService (and nothing else) on the socket until
-// the process closes.
-func (l *localSocket) serve(ctx context.Context, p *process.Process, svc *sandboxd.Service) error {
-	lis, err := usersock.Listen(l.path, localSocketWhat, p.Logger)
+// Serve serves svc's SandboxService (and nothing else) on the socket until
+// the process closes, or Stop.
+func (l *Socket) Serve(ctx context.Context, p *process.Process, svc *sandboxd.Service) error {
+	lis, err := usersock.Listen(l.Path, localSocketWhat, p.Logger)
 	if err != nil {
 		return err
 	}
@@ -75,10 +79,18 @@ func (l *localSocket) serve(ctx context.Context, p *process.Process, svc *sandbo
 	l.stop = sync.OnceFunc(func() {
 		cancel()
 		<-done
-		_ = os.Remove(l.path)
+		_ = os.Remove(l.Path)
 	})
 	p.OnClose(l.stop)
 	return nil
+}
+
+// Stop stops serving the socket and removes it; before Serve it does
+// nothing.
+func (l *Socket) Stop() {
+	if l.stop != nil {
+		l.stop()
+	}
 }
 
 // removeStaleSockets removes the sandbox sockets in dir that no process
@@ -101,11 +113,11 @@ func removeStaleSockets(dir string, logger *slog.Logger) {
 	}
 }
 
-// dialReplica connects to the sandbox replica a SessionElsewhere answer
+// DialReplica connects to the sandbox replica a SessionElsewhere answer
 // names: another codeexec process's socket on this machine (unix:/path,
 // its peer checked), or a sandboxd replica at host:port with the
 // process's credentials.
-func dialReplica(opts []grpc.DialOption) func(addr string) (*grpc.ClientConn, error) {
+func DialReplica(opts []grpc.DialOption) func(addr string) (*grpc.ClientConn, error) {
 	return func(addr string) (*grpc.ClientConn, error) {
 		if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 			return dial.New(addr, func(ctx context.Context, _ string) (net.Conn, error) {
