@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/memdb"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -56,7 +57,7 @@ var commands = []command{
 		[2]string{"memoryd [flags]", "the memory service alone, on gRPC, with a bbolt file or PostgreSQL (--store)"},
 		[2]string{"memoryd backup FILE", "copy the memory database (the local one, or --memory ADDR's) to FILE, a bbolt file"},
 		[2]string{"memoryd copy --from SRC --to DST", "copy every record between a bbolt file and PostgreSQL, keeping revisions"}),
-	flagCommand(func() cli.Command { return &importUpstreamCommand{} }, [2]string{"import-upstream [DIR]", "import an upstream state dir (default ~/MCPs) into the memory database"}),
+	flagCommand(func() cli.Command { return &memdb.ImportUpstreamCommand{} }, [2]string{"import-upstream [DIR]", "import an upstream state dir (default ~/MCPs) into the memory database"}),
 	flagCommand(func() cli.Command { return &benchCommand{} }, [2]string{"bench [flags]", "measure latency and throughput; prints a table"}),
 	flagCommand(func() cli.Command { return &healthCommand{} }, [2]string{"health ADDR", "exit 0 when the gRPC service at ADDR is SERVING"}),
 	newCommand(runToken, [2]string{"token add TENANT", "make a bearer token for --tokens-file (hash on stdout)"}),

@@ -82,5 +82,5 @@ func (u *units) share() {
 	g, s := &u.gateway.cfg, &u.sandboxd.cfg
 	s.DefaultTimeout, s.MaxTimeout = g.DefaultTimeout, g.MaxTimeout
 	g.OutputLimitBytes, g.SessionIdleTimeout = s.OutputLimitBytes, s.IdleTimeout
-	u.sandboxd.socketDir = u.memoryd.st.stateDir
+	u.sandboxd.socketDir = u.memoryd.st.StateDir
 }

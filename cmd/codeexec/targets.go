@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/memdb"
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/services/flagenv"
 )
@@ -53,8 +54,8 @@ var (
 	memorydTarget = target{name: "memoryd", listen: "127.0.0.1:9004", listenEnv: "CODEEXEC_MEMORYD_LISTEN", metrics: "127.0.0.1:9104",
 		of: func(u *units) unit { return &u.memoryd },
 		sub: map[string]func(context.Context, []string, cli.Env) error{
-			"backup": cli.Flagged("memoryd backup", func() cli.Command { return &memorydBackupCommand{} }),
-			"copy":   cli.Flagged("memoryd copy", func() cli.Command { return &memorydCopyCommand{} }),
+			"backup": cli.Flagged("memoryd backup", func() cli.Command { return &memdb.BackupCommand{} }),
+			"copy":   cli.Flagged("memoryd copy", func() cli.Command { return &memdb.CopyCommand{} }),
 		}}
 	discoverydTarget = target{name: "discoveryd", listen: "127.0.0.1:9003", listenEnv: "CODEEXEC_DISCOVERYD_LISTEN", metrics: "127.0.0.1:9103",
 		of: func(u *units) unit { return &u.discoveryd }}

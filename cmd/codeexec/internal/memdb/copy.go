@@ -1,4 +1,4 @@
-package main
+package memdb
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 	"github.com/codeexec/codeexec/services/flagenv"
 )
 
-// memorydCopyCommand copies every record of one store into another: a
+// CopyCommand copies every record of one store into another: a
 // bbolt file into PostgreSQL when moving past one machine, or back.
-type memorydCopyCommand struct{ opts memoryd.CopyOptions }
+type CopyCommand struct{ opts memoryd.CopyOptions }
 
-func (c *memorydCopyCommand) Bind(fs *flagenv.Set, e cli.Env) {
+// Bind binds the flags of `codeexec memoryd copy`.
+func (c *CopyCommand) Bind(fs *flagenv.Set, e cli.Env) {
 	o := &c.opts
 	// The URLs come from flags (or the environment); like --store, one on
 	// the command line must not carry a password.
@@ -25,7 +26,8 @@ func (c *memorydCopyCommand) Bind(fs *flagenv.Set, e cli.Env) {
 	fs.Duration(&o.Wait, "store-wait", memoryd.DefaultStoreWait, "how long to wait for an unreachable database", "CODEEXEC_STORE_WAIT")
 }
 
-func (c *memorydCopyCommand) Run(ctx context.Context, args []string, e cli.Env) error {
+// Run runs `codeexec memoryd copy` with the arguments after the flags.
+func (c *CopyCommand) Run(ctx context.Context, args []string, e cli.Env) error {
 	opts := c.opts
 	if len(args) != 0 || opts.From == "" || opts.To == "" {
 		fmt.Fprintln(e.Stderr, "usage: codeexec memoryd copy --from FILE|postgres://… --to postgres://…|FILE [--replace]")

@@ -1,4 +1,4 @@
-package main
+package memdb
 
 import (
 	"context"
@@ -13,22 +13,24 @@ import (
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
-// importUpstreamCommand copies an upstream state dir
+// ImportUpstreamCommand copies an upstream state dir
 // (user_tools/memory/*.json and user_tools/user_tools.py) into memoryd:
 // into a running one with --memory, else straight into the local
 // database.
-type importUpstreamCommand struct {
-	db     memoryDB
+type ImportUpstreamCommand struct {
+	db     database
 	tenant string
 }
 
-func (c *importUpstreamCommand) Bind(fs *flagenv.Set, e cli.Env) {
+// Bind binds the flags of `codeexec import-upstream`.
+func (c *ImportUpstreamCommand) Bind(fs *flagenv.Set, e cli.Env) {
 	c.db.bind(fs, e.Getenv, "a memoryd's address; empty uses the local database, shared with any codeexec using it")
-	bindMemory(fs, &c.db.st)
+	BindMemory(fs, &c.db.st)
 	fs.String(&c.tenant, "tenant", "default", "tenant to import into", "CODEEXEC_TENANT")
 }
 
-func (c *importUpstreamCommand) Run(ctx context.Context, args []string, e cli.Env) error {
+// Run runs `codeexec import-upstream` with the arguments after the flags.
+func (c *ImportUpstreamCommand) Run(ctx context.Context, args []string, e cli.Env) error {
 	if len(args) > 1 {
 		fmt.Fprintln(e.Stderr, "usage: codeexec import-upstream [flags] [DIR]   (DIR defaults to ~/MCPs)")
 		return cli.ErrUsage
@@ -41,7 +43,7 @@ func (c *importUpstreamCommand) Run(ctx context.Context, args []string, e cli.En
 		return fmt.Errorf("%s is not a directory: pass upstream's state dir (the one holding user_tools/)", dir)
 	}
 
-	conn, closeConn, err := c.db.connect(ctx, e.Stderr)
+	conn, closeConn, err := c.db.connect(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -51,13 +53,13 @@ func (c *importUpstreamCommand) Run(ctx context.Context, args []string, e cli.En
 	return err
 }
 
-// importUpstreamOnFirstStart brings an upstream user's memory and saved
+// ImportOnFirstStart brings an upstream user's memory and saved
 // tools (dir/user_tools) into the default tenant when this start created
 // svc's database, so that code written for upstream finds them from the
 // first call without an `import-upstream`. Later starts never import
 // again, and a failure only costs the import: it is logged, and serving
 // goes on.
-func importUpstreamOnFirstStart(ctx context.Context, svc *memoryd.Service, dir string, logger *slog.Logger) {
+func ImportOnFirstStart(ctx context.Context, svc *memoryd.Service, dir string, logger *slog.Logger) {
 	if !svc.NewDatabase() || !memoryd.HasUpstreamState(dir) {
 		return
 	}
