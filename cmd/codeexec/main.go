@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/health"
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/memdb"
 )
 
@@ -59,7 +60,7 @@ var commands = []command{
 		[2]string{"memoryd copy --from SRC --to DST", "copy every record between a bbolt file and PostgreSQL, keeping revisions"}),
 	flagCommand(func() cli.Command { return &memdb.ImportUpstreamCommand{} }, [2]string{"import-upstream [DIR]", "import an upstream state dir (default ~/MCPs) into the memory database"}),
 	flagCommand(func() cli.Command { return &benchCommand{} }, [2]string{"bench [flags]", "measure latency and throughput; prints a table"}),
-	flagCommand(func() cli.Command { return &healthCommand{} }, [2]string{"health ADDR", "exit 0 when the gRPC service at ADDR is SERVING"}),
+	flagCommand(func() cli.Command { return &health.Command{} }, [2]string{"health ADDR", "exit 0 when the gRPC service at ADDR is SERVING"}),
 	newCommand(runToken, [2]string{"token add TENANT", "make a bearer token for --tokens-file (hash on stdout)"}),
 	newCommand(runVersion, [2]string{"version", "print the version"}).alias("--version"),
 }

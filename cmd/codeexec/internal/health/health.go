@@ -1,4 +1,6 @@
-package main
+// Package health is `codeexec health`: it checks a gRPC service's health,
+// or the gateway's /healthz, for container health checks.
+package health
 
 import (
 	"context"
@@ -15,13 +17,15 @@ import (
 	"github.com/codeexec/codeexec/services/grpctls"
 )
 
-// healthCommand checks a gRPC service's health, or the gateway's
-// /healthz: for container health checks.
-type healthCommand struct{ tls grpctls.Config }
+// Command is `codeexec health`.
+type Command struct{ tls grpctls.Config }
 
-func (c *healthCommand) Bind(fs *flagenv.Set, _ cli.Env) { cli.BindGRPCTLS(fs, &c.tls) }
+// Bind binds the TLS flags of a client of the split services.
+func (c *Command) Bind(fs *flagenv.Set, _ cli.Env) { cli.BindGRPCTLS(fs, &c.tls) }
 
-func (c *healthCommand) Run(ctx context.Context, args []string, e cli.Env) error {
+// Run checks the health of the service at args[0], a gRPC address or an
+// http:// URL.
+func (c *Command) Run(ctx context.Context, args []string, e cli.Env) error {
 	if len(args) != 1 {
 		fmt.Fprintln(e.Stderr, "usage: codeexec health [--grpc-tls-cert F --grpc-tls-key F --grpc-tls-ca F] ADDR|http://HOST:PORT/healthz")
 		return cli.ErrUsage
