@@ -11,21 +11,18 @@ import (
 )
 
 // discoverydUnit is discoveryd's settings.
-type discoverydUnit struct{ cfg discoveryd.Config }
+type discoverydUnit struct {
+	shortCalls
+	cfg discoveryd.Config
+}
 
 func (u *discoverydUnit) bind(fs *flagenv.Set, e cli.Env, _ bool) {
 	bindDiscovery(fs, &u.cfg, e.Getenv)
 }
 
-func (u *discoverydUnit) check() error { return nil }
-
 func (u *discoverydUnit) start(_ context.Context, p *process.Process) error {
 	u.cfg.Registerer = p.Registry
 	return p.Register(discoveryd.New(u.cfg, p.ServiceLogger("discoveryd")))
-}
-
-func (u *discoverydUnit) serve(ctx context.Context, p *process.Process, _ cli.Env) error {
-	return p.ServeGRPC(ctx, defaultGRPCGrace)
 }
 
 // bindDiscovery binds discoveryd's settings. The config sources are found

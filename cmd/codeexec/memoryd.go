@@ -11,14 +11,15 @@ import (
 )
 
 // memorydUnit is memoryd's settings.
-type memorydUnit struct{ st memdb.Settings }
+type memorydUnit struct {
+	shortCalls
+	st memdb.Settings
+}
 
 func (u *memorydUnit) bind(fs *flagenv.Set, e cli.Env, _ bool) {
 	memdb.BindStateDir(fs, &u.st, e.Getenv)
 	memdb.BindMemory(fs, &u.st)
 }
-
-func (u *memorydUnit) check() error { return nil }
 
 func (u *memorydUnit) start(ctx context.Context, p *process.Process) error {
 	cfg := u.st.Config(version)
@@ -30,8 +31,4 @@ func (u *memorydUnit) start(ctx context.Context, p *process.Process) error {
 		memdb.ImportOnFirstStart(ctx, svc, u.st.StateDir, logger)
 	}
 	return p.Register(svc, err)
-}
-
-func (u *memorydUnit) serve(ctx context.Context, p *process.Process, _ cli.Env) error {
-	return p.ServeGRPC(ctx, defaultGRPCGrace)
 }

@@ -76,6 +76,16 @@ var targets = []target{memorydTarget, discoverydTarget, sandboxdTarget, gatewayT
 // short (discoveryd, memoryd); sandboxd's is --shutdown-grace.
 const defaultGRPCGrace = 15 * time.Second
 
+// shortCalls is the check and serve of a gRPC target whose calls are
+// short: it has nothing to check, and stops within defaultGRPCGrace.
+type shortCalls struct{}
+
+func (shortCalls) check() error { return nil }
+
+func (shortCalls) serve(ctx context.Context, p *process.Process, _ cli.Env) error {
+	return p.ServeGRPC(ctx, defaultGRPCGrace)
+}
+
 // targetCommand is the command that runs t alone, or one of its
 // subcommands.
 func targetCommand(t target, usage ...[2]string) command {
