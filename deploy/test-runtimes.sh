@@ -8,7 +8,7 @@
 #    (deploy/build-images.sh);
 #  - runs the engine's tests against both engines
 #    (CODEEXEC_TEST_RUNTIMES=podman,docker) and the whole end-to-end suite of
-#    cmd/codeexec/e2e once per runtime (CODEEXEC_E2E_RUNTIME=docker, =podman).
+#    cmd/codeexec/e2e/... once per runtime (CODEEXEC_E2E_RUNTIME=docker, =podman).
 #
 # A few minutes on 2 cores. Nothing is left running.
 set -euo pipefail
@@ -59,6 +59,6 @@ log "engine tests against podman and docker"
 CODEEXEC_TEST_RUNTIMES=podman,docker go test -count=1 -run 'TestContainer|TestDetectPodman|TestNewContainer' ./sandboxd/internal/engine/...
 for rt in docker podman; do
   log "end-to-end suite with $rt"
-  CODEEXEC_E2E_RUNTIME=$rt go test -count=1 ./cmd/codeexec/e2e
+  CODEEXEC_E2E_RUNTIME=$rt go test -count=1 ./cmd/codeexec/e2e/...
 done
 log "PASS"

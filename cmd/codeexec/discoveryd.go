@@ -4,24 +4,25 @@ import (
 	"context"
 	"os"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/discoveryd"
 	"github.com/codeexec/codeexec/services/flagenv"
 )
 
 // discoverydUnit is discoveryd's settings.
-type discoverydUnit struct{ cfg discoveryd.Config }
-
-func (u *discoverydUnit) bind(fs *flagenv.Set, e env, _ bool) { bindDiscovery(fs, &u.cfg, e.getenv) }
-
-func (u *discoverydUnit) check() error { return nil }
-
-func (u *discoverydUnit) start(_ context.Context, p *process) error {
-	u.cfg.Registerer = p.registry
-	return p.register(discoveryd.New(u.cfg, p.serviceLogger("discoveryd")))
+type discoverydUnit struct {
+	shortCalls
+	cfg discoveryd.Config
 }
 
-func (u *discoverydUnit) serve(ctx context.Context, p *process, _ env) error {
-	return p.serveGRPC(ctx, defaultGRPCGrace)
+func (u *discoverydUnit) bind(fs *flagenv.Set, e cli.Env, _ bool) {
+	bindDiscovery(fs, &u.cfg, e.Getenv)
+}
+
+func (u *discoverydUnit) start(_ context.Context, p *process.Process) error {
+	u.cfg.Registerer = p.Registry
+	return p.Register(discoveryd.New(u.cfg, p.ServiceLogger("discoveryd")))
 }
 
 // bindDiscovery binds discoveryd's settings. The config sources are found

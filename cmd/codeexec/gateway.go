@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/localsock"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/gateway"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd"
@@ -25,7 +28,7 @@ type gatewayUnit struct {
 	g    *gateway.Gateway
 }
 
-func (u *gatewayUnit) bind(fs *flagenv.Set, _ env, alone bool) {
+func (u *gatewayUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 	bindGateway(fs, &u.cfg)
 	bindHTTP(fs, &u.hs, &u.cfg)
 	if !alone {
@@ -50,26 +53,26 @@ func (u *gatewayUnit) check() error {
 	return u.cfg.Validate()
 }
 
-func (u *gatewayUnit) start(ctx context.Context, p *process) error {
+func (u *gatewayUnit) start(ctx context.Context, p *process.Process) error {
 	var sandbox sandboxv1.SandboxServiceClient
-	if p.inproc != nil {
-		sandbox = sandboxv1.NewSandboxServiceClient(p.inproc.Conn)
+	if p.InProc != nil {
+		sandbox = sandboxv1.NewSandboxServiceClient(p.InProc.Conn)
 	} else {
-		c, closeSandbox, err := gateway.DialSandbox(ctx, u.sandbox, u.balance, p.logger, p.creds.DialOptions()...)
+		c, closeSandbox, err := gateway.DialSandbox(ctx, u.sandbox, u.balance, p.Logger, p.Creds.DialOptions()...)
 		if err != nil {
 			return err
 		}
-		p.onClose(closeSandbox)
+		p.OnClose(closeSandbox)
 		sandbox = c
 	}
-	u.cfg.Registerer = p.registry
-	u.cfg.DialReplica = dialReplica(p.creds.DialOptions())
-	g, err := gateway.New(u.cfg, sandbox, p.logger)
+	u.cfg.Registerer = p.Registry
+	u.cfg.DialReplica = localsock.DialReplica(p.Creds.DialOptions())
+	g, err := gateway.New(u.cfg, sandbox, p.Logger)
 	if err != nil {
 		return err
 	}
 	// At exit, before the sandboxes go, its sessions are destroyed.
-	p.onClose(func() {
+	p.OnClose(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = g.Close(ctx)
@@ -78,11 +81,11 @@ func (u *gatewayUnit) start(ctx context.Context, p *process) error {
 	return nil
 }
 
-func (u *gatewayUnit) serve(ctx context.Context, p *process, e env) error {
+func (u *gatewayUnit) serve(ctx context.Context, p *process.Process, e cli.Env) error {
 	if u.addr == "" {
-		return u.g.ServeStdio(ctx, e.stdin, e.stdout)
+		return u.g.ServeStdio(ctx, e.Stdin, e.Stdout)
 	}
-	return u.g.ListenAndServe(ctx, u.addr, u.hs.shutdownGrace, p.registry)
+	return u.g.ListenAndServe(ctx, u.addr, u.hs.shutdownGrace, p.Registry)
 }
 
 // bindGateway binds the MCP surface's settings.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	"github.com/codeexec/codeexec/gateway"
 )
 
@@ -56,7 +57,7 @@ func TestTokenCommand(t *testing.T) {
 	if err := run(t.Context(), []string{"token", "add", "bad/tenant"}, noEnv, nil, &out, &errOut); err == nil {
 		t.Error("token add accepted a tenant the tokens file would refuse")
 	}
-	if err := run(t.Context(), []string{"token"}, noEnv, nil, &out, &errOut); !errors.Is(err, errUsage) {
+	if err := run(t.Context(), []string{"token"}, noEnv, nil, &out, &errOut); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("token without arguments = %v, want usage", err)
 	}
 }

@@ -13,6 +13,10 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/health"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/memdb"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -26,7 +30,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	if err != nil && !errors.Is(err, errUsage) {
+	if err != nil && !errors.Is(err, cli.ErrUsage) {
 		fmt.Fprintln(os.Stderr, "codeexec:", err)
 	}
 	if err != nil {
@@ -34,21 +38,11 @@ func main() {
 	}
 }
 
-// errUsage means the usage text was already printed.
-var errUsage = errors.New("usage")
-
-// env is what a command runs with besides its arguments.
-type env struct {
-	getenv         func(string) string
-	stdin          io.Reader
-	stdout, stderr io.Writer
-}
-
 // A command is one word of the command line.
 type command struct {
 	names []string    // the first one is listed; the others are aliases
 	usage [][2]string // lines of `codeexec help`: synopsis, what it does
-	run   func(ctx context.Context, args []string, e env) error
+	run   func(ctx context.Context, args []string, e cli.Env) error
 }
 
 // commands is the binary: the targets alone, serve (every target in one
@@ -56,7 +50,7 @@ type command struct {
 var commands = []command{
 	// "run" too: upstream's documented command line is
 	// `mcp-server-code-execution-mode run`.
-	newCommand(runServe, [2]string{"serve [flags]", "MCP server on stdio (or --http ADDR) with every service in-process"}).alias("run"),
+	flagCommand(func() cli.Command { return &serveCommand{} }, [2]string{"serve [flags]", "MCP server on stdio (or --http ADDR) with every service in-process"}).alias("run"),
 	targetCommand(gatewayTarget, [2]string{"gateway [flags]", "the MCP gateway alone, using a remote sandboxd (--sandbox ADDR)"}),
 	targetCommand(sandboxdTarget, [2]string{"sandboxd [flags]", "the sandbox service alone, on gRPC (--listen ADDR)"}),
 	targetCommand(discoverydTarget, [2]string{"discoveryd [flags]", "the MCP discovery service alone, on gRPC"}),
@@ -64,17 +58,25 @@ var commands = []command{
 		[2]string{"memoryd [flags]", "the memory service alone, on gRPC, with a bbolt file or PostgreSQL (--store)"},
 		[2]string{"memoryd backup FILE", "copy the memory database (the local one, or --memory ADDR's) to FILE, a bbolt file"},
 		[2]string{"memoryd copy --from SRC --to DST", "copy every record between a bbolt file and PostgreSQL, keeping revisions"}),
-	newCommand(runImportUpstream, [2]string{"import-upstream [DIR]", "import an upstream state dir (default ~/MCPs) into the memory database"}),
-	newCommand(runBench, [2]string{"bench [flags]", "measure latency and throughput; prints a table"}),
-	newCommand(runHealth, [2]string{"health ADDR", "exit 0 when the gRPC service at ADDR is SERVING"}),
+	flagCommand(func() cli.Command { return &memdb.ImportUpstreamCommand{} }, [2]string{"import-upstream [DIR]", "import an upstream state dir (default ~/MCPs) into the memory database"}),
+	flagCommand(func() cli.Command { return &benchCommand{} }, [2]string{"bench [flags]", "measure latency and throughput; prints a table"}),
+	flagCommand(func() cli.Command { return &health.Command{} }, [2]string{"health ADDR", "exit 0 when the gRPC service at ADDR is SERVING"}),
 	newCommand(runToken, [2]string{"token add TENANT", "make a bearer token for --tokens-file (hash on stdout)"}),
 	newCommand(runVersion, [2]string{"version", "print the version"}).alias("--version"),
 }
 
 // newCommand is a command named by the first word of its first usage line.
-func newCommand(run func(context.Context, []string, env) error, usage ...[2]string) command {
+func newCommand(run func(context.Context, []string, cli.Env) error, usage ...[2]string) command {
 	name, _, _ := strings.Cut(usage[0][0], " ")
 	return command{names: []string{name}, usage: usage, run: run}
+}
+
+// flagCommand is newCommand for a command with flags, which a new
+// cli.Command holds on every run.
+func flagCommand(newRun func() cli.Command, usage ...[2]string) command {
+	c := newCommand(nil, usage...)
+	c.run = cli.Flagged(c.names[0], newRun)
+	return c
 }
 
 // alias adds another name.
@@ -83,8 +85,8 @@ func (c command) alias(name string) command {
 	return c
 }
 
-func runVersion(_ context.Context, _ []string, e env) error {
-	fmt.Fprintln(e.stdout, "codeexec", version)
+func runVersion(_ context.Context, _ []string, e cli.Env) error {
+	fmt.Fprintln(e.Stdout, "codeexec", e.Version)
 	return nil
 }
 
@@ -108,10 +110,10 @@ func usage() string {
 
 // run is main without the process: tests call it directly.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	e := cli.Env{Getenv: getenv, Stdin: stdin, Stdout: stdout, Stderr: stderr, Version: version}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage())
-		return errUsage
+		return cli.ErrUsage
 	}
 	name, rest := args[0], args[1:]
 	for _, c := range commands {
@@ -124,5 +126,5 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return nil
 	}
 	fmt.Fprintf(stderr, "unknown command %q\n\n%s", name, usage())
-	return errUsage
+	return cli.ErrUsage
 }

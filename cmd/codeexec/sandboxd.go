@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/localsock"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/sandboxd"
@@ -26,14 +29,14 @@ type sandboxdUnit struct {
 	// socketDir, in serve, is where this process serves its sandboxes to
 	// the other codeexec processes on the state dir (serve.go's share).
 	socketDir string
-	sock      localSocket
+	sock      localsock.Socket
 	// shutdown stops the sandboxes, once: their durable sessions are
 	// given up through memoryd, so in serve it runs before the in-memory
 	// server stops (serve.go).
 	shutdown func()
 }
 
-func (u *sandboxdUnit) bind(fs *flagenv.Set, _ env, alone bool) {
+func (u *sandboxdUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 	u.cfg = sandboxd.DefaultConfig()
 	bindSandbox(fs, &u.cfg, &u.cs)
 	if !alone {
@@ -51,16 +54,16 @@ func (u *sandboxdUnit) check() error {
 	return u.cfg.Validate()
 }
 
-func (u *sandboxdUnit) start(ctx context.Context, p *process) error {
-	deps := sandboxd.Deps{Registry: p.registry}
-	disc, err := p.dial(u.discovery, "--discovery")
+func (u *sandboxdUnit) start(ctx context.Context, p *process.Process) error {
+	deps := sandboxd.Deps{Registry: p.Registry}
+	disc, err := p.Dial(u.discovery, "--discovery")
 	if err != nil {
 		return err
 	}
 	if disc != nil {
 		deps.Discovery = discoveryv1.NewDiscoveryServiceClient(disc)
 	}
-	mem, err := p.dial(u.memory, "--memory-addr")
+	mem, err := p.Dial(u.memory, "--memory-addr")
 	if err != nil {
 		return err
 	}
@@ -70,28 +73,26 @@ func (u *sandboxdUnit) start(ctx context.Context, p *process) error {
 		// beside memory and saved tools.
 		deps.Sessions = memoryv1.NewSessionStoreServiceClient(mem)
 	}
-	if p.inproc != nil && u.socketDir != "" {
-		if err := u.sock.prepare(u.socketDir, p.logger); err != nil {
+	if p.InProc != nil && u.socketDir != "" {
+		if err := u.sock.Prepare(u.socketDir, p.Logger); err != nil {
 			return err
 		}
-		u.cfg.Advertise = "unix:" + u.sock.path
+		u.cfg.Advertise = "unix:" + u.sock.Path
 	} else if u.cfg.Advertise == "" {
-		u.cfg.Advertise = advertiseDefault(p.listen)
+		u.cfg.Advertise = advertiseDefault(p.Listen)
 	}
-	svc, err := sandboxd.New(ctx, u.cfg, deps, p.serviceLogger("sandboxd"))
+	svc, err := sandboxd.New(ctx, u.cfg, deps, p.ServiceLogger("sandboxd"))
 	if err != nil {
 		return err
 	}
-	svc.Register(p.server.GRPC)
+	svc.Register(p.Server.GRPC)
 	u.shutdown = sync.OnceFunc(func() {
-		if u.sock.stop != nil {
-			u.sock.stop()
-		}
+		u.sock.Stop()
 		_ = svc.Close()
 	})
-	p.onClose(u.shutdown)
-	if p.inproc != nil && u.socketDir != "" {
-		return u.sock.serve(ctx, p, svc)
+	p.OnClose(u.shutdown)
+	if p.InProc != nil && u.socketDir != "" {
+		return u.sock.Serve(ctx, p, svc)
 	}
 	return nil
 }
@@ -120,8 +121,8 @@ func advertiseDefault(listen string) string {
 	return listen
 }
 
-func (u *sandboxdUnit) serve(ctx context.Context, p *process, _ env) error {
-	return p.serveGRPC(ctx, u.grace)
+func (u *sandboxdUnit) serve(ctx context.Context, p *process.Process, _ cli.Env) error {
+	return p.ServeGRPC(ctx, u.grace)
 }
 
 // containerSettings are upstream's container options that sandboxd.Config

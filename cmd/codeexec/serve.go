@@ -4,67 +4,71 @@ import (
 	"context"
 	"errors"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
-// runServe runs every target in one process: the embedded default that a
-// desktop MCP client launches. The gRPC targets share one in-memory
-// server (services/suite); the gateway serves MCP on stdio or --http.
-func runServe(ctx context.Context, args []string, e env) error {
-	fs := flagenv.New("serve", e.getenv)
-	var (
-		common commonSettings
-		all    units
-	)
-	bindCommon(fs, &common, false, "")
+// serveCommand runs every target in one process: the embedded default
+// that a desktop MCP client launches. The gRPC targets share one
+// in-memory server (services/suite); the gateway serves MCP on stdio or
+// --http.
+type serveCommand struct {
+	common process.Common
+	all    units
+}
+
+func (c *serveCommand) Bind(fs *flagenv.Set, e cli.Env) {
+	process.BindCommon(fs, &c.common, false, "")
 	for _, t := range targets {
-		t.of(&all).bind(fs, e, false)
+		t.of(&c.all).bind(fs, e, false)
 	}
-	if err := parse(fs, args, e); err != nil {
-		return err
-	}
+}
+
+func (c *serveCommand) Run(ctx context.Context, _ []string, e cli.Env) error {
+	all := &c.all
 	all.share()
 	// Bad settings are reported before anything opens or starts.
 	var errs []error
 	for _, t := range targets {
-		errs = append(errs, t.of(&all).check())
+		errs = append(errs, t.of(all).check())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	p, err := newProcess(ctx, "codeexec", &common, e.stderr)
+	p, err := process.New(ctx, "codeexec", &c.common, e.Stderr)
 	if err != nil {
 		return err
 	}
-	defer p.close()
-	if err := p.inMemory(); err != nil {
+	defer p.Close()
+	if err := p.InMemory(); err != nil {
 		return err
 	}
 	// The services outlive the signal: on SIGTERM the HTTP server first
 	// lets running calls finish (--shutdown-grace), then they stop.
 	signalled := ctx
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p.onClose(cancel) // a closer, not a defer: those run after it
+	p.OnClose(cancel) // a closer, not a defer: those run after it
 	for _, t := range targets {
 		if t.grpc() {
-			if err := t.of(&all).start(ctx, p); err != nil {
+			if err := t.of(all).start(ctx, p); err != nil {
 				return err
 			}
 		}
 	}
 	// The gateway calls the others through the in-memory server, which
 	// stops once the gateway has closed, before the services close.
-	p.inproc.Start(ctx)
-	p.onClose(func() { cancel(); _ = p.inproc.Wait() })
+	p.InProc.Start(ctx)
+	p.OnClose(func() { cancel(); _ = p.InProc.Wait() })
 	// The sandboxes stop before that server: their durable sessions are
 	// given up through memoryd, for the next process to take.
-	p.onClose(all.sandboxd.shutdown)
+	p.OnClose(all.sandboxd.shutdown)
 	gw := &all.gateway
 	if err := gw.start(ctx, p); err != nil {
 		return err
 	}
-	p.logger.Info("codeexec serving", "transport", map[bool]string{true: "http", false: "stdio"}[gw.addr != ""], logkeys.Address, gw.addr)
+	p.Logger.Info("codeexec serving", "transport", map[bool]string{true: "http", false: "stdio"}[gw.addr != ""], logkeys.Address, gw.addr)
 	if err := gw.serve(signalled, p, e); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -78,5 +82,5 @@ func (u *units) share() {
 	g, s := &u.gateway.cfg, &u.sandboxd.cfg
 	s.DefaultTimeout, s.MaxTimeout = g.DefaultTimeout, g.MaxTimeout
 	g.OutputLimitBytes, g.SessionIdleTimeout = s.OutputLimitBytes, s.IdleTimeout
-	u.sandboxd.socketDir = u.memoryd.st.stateDir
+	u.sandboxd.socketDir = u.memoryd.st.StateDir
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/memdb"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/services/flagenv"
 )
 
@@ -21,22 +24,22 @@ type target struct {
 	// of is the target's own settings among every target's.
 	of func(*units) unit
 	// sub are subcommands, `codeexec <name> <sub> …`.
-	sub map[string]func(context.Context, []string, env) error
+	sub map[string]func(context.Context, []string, cli.Env) error
 }
 
 // A unit is a target's settings and what they start.
 type unit interface {
 	// bind binds the flags the target uses wherever it runs; alone, also
 	// those it uses only then (where the other targets are).
-	bind(fs *flagenv.Set, e env, alone bool)
+	bind(fs *flagenv.Set, e cli.Env, alone bool)
 	// check completes and validates the parsed settings before anything
 	// starts.
 	check() error
 	// start starts the target in p, registered on p's gRPC server.
-	start(ctx context.Context, p *process) error
+	start(ctx context.Context, p *process.Process) error
 	// serve serves the target's clients until ctx ends, alone: gRPC on
 	// --listen, or MCP for the gateway.
-	serve(ctx context.Context, p *process, e env) error
+	serve(ctx context.Context, p *process.Process, e cli.Env) error
 }
 
 // units are the settings of every target, one of each.
@@ -49,8 +52,11 @@ type units struct {
 
 var (
 	memorydTarget = target{name: "memoryd", listen: "127.0.0.1:9004", listenEnv: "CODEEXEC_MEMORYD_LISTEN", metrics: "127.0.0.1:9104",
-		of:  func(u *units) unit { return &u.memoryd },
-		sub: map[string]func(context.Context, []string, env) error{"backup": runMemorydBackup, "copy": runMemorydCopy}}
+		of: func(u *units) unit { return &u.memoryd },
+		sub: map[string]func(context.Context, []string, cli.Env) error{
+			"backup": cli.Flagged("memoryd backup", func() cli.Command { return &memdb.BackupCommand{} }),
+			"copy":   cli.Flagged("memoryd copy", func() cli.Command { return &memdb.CopyCommand{} }),
+		}}
 	discoverydTarget = target{name: "discoveryd", listen: "127.0.0.1:9003", listenEnv: "CODEEXEC_DISCOVERYD_LISTEN", metrics: "127.0.0.1:9103",
 		of: func(u *units) unit { return &u.discoveryd }}
 	sandboxdTarget = target{name: "sandboxd", listen: "127.0.0.1:9002", listenEnv: "CODEEXEC_SANDBOXD_LISTEN", metrics: "127.0.0.1:9102",
@@ -70,46 +76,58 @@ var targets = []target{memorydTarget, discoverydTarget, sandboxdTarget, gatewayT
 // short (discoveryd, memoryd); sandboxd's is --shutdown-grace.
 const defaultGRPCGrace = 15 * time.Second
 
+// shortCalls is the check and serve of a gRPC target whose calls are
+// short: it has nothing to check, and stops within defaultGRPCGrace.
+type shortCalls struct{}
+
+func (shortCalls) check() error { return nil }
+
+func (shortCalls) serve(ctx context.Context, p *process.Process, _ cli.Env) error {
+	return p.ServeGRPC(ctx, defaultGRPCGrace)
+}
+
 // targetCommand is the command that runs t alone, or one of its
 // subcommands.
 func targetCommand(t target, usage ...[2]string) command {
-	return newCommand(func(ctx context.Context, args []string, e env) error {
+	alone := cli.Flagged(t.name, func() cli.Command { return &aloneCommand{t: t} })
+	return newCommand(func(ctx context.Context, args []string, e cli.Env) error {
 		if len(args) > 0 {
 			if sub, ok := t.sub[args[0]]; ok {
 				return sub(ctx, args[1:], e)
 			}
 		}
-		return runTarget(ctx, t, args, e)
+		return alone(ctx, args, e)
 	}, usage...)
 }
 
-// runTarget runs t alone.
-func runTarget(ctx context.Context, t target, args []string, e env) error {
-	fs := flagenv.New(t.name, e.getenv)
-	var (
-		common commonSettings
-		all    units
-		listen string
-	)
-	u := t.of(&all)
-	bindCommon(fs, &common, true, t.metrics)
-	u.bind(fs, e, true)
-	if t.grpc() {
-		fs.String(&listen, "listen", t.listen, "gRPC address: host:port or unix:/path", t.listenEnv)
+// aloneCommand runs t alone.
+type aloneCommand struct {
+	t      target
+	common process.Common
+	all    units
+	listen string
+}
+
+func (c *aloneCommand) Bind(fs *flagenv.Set, e cli.Env) {
+	process.BindCommon(fs, &c.common, true, c.t.metrics)
+	c.t.of(&c.all).bind(fs, e, true)
+	if c.t.grpc() {
+		fs.String(&c.listen, "listen", c.t.listen, "gRPC address: host:port or unix:/path", c.t.listenEnv)
 	}
-	if err := parse(fs, args, e); err != nil {
-		return err
-	}
+}
+
+func (c *aloneCommand) Run(ctx context.Context, _ []string, e cli.Env) error {
+	u := c.t.of(&c.all)
 	if err := u.check(); err != nil {
 		return err
 	}
-	p, err := newProcess(ctx, t.name, &common, e.stderr)
+	p, err := process.New(ctx, c.t.name, &c.common, e.Stderr)
 	if err != nil {
 		return err
 	}
-	defer p.close()
-	if t.grpc() {
-		p.serveOn(listen, common.metrics)
+	defer p.Close()
+	if c.t.grpc() {
+		p.ServeOn(c.listen, c.common.Metrics)
 	}
 	// Background loops end when serving does, even on an error.
 	ctx, cancel := context.WithCancel(ctx)
@@ -118,14 +136,4 @@ func runTarget(ctx context.Context, t target, args []string, e env) error {
 		return err
 	}
 	return u.serve(ctx, p, e)
-}
-
-// parse parses a command's flags; the flag package has printed what was
-// wrong, or the help that -h asked for.
-func parse(fs *flagenv.Set, args []string, e env) error {
-	fs.SetOutput(e.stderr)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	return fs.Err()
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 )
 
 // TestHelpListsOnlyTheFlagsACommandUses asks every command for -h and
@@ -53,7 +55,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 			t.Parallel()
 			var stdout, stderr bytes.Buffer
 			err := run(t.Context(), append(tc.args, "-h"), noEnv, nil, &stdout, &stderr)
-			if !errors.Is(err, errUsage) {
+			if !errors.Is(err, cli.ErrUsage) {
 				t.Fatalf("%v -h = %v, want the usage error", tc.args, err)
 			}
 			if diff := cmp.Diff(sorted(tc.flags), listedFlags(stderr.String())); diff != "" {

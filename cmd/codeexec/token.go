@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	"github.com/codeexec/codeexec/gateway"
 )
 
 // runToken makes tokens-file lines: `codeexec token add TENANT` makes a
 // random token, prints it once on stderr and the line to append on stdout;
 // `codeexec token hash` reads a token from stdin and prints its hash.
-func runToken(_ context.Context, args []string, e env) error {
+func runToken(_ context.Context, args []string, e cli.Env) error {
 	switch {
 	case len(args) == 2 && args[0] == "add":
 		if err := gateway.ValidTenant(args[1]); err != nil {
@@ -24,19 +25,19 @@ func runToken(_ context.Context, args []string, e env) error {
 		_, _ = rand.Read(b[:])
 		token := "cx_" + base64.RawURLEncoding.EncodeToString(b[:])
 		line := gateway.HashToken(token) + " " + args[1]
-		fmt.Fprintf(e.stderr, "token for tenant %s (shown once; give it to the client as \"Authorization: Bearer <token>\"):\n%s\n", args[1], token)
-		fmt.Fprintln(e.stdout, line)
+		fmt.Fprintf(e.Stderr, "token for tenant %s (shown once; give it to the client as \"Authorization: Bearer <token>\"):\n%s\n", args[1], token)
+		fmt.Fprintln(e.Stdout, line)
 		return nil
 	case len(args) == 1 && args[0] == "hash":
-		token, err := bufio.NewReader(e.stdin).ReadString('\n')
+		token, err := bufio.NewReader(e.Stdin).ReadString('\n')
 		token = strings.TrimSpace(token)
 		if token == "" {
 			return fmt.Errorf("token hash: no token on stdin: %w", err)
 		}
-		fmt.Fprintln(e.stdout, gateway.HashToken(token))
+		fmt.Fprintln(e.Stdout, gateway.HashToken(token))
 		return nil
 	}
-	fmt.Fprint(e.stderr, "usage:\n  codeexec token add TENANT >> tokens   new random token for TENANT; the line for --tokens-file goes to stdout\n"+
+	fmt.Fprint(e.Stderr, "usage:\n  codeexec token add TENANT >> tokens   new random token for TENANT; the line for --tokens-file goes to stdout\n"+
 		"  echo TOKEN | codeexec token hash     the sha256:<hex> form of an existing token\n")
-	return errUsage
+	return cli.ErrUsage
 }

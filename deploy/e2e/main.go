@@ -62,9 +62,9 @@ func run() error {
 	case "throughput":
 		err = throughput(ctx)
 	case "recall":
-		err = recall(ctx)
+		err = inSession(ctx, recall)
 	case "limits":
-		err = limits(ctx)
+		err = inSession(ctx, limits)
 	case "store":
 		err = storeMode(ctx)
 	case "kube":
@@ -328,14 +328,19 @@ func throughput(ctx context.Context) error {
 	return nil
 }
 
-// recall checks that the memory and the saved tool written by -mode
-// replicas are still there (after the stack was recreated, say).
-func recall(ctx context.Context) error {
+// inSession runs check in a new MCP session, closed after it.
+func inSession(ctx context.Context, check func(context.Context, *session) error) error {
 	s, err := open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.c.Close()
+	return check(ctx, s)
+}
+
+// recall checks that the memory and the saved tool written by -mode
+// replicas are still there (after the stack was recreated, say).
+func recall(ctx context.Context, s *session) error {
 	out, err := s.must(ctx, "import user_tools\nprint(load_memory('e2e')['from'], user_tools.e2e_tool(21))")
 	if err != nil {
 		return err
@@ -351,12 +356,7 @@ func recall(ctx context.Context) error {
 // keep their limits and isolation: a fork bomb and a memory bomb are
 // stopped with a clear error and the session carries on, and the sandbox
 // has no network and runs as nobody.
-func limits(ctx context.Context) error {
-	s, err := open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.c.Close()
+func limits(ctx context.Context, s *session) error {
 	out, err := s.must(ctx, `
 import os, socket
 try:

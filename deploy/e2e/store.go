@@ -135,7 +135,7 @@ func storeMode(ctx context.Context) error {
 func recallWithin(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
-		err := recall(ctx)
+		err := inSession(ctx, recall)
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}

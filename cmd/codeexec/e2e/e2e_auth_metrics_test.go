@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
+
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 )
@@ -53,27 +55,27 @@ func metricSum(t *testing.T, url, name string, want ...string) float64 {
 func TestE2EMetricsAndRequestIDsAcrossSplitServices(t *testing.T) {
 	t.Parallel()
 	mark := "e2e-split-" + strings.ReplaceAll(t.TempDir(), "/", "_")
-	env := baseEnv(t, map[string]string{"MCP_SERVERS_CONFIG": memoryUpstream(t, mark)})
+	env := harness.BaseEnv(t, map[string]string{"MCP_SERVERS_CONFIG": memoryUpstream(t, mark)})
 	dir := t.TempDir()
 	memSock := "unix:" + dir + "/memoryd.sock"
-	discAddr, discMetrics, memMetrics := freeAddr(t), freeAddr(t), freeAddr(t)
-	sbAddr, sbMetrics, gwAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	memLogs := startProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", memMetrics)
-	discLogs := startProcess(t, env, "discoveryd", "--listen", discAddr, "--metrics", discMetrics)
-	waitHealth(t, memSock)
-	waitHealth(t, discAddr)
-	sbLogs := startProcess(t, env, "sandboxd", "--listen", sbAddr, "--memory-addr", memSock, "--discovery", discAddr, "--metrics", sbMetrics, "--pool", "1")
-	waitHealth(t, sbAddr)
-	gwLogs := startProcess(t, env, "gateway", "--sandbox", sbAddr, "--http", gwAddr,
-		"--tokens-file", tokensFile(t, map[string]string{"alpha-token": "alpha"}))
+	discAddr, discMetrics, memMetrics := harness.FreeAddr(t), harness.FreeAddr(t), harness.FreeAddr(t)
+	sbAddr, sbMetrics, gwAddr := harness.FreeAddr(t), harness.FreeAddr(t), harness.FreeAddr(t)
+	memLogs := harness.StartProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", memMetrics)
+	discLogs := harness.StartProcess(t, env, "discoveryd", "--listen", discAddr, "--metrics", discMetrics)
+	harness.WaitHealth(t, memSock)
+	harness.WaitHealth(t, discAddr)
+	sbLogs := harness.StartProcess(t, env, "sandboxd", "--listen", sbAddr, "--memory-addr", memSock, "--discovery", discAddr, "--metrics", sbMetrics, "--pool", "1")
+	harness.WaitHealth(t, sbAddr)
+	gwLogs := harness.StartProcess(t, env, "gateway", "--sandbox", sbAddr, "--http", gwAddr,
+		"--tokens-file", harness.TokensFile(t, map[string]string{"alpha-token": "alpha"}))
 	gw := "http://" + gwAddr
-	waitHTTP(t, gw+"/healthz")
+	harness.WaitHTTP(t, gw+"/healthz")
 
 	if resp, _ := rawInitialize(t, gw, nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("no token: status %d", resp.StatusCode)
 	}
 	c := tokenClient(t, gw, "alpha-token")
-	o := runPython(t, c, map[string]any{"servers": []any{"memory"}, "code": `
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"memory"}, "code": `
 save_memory("k", 1)
 print(await mcp_memory.read_graph())
 print(await runtime.search_tool_docs("read graph"))`})
@@ -85,7 +87,7 @@ print(await runtime.search_tool_docs("read graph"))`})
 	// Log lines reach the test through pipes, so they are waited for.
 	m := waitLog(t, "gateway", gwLogs, regexp.MustCompile(`msg="run_python finished".* request\.id=([0-9a-f]+)`))
 	id := regexp.QuoteMeta("request.id=" + m[1])
-	for name, logs := range map[string]*lockedBuffer{"sandboxd": sbLogs, "memoryd": memLogs, "discoveryd": discLogs} {
+	for name, logs := range map[string]*harness.LockedBuffer{"sandboxd": sbLogs, "memoryd": memLogs, "discoveryd": discLogs} {
 		waitLog(t, name, logs, regexp.MustCompile(id))
 	}
 	waitLog(t, "sandboxd", sbLogs, regexp.MustCompile(`msg="exec finished".* `+id))
@@ -132,14 +134,14 @@ print(await runtime.search_tool_docs("read graph"))`})
 }
 
 // waitLog waits for a service's log to match re and returns the match.
-func waitLog(t *testing.T, name string, logs *lockedBuffer, re *regexp.Regexp) []string {
+func waitLog(t *testing.T, name string, logs *harness.LockedBuffer, re *regexp.Regexp) []string {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if m := re.FindStringSubmatch(logs.String()); m != nil {
 			return m
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s's log has no line matching %s:\n%s", name, re, tailOf(logs.String(), 3000))
+			t.Fatalf("%s's log has no line matching %s:\n%s", name, re, harness.TailOf(logs.String(), 3000))
 		}
 	}
 }
@@ -199,18 +201,18 @@ func TestE2EMetricsTracesOverOTLP(t *testing.T) {
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 
-	env := baseEnv(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + lis.Addr().String()})
+	env := harness.BaseEnv(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + lis.Addr().String()})
 	dir := t.TempDir()
 	memSock := "unix:" + dir + "/memoryd.sock"
-	sbAddr, gwAddr := freeAddr(t), freeAddr(t)
-	startProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", "")
-	waitHealth(t, memSock)
-	startProcess(t, env, "sandboxd", "--listen", sbAddr, "--memory-addr", memSock, "--metrics", "", "--pool", "1")
-	waitHealth(t, sbAddr)
-	startProcess(t, env, "gateway", "--sandbox", sbAddr, "--http", gwAddr)
-	waitHTTP(t, "http://"+gwAddr+"/healthz")
-	c := httpClient(t, "http://"+gwAddr)
-	code(t, c, `save_memory("traced", 1)`)
+	sbAddr, gwAddr := harness.FreeAddr(t), harness.FreeAddr(t)
+	harness.StartProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", "")
+	harness.WaitHealth(t, memSock)
+	harness.StartProcess(t, env, "sandboxd", "--listen", sbAddr, "--memory-addr", memSock, "--metrics", "", "--pool", "1")
+	harness.WaitHealth(t, sbAddr)
+	harness.StartProcess(t, env, "gateway", "--sandbox", sbAddr, "--http", gwAddr)
+	harness.WaitHTTP(t, "http://"+gwAddr+"/healthz")
+	c := harness.HTTPClient(t, "http://"+gwAddr)
+	harness.Code(t, c, `save_memory("traced", 1)`)
 
 	want := []string{
 		"gateway/run_python",

@@ -13,42 +13,16 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
+
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
-
-	"github.com/codeexec/codeexec/gateway"
 )
-
-// tokensFile writes a tokens file granting each token its tenant.
-func tokensFile(t *testing.T, tokens map[string]string) string {
-	t.Helper()
-	var b strings.Builder
-	b.WriteString("# tenants of the end-to-end tests\n")
-	for tok, tenant := range tokens {
-		fmt.Fprintf(&b, "%s %s\n", gateway.HashToken(tok), tenant)
-	}
-	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// startAuthHTTP starts `codeexec serve --http` with args and waits for it.
-func startAuthHTTP(t *testing.T, extra map[string]string, args ...string) string {
-	t.Helper()
-	addr := freeAddr(t)
-	startProcess(t, baseEnv(t, extra), append([]string{"serve", "--http", addr}, args...)...)
-	base := "http://" + addr
-	waitHTTP(t, base+"/healthz")
-	return base
-}
 
 // tokenClient is an initialised HTTP MCP client sending a bearer token.
 func tokenClient(t *testing.T, base, token string) *client.Client {
@@ -61,7 +35,7 @@ func tokenClient(t *testing.T, base, token string) *client.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	initialize(t, c)
+	harness.Initialize(t, c)
 	return c
 }
 
@@ -133,11 +107,11 @@ func (is jwksIssuer) token(t *testing.T, aud string, exp time.Time) string {
 func TestE2EAuthRejectsMissingWrongAndExpiredTokens(t *testing.T) {
 	t.Parallel()
 	is := newJWKSIssuer(t)
-	addr := freeAddr(t)
+	addr := harness.FreeAddr(t)
 	base := "http://" + addr
-	startProcess(t, baseEnv(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokensFile(t, map[string]string{"alpha-token": "alpha"})}),
+	harness.StartProcess(t, harness.BaseEnv(t, map[string]string{"CODEEXEC_TOKENS_FILE": harness.TokensFile(t, map[string]string{"alpha-token": "alpha"})}),
 		"serve", "--http", addr, "--jwt-issuer", is.url, "--jwks-url", is.url, "--jwt-audience", base+"/mcp")
-	waitHTTP(t, base+"/healthz")
+	harness.WaitHTTP(t, base+"/healthz")
 
 	metadata := base + "/.well-known/oauth-protected-resource/mcp"
 	for _, tc := range []struct {
@@ -183,7 +157,7 @@ func TestE2EAuthRejectsMissingWrongAndExpiredTokens(t *testing.T) {
 		t.Errorf("protected-resource metadata = %v", doc)
 	}
 	c := tokenClient(t, base, is.token(t, base+"/mcp", time.Now().Add(time.Hour)))
-	if got := joined(code(t, c, "print(6 * 7)").stdout()); got != "42" {
+	if got := harness.Joined(harness.Code(t, c, "print(6 * 7)").Stdout()); got != "42" {
 		t.Errorf("a call with a valid JWT printed %q", got)
 	}
 }
@@ -191,17 +165,17 @@ func TestE2EAuthRejectsMissingWrongAndExpiredTokens(t *testing.T) {
 func TestE2EAuthAddressRules(t *testing.T) {
 	t.Parallel()
 	// A public address without authentication is refused, and says why.
-	cmd := exec.Command(binary, "serve", "--http", "0.0.0.0:0")
-	cmd.Env = baseEnv(t, nil)
+	cmd := exec.Command(harness.Binary, "serve", "--http", "0.0.0.0:0")
+	cmd.Env = harness.BaseEnv(t, nil)
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "refusing to serve MCP over HTTP on 0.0.0.0:0 without authentication") ||
 		!strings.Contains(string(out), "--insecure-no-auth") {
 		t.Fatalf("serve --http 0.0.0.0:0 without auth: %v\n%s", err, out)
 	}
 	// A bare port binds loopback only.
-	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1")
-	logs := startProcess(t, baseEnv(t, nil), "serve", "--http", port)
-	waitHTTP(t, "http://127.0.0.1"+port+"/healthz")
+	port := strings.TrimPrefix(harness.FreeAddr(t), "127.0.0.1")
+	logs := harness.StartProcess(t, harness.BaseEnv(t, nil), "serve", "--http", port)
+	harness.WaitHTTP(t, "http://127.0.0.1"+port+"/healthz")
 	if !strings.Contains(logs.String(), "http://127.0.0.1"+port+"/mcp") {
 		t.Errorf("--http %s did not bind 127.0.0.1:\n%s", port, logs.String())
 	}
@@ -225,8 +199,8 @@ func TestE2EAuthAddressRules(t *testing.T) {
 
 func TestE2EAuthTokensFileReloads(t *testing.T) {
 	t.Parallel()
-	path := tokensFile(t, map[string]string{"alpha-token": "alpha"})
-	base := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": path})
+	path := harness.TokensFile(t, map[string]string{"alpha-token": "alpha"})
+	base := harness.StartAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": path})
 	status := func(token string) int {
 		resp, _ := rawInitialize(t, base, map[string]string{"Authorization": "Bearer " + token})
 		return resp.StatusCode
@@ -235,7 +209,7 @@ func TestE2EAuthTokensFileReloads(t *testing.T) {
 		t.Fatal("before the edit: want alpha accepted and gamma refused")
 	}
 	// Replace the file, as an operator rotating tokens would.
-	fresh := tokensFile(t, map[string]string{"gamma-token": "gamma"})
+	fresh := harness.TokensFile(t, map[string]string{"gamma-token": "gamma"})
 	if err := os.Rename(fresh, path); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
+
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -43,12 +45,12 @@ func dropinServers(t *testing.T, dir string) map[string]string {
 // None or an exception.
 func TestE2EDropInEmptyResults(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	c, _ := harness.StartStdio(t, dropinServers(t, t.TempDir()))
 
 	// No servers in the call, no memories, no saved tools. (Each line
 	// has a label: a line reading "()" alone is dropped from the output,
 	// as upstream drops it.)
-	o := code(t, c, `
+	o := harness.Code(t, c, `
 print("async", repr(await runtime.list_servers()))
 print("sync", repr(runtime.list_servers_sync()))
 print(repr(LOADED_MCP_SERVERS), repr(mcp_servers), repr(runtime.list_loaded_server_metadata()))
@@ -72,12 +74,12 @@ print(repr(runtime.search_tool_docs_sync("qqqqqqqqqqqqqqqq")))`)
 		"[]",
 		"[]",
 	}
-	if got := o.stdout(); joined(got) != joined(want) {
-		t.Errorf("empty results without servers:\n%s\nwant:\n%s", joined(got), joined(want))
+	if got := o.Stdout(); harness.Joined(got) != harness.Joined(want) {
+		t.Errorf("empty results without servers:\n%s\nwant:\n%s", harness.Joined(got), harness.Joined(want))
 	}
 
 	// A loaded server with no tools.
-	o = runPython(t, c, map[string]any{"servers": []any{"empty"}, "code": `
+	o = harness.RunPython(t, c, map[string]any{"servers": []any{"empty"}, "code": `
 print(repr(await runtime.list_servers()), repr(runtime.list_servers_sync()))
 print(repr(runtime.list_tools_sync("empty")), repr(await runtime.list_tools("empty")))
 print(repr(runtime.query_tool_docs_sync("empty")), repr(await runtime.query_tool_docs("empty")))
@@ -94,15 +96,15 @@ print(repr(runtime.describe_server("empty")["tools"]), repr(mcp_empty))`})
 		// tools included.
 		"[] <MCP server 'empty': 0 tools>",
 	}
-	if o.IsError || joined(o.stdout()) != joined(want) {
-		t.Errorf("a server with no tools:\n%s\nwant:\n%s", o.Text, joined(want))
+	if o.IsError || harness.Joined(o.Stdout()) != harness.Joined(want) {
+		t.Errorf("a server with no tools:\n%s\nwant:\n%s", o.Text, harness.Joined(want))
 	}
 
 	// No servers configured at all.
-	bare, _ := startStdio(t, nil)
-	o = code(t, bare, `print(repr(runtime.discovered_servers()), repr(runtime.discovered_servers(detailed=True)))`)
+	bare, _ := harness.StartStdio(t, nil)
+	o = harness.Code(t, bare, `print(repr(runtime.discovered_servers()), repr(runtime.discovered_servers(detailed=True)))`)
 	// L1222-1225: tuples over DISCOVERED_SERVERS, empty here.
-	if got := joined(o.stdout()); got != "() ()" {
+	if got := harness.Joined(o.Stdout()); got != "() ()" {
 		t.Errorf("discovered_servers() with no servers configured = %s, want () ()", got)
 	}
 }
@@ -110,8 +112,8 @@ print(repr(runtime.describe_server("empty")["tools"]), repr(mcp_empty))`})
 // Item 2: query_tool_docs_sync(server, tool) is a list holding the one doc.
 func TestE2EDropInQueryToolDocsSyncIsAList(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
-	o := runPython(t, c, map[string]any{"servers": []any{"filesystem"}, "code": `
+	c, _ := harness.StartStdio(t, dropinServers(t, t.TempDir()))
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"filesystem"}, "code": `
 docs = runtime.query_tool_docs_sync("filesystem", "READ_TEXT_FILE", detail="full")
 one = await runtime.query_tool_docs("filesystem", "read_text_file")
 print(type(docs).__name__, len(docs), docs[0]["tool"], "path" in docs[0]["inputSchema"]["properties"])
@@ -131,8 +133,8 @@ except runtime.MCPError as e:
 		// L1272-1273: a tool that is not a string.
 		"MCPError: 'tool' must be a string when provided, not int",
 	}
-	if o.IsError || joined(o.stdout()) != joined(want) {
-		t.Errorf("query_tool_docs_sync:\n%s\nwant:\n%s", o.Text, joined(want))
+	if o.IsError || harness.Joined(o.Stdout()) != harness.Joined(want) {
+		t.Errorf("query_tool_docs_sync:\n%s\nwant:\n%s", o.Text, harness.Joined(want))
 	}
 }
 
@@ -141,7 +143,7 @@ except runtime.MCPError as e:
 // and the sync and async forms give the same answer.
 func TestE2EDropInSearchSaysHowToLoad(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	c, _ := harness.StartStdio(t, dropinServers(t, t.TempDir()))
 	var got struct{ Async, Sync, Exact []map[string]any }
 	pyJSON(t, c, []string{"filesystem"}, `import json
 a = await runtime.search_tool_docs("echo", limit=10)
@@ -176,8 +178,8 @@ print(json.dumps({"Async": a, "Sync": s, "Exact": exact}))`, &got)
 	if err := json.Unmarshal([]byte(strings.TrimPrefix(echo["loadWith"].(string), "servers=")), &servers); err != nil {
 		t.Fatal(err)
 	}
-	o := runPython(t, c, map[string]any{"servers": servers, "code": `print((await mcp_crashy.echo(text="loaded"))["content"][0]["text"].split(" (")[0])`})
-	if o.IsError || joined(o.stdout()) != "loaded" {
+	o := harness.RunPython(t, c, map[string]any{"servers": servers, "code": `print((await mcp_crashy.echo(text="loaded"))["content"][0]["text"].split(" (")[0])`})
+	if o.IsError || harness.Joined(o.Stdout()) != "loaded" {
 		t.Errorf("calling the hit with %s: %s", echo["loadWith"], o.Text)
 	}
 }
@@ -187,49 +189,49 @@ print(json.dumps({"Async": a, "Sync": s, "Exact": exact}))`, &got)
 // upstream's words, followed by what to do.
 func TestE2EDropInCompactOutputAndRefusals(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	c, _ := harness.StartStdio(t, dropinServers(t, t.TempDir()))
 
 	// tests/test_toon_responses.py test_compact_mode_drops_empty_tuple_output:
 	// stdout "()\n" gives the text "Success (no output)" and structured
 	// content {"summary": "Success (no output)"} (_NOISE_STREAM_TOKENS,
 	// mcp_server_code_execution_mode.py L176 and L396-406).
-	o := code(t, c, `print(runtime.list_servers_sync())`)
+	o := harness.Code(t, c, `print(runtime.list_servers_sync())`)
 	if o.Text != "Success (no output)" || mustJSON(o.Structured) != `{"summary":"Success (no output)"}` {
 		t.Errorf(`printing () gave text %q, structured %s; want upstream's "Success (no output)", {"summary":"Success (no output)"}`, o.Text, mustJSON(o.Structured))
 	}
 	// Only the "()" line goes: whitespace-only lines, which upstream also
 	// drops, are kept (a deliberate difference; see the README).
-	o = code(t, c, `print("a"); print(()); print("  "); print(" () "); print("b")`)
-	if got := mustJSON(o.stdout()); got != `["a","  ","b"]` {
+	o = harness.Code(t, c, `print("a"); print(()); print("  "); print(" () "); print("b")`)
+	if got := mustJSON(o.Stdout()); got != `["a","  ","b"]` {
 		t.Errorf("stdout = %s, want [a, two spaces, b]", got)
 	}
 
 	// L431-473 (_render_compact_output): the summary, then "error: …"
 	// because the status is not "error", then "status: …" in front; the
 	// message is upstream's (L2712-2718).
-	o = runPython(t, c, map[string]any{"code": "   "})
+	o = harness.RunPython(t, c, map[string]any{"code": "   "})
 	if want := "status: validation_error\nMissing 'code' argument\nerror: Missing 'code' argument"; !o.IsError || o.Text != want {
 		t.Errorf("blank code: %q, want %q", o.Text, want)
 	}
 
 	// L2044-2049 and L2094-2099: "Server {server!r} is not available".
-	o = code(t, c, `
+	o = harness.Code(t, c, `
 for use in (lambda: runtime.call_tool("filesystem", "list_allowed_directories", {}), lambda: runtime.list_tools("filesystem")):
     try:
         await use()
     except runtime.MCPError as e:
         print(e)`)
 	want := `Server 'filesystem' is not available: no servers are loaded in this call; pass servers=["filesystem"] to run_python`
-	if got := o.stdout(); len(got) != 2 || got[0] != want || got[1] != want {
-		t.Errorf("refusals:\n%s\nwant twice:\n%s", joined(got), want)
+	if got := o.Stdout(); len(got) != 2 || got[0] != want || got[1] != want {
+		t.Errorf("refusals:\n%s\nwant twice:\n%s", harness.Joined(got), want)
 	}
-	o = runPython(t, c, map[string]any{"servers": []any{"empty"}, "code": `
+	o = harness.RunPython(t, c, map[string]any{"servers": []any{"empty"}, "code": `
 try:
     await runtime.call_tool("filesystem", "list_allowed_directories", {})
 except runtime.MCPError as e:
     print(e)`})
 	want = `Server 'filesystem' is not available: it is not loaded in this call (loaded: "empty"); pass servers=["empty", "filesystem"] to run_python`
-	if got := joined(o.stdout()); got != want {
+	if got := harness.Joined(o.Stdout()); got != want {
 		t.Errorf("refusal with a server loaded:\n%s\nwant:\n%s", got, want)
 	}
 }
@@ -239,7 +241,7 @@ except runtime.MCPError as e:
 // 1,200 characters.
 func TestE2EDropInToolSchema(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, nil)
+	c, _ := harness.StartStdio(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
@@ -278,7 +280,7 @@ func TestE2EDropInToolSchema(t *testing.T) {
 // servers stays short however many a client sends.
 func TestE2EDropInCodeTypeAndUnknownServers(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	c, _ := harness.StartStdio(t, dropinServers(t, t.TempDir()))
 	// mcp_server_code_execution_mode.py L2713-2719 answers any code that
 	// is not a non-blank string with "Missing 'code' argument"; codeexec
 	// keeps that for missing and blank code and names the type otherwise.
@@ -290,8 +292,8 @@ func TestE2EDropInCodeTypeAndUnknownServers(t *testing.T) {
 		{[]any{"print(1)"}, "'code' must be a string of Python source, not an array"},
 		{nil, "Missing 'code' argument"},
 	} {
-		o := runPython(t, c, map[string]any{"code": tc.code})
-		if !o.IsError || o.str("status") != "validation_error" || o.str("error") != tc.want {
+		o := harness.RunPython(t, c, map[string]any{"code": tc.code})
+		if !o.IsError || o.Str("status") != "validation_error" || o.Str("error") != tc.want {
 			t.Errorf("code %v: %s; want validation_error %q", tc.code, o.Text, tc.want)
 		}
 	}
@@ -303,9 +305,9 @@ func TestE2EDropInCodeTypeAndUnknownServers(t *testing.T) {
 	for i := range 10000 {
 		servers = append(servers, fmt.Sprintf("nope-%d", i))
 	}
-	o := runPython(t, c, map[string]any{"code": "pass", "servers": servers})
+	o := harness.RunPython(t, c, map[string]any{"code": "pass", "servers": servers})
 	want := `10000 unknown MCP servers: "nope-0", "nope-1", "nope-2", "nope-3", "nope-4" and 9995 more; configured servers: "crashy", "empty", "filesystem"`
-	if !o.IsError || !strings.Contains(o.str("error"), want) || len(o.Text) > 1000 {
-		t.Errorf("10,000 unknown servers: %d characters:\n%s\nwant an error containing:\n%s", len(o.Text), tailOf(o.Text, 2000), want)
+	if !o.IsError || !strings.Contains(o.Str("error"), want) || len(o.Text) > 1000 {
+		t.Errorf("10,000 unknown servers: %d characters:\n%s\nwant an error containing:\n%s", len(o.Text), harness.TailOf(o.Text, 2000), want)
 	}
 }

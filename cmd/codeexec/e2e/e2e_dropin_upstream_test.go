@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
 )
 
 // More end-to-end tests of issue 14 (see e2e_dropin_test.go): upstream's
@@ -73,9 +75,9 @@ func TestE2EDropInUpstreamStateOnFirstStart(t *testing.T) {
 	copyTree(t, filepath.Join("..", "..", "..", "memoryd", "testdata", "upstream", "user_tools"), upstream)
 	before := snapshot(t, upstream)
 
-	c, logs := startStdio(t, stateEnv(home))
+	c, logs := harness.StartStdio(t, harness.StateEnv(home))
 	waitLog(t, "codeexec", logs, regexp.MustCompile(`msg="imported upstream state on first start \(its files are left unchanged\)".* memories=4 tools=4 skipped=\d+`))
-	o := code(t, c, `
+	o := harness.Code(t, c, `
 import user_tools
 print(load_memory("project notes"))
 info = get_memory_info("project notes")
@@ -94,20 +96,20 @@ print(user_tools.greet("Ada"), user_tools.add.__doc__)`)
 		// user_tools; the last definition of a name wins.
 		"Hello, Ada! Add two numbers (second version).",
 	}
-	if joined(o.stdout()) != joined(want) {
-		t.Errorf("upstream state after the first start:\n%s\nwant:\n%s", o.Text, joined(want))
+	if harness.Joined(o.Stdout()) != harness.Joined(want) {
+		t.Errorf("upstream state after the first start:\n%s\nwant:\n%s", o.Text, harness.Joined(want))
 	}
-	code(t, c, `delete_memory("project notes")`)
+	harness.Code(t, c, `delete_memory("project notes")`)
 	_ = c.Close()
 
 	// A later start finds the database and imports nothing: the deleted
 	// memory stays deleted.
-	c, logs = startStdio(t, stateEnv(home))
+	c, logs = harness.StartStdio(t, harness.StateEnv(home))
 	waitLog(t, "codeexec", logs, regexp.MustCompile(`msg="codeexec serving"`))
 	if strings.Contains(logs.String(), "imported upstream state") {
 		t.Errorf("the second start imported upstream state again:\n%s", logs.String())
 	}
-	if got := joined(code(t, c, `print(load_memory("project notes"), load_memory("a b"))`).stdout()); got != "None the key upstream turned into a_b" {
+	if got := harness.Joined(harness.Code(t, c, `print(load_memory("project notes"), load_memory("a b"))`).Stdout()); got != "None the key upstream turned into a_b" {
 		t.Errorf("after a restart: %s", got)
 	}
 	if after := snapshot(t, upstream); !maps.Equal(before, after) {
@@ -119,7 +121,7 @@ print(user_tools.greet("Ada"), user_tools.add.__doc__)`)
 // sandbox's environment, for the code and its subprocesses.
 func TestE2EDropInServerEnvironment(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, dropinServers(t, t.TempDir()))
+	c, _ := harness.StartStdio(t, dropinServers(t, t.TempDir()))
 	src := `import json, os, subprocess
 available = json.loads(os.environ["MCP_AVAILABLE_SERVERS"])
 print([(m["name"], m["alias"], m["cwd"], "read_text_file" in [t["name"] for t in m["tools"]]) for m in available])
@@ -127,7 +129,7 @@ print(sorted(set(k for m in available for t in m["tools"] for k in t)))
 print(json.dumps(json.loads(os.environ["MCP_DISCOVERED_SERVERS"]), sort_keys=True))
 child = subprocess.run(["/bin/sh", "-c", 'printf %s "$MCP_DISCOVERED_SERVERS"'], capture_output=True, text=True).stdout
 print(json.loads(child) == json.loads(os.environ["MCP_DISCOVERED_SERVERS"]))`
-	o := runPython(t, c, map[string]any{"servers": []any{"filesystem"}, "code": src})
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"filesystem"}, "code": src})
 	want := []string{
 		// mcp_server_code_execution_mode.py L2022-2025: MCP_AVAILABLE_SERVERS
 		// is json.dumps(self.server_metadata), the loaded servers'
@@ -142,12 +144,12 @@ print(json.loads(child) == json.loads(os.environ["MCP_DISCOVERED_SERVERS"]))`
 		// every process in the sandbox sees them.
 		"True",
 	}
-	if o.IsError || joined(o.stdout()) != joined(want) {
-		t.Errorf("environment with servers=[filesystem]:\n%s\nwant:\n%s", o.Text, joined(want))
+	if o.IsError || harness.Joined(o.Stdout()) != harness.Joined(want) {
+		t.Errorf("environment with servers=[filesystem]:\n%s\nwant:\n%s", o.Text, harness.Joined(want))
 	}
 	// The variables follow each call's servers.
-	o = code(t, c, `import os; print(os.environ["MCP_AVAILABLE_SERVERS"])`)
-	if got := joined(o.stdout()); got != "[]" {
+	o = harness.Code(t, c, `import os; print(os.environ["MCP_AVAILABLE_SERVERS"])`)
+	if got := harness.Joined(o.Stdout()); got != "[]" {
 		t.Errorf("MCP_AVAILABLE_SERVERS in a call without servers = %s, want []", got)
 	}
 }
@@ -156,8 +158,8 @@ print(json.loads(child) == json.loads(os.environ["MCP_DISCOVERED_SERVERS"]))`
 // writes are kept.
 func TestE2EDropInArgumentErrors(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, nil)
-	o := code(t, c, `
+	c, _ := harness.StartStdio(t, nil)
+	o := harness.Code(t, c, `
 for case in (lambda: save_tool(42), lambda: save_memory("   ", 1), lambda: save_memory("k" * 2049, 1)):
     try:
         case()
@@ -168,7 +170,7 @@ print(save_memory("  notes\n", 1), load_memory("notes"))
 long = "k" * 1000
 save_memory(long, "kept")
 print(load_memory(long), [len(m["key"]) for m in list_memories()])`)
-	got := o.stdout()
+	got := o.Stdout()
 	// mcp_server_code_execution_mode.py L937-938: save_tool raises
 	// ValueError("save_tool expects a function"); L956-958: the key is
 	// stripped and an empty one raises ValueError("Memory key cannot be
@@ -187,8 +189,8 @@ print(load_memory(long), [len(m["key"]) for m in list_memories()])`)
 		"Memory 'notes' saved. 1",
 		"kept [1000, 5]",
 	}
-	if len(got) != 5 || joined(got[2:]) != joined(want) {
-		t.Errorf("output:\n%s\nwant lines 3-5:\n%s", o.Text, joined(want))
+	if len(got) != 5 || harness.Joined(got[2:]) != harness.Joined(want) {
+		t.Errorf("output:\n%s\nwant lines 3-5:\n%s", o.Text, harness.Joined(want))
 	}
 }
 
@@ -204,9 +206,9 @@ func at(lines []string, i int) string {
 // elsewhere apply from the next session on.
 func TestE2EDropInSavedToolsByBareName(t *testing.T) {
 	t.Parallel()
-	base := startHTTP(t, nil)
-	a := httpClient(t, base)
-	code(t, a, `
+	base := harness.StartHTTP(t, nil)
+	a := harness.HTTPClient(t, base)
+	harness.Code(t, a, `
 def slug(text):
     return "-".join(text.lower().split())
 def greet(name):
@@ -214,43 +216,43 @@ def greet(name):
 save_tool(slug)
 save_tool(greet)`)
 
-	b := httpClient(t, base)
-	o := code(t, b, `
+	b := harness.HTTPClient(t, base)
+	o := harness.Code(t, b, `
 import user_tools
 print(slug("Hello Big World"), greet("Ada"), slug is user_tools.slug)`)
 	// GUIDE.md@27d23b8 line 564: saved tools are accessed by "`import` or
 	// call directly"; mcp_server_code_execution_mode.py L919-931 loads
 	// user_tools.py at the start and exports its public names.
-	if got := joined(o.stdout()); got != "hello-big-world hi Ada True" {
+	if got := harness.Joined(o.Stdout()); got != "hello-big-world hi Ada True" {
 		t.Errorf("saved tools in a new session: %s", o.Text)
 	}
 
 	// A session's own names win over saved tools, at once and later.
-	c := httpClient(t, base)
-	code(t, c, `slug = "my slug"
+	c := harness.HTTPClient(t, base)
+	harness.Code(t, c, `slug = "my slug"
 def greet(name):
     return "my greet"`)
-	if got := joined(code(t, c, `print(slug, greet("x"))`).stdout()); got != "my slug my greet" {
+	if got := harness.Joined(harness.Code(t, c, `print(slug, greet("x"))`).Stdout()); got != "my slug my greet" {
 		t.Errorf("a session's own names: %s", got)
 	}
 
 	// Saved and deleted elsewhere: a session that is running keeps what
 	// it started with (L947: a saved tool "will be available in future
 	// sessions"), and the next session sees the change.
-	code(t, a, `
+	harness.Code(t, a, `
 def later():
     return "later"
 save_tool(later)
 print(runtime.delete_saved_tool("greet"))`)
-	o = code(t, b, `print("later" in globals(), greet("still"))`)
-	if got := joined(o.stdout()); got != "False hi still" {
+	o = harness.Code(t, b, `print("later" in globals(), greet("still"))`)
+	if got := harness.Joined(o.Stdout()); got != "False hi still" {
 		t.Errorf("a running session after a save and a delete elsewhere: %s", o.Text)
 	}
-	d := httpClient(t, base)
-	o = code(t, d, `
+	d := harness.HTTPClient(t, base)
+	o = harness.Code(t, d, `
 import user_tools
 print(later(), "greet" in globals(), hasattr(user_tools, "greet"))`)
-	if got := joined(o.stdout()); got != "later False False" {
+	if got := harness.Joined(o.Stdout()); got != "later False False" {
 		t.Errorf("a new session after a save and a delete elsewhere: %s", o.Text)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
 )
 
 // TestE2EDiscoverySearchContract checks the search contract on the
@@ -17,7 +19,7 @@ import (
 func TestE2EDiscoverySearchContract(t *testing.T) {
 	t.Parallel()
 	u := configureUpstreams(t)
-	c, _ := startStdio(t, u.env())
+	c, _ := harness.StartStdio(t, u.env())
 
 	t.Run("results say total and truncated", func(t *testing.T) {
 		var got map[string]any
@@ -91,7 +93,7 @@ func TestE2EClientConfigLayouts(t *testing.T) {
 			"/somewhere/else": map[string]any{"mcpServers": map[string]any{"not-here": map[string]any{"command": node}}},
 		},
 	})
-	c, _ := startStdio(t, map[string]string{"HOME": home, "MCP_BRIDGE_STATE_DIR": filepath.Join(home, "MCPs")})
+	c, _ := harness.StartStdio(t, map[string]string{"HOME": home, "MCP_BRIDGE_STATE_DIR": filepath.Join(home, "MCPs")})
 
 	var got struct {
 		Servers []string

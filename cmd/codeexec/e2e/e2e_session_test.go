@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
 )
 
 // End-to-end tests of session behaviour: the real binary over stdio, real
@@ -15,10 +17,10 @@ import (
 
 func TestE2EStatePersistsAcrossCalls(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, nil)
-	code(t, c, "import math\nx = 41\ndef twice(v):\n    return 2 * v\n")
-	o := code(t, c, "print(x + 1, twice(21), math.floor(2.5))")
-	if got := joined(o.stdout()); got != "42 42 2" {
+	c, _ := harness.StartStdio(t, nil)
+	harness.Code(t, c, "import math\nx = 41\ndef twice(v):\n    return 2 * v\n")
+	o := harness.Code(t, c, "print(x + 1, twice(21), math.floor(2.5))")
+	if got := harness.Joined(o.Stdout()); got != "42 42 2" {
 		t.Fatalf("stdout = %q, want %q", got, "42 42 2")
 	}
 	if o.Text != "42 42 2" {
@@ -28,28 +30,28 @@ func TestE2EStatePersistsAcrossCalls(t *testing.T) {
 
 func TestE2ETopLevelAwait(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, nil)
-	code(t, c, "import asyncio\nasync def f():\n    await asyncio.sleep(0.01)\n    return 7\n")
-	o := code(t, c, "v = await f()\nprint(v * 6)")
-	if got := joined(o.stdout()); got != "42" {
+	c, _ := harness.StartStdio(t, nil)
+	harness.Code(t, c, "import asyncio\nasync def f():\n    await asyncio.sleep(0.01)\n    return 7\n")
+	o := harness.Code(t, c, "v = await f()\nprint(v * 6)")
+	if got := harness.Joined(o.Stdout()); got != "42" {
 		t.Fatalf("stdout = %q, want 42", got)
 	}
 }
 
 func TestE2EExceptionIsAnError(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, nil)
-	o := runPython(t, c, map[string]any{"code": "print('before')\ndef boom():\n    return 1 / 0\nboom()"})
+	c, _ := harness.StartStdio(t, nil)
+	o := harness.RunPython(t, c, map[string]any{"code": "print('before')\ndef boom():\n    return 1 / 0\nboom()"})
 	if !o.IsError {
 		t.Fatalf("isError = false for an exception: %s", o.Text)
 	}
-	if o.str("status") != "error" {
-		t.Fatalf("status = %q, want error", o.str("status"))
+	if o.Str("status") != "error" {
+		t.Fatalf("status = %q, want error", o.Str("status"))
 	}
-	if !strings.Contains(o.str("error"), "ZeroDivisionError: division by zero") {
-		t.Fatalf("error = %q, want the exception", o.str("error"))
+	if !strings.Contains(o.Str("error"), "ZeroDivisionError: division by zero") {
+		t.Fatalf("error = %q, want the exception", o.Str("error"))
 	}
-	stderr := joined(o.stderr())
+	stderr := harness.Joined(o.Stderr())
 	for _, want := range []string{"Traceback", "return 1 / 0", "boom()", "ZeroDivisionError"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("traceback lacks %q:\n%s", want, stderr)
@@ -58,44 +60,44 @@ func TestE2EExceptionIsAnError(t *testing.T) {
 	if strings.Contains(stderr, "agent") {
 		t.Errorf("traceback shows agent frames:\n%s", stderr)
 	}
-	if got := joined(o.stdout()); got != "before" {
+	if got := harness.Joined(o.Stdout()); got != "before" {
 		t.Errorf("stdout = %q, want before", got)
 	}
 	// The session survives an exception.
-	code(t, c, "y = 1")
-	if got := joined(code(t, c, "print(y)").stdout()); got != "1" {
+	harness.Code(t, c, "y = 1")
+	if got := harness.Joined(harness.Code(t, c, "print(y)").Stdout()); got != "1" {
 		t.Fatalf("after an exception, stdout = %q", got)
 	}
 }
 
 func TestE2EBlankLinesAreKept(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, nil)
-	o := code(t, c, `print("a\n\nb\n")`)
+	c, _ := harness.StartStdio(t, nil)
+	o := harness.Code(t, c, `print("a\n\nb\n")`)
 	want := []string{"a", "", "b", ""}
-	if got := o.stdout(); strings.Join(got, "|") != strings.Join(want, "|") {
+	if got := o.Stdout(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
 }
 
 func TestE2EHugeOutputIsCutWithAMarker(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, map[string]string{"CODEEXEC_OUTPUT_LIMIT": "64k"})
+	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_OUTPUT_LIMIT": "64k"})
 	// One 20 MB line: neither breaks the channel nor hangs.
-	o := code(t, c, `import sys; sys.stdout.write("x" * 20_000_000 + "\n"); print("tail")`)
-	text := joined(o.stdout())
+	o := harness.Code(t, c, `import sys; sys.stdout.write("x" * 20_000_000 + "\n"); print("tail")`)
+	text := harness.Joined(o.Stdout())
 	if !strings.Contains(text, "truncated") {
-		t.Fatalf("no truncation marker in %d bytes of output: %q", len(text), tailOf(text, 300))
+		t.Fatalf("no truncation marker in %d bytes of output: %q", len(text), harness.TailOf(text, 300))
 	}
 	if len(text) > 200<<10 {
 		t.Fatalf("output is %d bytes, far above the 64 KiB cap", len(text))
 	}
 	// The marker says how much was dropped.
 	if !strings.Contains(strings.ReplaceAll(text, ",", ""), "199") && !strings.Contains(text, "bytes") {
-		t.Fatalf("marker does not say how much was dropped: %q", tailOf(text, 300))
+		t.Fatalf("marker does not say how much was dropped: %q", harness.TailOf(text, 300))
 	}
 	// The session is still healthy.
-	if got := joined(code(t, c, "print('ok')").stdout()); got != "ok" {
+	if got := harness.Joined(harness.Code(t, c, "print('ok')").Stdout()); got != "ok" {
 		t.Fatalf("after huge output, stdout = %q", got)
 	}
 }
@@ -105,20 +107,20 @@ func TestE2EHugeOutputIsCutWithAMarker(t *testing.T) {
 // effects, and the next result says so once.
 func TestE2ETimeoutKillsAndRestoresTheCheckpoint(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, nil)
-	code(t, c, "kept = 1")
-	o := runPython(t, c, map[string]any{"code": "import time\nkept = 2\nprint('partial', flush=True)\ntime.sleep(60)", "timeout": 1})
-	if !o.IsError || o.str("status") != "timeout" {
-		t.Fatalf("status = %q isError=%v, want timeout: %s", o.str("status"), o.IsError, o.Text)
+	c, _ := harness.StartStdio(t, nil)
+	harness.Code(t, c, "kept = 1")
+	o := harness.RunPython(t, c, map[string]any{"code": "import time\nkept = 2\nprint('partial', flush=True)\ntime.sleep(60)", "timeout": 1})
+	if !o.IsError || o.Str("status") != "timeout" {
+		t.Fatalf("status = %q isError=%v, want timeout: %s", o.Str("status"), o.IsError, o.Text)
 	}
-	if got := joined(o.stdout()); got != "partial" {
+	if got := harness.Joined(o.Stdout()); got != "partial" {
 		t.Errorf("partial stdout = %q, want partial", got)
 	}
 	if ts, _ := o.Structured["timeoutSeconds"].(float64); ts != 1 {
 		t.Errorf("timeoutSeconds = %v, want 1", o.Structured["timeoutSeconds"])
 	}
-	o = runPython(t, c, map[string]any{"code": "print(kept)"})
-	if o.IsError || joined(o.stdout()) != "1" {
+	o = harness.RunPython(t, c, map[string]any{"code": "print(kept)"})
+	if o.IsError || harness.Joined(o.Stdout()) != "1" {
 		t.Fatalf("after a timeout: %s, want kept = 1 from the checkpoint", o.Text)
 	}
 	for _, want := range []string{"restored", "kept", "rolled back"} {
@@ -126,15 +128,15 @@ func TestE2ETimeoutKillsAndRestoresTheCheckpoint(t *testing.T) {
 			t.Errorf("the result after the timeout does not say %q: %s", want, o.Text)
 		}
 	}
-	if again := code(t, c, "print(kept)"); strings.Contains(again.Text, "restored") {
+	if again := harness.Code(t, c, "print(kept)"); strings.Contains(again.Text, "restored") {
 		t.Errorf("the restore is reported twice: %s", again.Text)
 	}
 }
 
 func TestE2ECallsOnOneSessionAreSerialised(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, nil)
-	code(t, c, "import time")
+	c, _ := harness.StartStdio(t, nil)
+	harness.Code(t, c, "import time")
 	var (
 		wg    sync.WaitGroup
 		spans [2][2]float64
@@ -143,10 +145,10 @@ func TestE2ECallsOnOneSessionAreSerialised(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o := code(t, c, "a = time.time(); time.sleep(0.3); print(a, time.time())")
-			f := strings.Fields(joined(o.stdout()))
+			o := harness.Code(t, c, "a = time.time(); time.sleep(0.3); print(a, time.time())")
+			f := strings.Fields(harness.Joined(o.Stdout()))
 			if len(f) != 2 {
-				t.Errorf("stdout = %q", o.stdout())
+				t.Errorf("stdout = %q", o.Stdout())
 				return
 			}
 			spans[i][0], _ = strconv.ParseFloat(f[0], 64)
@@ -162,7 +164,7 @@ func TestE2ECallsOnOneSessionAreSerialised(t *testing.T) {
 
 func TestE2EClientIsolationAndSecrets(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, map[string]string{"CODEEXEC_TEST_SECRET": "hunter2"})
+	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_TEST_SECRET": "hunter2"})
 	checks := []struct{ name, src, want string }{
 		{"uid is not root", "import os; print(os.getuid() != 0, os.getuid())", "True 65534"},
 		{"no host environment", "import os; print('CODEEXEC_TEST_SECRET' in os.environ, 'hunter2' in repr(dict(os.environ)))", "False False"},
@@ -203,11 +205,11 @@ import os; print(os.getcwd(), open("/tmp/a").read() + open("/workspace/b").read(
 	}
 	for _, tc := range checks {
 		t.Run(tc.name, func(t *testing.T) {
-			o := runPython(t, c, map[string]any{"code": tc.src})
+			o := harness.RunPython(t, c, map[string]any{"code": tc.src})
 			if o.IsError {
 				t.Fatalf("failed: %s", o.Text)
 			}
-			if got := joined(o.stdout()); got != tc.want {
+			if got := harness.Joined(o.Stdout()); got != tc.want {
 				t.Fatalf("stdout = %q, want %q", got, tc.want)
 			}
 		})
@@ -216,36 +218,36 @@ import os; print(os.getcwd(), open("/tmp/a").read() + open("/workspace/b").read(
 
 func TestE2EChildProcessOutputAndChannelSafety(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, nil)
-	o := code(t, c, `
+	c, _ := harness.StartStdio(t, nil)
+	o := harness.Code(t, c, `
 import os, subprocess, sys
 os.system("echo from-system")
 subprocess.run(["sh", "-c", "echo from-subprocess; echo to-stderr >&2"])
 os.write(1, b"\x00\x00\x00\x05hello fake frame\n")
 os.write(2, b"raw-fd2\n")
 print("end")`)
-	out := joined(o.stdout())
+	out := harness.Joined(o.Stdout())
 	for _, want := range []string{"from-system", "from-subprocess", "hello fake frame", "end"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q: %q", want, out)
 		}
 	}
-	errText := joined(o.stderr())
+	errText := harness.Joined(o.Stderr())
 	for _, want := range []string{"to-stderr", "raw-fd2"} {
 		if !strings.Contains(errText, want) {
 			t.Errorf("stderr lacks %q: %q", want, errText)
 		}
 	}
 	// The channel survived the fake frame.
-	if got := joined(code(t, c, "print(6 * 7)").stdout()); got != "42" {
+	if got := harness.Joined(harness.Code(t, c, "print(6 * 7)").Stdout()); got != "42" {
 		t.Fatalf("after writing a fake frame, stdout = %q", got)
 	}
 }
 
 func TestE2EForkBombIsContained(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, map[string]string{"MCP_BRIDGE_PIDS": "32"})
-	o := runPython(t, c, map[string]any{"code": "import os\nwhile True:\n    os.fork()", "timeout": 20})
+	c, _ := harness.StartStdio(t, map[string]string{"MCP_BRIDGE_PIDS": "32"})
+	o := harness.RunPython(t, c, map[string]any{"code": "import os\nwhile True:\n    os.fork()", "timeout": 20})
 	if !o.IsError {
 		t.Fatalf("a fork bomb succeeded: %s", o.Text)
 	}
@@ -253,22 +255,22 @@ func TestE2EForkBombIsContained(t *testing.T) {
 		t.Errorf("the error does not name the process limit: %s", o.Text)
 	}
 	// The server and the session carry on.
-	if got := joined(code(t, c, "print('alive')").stdout()); got != "alive" {
+	if got := harness.Joined(harness.Code(t, c, "print('alive')").Stdout()); got != "alive" {
 		t.Fatalf("after a fork bomb, stdout = %q", got)
 	}
 }
 
 func TestE2EMemoryBombIsContained(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, map[string]string{"MCP_BRIDGE_MEMORY": "128m"})
-	o := runPython(t, c, map[string]any{"code": "blocks = []\nwhile True:\n    blocks.append(bytearray(16 << 20))", "timeout": 30})
+	c, _ := harness.StartStdio(t, map[string]string{"MCP_BRIDGE_MEMORY": "128m"})
+	o := harness.RunPython(t, c, map[string]any{"code": "blocks = []\nwhile True:\n    blocks.append(bytearray(16 << 20))", "timeout": 30})
 	if !o.IsError {
 		t.Fatalf("a memory bomb succeeded: %s", o.Text)
 	}
 	if !strings.Contains(strings.ToLower(o.Text), "memory") {
 		t.Errorf("the error does not mention memory: %s", o.Text)
 	}
-	if got := joined(code(t, c, "print('alive')").stdout()); got != "alive" {
+	if got := harness.Joined(harness.Code(t, c, "print('alive')").Stdout()); got != "alive" {
 		t.Fatalf("after a memory bomb, stdout = %q", got)
 	}
 }
@@ -277,8 +279,8 @@ func TestE2EMemoryBombIsContained(t *testing.T) {
 // checkpoint and comes back on the next call.
 func TestE2EIdleSessionsAreReaped(t *testing.T) {
 	t.Parallel()
-	c, logs := startStdio(t, map[string]string{"CODEEXEC_IDLE_TIMEOUT": "1s"})
-	code(t, c, "v = 5")
+	c, logs := harness.StartStdio(t, map[string]string{"CODEEXEC_IDLE_TIMEOUT": "1s"})
+	harness.Code(t, c, "v = 5")
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(logs.String(), "stopping an idle session's sandbox") {
 		if time.Now().After(deadline) {
@@ -286,8 +288,8 @@ func TestE2EIdleSessionsAreReaped(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	o := runPython(t, c, map[string]any{"code": "print(v)"})
-	if o.IsError || joined(o.stdout()) != "5" {
+	o := harness.RunPython(t, c, map[string]any{"code": "print(v)"})
+	if o.IsError || harness.Joined(o.Stdout()) != "5" {
 		t.Fatalf("the reaped session did not come back: %s", o.Text)
 	}
 	if !strings.Contains(o.Text, "restored") {
@@ -297,12 +299,12 @@ func TestE2EIdleSessionsAreReaped(t *testing.T) {
 
 func TestE2ELargeCodeAndOutputPassIntact(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, map[string]string{"CODEEXEC_OUTPUT_LIMIT": "0"})
+	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_OUTPUT_LIMIT": "0"})
 	// 4 MB of code in one call, and 3 MB of output back.
 	payload := strings.Repeat("a", 4<<20)
 	src := fmt.Sprintf("s = %q\nimport hashlib\nprint(len(s), hashlib.sha256(s.encode()).hexdigest()[:12])\nprint('b' * (3 << 20))", payload)
-	o := code(t, c, src)
-	lines := o.stdout()
+	o := harness.Code(t, c, src)
+	lines := o.Stdout()
 	if len(lines) != 2 || lines[0] != fmt.Sprintf("%d 299285fc41a4", 4<<20) {
 		t.Fatalf("first line = %q", lines[:min(1, len(lines))])
 	}
@@ -315,8 +317,8 @@ func TestE2ELargeCodeAndOutputPassIntact(t *testing.T) {
 func TestE2ENoSandboxProcessOutlivesTheServer(t *testing.T) {
 	t.Parallel()
 	marker := fmt.Sprintf("%d.%03d", time.Now().UnixNano()%100000, 7)
-	c, _ := startStdio(t, nil)
-	code(t, c, fmt.Sprintf(`
+	c, _ := harness.StartStdio(t, nil)
+	harness.Code(t, c, fmt.Sprintf(`
 import subprocess
 subprocess.Popen(["sleep", "%s"], start_new_session=True)`, marker))
 	if pids := processesWithArg(marker); len(pids) == 0 {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -75,7 +77,7 @@ print(json.dumps(ds))`, proxyCalls)
 			directs = append(directs, d)
 		}
 		o := runPythonTB(b, served, map[string]any{"code": loop, "servers": []any{"everything"}})
-		lines := o.stdout()
+		lines := o.Stdout()
 		var secs []float64
 		if o.IsError || len(lines) == 0 || json.Unmarshal([]byte(lines[len(lines)-1]), &secs) != nil || len(secs) != proxyCalls {
 			b.Fatalf("sandbox loop failed: %s", o.Text)
@@ -136,15 +138,15 @@ func serveTB(tb testing.TB, extra map[string]string) *client.Client {
 	for k, v := range env {
 		envList = append(envList, k+"="+v)
 	}
-	logs := &lockedBuffer{}
-	c, err := client.NewStdioMCPClientWithOptions(binary, envList, []string{"serve"}, transport.WithCommandStderrWriter(logs))
+	logs := &harness.LockedBuffer{}
+	c, err := client.NewStdioMCPClientWithOptions(harness.Binary, envList, []string{"serve"}, transport.WithCommandStderrWriter(logs))
 	if err != nil {
 		tb.Fatalf("start codeexec serve: %v", err)
 	}
 	tb.Cleanup(func() {
 		_ = c.Close()
 		if tb.Failed() {
-			tb.Logf("codeexec serve stderr:\n%s", tailOf(logs.String(), 6000))
+			tb.Logf("codeexec serve stderr:\n%s", harness.TailOf(logs.String(), 6000))
 		}
 	})
 	initializeTB(tb, c)
@@ -164,7 +166,7 @@ func initializeTB(tb testing.TB, c *client.Client) {
 }
 
 // runPythonTB is runPython for a testing.TB.
-func runPythonTB(tb testing.TB, c *client.Client, args map[string]any) outcome {
+func runPythonTB(tb testing.TB, c *client.Client, args map[string]any) harness.Outcome {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -175,7 +177,7 @@ func runPythonTB(tb testing.TB, c *client.Client, args map[string]any) outcome {
 	if err != nil {
 		tb.Fatalf("run_python: %v", err)
 	}
-	o := outcome{IsError: res.IsError, Structured: map[string]any{}}
+	o := harness.Outcome{IsError: res.IsError, Structured: map[string]any{}}
 	for _, ct := range res.Content {
 		if tc, ok := ct.(mcp.TextContent); ok {
 			o.Text += tc.Text
@@ -206,7 +208,7 @@ func runPythonTB(tb testing.TB, c *client.Client, args map[string]any) outcome {
 func TestE2EDiscoveryTokens(t *testing.T) {
 	t.Parallel()
 	u := configureUpstreams(t)
-	c, _ := startStdio(t, u.env())
+	c, _ := harness.StartStdio(t, u.env())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -219,11 +221,11 @@ func TestE2EDiscoveryTokens(t *testing.T) {
 	src := `import json
 print(json.dumps(await runtime.search_tool_docs("read a file")))
 print(json.dumps(await runtime.query_tool_docs("filesystem", "read_text_file", detail="full")))`
-	o := runPython(t, c, map[string]any{"code": src, "servers": []any{"filesystem"}})
-	if o.IsError || len(o.stdout()) != 2 || !strings.Contains(o.Text, `"inputSchema"`) {
+	o := harness.RunPython(t, c, map[string]any{"code": src, "servers": []any{"filesystem"}})
+	if o.IsError || len(o.Stdout()) != 2 || !strings.Contains(o.Text, `"inputSchema"`) {
 		t.Fatalf("discovery round failed: %s", o.Text)
 	}
-	printed := joined(o.stdout())
+	printed := harness.Joined(o.Stdout())
 
 	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
 	direct := 0

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
 )
 
 // upstreams is a set of real MCP servers configured for one codeexec: the
@@ -183,18 +185,18 @@ func markedProcesses(mark string) []markedProcess {
 
 // pyJSON runs src in the sandbox with servers and decodes the last line of
 // stdout as JSON into v.
-func pyJSON(t *testing.T, c mcpClient, servers []string, src string, v any) outcome {
+func pyJSON(t *testing.T, c harness.MCPClient, servers []string, src string, v any) harness.Outcome {
 	t.Helper()
-	o := runPython(t, c, map[string]any{"code": src, "servers": toAny(servers)})
+	o := harness.RunPython(t, c, map[string]any{"code": src, "servers": toAny(servers)})
 	if o.IsError {
 		t.Fatalf("run_python(servers=%v) failed:\n%s\ncode:\n%s", servers, o.Text, src)
 	}
-	lines := o.stdout()
+	lines := o.Stdout()
 	if len(lines) == 0 {
 		t.Fatalf("run_python(servers=%v) printed nothing:\n%s", servers, o.Text)
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), v); err != nil {
-		t.Fatalf("last stdout line is not JSON (%v):\n%s", err, joined(lines))
+		t.Fatalf("last stdout line is not JSON (%v):\n%s", err, harness.Joined(lines))
 	}
 	return o
 }
@@ -205,20 +207,6 @@ func toAny(ss []string) []any {
 		out[i] = s
 	}
 	return out
-}
-
-// TestE2EDiscovery drives `codeexec serve` with a real MCP client against
-// real MCP servers, one feature per subtest, in one session, in order.
-func resultText(res map[string]any) string {
-	var parts []string
-	blocks, _ := res["content"].([]any)
-	for _, b := range blocks {
-		if m, ok := b.(map[string]any); ok {
-			s, _ := m["text"].(string)
-			parts = append(parts, s)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 func docNames(docs []map[string]any) []string {

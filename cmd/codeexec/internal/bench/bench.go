@@ -293,14 +293,11 @@ func execOnce(ctx context.Context, c sandboxv1.SandboxServiceClient, id, code st
 func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, spares int, forkServer bool, n int) (stats, error) {
 	cfg := sandboxConfig(python, pool, 0)
 	cfg.LaunchSpares, cfg.ForkServer = spares, forkServer
-	c, stop, err := inprocSandbox(ctx, logger, cfg)
+	c, stop, err := settledSandbox(ctx, logger, cfg)
 	if err != nil {
 		return stats{}, err
 	}
 	defer stop()
-	if err := settle(ctx, c); err != nil {
-		return stats{}, err
-	}
 	// Sessions arrive apart, as real ones do: the pool and the launch
 	// spares refill in between, and no session gains from kernel state the
 	// previous one left warm (docs/PERFORMANCE.md, on cgroup moves).

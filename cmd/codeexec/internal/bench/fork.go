@@ -8,6 +8,7 @@ import (
 	"time"
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd"
 )
 
 // burstResult is what starting many sessions at once gave.
@@ -21,14 +22,11 @@ type burstResult struct {
 func benchBurst(ctx context.Context, logger *slog.Logger, python string, forkServer bool, n int) (burstResult, error) {
 	cfg := sandboxConfig(python, 0, n+8)
 	cfg.ForkServer = forkServer
-	c, stop, err := inprocSandbox(ctx, logger, cfg)
+	c, stop, err := settledSandbox(ctx, logger, cfg)
 	if err != nil {
 		return burstResult{}, err
 	}
 	defer stop()
-	if err := settle(ctx, c); err != nil {
-		return burstResult{}, err
-	}
 	var (
 		mu   sync.Mutex
 		d    []time.Duration
@@ -76,14 +74,11 @@ func benchBurst(ctx context.Context, logger *slog.Logger, python string, forkSer
 func benchIdle(ctx context.Context, logger *slog.Logger, python string, forkServer bool, n int) (float64, int, error) {
 	cfg := sandboxConfig(python, 0, n+8)
 	cfg.ForkServer = forkServer
-	c, stop, err := inprocSandbox(ctx, logger, cfg)
+	c, stop, err := settledSandbox(ctx, logger, cfg)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer stop()
-	if err := settle(ctx, c); err != nil {
-		return 0, 0, err
-	}
 	for range n {
 		s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
 		if err != nil {
@@ -96,6 +91,20 @@ func benchIdle(ctx context.Context, logger *slog.Logger, python string, forkServ
 	time.Sleep(time.Second)
 	mem, got := sandboxMemory()
 	return mem, got, nil
+}
+
+// settledSandbox is inprocSandbox once settle has run: what the timed
+// figures start from.
+func settledSandbox(ctx context.Context, logger *slog.Logger, cfg sandboxd.Config) (sandboxv1.SandboxServiceClient, func(), error) {
+	c, stop, err := inprocSandbox(ctx, logger, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := settle(ctx, c); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return c, stop, nil
 }
 
 // settle runs one session to its end, so that what starts lazily (the

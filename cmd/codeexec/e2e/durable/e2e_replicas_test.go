@@ -1,10 +1,12 @@
-package e2e
+package durable
 
 import (
 	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,37 +20,37 @@ import (
 // lease lapses, while the others keep running where they are.
 func TestE2EGatewayOverReplicas(t *testing.T) {
 	t.Parallel()
-	env := baseEnv(t, nil)
+	env := harness.BaseEnv(t, nil)
 	dir := t.TempDir()
 	memSock := "unix:" + dir + "/memoryd.sock"
-	startProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", "")
-	waitHealth(t, memSock)
+	harness.StartProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", "")
+	harness.WaitHealth(t, memSock)
 	addrs := make([]string, 3)
 	procs := make([]*exec.Cmd, 3)
 	for i := range addrs {
-		addrs[i] = freeAddr(t)
-		procs[i], _ = startCommand(t, env, "sandboxd", "--listen", addrs[i], "--memory-addr", memSock, "--metrics", "", "--pool", "1")
+		addrs[i] = harness.FreeAddr(t)
+		procs[i], _ = harness.StartCommand(t, env, "sandboxd", "--listen", addrs[i], "--memory-addr", memSock, "--metrics", "", "--pool", "1")
 	}
 	for _, a := range addrs {
-		waitHealth(t, a)
+		harness.WaitHealth(t, a)
 	}
-	gwAddr := freeAddr(t)
-	gwLogs := startProcess(t, env, "gateway", "--sandbox", strings.Join(addrs, ","), "--http", gwAddr)
+	gwAddr := harness.FreeAddr(t)
+	gwLogs := harness.StartProcess(t, env, "gateway", "--sandbox", strings.Join(addrs, ","), "--http", gwAddr)
 	base := "http://" + gwAddr
-	waitHTTP(t, base+"/healthz")
+	harness.WaitHTTP(t, base+"/healthz")
 	// The compose health check of the gateway.
-	if out, err := exec.Command(binary, "health", base+"/healthz").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "SERVING" {
+	if out, err := exec.Command(harness.Binary, "health", base+"/healthz").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "SERVING" {
 		t.Fatalf("codeexec health %s/healthz: %s, %v", base, out, err)
 	}
-	if out, err := exec.Command(binary, "health", "http://"+freeAddr(t)+"/healthz").CombinedOutput(); err == nil {
+	if out, err := exec.Command(harness.Binary, "health", "http://"+harness.FreeAddr(t)+"/healthz").CombinedOutput(); err == nil {
 		t.Fatalf("codeexec health of a closed port succeeded: %s", out)
 	}
 
 	const n = 6
-	clients := make([]mcpClient, n)
+	clients := make([]harness.MCPClient, n)
 	for i := range clients {
-		clients[i] = httpClient(t, base)
-		code(t, clients[i], fmt.Sprintf("x = %d", i))
+		clients[i] = harness.HTTPClient(t, base)
+		harness.Code(t, clients[i], fmt.Sprintf("x = %d", i))
 	}
 	perReplica := make([]int, len(addrs))
 	for i, a := range addrs {
@@ -63,7 +65,7 @@ func TestE2EGatewayOverReplicas(t *testing.T) {
 	// A checkpoint is taken after its call's result, and stored by the
 	// time the next call runs: one more call makes every x durable.
 	for i, c := range clients {
-		if got := joined(code(t, c, "print(x)").stdout()); got != fmt.Sprint(i) {
+		if got := harness.Joined(harness.Code(t, c, "print(x)").Stdout()); got != fmt.Sprint(i) {
 			t.Fatalf("client %d before the kill: %q", i, got)
 		}
 	}
@@ -72,8 +74,8 @@ func TestE2EGatewayOverReplicas(t *testing.T) {
 	_ = procs[1].Wait()
 	restored := 0
 	for i, c := range clients {
-		o := runPython(t, c, map[string]any{"code": "print(x)"})
-		if o.IsError || joined(o.stdout()) != fmt.Sprint(i) {
+		o := harness.RunPython(t, c, map[string]any{"code": "print(x)"})
+		if o.IsError || harness.Joined(o.Stdout()) != fmt.Sprint(i) {
 			t.Fatalf("client %d after a replica died: %s", i, o.Text)
 		}
 		if strings.Contains(o.Text, "restored the session") {
@@ -84,7 +86,7 @@ func TestE2EGatewayOverReplicas(t *testing.T) {
 		t.Fatalf("%d sessions were restored, want the %d that were on the killed replica", restored, perReplica[1])
 	}
 	if logs := gwLogs.String(); !strings.Contains(logs, "sandboxd replica went away") || !strings.Contains(logs, addrs[1]) {
-		t.Errorf("the gateway did not log why the sessions were lost:\n%s", tailOf(gwLogs.String(), 3000))
+		t.Errorf("the gateway did not log why the sessions were lost:\n%s", harness.TailOf(gwLogs.String(), 3000))
 	}
 	survivors := len(listSessions(t, addrs[0])) + len(listSessions(t, addrs[2]))
 	if survivors != n {

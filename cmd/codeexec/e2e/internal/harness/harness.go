@@ -1,10 +1,15 @@
-package e2e
+// Package harness is what the end-to-end tests of codeexec share (the
+// packages cmd/codeexec/e2e and cmd/codeexec/e2e/durable): the binary,
+// built once by Main, the environment it runs in, and the MCP clients and
+// processes the tests drive it with.
+package harness
 
 import (
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,17 +27,31 @@ import (
 	"github.com/codeexec/codeexec/services/pgtest"
 )
 
-// binary is the codeexec binary built once for the end-to-end tests.
-var binary string
+// Main sets these.
+var (
+	// Binary is the codeexec binary built once for the end-to-end tests.
+	Binary string
+	// Root is the module's root directory.
+	Root string
+)
 
-func TestMain(m *testing.M) {
+// Main is a test package's TestMain: it builds the binary, runs the tests
+// (with the tests' PostgreSQL, services/pgtest) and exits.
+func Main(m *testing.M) {
+	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	Root = root
 	dir, err := os.MkdirTemp("", "codeexec-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "codeexec")
-	build := exec.Command("go", "build", "-o", binary, "..")
+	Binary = filepath.Join(dir, "codeexec")
+	build := exec.Command("go", "build", "-o", Binary, "./cmd/codeexec")
+	build.Dir = Root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building codeexec for the end-to-end tests failed:", err)
@@ -43,8 +62,27 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// baseEnv isolates a server from the developer's own configs and state.
-func baseEnv(t *testing.T, extra map[string]string) []string {
+// moduleRoot is the directory of go.mod, above the working directory (a
+// test's is its package's).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// BaseEnv isolates a server from the developer's own configs and state.
+func BaseEnv(t *testing.T, extra map[string]string) []string {
 	t.Helper()
 	home := t.TempDir()
 	env := map[string]string{
@@ -77,30 +115,30 @@ func baseEnv(t *testing.T, extra map[string]string) []string {
 	return out
 }
 
-// lockedBuffer collects a child's stderr for failure messages.
-type lockedBuffer struct {
+// LockedBuffer collects a child's stderr for failure messages.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
 }
 
-// startStdio launches `codeexec serve` on stdio and returns an initialised
+// StartStdio launches `codeexec serve` on stdio and returns an initialised
 // MCP client. The server is stopped when the test ends.
-func startStdio(t *testing.T, extra map[string]string) (*client.Client, *lockedBuffer) {
+func StartStdio(t *testing.T, extra map[string]string) (*client.Client, *LockedBuffer) {
 	t.Helper()
-	logs := &lockedBuffer{}
-	c, err := client.NewStdioMCPClientWithOptions(binary, baseEnv(t, extra), []string{"serve"},
+	logs := &LockedBuffer{}
+	c, err := client.NewStdioMCPClientWithOptions(Binary, BaseEnv(t, extra), []string{"serve"},
 		transport.WithCommandStderrWriter(logs))
 	if err != nil {
 		t.Fatalf("start codeexec serve: %v", err)
@@ -108,24 +146,25 @@ func startStdio(t *testing.T, extra map[string]string) (*client.Client, *lockedB
 	t.Cleanup(func() {
 		_ = c.Close()
 		if t.Failed() {
-			t.Logf("codeexec serve stderr:\n%s", tailOf(logs.String(), 6000))
+			t.Logf("codeexec serve stderr:\n%s", TailOf(logs.String(), 6000))
 		}
 	})
-	initialize(t, c)
+	Initialize(t, c)
 	return c, logs
 }
 
-func initialize(t *testing.T, c *client.Client) {
+// Initialize initialises c's MCP session, failing the test on an error.
+func Initialize(t *testing.T, c *client.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := initializeErr(ctx, c); err != nil {
+	if err := InitializeErr(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// initializeErr is initialize for goroutines other than the test's.
-func initializeErr(ctx context.Context, c *client.Client) error {
+// InitializeErr is initialize for goroutines other than the test's.
+func InitializeErr(ctx context.Context, c *client.Client) error {
 	req := mcp.InitializeRequest{}
 	// The latest session-based revision: most of these tests pin what an
 	// existing client gets, byte for byte, and rely on its MCP session.
@@ -138,29 +177,35 @@ func initializeErr(ctx context.Context, c *client.Client) error {
 	return nil
 }
 
-func tailOf(s string, n int) string {
+// TailOf is the last n bytes of s, for failure messages.
+func TailOf(s string, n int) string {
 	if len(s) > n {
 		return "…" + s[len(s)-n:]
 	}
 	return s
 }
 
-// outcome is one run_python result, decoded.
-type outcome struct {
+// Outcome is one run_python result, decoded.
+type Outcome struct {
 	Text       string
 	IsError    bool
 	Structured map[string]any
 }
 
-// stdout returns the stdout lines from the structured result.
-func (o outcome) stdout() []string { return strList(o.Structured["stdout"]) }
-func (o outcome) stderr() []string { return strList(o.Structured["stderr"]) }
-func (o outcome) str(k string) string {
+// Stdout returns the stdout lines from the structured result.
+func (o Outcome) Stdout() []string { return StrList(o.Structured["stdout"]) }
+
+// Stderr returns the stderr lines from the structured result.
+func (o Outcome) Stderr() []string { return StrList(o.Structured["stderr"]) }
+
+// Str returns the structured result's string k.
+func (o Outcome) Str(k string) string {
 	s, _ := o.Structured[k].(string)
 	return s
 }
 
-func strList(v any) []string {
+// StrList is v's strings, v a JSON list.
+func StrList(v any) []string {
 	l, _ := v.([]any)
 	out := make([]string, 0, len(l))
 	for _, x := range l {
@@ -170,24 +215,24 @@ func strList(v any) []string {
 	return out
 }
 
-// runPython calls run_python with the given arguments.
-func runPython(t *testing.T, c *client.Client, args map[string]any) outcome {
+// RunPython calls run_python with the given arguments.
+func RunPython(t *testing.T, c *client.Client, args map[string]any) Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	o, err := callRunPython(ctx, c, args)
+	o, err := CallRunPython(ctx, c, args)
 	if err != nil {
 		t.Fatalf("run_python(%v): %v", args, err)
 	}
 	return o
 }
 
-// callRunPython is runPython for goroutines other than the test's.
-func callRunPython(ctx context.Context, c *client.Client, args map[string]any) (outcome, error) {
+// CallRunPython is runPython for goroutines other than the test's.
+func CallRunPython(ctx context.Context, c *client.Client, args map[string]any) (Outcome, error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "run_python"
 	req.Params.Arguments = args
-	o := outcome{Structured: map[string]any{}}
+	o := Outcome{Structured: map[string]any{}}
 	res, err := c.CallTool(ctx, req)
 	if err != nil {
 		return o, err
@@ -208,30 +253,31 @@ func callRunPython(ctx context.Context, c *client.Client, args map[string]any) (
 	return o, nil
 }
 
-// code runs one snippet and fails the test unless it succeeded.
-func code(t *testing.T, c *client.Client, src string) outcome {
+// Code runs one snippet and fails the test unless it succeeded.
+func Code(t *testing.T, c *client.Client, src string) Outcome {
 	t.Helper()
-	o := runPython(t, c, map[string]any{"code": src})
+	o := RunPython(t, c, map[string]any{"code": src})
 	if o.IsError {
 		t.Fatalf("run_python(%q) failed: %s", src, o.Text)
 	}
 	return o
 }
 
-func joined(lines []string) string { return strings.Join(lines, "\n") }
+// Joined joins lines with newlines.
+func Joined(lines []string) string { return strings.Join(lines, "\n") }
 
-// mcpClient is the client type the helpers take.
-type mcpClient = *client.Client
+// MCPClient is the client type the helpers take.
+type MCPClient = *client.Client
 
-// sdkResult is what testdata/sdkclient.mjs prints.
-type sdkResult struct {
+// SDKResult is what testdata/sdkclient.mjs prints.
+type SDKResult struct {
 	ProtocolVersion string           `json:"protocolVersion"`
 	Results         []map[string]any `json:"results"`
 	Error           string           `json:"error"`
 }
 
-// sdkClient runs testdata/sdkclient.mjs with spec.
-func sdkClient(t *testing.T, spec map[string]any) sdkResult {
+// SDKClient runs testdata/sdkclient.mjs with spec.
+func SDKClient(t *testing.T, spec map[string]any) SDKResult {
 	t.Helper()
 	raw, err := json.Marshal(spec)
 	if err != nil {
@@ -241,25 +287,25 @@ func sdkClient(t *testing.T, spec map[string]any) sdkResult {
 	if err != nil {
 		t.Fatal("node is not installed (the SDK v2 client runs on it): apt-get install nodejs")
 	}
-	if _, err := os.Stat("../../../node_modules/@modelcontextprotocol/client/package.json"); err != nil {
+	if _, err := os.Stat(filepath.Join(Root, "node_modules/@modelcontextprotocol/client/package.json")); err != nil {
 		t.Fatal("@modelcontextprotocol/client is not installed: run npm ci at the repository root")
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "testdata/sdkclient.mjs", string(raw))
-	var stderr lockedBuffer
+	cmd := exec.CommandContext(ctx, node, filepath.Join(Root, "cmd/codeexec/e2e/testdata/sdkclient.mjs"), string(raw))
+	var stderr LockedBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
-	var res sdkResult
+	var res SDKResult
 	if jerr := json.Unmarshal(stdout, &res); jerr != nil || err != nil || res.Error != "" {
-		t.Fatalf("sdkclient.mjs: %v %v %s\nstdout: %s\nstderr:\n%s", err, jerr, res.Error, stdout, tailOf(stderr.String(), 4000))
+		t.Fatalf("sdkclient.mjs: %v %v %s\nstdout: %s\nstderr:\n%s", err, jerr, res.Error, stdout, TailOf(stderr.String(), 4000))
 	}
 	return res
 }
 
-// resultStdout joins the stdout lines of the i-th result's
+// ResultStdout joins the stdout lines of the i-th result's
 // structuredContent, failing the test on an error result.
-func resultStdout(t *testing.T, r sdkResult, i int) string {
+func ResultStdout(t *testing.T, r SDKResult, i int) string {
 	t.Helper()
 	if i >= len(r.Results) {
 		t.Fatalf("no result %d in %+v", i, r)
@@ -269,8 +315,8 @@ func resultStdout(t *testing.T, r sdkResult, i int) string {
 		t.Fatalf("result %d is an error: %v", i, res)
 	}
 	sc, _ := res["structuredContent"].(map[string]any)
-	return joined(strList(sc["stdout"]))
+	return Joined(StrList(sc["stdout"]))
 }
 
-// interruptSignal is what a service manager sends to stop codeexec.
-var interruptSignal = syscall.SIGTERM
+// InterruptSignal is what a service manager sends to stop codeexec.
+var InterruptSignal = syscall.SIGTERM

@@ -1,4 +1,4 @@
-package e2e
+package durable
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 )
@@ -23,19 +25,19 @@ import (
 
 // startStdioAt starts n `codeexec serve` processes on one home at the same
 // moment and returns their clients and logs.
-func startStdioAt(t *testing.T, n int, extra map[string]string) ([]*client.Client, []*lockedBuffer) {
+func startStdioAt(t *testing.T, n int, extra map[string]string) ([]*client.Client, []*harness.LockedBuffer) {
 	t.Helper()
 	clients := make([]*client.Client, n)
-	logs := make([]*lockedBuffer, n)
+	logs := make([]*harness.LockedBuffer, n)
 	errs := make([]error, n)
-	env := baseEnv(t, extra)
+	env := harness.BaseEnv(t, extra)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			logs[i] = &lockedBuffer{}
-			c, err := client.NewStdioMCPClientWithOptions(binary, env, []string{"serve"}, transport.WithCommandStderrWriter(logs[i]))
+			logs[i] = &harness.LockedBuffer{}
+			c, err := client.NewStdioMCPClientWithOptions(harness.Binary, env, []string{"serve"}, transport.WithCommandStderrWriter(logs[i]))
 			if err != nil {
 				errs[i] = err
 				return
@@ -43,7 +45,7 @@ func startStdioAt(t *testing.T, n int, extra map[string]string) ([]*client.Clien
 			clients[i] = c
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			errs[i] = initializeErr(ctx, c)
+			errs[i] = harness.InitializeErr(ctx, c)
 		}()
 	}
 	wg.Wait()
@@ -53,7 +55,7 @@ func startStdioAt(t *testing.T, n int, extra map[string]string) ([]*client.Clien
 			t.Cleanup(func() {
 				_ = c.Close()
 				if t.Failed() {
-					t.Logf("codeexec serve #%d stderr:\n%s", i, tailOf(l.String(), 4000))
+					t.Logf("codeexec serve #%d stderr:\n%s", i, harness.TailOf(l.String(), 4000))
 				}
 			})
 		}
@@ -66,7 +68,7 @@ func startStdioAt(t *testing.T, n int, extra map[string]string) ([]*client.Clien
 
 // sharedEnv is the environment of processes that share one state dir.
 func sharedEnv(home string) map[string]string {
-	env := stateEnv(home)
+	env := harness.StateEnv(home)
 	env["MCP_BRIDGE_PIDS"] = "256" // 100 threads in one sandbox
 	return env
 }
@@ -101,15 +103,15 @@ func TestE2EServeProcessesShareOneStateDir(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			o, err := callRunPython(ctx, c, map[string]any{"code": incrementAll, "timeout": 120})
-			if err != nil || o.IsError || joined(o.stdout()) != "100" {
+			o, err := harness.CallRunPython(ctx, c, map[string]any{"code": incrementAll, "timeout": 120})
+			if err != nil || o.IsError || harness.Joined(o.Stdout()) != "100" {
 				t.Errorf("increments: %v %s", err, o.Text)
 			}
 		}()
 	}
 	wg.Wait()
 	for i, c := range clients {
-		if got := joined(code(t, c, `print(load_memory("n"))`).stdout()); got != "300" {
+		if got := harness.Joined(harness.Code(t, c, `print(load_memory("n"))`).Stdout()); got != "300" {
 			t.Errorf("process %d reads n = %s, want 300", i, got)
 		}
 	}
@@ -139,7 +141,7 @@ func TestE2EOwnerKilledWhileOthersWrite(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
 	clients, logs := startStdioAt(t, 3, sharedEnv(home))
-	watcher, _ := startStdio(t, sharedEnv(home))
+	watcher, _ := harness.StartStdio(t, sharedEnv(home))
 	owner := -1
 	for i, l := range logs {
 		if strings.Contains(l.String(), "serving it to other codeexec processes") {
@@ -160,7 +162,7 @@ func TestE2EOwnerKilledWhileOthersWrite(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			res, err := callRunPython(ctx, c, map[string]any{"code": appendIDs(fmt.Sprintf("p%d", i)), "timeout": 120})
+			res, err := harness.CallRunPython(ctx, c, map[string]any{"code": appendIDs(fmt.Sprintf("p%d", i)), "timeout": 120})
 			if i == owner {
 				if err == nil && !res.IsError {
 					t.Errorf("the killed owner's call succeeded: %s", res.Text)
@@ -171,7 +173,7 @@ func TestE2EOwnerKilledWhileOthersWrite(t *testing.T) {
 				t.Errorf("process %d, a survivor, failed: %v %s", i, err, res.Text)
 				return
 			}
-			if err := json.Unmarshal([]byte(joined(res.stdout())), &acked[i]); err != nil || len(acked[i]) != 100 {
+			if err := json.Unmarshal([]byte(harness.Joined(res.Stdout())), &acked[i]); err != nil || len(acked[i]) != 100 {
 				t.Errorf("process %d acknowledged %d writes (%v): %s", i, len(acked[i]), err, res.Text)
 			}
 		}()
@@ -181,8 +183,8 @@ func TestE2EOwnerKilledWhileOthersWrite(t *testing.T) {
 	watchPrefix := fmt.Sprintf("p%d-", owner)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		o := code(t, watcher, fmt.Sprintf(`print(sum(1 for x in (load_memory("ids") or []) if x.startswith(%q)))`, watchPrefix))
-		if n := joined(o.stdout()); n != "0" && n != "1" && n != "2" {
+		o := harness.Code(t, watcher, fmt.Sprintf(`print(sum(1 for x in (load_memory("ids") or []) if x.startswith(%q)))`, watchPrefix))
+		if n := harness.Joined(o.Stdout()); n != "0" && n != "1" && n != "2" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -197,11 +199,11 @@ func TestE2EOwnerKilledWhileOthersWrite(t *testing.T) {
 	wg.Wait()
 
 	// A fourth process serves at once and sees every acknowledged write.
-	late, _ := startStdio(t, sharedEnv(home))
-	o := code(t, late, `import json; print(json.dumps(load_memory("ids")))`)
+	late, _ := harness.StartStdio(t, sharedEnv(home))
+	o := harness.Code(t, late, `import json; print(json.dumps(load_memory("ids")))`)
 	t.Logf("survivors finished %v after the kill; the fourth process answered", time.Since(killed))
 	var ids []string
-	if err := json.Unmarshal([]byte(joined(o.stdout())), &ids); err != nil {
+	if err := json.Unmarshal([]byte(harness.Joined(o.Stdout())), &ids); err != nil {
 		t.Fatalf("ids: %v: %s", err, o.Text)
 	}
 	seen := map[string]int{}
@@ -255,26 +257,26 @@ func ownerFilePID(t *testing.T, path string) int {
 func TestE2EHTTPAndStdioShareSavedTools(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	base := startHTTP(t, stateEnv(home))
-	h := httpClient(t, base)
-	s1, _ := startStdio(t, stateEnv(home))
-	s2, _ := startStdio(t, stateEnv(home))
-	code(t, h, `
+	base := harness.StartHTTP(t, harness.StateEnv(home))
+	h := harness.HTTPClient(t, base)
+	s1, _ := harness.StartStdio(t, harness.StateEnv(home))
+	s2, _ := harness.StartStdio(t, harness.StateEnv(home))
+	harness.Code(t, h, `
 def shout(s):
     "Upper-case s with a bang."
     return s.upper() + "!"
 save_tool(shout)`)
 	for i, c := range []*client.Client{s1, s2} {
-		if got := joined(code(t, c, "import user_tools\nprint(user_tools.shout('hi'))").stdout()); got != "HI!" {
+		if got := harness.Joined(harness.Code(t, c, "import user_tools\nprint(user_tools.shout('hi'))").Stdout()); got != "HI!" {
 			t.Errorf("stdio process %d: %s", i, got)
 		}
 	}
-	code(t, s2, `
+	harness.Code(t, s2, `
 def twice(x):
     return 2 * x
 save_tool(twice)`)
-	h2 := httpClient(t, base) // a new session builds user_tools afresh
-	if got := joined(code(t, h2, "import user_tools\nprint(user_tools.twice(21), sorted(t['name'] for t in runtime.list_saved_tools()))").stdout()); got != "42 ['shout', 'twice']" {
+	h2 := harness.HTTPClient(t, base) // a new session builds user_tools afresh
+	if got := harness.Joined(harness.Code(t, h2, "import user_tools\nprint(user_tools.twice(21), sorted(t['name'] for t in runtime.list_saved_tools()))").Stdout()); got != "42 ['shout', 'twice']" {
 		t.Errorf("the HTTP process after a stdio save: %s", got)
 	}
 }
@@ -285,13 +287,13 @@ save_tool(twice)`)
 func TestE2ESDKv2AutoModeWhileAnotherHoldsTheStateDir(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	holder, _ := startStdio(t, stateEnv(home))
-	code(t, holder, `save_memory("from-holder", 1)`)
-	out := sdkClient(t, map[string]any{
+	holder, _ := harness.StartStdio(t, harness.StateEnv(home))
+	harness.Code(t, holder, `save_memory("from-holder", 1)`)
+	out := harness.SDKClient(t, map[string]any{
 		"transport":   "stdio",
-		"command":     binary,
+		"command":     harness.Binary,
 		"args":        []string{"serve"},
-		"env":         envMap(baseEnv(t, stateEnv(home))),
+		"env":         envMap(harness.BaseEnv(t, harness.StateEnv(home))),
 		"negotiation": "auto",
 		"calls": []map[string]any{
 			{"name": "run_python", "arguments": map[string]any{"code": `save_memory("from-sdk", load_memory("from-holder") + 1); print(load_memory("from-sdk"))`}},
@@ -300,10 +302,10 @@ func TestE2ESDKv2AutoModeWhileAnotherHoldsTheStateDir(t *testing.T) {
 	if out.ProtocolVersion != "2026-07-28" {
 		t.Errorf("auto mode negotiated %q over stdio, want 2026-07-28", out.ProtocolVersion)
 	}
-	if got := resultStdout(t, out, 0); got != "2" {
+	if got := harness.ResultStdout(t, out, 0); got != "2" {
 		t.Errorf("SDK v2 call: %s", got)
 	}
-	if got := joined(code(t, holder, `print(load_memory("from-sdk"))`).stdout()); got != "2" {
+	if got := harness.Joined(harness.Code(t, holder, `print(load_memory("from-sdk"))`).Stdout()); got != "2" {
 		t.Errorf("the holder reads from-sdk = %s", got)
 	}
 }
@@ -324,24 +326,25 @@ func TestE2EAnotherVersionHoldsTheStateDir(t *testing.T) {
 	t.Parallel()
 	other := filepath.Join(t.TempDir(), "codeexec-other")
 	build := exec.Command("go", "build", "-o", other, "-ldflags",
-		"-X main.version=9.9.9 -X github.com/codeexec/codeexec/memoryd/internal/shared.Protocol=2", "..")
+		"-X main.version=9.9.9 -X github.com/codeexec/codeexec/memoryd/internal/shared.Protocol=2", "./cmd/codeexec")
+	build.Dir = harness.Root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build a codeexec of another protocol: %v\n%s", err, out)
 	}
 	home := t.TempDir()
-	logs := &lockedBuffer{}
-	oc, err := client.NewStdioMCPClientWithOptions(other, baseEnv(t, stateEnv(home)), []string{"serve"}, transport.WithCommandStderrWriter(logs))
+	logs := &harness.LockedBuffer{}
+	oc, err := client.NewStdioMCPClientWithOptions(other, harness.BaseEnv(t, harness.StateEnv(home)), []string{"serve"}, transport.WithCommandStderrWriter(logs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	initialize(t, oc)
-	code(t, oc, `save_memory("k", "from 9.9.9")`)
+	harness.Initialize(t, oc)
+	harness.Code(t, oc, `save_memory("k", "from 9.9.9")`)
 
-	c, _ := startStdio(t, stateEnv(home))
-	if got := joined(code(t, c, "print(6 * 7)").stdout()); got != "42" {
+	c, _ := harness.StartStdio(t, harness.StateEnv(home))
+	if got := harness.Joined(harness.Code(t, c, "print(6 * 7)").Stdout()); got != "42" {
 		t.Fatalf("run_python beside another version: %s", got)
 	}
-	o := runPython(t, c, map[string]any{"code": `load_memory("k")`})
+	o := harness.RunPython(t, c, map[string]any{"code": `load_memory("k")`})
 	for _, want := range []string{"codeexec 9.9.9", "protocol 2", "this codeexec dev speaks protocol 1"} {
 		if !o.IsError || !strings.Contains(o.Text, want) {
 			t.Errorf("memory beside another version: %s\nwant an error naming %q", o.Text, want)
@@ -351,9 +354,9 @@ func TestE2EAnotherVersionHoldsTheStateDir(t *testing.T) {
 	// The other process is gone: this one takes the file over.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		o := runPython(t, c, map[string]any{"code": `print(load_memory("k"))`})
+		o := harness.RunPython(t, c, map[string]any{"code": `print(load_memory("k"))`})
 		if !o.IsError {
-			if got := joined(o.stdout()); got != "from 9.9.9" {
+			if got := harness.Joined(o.Stdout()); got != "from 9.9.9" {
 				t.Errorf("after the takeover: %s", got)
 			}
 			break
@@ -364,6 +367,6 @@ func TestE2EAnotherVersionHoldsTheStateDir(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	if t.Failed() {
-		t.Logf("the other version's log:\n%s", tailOf(logs.String(), 3000))
+		t.Logf("the other version's log:\n%s", harness.TailOf(logs.String(), 3000))
 	}
 }

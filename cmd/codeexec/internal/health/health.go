@@ -1,4 +1,6 @@
-package main
+// Package health is `codeexec health`: it checks a gRPC service's health,
+// or the gateway's /healthz, for container health checks.
+package health
 
 import (
 	"context"
@@ -10,27 +12,28 @@ import (
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/grpctls"
 )
 
-// runHealth checks a gRPC service's health: for container health checks.
-func runHealth(ctx context.Context, args []string, e env) error {
-	fs := flagenv.New("health", e.getenv)
-	var tlsc grpctls.Config
-	bindGRPCTLS(fs, &tlsc)
-	if err := parse(fs, args, e); err != nil {
-		return err
-	}
-	args = fs.Args()
+// Command is `codeexec health`.
+type Command struct{ tls grpctls.Config }
+
+// Bind binds the TLS flags of a client of the split services.
+func (c *Command) Bind(fs *flagenv.Set, _ cli.Env) { cli.BindGRPCTLS(fs, &c.tls) }
+
+// Run checks the health of the service at args[0], a gRPC address or an
+// http:// URL.
+func (c *Command) Run(ctx context.Context, args []string, e cli.Env) error {
 	if len(args) != 1 {
-		fmt.Fprintln(e.stderr, "usage: codeexec health [--grpc-tls-cert F --grpc-tls-key F --grpc-tls-ca F] ADDR|http://HOST:PORT/healthz")
-		return errUsage
+		fmt.Fprintln(e.Stderr, "usage: codeexec health [--grpc-tls-cert F --grpc-tls-key F --grpc-tls-ca F] ADDR|http://HOST:PORT/healthz")
+		return cli.ErrUsage
 	}
 	if isHTTPURL(args[0]) {
-		return httpHealth(ctx, args[0], e.stdout)
+		return httpHealth(ctx, args[0], e.Stdout)
 	}
-	conn, err := dialService(args[0], tlsc)
+	conn, err := cli.DialService(args[0], c.tls)
 	if err != nil {
 		return err
 	}
@@ -41,7 +44,7 @@ func runHealth(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return fmt.Errorf("health check of %s: %w", args[0], err)
 	}
-	fmt.Fprintln(e.stdout, resp.GetStatus())
+	fmt.Fprintln(e.Stdout, resp.GetStatus())
 	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		return fmt.Errorf("%s is %s", args[0], resp.GetStatus())
 	}

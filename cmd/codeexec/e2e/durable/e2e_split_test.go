@@ -1,4 +1,4 @@
-package e2e
+package durable
 
 import (
 	"os/exec"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,24 +23,24 @@ import (
 // The services run as separate processes over gRPC, as the README shows.
 func TestE2ESplitServices(t *testing.T) {
 	t.Parallel()
-	env := baseEnv(t, nil)
+	env := harness.BaseEnv(t, nil)
 	dir := t.TempDir()
 	memSock := "unix:" + dir + "/memoryd.sock"
-	sbAddr, sbMetrics, gwAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	startProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", "")
-	waitHealth(t, memSock)
-	startProcess(t, env, "sandboxd", "--listen", sbAddr, "--memory-addr", memSock, "--metrics", sbMetrics, "--pool", "1")
-	waitHealth(t, sbAddr)
-	startProcess(t, env, "gateway", "--sandbox", sbAddr, "--http", gwAddr)
+	sbAddr, sbMetrics, gwAddr := harness.FreeAddr(t), harness.FreeAddr(t), harness.FreeAddr(t)
+	harness.StartProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", "")
+	harness.WaitHealth(t, memSock)
+	harness.StartProcess(t, env, "sandboxd", "--listen", sbAddr, "--memory-addr", memSock, "--metrics", sbMetrics, "--pool", "1")
+	harness.WaitHealth(t, sbAddr)
+	harness.StartProcess(t, env, "gateway", "--sandbox", sbAddr, "--http", gwAddr)
 	base := "http://" + gwAddr
-	waitHTTP(t, base+"/healthz")
+	harness.WaitHTTP(t, base+"/healthz")
 
-	c := httpClient(t, base)
-	code(t, c, "n = 20")
-	if got := joined(code(t, c, "print(n + 22)").stdout()); got != "42" {
+	c := harness.HTTPClient(t, base)
+	harness.Code(t, c, "n = 20")
+	if got := harness.Joined(harness.Code(t, c, "print(n + 22)").Stdout()); got != "42" {
 		t.Fatalf("split services: stdout = %q", got)
 	}
-	if got := metric(t, "http://"+sbMetrics, `codeexec_sandbox_exec_seconds_count{status="ok"}`); got != 2 {
+	if got := harness.Metric(t, "http://"+sbMetrics, `codeexec_sandbox_exec_seconds_count{status="ok"}`); got != 2 {
 		t.Fatalf("sandboxd counted %v ok execs, want 2", got)
 	}
 	// Server reflection lists the service, as grpcurl needs.
@@ -65,7 +67,7 @@ func TestE2ESplitServices(t *testing.T) {
 	if !slices.Contains(services, "codeexec.sandbox.v1.SandboxService") || !slices.Contains(services, "grpc.health.v1.Health") {
 		t.Fatalf("reflection lists %v", services)
 	}
-	out, err := exec.Command(binary, "health", sbAddr).CombinedOutput()
+	out, err := exec.Command(harness.Binary, "health", sbAddr).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "SERVING" {
 		t.Fatalf("codeexec health %s: %s, %v", sbAddr, out, err)
 	}
@@ -77,64 +79,49 @@ func TestE2ESplitServices(t *testing.T) {
 // check answers only a client whose certificate the services' CA signed.
 func TestE2ESplitServicesMutualTLS(t *testing.T) {
 	t.Parallel()
-	env := baseEnv(t, nil)
+	env := harness.BaseEnv(t, nil)
 	dir := t.TempDir()
 	ca := grpctlstest.NewCA(t, "codeexec")
-	memAddr, sbAddr, gwAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	startProcess(t, env, append([]string{"memoryd", "--listen", memAddr, "--db", dir + "/codeexec.db", "--metrics", ""}, grpctlstest.Args(ca.Issue(t, "memoryd"))...)...)
+	memAddr, sbAddr, gwAddr := harness.FreeAddr(t), harness.FreeAddr(t), harness.FreeAddr(t)
+	harness.StartProcess(t, env, append([]string{"memoryd", "--listen", memAddr, "--db", dir + "/codeexec.db", "--metrics", ""}, grpctlstest.Args(ca.Issue(t, "memoryd"))...)...)
 	probe := grpctlstest.Args(ca.Issue(t, "probe"))
-	waitHealth(t, memAddr, probe...)
-	startProcess(t, env, append([]string{"sandboxd", "--listen", sbAddr, "--memory-addr", memAddr, "--metrics", "", "--pool", "1"}, grpctlstest.Args(ca.Issue(t, "sandboxd"))...)...)
-	waitHealth(t, sbAddr, probe...)
-	startProcess(t, env, append([]string{"gateway", "--sandbox", sbAddr, "--http", gwAddr}, grpctlstest.Args(ca.Issue(t, "gateway"))...)...)
+	harness.WaitHealth(t, memAddr, probe...)
+	harness.StartProcess(t, env, append([]string{"sandboxd", "--listen", sbAddr, "--memory-addr", memAddr, "--metrics", "", "--pool", "1"}, grpctlstest.Args(ca.Issue(t, "sandboxd"))...)...)
+	harness.WaitHealth(t, sbAddr, probe...)
+	harness.StartProcess(t, env, append([]string{"gateway", "--sandbox", sbAddr, "--http", gwAddr}, grpctlstest.Args(ca.Issue(t, "gateway"))...)...)
 	base := "http://" + gwAddr
-	waitHTTP(t, base+"/healthz")
+	harness.WaitHTTP(t, base+"/healthz")
 
-	c := httpClient(t, base)
-	code(t, c, `save_memory("over-tls", {"ok": True})`)
-	if got := joined(code(t, c, `print(load_memory("over-tls"))`).stdout()); got != "{'ok': True}" {
+	c := harness.HTTPClient(t, base)
+	harness.Code(t, c, `save_memory("over-tls", {"ok": True})`)
+	if got := harness.Joined(harness.Code(t, c, `print(load_memory("over-tls"))`).Stdout()); got != "{'ok': True}" {
 		t.Fatalf("memory through gateway → sandboxd → memoryd over mutual TLS: %q", got)
 	}
 
 	rogue := grpctlstest.Args(grpctlstest.NewCA(t, "rogue").Issue(t, "intruder"))
 	for name, args := range map[string][]string{"plaintext": nil, "a certificate from another CA": rogue} {
-		out, err := exec.Command(binary, append(append([]string{"health"}, args...), sbAddr)...).CombinedOutput()
+		out, err := exec.Command(harness.Binary, append(append([]string{"health"}, args...), sbAddr)...).CombinedOutput()
 		if err == nil {
 			t.Errorf("health check of sandboxd with %s succeeded: %s", name, out)
 		}
 	}
-	out, err := exec.Command(binary, append(append([]string{"health"}, probe...), memAddr)...).CombinedOutput()
+	out, err := exec.Command(harness.Binary, append(append([]string{"health"}, probe...), memAddr)...).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "SERVING" {
 		t.Errorf("health check of memoryd with the CA's certificate: %s, %v", out, err)
 	}
-	out, err = exec.Command(binary, "health", "--grpc-tls-cert", probe[1], memAddr).CombinedOutput()
+	out, err = exec.Command(harness.Binary, "health", "--grpc-tls-cert", probe[1], memAddr).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "missing --grpc-tls-key, --grpc-tls-ca") {
 		t.Errorf("health check with a certificate but no key or CA: %s, %v", out, err)
-	}
-}
-
-func waitHealth(t *testing.T, addr string, tlsArgs ...string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := exec.Command(binary, append(append([]string{"health"}, tlsArgs...), addr)...).CombinedOutput()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never became healthy: %s", addr, out)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
 // SIGTERM to a split sandboxd lets a running execution finish.
 func TestE2ESplitSandboxdDrainsOnSIGTERM(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
-	cmd := exec.Command(binary, "sandboxd", "--listen", addr, "--metrics", "", "--pool", "0", "--shutdown-grace", "60s")
-	cmd.Env = baseEnv(t, nil)
-	logs := &lockedBuffer{}
+	addr := harness.FreeAddr(t)
+	cmd := exec.Command(harness.Binary, "sandboxd", "--listen", addr, "--metrics", "", "--pool", "0", "--shutdown-grace", "60s")
+	cmd.Env = harness.BaseEnv(t, nil)
+	logs := &harness.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -144,10 +131,10 @@ func TestE2ESplitSandboxdDrainsOnSIGTERM(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		if t.Failed() {
-			t.Logf("sandboxd output:\n%s", tailOf(logs.String(), 4000))
+			t.Logf("sandboxd output:\n%s", harness.TailOf(logs.String(), 4000))
 		}
 	})
-	waitHealth(t, addr)
+	harness.WaitHealth(t, addr)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +153,7 @@ func TestE2ESplitSandboxdDrainsOnSIGTERM(t *testing.T) {
 	if err != nil || first.GetOutput().GetText() != "start\n" {
 		t.Fatalf("first event = %v, %v", first, err)
 	}
-	if err := cmd.Process.Signal(interruptSignal); err != nil {
+	if err := cmd.Process.Signal(harness.InterruptSignal); err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder

@@ -1,17 +1,14 @@
-package main
+package process
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/codeexec/codeexec/services/dial"
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	"github.com/codeexec/codeexec/services/flagenv"
 	"github.com/codeexec/codeexec/services/grpctls"
 	"github.com/codeexec/codeexec/services/logkeys"
@@ -19,20 +16,21 @@ import (
 	"github.com/codeexec/codeexec/services/tracing"
 )
 
-// commonSettings are what every target's process has: logs and traces,
+// Common are the settings every target's process has: logs and traces,
 // and alone, the TLS files of gRPC between services and (a gRPC target)
 // the metrics address.
-type commonSettings struct {
+type Common struct {
 	logLevel  string
 	logFormat string
-	metrics   string
-	otlp      string
-	tls       grpctls.Config
+	// Metrics is where a gRPC target alone serves /metrics.
+	Metrics string
+	otlp    string
+	tls     grpctls.Config
 }
 
-// bindCommon binds them; metrics, when not empty, is the default of a gRPC
-// target's --metrics.
-func bindCommon(fs *flagenv.Set, c *commonSettings, alone bool, metrics string) {
+// BindCommon binds them; metrics, when not empty, is the default of a
+// gRPC target's --metrics.
+func BindCommon(fs *flagenv.Set, c *Common, alone bool, metrics string) {
 	fs.String(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error", "MCP_BRIDGE_LOG_LEVEL", "CODEEXEC_LOG_LEVEL")
 	fs.String(&c.logFormat, "log-format", "text", "log format: text or json", "CODEEXEC_LOG_FORMAT")
 	fs.String(&c.otlp, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/gRPC URL, e.g. http://collector:4317; empty exports none", "CODEEXEC_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -40,30 +38,13 @@ func bindCommon(fs *flagenv.Set, c *commonSettings, alone bool, metrics string) 
 		return // in one process the targets talk in memory
 	}
 	if metrics != "" {
-		fs.String(&c.metrics, "metrics", metrics, "serve Prometheus /metrics on this address; empty disables it", "CODEEXEC_METRICS_ADDR")
+		fs.String(&c.Metrics, "metrics", metrics, "serve Prometheus /metrics on this address; empty disables it", "CODEEXEC_METRICS_ADDR")
 	}
-	bindGRPCTLS(fs, &c.tls)
-}
-
-// dialService connects a client command (health, backup, import) to a
-// service, with TLS when tlsc names files.
-func dialService(addr string, tlsc grpctls.Config) (*grpc.ClientConn, error) {
-	creds, err := tlsc.Load()
-	if err != nil {
-		return nil, err
-	}
-	return dial.New(addr, nil, creds.DialOptions()...)
-}
-
-// bindGRPCTLS binds the mutual TLS files of the split services' gRPC.
-func bindGRPCTLS(fs *flagenv.Set, c *grpctls.Config) {
-	fs.String(&c.CertFile, "grpc-tls-cert", "", "gRPC between services: this process's certificate (PEM), served and shown to peers", "CODEEXEC_GRPC_TLS_CERT")
-	fs.String(&c.KeyFile, "grpc-tls-key", "", "gRPC between services: the certificate's private key (PEM)", "CODEEXEC_GRPC_TLS_KEY")
-	fs.String(&c.CAFile, "grpc-tls-ca", "", "gRPC between services: the CA bundle (PEM) that peers' certificates must chain to", "CODEEXEC_GRPC_TLS_CA")
+	cli.BindGRPCTLS(fs, &c.tls)
 }
 
 // logger builds the process logger. Logs go to stderr: stdout may carry MCP.
-func (c *commonSettings) logger(stderr io.Writer, service string) (*slog.Logger, error) {
+func (c *Common) logger(stderr io.Writer, service string) (*slog.Logger, error) {
 	var level slog.Level
 	switch strings.ToLower(c.logLevel) {
 	case "debug":
@@ -91,17 +72,9 @@ func (c *commonSettings) logger(stderr io.Writer, service string) (*slog.Logger,
 	return slog.New(requestid.NewLogHandler(h)).With("service", service), nil
 }
 
-// stateDirDefault resolves MCP_BRIDGE_STATE_DIR's default, ~/MCPs.
-func stateDirDefault(getenv func(string) string) string {
-	if home := getenv("HOME"); home != "" {
-		return filepath.Join(home, "MCPs")
-	}
-	return "MCPs"
-}
-
 // startTracing exports traces when --otlp-endpoint is set; the returned
 // function flushes them at exit.
-func (c *commonSettings) startTracing(ctx context.Context, service string, logger *slog.Logger) (func(), error) {
+func (c *Common) startTracing(ctx context.Context, service string, logger *slog.Logger) (func(), error) {
 	shutdown, err := tracing.Setup(ctx, c.otlp, service)
 	if err != nil {
 		return nil, err

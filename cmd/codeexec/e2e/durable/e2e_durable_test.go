@@ -1,4 +1,4 @@
-package e2e
+package durable
 
 // End-to-end tests of durable sessions and of MCP 2026-07-28, where a
 // session is a handle: the official TypeScript SDK v2 client pinned to the
@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
 )
 
 // defineAll puts one of each kind of state in a session: a variable, a
@@ -53,7 +55,7 @@ func pyCall(code, session string) map[string]any {
 }
 
 // sessionOf returns the handle the i-th result carries.
-func sessionOf(t *testing.T, r sdkResult, i int) string {
+func sessionOf(t *testing.T, r harness.SDKResult, i int) string {
 	t.Helper()
 	sc, _ := r.Results[i]["structuredContent"].(map[string]any)
 	h, _ := sc["session"].(string)
@@ -69,39 +71,39 @@ func sessionOf(t *testing.T, r sdkResult, i int) string {
 // the same endpoint at the same time is served as before, with no handle.
 func TestE2ESDKv2PinnedToStatelessOverHTTP(t *testing.T) {
 	t.Parallel()
-	base := startHTTP(t, stateEnv(t.TempDir()))
-	out := sdkClient(t, modern(base, pyCall(defineAll, ""), pyCall(checkAll, "$session"), pyCall("print(count)", "$session"), pyCall("print('count' in globals())", "")))
+	base := harness.StartHTTP(t, harness.StateEnv(t.TempDir()))
+	out := harness.SDKClient(t, modern(base, pyCall(defineAll, ""), pyCall(checkAll, "$session"), pyCall("print(count)", "$session"), pyCall("print('count' in globals())", "")))
 	if out.ProtocolVersion != "2026-07-28" {
 		t.Fatalf("negotiated %q, want 2026-07-28", out.ProtocolVersion)
 	}
 	h := sessionOf(t, out, 0)
-	if text := resultText(out.Results[0]); !strings.Contains(text, h) {
+	if text := harness.ResultText(out.Results[0]); !strings.Contains(text, h) {
 		t.Errorf("a new session's result does not name its handle in the text: %q", text)
 	}
-	if got := resultStdout(t, out, 1); got != wantAll {
+	if got := harness.ResultStdout(t, out, 1); got != wantAll {
 		t.Errorf("with the handle: %q, want %q", got, wantAll)
 	}
-	if text := resultText(out.Results[1]); strings.Contains(text, "session:") {
+	if text := harness.ResultText(out.Results[1]); strings.Contains(text, "session:") {
 		t.Errorf("a continued session's text repeats the handle: %q", text)
 	}
-	if got := resultStdout(t, out, 2); got != "42" || sessionOf(t, out, 2) != h {
+	if got := harness.ResultStdout(t, out, 2); got != "42" || sessionOf(t, out, 2) != h {
 		t.Errorf("third call: %q in session %s, want 42 in %s", got, sessionOf(t, out, 2), h)
 	}
-	if got := resultStdout(t, out, 3); got != "False" || sessionOf(t, out, 3) == h {
+	if got := harness.ResultStdout(t, out, 3); got != "False" || sessionOf(t, out, 3) == h {
 		t.Errorf("a call without a handle: %q in session %s, want a new, empty session", got, sessionOf(t, out, 3))
 	}
 
-	legacy := httpClient(t, base)
-	o := code(t, legacy, "who = 'legacy'")
+	legacy := harness.HTTPClient(t, base)
+	o := harness.Code(t, legacy, "who = 'legacy'")
 	if _, ok := o.Structured["session"]; ok {
 		t.Errorf("a session-based client's result carries a handle: %v", o.Structured)
 	}
-	if got := joined(code(t, legacy, "print(who, 'count' in globals())").stdout()); got != "legacy False" {
+	if got := harness.Joined(harness.Code(t, legacy, "print(who, 'count' in globals())").Stdout()); got != "legacy False" {
 		t.Errorf("the session-based client: %q", got)
 	}
 	// A session-based client may resume a handle's session too.
-	o = runPython(t, legacy, map[string]any{"code": "print(count)", "session": h})
-	if got := joined(o.stdout()); got != "42" {
+	o = harness.RunPython(t, legacy, map[string]any{"code": "print(count)", "session": h})
+	if got := harness.Joined(o.Stdout()); got != "42" {
 		t.Errorf("a session-based client resuming the handle: %q (%s)", got, o.Text)
 	}
 }
@@ -111,18 +113,18 @@ func TestE2ESDKv2PinnedToStatelessOverHTTP(t *testing.T) {
 func TestE2ESDKv2PinnedToStatelessOverStdio(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	out := sdkClient(t, map[string]any{
-		"transport": "stdio", "command": binary, "args": []string{"serve"}, "env": envMap(baseEnv(t, stateEnv(home))),
+	out := harness.SDKClient(t, map[string]any{
+		"transport": "stdio", "command": harness.Binary, "args": []string{"serve"}, "env": envMap(harness.BaseEnv(t, harness.StateEnv(home))),
 		"negotiation": map[string]any{"pin": "2026-07-28"},
 		"calls":       []map[string]any{pyCall(defineAll, ""), pyCall(checkAll, ""), pyCall("print(count)", "$session")},
 	})
 	if out.ProtocolVersion != "2026-07-28" {
 		t.Fatalf("negotiated %q, want 2026-07-28", out.ProtocolVersion)
 	}
-	if got := resultStdout(t, out, 1); got != wantAll {
+	if got := harness.ResultStdout(t, out, 1); got != wantAll {
 		t.Errorf("second call over stdio: %q, want %q", got, wantAll)
 	}
-	if got := resultStdout(t, out, 2); got != "42" {
+	if got := harness.ResultStdout(t, out, 2); got != "42" {
 		t.Errorf("third call with the handle: %q, want 42", got)
 	}
 }
@@ -133,27 +135,27 @@ func TestE2ESDKv2PinnedToStatelessOverStdio(t *testing.T) {
 // restored.
 func TestE2ESessionSurvivesARestart(t *testing.T) {
 	t.Parallel()
-	env := baseEnv(t, stateEnv(t.TempDir()))
-	addr := freeAddr(t)
-	first, _ := startCommand(t, env, "serve", "--http", addr)
-	waitHTTP(t, "http://"+addr+"/healthz")
-	h := sessionOf(t, sdkClient(t, modern("http://"+addr, pyCall(defineAll, ""))), 0)
+	env := harness.BaseEnv(t, harness.StateEnv(t.TempDir()))
+	addr := harness.FreeAddr(t)
+	first, _ := harness.StartCommand(t, env, "serve", "--http", addr)
+	harness.WaitHTTP(t, "http://"+addr+"/healthz")
+	h := sessionOf(t, harness.SDKClient(t, modern("http://"+addr, pyCall(defineAll, ""))), 0)
 	stop(t, first, syscall.SIGTERM)
 
-	addr = freeAddr(t)
-	startProcess(t, env, "serve", "--http", addr)
-	waitHTTP(t, "http://"+addr+"/healthz")
-	out := sdkClient(t, modern("http://"+addr, pyCall(checkAll, h), pyCall(checkAll, h)))
-	if got := resultStdout(t, out, 0); got != wantAll {
-		t.Fatalf("after the restart: %q, want %q (%s)", got, wantAll, resultText(out.Results[0]))
+	addr = harness.FreeAddr(t)
+	harness.StartProcess(t, env, "serve", "--http", addr)
+	harness.WaitHTTP(t, "http://"+addr+"/healthz")
+	out := harness.SDKClient(t, modern("http://"+addr, pyCall(checkAll, h), pyCall(checkAll, h)))
+	if got := harness.ResultStdout(t, out, 0); got != wantAll {
+		t.Fatalf("after the restart: %q, want %q (%s)", got, wantAll, harness.ResultText(out.Results[0]))
 	}
-	text := resultText(out.Results[0])
+	text := harness.ResultText(out.Results[0])
 	for _, name := range []string{"restored", "count", "bump", "Box", "box", "fractions"} {
 		if !strings.Contains(text, name) {
 			t.Errorf("the first result after the restart does not mention %q: %q", name, text)
 		}
 	}
-	if got, text := resultStdout(t, out, 1), resultText(out.Results[1]); got != "43 42 10 1" || strings.Contains(text, "restored") {
+	if got, text := harness.ResultStdout(t, out, 1), harness.ResultText(out.Results[1]); got != "43 42 10 1" || strings.Contains(text, "restored") {
 		t.Errorf("the next call: %q, %q; want 43 and no second report", got, text)
 	}
 }
@@ -162,21 +164,21 @@ func TestE2ESessionSurvivesARestart(t *testing.T) {
 // each call continues the same session, wherever its sandbox is.
 func TestE2ESessionThroughTwoProcesses(t *testing.T) {
 	t.Parallel()
-	env := baseEnv(t, stateEnv(t.TempDir()))
+	env := harness.BaseEnv(t, harness.StateEnv(t.TempDir()))
 	var bases [2]string
 	for i := range bases {
-		addr := freeAddr(t)
-		startProcess(t, env, "serve", "--http", addr)
+		addr := harness.FreeAddr(t)
+		harness.StartProcess(t, env, "serve", "--http", addr)
 		bases[i] = "http://" + addr
-		waitHTTP(t, bases[i]+"/healthz")
+		harness.WaitHTTP(t, bases[i]+"/healthz")
 	}
-	h := sessionOf(t, sdkClient(t, modern(bases[0], pyCall(defineAll, ""))), 0)
+	h := sessionOf(t, harness.SDKClient(t, modern(bases[0], pyCall(defineAll, ""))), 0)
 	for i, want := range []string{"42", "43", "44", "45"} {
-		out := sdkClient(t, modern(bases[(i+1)%2], pyCall("count = bump(count)\nprint(count)", h)))
-		if got := resultStdout(t, out, 0); got != want {
-			t.Fatalf("call %d through process %d: %q, want %q (%s)", i, (i+1)%2, got, want, resultText(out.Results[0]))
+		out := harness.SDKClient(t, modern(bases[(i+1)%2], pyCall("count = bump(count)\nprint(count)", h)))
+		if got := harness.ResultStdout(t, out, 0); got != want {
+			t.Fatalf("call %d through process %d: %q, want %q (%s)", i, (i+1)%2, got, want, harness.ResultText(out.Results[0]))
 		}
-		if text := resultText(out.Results[0]); strings.Contains(text, "restored") {
+		if text := harness.ResultText(out.Results[0]); strings.Contains(text, "restored") {
 			t.Errorf("call %d restored the session although its sandbox lived: %q", i, text)
 		}
 	}
@@ -186,19 +188,19 @@ func TestE2ESessionThroughTwoProcesses(t *testing.T) {
 // takes the session over from its last checkpoint.
 func TestE2ESessionSurvivesKillOfItsProcess(t *testing.T) {
 	t.Parallel()
-	env := baseEnv(t, stateEnv(t.TempDir()))
-	addrA, addrB := freeAddr(t), freeAddr(t)
-	a, _ := startCommand(t, env, "serve", "--http", addrA)
-	startProcess(t, env, "serve", "--http", addrB)
-	waitHTTP(t, "http://"+addrA+"/healthz")
-	waitHTTP(t, "http://"+addrB+"/healthz")
-	h := sessionOf(t, sdkClient(t, modern("http://"+addrA, pyCall(defineAll, ""))), 0)
+	env := harness.BaseEnv(t, harness.StateEnv(t.TempDir()))
+	addrA, addrB := harness.FreeAddr(t), harness.FreeAddr(t)
+	a, _ := harness.StartCommand(t, env, "serve", "--http", addrA)
+	harness.StartProcess(t, env, "serve", "--http", addrB)
+	harness.WaitHTTP(t, "http://"+addrA+"/healthz")
+	harness.WaitHTTP(t, "http://"+addrB+"/healthz")
+	h := sessionOf(t, harness.SDKClient(t, modern("http://"+addrA, pyCall(defineAll, ""))), 0)
 	stop(t, a, syscall.SIGKILL)
-	out := sdkClient(t, modern("http://"+addrB, pyCall(checkAll, h)))
-	if got := resultStdout(t, out, 0); got != wantAll {
-		t.Fatalf("after the kill: %q, want %q (%s)", got, wantAll, resultText(out.Results[0]))
+	out := harness.SDKClient(t, modern("http://"+addrB, pyCall(checkAll, h)))
+	if got := harness.ResultStdout(t, out, 0); got != wantAll {
+		t.Fatalf("after the kill: %q, want %q (%s)", got, wantAll, harness.ResultText(out.Results[0]))
 	}
-	if text := resultText(out.Results[0]); !strings.Contains(text, "restored") {
+	if text := harness.ResultText(out.Results[0]); !strings.Contains(text, "restored") {
 		t.Errorf("no restore report: %q", text)
 	}
 }
@@ -207,18 +209,18 @@ func TestE2ESessionSurvivesKillOfItsProcess(t *testing.T) {
 // answered the same way.
 func TestE2EHandlesAreBoundToTheirTenant(t *testing.T) {
 	t.Parallel()
-	tokens := tokensFile(t, map[string]string{"alice-token": "alice", "bob-token": "bob"})
-	base := startAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokens})
+	tokens := harness.TokensFile(t, map[string]string{"alice-token": "alice", "bob-token": "bob"})
+	base := harness.StartAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokens})
 	spec := func(token string, calls ...map[string]any) map[string]any {
 		s := modern(base, calls...)
 		s["headers"] = map[string]string{"Authorization": "Bearer " + token}
 		return s
 	}
-	h := sessionOf(t, sdkClient(t, spec("alice-token", pyCall("secret = 1", ""))), 0)
+	h := sessionOf(t, harness.SDKClient(t, spec("alice-token", pyCall("secret = 1", ""))), 0)
 	var answers []string
 	for _, handle := range []string{h, "0123456789abcdef0123456789abcdef"} {
-		out := sdkClient(t, spec("bob-token", pyCall("print(secret)", handle)))
-		text := resultText(out.Results[0])
+		out := harness.SDKClient(t, spec("bob-token", pyCall("print(secret)", handle)))
+		text := harness.ResultText(out.Results[0])
 		if isErr, _ := out.Results[0]["isError"].(bool); !isErr || !strings.Contains(text, "unknown session") {
 			t.Errorf("bob with handle %s: %q, want an unknown-session error", handle, text)
 		}
@@ -227,7 +229,7 @@ func TestE2EHandlesAreBoundToTheirTenant(t *testing.T) {
 	if answers[0] != answers[1] {
 		t.Errorf("another tenant's handle and a made-up one are answered differently:\n%s\n%s", answers[0], answers[1])
 	}
-	if got := resultStdout(t, sdkClient(t, spec("alice-token", pyCall("print(secret)", h))), 0); got != "1" {
+	if got := harness.ResultStdout(t, harness.SDKClient(t, spec("alice-token", pyCall("print(secret)", h))), 0); got != "1" {
 		t.Errorf("alice's own handle: %q", got)
 	}
 }
@@ -250,22 +252,22 @@ func stop(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
 // simply starts afresh.
 func TestE2ECodeEndsItsSession(t *testing.T) {
 	t.Parallel()
-	base := startHTTP(t, stateEnv(t.TempDir()))
-	out := sdkClient(t, modern(base, pyCall("x = 1", ""), pyCall("runtime.end_session()", "$session")))
+	base := harness.StartHTTP(t, harness.StateEnv(t.TempDir()))
+	out := harness.SDKClient(t, modern(base, pyCall("x = 1", ""), pyCall("runtime.end_session()", "$session")))
 	h := sessionOf(t, out, 0)
-	if text := resultText(out.Results[1]); !strings.Contains(text, "the session has ended") {
+	if text := harness.ResultText(out.Results[1]); !strings.Contains(text, "the session has ended") {
 		t.Errorf("the ending call does not say so: %q", text)
 	}
-	again := sdkClient(t, modern(base, pyCall("print(x)", h)))
-	if text := resultText(again.Results[0]); !strings.Contains(text, "unknown session") {
+	again := harness.SDKClient(t, modern(base, pyCall("print(x)", h)))
+	if text := harness.ResultText(again.Results[0]); !strings.Contains(text, "unknown session") {
 		t.Errorf("the ended handle: %q, want unknown session", text)
 	}
 
-	c := httpClient(t, base)
-	code(t, c, "y = 2")
-	code(t, c, "runtime.end_session()")
-	o := runPython(t, c, map[string]any{"code": "print('y' in globals())"})
-	if joined(o.stdout()) != "False" || strings.Contains(o.Text, "session lost") {
+	c := harness.HTTPClient(t, base)
+	harness.Code(t, c, "y = 2")
+	harness.Code(t, c, "runtime.end_session()")
+	o := harness.RunPython(t, c, map[string]any{"code": "print('y' in globals())"})
+	if harness.Joined(o.Stdout()) != "False" || strings.Contains(o.Text, "session lost") {
 		t.Errorf("a session-based client after ending its session: %s", o.Text)
 	}
 }
@@ -275,20 +277,20 @@ func TestE2ECodeEndsItsSession(t *testing.T) {
 // SIGKILL of the sandbox's own process. Each death's call is rolled back.
 func TestE2EStateSurvivesEveryDeath(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, map[string]string{"MCP_BRIDGE_MEMORY": "256m"})
-	code(t, c, defineAll)
+	c, _ := harness.StartStdio(t, map[string]string{"MCP_BRIDGE_MEMORY": "256m"})
+	harness.Code(t, c, defineAll)
 	for i, death := range []struct{ name, code string }{
 		{"timeout", "count = -1\nimport time\ntime.sleep(60)"},
 		{"memory bomb", "count = -1\nblocks = []\nwhile True:\n    blocks.append(bytearray(32 << 20))"},
 		{"kill -9", "count = -1\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)"},
 	} {
-		o := runPython(t, c, map[string]any{"code": death.code, "timeout": 3})
+		o := harness.RunPython(t, c, map[string]any{"code": death.code, "timeout": 3})
 		if !o.IsError {
 			t.Fatalf("%s: the call succeeded: %s", death.name, o.Text)
 		}
-		after := runPython(t, c, map[string]any{"code": checkAll})
+		after := harness.RunPython(t, c, map[string]any{"code": checkAll})
 		want := fmt.Sprintf("%d 42 10 1", 42+i)
-		if got := joined(after.stdout()); got != want || after.IsError {
+		if got := harness.Joined(after.Stdout()); got != want || after.IsError {
 			t.Fatalf("after the %s: %q (%s), want %q", death.name, got, after.Text, want)
 		}
 		for _, s := range []string{"restored", "count", "bump", "Box", "fractions", "rolled back"} {

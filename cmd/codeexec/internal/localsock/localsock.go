@@ -1,4 +1,7 @@
-package main
+// Package localsock is a serve process's sandbox socket in its state dir,
+// and the dialer with which the gateway reaches such a socket or a
+// sandboxd replica that holds a session.
+package localsock
 
 import (
 	"context"
@@ -18,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/grpcserver"
@@ -35,49 +39,58 @@ const (
 	localSocketWhat   = "a codeexec process's sandbox socket"
 )
 
-// localSocket is this process's sandbox socket.
-type localSocket struct {
-	path string
-	stop func() // stops serving it; nil until serve
+// Socket is this process's sandbox socket.
+type Socket struct {
+	// Path is the socket's, once Prepare has picked it.
+	Path string
+	stop func() // stops serving it; nil until Serve
 }
 
-// prepare picks the socket's name in dir and removes the sockets that
+// Prepare picks the socket's name in dir and removes the sockets that
 // processes killed earlier left there.
-func (l *localSocket) prepare(dir string, logger *slog.Logger) error {
+func (l *Socket) Prepare(dir string, logger *slog.Logger) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	removeStaleSockets(dir, logger)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	l.path = filepath.Join(dir, localSocketPrefix+hex.EncodeToString(b[:])+localSocketSuffix)
+	l.Path = filepath.Join(dir, localSocketPrefix+hex.EncodeToString(b[:])+localSocketSuffix)
 	return nil
 }
 
-// serve serves svc's SandboxService (and nothing else) on the socket until
-// the process closes.
-func (l *localSocket) serve(ctx context.Context, p *process, svc *sandboxd.Service) error {
-	lis, err := usersock.Listen(l.path, localSocketWhat, p.logger)
+// Serve serves svc's SandboxService (and nothing else) on the socket until
+// the process closes, or Stop.
+func (l *Socket) Serve(ctx context.Context, p *process.Process, svc *sandboxd.Service) error {
+	lis, err := usersock.Listen(l.Path, localSocketWhat, p.Logger)
 	if err != nil {
 		return err
 	}
-	srv := grpcserver.New(p.serviceLogger("sandboxd"), nil)
+	srv := grpcserver.New(p.ServiceLogger("sandboxd"), nil)
 	svc.Register(srv.GRPC)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := srv.Serve(ctx, lis, 5*time.Second); err != nil {
-			p.logger.Warn("the sandbox socket stopped", logkeys.Error, err)
+			p.Logger.Warn("the sandbox socket stopped", logkeys.Error, err)
 		}
 	}()
 	l.stop = sync.OnceFunc(func() {
 		cancel()
 		<-done
-		_ = os.Remove(l.path)
+		_ = os.Remove(l.Path)
 	})
-	p.onClose(l.stop)
+	p.OnClose(l.stop)
 	return nil
+}
+
+// Stop stops serving the socket and removes it; before Serve it does
+// nothing.
+func (l *Socket) Stop() {
+	if l.stop != nil {
+		l.stop()
+	}
 }
 
 // removeStaleSockets removes the sandbox sockets in dir that no process
@@ -100,11 +113,11 @@ func removeStaleSockets(dir string, logger *slog.Logger) {
 	}
 }
 
-// dialReplica connects to the sandbox replica a SessionElsewhere answer
+// DialReplica connects to the sandbox replica a SessionElsewhere answer
 // names: another codeexec process's socket on this machine (unix:/path,
 // its peer checked), or a sandboxd replica at host:port with the
 // process's credentials.
-func dialReplica(opts []grpc.DialOption) func(addr string) (*grpc.ClientConn, error) {
+func DialReplica(opts []grpc.DialOption) func(addr string) (*grpc.ClientConn, error) {
 	return func(addr string) (*grpc.ClientConn, error) {
 		if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 			return dial.New(addr, func(ctx context.Context, _ string) (net.Conn, error) {

@@ -1,4 +1,4 @@
-package e2e
+package durable
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -27,7 +29,7 @@ import (
 // memorydProc is one `codeexec memoryd` process.
 type memorydProc struct {
 	cmd  *exec.Cmd
-	logs *lockedBuffer
+	logs *harness.LockedBuffer
 	mem  memoryv1.MemoryServiceClient
 }
 
@@ -41,9 +43,9 @@ func startMemoryd(t *testing.T, env map[string]string, args ...string) *memorydP
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	p := &memorydProc{logs: &lockedBuffer{}}
-	p.cmd = exec.Command(binary, append([]string{"memoryd", "--listen", addr, "--metrics", ""}, args...)...)
-	p.cmd.Env = baseEnv(t, env)
+	p := &memorydProc{logs: &harness.LockedBuffer{}}
+	p.cmd = exec.Command(harness.Binary, append([]string{"memoryd", "--listen", addr, "--metrics", ""}, args...)...)
+	p.cmd.Env = harness.BaseEnv(t, env)
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -52,7 +54,7 @@ func startMemoryd(t *testing.T, env map[string]string, args ...string) *memorydP
 		_ = p.cmd.Process.Kill()
 		_ = p.cmd.Wait()
 		if t.Failed() {
-			t.Logf("memoryd %s stderr:\n%s", addr, tailOf(p.logs.String(), 4000))
+			t.Logf("memoryd %s stderr:\n%s", addr, harness.TailOf(p.logs.String(), 4000))
 		}
 	})
 	conn, err := dial.New(addr, nil)
@@ -162,10 +164,10 @@ func TestE2ETwoMemorydOnOneDatabase(t *testing.T) {
 func TestE2EMoveToPostgres(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	c, _ := startStdio(t, stateEnv(home))
-	code(t, c, `save_memory("plan", {"step": 3}, metadata={"owner": "me"})`)
-	code(t, c, `save_memory("plan", {"step": 4}, metadata={"owner": "me"})`)
-	code(t, c, `
+	c, _ := harness.StartStdio(t, harness.StateEnv(home))
+	harness.Code(t, c, `save_memory("plan", {"step": 3}, metadata={"owner": "me"})`)
+	harness.Code(t, c, `save_memory("plan", {"step": 4}, metadata={"owner": "me"})`)
+	harness.Code(t, c, `
 def double(x):
     """Twice x."""
     return 2 * x
@@ -173,7 +175,7 @@ save_tool(double)`)
 	// serve keeps running: the copy reads the file through it.
 	url := pgtest.NewDatabase(t)
 	db := filepath.Join(home, "MCPs", "codeexec.db")
-	env := stateEnv(home)
+	env := harness.StateEnv(home)
 	for i, want := range []string{"memory: 1 added, 0 already there", "memory: 0 added, 1 already there"} {
 		out, err := runBinary(t, env, "memoryd", "copy", "--from", db, "--to", url)
 		if err != nil {
@@ -183,7 +185,7 @@ save_tool(double)`)
 			t.Errorf("copy %d reported:\n%s\nwant %q", i, out, want)
 		}
 	}
-	out, err := runBinary(t, env, "import-upstream", "--store", url, filepath.Join("..", "..", "..", "memoryd", "testdata", "upstream"))
+	out, err := runBinary(t, env, "import-upstream", "--store", url, filepath.Join(harness.Root, "memoryd", "testdata", "upstream"))
 	if err != nil {
 		t.Fatalf("import-upstream --store: %v\n%s", err, out)
 	}
@@ -191,23 +193,23 @@ save_tool(double)`)
 		t.Errorf("import-upstream --store reported:\n%s", out)
 	}
 
-	pg, _ := startStdio(t, map[string]string{"CODEEXEC_STORE": url})
-	o := code(t, pg, `
+	pg, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_STORE": url})
+	o := harness.Code(t, pg, `
 info = get_memory_info("plan")
 print(load_memory("plan"), info["metadata"], info["revision"] if "revision" in info else "")
 import user_tools
 print(user_tools.double(21))
 save_memory("from-postgres", [1, 2])`)
-	if got := joined(o.stdout()); !strings.HasPrefix(got, "{'step': 4} {'owner': 'me'}") || !strings.HasSuffix(got, "\n42") {
+	if got := harness.Joined(o.Stdout()); !strings.HasPrefix(got, "{'step': 4} {'owner': 'me'}") || !strings.HasSuffix(got, "\n42") {
 		t.Errorf("serve --store sees:\n%s", got)
 	}
 	backup := filepath.Join(t.TempDir(), "backup.db")
 	if out, err := runBinary(t, env, "memoryd", "backup", "--store", url, backup); err != nil {
 		t.Fatalf("memoryd backup --store: %v\n%s", err, out)
 	}
-	back, _ := startStdio(t, map[string]string{"CODEEXEC_DB": backup})
-	o = code(t, back, `print(load_memory("from-postgres"), load_memory("plan"))`)
-	if got := joined(o.stdout()); got != "[1, 2] {'step': 4}" {
+	back, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_DB": backup})
+	o = harness.Code(t, back, `print(load_memory("from-postgres"), load_memory("plan"))`)
+	if got := harness.Joined(o.Stdout()); got != "[1, 2] {'step': 4}" {
 		t.Errorf("serve on the backup of PostgreSQL sees %q", got)
 	}
 }
@@ -216,7 +218,7 @@ save_memory("from-postgres", [1, 2])`)
 // in-process run got it from getenv) and returns what it wrote.
 func runBinary(t *testing.T, env map[string]string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), binary, args...)
+	cmd := exec.CommandContext(t.Context(), harness.Binary, args...)
 	cmd.Env = make([]string, 0, len(env))
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -1,4 +1,4 @@
-package e2e
+package durable
 
 import (
 	"os/exec"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
+
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/dial"
 )
@@ -14,55 +16,50 @@ import (
 // End-to-end tests of memory and saved tools: the real binary, a real MCP
 // client, real sandboxes and a real bbolt file.
 
-// stateEnv pins HOME and the state dir so that two processes share them.
-func stateEnv(home string) map[string]string {
-	return map[string]string{"HOME": home, "MCP_BRIDGE_STATE_DIR": filepath.Join(home, "MCPs")}
-}
-
 func TestE2EMemorySurvivesARestart(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	c, _ := startStdio(t, stateEnv(home))
-	code(t, c, `save_memory("plan", {"step": 3, "todo": ["a", "b"]}, metadata={"owner": "me"})`)
-	first := code(t, c, `print(get_memory_info("plan")["created_at"])`).stdout()
-	code(t, c, `save_memory("plan", {"step": 4, "todo": ["b"]}, metadata={"owner": "me"})`)
+	c, _ := harness.StartStdio(t, harness.StateEnv(home))
+	harness.Code(t, c, `save_memory("plan", {"step": 3, "todo": ["a", "b"]}, metadata={"owner": "me"})`)
+	first := harness.Code(t, c, `print(get_memory_info("plan")["created_at"])`).Stdout()
+	harness.Code(t, c, `save_memory("plan", {"step": 4, "todo": ["b"]}, metadata={"owner": "me"})`)
 	_ = c.Close()
 
-	c, _ = startStdio(t, stateEnv(home))
-	o := code(t, c, `
+	c, _ = harness.StartStdio(t, harness.StateEnv(home))
+	o := harness.Code(t, c, `
 info = get_memory_info("plan")
 print(load_memory("plan"))
 print(info["metadata"], info["created_at"])
 print(memory_exists("plan"), memory_exists("nope"), load_memory("nope", default="dflt"))
 print([m["key"] for m in list_memories()])`)
-	want := []string{"{'step': 4, 'todo': ['b']}", "{'owner': 'me'} " + joined(first), "True False dflt", "['plan']"}
-	if got := o.stdout(); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("after a restart:\n%s\nwant:\n%s", joined(got), strings.Join(want, "\n"))
+	want := []string{"{'step': 4, 'todo': ['b']}", "{'owner': 'me'} " + harness.Joined(first), "True False dflt", "['plan']"}
+	if got := o.Stdout(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("after a restart:\n%s\nwant:\n%s", harness.Joined(got), strings.Join(want, "\n"))
 	}
-	o = code(t, c, `print(delete_memory("plan"), delete_memory("plan"), load_memory("plan"))`)
-	if got := joined(o.stdout()); got != "Memory 'plan' deleted. Memory 'plan' not found. None" {
+	o = harness.Code(t, c, `print(delete_memory("plan"), delete_memory("plan"), load_memory("plan"))`)
+	if got := harness.Joined(o.Stdout()); got != "Memory 'plan' deleted. Memory 'plan' not found. None" {
 		t.Fatalf("delete: %q", got)
 	}
 }
 
 func TestE2EMemoryRejectsBadInput(t *testing.T) {
 	t.Parallel()
-	c, _ := startStdio(t, nil)
+	c, _ := harness.StartStdio(t, nil)
 	for _, tc := range []struct{ src, want string }{
 		{`save_memory("k", {1, 2})`, "TypeError: value of type set is not JSON serialisable"},
 		{`save_memory("", 1)`, "key"},
 		{`save_memory("x" * 2049, 1)`, "the limit is 2048"},
 		{`save_memory("big", "x" * (2 << 20))`, "limit"},
 	} {
-		o := runPython(t, c, map[string]any{"code": tc.src})
+		o := harness.RunPython(t, c, map[string]any{"code": tc.src})
 		if !o.IsError || !strings.Contains(o.Text, tc.want) {
 			t.Errorf("%s: %s; want an error containing %q", tc.src, o.Text, tc.want)
 		}
 	}
 	// Distinct keys that upstream would have collapsed stay distinct.
-	o := code(t, c, `save_memory("a b", 1); save_memory("a_b", 2); save_memory("ключ", 3)
+	o := harness.Code(t, c, `save_memory("a b", 1); save_memory("a_b", 2); save_memory("ключ", 3)
 print(load_memory("a b"), load_memory("a_b"), load_memory("ключ"))`)
-	if got := joined(o.stdout()); got != "1 2 3" {
+	if got := harness.Joined(o.Stdout()); got != "1 2 3" {
 		t.Fatalf("distinct keys: %q", got)
 	}
 }
@@ -70,61 +67,61 @@ print(load_memory("a b"), load_memory("a_b"), load_memory("ключ"))`)
 // Two MCP sessions increment one key 200 times each, at the same time.
 func TestE2EConcurrentUpdateMemoryLosesNothing(t *testing.T) {
 	t.Parallel()
-	base := startHTTP(t, nil)
-	a, b := httpClient(t, base), httpClient(t, base)
+	base := harness.StartHTTP(t, nil)
+	a, b := harness.HTTPClient(t, base), harness.HTTPClient(t, base)
 	var wg sync.WaitGroup
 	for _, c := range []any{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			code(t, c.(mcpClient), `
+			harness.Code(t, c.(harness.MCPClient), `
 for _ in range(200):
     update_memory("n", lambda v: (v or 0) + 1)`)
 		}()
 	}
 	wg.Wait()
-	if got := joined(code(t, a, `print(load_memory("n"))`).stdout()); got != "400" {
+	if got := harness.Joined(harness.Code(t, a, `print(load_memory("n"))`).Stdout()); got != "400" {
 		t.Fatalf("after 2 × 200 concurrent increments n = %s, want 400", got)
 	}
 	// The loops really raced: memoryd refused stale compare-and-swaps, and
 	// update_memory retried them.
-	if conflicts := metric(t, base, `codeexec_memoryd_op_duration_seconds_count{code="Aborted",op="memory.update"}`); conflicts == 0 {
+	if conflicts := harness.Metric(t, base, `codeexec_memoryd_op_duration_seconds_count{code="Aborted",op="memory.update"}`); conflicts == 0 {
 		t.Fatal("memoryd saw no update conflicts, so the two sessions never raced")
 	}
 }
 
 func TestE2ESavedToolsCarryToNewSessions(t *testing.T) {
 	t.Parallel()
-	base := startHTTP(t, nil)
-	a := httpClient(t, base)
-	code(t, a, `
+	base := harness.StartHTTP(t, nil)
+	a := harness.HTTPClient(t, base)
+	harness.Code(t, a, `
 def slugify(text):
     """Lower-case text and join its words with dashes."""
     return "-".join(text.lower().split())`)
 	// save_tool works for a function defined in an earlier call.
-	if got := joined(code(t, a, `print(save_tool(slugify))`).stdout()); !strings.Contains(got, "Tool 'slugify' saved") {
+	if got := harness.Joined(harness.Code(t, a, `print(save_tool(slugify))`).Stdout()); !strings.Contains(got, "Tool 'slugify' saved") {
 		t.Fatalf("save_tool: %q", got)
 	}
 	// Saving again replaces it.
-	code(t, a, `
+	harness.Code(t, a, `
 def slugify(text):
     """Lower-case text and join its words with underscores."""
     return "_".join(text.lower().split())
 save_tool(slugify)`)
 
-	b := httpClient(t, base)
-	o := code(t, b, `
+	b := harness.HTTPClient(t, base)
+	o := harness.Code(t, b, `
 import user_tools
 print(user_tools.slugify("Hello Big World"))
 print([(t["name"], t["docstring"]) for t in runtime.list_saved_tools()])`)
 	want := "hello_big_world\n[('slugify', 'Lower-case text and join its words with underscores.')]"
-	if got := joined(o.stdout()); got != want {
+	if got := harness.Joined(o.Stdout()); got != want {
 		t.Fatalf("new session:\n%s\nwant:\n%s", got, want)
 	}
-	code(t, b, `runtime.delete_saved_tool("slugify")`)
-	c := httpClient(t, base)
-	o = runPython(t, c, map[string]any{"code": "import user_tools\nprint(hasattr(user_tools, 'slugify'))"})
-	if got := joined(o.stdout()); got != "False" {
+	harness.Code(t, b, `runtime.delete_saved_tool("slugify")`)
+	c := harness.HTTPClient(t, base)
+	o = harness.RunPython(t, c, map[string]any{"code": "import user_tools\nprint(hasattr(user_tools, 'slugify'))"})
+	if got := harness.Joined(o.Stdout()); got != "False" {
 		t.Fatalf("after delete: %s", o.Text)
 	}
 }
@@ -132,14 +129,14 @@ print([(t["name"], t["docstring"]) for t in runtime.list_saved_tools()])`)
 func TestE2EImportUpstream(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	cmd := exec.Command(binary, "import-upstream", filepath.Join("..", "..", "..", "memoryd", "testdata", "upstream"))
-	cmd.Env = baseEnv(t, stateEnv(home))
+	cmd := exec.Command(harness.Binary, "import-upstream", filepath.Join(harness.Root, "memoryd", "testdata", "upstream"))
+	cmd.Env = harness.BaseEnv(t, harness.StateEnv(home))
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "imported 4 memories and 4 tools") {
 		t.Fatalf("import-upstream: %v\n%s", err, out)
 	}
-	c, _ := startStdio(t, stateEnv(home))
-	o := code(t, c, `
+	c, _ := harness.StartStdio(t, harness.StateEnv(home))
+	o := harness.Code(t, c, `
 import user_tools
 print(load_memory("a b"))
 print(user_tools.greet("Ada"), user_tools.add(2, 3), user_tools.add.__doc__)
@@ -147,7 +144,7 @@ info = get_memory_info("project notes")
 print(info["created_at"], info["updated_at"])`)
 	// The times are notes.json's created_at and updated_at.
 	want := "the key upstream turned into a_b\nHello, Ada! 5 Add two numbers (second version).\n1700000000.5 1700000100.25"
-	if got := joined(o.stdout()); got != want {
+	if got := harness.Joined(o.Stdout()); got != want {
 		t.Fatalf("after import:\n%s\nwant:\n%s", got, want)
 	}
 }
@@ -158,17 +155,17 @@ print(info["created_at"], info["updated_at"])`)
 func TestE2EMemorydBackupAndSharing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	env := baseEnv(t, nil)
+	env := harness.BaseEnv(t, nil)
 	sock := "unix:" + dir + "/memoryd.sock"
-	startProcess(t, env, "memoryd", "--listen", sock, "--db", dir+"/live.db", "--metrics", "")
-	waitHealth(t, sock)
+	harness.StartProcess(t, env, "memoryd", "--listen", sock, "--db", dir+"/live.db", "--metrics", "")
+	harness.WaitHealth(t, sock)
 
-	imp := exec.Command(binary, "import-upstream", "--memory", sock, filepath.Join("..", "..", "..", "memoryd", "testdata", "upstream"))
+	imp := exec.Command(harness.Binary, "import-upstream", "--memory", sock, filepath.Join(harness.Root, "memoryd", "testdata", "upstream"))
 	imp.Env = env
 	if out, err := imp.CombinedOutput(); err != nil || !strings.Contains(string(out), "imported 4 memories") {
 		t.Fatalf("import into the running memoryd: %v\n%s", err, out)
 	}
-	backup := exec.Command(binary, "memoryd", "backup", "--memory", sock, dir+"/copy.db")
+	backup := exec.Command(harness.Binary, "memoryd", "backup", "--memory", sock, dir+"/copy.db")
 	backup.Env = env
 	if out, err := backup.CombinedOutput(); err != nil || !strings.Contains(string(out), "backed up") {
 		t.Fatalf("memoryd backup: %v\n%s", err, out)
@@ -176,8 +173,8 @@ func TestE2EMemorydBackupAndSharing(t *testing.T) {
 
 	// A second memoryd on the live file serves the same data.
 	second := "unix:" + dir + "/second.sock"
-	startProcess(t, env, "memoryd", "--listen", second, "--db", dir+"/live.db", "--metrics", "")
-	waitHealth(t, second)
+	harness.StartProcess(t, env, "memoryd", "--listen", second, "--db", dir+"/live.db", "--metrics", "")
+	harness.WaitHealth(t, second)
 	conn2, err := dial.New(second, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -187,12 +184,12 @@ func TestE2EMemorydBackupAndSharing(t *testing.T) {
 		t.Fatalf("save through the second memoryd: %v", err)
 	}
 	// Backup and import straight on the file, which both memoryds hold.
-	local := exec.Command(binary, "memoryd", "backup", "--db", dir+"/live.db", dir+"/local.db")
+	local := exec.Command(harness.Binary, "memoryd", "backup", "--db", dir+"/live.db", dir+"/local.db")
 	local.Env = env
 	if out, err := local.CombinedOutput(); err != nil || !strings.Contains(string(out), "backed up") {
 		t.Fatalf("memoryd backup --db of a held file: %v\n%s", err, out)
 	}
-	limp := exec.Command(binary, "import-upstream", "--db", dir+"/live.db", "--tenant", "other", filepath.Join("..", "..", "..", "memoryd", "testdata", "upstream"))
+	limp := exec.Command(harness.Binary, "import-upstream", "--db", dir+"/live.db", "--tenant", "other", filepath.Join(harness.Root, "memoryd", "testdata", "upstream"))
 	limp.Env = env
 	if out, err := limp.CombinedOutput(); err != nil || !strings.Contains(string(out), "imported 4 memories") {
 		t.Fatalf("import-upstream --db of a held file: %v\n%s", err, out)
@@ -201,8 +198,8 @@ func TestE2EMemorydBackupAndSharing(t *testing.T) {
 	// Each copy serves the data.
 	for _, name := range []string{"copy", "local"} {
 		copySock := "unix:" + dir + "/" + name + ".sock"
-		startProcess(t, env, "memoryd", "--listen", copySock, "--db", dir+"/"+name+".db", "--metrics", "")
-		waitHealth(t, copySock)
+		harness.StartProcess(t, env, "memoryd", "--listen", copySock, "--db", dir+"/"+name+".db", "--metrics", "")
+		harness.WaitHealth(t, copySock)
 		conn, err := dial.New(copySock, nil)
 		if err != nil {
 			t.Fatal(err)

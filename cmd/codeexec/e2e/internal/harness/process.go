@@ -1,0 +1,192 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+
+	"github.com/codeexec/codeexec/gateway"
+)
+
+// FreeAddr returns a loopback address that was free a moment ago.
+func FreeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// StartProcess runs the codeexec binary with args until the test ends.
+func StartProcess(t *testing.T, env []string, args ...string) *LockedBuffer {
+	t.Helper()
+	_, logs := StartCommand(t, env, args...)
+	return logs
+}
+
+// StartCommand is startProcess that also returns the command, for tests
+// that signal or kill it. At the end of the test it is sent SIGTERM and
+// must stop within 15 seconds.
+func StartCommand(t *testing.T, env []string, args ...string) (*exec.Cmd, *LockedBuffer) {
+	t.Helper()
+	logs := &LockedBuffer{}
+	cmd := exec.Command(Binary, args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start codeexec %v: %v", args, err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(InterruptSignal)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("codeexec %v did not stop within 15s of SIGTERM", args)
+		}
+		if t.Failed() {
+			t.Logf("codeexec %v output:\n%s", args, TailOf(logs.String(), 6000))
+		}
+	})
+	return cmd, logs
+}
+
+// WaitHTTP waits until url answers.
+func WaitHTTP(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not come up: %v", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// HTTPClient is an initialised MCP client of the server at base, over
+// streamable HTTP, closed when the test ends.
+func HTTPClient(t *testing.T, base string) *client.Client {
+	t.Helper()
+	c, err := client.NewStreamableHttpClient(base + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	Initialize(t, c)
+	return c
+}
+
+// StartHTTP starts `codeexec serve --http` on a free address with the
+// extra environment, waits for it, and returns its base URL.
+func StartHTTP(t *testing.T, extra map[string]string) string {
+	t.Helper()
+	addr := FreeAddr(t)
+	StartProcess(t, BaseEnv(t, extra), "serve", "--http", addr)
+	base := "http://" + addr
+	WaitHTTP(t, base+"/healthz")
+	return base
+}
+
+// Metric reads one sample from /metrics; absent counts as 0.
+func Metric(t *testing.T, base, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// TokensFile writes a tokens file granting each token its tenant.
+func TokensFile(t *testing.T, tokens map[string]string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("# tenants of the end-to-end tests\n")
+	for tok, tenant := range tokens {
+		fmt.Fprintf(&b, "%s %s\n", gateway.HashToken(tok), tenant)
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// StartAuthHTTP starts `codeexec serve --http` with args and waits for it.
+func StartAuthHTTP(t *testing.T, extra map[string]string, args ...string) string {
+	t.Helper()
+	addr := FreeAddr(t)
+	StartProcess(t, BaseEnv(t, extra), append([]string{"serve", "--http", addr}, args...)...)
+	base := "http://" + addr
+	WaitHTTP(t, base+"/healthz")
+	return base
+}
+
+// StateEnv pins HOME and the state dir so that two processes share them.
+func StateEnv(home string) map[string]string {
+	return map[string]string{"HOME": home, "MCP_BRIDGE_STATE_DIR": filepath.Join(home, "MCPs")}
+}
+
+// WaitHealth waits until `codeexec health` (with tlsArgs) says the service
+// at addr is serving.
+func WaitHealth(t *testing.T, addr string, tlsArgs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.Command(Binary, append(append([]string{"health"}, tlsArgs...), addr)...).CombinedOutput()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never became healthy: %s", addr, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ResultText joins the text blocks of an MCP tool result.
+func ResultText(res map[string]any) string {
+	var parts []string
+	blocks, _ := res["content"].([]any)
+	for _, b := range blocks {
+		if m, ok := b.(map[string]any); ok {
+			s, _ := m["text"].(string)
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
