@@ -131,13 +131,16 @@ func (sb *sandbox) supersededBy(exec int64) bool {
 }
 
 // firstExecDone runs afterFirstExec, once.
-func (sb *sandbox) firstExecDone() {
+func (sb *sandbox) firstExecDone() { sb.runOnce(&sb.afterFirstExec) }
+
+// runOnce clears the hook *f (on sb.mu) and runs what it held, if any.
+func (sb *sandbox) runOnce(f *func()) {
 	sb.mu.Lock()
-	f := sb.afterFirstExec
-	sb.afterFirstExec = nil
+	g := *f
+	*f = nil
 	sb.mu.Unlock()
-	if f != nil {
-		f()
+	if g != nil {
+		g()
 	}
 }
 
@@ -225,13 +228,7 @@ func (sb *sandbox) onStop(killed, reaped func()) {
 
 // kill stops the sandbox and waits for it to be reaped (bounded).
 func (sb *sandbox) kill() {
-	sb.mu.Lock()
-	killed := sb.onKill
-	sb.onKill = nil
-	sb.mu.Unlock()
-	if killed != nil {
-		killed()
-	}
+	sb.runOnce(&sb.onKill)
 	_ = sb.proc.Kill()
 	select {
 	case <-sb.done:
