@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/lexicon"
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
 )
 
 // Benchmark targets from issue 3 and the field survey §10.
@@ -353,13 +355,12 @@ func TestSearchReport(t *testing.T) {
 	}
 	p50, p99 := latency(big, qs, reportLimit)
 	fmt.Fprintf(&out, "index of %d tools: built in %v, %.1f MiB of heap\n", big.Len(), build.Round(time.Millisecond), float64(heap)/(1<<20))
-	lx := theLexicon()
-	parsed := (len(lx.keys)+len(lx.common))*int(unsafe.Sizeof("")) + 4*(len(lx.start)+len(lx.rels))
+	lx := lexicon.Embedded().Stats()
 	fmt.Fprintf(&out, "lexicon (shared by every index): %d entries, %d relations, %d common words; %.1f MiB in the binary, %.1f MiB of heap once parsed\n",
-		len(lx.keys), len(lx.rels), len(lx.common), float64(len(lexiconData))/(1<<20), float64(parsed)/(1<<20))
-	wv := theVectors()
+		lx.Entries, lx.Relations, lx.CommonWords, float64(lx.FileBytes)/(1<<20), float64(lx.HeapBytes)/(1<<20))
+	wv := wordvec.Embedded().Stats()
 	fmt.Fprintf(&out, "word vectors (shared by every index): %d words x %d dimensions; %.1f MiB in the binary, %.1f MiB of heap once parsed\n",
-		len(wv.words), wv.dims, float64(len(vectorData))/(1<<20), float64(len(wv.words)*int(unsafe.Sizeof(""))+4*len(wv.norm))/(1<<20))
+		wv.Words, wv.Dims, float64(wv.FileBytes)/(1<<20), float64(wv.HeapBytes)/(1<<20))
 	fmt.Fprintf(&out, "latency over %d tools, %d queries x %d, limit %d: p50 %v, p99 %v\n", big.Len(), len(qs), latencyReps(), reportLimit, p50, p99)
 	p50, p99 = latency(big, qs, 0)
 	fmt.Fprintf(&out, "  the same with no limit (every match ranked and returned): p50 %v, p99 %v\n", p50, p99)
