@@ -9,12 +9,11 @@ package lexicon
 
 import (
 	_ "embed"
-	"encoding/binary"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"unsafe"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/binfile"
 )
 
 // data is lexicon.bin. It is parsed once, on first use.
@@ -37,13 +36,7 @@ type Lexicon struct {
 // MaxPhrase is the most words an entry of the lexicon spans.
 const MaxPhrase = 3
 
-var embedded = sync.OnceValue(func() *Lexicon {
-	lx, err := Parse(data)
-	if err != nil {
-		panic(err) // the embedded file is generated and tested
-	}
-	return lx
-})
+var embedded = binfile.Once(Parse, data)
 
 // Embedded returns the lexicon of lexicon.bin, which every caller shares.
 func Embedded() *Lexicon { return embedded() }
@@ -51,65 +44,46 @@ func Embedded() *Lexicon { return embedded() }
 // Parse reads a lexicon file as lexgen writes it. The lexicon's strings
 // are slices of data.
 func Parse(data string) (*Lexicon, error) {
-	const magic = "cxlex1\n"
-	if !strings.HasPrefix(data, magic) {
-		return nil, fmt.Errorf("lexicon: bad header")
-	}
-	p := data[len(magic):]
-	next := func() (uint64, error) {
-		v, n := binary.Uvarint([]byte(p[:min(len(p), binary.MaxVarintLen64)]))
-		if n <= 0 {
-			return 0, fmt.Errorf("lexicon: truncated")
-		}
-		p = p[n:]
-		return v, nil
-	}
-	n, err := next()
+	r, err := binfile.NewReader("lexicon", "cxlex1\n", data)
 	if err != nil {
 		return nil, err
 	}
-	str := func() (string, error) {
-		l, err := next()
-		if err != nil || l > uint64(len(p)) {
-			return "", fmt.Errorf("lexicon: truncated string")
-		}
-		s := p[:l]
-		p = p[l:]
-		return s, nil
+	n, err := r.Uvarint()
+	if err != nil {
+		return nil, err
 	}
 	lx := &Lexicon{keys: make([]string, n), start: make([]uint32, n+1), size: len(data)}
 	for i := range lx.keys {
-		if lx.keys[i], err = str(); err != nil {
+		if lx.keys[i], err = r.String("string"); err != nil {
 			return nil, err
 		}
 	}
 	for i := range lx.keys {
-		c, err := next()
+		c, err := r.Uvarint()
 		if err != nil {
 			return nil, err
 		}
 		for range c {
-			to, err := next()
-			if err != nil || to >= n || len(p) == 0 {
+			to, err := r.Uvarint()
+			if err != nil || to >= n || r.Len() == 0 {
 				return nil, fmt.Errorf("lexicon: bad relation of %q", lx.keys[i])
 			}
-			lx.rels = append(lx.rels, uint32(to)<<8|uint32(p[0]))
-			p = p[1:]
+			lx.rels = append(lx.rels, uint32(to)<<8|uint32(r.Byte()))
 		}
 		lx.start[i+1] = uint32(len(lx.rels))
 	}
-	nc, err := next()
-	if err != nil || nc > uint64(len(p)) {
+	nc, err := r.Uvarint()
+	if err != nil || nc > uint64(r.Len()) {
 		return nil, fmt.Errorf("lexicon: bad common word count")
 	}
 	lx.common = make([]string, nc)
 	for i := range lx.common {
-		if lx.common[i], err = str(); err != nil {
+		if lx.common[i], err = r.String("string"); err != nil {
 			return nil, err
 		}
 	}
-	if len(p) != 0 {
-		return nil, fmt.Errorf("lexicon: %d trailing bytes", len(p))
+	if r.Len() != 0 {
+		return nil, fmt.Errorf("lexicon: %d trailing bytes", r.Len())
 	}
 	return lx, nil
 }

@@ -11,12 +11,12 @@ package wordvec
 
 import (
 	_ "embed"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"unsafe"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/binfile"
 )
 
 // data is vectors.bin. It is parsed once, on first use.
@@ -34,13 +34,7 @@ type Vectors struct {
 	size  int // of the parsed data
 }
 
-var embedded = sync.OnceValue(func() *Vectors {
-	v, err := Parse(data)
-	if err != nil {
-		panic(err) // the embedded file is generated and tested
-	}
-	return v
-})
+var embedded = binfile.Once(Parse, data)
 
 // Embedded returns the vectors of vectors.bin, which every caller shares.
 func Embedded() *Vectors { return embedded() }
@@ -48,17 +42,15 @@ func Embedded() *Vectors { return embedded() }
 // Parse reads a vectors file as vecgen writes it. The words and vectors
 // are slices of data.
 func Parse(data string) (*Vectors, error) {
-	const magic = "cxvec1\n"
-	if len(data) < len(magic) || data[:len(magic)] != magic {
-		return nil, fmt.Errorf("vectors: bad header")
+	r, err := binfile.NewReader("vectors", "cxvec1\n", data)
+	if err != nil {
+		return nil, err
 	}
-	p := data[len(magic):]
 	next := func() (int, error) {
-		v, n := binary.Uvarint([]byte(p[:min(len(p), binary.MaxVarintLen64)]))
-		if n <= 0 || v > math.MaxInt32 {
+		v, err := r.Uvarint()
+		if err != nil || v > math.MaxInt32 {
 			return 0, fmt.Errorf("vectors: truncated")
 		}
-		p = p[n:]
 		return int(v), nil
 	}
 	n, err := next()
@@ -71,18 +63,17 @@ func Parse(data string) (*Vectors, error) {
 	}
 	v := &Vectors{words: make([]string, n), dims: d, size: len(data)}
 	for i := range v.words {
-		l, err := next()
-		if err != nil || l > len(p) {
-			return nil, fmt.Errorf("vectors: truncated word")
+		if v.words[i], err = r.String("word"); err != nil {
+			return nil, err
 		}
-		v.words[i], p = p[:l], p[l:]
 		if i > 0 && v.words[i] <= v.words[i-1] {
 			return nil, fmt.Errorf("vectors: words out of order at %q", v.words[i])
 		}
 	}
-	if len(p) != n*d {
-		return nil, fmt.Errorf("vectors: %d bytes of vectors, want %d", len(p), n*d)
+	if r.Len() != n*d {
+		return nil, fmt.Errorf("vectors: %d bytes of vectors, want %d", r.Len(), n*d)
 	}
+	p := r.Rest()
 	v.data = p
 	v.norm = make([]float32, n)
 	for i := range v.norm {
