@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/fuzzy"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/lexicon"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
@@ -62,7 +63,7 @@ type Index struct {
 	idf      []float32          // by term id
 	nameLen  []uint8            // distinct words in each tool's name
 	words    map[string]int32   // lowercase surface word → term id
-	vocab    *fuzzy             // surface words, for typo matching
+	vocab    *fuzzy.Index       // surface words, for typo matching
 	wordTerm []int32            // fuzzy word id → term id
 	names    map[string][]int32 // lowercase tool name → docs
 	exact    map[string][]int32 // lowercase tool alias, where it differs → docs
@@ -209,7 +210,7 @@ func NewIndex(docs []Doc) *Index {
 			ix.surface[id] = w
 		}
 	}
-	ix.vocab = newFuzzy(surface)
+	ix.vocab = fuzzy.New(surface)
 
 	lx := lexicon.Embedded()
 	ix.lexTerm = make([]int32, lx.Len())

@@ -337,7 +337,7 @@ func (ix *Index) corrections(dst []alt, w, t string) []alt {
 	}
 	start := len(dst)
 	best := 3
-	ix.vocab.lookup(w, func(id int32, dist int) {
+	ix.vocab.Lookup(w, func(id int32, dist int) {
 		if dist < best {
 			best = dist
 			dst = dst[:start]
@@ -351,7 +351,7 @@ func (ix *Index) corrections(dst []alt, w, t string) []alt {
 		}
 	})
 	if len(dst) == start {
-		ix.vocab.completions(w, func(id int32) {
+		ix.vocab.Completions(w, func(id int32) {
 			dst = append(dst, alt{ix.wordTerm[id], prefixWeight})
 		})
 	}
