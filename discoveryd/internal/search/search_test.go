@@ -206,30 +206,6 @@ func TestSearchConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-func TestBaseline(t *testing.T) {
-	t.Parallel()
-	docs := testDocs()
-	tests := []struct {
-		query string
-		want  []string
-	}{
-		{"create issue", []string{"github/create_issue", "gitlab/create_issue"}},
-		{"GitLab ISSUE", []string{"gitlab/create_issue"}},
-		{"create issues", nil}, // no stemming
-		{"screensht", nil},     // no typo tolerance
-		{"list_events", []string{"google-calendar/list-events", "gitlab/list_events"}}, // alias is a keyword
-	}
-	for _, tt := range tests {
-		res := Baseline(docs, tt.query, 10)
-		if got := names(res.Hits); !slices.Equal(got, tt.want) && (len(got) != 0 || len(tt.want) != 0) {
-			t.Errorf("Baseline(%q) = %q, want %q", tt.query, got, tt.want)
-		}
-	}
-	if res := Baseline(docs, "create", 1); res.Total != 2 || !res.Truncated || len(res.Hits) != 1 {
-		t.Errorf("Baseline(create, 1) = %d hits, total %d, truncated %v; want 1, 2, true", len(res.Hits), res.Total, res.Truncated)
-	}
-}
-
 // FuzzSearch checks the invariants of any answer: Total and Truncated agree
 // with the hits, hits are ordered by score and never repeat.
 func FuzzSearch(f *testing.F) {
@@ -378,5 +354,21 @@ func TestSearchServerDescription(t *testing.T) {
 	// the droplet tools would not match at all.
 	if res := ix.Search("virtual machines", 0); res.Total != 3 {
 		t.Errorf("Search(virtual machines) total %d, want 3", res.Total)
+	}
+}
+
+// TestDenseRerankLiftsParaphrase checks the rerank end to end on a small
+// index: a query in other words than the tool's finds it first, where
+// BM25F alone ties the three tools on "get" and keeps index order.
+func TestDenseRerankLiftsParaphrase(t *testing.T) {
+	t.Parallel()
+	ix := NewIndex([]Doc{
+		{Server: "cloud", Tool: "font_get", Description: "Get a font by ID"},
+		{Server: "cloud", Tool: "calendar_get", Description: "Get a calendar by ID"},
+		{Server: "cloud", Tool: "instance_get", Description: "Get a virtual machine by ID"},
+	})
+	res := ix.Search("get my vm", 3)
+	if len(res.Hits) == 0 || res.Hits[0].Doc.Tool != "instance_get" {
+		t.Fatalf("hits %v, want instance_get first", res.Hits)
 	}
 }
