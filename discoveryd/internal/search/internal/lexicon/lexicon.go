@@ -36,10 +36,8 @@ type Lexicon struct {
 // MaxPhrase is the most words an entry of the lexicon spans.
 const MaxPhrase = 3
 
-var embedded = binfile.Once(Parse, data)
-
 // Embedded returns the lexicon of lexicon.bin, which every caller shares.
-func Embedded() *Lexicon { return embedded() }
+var Embedded = binfile.Once(Parse, data)
 
 // Parse reads a lexicon file as lexgen writes it. The lexicon's strings
 // are slices of data.

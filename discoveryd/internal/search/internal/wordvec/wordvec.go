@@ -34,10 +34,8 @@ type Vectors struct {
 	size  int // of the parsed data
 }
 
-var embedded = binfile.Once(Parse, data)
-
 // Embedded returns the vectors of vectors.bin, which every caller shares.
-func Embedded() *Vectors { return embedded() }
+var Embedded = binfile.Once(Parse, data)
 
 // Parse reads a vectors file as vecgen writes it. The words and vectors
 // are slices of data.
