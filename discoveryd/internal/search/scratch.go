@@ -1,5 +1,7 @@
 package search
 
+import "github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
+
 // scratch is per-query working memory, pooled so that a query allocates
 // nothing proportional to the corpus.
 type scratch struct {
@@ -41,7 +43,7 @@ func newScratch(n int) *scratch {
 		uweight: make([]float32, n),
 		uname:   make([]float32, n),
 		tier:    make([]uint8, n),
-		qvec:    make([]float32, theVectors().dims),
+		qvec:    make([]float32, wordvec.Embedded().Dims()),
 	}
 }
 

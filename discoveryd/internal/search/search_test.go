@@ -35,79 +35,6 @@ func TestAppendWords(t *testing.T) {
 	}
 }
 
-func TestOSADistance(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		a, b  string
-		limit int
-		want  int
-	}{
-		{"file", "file", 2, 0},
-		{"fiel", "file", 2, 1}, // transposition
-		{"fle", "file", 2, 1},
-		{"repostiory", "repository", 2, 1},
-		{"reposotory", "repository", 2, 1},
-		{"kitten", "sitting", 5, 3},
-		{"kitten", "sitting", 1, 2}, // capped at limit+1
-		{"abc", "abcdef", 2, 3},
-	}
-	for _, tt := range tests {
-		if got := osaDistance([]rune(tt.a), []rune(tt.b), tt.limit); got != tt.want {
-			t.Errorf("osaDistance(%q, %q, %d) = %d, want %d", tt.a, tt.b, tt.limit, got, tt.want)
-		}
-	}
-}
-
-func TestFuzzyLookup(t *testing.T) {
-	t.Parallel()
-	f := newFuzzy([]string{"file", "files", "repository", "kubernetes", "pod", "screenshot"})
-	tests := []struct {
-		query string
-		want  []string // words found, any order
-	}{
-		{"fiel", []string{"file"}},             // transposition; "files" is 2 edits away
-		{"repostory", []string{"repository"}},  // 9 runes: 2 edits allowed
-		{"kuberntes", []string{"kubernetes"}},  // deletion
-		{"screnshott", []string{"screenshot"}}, // 2 edits
-		{"pdo", nil},                           // under 4 runes: no typo budget
-		{"fxyz", nil},                          // too far
-		{"scrxxnshot", []string{"screenshot"}}, // 2 substitutions, 10 runes
-		{"filez", []string{"file", "files"}},   // substitution and deletion
-	}
-	for _, tt := range tests {
-		var got []string
-		f.lookup(tt.query, func(id int32, _ int) { got = append(got, f.words[id]) })
-		slices.Sort(got)
-		got = slices.Compact(got)
-		want := slices.Clone(tt.want)
-		slices.Sort(want)
-		if !slices.Equal(got, want) {
-			t.Errorf("lookup(%q) = %q, want %q", tt.query, got, want)
-		}
-	}
-}
-
-func TestFuzzyCompletions(t *testing.T) {
-	t.Parallel()
-	f := newFuzzy([]string{"kubernetes", "kubectl", "kube", "calendar", "calendars", "pod"})
-	tests := []struct {
-		prefix string
-		want   []string
-	}{
-		{"kube", []string{"kubectl", "kubernetes"}}, // shortest first, not the word itself
-		{"calend", []string{"calendar", "calendars"}},
-		{"kub", nil}, // under minPrefix
-		{"zzzz", nil},
-	}
-	for _, tt := range tests {
-		var got []string
-		f.completions(tt.prefix, func(id int32) { got = append(got, f.words[id]) })
-		if !slices.Equal(got, tt.want) {
-			t.Errorf("completions(%q) = %q, want %q", tt.prefix, got, tt.want)
-		}
-	}
-}
-
 // testDocs is a small catalogue with deliberate traps: a description that
 // repeats the words of another tool's name, two servers sharing a tool
 // name, and an alias that differs from the name.
@@ -279,30 +206,6 @@ func TestSearchConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-func TestBaseline(t *testing.T) {
-	t.Parallel()
-	docs := testDocs()
-	tests := []struct {
-		query string
-		want  []string
-	}{
-		{"create issue", []string{"github/create_issue", "gitlab/create_issue"}},
-		{"GitLab ISSUE", []string{"gitlab/create_issue"}},
-		{"create issues", nil}, // no stemming
-		{"screensht", nil},     // no typo tolerance
-		{"list_events", []string{"google-calendar/list-events", "gitlab/list_events"}}, // alias is a keyword
-	}
-	for _, tt := range tests {
-		res := Baseline(docs, tt.query, 10)
-		if got := names(res.Hits); !slices.Equal(got, tt.want) && (len(got) != 0 || len(tt.want) != 0) {
-			t.Errorf("Baseline(%q) = %q, want %q", tt.query, got, tt.want)
-		}
-	}
-	if res := Baseline(docs, "create", 1); res.Total != 2 || !res.Truncated || len(res.Hits) != 1 {
-		t.Errorf("Baseline(create, 1) = %d hits, total %d, truncated %v; want 1, 2, true", len(res.Hits), res.Total, res.Truncated)
-	}
-}
-
 // FuzzSearch checks the invariants of any answer: Total and Truncated agree
 // with the hits, hits are ordered by score and never repeat.
 func FuzzSearch(f *testing.F) {
@@ -451,5 +354,21 @@ func TestSearchServerDescription(t *testing.T) {
 	// the droplet tools would not match at all.
 	if res := ix.Search("virtual machines", 0); res.Total != 3 {
 		t.Errorf("Search(virtual machines) total %d, want 3", res.Total)
+	}
+}
+
+// TestDenseRerankLiftsParaphrase checks the rerank end to end on a small
+// index: a query in other words than the tool's finds it first, where
+// BM25F alone ties the three tools on "get" and keeps index order.
+func TestDenseRerankLiftsParaphrase(t *testing.T) {
+	t.Parallel()
+	ix := NewIndex([]Doc{
+		{Server: "cloud", Tool: "font_get", Description: "Get a font by ID"},
+		{Server: "cloud", Tool: "calendar_get", Description: "Get a calendar by ID"},
+		{Server: "cloud", Tool: "instance_get", Description: "Get a virtual machine by ID"},
+	})
+	res := ix.Search("get my vm", 3)
+	if len(res.Hits) == 0 || res.Hits[0].Doc.Tool != "instance_get" {
+		t.Fatalf("hits %v, want instance_get first", res.Hits)
 	}
 }

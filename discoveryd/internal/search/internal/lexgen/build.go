@@ -338,7 +338,7 @@ func (b *builder) finish() *lexicon {
 	return lx
 }
 
-// encode writes the lexicon in the format search/lexicon.go reads:
+// encode writes the lexicon in the format internal/lexicon reads:
 // "cxlex1\n", the entry count, each entry as a length-prefixed string in
 // sorted order, then for each entry its relation count and each relation
 // as the target entry's number and a weight byte (weight × 255), then the

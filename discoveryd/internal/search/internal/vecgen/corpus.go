@@ -236,26 +236,7 @@ func goComments(_ string, b []byte, emit func(string)) error {
 // botocoreFiles picks, for each AWS service in botocore's data, the
 // service-2.json of its newest API version (older versions repeat it).
 func botocoreFiles(root string) ([]string, error) {
-	dir := root + "/usr/lib/python3/dist-packages/botocore/data"
-	services, err := os.ReadDir(dir)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	var out []string
-	for _, s := range services {
-		if !s.IsDir() {
-			continue
-		}
-		versions, _ := filepath.Glob(filepath.Join(dir, s.Name(), "*", "service-2.json*"))
-		if len(versions) > 0 {
-			slices.Sort(versions)
-			out = append(out, versions[len(versions)-1])
-		}
-	}
-	return out, nil
+	return newestPerDir(root+"/usr/lib/python3/dist-packages/botocore/data", "*/service-2.json*", nil)
 }
 
 // botocoreText emits every "documentation" string of a botocore service
@@ -305,8 +286,18 @@ func appendTokens(dst []string, text string) []string {
 // after "v2"; alpha and beta versions left out), whose comments are the
 // API's reference documentation.
 func googleAPIFiles(root string) ([]string, error) {
-	dir := root + "/usr/share/gocode/src/google.golang.org/api"
-	apis, err := os.ReadDir(dir)
+	return newestPerDir(root+"/usr/share/gocode/src/google.golang.org/api", "v*/*-gen.go", func(p string) bool {
+		return strings.Contains(filepath.Base(filepath.Dir(p)), "beta") || strings.Contains(filepath.Base(filepath.Dir(p)), "alpha")
+	})
+}
+
+// newestPerDir returns, for each directory right under dir, the last in
+// sorted order of the files inside it that match pattern (a filepath.Glob
+// pattern relative to that directory) and that skip, unless nil, does not
+// reject: the newest version, where versions sort by name. A missing dir
+// holds nothing.
+func newestPerDir(dir, pattern string, skip func(path string) bool) ([]string, error) {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, nil
@@ -314,17 +305,17 @@ func googleAPIFiles(root string) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	for _, a := range apis {
-		if !a.IsDir() {
+	for _, e := range entries {
+		if !e.IsDir() {
 			continue
 		}
-		docs, _ := filepath.Glob(filepath.Join(dir, a.Name(), "v*", "*-gen.go"))
-		docs = slices.DeleteFunc(docs, func(p string) bool {
-			return strings.Contains(filepath.Base(filepath.Dir(p)), "beta") || strings.Contains(filepath.Base(filepath.Dir(p)), "alpha")
-		})
-		if len(docs) > 0 {
-			slices.Sort(docs)
-			out = append(out, docs[len(docs)-1])
+		versions, _ := filepath.Glob(filepath.Join(dir, e.Name(), pattern))
+		if skip != nil {
+			versions = slices.DeleteFunc(versions, skip)
+		}
+		if len(versions) > 0 {
+			slices.Sort(versions)
+			out = append(out, versions[len(versions)-1])
 		}
 	}
 	return out, nil

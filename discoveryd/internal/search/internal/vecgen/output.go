@@ -67,7 +67,7 @@ func dot(v []float32, u []float64) float64 {
 	return p
 }
 
-// encode writes the search package's vectors.bin: "cxvec1\n", the word
+// encode writes internal/wordvec's vectors.bin: "cxvec1\n", the word
 // count and the dimensions (uvarints), the words in byte order (uvarint
 // length, bytes), then each word's vector in the same order as dims
 // signed bytes, scaled so that its largest component is ±127. Only the

@@ -35,6 +35,9 @@ func TestReadCorpus(t *testing.T) {
 		"usr/share/gocode/src/github.com/slack-go/slack/chat_test.go":              "// Ignored test comment.\n",
 		"usr/lib/python3/dist-packages/botocore/data/s3/2006-03-01/service-2.json": `{"operations":{"DeleteBucket":{"documentation":"<p>Deletes the bucket.</p>"}}}`,
 		"usr/lib/python3/dist-packages/botocore/data/s3/2005-01-01/service-2.json": `{"operations":{"Old":{"documentation":"<p>Superseded text.</p>"}}}`,
+		"usr/share/gocode/src/google.golang.org/api/drive/v2/drive-gen.go":         "// Superseded text.\n",
+		"usr/share/gocode/src/google.golang.org/api/drive/v3/drive-gen.go":         "// Lists the files.\n",
+		"usr/share/gocode/src/google.golang.org/api/drive/v3beta/drive-gen.go":     "// Beta text.\n",
 	})
 	translationsPath = filepath.Join(root, "Translation-en")
 	defer func() { translationsPath = "" }()
@@ -58,6 +61,7 @@ func TestReadCorpus(t *testing.T) {
 		"drop table", "done dusted", // HTML, code block dropped
 		"deletes the bucket",                   // botocore, the newest version only
 		"postmessage sends message to channel", // Go comments, no directives or tests
+		"lists the files",                      // Google APIs, the newest stable version only
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("paragraphs\n got %q\nwant %q", got, want)

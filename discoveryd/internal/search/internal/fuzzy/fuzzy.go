@@ -1,18 +1,20 @@
-package search
+// Package fuzzy finds the words of a vocabulary within a small edit
+// distance of a word, or that it begins: the search's typo tolerance.
+package fuzzy
 
 import (
 	"slices"
 	"strings"
 )
 
-// fuzzy finds vocabulary words within a small edit distance of a query word
+// Index finds vocabulary words within a small edit distance of a query word
 // in time independent of the vocabulary size. It is a symmetric-delete
 // index (as in SymSpell): every word is stored under each string obtained by
 // deleting up to maxEdits runes; two words within optimal-string-alignment
 // distance d share such a string with at most d deletions on either side,
 // so a lookup generates the query's deletions, collects candidates, and
 // verifies each with the exact distance.
-type fuzzy struct {
+type Index struct {
 	words   []string           // vocabulary, by word id
 	deletes map[string][]int32 // deletion string → word ids
 	sorted  []int32            // word ids in lexical order, for prefixes
@@ -35,12 +37,13 @@ func maxEdits(n int) int {
 	return 2
 }
 
-// newFuzzy indexes words; words shorter than 3 runes are never candidates.
+// New indexes words, which are numbered in their order; words shorter
+// than 3 runes are never candidates.
 //
 // A word of m runes needs no more deletions than its own budget
 // maxEdits(m): when the query is longer, the extra runes are deleted on the
 // query side; when it is shorter, its budget is no larger than the word's.
-func newFuzzy(words []string) *fuzzy {
+func New(words []string) *Index {
 	// Sized for every word's whole neighbourhood (fewer in fact: words
 	// share deletions), so that the map never grows while it is filled.
 	size := 0
@@ -53,7 +56,7 @@ func newFuzzy(words []string) *fuzzy {
 			size += 1 + n + n*(n-1)/2
 		}
 	}
-	f := &fuzzy{words: words, deletes: make(map[string][]int32, size)}
+	f := &Index{words: words, deletes: make(map[string][]int32, size)}
 	for id, w := range words {
 		rs := []rune(w)
 		if len(rs) < 3 || len(rs) > maxFuzzyLen {
@@ -82,9 +85,9 @@ const minPrefix = 4
 // maxCompletions bounds how many vocabulary words one prefix stands for.
 const maxCompletions = 8
 
-// completions calls fn for up to maxCompletions vocabulary words that
+// Completions calls fn for up to maxCompletions vocabulary words that
 // start with w and are longer than it, shortest first.
-func (f *fuzzy) completions(w string, fn func(id int32)) {
+func (f *Index) Completions(w string, fn func(id int32)) {
 	if len(w) < minPrefix {
 		return
 	}
@@ -106,9 +109,9 @@ func (f *fuzzy) completions(w string, fn func(id int32)) {
 	}
 }
 
-// lookup calls fn for every vocabulary word within the typo budget of w,
+// Lookup calls fn for every vocabulary word within the typo budget of w,
 // with its distance; w itself (distance 0) is reported too if present.
-func (f *fuzzy) lookup(w string, fn func(id int32, dist int)) {
+func (f *Index) Lookup(w string, fn func(id int32, dist int)) {
 	rs := []rune(w)
 	d := maxEdits(len(rs))
 	if d == 0 || len(rs) > maxFuzzyLen {

@@ -1,4 +1,4 @@
-package search
+package wordvec
 
 import (
 	"encoding/binary"
@@ -8,24 +8,24 @@ import (
 // cosine is the cosine of two words' embedded vectors.
 func cosine(t *testing.T, a, b string) float32 {
 	t.Helper()
-	wv := theVectors()
+	wv := Embedded()
 	va, vb := make([]float32, wv.dims), make([]float32, wv.dims)
 	for _, x := range []struct {
 		w string
 		v []float32
 	}{{a, va}, {b, vb}} {
-		row := wv.find(x.w)
+		row := wv.Find(x.w)
 		if row < 0 {
 			t.Fatalf("no vector for %q", x.w)
 		}
-		wv.addTo(x.v, row, 1)
+		wv.AddTo(x.v, row, 1)
 	}
-	return dot(va, vb)
+	return Dot(va, vb)
 }
 
 func TestVectorsNeighbours(t *testing.T) {
 	t.Parallel()
-	wv := theVectors()
+	wv := Embedded()
 	if wv.dims != 100 || len(wv.words) < 30000 {
 		t.Fatalf("%d words of %d dimensions, want 30,000+ of 100", len(wv.words), wv.dims)
 	}
@@ -45,7 +45,7 @@ func TestVectorsNeighbours(t *testing.T) {
 	}
 }
 
-func TestParseVectorsRejects(t *testing.T) {
+func TestParseRejects(t *testing.T) {
 	t.Parallel()
 	good := func(words []string, dims int, vecs string) string {
 		b := []byte("cxvec1\n")
@@ -57,12 +57,12 @@ func TestParseVectorsRejects(t *testing.T) {
 		}
 		return string(b) + vecs
 	}
-	v, err := parseVectors(good([]string{"a", "b"}, 2, "\x7f\x00\x00\x81"))
+	v, err := Parse(good([]string{"a", "b"}, 2, "\x7f\x00\x00\x81"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make([]float32, 2)
-	v.addTo(got, v.find("b"), 1)
+	v.AddTo(got, v.Find("b"), 1)
 	if got[0] != 0 || got[1] > -0.99 {
 		t.Errorf("b = %v, want the unit vector (0, -1)", got)
 	}
@@ -75,24 +75,8 @@ func TestParseVectorsRejects(t *testing.T) {
 		"truncated": good([]string{"abc"}, 1, "")[:10],
 		"empty":     "",
 	} {
-		if _, err := parseVectors(data); err == nil {
+		if _, err := Parse(data); err == nil {
 			t.Errorf("%s: parsed", name)
 		}
-	}
-}
-
-// TestDenseRerankLiftsParaphrase checks the rerank end to end on a small
-// index: a query in other words than the tool's finds it first, where
-// BM25F alone ties the three tools on "get" and keeps index order.
-func TestDenseRerankLiftsParaphrase(t *testing.T) {
-	t.Parallel()
-	ix := NewIndex([]Doc{
-		{Server: "cloud", Tool: "font_get", Description: "Get a font by ID"},
-		{Server: "cloud", Tool: "calendar_get", Description: "Get a calendar by ID"},
-		{Server: "cloud", Tool: "instance_get", Description: "Get a virtual machine by ID"},
-	})
-	res := ix.Search("get my vm", 3)
-	if len(res.Hits) == 0 || res.Hits[0].Doc.Tool != "instance_get" {
-		t.Fatalf("hits %v, want instance_get first", res.Hits)
 	}
 }

@@ -1,4 +1,4 @@
-package search
+package lexicon
 
 import (
 	"slices"
@@ -10,13 +10,13 @@ import (
 // relatedStems returns the stems the embedded lexicon relates to key.
 func relatedStems(t *testing.T, key string) []string {
 	t.Helper()
-	lx := theLexicon()
-	k := lx.find(key)
+	lx := Embedded()
+	k := lx.Find(key)
 	if k < 0 {
 		t.Fatalf("lexicon has no entry %q", key)
 	}
 	var out []string
-	for _, r := range lx.related(k) {
+	for _, r := range lx.Related(k) {
 		out = append(out, lx.keys[r>>8])
 	}
 	return out
@@ -57,11 +57,11 @@ func TestLexiconNoAntonyms(t *testing.T) {
 
 func TestLexiconCommon(t *testing.T) {
 	t.Parallel()
-	lx := theLexicon()
+	lx := Embedded()
 	// "raed" stems to "ra", a common stem; the word itself is not common.
 	for w, want := range map[string]bool{"remove": true, "meeting": true, "calender": false, "raed": false} {
-		if got := lx.isCommon(w); got != want {
-			t.Errorf("isCommon(%q) = %v, want %v", w, got, want)
+		if got := lx.IsCommon(w); got != want {
+			t.Errorf("IsCommon(%q) = %v, want %v", w, got, want)
 		}
 	}
 }
@@ -69,12 +69,12 @@ func TestLexiconCommon(t *testing.T) {
 func TestParseLexiconErrors(t *testing.T) {
 	t.Parallel()
 	good := "cxlex1\n\x02\x01a\x01b\x01\x01\x80\x00\x01\x04word"
-	if lx, err := parseLexicon(good); err != nil || len(lx.keys) != 2 || lx.related(0)[0] != 1<<8|0x80 || !lx.isCommon("word") {
-		t.Fatalf("parseLexicon(good) = %+v, %v", lx, err)
+	if lx, err := Parse(good); err != nil || len(lx.keys) != 2 || lx.Related(0)[0] != 1<<8|0x80 || !lx.IsCommon("word") {
+		t.Fatalf("Parse(good) = %+v, %v", lx, err)
 	}
 	for _, bad := range []string{"", "cxlex0\n", "cxlex1\n\x02\x01a", good + "x", "cxlex1\n\x01\x01a\x01\x05\x80\x00", "cxlex1\n\x01\x01a\x00\x01\x09x"} {
-		if _, err := parseLexicon(bad); err == nil {
-			t.Errorf("parseLexicon(%q) succeeded", bad)
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) succeeded", bad)
 		}
 	}
 }

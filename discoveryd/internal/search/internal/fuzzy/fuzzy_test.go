@@ -1,0 +1,79 @@
+package fuzzy
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestOSADistance(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a, b  string
+		limit int
+		want  int
+	}{
+		{"file", "file", 2, 0},
+		{"fiel", "file", 2, 1}, // transposition
+		{"fle", "file", 2, 1},
+		{"repostiory", "repository", 2, 1},
+		{"reposotory", "repository", 2, 1},
+		{"kitten", "sitting", 5, 3},
+		{"kitten", "sitting", 1, 2}, // capped at limit+1
+		{"abc", "abcdef", 2, 3},
+	}
+	for _, tt := range tests {
+		if got := osaDistance([]rune(tt.a), []rune(tt.b), tt.limit); got != tt.want {
+			t.Errorf("osaDistance(%q, %q, %d) = %d, want %d", tt.a, tt.b, tt.limit, got, tt.want)
+		}
+	}
+}
+
+func TestFuzzyLookup(t *testing.T) {
+	t.Parallel()
+	f := New([]string{"file", "files", "repository", "kubernetes", "pod", "screenshot"})
+	tests := []struct {
+		query string
+		want  []string // words found, any order
+	}{
+		{"fiel", []string{"file"}},             // transposition; "files" is 2 edits away
+		{"repostory", []string{"repository"}},  // 9 runes: 2 edits allowed
+		{"kuberntes", []string{"kubernetes"}},  // deletion
+		{"screnshott", []string{"screenshot"}}, // 2 edits
+		{"pdo", nil},                           // under 4 runes: no typo budget
+		{"fxyz", nil},                          // too far
+		{"scrxxnshot", []string{"screenshot"}}, // 2 substitutions, 10 runes
+		{"filez", []string{"file", "files"}},   // substitution and deletion
+	}
+	for _, tt := range tests {
+		var got []string
+		f.Lookup(tt.query, func(id int32, _ int) { got = append(got, f.words[id]) })
+		slices.Sort(got)
+		got = slices.Compact(got)
+		want := slices.Clone(tt.want)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("Lookup(%q) = %q, want %q", tt.query, got, want)
+		}
+	}
+}
+
+func TestFuzzyCompletions(t *testing.T) {
+	t.Parallel()
+	f := New([]string{"kubernetes", "kubectl", "kube", "calendar", "calendars", "pod"})
+	tests := []struct {
+		prefix string
+		want   []string
+	}{
+		{"kube", []string{"kubectl", "kubernetes"}}, // shortest first, not the word itself
+		{"calend", []string{"calendar", "calendars"}},
+		{"kub", nil}, // under minPrefix
+		{"zzzz", nil},
+	}
+	for _, tt := range tests {
+		var got []string
+		f.Completions(tt.prefix, func(id int32) { got = append(got, f.words[id]) })
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("Completions(%q) = %q, want %q", tt.prefix, got, tt.want)
+		}
+	}
+}
