@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -62,6 +63,15 @@ func closeInheritedOnExec() {
 func (p *process) reap() {
 	err := p.wait()
 	_ = p.Stdin().Close()
+	p.initMu.Lock()
+	init := p.init
+	p.initMu.Unlock()
+	if init != nil {
+		// The monitor can end before init has: the cgroup sweep in Kill
+		// kills them at once, and init may still be exiting. Wait returns
+		// only once init has exited too (its pidfd turns readable then).
+		waitExit(init, initExitWait)
+	}
 	p.initMu.Lock()
 	if p.init != nil {
 		_ = p.init.Close()
@@ -143,6 +153,30 @@ func confine(pid int, cg *cgroup.Group, limits []rlimit) error {
 		}
 	}
 	return nil
+}
+
+// initExitWait bounds how long reap waits for init to exit after its
+// monitor did; it takes microseconds, unless the kernel is slow to tear a
+// large address space down.
+const initExitWait = 5 * time.Second
+
+// waitExit waits, at most d, for the process of pidfd f to exit.
+func waitExit(f *os.File, d time.Duration) {
+	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN}}
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		n, err := unix.Poll(fds, int(left/time.Millisecond)+1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if n != 0 || err != nil {
+			return
+		}
+	}
 }
 
 // killInit kills a forked sandbox through the pidfd of its PID 1, or its
