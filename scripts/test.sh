@@ -57,7 +57,7 @@ bash deploy/kube-play.sh
 # 10,000 durable sessions take a few minutes of sandbox starts: they run
 # beside the conformance suite, lint and fuzzing, which mostly wait, and
 # are waited for before the Go tests.
-step "10,000 durable sessions, at most 64 live sandboxes, in the background (without the race detector, which slows it several times over; under it the Go tests run 500)"
+step "10,000 durable sessions, at most 64 live sandboxes, in the background (without the race detector, which slows it several times over; under it the Go tests run 1,000)"
 scale_log=$(mktemp)
 go test -count=1 -timeout 20m -run '^TestTenThousandSessions$' -v ./sandboxd/ >"$scale_log" 2>&1 &
 scale=$!
