@@ -82,16 +82,26 @@ func testSessionChunksAndExpiry(t *testing.T, cfg memoryd.Config) {
 	s := memoryv1.NewSessionStoreServiceClient(e.conn)
 	ctx := t.Context()
 	chunks := []*memoryv1.Chunk{{Id: "c1", Data: []byte("one")}, {Id: "c2", Data: make([]byte, 3<<20)}, {Id: "c3", Data: nil}}
+	// Chunks need their session's record.
+	if _, err := s.PutChunks(ctx, &memoryv1.PutChunksRequest{Tenant: "t", Handle: "live", Chunks: chunks}); status.Code(err) != codes.NotFound {
+		t.Fatalf("PutChunks before the session's record: %v, want NotFound", err)
+	}
+	revs := map[string]uint64{}
 	for _, h := range []string{"live", "old"} {
+		put, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: "t", Handle: h, ExpireTime: timestamppb.New(time.Now().Add(time.Hour))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[h] = put.GetSession().GetRevision()
 		if _, err := s.PutChunks(ctx, &memoryv1.PutChunksRequest{Tenant: "t", Handle: h, Chunks: chunks}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: "t", Handle: "live", ExpireTime: timestamppb.New(time.Now().Add(time.Hour))}); err != nil {
+	if _, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: "t", Handle: "old", ExpireTime: timestamppb.New(time.Now().Add(-time.Second)), ExpectedRevision: revs["old"]}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: "t", Handle: "old", ExpireTime: timestamppb.New(time.Now().Add(-time.Second))}); err != nil {
-		t.Fatal(err)
+	if _, err := s.PutChunks(ctx, &memoryv1.PutChunksRequest{Tenant: "t", Handle: "old", Chunks: chunks}); status.Code(err) != codes.NotFound {
+		t.Errorf("PutChunks for an expired session: %v, want NotFound", err)
 	}
 	ids := func(h string, want ...string) ([]*memoryv1.Chunk, error) {
 		stream, err := s.GetChunks(ctx, &memoryv1.GetChunksRequest{Tenant: "t", Handle: h, Ids: want})
@@ -140,6 +150,9 @@ func testSessionChunksAndExpiry(t *testing.T, cfg memoryd.Config) {
 	}
 	if _, err := ids("live", "c2"); status.Code(err) != codes.NotFound {
 		t.Errorf("chunks of a deleted session: %v", err)
+	}
+	if _, err := s.PutChunks(ctx, &memoryv1.PutChunksRequest{Tenant: "t", Handle: "live", Chunks: chunks}); status.Code(err) != codes.NotFound {
+		t.Errorf("PutChunks after DeleteSession: %v, want NotFound", err)
 	}
 	big := []*memoryv1.Chunk{{Id: "huge", Data: make([]byte, 33<<20)}}
 	if _, err := s.PutChunks(ctx, &memoryv1.PutChunksRequest{Tenant: "t", Handle: "h", Chunks: big}); status.Code(err) != codes.InvalidArgument {

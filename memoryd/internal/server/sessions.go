@@ -150,8 +150,8 @@ func (s *Sessions) DeleteSession(ctx context.Context, req *memoryv1.DeleteSessio
 }
 
 // deleteSession removes the record first, so that a crash half-way leaves
-// only chunks nobody refers to, which the next sweep of that session (or
-// a later delete) removes.
+// only chunks nobody refers to (and, once the record is gone, PutChunks
+// adds none); deleting the handle again removes them.
 func (s *Sessions) deleteSession(ctx context.Context, tenant, handle string) (bool, error) {
 	deleted, err := s.h.store.Delete(ctx, tenant, KindSession, handle, nil)
 	if err != nil {
@@ -190,6 +190,15 @@ func (s *Sessions) PutChunks(ctx context.Context, req *memoryv1.PutChunksRequest
 			if err := checkChunk(c); err != nil {
 				return nil, err
 			}
+		}
+		// Chunks belong to a session: ones stored for a session that has
+		// ended (its holder not yet told) would never be removed.
+		rec, err := s.h.store.Get(ctx, tenant, KindSession, req.GetHandle())
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !expiryOf(rec).After(s.now())) {
+			return nil, unknownSession(req.GetHandle())
+		}
+		if err != nil {
+			return nil, err
 		}
 		chunks := req.GetChunks()
 		err = fanOut(ctx, len(chunks), func(ctx context.Context, i int) error {

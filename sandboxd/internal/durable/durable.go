@@ -27,8 +27,8 @@ var (
 	// ErrUnknown means the handle names no session of this tenant (or an
 	// expired one): the one answer for all of them.
 	ErrUnknown = errors.New("unknown session")
-	// ErrLost means another replica took the session over.
-	ErrLost = errors.New("the session was taken over by another replica")
+	// ErrLost means another replica took the session over, or ended it.
+	ErrLost = errors.New("the session was taken over or ended by another replica")
 )
 
 // ElsewhereError says that another live replica holds the session.

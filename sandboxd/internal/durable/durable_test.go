@@ -122,6 +122,18 @@ func TestUnknownSessions(t *testing.T) {
 	if _, err := a.Claim(t.Context(), "t", held.Handle); !errors.Is(err, ErrUnknown) {
 		t.Errorf("a deleted session: %v", err)
 	}
+	// Its holder learns at its next checkpoint that the session has ended,
+	// and stores none of that checkpoint's chunks.
+	if err := a.Commit(t.Context(), held, manifest("c1"), map[string][]byte{"c1": []byte("late")}, 1); !errors.Is(err, ErrLost) {
+		t.Errorf("a checkpoint of a deleted session: %v, want ErrLost", err)
+	}
+	stream, err := c.GetChunks(t.Context(), &memoryv1.GetChunksRequest{Tenant: "t", Handle: held.Handle, Ids: []string{"c1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.NotFound {
+		t.Errorf("a chunk of a deleted session's checkpoint was stored: %v", err)
+	}
 }
 
 // A holder on this host whose process is gone loses its sessions at once,

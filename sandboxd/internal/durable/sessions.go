@@ -169,7 +169,9 @@ func (s *Sessions) write(ctx context.Context, h *Held, st State) error {
 // (only if this replica still holds the session), then it drops the
 // chunks the previous checkpoint used and this one does not.
 func (s *Sessions) Commit(ctx context.Context, h *Held, manifest json.RawMessage, chunks map[string][]byte, seq uint64) error {
-	if err := s.putChunks(ctx, h, chunks); err != nil {
+	if err := s.putChunks(ctx, h, chunks); status.Code(err) == codes.NotFound {
+		return ErrLost // the session ended meanwhile, on another replica
+	} else if err != nil {
 		return fmt.Errorf("store checkpoint chunks: %w", err)
 	}
 	old := chunkIDs(h.State.Manifest)

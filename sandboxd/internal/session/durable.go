@@ -188,7 +188,7 @@ func (m *Manager) commit(s *Session, sb *sandbox, f *channel.Checkpoint, chunks 
 		_ = m.cfg.Durable.Sessions.NotDurable(ctx, held, f.Error)
 	} else if err := m.cfg.Durable.Sessions.Commit(ctx, held, f.Manifest, chunks, seq); errors.Is(err, durable.ErrLost) {
 		// Another replica took the session: this copy must not run on.
-		s.logger().Warn("the session was taken over by another replica; stopping this replica's sandbox for it")
+		s.logger().Warn("the session was taken over by another replica, or ended there; stopping this replica's sandbox for it")
 		go func() { sb.kill(); m.forget(s) }()
 		ok = false
 	} else if err != nil {
