@@ -141,12 +141,7 @@ func TestDestroyIsSentWhereTheSessionIsLive(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("DestroySession on another replica: %v, want FAILED_PRECONDITION", err)
 	}
-	var where *sandboxv1.SessionElsewhere
-	for _, d := range status.Convert(err).Details() {
-		if se, ok := d.(*sandboxv1.SessionElsewhere); ok {
-			where = se
-		}
-	}
+	where := elsewhereOf(err)
 	if where.GetAddress() != "unix:/a.sock" {
 		t.Fatalf("SessionElsewhere = %v, want replica a's address", where)
 	}

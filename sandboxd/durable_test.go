@@ -116,6 +116,16 @@ func run(t *testing.T, c sandboxv1.SandboxServiceClient, id, code string) *execR
 	return r
 }
 
+// elsewhereOf returns the SessionElsewhere detail of err, or nil.
+func elsewhereOf(err error) *sandboxv1.SessionElsewhere {
+	for _, d := range status.Convert(err).Details() {
+		if se, ok := d.(*sandboxv1.SessionElsewhere); ok {
+			return se
+		}
+	}
+	return nil
+}
+
 // setupState is the session state every survival test checks: a variable,
 // a function, a class, an instance and an import.
 const setupState = `import json
@@ -332,12 +342,7 @@ func TestSessionMovesBetweenReplicas(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("Execute on the other replica: %v, want FAILED_PRECONDITION", err)
 	}
-	var where *sandboxv1.SessionElsewhere
-	for _, d := range status.Convert(err).Details() {
-		if se, ok := d.(*sandboxv1.SessionElsewhere); ok {
-			where = se
-		}
-	}
+	where := elsewhereOf(err)
 	if where.GetAddress() != "unix:/a.sock" || where.GetReplica() == "" {
 		t.Fatalf("SessionElsewhere = %v, want replica a's address", where)
 	}

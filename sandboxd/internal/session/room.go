@@ -33,8 +33,12 @@ type room struct {
 // starting or stopping.
 const placeWait = 2 * time.Second
 
-// roomChanged wakes every makeRoom waiting for room.
+// roomChanged wakes every makeRoom waiting for room. Without a cap on
+// places nobody waits, and every call's end is spared the lock.
 func (m *Manager) roomChanged() {
+	if m.cfg.Durable == nil || m.cfg.MaxSessions <= 0 {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.roomChangedLocked()
