@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:$PATH"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says how far into the run it starts, so that a slow CI run
+# shows where its time went.
+step() { printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 step "installing tools and test dependencies"
 # golangci-lint takes minutes to build on a new machine: it builds in the
@@ -51,16 +53,16 @@ bash deploy/test-runtimes.sh
 step "the compose stack end to end: 3 sandboxd replicas, one killed; then on PostgreSQL with 2 memoryd replicas"
 bash deploy/e2e.sh
 
-step "the Kubernetes manifests, rendered and run under podman kube play"
-bash deploy/kube-play.sh
-
 # 10,000 durable sessions take a few minutes of sandbox starts: they run
-# beside the conformance suite, lint and fuzzing, which mostly wait, and
-# are waited for before the Go tests.
+# beside the Kubernetes step, the conformance suite, lint and fuzzing,
+# which mostly wait, and are waited for before the Go tests.
 step "10,000 durable sessions, at most 64 live sandboxes, in the background (without the race detector, which slows it several times over; under it the Go tests run 1,000)"
 scale_log=$(mktemp)
 go test -count=1 -timeout 20m -run '^TestTenThousandSessions$' -v ./sandboxd/ >"$scale_log" 2>&1 &
 scale=$!
+
+step "the Kubernetes manifests, rendered and run under podman kube play"
+bash deploy/kube-play.sh
 
 step "MCP conformance suite against codeexec serve --http"
 bash scripts/conformance.sh

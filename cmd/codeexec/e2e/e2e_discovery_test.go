@@ -49,8 +49,9 @@ print(json.dumps({"Names": list(runtime.discovered_servers()), "Detailed": list(
 	// every configured server: discoveryd starts the ones never used.
 	t.Run("first search spans every server", func(t *testing.T) {
 		var got struct {
-			Read, Echo []map[string]any
-			Raw        struct {
+			Read, Echo    []map[string]any
+			ReadUnindexed []string
+			Raw           struct {
 				Results   []map[string]any
 				Total     int
 				Truncated *bool
@@ -63,12 +64,12 @@ read = await runtime.search_tool_docs("read a file")
 echo = await runtime.search_tool_docs("echo", limit=10)
 few = await runtime.search_tool_docs("read a file", limit=3)
 raw = {"Results": few, "Total": few.total, "Truncated": few.truncated, "Unindexed": list(few.unindexed)}
-print(json.dumps({"Read": read, "Echo": echo, "Raw": raw, "Servers": list(runtime.list_servers_sync())}))`, &got)
+print(json.dumps({"Read": read, "ReadUnindexed": list(read.unindexed), "Echo": echo, "Raw": raw, "Servers": list(runtime.list_servers_sync())}))`, &got)
 		if len(got.Servers) != 0 {
 			t.Errorf("servers loaded in a call without servers: %v", got.Servers)
 		}
 		if len(got.Read) != 5 || !hasDoc(got.Read, "filesystem", "read_text_file") {
-			t.Errorf("search_tool_docs('read a file') = %v, want 5 docs with filesystem/read_text_file", docNames(got.Read))
+			t.Errorf("search_tool_docs('read a file') = %v (servers not searched: %v), want 5 docs with filesystem/read_text_file", docNames(got.Read), got.ReadUnindexed)
 		}
 		for _, d := range got.Read {
 			if d["inputSchema"] != nil || d["serverAlias"] == nil || d["toolAlias"] == nil || d["description"] == nil {

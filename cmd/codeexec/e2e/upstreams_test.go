@@ -37,8 +37,11 @@ type upstreams struct {
 // env is the extra environment for startStdio.
 func (u upstreams) env() map[string]string {
 	// A short tool timeout lets a test see an upstream timeout; the other
-	// calls take a second at most.
-	return map[string]string{"MCP_SERVERS_CONFIG": u.config, "CODEEXEC_TEST_MARK": u.mark, "CODEEXEC_TOOL_TIMEOUT": "3s"}
+	// calls take a second at most. A first search waits for every server
+	// to list its tools; on a loaded CI machine the npm servers can take
+	// longer to start than the default 5 s, and the tests check what was
+	// found, not how long a start may take (discoveryd's tests do that).
+	return map[string]string{"MCP_SERVERS_CONFIG": u.config, "CODEEXEC_TEST_MARK": u.mark, "CODEEXEC_TOOL_TIMEOUT": "3s", "CODEEXEC_SEARCH_INDEX_WAIT": "20s"}
 }
 
 // repoRoot is the module root, two levels above this package.
