@@ -100,17 +100,24 @@ func unknownSession(handle string) error {
 	return fmt.Errorf("%w: unknown session %q", store.ErrNotFound, handle)
 }
 
+// current returns a tenant's session record while the session lasts, and
+// unknownSession for one that expired or never existed.
+func (s *Sessions) current(ctx context.Context, tenant, handle string) (store.Record, error) {
+	tenant, err := tenantHandle(tenant, handle)
+	if err != nil {
+		return store.Record{}, err
+	}
+	rec, err := s.h.store.Get(ctx, tenant, KindSession, handle)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !expiryOf(rec).After(s.now())) {
+		return store.Record{}, unknownSession(handle)
+	}
+	return rec, err
+}
+
 // GetSession implements memoryv1.SessionStoreServiceServer.
 func (s *Sessions) GetSession(ctx context.Context, req *memoryv1.GetSessionRequest) (*memoryv1.GetSessionResponse, error) {
 	return handle(ctx, s.h, "session.get", func() (*memoryv1.GetSessionResponse, error) {
-		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
-		if err != nil {
-			return nil, err
-		}
-		rec, err := s.h.store.Get(ctx, tenant, KindSession, req.GetHandle())
-		if errors.Is(err, store.ErrNotFound) || (err == nil && !expiryOf(rec).After(s.now())) {
-			return nil, unknownSession(req.GetHandle())
-		}
+		rec, err := s.current(ctx, req.GetTenant(), req.GetHandle())
 		if err != nil {
 			return nil, err
 		}
@@ -193,11 +200,7 @@ func (s *Sessions) PutChunks(ctx context.Context, req *memoryv1.PutChunksRequest
 		}
 		// Chunks belong to a session: ones stored for a session that has
 		// ended (its holder not yet told) would never be removed.
-		rec, err := s.h.store.Get(ctx, tenant, KindSession, req.GetHandle())
-		if errors.Is(err, store.ErrNotFound) || (err == nil && !expiryOf(rec).After(s.now())) {
-			return nil, unknownSession(req.GetHandle())
-		}
-		if err != nil {
+		if _, err := s.current(ctx, req.GetTenant(), req.GetHandle()); err != nil {
 			return nil, err
 		}
 		chunks := req.GetChunks()
