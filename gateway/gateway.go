@@ -21,6 +21,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/guard"
 	"github.com/codeexec/codeexec/gateway/internal/listenack"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
+	"github.com/codeexec/codeexec/gateway/internal/notfound"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
 	"github.com/codeexec/codeexec/gateway/internal/replicas"
@@ -253,6 +254,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	// mcp-go logs through the standard log package; route it into slog
 	// (never stdout, which carries the protocol).
 	s.SetErrorLogger(slog.NewLogLogger(g.logger.Handler(), slog.LevelError))
+	// mcp-go's answer to a read of an unknown resource lacks the URI; see
+	// notfound.
+	in, out = notfound.Stdio(in, out)
 	err := s.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
@@ -282,7 +286,9 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		)
 		// mcp-go v1.2.1 can drop the acknowledgement that opens a
 		// subscriptions/listen stream; see listenack.
-		mcpHandler := listenack.Handler(inner)
+		// Its answer to a read of an unknown resource lacks the URI; see
+		// notfound.
+		mcpHandler := notfound.Handler(listenack.Handler(inner))
 		g.http = g.guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mcpHandler.ServeHTTP(w, r)
 			// mcp-go unregisters only sessions it registered; a session

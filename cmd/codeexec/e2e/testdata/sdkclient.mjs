@@ -9,17 +9,22 @@
 //   "url": "http://127.0.0.1:PORT/mcp",               // http
 //   "headers": {"Authorization": "Bearer ..."},        // http, optional
 //   "negotiation": "auto" | "legacy" | {"pin": "2026-07-28"},
-//   "calls": [{"name": "run_python", "arguments": {...}}, ...]
+//   "calls": [{"name": "run_python", "arguments": {...}}, ...],
+//   "reads": ["resource://...", ...]                    // optional
 // }
 //
 // An argument whose value is "$session" is replaced by the session handle
 // of the latest result that carried one (structuredContent.session), as a
 // client of 2026-07-28 passes the handle back.
 //
-// It connects, makes the calls in order and prints one JSON object:
-// {"protocolVersion": "...", "results": [CallToolResult, ...]}. Any
-// failure is printed as {"error": "..."} with exit code 1.
-import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+// It connects, makes the calls in order, then reads the resources, and
+// prints one JSON object: {"protocolVersion": "...", "results":
+// [CallToolResult, ...], "reads": [{"uri", "result"} or {"uri", "error":
+// {"code", "message", "data", "resourceNotFound"}}, ...]}: a read that
+// fails is a result too; resourceNotFound says that the SDK raised its
+// ResourceNotFoundError, which it does only when error.data.uri is there.
+// Any other failure is printed as {"error": "..."} with exit code 1.
+import { Client, ResourceNotFoundError, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 
 async function main() {
@@ -41,7 +46,15 @@ async function main() {
     session = res?.structuredContent?.session ?? session;
     results.push(res);
   }
-  const out = { protocolVersion: client.getNegotiatedProtocolVersion(), results };
+  const reads = [];
+  for (const uri of spec.reads ?? []) {
+    try {
+      reads.push({ uri, result: await client.readResource({ uri }) });
+    } catch (err) {
+      reads.push({ uri, error: { code: err.code, message: err.message, data: err.data, resourceNotFound: err instanceof ResourceNotFoundError } });
+    }
+  }
+  const out = { protocolVersion: client.getNegotiatedProtocolVersion(), results, reads };
   await client.close();
   process.stdout.write(JSON.stringify(out) + "\n");
 }

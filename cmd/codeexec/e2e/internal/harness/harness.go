@@ -273,7 +273,23 @@ type MCPClient = *client.Client
 type SDKResult struct {
 	ProtocolVersion string           `json:"protocolVersion"`
 	Results         []map[string]any `json:"results"`
+	Reads           []SDKRead        `json:"reads"`
 	Error           string           `json:"error"`
+}
+
+// SDKRead is one resources/read of testdata/sdkclient.mjs: the result,
+// or the error the SDK threw.
+type SDKRead struct {
+	URI    string `json:"uri"`
+	Result *struct {
+		Contents []map[string]any `json:"contents"`
+	} `json:"result"`
+	Error *struct {
+		Code             int            `json:"code"`
+		Message          string         `json:"message"`
+		Data             map[string]any `json:"data"`
+		ResourceNotFound bool           `json:"resourceNotFound"`
+	} `json:"error"`
 }
 
 // SDKClient runs testdata/sdkclient.mjs with spec.
