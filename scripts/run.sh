@@ -9,8 +9,7 @@ cd "$(dirname "$0")/.."
 if ! command -v bwrap >/dev/null 2>&1 && [ ! -x /usr/bin/bwrap ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "codeexec: installing bubblewrap (the sandbox runtime)" >&2
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >&2
+    bash scripts/apt-install.sh bubblewrap >&2
   else
     echo "codeexec needs bubblewrap (bwrap) for its sandboxes. Install it with:" >&2
     echo "  sudo apt-get install bubblewrap      # Debian/Ubuntu" >&2
