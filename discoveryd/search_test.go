@@ -211,3 +211,26 @@ func TestSearchIndexesEveryServerWithinABound(t *testing.T) {
 		}
 	}
 }
+
+// A server slower to start than the tool-call timeout is still searched by
+// the first search, which waits for starts up to SearchIndexWait: the start
+// is bounded by the start timeout, and only the listing after it by the
+// call timeout.
+func TestFirstSearchWaitsForAStartLongerThanACall(t *testing.T) {
+	t.Parallel()
+	fake := fakeServer(t)
+	script := fake["args"].([]any)[0].(string)
+	e := start(t, map[string]any{
+		"slow": map[string]any{"command": fake["command"], "args": []any{script, "--start-delay", "2"}},
+	}, func(c *discoveryd.Config) {
+		c.CallTimeout = time.Second
+		c.SearchIndexWait = 30 * time.Second
+	})
+	resp, err := e.client.SearchTools(t.Context(), &discoveryv1.SearchToolsRequest{Query: "echo the text back"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetUnindexedServers()) != 0 || len(resp.GetDocs()) == 0 || resp.GetDocs()[0].GetTool() != "echo" {
+		t.Errorf("first search: docs %v, unindexed %v; want slow/echo first and every server searched", resp.GetDocs(), resp.GetUnindexedServers())
+	}
+}

@@ -29,7 +29,12 @@ func (s *Server) indexServer(ctx context.Context, name string) *indexAttempt {
 	s.indexing[name] = a
 	bg := context.WithoutCancel(ctx) // keeps the request's values for logs
 	go func() {
-		_, err := s.mgr.Tools(bg, name)
+		// The start may take longer than a call's timeout (npx fetching
+		// the package); only the listing after it is one call.
+		err := s.mgr.Start(bg, name)
+		if err == nil {
+			_, err = s.mgr.Tools(bg, name)
+		}
 		if err != nil {
 			s.logger.WarnContext(bg, "cannot list tools for search", logkeys.MCPServer, name, logkeys.Error, err)
 		}

@@ -179,6 +179,18 @@ func (m *Manager) withTimeout(ctx context.Context, d time.Duration) (context.Con
 	return context.WithTimeoutCause(ctx, d, errCallTimeout)
 }
 
+// Start starts a server that is not running and waits until it is up, or
+// its start failed (StartTimeout bounds it), or ctx ends. It does not list
+// the server's tools.
+func (m *Manager) Start(ctx context.Context, name string) error {
+	s, err := m.server(name)
+	if err != nil {
+		return err
+	}
+	_, err = s.ensure(ctx)
+	return err
+}
+
 // Tools returns a server's tools, starting it if needed. The list is
 // cached until the server says it changed or the server restarts.
 func (m *Manager) Tools(ctx context.Context, name string) ([]mcp.Tool, error) {

@@ -62,54 +62,70 @@ func (s *server) ensure(ctx context.Context) (*conn, error) {
 		}
 		s.retireLocked(c, c.crashError(s.cfg.Name, "idle time", errors.New("process exited")))
 	}
-	if a := s.starting; a != nil {
-		s.mu.Unlock()
-		select {
-		case <-a.done:
-			return a.conn, a.err
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	a := s.starting
+	if a == nil {
+		// A backoff longer than the caller can wait fails at once, with
+		// the last error, rather than holding the call.
+		if wait := time.Until(s.nextTry); wait > 0 {
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+				err := fmt.Errorf("%w: server %q is backing off after %d failure(s); next attempt in %s; last error: %v",
+					ErrStartFailed, s.cfg.Name, s.failures, wait.Round(time.Millisecond), s.lastErr)
+				s.mu.Unlock()
+				return nil, err
+			}
 		}
+		a = &attempt{done: make(chan struct{})}
+		s.starting = a
+		wait, lastErr := time.Until(s.nextTry), s.lastErr
+		// The start belongs to the server, not to this call: a server slower
+		// to start than the call's timeout (npx fetching its package, a busy
+		// machine) keeps starting, bounded by StartTimeout, and the next call
+		// finds it up. Ended with the call, it would be killed and started
+		// from scratch each time, and never come up.
+		bg := context.WithoutCancel(ctx) // keeps the call's values for logs
+		s.m.bg.Go(func() {
+			c, err := s.start(bg, wait, lastErr)
+			s.finishStart(a, c, err)
+		})
 	}
-	a := &attempt{done: make(chan struct{})}
-	s.starting = a
-	wait := time.Until(s.nextTry)
-	lastErr := s.lastErr
 	s.mu.Unlock()
+	select {
+	case <-a.done:
+		return a.conn, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
-	a.conn, a.err = s.start(ctx, wait, lastErr)
-
+// finishStart records the end of attempt a and wakes its waiters.
+func (s *server) finishStart(a *attempt, c *conn, err error) {
 	s.mu.Lock()
 	s.starting = nil
 	switch {
-	case a.err == nil && s.closed:
-		s.m.bg.Go(a.conn.close)
-		a.conn, a.err = nil, ErrClosed
-	case a.err == nil:
-		s.conn, s.toolsValid = a.conn, false
+	case err == nil && s.closed:
+		s.m.bg.Go(c.close)
+		c, err = nil, ErrClosed
+	case err == nil:
+		s.conn, s.toolsValid = c, false
 		s.toolsGen++
-	case ctx.Err() == nil:
-		s.recordFailureLocked(a.err)
+	case s.m.root.Err() == nil:
+		s.recordFailureLocked(err)
 	}
+	a.conn, a.err = c, err
 	s.mu.Unlock()
 	close(a.done)
-	return a.conn, a.err
 }
 
-// start waits out the backoff, then dials. When the backoff is longer than
-// the caller can wait, it fails at once with the last error.
+// start waits out the backoff, then dials, within StartTimeout. Close
+// aborts both.
 func (s *server) start(ctx context.Context, wait time.Duration, lastErr error) (*conn, error) {
 	if wait > 0 {
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			return nil, fmt.Errorf("%w: server %q is backing off after %d failure(s); next attempt in %s; last error: %v",
-				ErrStartFailed, s.cfg.Name, s.failures, wait.Round(time.Millisecond), lastErr)
-		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-ctx.Done():
+		case <-s.m.root.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("%w: server %q was backing off (last error: %v)", ErrClosed, s.cfg.Name, lastErr)
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.m.opts.StartTimeout)
@@ -118,7 +134,7 @@ func (s *server) start(ctx context.Context, wait time.Duration, lastErr error) (
 	defer stop()
 	s.m.logger.InfoContext(ctx, "starting MCP server", logkeys.MCPServer, s.cfg.Name, "transport", s.cfg.Transport)
 	c, err := dial(dctx, s.m.root, s.cfg, s.m.opts.BaseEnv, s.onNotification, s.m.logger)
-	if err != nil && dctx.Err() != nil && ctx.Err() == nil {
+	if err != nil && dctx.Err() != nil && s.m.root.Err() == nil {
 		err = fmt.Errorf("%w: server %q did not finish the MCP handshake within %s: %v", ErrStartFailed, s.cfg.Name, s.m.opts.StartTimeout, err)
 	}
 	if err != nil {
@@ -244,7 +260,8 @@ func (s *server) callError(ctx context.Context, c *conn, op string, err error) e
 func (s *server) ensureWithin(ctx context.Context) (*conn, error) {
 	c, err := s.ensure(ctx)
 	if err != nil && errors.Is(context.Cause(ctx), errCallTimeout) {
-		return nil, fmt.Errorf("%w: server %q did not start within the call's timeout of %s: %v", ErrTimeout, s.cfg.Name, callTimeout(ctx, s.m.opts.CallTimeout), err)
+		return nil, fmt.Errorf("%w: server %q did not start within the call's timeout of %s (it goes on starting, for up to %s; a later call uses it once it is up): %v",
+			ErrTimeout, s.cfg.Name, callTimeout(ctx, s.m.opts.CallTimeout), s.m.opts.StartTimeout, err)
 	}
 	return c, err
 }
