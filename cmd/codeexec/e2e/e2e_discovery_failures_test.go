@@ -62,8 +62,8 @@ print(json.dumps(out))`, &got)
 				t.Errorf("unknown tool MCPError %q lacks %q", got.Unknown, w)
 			}
 		}
-		// CODEEXEC_TOOL_TIMEOUT is 3s for these tests.
-		for _, w := range []string{"timed out", `server "everything" did not answer tools/call "trigger-long-running-operation" within 3s`} {
+		// CODEEXEC_TOOL_TIMEOUT is 8s for these tests (upstreams.env).
+		for _, w := range []string{"timed out", `server "everything" did not answer tools/call "trigger-long-running-operation" within 8s`} {
 			if !strings.Contains(got.Timeout, w) {
 				t.Errorf("timeout MCPError %q lacks %q", got.Timeout, w)
 			}

@@ -36,12 +36,14 @@ type upstreams struct {
 
 // env is the extra environment for startStdio.
 func (u upstreams) env() map[string]string {
-	// A short tool timeout lets a test see an upstream timeout; the other
-	// calls take a second at most. A first search waits for every server
-	// to list its tools; on a loaded CI machine the npm servers can take
-	// longer to start than the default 5 s, and the tests check what was
-	// found, not how long a start may take (discoveryd's tests do that).
-	return map[string]string{"MCP_SERVERS_CONFIG": u.config, "CODEEXEC_TEST_MARK": u.mark, "CODEEXEC_TOOL_TIMEOUT": "3s", "CODEEXEC_SEARCH_INDEX_WAIT": "20s"}
+	// A short tool timeout lets a test see an upstream timeout (a 10 s
+	// operation); the other calls take a second at most, but the first
+	// call of a server includes its start, which a loaded CI machine made
+	// take over 3 s for the npm servers. A first search waits for every
+	// server to list its tools, longer than the default 5 s here: the
+	// tests check what was found, not how long a start may take
+	// (discoveryd's tests do that).
+	return map[string]string{"MCP_SERVERS_CONFIG": u.config, "CODEEXEC_TEST_MARK": u.mark, "CODEEXEC_TOOL_TIMEOUT": "8s", "CODEEXEC_SEARCH_INDEX_WAIT": "20s"}
 }
 
 // repoRoot is the module root, two levels above this package.
