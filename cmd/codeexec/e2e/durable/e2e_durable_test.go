@@ -185,7 +185,10 @@ func TestE2ESessionThroughTwoProcesses(t *testing.T) {
 }
 
 // The process that holds a session is killed with SIGKILL: the other one
-// takes the session over from its last checkpoint.
+// takes the session over from its last checkpoint. A checkpoint is stored
+// after its call's result, and a call returns only once the checkpoint of
+// the call before it is stored (SESSIONS.md), so a second call that
+// changes nothing makes the first one durable before the kill.
 func TestE2ESessionSurvivesKillOfItsProcess(t *testing.T) {
 	t.Parallel()
 	env := harness.BaseEnv(t, harness.StateEnv(t.TempDir()))
@@ -194,7 +197,11 @@ func TestE2ESessionSurvivesKillOfItsProcess(t *testing.T) {
 	harness.StartProcess(t, env, "serve", "--http", addrB)
 	harness.WaitHTTP(t, "http://"+addrA+"/healthz")
 	harness.WaitHTTP(t, "http://"+addrB+"/healthz")
-	h := sessionOf(t, harness.SDKClient(t, modern("http://"+addrA, pyCall(defineAll, ""))), 0)
+	first := harness.SDKClient(t, modern("http://"+addrA, pyCall(defineAll, ""), pyCall("print(count)", "$session")))
+	h := sessionOf(t, first, 0)
+	if got := harness.ResultStdout(t, first, 1); got != "41" {
+		t.Fatalf("the call after defining: %q, want 41", got)
+	}
 	stop(t, a, syscall.SIGKILL)
 	out := harness.SDKClient(t, modern("http://"+addrB, pyCall(checkAll, h)))
 	if got := harness.ResultStdout(t, out, 0); got != wantAll {
