@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,6 +102,7 @@ func TestBackupWhileWriting(t *testing.T) {
 		const writers = 4
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
+		var saved atomic.Int64 // records saved so far, by all writers
 		for w := range writers {
 			wg.Add(1)
 			go func() {
@@ -116,23 +118,40 @@ func TestBackupWhileWriting(t *testing.T) {
 						t.Error(err)
 						return
 					}
+					saved.Add(1)
 				}
 			}()
 		}
-		time.Sleep(100 * time.Millisecond)
+		// Each backup starts once the writers have saved more records, so
+		// that it copies a store being written to and holds records.
+		// (A loaded machine may take longer than any fixed sleep to make
+		// the first saves.)
+		waitSaved := func(n int64) {
+			t.Helper()
+			for deadline := time.Now().Add(30 * time.Second); saved.Load() < n; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the writers saved %d records in 30 s, want %d", saved.Load(), n)
+				}
+			}
+		}
+		stopWriters := sync.OnceFunc(func() {
+			close(stop)
+			wg.Wait()
+		})
+		defer stopWriters()
+		waitSaved(writers)
 		dir := t.TempDir()
 		rpcCopy := filepath.Join(dir, "rpc.db")
 		n, err := memoryd.BackupToFile(t.Context(), e.mem, rpcCopy)
 		if err != nil {
 			t.Fatalf("BackupToFile: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		waitSaved(saved.Load() + writers)
 		var buf bytes.Buffer
 		if _, err := e.svc.Backup(t.Context(), &buf); err != nil {
 			t.Fatalf("Service.Backup: %v", err)
 		}
-		close(stop)
-		wg.Wait()
+		stopWriters()
 		spool := filepath.Dir(e.path)
 		if cfg.Store != "" {
 			spool = cfg.SpoolDir
