@@ -78,8 +78,11 @@ func (m *Manager) makeRoom(ctx context.Context, asker *Session) (place func(sb *
 		m.room.waited = true
 		var all []*Session
 		// A place whose sandbox was told to stop is free once it is
-		// reaped: wait for it rather than stop another sandbox.
-		if m.room.places-m.room.dying >= m.cfg.MaxSessions {
+		// reaped: wait for it rather than stop another sandbox, and
+		// within the caller's time only, not placeWait: it is sure to
+		// come, however long a loaded machine takes to reap the sandbox.
+		reaping := m.room.places-m.room.dying < m.cfg.MaxSessions
+		if !reaping {
 			all = make([]*Session, 0, len(m.sessions))
 			for _, s := range m.sessions {
 				all = append(all, s)
@@ -88,6 +91,10 @@ func (m *Manager) makeRoom(ctx context.Context, asker *Session) (place func(sb *
 		m.mu.Unlock()
 		victim, busy := idleLongest(all, asker, skip)
 		if victim == nil {
+			expired := deadline.C
+			if reaping {
+				expired = nil
+			}
 			select {
 			case <-wake:
 				// Room changed: wait placeWait again from now, within
@@ -95,7 +102,7 @@ func (m *Manager) makeRoom(ctx context.Context, asker *Session) (place func(sb *
 				clear(skip)
 				deadline.Reset(placeWait)
 				continue
-			case <-deadline.C:
+			case <-expired:
 				if busy > 0 {
 					return nil, fmt.Errorf("%w: all %d sandboxes are running calls (raise CODEEXEC_MAX_SESSIONS, or retry when one finishes)", ErrExhausted, m.cfg.MaxSessions)
 				}
