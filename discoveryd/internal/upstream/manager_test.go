@@ -101,6 +101,10 @@ func TestCallErrors(t *testing.T) {
 			timeout := tc.timeout
 			if timeout == 0 {
 				timeout = 20 * time.Second
+			} else if _, err := m.Tools(t.Context(), tc.server); err != nil {
+				// The timeout under test is the tool call's: start the
+				// server first, as its start may take longer.
+				t.Fatal(err)
 			}
 			_, err := m.CallTool(t.Context(), tc.server, tc.tool, tc.args, timeout)
 			if !errors.Is(err, tc.wantErr) {
