@@ -108,7 +108,9 @@ func (s *server) finishStart(a *attempt, c *conn, err error) {
 	case err == nil:
 		s.conn, s.toolsValid = c, false
 		s.toolsGen++
-	case s.m.root.Err() == nil:
+	case s.closed || s.m.root.Err() != nil:
+		err = ErrClosed // Close aborted the start: no failure of the server
+	default:
 		s.recordFailureLocked(err)
 	}
 	a.conn, a.err = c, err
