@@ -121,23 +121,10 @@ func writeServers(tb testing.TB, path string, servers map[string]any) {
 }
 
 // serveTB starts `codeexec serve` on stdio for a benchmark or test, like
-// startStdio, isolated from the developer's configs and state.
+// harness.StartStdio, with harness.BaseEnv's environment.
 func serveTB(tb testing.TB, extra map[string]string) *client.Client {
 	tb.Helper()
-	home := tb.TempDir()
-	env := map[string]string{"HOME": home, "MCP_BRIDGE_STATE_DIR": filepath.Join(home, "MCPs"), "CODEEXEC_POOL_SIZE": "1"}
-	for k, v := range extra {
-		env[k] = v
-	}
-	var envList []string
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); env[k] == "" {
-			envList = append(envList, kv)
-		}
-	}
-	for k, v := range env {
-		envList = append(envList, k+"="+v)
-	}
+	envList := harness.BaseEnv(tb, extra)
 	logs := &harness.LockedBuffer{}
 	c, err := client.NewStdioMCPClientWithOptions(harness.Binary, envList, []string{"serve"}, transport.WithCommandStderrWriter(logs))
 	if err != nil {

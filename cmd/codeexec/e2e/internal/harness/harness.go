@@ -82,7 +82,7 @@ func moduleRoot() (string, error) {
 }
 
 // BaseEnv isolates a server from the developer's own configs and state.
-func BaseEnv(t *testing.T, extra map[string]string) []string {
+func BaseEnv(t testing.TB, extra map[string]string) []string {
 	t.Helper()
 	home := t.TempDir()
 	env := map[string]string{
