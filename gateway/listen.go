@@ -15,17 +15,33 @@ import (
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
-// ListenAndServe serves MCP over streamable HTTP at addr/mcp, with the
-// OAuth protected-resource metadata, metrics's /metrics (behind
-// MetricsGuard) and /healthz on the same listener. When ctx ends it shuts
-// down gracefully: new tool calls are refused (Drain), running ones get up
-// to grace to finish, then the listener closes. It does not Close the
-// Gateway.
-func (g *Gateway) ListenAndServe(ctx context.Context, addr string, grace time.Duration, metrics *prometheus.Registry) error {
+// Listen binds addr for MCP over HTTP. A process binds it before it
+// starts its services, so that a port in use fails at once, not after the
+// sandboxes are up; a port of 0 picks a free one, named in Serve's log.
+func Listen(addr string) (net.Listener, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen for MCP over HTTP on %s: %w", addr, err)
+		return nil, fmt.Errorf("listen for MCP over HTTP on %s: %w", addr, err)
 	}
+	return lis, nil
+}
+
+// ListenAndServe is Listen, then Serve.
+func (g *Gateway) ListenAndServe(ctx context.Context, addr string, grace time.Duration, metrics *prometheus.Registry) error {
+	lis, err := Listen(addr)
+	if err != nil {
+		return err
+	}
+	return g.Serve(ctx, lis, grace, metrics)
+}
+
+// Serve serves MCP over streamable HTTP on lis at /mcp, with the OAuth
+// protected-resource metadata, metrics's /metrics (behind MetricsGuard)
+// and /healthz on the same listener. When ctx ends it shuts down
+// gracefully: new tool calls are refused (Drain), running ones get up to
+// grace to finish, then the listener closes. It does not Close the
+// Gateway.
+func (g *Gateway) Serve(ctx context.Context, lis net.Listener, grace time.Duration, metrics *prometheus.Registry) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", g.HTTPHandler())
 	mux.Handle("/.well-known/oauth-protected-resource", g.ProtectedResourceHandler())

@@ -23,8 +23,10 @@ type gatewayUnit struct {
 	hs  httpSettings
 	// sandbox and balance say where sandboxd is, alone.
 	sandbox, balance string
-	// addr is where MCP is served over HTTP; "" serves stdio.
+	// addr is where MCP is served over HTTP; "" serves stdio. lis is
+	// addr bound, by listen.
 	addr string
+	lis  net.Listener
 	g    *gateway.Gateway
 }
 
@@ -53,7 +55,32 @@ func (u *gatewayUnit) check() error {
 	return u.cfg.Validate()
 }
 
+// listen binds the HTTP address, if there is one, once.
+func (u *gatewayUnit) listen(p *process.Process) error {
+	if u.addr == "" || u.lis != nil {
+		return nil
+	}
+	lis, err := gateway.Listen(u.addr)
+	if err != nil {
+		return err
+	}
+	p.OnClose(func() { _ = lis.Close() })
+	u.lis = lis
+	return nil
+}
+
+// where is what MCP is served on, for the log: stdio or the bound address.
+func (u *gatewayUnit) where() (transport, address string) {
+	if u.lis == nil {
+		return "stdio", ""
+	}
+	return "http", u.lis.Addr().String()
+}
+
 func (u *gatewayUnit) start(ctx context.Context, p *process.Process) error {
+	if err := u.listen(p); err != nil {
+		return err
+	}
 	var sandbox sandboxv1.SandboxServiceClient
 	if p.InProc != nil {
 		sandbox = sandboxv1.NewSandboxServiceClient(p.InProc.Conn)
@@ -85,7 +112,7 @@ func (u *gatewayUnit) serve(ctx context.Context, p *process.Process, e cli.Env) 
 	if u.addr == "" {
 		return u.g.ServeStdio(ctx, e.Stdin, e.Stdout)
 	}
-	return u.g.ListenAndServe(ctx, u.addr, u.hs.shutdownGrace, p.Registry)
+	return u.g.Serve(ctx, u.lis, u.hs.shutdownGrace, p.Registry)
 }
 
 // bindGateway binds the MCP surface's settings.
@@ -109,7 +136,7 @@ type httpSettings struct {
 // bindHTTP binds the HTTP transport's settings into the gateway config.
 func bindHTTP(fs *flagenv.Set, h *httpSettings, c *gateway.Config) {
 	a := &c.Auth
-	fs.String(&h.addr, "http", "", "serve MCP over streamable HTTP at ADDR/mcp instead of stdio; a bare :PORT binds 127.0.0.1", "CODEEXEC_HTTP")
+	fs.String(&h.addr, "http", "", "serve MCP over streamable HTTP at ADDR/mcp instead of stdio; a bare :PORT binds 127.0.0.1, port 0 a free port (named in the log)", "CODEEXEC_HTTP")
 	fs.String(&a.TokensFile, "tokens-file", "", "file of accepted bearer tokens, one \"sha256:<hex> TENANT\" per line (make lines with: codeexec token add TENANT); reloaded on change", "CODEEXEC_TOKENS_FILE")
 	fs.String(&a.JWTIssuer, "jwt-issuer", "", "accept JWTs from this OAuth issuer (its \"iss\"); needs --jwks-url and --jwt-audience", "CODEEXEC_JWT_ISSUER")
 	fs.String(&a.JWKSURL, "jwks-url", "", "the issuer's JWKS URL, for checking JWT signatures", "CODEEXEC_JWKS_URL")

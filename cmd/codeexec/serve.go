@@ -42,6 +42,10 @@ func (c *serveCommand) Run(ctx context.Context, _ []string, e cli.Env) error {
 		return err
 	}
 	defer p.Close()
+	// A port in use fails now, before the sandboxes start.
+	if err := all.gateway.listen(p); err != nil {
+		return err
+	}
 	if err := p.InMemory(); err != nil {
 		return err
 	}
@@ -68,7 +72,8 @@ func (c *serveCommand) Run(ctx context.Context, _ []string, e cli.Env) error {
 	if err := gw.start(ctx, p); err != nil {
 		return err
 	}
-	p.Logger.Info("codeexec serving", "transport", map[bool]string{true: "http", false: "stdio"}[gw.addr != ""], logkeys.Address, gw.addr)
+	transport, address := gw.where()
+	p.Logger.Info("codeexec serving", "transport", transport, logkeys.Address, address)
 	if err := gw.serve(signalled, p, e); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
