@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+	"github.com/codeexec/codeexec/services/testport"
 )
 
 // realServers configures the three npm servers; the filesystem server may
@@ -147,17 +147,6 @@ func TestRealParallelCalls(t *testing.T) {
 	t.Logf("%d parallel %ds calls took %s", n, secs, wall)
 }
 
-// freePort returns a TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestRealHTTPTransports reaches server-everything over streamable HTTP and
 // over the older HTTP+SSE transport, configured by url.
 func TestRealHTTPTransports(t *testing.T) {
@@ -204,9 +193,10 @@ func TestRealHTTPTransports(t *testing.T) {
 // until the test ends, and returns its address.
 func serveEverything(t *testing.T, mode string) string {
 	t.Helper()
-	port := freePort(t)
+	addr := testport.Addr(t)
+	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(node(t), npmServer(t, "server-everything"), mode)
-	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), "PORT="+port)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -215,7 +205,6 @@ func serveEverything(t *testing.T, mode string) string {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
-	addr := "127.0.0.1:" + strconv.Itoa(port)
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {

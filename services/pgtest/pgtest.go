@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/codeexec/codeexec/services/testport"
 )
 
 // nobody is the uid and gid the server runs as when the tests run as root.
@@ -56,6 +57,9 @@ type Server struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
+	// release gives Port up, for other tests to take, once the server is
+	// removed.
+	release func()
 }
 
 // Start makes a new cluster and starts it. The server is stopped, and its
@@ -233,11 +237,12 @@ func (s *Server) Restart() error {
 	var lastErr error
 	for range 5 {
 		if s.Port == 0 || lastErr != nil {
-			p, err := freePort()
+			s.releasePort()
+			p, release, err := testport.Reserve()
 			if err != nil {
 				return err
 			}
-			s.Port = p
+			s.Port, s.release = p, release
 		}
 		lastErr = s.startOnce()
 		if lastErr == nil {
@@ -296,17 +301,12 @@ func (s *Server) tail() string {
 	return string(b)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// releasePort gives the port up; the caller holds mu.
+func (s *Server) releasePort() {
+	if s.release != nil {
+		s.release()
+		s.release = nil
 	}
-	defer l.Close()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, fmt.Errorf("pgtest: %s is not a TCP address", l.Addr())
-	}
-	return addr.Port, nil
 }
 
 // URL is a connection URL for database db as the superuser postgres.
@@ -362,6 +362,9 @@ func (s *Server) signal(sig syscall.Signal) {
 func (s *Server) remove() {
 	s.Stop()
 	_ = os.RemoveAll(s.Dir)
+	s.mu.Lock()
+	s.releasePort()
+	s.mu.Unlock()
 }
 
 // Exec runs SQL statements on database db as the superuser.

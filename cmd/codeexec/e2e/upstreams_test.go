@@ -85,14 +85,9 @@ func lookTool(t testing.TB, name, why string) string {
 // port until the test ends and returns its /mcp URL.
 func serveEverythingHTTP(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	_, port, _ := net.SplitHostPort(harness.FreeAddr(t))
 	cmd := exec.Command(lookTool(t, "node", "install Node.js 18+ and run `npm ci`"), npmEntry(t, "server-everything"), "streamableHttp")
-	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), "PORT="+port)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -101,7 +96,7 @@ func serveEverythingHTTP(t testing.TB) string {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	addr := "127.0.0.1:" + port
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {

@@ -3,7 +3,6 @@ package durable
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,12 +36,7 @@ type memorydProc struct {
 // and waits until it serves.
 func startMemoryd(t *testing.T, env map[string]string, args ...string) *memorydProc {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := harness.FreeAddr(t)
 	p := &memorydProc{logs: &harness.LockedBuffer{}}
 	p.cmd = exec.Command(harness.Binary, append([]string{"memoryd", "--listen", addr, "--metrics", ""}, args...)...)
 	p.cmd.Env = harness.BaseEnv(t, env)

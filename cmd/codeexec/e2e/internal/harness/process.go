@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,17 +17,6 @@ import (
 
 	"github.com/codeexec/codeexec/gateway"
 )
-
-// FreeAddr returns a loopback address that was free a moment ago.
-func FreeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // StartProcess runs the codeexec binary with args until the test ends.
 func StartProcess(t *testing.T, env []string, args ...string) *LockedBuffer {
