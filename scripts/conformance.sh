@@ -32,29 +32,30 @@ trap cleanup EXIT
 
 (cd "$root" && go build -o "$work/codeexec" ./cmd/codeexec)
 
-# A free loopback port, and a home of its own so that no user config or
-# state is read.
-port=$("$node22" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+# A home of its own, so that no user config or state is read. Port 0: the
+# server binds a free port and names it in its "codeexec serving" line,
+# written once it serves.
 mkdir -p "$work/home"
 HOME="$work/home" MCP_BRIDGE_STATE_DIR="$work/home/MCPs" CODEEXEC_POOL_SIZE=1 \
-	"$work/codeexec" serve --http "127.0.0.1:$port" >"$work/server.log" 2>&1 &
+	"$work/codeexec" serve --http 127.0.0.1:0 >"$work/server.log" 2>&1 &
 pid=$!
+addr=""
 for _ in $(seq 1 300); do
-	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-		break
-	fi
+	addr=$(sed -nE 's/.*msg="codeexec serving" .*transport=http address=(127\.0\.0\.1:[0-9]+).*/\1/p' "$work/server.log" | head -n1)
+	[ -n "$addr" ] && break
 	if ! kill -0 "$pid" 2>/dev/null; then
-		echo "codeexec serve exited before listening:" >&2
+		echo "codeexec serve exited before serving:" >&2
 		cat "$work/server.log" >&2
 		exit 1
 	fi
 	sleep 0.1
 done
+[ -n "$addr" ] || { echo "codeexec serve did not serve within 30s:" >&2; cat "$work/server.log" >&2; exit 1; }
 
-url="http://127.0.0.1:$port/mcp"
+url="http://$addr/mcp"
 rc=0
 
-echo "MCP conformance suite $("$node22" "$suite" --version) on node $("$node22" --version) against codeexec serve --http 127.0.0.1:$port"
+echo "MCP conformance suite $("$node22" "$suite" --version) on node $("$node22" --version) against codeexec serve --http $addr"
 "$node22" "$suite" server --url "$url" \
 	--expected-failures "$tools/expected-failures.yml" -o "$work/results" || rc=1
 "$node22" "$tools/verdict.mjs" "conformance $("$node22" "$suite" --version)" \
