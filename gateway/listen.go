@@ -26,15 +26,6 @@ func Listen(addr string) (net.Listener, error) {
 	return lis, nil
 }
 
-// ListenAndServe is Listen, then Serve.
-func (g *Gateway) ListenAndServe(ctx context.Context, addr string, grace time.Duration, metrics *prometheus.Registry) error {
-	lis, err := Listen(addr)
-	if err != nil {
-		return err
-	}
-	return g.Serve(ctx, lis, grace, metrics)
-}
-
 // Serve serves MCP over streamable HTTP on lis at /mcp, with the OAuth
 // protected-resource metadata, metrics's /metrics (behind MetricsGuard)
 // and /healthz on the same listener. When ctx ends it shuts down
