@@ -95,6 +95,20 @@ build() { # tag dockerfile
 }
 build localhost/codeexec-sandbox:latest Dockerfile.sandbox
 build localhost/codeexec:latest Dockerfile.services
+# The PostgreSQL image's apt-get takes a minute or more: the first engine
+# to build it saves it beside the root file system's tarball, keyed by
+# what it is made of, and the other engine loads that file instead.
 if $with_postgres; then
-  build localhost/codeexec-postgres:latest Dockerfile.postgres
+  pg_key=$(cat "$here/Dockerfile.postgres" "$here/postgres-entrypoint.sh" | sha256sum | cut -c1-16)
+  pg_cache=$(dirname "$cache")/postgres-$base_version-$suite-$pg_key.tar
+  if ! "$engine" image inspect localhost/codeexec-postgres:latest >/dev/null 2>&1 && [ -s "$pg_cache" ] \
+     && "$engine" load -q -i "$pg_cache" >"$ctx/load.log" 2>&1; then
+    echo "loaded localhost/codeexec-postgres:latest from $pg_cache" >&2
+  else
+    build localhost/codeexec-postgres:latest Dockerfile.postgres
+    if [ ! -s "$pg_cache" ]; then
+      mkdir -p "$(dirname "$pg_cache")"
+      "$engine" save -o "$pg_cache.part" localhost/codeexec-postgres:latest && mv "$pg_cache.part" "$pg_cache"
+    fi
+  fi
 fi
