@@ -176,7 +176,7 @@ func TestE2EAuthAddressRules(t *testing.T) {
 	port := strings.TrimPrefix(harness.FreeAddr(t), "127.0.0.1")
 	logs := harness.StartProcess(t, harness.BaseEnv(t, nil), "serve", "--http", port)
 	harness.WaitHTTP(t, "http://127.0.0.1"+port+"/healthz")
-	if !strings.Contains(logs.String(), "http://127.0.0.1"+port+"/mcp") {
+	if !logs.Await("http://127.0.0.1"+port+"/mcp", 10*time.Second) {
 		t.Errorf("--http %s did not bind 127.0.0.1:\n%s", port, logs.String())
 	}
 	// With no authentication, a rebound Host or a foreign Origin is refused.

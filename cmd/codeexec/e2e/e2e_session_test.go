@@ -281,12 +281,8 @@ func TestE2EIdleSessionsAreReaped(t *testing.T) {
 	t.Parallel()
 	c, logs := harness.StartStdio(t, map[string]string{"CODEEXEC_IDLE_TIMEOUT": "1s"})
 	harness.Code(t, c, "v = 5")
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(logs.String(), "stopping an idle session's sandbox") {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle session's sandbox was not stopped")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !logs.Await("stopping an idle session's sandbox", 20*time.Second) {
+		t.Fatal("the idle session's sandbox was not stopped")
 	}
 	o := harness.RunPython(t, c, map[string]any{"code": "print(v)"})
 	if o.IsError || harness.Joined(o.Stdout()) != "5" {

@@ -133,6 +133,18 @@ func (l *LockedBuffer) String() string {
 	return l.b.String()
 }
 
+// Await reports whether s is in the buffer within d. A process's log line
+// reaches the buffer through a pipe, so it may come after an answer the
+// process sent later.
+func (l *LockedBuffer) Await(s string, d time.Duration) bool {
+	for deadline := time.Now().Add(d); !strings.Contains(l.String(), s); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // StartStdio launches `codeexec serve` on stdio and returns an initialised
 // MCP client. The server is stopped when the test ends.
 func StartStdio(t *testing.T, extra map[string]string) (*client.Client, *LockedBuffer) {

@@ -57,12 +57,14 @@ func StartCommand(t *testing.T, env []string, args ...string) (*exec.Cmd, *Locke
 	return cmd, logs
 }
 
-// WaitHTTP waits until url answers.
+// WaitHTTP waits until url answers, for up to 30 seconds. codeexec binds
+// its port before it starts its services, so a request may be accepted
+// and then wait for them; the client's timeout bounds that wait too.
 func WaitHTTP(t *testing.T, url string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(url)
+		resp, err := (&http.Client{Timeout: max(time.Until(deadline), 100*time.Millisecond)}).Get(url)
 		if err == nil {
 			resp.Body.Close()
 			return
