@@ -7,8 +7,8 @@ import (
 )
 
 // TestReservedPortsAreDistinctAndOutsideTheEphemeralRange holds many
-// ports at once: none is handed out twice, each is below the kernel's
-// ephemeral range and can be bound, and a released one can be had again.
+// ports at once: none is handed out twice, and each is below the
+// kernel's ephemeral range and can be bound.
 func TestReservedPortsAreDistinctAndOutsideTheEphemeralRange(t *testing.T) {
 	high := ephemeralLow()
 	if high-lowest < 1000 {
@@ -39,8 +39,8 @@ func TestReservedPortsAreDistinctAndOutsideTheEphemeralRange(t *testing.T) {
 }
 
 // TestAHeldOrBoundPortIsSkipped offers reserve a port another caller
-// holds and one a server has bound, before a free one: it returns the
-// free one.
+// holds and one a server has bound, before one that was reserved and
+// released: it returns the last.
 func TestAHeldOrBoundPortIsSkipped(t *testing.T) {
 	held, release, err := Reserve()
 	if err != nil {
