@@ -21,6 +21,11 @@ CODEEXEC_SKIP_GOLANGCI_LINT=1 bash scripts/install-tools.sh
 if [ -f package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
+# The conformance suite and its Node 22 (a few hundred MB from npm), which
+# only its step needs, install in the background too.
+conformance_log=$(mktemp)
+(cd tools/conformance && npm ci --no-audit --no-fund --loglevel=error) >"$conformance_log" 2>&1 &
+conformance_install=$!
 
 step "checking generated protobuf code"
 buf lint
@@ -65,6 +70,12 @@ step "the Kubernetes manifests, rendered and run under podman kube play"
 bash deploy/kube-play.sh
 
 step "MCP conformance suite against codeexec serve --http"
+if ! wait "$conformance_install"; then
+  cat "$conformance_log" >&2
+  echo "installing the conformance suite (tools/conformance: npm ci) failed" >&2
+  exit 1
+fi
+rm -f "$conformance_log"
 bash scripts/conformance.sh
 
 step "golangci-lint (.golangci.yml)"
