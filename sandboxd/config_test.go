@@ -3,7 +3,9 @@ package sandboxd_test
 import (
 	"strings"
 	"testing"
+	"time"
 
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 )
 
@@ -53,5 +55,57 @@ func TestValidateLaunchSpares(t *testing.T) {
 		case tc.want != "" && (err == nil || err.Error() != tc.want):
 			t.Errorf("spares %d: %v, want %q", tc.spares, err, tc.want)
 		}
+	}
+}
+
+func TestValidateLimits(t *testing.T) {
+	t.Parallel()
+	want := func(name string) string {
+		return name + " limit is negative: use 0 for no limit (for open files, the default 1024) or a positive value"
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(*sandboxd.Limits)
+		want string
+	}{
+		{"zero is no limit", func(l *sandboxd.Limits) { *l = sandboxd.Limits{} }, ""},
+		{"file size", func(l *sandboxd.Limits) { l.FileBytes = 1 << 20 }, ""},
+		{"negative CPUs", func(l *sandboxd.Limits) { l.CPUs = -0.5 }, want("the CPUs")},
+		{"negative CPU time", func(l *sandboxd.Limits) { l.CPUTime = -time.Second }, want("the CPU time")},
+		{"negative /tmp", func(l *sandboxd.Limits) { l.TmpBytes = -1 }, want("the /tmp size")},
+		{"negative /workspace", func(l *sandboxd.Limits) { l.WorkspaceBytes = -1 }, want("the /workspace size")},
+		{"negative file size", func(l *sandboxd.Limits) { l.FileBytes = -1 }, want("the file size")},
+		{"negative open files", func(l *sandboxd.Limits) { l.OpenFiles = -1 }, want("the open files")},
+	} {
+		cfg := sandboxd.DefaultConfig()
+		tc.set(&cfg.Limits)
+		err := cfg.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestLimitsReachTheSandbox runs code under a Config with a file-size cap
+// and no open-files cap, and reads both rlimits inside the sandbox: the
+// cap as set, the descriptors at the default 1024.
+func TestLimitsReachTheSandbox(t *testing.T) {
+	t.Parallel()
+	c, _ := newService(t, func(cfg *sandboxd.Config) {
+		cfg.PoolSize = 0
+		cfg.FileBytes = 3 << 20
+		cfg.OpenFiles = 0
+	})
+	id := create(t, c, "")
+	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: "import resource\n" +
+		"print(resource.getrlimit(resource.RLIMIT_FSIZE)[0], resource.getrlimit(resource.RLIMIT_NOFILE)[0])"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "3145728 1024\n"; r.stdout != want {
+		t.Fatalf("RLIMIT_FSIZE and RLIMIT_NOFILE in the sandbox: %q (stderr %q), want %q", r.stdout, r.stderr, want)
 	}
 }

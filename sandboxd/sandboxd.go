@@ -56,12 +56,10 @@ type Config struct {
 	// this must be a host directory mounted at the same path.
 	AgentRoot string
 
-	MemoryBytes    int64
-	Pids           int
-	CPUs           float64
-	CPUTime        time.Duration
-	TmpBytes       int64
-	WorkspaceBytes int64
+	// Limits bound each sandbox (memory, pids, CPU, tmpfs sizes, file
+	// size, open files). A zero OpenFiles means 1024; any other zero
+	// field means no limit.
+	Limits
 	// OutputLimitBytes caps each output stream per call.
 	OutputLimitBytes int64
 
@@ -94,17 +92,45 @@ type Config struct {
 	Advertise string
 }
 
+// Limits bound one sandbox; the fields are documented where the engines
+// apply them.
+type Limits = engine.Limits
+
+// withOpenFiles gives lim the default descriptor cap when it has none.
+func withOpenFiles(lim Limits) Limits {
+	if lim.OpenFiles == 0 {
+		lim.OpenFiles = 1024
+	}
+	return lim
+}
+
+// negativeLimit names the first of lim's limits below zero, or "".
+func negativeLimit(lim Limits) string {
+	for _, f := range []struct {
+		name     string
+		negative bool
+	}{
+		{"the CPUs", lim.CPUs < 0}, {"the CPU time", lim.CPUTime < 0},
+		{"the /tmp size", lim.TmpBytes < 0}, {"the /workspace size", lim.WorkspaceBytes < 0},
+		{"the file size", lim.FileBytes < 0}, {"the open files", lim.OpenFiles < 0},
+	} {
+		if f.negative {
+			return f.name
+		}
+	}
+	return ""
+}
+
 // DefaultConfig returns upstream's defaults.
 func DefaultConfig() Config {
 	return Config{
-		Python:           "/usr/bin/python3",
-		Image:            "python:3.14-slim",
-		ContainerUser:    "65534:65534",
-		MemoryBytes:      512 << 20,
-		Pids:             128,
-		CPUTime:          0,
-		TmpBytes:         64 << 20,
-		WorkspaceBytes:   128 << 20,
+		Python:        "/usr/bin/python3",
+		Image:         "python:3.14-slim",
+		ContainerUser: "65534:65534",
+		Limits: Limits{
+			MemoryBytes: 512 << 20, Pids: 128,
+			TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, OpenFiles: 1024,
+		},
 		OutputLimitBytes: 256 << 10,
 		DefaultTimeout:   30 * time.Second,
 		MaxTimeout:       120 * time.Second,
@@ -132,6 +158,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("memory limit %d bytes is too small: use at least 32m (Python needs about 10 MiB to start)", c.MemoryBytes)
 	case c.Pids < 0 || (c.Pids > 0 && c.Pids < 8):
 		return fmt.Errorf("pids limit %d is too small: use at least 8 (the agent needs a few threads)", c.Pids)
+	case negativeLimit(c.Limits) != "":
+		return fmt.Errorf("%s limit is negative: use 0 for no limit (for open files, the default 1024) or a positive value", negativeLimit(c.Limits))
 	case c.DefaultTimeout < time.Second:
 		return fmt.Errorf("default timeout %s is too short: use at least 1s", c.DefaultTimeout)
 	case c.MaxTimeout < time.Second:
@@ -228,10 +256,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 			"HOME": "/workspace", "PWD": "/workspace", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
 			"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
 		},
-		Limits: engine.Limits{
-			MemoryBytes: cfg.MemoryBytes, Pids: cfg.Pids, CPUs: cfg.CPUs, CPUTime: cfg.CPUTime,
-			TmpBytes: cfg.TmpBytes, WorkspaceBytes: cfg.WorkspaceBytes, OpenFiles: 1024,
-		},
+		Limits:         withOpenFiles(cfg.Limits),
 		OutputLimit:    cfg.OutputLimitBytes,
 		DefaultTimeout: cfg.DefaultTimeout,
 		MaxTimeout:     cfg.MaxTimeout,
