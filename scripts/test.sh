@@ -52,16 +52,6 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 
-# The race-instrumented build of every test binary (the standard library
-# and every dependency built again: several minutes of CPU on a new
-# machine) runs in the background at the lowest priority from here. It
-# takes the CPU the steps below leave idle while they wait on images,
-# containers and servers, and the Go tests at the end find it done. It
-# runs no test (-exec true).
-race_log=$(mktemp)
-nice -n 19 go test -race -count=1 -exec true ./... >"$race_log" 2>&1 &
-race_build=$!
-
 step "Python agent tests (/usr/bin/python3, the sandbox's interpreter)"
 /usr/bin/python3 -m unittest discover -s sandboxd/internal/agent/tests 2>&1 | tail -n 25
 
@@ -113,10 +103,4 @@ grep -E 'sessions in|^(ok|---)' "$scale_log"
 rm -f "$scale_log"
 
 step "Go tests (race detector)"
-if ! wait "$race_build"; then
-  cat "$race_log" >&2
-  echo "building the test binaries with the race detector failed" >&2
-  exit 1
-fi
-rm -f "$race_log"
 go test -race -shuffle=on -timeout 20m ./...
