@@ -153,7 +153,8 @@ var fieldLabels = [numFields]string{
 // explain says in a few words why document d matched the query whose units
 // s holds: the kind of name match for a lifted tier, else for each field
 // the words that matched there, each with the query's word when the tool
-// uses another ("image (for picture)").
+// uses another ("image (for picture)"), and "ranked up by meaning" when
+// the rerank moved it above a hit with more or better word matches.
 func (ix *Index) explain(s *scratch, d int32, tier uint8) string {
 	switch tier {
 	case tierName:
@@ -202,6 +203,12 @@ func (ix *Index) explain(s *scratch, d int32, tier uint8) string {
 		b.WriteString(fieldLabels[f])
 		b.WriteString(": ")
 		b.WriteString(strings.Join(words, ", "))
+	}
+	if slices.Contains(s.lifted, d) {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString("ranked up by meaning")
 	}
 	return b.String()
 }

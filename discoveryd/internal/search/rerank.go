@@ -91,5 +91,22 @@ func (ix *Index) rerank(s *scratch, keep func(*Doc) bool) {
 		v := ix.docVec[int(c.doc)*dims : int(c.doc)*dims+dims]
 		s.acc[c.doc] += k * wordvec.Dot(q, v)
 	}
+	s.lifted = liftedIn(s.lifted[:0], h, s.acc)
 	s.top = h[:0]
+}
+
+// liftedIn appends to dst the documents of the pool h that the rerank put
+// above a document of h that was above them before: h holds the scores
+// from before, acc those from after. A hit's explanation says so
+// (explain), since the words it shares with the query may be weak.
+func liftedIn(dst []int32, h []cand, acc []float32) []int32 {
+	for _, a := range h {
+		for _, b := range h {
+			if better(b, a) && better(cand{doc: a.doc, score: acc[a.doc]}, cand{doc: b.doc, score: acc[b.doc]}) {
+				dst = append(dst, a.doc)
+				break
+			}
+		}
+	}
+	return dst
 }

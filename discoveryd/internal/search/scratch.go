@@ -25,6 +25,7 @@ type scratch struct {
 	top      []cand
 	qvec     []float32 // the query's vector
 	typos    []alt     // a query word's corrections, for its vector
+	lifted   []int32   // docs the rerank moved up (rerank.go)
 }
 
 // unit is one scored unit of the query: its words and where its
@@ -60,4 +61,5 @@ func (s *scratch) reset() {
 		s.acc[d], s.matched[d], s.named[d], s.tier[d] = 0, 0, 0, 0
 	}
 	s.touched = s.touched[:0]
+	s.lifted = s.lifted[:0]
 }

@@ -371,4 +371,11 @@ func TestDenseRerankLiftsParaphrase(t *testing.T) {
 	if len(res.Hits) == 0 || res.Hits[0].Doc.Tool != "instance_get" {
 		t.Fatalf("hits %v, want instance_get first", res.Hits)
 	}
+	// Its explanation says that meaning lifted it; the others', which the
+	// rerank did not move up, do not.
+	for i, h := range res.Hits {
+		if lifted := strings.HasSuffix(h.Why, "ranked up by meaning"); lifted != (i == 0) {
+			t.Errorf("hit %d %s: why %q, want \"ranked up by meaning\" only for the first", i, h.Doc.Tool, h.Why)
+		}
+	}
 }
