@@ -60,32 +60,38 @@ func TestValidateLaunchSpares(t *testing.T) {
 
 func TestValidateLimits(t *testing.T) {
 	t.Parallel()
-	want := func(name string) string {
-		return name + " limit is negative: use 0 for no limit (for open files, the default 1024) or a positive value"
-	}
 	for _, tc := range []struct {
 		name string
 		set  func(*sandboxd.Limits)
 		want string
 	}{
-		{"zero is no limit", func(l *sandboxd.Limits) { *l = sandboxd.Limits{} }, ""},
+		{"zero is no cap", func(l *sandboxd.Limits) { *l = sandboxd.Limits{} }, ""},
 		{"file size", func(l *sandboxd.Limits) { l.FileBytes = 1 << 20 }, ""},
-		{"negative CPUs", func(l *sandboxd.Limits) { l.CPUs = -0.5 }, want("the CPUs")},
-		{"negative CPU time", func(l *sandboxd.Limits) { l.CPUTime = -time.Second }, want("the CPU time")},
-		{"negative /tmp", func(l *sandboxd.Limits) { l.TmpBytes = -1 }, want("the /tmp size")},
-		{"negative /workspace", func(l *sandboxd.Limits) { l.WorkspaceBytes = -1 }, want("the /workspace size")},
-		{"negative file size", func(l *sandboxd.Limits) { l.FileBytes = -1 }, want("the file size")},
-		{"negative open files", func(l *sandboxd.Limits) { l.OpenFiles = -1 }, want("the open files")},
+		{"negative CPUs", func(l *sandboxd.Limits) { l.CPUs = -0.5 },
+			"CPU limit -0.5 is negative: set MCP_BRIDGE_CPUS (--cpus) to a number of cores, e.g. 0.5, or to 0 for no cap"},
+		{"negative CPU time", func(l *sandboxd.Limits) { l.CPUTime = -time.Second },
+			"CPU time limit -1s is negative: set CODEEXEC_CPU_TIME (--cpu-time) to a duration, e.g. 10m, or to 0 for no cap"},
+		{"negative /tmp", func(l *sandboxd.Limits) { l.TmpBytes = -1 },
+			"/tmp size -1 bytes is negative: set CODEEXEC_TMP_SIZE (--tmp-size) to a size, e.g. 64m"},
+		{"negative /workspace", func(l *sandboxd.Limits) { l.WorkspaceBytes = -2 },
+			"/workspace size -2 bytes is negative: set CODEEXEC_WORKSPACE_SIZE (--workspace-size) to a size, e.g. 128m"},
+		{"negative file size", func(l *sandboxd.Limits) { l.FileBytes = -3 },
+			"file size limit -3 bytes is negative: use a positive size, or 0 for no cap"},
+		{"negative open files", func(l *sandboxd.Limits) { l.OpenFiles = -4 },
+			"open files limit -4 is negative: use a positive count, or 0 for the default 1024"},
 	} {
-		cfg := sandboxd.DefaultConfig()
-		tc.set(&cfg.Limits)
-		err := cfg.Validate()
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s: %v", tc.name, err)
-		case tc.want != "" && (err == nil || err.Error() != tc.want):
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := sandboxd.DefaultConfig()
+			tc.set(&cfg.Limits)
+			err := cfg.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate: %v", err)
+			case tc.want != "" && (err == nil || err.Error() != tc.want):
+				t.Errorf("Validate: %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
 

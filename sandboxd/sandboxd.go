@@ -56,9 +56,8 @@ type Config struct {
 	// this must be a host directory mounted at the same path.
 	AgentRoot string
 
-	// Limits bound each sandbox (memory, pids, CPU, tmpfs sizes, file
-	// size, open files). A zero OpenFiles means 1024; any other zero
-	// field means no limit.
+	// Limits bound each sandbox: memory, pids, CPU, the /tmp and
+	// /workspace sizes, file size, open files (see Limits).
 	Limits
 	// OutputLimitBytes caps each output stream per call.
 	OutputLimitBytes int64
@@ -92,8 +91,12 @@ type Config struct {
 	Advertise string
 }
 
-// Limits bound one sandbox; the fields are documented where the engines
-// apply them.
+// Limits bound one sandbox. Its fields are engine.Limits' (in
+// internal/engine, which documents how each engine applies them):
+// MemoryBytes, Pids, CPUs (cores), CPUTime, TmpBytes, WorkspaceBytes,
+// FileBytes (one written file) and OpenFiles. A zero means no cap, but
+// for OpenFiles (0 is 1024) and the two tmpfs sizes (0 leaves the tmpfs
+// unsized: the kernel's default, half of RAM).
 type Limits = engine.Limits
 
 // withOpenFiles gives lim the default descriptor cap when it has none.
@@ -104,21 +107,24 @@ func withOpenFiles(lim Limits) Limits {
 	return lim
 }
 
-// negativeLimit names the first of lim's limits below zero, or "".
-func negativeLimit(lim Limits) string {
-	for _, f := range []struct {
-		name     string
-		negative bool
-	}{
-		{"the CPUs", lim.CPUs < 0}, {"the CPU time", lim.CPUTime < 0},
-		{"the /tmp size", lim.TmpBytes < 0}, {"the /workspace size", lim.WorkspaceBytes < 0},
-		{"the file size", lim.FileBytes < 0}, {"the open files", lim.OpenFiles < 0},
-	} {
-		if f.negative {
-			return f.name
-		}
+// negativeLimit reports the first limit other than memory and pids (whose
+// floors Validate checks) below zero, saying how to set it.
+func negativeLimit(lim Limits) error {
+	switch {
+	case lim.CPUs < 0:
+		return fmt.Errorf("CPU limit %g is negative: set MCP_BRIDGE_CPUS (--cpus) to a number of cores, e.g. 0.5, or to 0 for no cap", lim.CPUs)
+	case lim.CPUTime < 0:
+		return fmt.Errorf("CPU time limit %s is negative: set CODEEXEC_CPU_TIME (--cpu-time) to a duration, e.g. 10m, or to 0 for no cap", lim.CPUTime)
+	case lim.TmpBytes < 0:
+		return fmt.Errorf("/tmp size %d bytes is negative: set CODEEXEC_TMP_SIZE (--tmp-size) to a size, e.g. 64m", lim.TmpBytes)
+	case lim.WorkspaceBytes < 0:
+		return fmt.Errorf("/workspace size %d bytes is negative: set CODEEXEC_WORKSPACE_SIZE (--workspace-size) to a size, e.g. 128m", lim.WorkspaceBytes)
+	case lim.FileBytes < 0:
+		return fmt.Errorf("file size limit %d bytes is negative: use a positive size, or 0 for no cap", lim.FileBytes)
+	case lim.OpenFiles < 0:
+		return fmt.Errorf("open files limit %d is negative: use a positive count, or 0 for the default 1024", lim.OpenFiles)
 	}
-	return ""
+	return nil
 }
 
 // DefaultConfig returns upstream's defaults.
@@ -158,8 +164,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("memory limit %d bytes is too small: use at least 32m (Python needs about 10 MiB to start)", c.MemoryBytes)
 	case c.Pids < 0 || (c.Pids > 0 && c.Pids < 8):
 		return fmt.Errorf("pids limit %d is too small: use at least 8 (the agent needs a few threads)", c.Pids)
-	case negativeLimit(c.Limits) != "":
-		return fmt.Errorf("%s limit is negative: use 0 for no limit (for open files, the default 1024) or a positive value", negativeLimit(c.Limits))
+	case negativeLimit(c.Limits) != nil:
+		return negativeLimit(c.Limits)
 	case c.DefaultTimeout < time.Second:
 		return fmt.Errorf("default timeout %s is too short: use at least 1s", c.DefaultTimeout)
 	case c.MaxTimeout < time.Second:
