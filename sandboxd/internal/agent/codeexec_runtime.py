@@ -132,7 +132,8 @@ class ToolDocs(list):
     limit (`truncated`), and which servers could not be searched because
     they had not listed their tools yet (`unindexed`). Each doc's `match`
     says in a few words why the search returned it ("exact name",
-    "name: screenshot (for picture)"), so that a weak hit shows as one."""
+    "name: screenshot (for picture)", "name: get; ranked up by meaning"),
+    so that a weak hit shows as one."""
 
     def __init__(self, docs=(), total=None, truncated=False, unindexed=()):
         super().__init__(docs)

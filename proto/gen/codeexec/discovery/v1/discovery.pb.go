@@ -434,8 +434,9 @@ type ToolDoc struct {
 	// match_reason says in a few words why SearchTools returned the tool, so
 	// that a model can judge a weak hit: "exact name", or the query's words
 	// found by field, with the query's word where the tool uses another
-	// ("name: screenshot (for picture); server: playwright"). Empty outside
-	// SearchTools.
+	// ("name: screenshot (for picture); server: playwright"), ending in
+	// "ranked up by meaning" when the word vectors moved it above a tool that
+	// its words had ranked higher. Empty outside SearchTools.
 	MatchReason   string `protobuf:"bytes,10,opt,name=match_reason,json=matchReason,proto3" json:"match_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
