@@ -11,14 +11,21 @@ export PATH="$(go env GOPATH)/bin:$PATH"
 # shows where its time went.
 step() { printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
-# What runs in the background below is stopped if a step fails.
-trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+# What runs in the background below runs in its own process group, so
+# that when a step fails, the job and everything it started are stopped.
+background_groups=()
+background() { setsid -w "$@" & background_groups+=($!); }
+stop_background() {
+  local g
+  for g in "${background_groups[@]}"; do kill -- -"$g" 2>/dev/null || true; done
+}
+trap stop_background EXIT
 
 step "installing tools and test dependencies"
 # golangci-lint takes minutes to build on a new machine: it builds in the
 # background while the steps before the lint step run.
 lint_log=$(mktemp)
-bash scripts/install-tools.sh golangci-lint >"$lint_log" 2>&1 &
+background bash scripts/install-tools.sh golangci-lint >"$lint_log" 2>&1
 lint_install=$!
 CODEEXEC_SKIP_GOLANGCI_LINT=1 bash scripts/install-tools.sh
 if [ -f package-lock.json ]; then
@@ -27,7 +34,7 @@ fi
 # The conformance suite and its Node 22 (a few hundred MB from npm), which
 # only its step needs, install in the background too.
 conformance_log=$(mktemp)
-(cd tools/conformance && npm ci --no-audit --no-fund --loglevel=error) >"$conformance_log" 2>&1 &
+background bash -c 'cd tools/conformance && exec npm ci --no-audit --no-fund --loglevel=error' >"$conformance_log" 2>&1
 conformance_install=$!
 
 step "checking generated protobuf code"
@@ -66,7 +73,7 @@ bash deploy/e2e.sh
 # which mostly wait, and are waited for before the Go tests.
 step "10,000 durable sessions, at most 64 live sandboxes, in the background (without the race detector, which slows it several times over; under it the Go tests run 1,000)"
 scale_log=$(mktemp)
-go test -count=1 -timeout 20m -run '^TestTenThousandSessions$' -v ./sandboxd/ >"$scale_log" 2>&1 &
+background go test -count=1 -timeout 20m -run '^TestTenThousandSessions$' -v ./sandboxd/ >"$scale_log" 2>&1
 scale=$!
 
 step "the Kubernetes manifests, rendered and run under podman kube play"
