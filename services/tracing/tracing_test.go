@@ -5,8 +5,10 @@ import (
 	"log/slog"
 	"net"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/test/bufconn"
@@ -43,15 +45,28 @@ func TestSpansCrossGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	span.End()
+	// The server's span ends after the client has its answer, so it can
+	// still be open here: flush until it is exported (or 10 s pass), and
+	// only then shut down, which drops spans that end after it.
+	trace := span.SpanContext().TraceID()
+	tp := otel.GetTracerProvider().(*sdktrace.TracerProvider)
+	kinds := map[string]int{}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if err := tp.ForceFlush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		clear(kinds)
+		for _, s := range exp.GetSpans() {
+			if s.SpanContext.TraceID() == trace {
+				kinds[s.SpanKind.String()]++
+			}
+		}
+		if kinds["server"] > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err := shutdown(context.Background()); err != nil {
 		t.Fatal(err)
-	}
-	trace := span.SpanContext().TraceID()
-	kinds := map[string]int{}
-	for _, s := range exp.GetSpans() {
-		if s.SpanContext.TraceID() == trace {
-			kinds[s.SpanKind.String()]++
-		}
 	}
 	if kinds["client"] != 1 || kinds["server"] != 1 {
 		t.Errorf("spans of the call's trace by kind: %v; want one client and one server span", kinds)
