@@ -99,10 +99,14 @@ type Config struct {
 // unsized: the kernel's default, half of RAM).
 type Limits = engine.Limits
 
+// defaultOpenFiles is the descriptor cap of a sandbox whose Limits leave
+// OpenFiles 0.
+const defaultOpenFiles = 1024
+
 // withOpenFiles gives lim the default descriptor cap when it has none.
 func withOpenFiles(lim Limits) Limits {
 	if lim.OpenFiles == 0 {
-		lim.OpenFiles = 1024
+		lim.OpenFiles = defaultOpenFiles
 	}
 	return lim
 }
@@ -122,7 +126,7 @@ func negativeLimit(lim Limits) error {
 	case lim.FileBytes < 0:
 		return fmt.Errorf("file size limit %d bytes is negative: use a positive size, or 0 for no cap", lim.FileBytes)
 	case lim.OpenFiles < 0:
-		return fmt.Errorf("open files limit %d is negative: use a positive count, or 0 for the default 1024", lim.OpenFiles)
+		return fmt.Errorf("open files limit %d is negative: use a positive count, or 0 for the default %d", lim.OpenFiles, defaultOpenFiles)
 	}
 	return nil
 }
@@ -135,7 +139,7 @@ func DefaultConfig() Config {
 		ContainerUser: "65534:65534",
 		Limits: Limits{
 			MemoryBytes: 512 << 20, Pids: 128,
-			TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, OpenFiles: 1024,
+			TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, // OpenFiles 0: defaultOpenFiles
 		},
 		OutputLimitBytes: 256 << 10,
 		DefaultTimeout:   30 * time.Second,
@@ -153,6 +157,9 @@ func DefaultConfig() Config {
 
 // Validate reports the first bad setting, saying what is accepted.
 func (c Config) Validate() error {
+	if err := negativeLimit(c.Limits); err != nil {
+		return err
+	}
 	switch {
 	case c.Runtime != "" && c.Runtime != "bwrap" && c.Runtime != "podman" && c.Runtime != "docker":
 		return fmt.Errorf("runtime %q is not supported: use bwrap, podman or docker, or leave it empty to detect one", c.Runtime)
@@ -164,8 +171,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("memory limit %d bytes is too small: use at least 32m (Python needs about 10 MiB to start)", c.MemoryBytes)
 	case c.Pids < 0 || (c.Pids > 0 && c.Pids < 8):
 		return fmt.Errorf("pids limit %d is too small: use at least 8 (the agent needs a few threads)", c.Pids)
-	case negativeLimit(c.Limits) != nil:
-		return negativeLimit(c.Limits)
 	case c.DefaultTimeout < time.Second:
 		return fmt.Errorf("default timeout %s is too short: use at least 1s", c.DefaultTimeout)
 	case c.MaxTimeout < time.Second:

@@ -154,7 +154,7 @@ var fieldLabels = [numFields]string{
 // s holds: the kind of name match for a lifted tier, else for each field
 // the words that matched there, each with the query's word when the tool
 // uses another ("image (for picture)"), and "ranked up by meaning" when
-// the rerank moved it above a hit with more or better word matches.
+// the rerank put it above a hit that its words had ranked higher.
 func (ix *Index) explain(s *scratch, d int32, tier uint8) string {
 	switch tier {
 	case tierName:
