@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every Go fuzz target of the module for a bounded time each
-# (FUZZTIME, default 4s), one after the other. Inputs that fail are
-# written by `go test` to the package's testdata/fuzz/<Target>/ and fail
-# this script; commit them with the fix, so that they run as regression
-# tests in every plain `go test` from then on.
+# (FUZZTIME, default 4s), FUZZJOBS of them at a time (default: one a CPU;
+# each target fuzzes with one worker). Inputs that fail are written by
+# `go test` to the package's testdata/fuzz/<Target>/ and fail this script;
+# commit them with the fix, so that they run as regression tests in every
+# plain `go test` from then on.
 #
 #   bash scripts/fuzz.sh                   # every target, 4s each
 #   FUZZTIME=1m bash scripts/fuzz.sh FuzzJWT   # one target, longer
@@ -11,8 +12,12 @@
 #                                          # found interesting into testdata/fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fuzztime=${FUZZTIME:-4s}
-save=0
+export fuzztime=${FUZZTIME:-4s}
+jobs=${FUZZJOBS:-$(nproc)}
+case "$jobs" in
+  '' | *[!0-9]* | 0) echo "FUZZJOBS=$jobs: want a whole number of targets to run at a time, 1 or more" >&2; exit 2 ;;
+esac
+export save=0
 only=()
 for a in "$@"; do
   case "$a" in
@@ -20,13 +25,14 @@ for a in "$@"; do
     *) only+=("$a") ;;
   esac
 done
-cache=$(go env GOCACHE)/fuzz
-n=0
-while read -r file target; do
-  [ ${#only[@]} -eq 0 ] || printf '%s\n' "${only[@]}" | grep -qx "$target" || continue
-  dir=$(dirname "$file")
+export cache=$(go env GOCACHE)/fuzz
+
+# fuzz_target FILE TARGET fuzzes one target and prints what it did as one
+# block, once it is done, so that targets running side by side do not mix
+# their lines.
+fuzz_target() {
+  local dir=$(dirname "$1") target=$2 pkg out
   pkg=$(go list "./$dir")
-  printf '==> %s %s (%s)\n' "$pkg" "$target" "$fuzztime"
   # -parallel 1: on a small machine the coordinator otherwise starves its
   # workers while it gathers baseline coverage.
   if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 1 "./$dir" 2>&1); then
@@ -35,16 +41,36 @@ while read -r file target; do
     # deadline exceeded" without an input: that is not a finding, so the
     # target runs once more. A real finding names its failing input.
     if grep -q "Failing input written" <<<"$out" || ! grep -q "context deadline exceeded" <<<"$out"; then
-      echo "$out" | tail -n 30; exit 1
+      printf '==> %s %s (%s): FAILED\n%s\n' "$pkg" "$target" "$fuzztime" "$(tail -n 30 <<<"$out")"
+      return 1
     fi
-    out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 1 "./$dir" 2>&1) || { echo "$out" | tail -n 30; exit 1; }
+    if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 1 "./$dir" 2>&1); then
+      printf '==> %s %s (%s), run again after a missed deadline: FAILED\n%s\n' "$pkg" "$target" "$fuzztime" "$(tail -n 30 <<<"$out")"
+      return 1
+    fi
   fi
-  echo "$out" | tail -n 2
+  printf '==> %s %s (%s)\n%s\n' "$pkg" "$target" "$fuzztime" "$(tail -n 2 <<<"$out")"
   if [ "$save" = 1 ] && [ -d "$cache/$pkg/$target" ]; then
     mkdir -p "$dir/testdata/fuzz/$target"
     # Keep the corpus small: the 40 shortest inputs cover the cases found.
     ls -S -r "$cache/$pkg/$target" | head -n 40 | while read -r f; do cp "$cache/$pkg/$target/$f" "$dir/testdata/fuzz/$target/"; done
   fi
-  n=$((n + 1))
-done < <(git ls-files '*_test.go' | xargs grep -H -o '^func Fuzz[A-Za-z0-9_]*' | sed 's/:func / /')
-echo "fuzz: $n targets, $fuzztime each: no failures"
+}
+export -f fuzz_target
+
+targets=$(git ls-files '*_test.go' | xargs grep -H -o '^func Fuzz[A-Za-z0-9_]*' | sed 's/:func / /' |
+  while read -r file target; do
+    [ ${#only[@]} -eq 0 ] || printf '%s\n' "${only[@]}" | grep -qx "$target" || continue
+    printf '%s %s\n' "$file" "$target"
+  done)
+if [ -z "$targets" ]; then
+  echo "fuzz: no fuzz target matches ${only[*]}" >&2
+  exit 1
+fi
+n=$(wc -l <<<"$targets")
+# xargs runs every target even when one fails, and exits non-zero if any did.
+if ! xargs -P "$jobs" -L 1 bash -c 'fuzz_target "$1" "$2"' fuzz <<<"$targets"; then
+  echo "fuzz: a target failed (above)" >&2
+  exit 1
+fi
+echo "fuzz: $n targets, $fuzztime each, $jobs at a time: no failures"
