@@ -65,16 +65,17 @@ step "Python agent tests (/usr/bin/python3, the sandbox's interpreter)"
 step "container runtimes: engine tests and the end-to-end suite under podman and docker"
 bash deploy/test-runtimes.sh
 
-step "the compose stack end to end: 3 sandboxd replicas, one killed; then on PostgreSQL with 2 memoryd replicas"
-bash deploy/e2e.sh
-
 # 10,000 durable sessions take a few minutes of sandbox starts: they run
-# beside the Kubernetes step, the conformance suite, lint and fuzzing,
-# which mostly wait, and are waited for before the Go tests.
+# beside the compose stack (which mostly waits for containers and for
+# apt-get in an image build), the Kubernetes step, the conformance suite,
+# lint and fuzzing, and are waited for before the Go tests.
 step "10,000 durable sessions, at most 64 live sandboxes, in the background (without the race detector, which slows it several times over; under it the Go tests run 1,000)"
 scale_log=$(mktemp)
 background go test -count=1 -timeout 20m -run '^TestTenThousandSessions$' -v ./sandboxd/ >"$scale_log" 2>&1
 scale=$!
+
+step "the compose stack end to end: 3 sandboxd replicas, one killed; then on PostgreSQL with 2 memoryd replicas"
+bash deploy/e2e.sh
 
 step "the Kubernetes manifests, rendered and run under podman kube play"
 bash deploy/kube-play.sh
