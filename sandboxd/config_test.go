@@ -76,9 +76,18 @@ func TestValidateLimits(t *testing.T) {
 		{"negative /workspace", func(l *sandboxd.Limits) { l.WorkspaceBytes = -2 },
 			"/workspace size -2 bytes is negative: set CODEEXEC_WORKSPACE_SIZE (--workspace-size) to a size, e.g. 128m"},
 		{"negative file size", func(l *sandboxd.Limits) { l.FileBytes = -3 },
-			"file size limit -3 bytes is negative: use a positive size, or 0 for no cap"},
+			"file size limit -3 bytes is negative: set CODEEXEC_FILE_SIZE (--file-size) to a size, e.g. 16m, or to 0 for no cap"},
 		{"negative open files", func(l *sandboxd.Limits) { l.OpenFiles = -4 },
-			"open files limit -4 is negative: use a positive count, or 0 for the default 1024"},
+			"open files limit -4 is negative: set CODEEXEC_OPEN_FILES (--open-files) to a count, e.g. 1024"},
+		{"smallest file size", func(l *sandboxd.Limits) { l.FileBytes = 64 << 10 }, ""},
+		{"file size without its unit", func(l *sandboxd.Limits) { l.FileBytes = 16 },
+			"file size limit 16 bytes is too small: set CODEEXEC_FILE_SIZE (--file-size) to at least 64k, with its unit (e.g. 16m), or to 0 for no cap"},
+		{"fewest open files", func(l *sandboxd.Limits) { l.OpenFiles = 32 }, ""},
+		{"too few open files", func(l *sandboxd.Limits) { l.OpenFiles = 31 },
+			"open files limit 31 is too small: set CODEEXEC_OPEN_FILES (--open-files) to at least 32 (the agent holds about a dozen of them itself), e.g. 1024"},
+		{"most open files", func(l *sandboxd.Limits) { l.OpenFiles = 1 << 20 }, ""},
+		{"too many open files", func(l *sandboxd.Limits) { l.OpenFiles = 1<<20 + 1 },
+			"open files limit 1048577 is too large: set CODEEXEC_OPEN_FILES (--open-files) to at most 1048576 (the kernel's default fs.nr_open), e.g. 1024"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -99,14 +99,26 @@ type Config struct {
 // unsized: the kernel's default, half of RAM).
 type Limits = engine.Limits
 
-// defaultOpenFiles is the descriptor cap of a sandbox whose Limits leave
+// DefaultOpenFiles is the descriptor cap of a sandbox whose Limits leave
 // OpenFiles 0.
-const defaultOpenFiles = 1024
+const DefaultOpenFiles = 1024
+
+// The narrowest caps accepted: the agent holds about a dozen descriptors
+// while a call runs (the channel, the call's output pipes, Python's own),
+// which leaves user code twenty at 32; a file-size cap below 64 KiB is
+// more likely a size given without its unit than meant.
+const (
+	minOpenFiles = 32
+	minFileBytes = 64 << 10
+	// maxOpenFiles is the kernel's default ceiling (fs.nr_open): above
+	// it, every start fails on a host that keeps the default.
+	maxOpenFiles = 1 << 20
+)
 
 // withOpenFiles gives lim the default descriptor cap when it has none.
 func withOpenFiles(lim Limits) Limits {
 	if lim.OpenFiles == 0 {
-		lim.OpenFiles = defaultOpenFiles
+		lim.OpenFiles = DefaultOpenFiles
 	}
 	return lim
 }
@@ -124,9 +136,23 @@ func negativeLimit(lim Limits) error {
 	case lim.WorkspaceBytes < 0:
 		return fmt.Errorf("/workspace size %d bytes is negative: set CODEEXEC_WORKSPACE_SIZE (--workspace-size) to a size, e.g. 128m", lim.WorkspaceBytes)
 	case lim.FileBytes < 0:
-		return fmt.Errorf("file size limit %d bytes is negative: use a positive size, or 0 for no cap", lim.FileBytes)
+		return fmt.Errorf("file size limit %d bytes is negative: set CODEEXEC_FILE_SIZE (--file-size) to a size, e.g. 16m, or to 0 for no cap", lim.FileBytes)
 	case lim.OpenFiles < 0:
-		return fmt.Errorf("open files limit %d is negative: use a positive count, or 0 for the default %d", lim.OpenFiles, defaultOpenFiles)
+		return fmt.Errorf("open files limit %d is negative: set CODEEXEC_OPEN_FILES (--open-files) to a count, e.g. %d", lim.OpenFiles, DefaultOpenFiles)
+	}
+	return nil
+}
+
+// narrowLimit reports a file-size or open-files cap outside what a
+// sandbox can start and work with.
+func narrowLimit(lim Limits) error {
+	switch {
+	case lim.FileBytes > 0 && lim.FileBytes < minFileBytes:
+		return fmt.Errorf("file size limit %d bytes is too small: set CODEEXEC_FILE_SIZE (--file-size) to at least 64k, with its unit (e.g. 16m), or to 0 for no cap", lim.FileBytes)
+	case lim.OpenFiles > 0 && lim.OpenFiles < minOpenFiles:
+		return fmt.Errorf("open files limit %d is too small: set CODEEXEC_OPEN_FILES (--open-files) to at least %d (the agent holds about a dozen of them itself), e.g. %d", lim.OpenFiles, minOpenFiles, DefaultOpenFiles)
+	case lim.OpenFiles > maxOpenFiles:
+		return fmt.Errorf("open files limit %d is too large: set CODEEXEC_OPEN_FILES (--open-files) to at most %d (the kernel's default fs.nr_open), e.g. %d", lim.OpenFiles, maxOpenFiles, DefaultOpenFiles)
 	}
 	return nil
 }
@@ -139,7 +165,7 @@ func DefaultConfig() Config {
 		ContainerUser: "65534:65534",
 		Limits: Limits{
 			MemoryBytes: 512 << 20, Pids: 128,
-			TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, // OpenFiles 0: defaultOpenFiles
+			TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, // OpenFiles 0: DefaultOpenFiles
 		},
 		OutputLimitBytes: 256 << 10,
 		DefaultTimeout:   30 * time.Second,
@@ -158,6 +184,9 @@ func DefaultConfig() Config {
 // Validate reports the first bad setting, saying what is accepted.
 func (c Config) Validate() error {
 	if err := negativeLimit(c.Limits); err != nil {
+		return err
+	}
+	if err := narrowLimit(c.Limits); err != nil {
 		return err
 	}
 	switch {

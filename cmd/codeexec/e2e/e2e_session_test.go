@@ -275,6 +275,38 @@ func TestE2EMemoryBombIsContained(t *testing.T) {
 	}
 }
 
+// The file-size and descriptor caps reach the sandbox from their
+// environment variables: a file stops growing at the one, open descriptors
+// at the other, and the session carries on after both.
+func TestE2EFileSizeAndOpenFilesCaps(t *testing.T) {
+	t.Parallel()
+	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_FILE_SIZE": "1m", "CODEEXEC_OPEN_FILES": "64"})
+	code := `import errno, os, resource
+print(resource.getrlimit(resource.RLIMIT_FSIZE)[0], resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+try:
+    with open("/tmp/big", "wb") as f:
+        f.write(b"x" * (2 << 20))
+except OSError as e:
+    print("write:", errno.errorcode[e.errno])
+print("kept:", os.path.getsize("/tmp/big"))
+files = []
+try:
+    while True:
+        files.append(open("/dev/null"))
+except OSError as e:
+    print("open:", errno.errorcode[e.errno], 32 < len(files) < 64)
+for f in files:
+    f.close()`
+	o := harness.RunPython(t, c, map[string]any{"code": code})
+	want := "1048576 64\nwrite: EFBIG\nkept: 1048576\nopen: EMFILE True"
+	if got := harness.Joined(o.Stdout()); o.IsError || got != want {
+		t.Fatalf("under a 1m file cap and 64 descriptors: %q (%s), want %q", got, o.Text, want)
+	}
+	if got := harness.Joined(harness.Code(t, c, "print('alive')").Stdout()); got != "alive" {
+		t.Fatalf("after both caps were hit, stdout = %q", got)
+	}
+}
+
 // An idle session's sandbox is stopped; the session is kept as its
 // checkpoint and comes back on the next call.
 func TestE2EIdleSessionsAreReaped(t *testing.T) {
