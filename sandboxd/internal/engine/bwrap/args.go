@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -170,6 +171,61 @@ func rlimits(lim engine.Limits, memCgroup, pidsCgroup bool) []rlimit {
 		r = append(r, rlimit{unix.RLIMIT_NPROC, uint64(lim.Pids)})
 	}
 	return r
+}
+
+// rlimitSetting says, for each rlimit a sandbox's limits can set above
+// zero, what it is called (a format for its value), which setting gives
+// it and how its hard limit is raised.
+var rlimitSetting = map[int]struct{ what, setting, raise string }{
+	unix.RLIMIT_NOFILE: {"open-files cap of %d", "--open-files, CODEEXEC_OPEN_FILES", "ulimit -Hn, or LimitNOFILE= under systemd"},
+	unix.RLIMIT_FSIZE:  {"file-size cap of %d bytes", "--file-size, CODEEXEC_FILE_SIZE", "ulimit -Hf, or LimitFSIZE= under systemd"},
+	unix.RLIMIT_CPU:    {"CPU-time cap of %d s", "--cpu-time, CODEEXEC_CPU_TIME", "ulimit -Ht, or LimitCPU= under systemd"},
+	unix.RLIMIT_AS:     {"memory cap of %d bytes", "--memory, MCP_BRIDGE_MEMORY", "ulimit -Hv, or LimitAS= under systemd"},
+	unix.RLIMIT_NPROC:  {"process cap of %d", "--pids, MCP_BRIDGE_PIDS", "ulimit -Hu, or LimitNPROC= under systemd"},
+}
+
+// aboveHardLimit reports the first of limits above this process's own
+// hard limit for it (read by hard), which only a process with
+// CAP_SYS_RESOURCE may raise: without it, every start would fail to set
+// it, so the error says what to change instead.
+func aboveHardLimit(limits []rlimit, hard func(resource int) (uint64, error), canRaise bool) error {
+	if canRaise {
+		return nil
+	}
+	for _, l := range limits {
+		h, err := hard(l.resource)
+		if err != nil {
+			return fmt.Errorf("read this process's rlimit %d: %w", l.resource, err)
+		}
+		if l.value <= h {
+			continue
+		}
+		s, ok := rlimitSetting[l.resource]
+		if !ok {
+			s.what, s.setting, s.raise = fmt.Sprintf("rlimit %d of %%d", l.resource), "the limits", "ulimit -H"
+		}
+		return fmt.Errorf("the sandbox's %s is above this process's hard limit of %d, which it may not raise without CAP_SYS_RESOURCE: lower it (%s) or raise the hard limit where codeexec starts (%s)",
+			fmt.Sprintf(s.what, l.value), h, s.setting, s.raise)
+	}
+	return nil
+}
+
+// hardLimit is this process's hard limit for resource.
+func hardLimit(resource int) (uint64, error) {
+	var lim unix.Rlimit
+	err := unix.Getrlimit(resource, &lim)
+	return lim.Max, err
+}
+
+// canRaiseLimits reports whether this process has CAP_SYS_RESOURCE in its
+// effective set, which lets it set rlimits above its own hard limits.
+func canRaiseLimits() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[unix.CAP_SYS_RESOURCE/32].Effective&(1<<(unix.CAP_SYS_RESOURCE%32)) != 0
 }
 
 // gateShim is the script that starts every sandbox. It runs as /bin/sh on

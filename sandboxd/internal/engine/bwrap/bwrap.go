@@ -66,6 +66,9 @@ type Engine struct {
 	// dropRoot is set when sandboxd is root: bwrap and the sandbox then run
 	// as uid 65534 on the host too (see shimArgv).
 	dropRoot bool
+	// canRaise is set when sandboxd may set rlimits above its own hard
+	// limits (CAP_SYS_RESOURCE).
+	canRaise bool
 	// Host programs, resolved once. setpriv is used only with dropRoot.
 	bwrap, sh, setpriv string
 	lookErr            error
@@ -108,7 +111,7 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
-	b := &Engine{cfg: cfg, logger: logger}
+	b := &Engine{cfg: cfg, logger: logger, canRaise: canRaiseLimits()}
 	b.spares = spare.New[launchKey](spare.Config[*launcher]{
 		Size: cfg.Spares, Discard: (*launcher).discard,
 		Failed: func(err error) { logger.Warn("could not prepare a spare sandbox launcher", "error", err) },
@@ -236,6 +239,11 @@ func (b *Engine) plan(ctx context.Context, spec engine.Spec) (*startPlan, error)
 	}
 	if b.live.Closed() {
 		return nil, engine.ErrClosed
+	}
+	// Where cgroups cap memory and pids, no rlimit does; the others are
+	// the same on every path.
+	if err := aboveHardLimit(rlimits(spec.Limits, true, true), hardLimit, b.canRaise); err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
 	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, b.seccomp != nil, spec)
 	return &startPlan{spec: spec, argv: argv, data: data, key: newLaunchKey(argv, spec.Limits),

@@ -1,12 +1,15 @@
 package bwrap
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
@@ -258,4 +261,95 @@ func subdirs(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+// TestAboveHardLimit checks the message for a cap that the process could
+// not set, and that a process that may raise its limits is never stopped.
+func TestAboveHardLimit(t *testing.T) {
+	t.Parallel()
+	hard := func(resource int) (uint64, error) {
+		return map[int]uint64{unix.RLIMIT_NOFILE: 256, unix.RLIMIT_FSIZE: unix.RLIM_INFINITY, unix.RLIMIT_CPU: 60}[resource], nil
+	}
+	for _, tc := range []struct {
+		name     string
+		limits   []rlimit
+		canRaise bool
+		want     string
+	}{
+		{"at the hard limit", []rlimit{{unix.RLIMIT_NOFILE, 256}, {unix.RLIMIT_CPU, 60}}, false, ""},
+		{"under an unlimited one", []rlimit{{unix.RLIMIT_FSIZE, 1 << 40}}, false, ""},
+		{"open files above it", []rlimit{{unix.RLIMIT_CORE, 0}, {unix.RLIMIT_NOFILE, 2048}}, false,
+			"the sandbox's open-files cap of 2048 is above this process's hard limit of 256, which it may not raise without CAP_SYS_RESOURCE: " +
+				"lower it (--open-files, CODEEXEC_OPEN_FILES) or raise the hard limit where codeexec starts (ulimit -Hn, or LimitNOFILE= under systemd)"},
+		{"CPU time above it", []rlimit{{unix.RLIMIT_CPU, 61}}, false,
+			"the sandbox's CPU-time cap of 61 s is above this process's hard limit of 60, which it may not raise without CAP_SYS_RESOURCE: " +
+				"lower it (--cpu-time, CODEEXEC_CPU_TIME) or raise the hard limit where codeexec starts (ulimit -Ht, or LimitCPU= under systemd)"},
+		{"with CAP_SYS_RESOURCE", []rlimit{{unix.RLIMIT_NOFILE, 2048}}, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := aboveHardLimit(tc.limits, hard, tc.canRaise)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("aboveHardLimit: %v", err)
+			case tc.want != "" && (err == nil || err.Error() != tc.want):
+				t.Errorf("aboveHardLimit: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestCanRaiseLimitsReadsTheEffectiveSet compares canRaiseLimits with the
+// effective capabilities the kernel shows for this process.
+func TestCanRaiseLimitsReadsTheEffectiveSet(t *testing.T) {
+	t.Parallel()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eff uint64
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			if eff, err = strconv.ParseUint(strings.TrimSpace(v), 16, 64); err != nil {
+				t.Fatalf("CapEff %q: %v", v, err)
+			}
+		}
+	}
+	if want := eff&(1<<unix.CAP_SYS_RESOURCE) != 0; canRaiseLimits() != want {
+		t.Errorf("canRaiseLimits() = %v, CapEff %#x says %v", canRaiseLimits(), eff, want)
+	}
+}
+
+// TestBwrapCapAboveTheHardLimit asks for one open file more than this
+// process's hard limit. Without CAP_SYS_RESOURCE (root on this host family
+// lacks it) no start could set that, and Start says what to change instead
+// of failing in the middle; with it, the sandbox gets the cap.
+func TestBwrapCapAboveTheHardLimit(t *testing.T) {
+	eachStartPath(t, true, testBwrapCapAboveTheHardLimit)
+}
+
+func testBwrapCapAboveTheHardLimit(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
+	hard, err := hardLimit(unix.RLIMIT_NOFILE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := enginetest.Spec(t, "import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
+	spec.Limits.OpenFiles = int(hard) + 1
+	if !e.canRaise {
+		p, err := e.Start(t.Context(), spec)
+		if err == nil {
+			_ = p.Kill()
+			t.Fatalf("Start with %d open files over a hard limit of %d succeeded", hard+1, hard)
+		}
+		want := fmt.Sprintf("open-files cap of %d is above this process's hard limit of %d", hard+1, hard)
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("Start: %v, want it to say %q", err, want)
+		}
+		return
+	}
+	r := enginetest.Run(t, e, spec, "", 30*time.Second)
+	if got := strings.TrimSpace(r.Stdout); got != strconv.FormatUint(hard+1, 10) {
+		t.Fatalf("RLIMIT_NOFILE in the sandbox = %q (err %v, stderr %q), want %d", got, r.Err, r.Stderr, hard+1)
+	}
 }
