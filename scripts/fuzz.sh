@@ -25,14 +25,19 @@ for a in "$@"; do
     *) only+=("$a") ;;
   esac
 done
-export cache=$(go env GOCACHE)/fuzz
+cache=$(go env GOCACHE)/fuzz
+export cache
 
 # fuzz_target FILE TARGET fuzzes one target and prints what it did as one
 # block, once it is done, so that targets running side by side do not mix
 # their lines.
 fuzz_target() {
-  local dir=$(dirname "$1") target=$2 pkg out
-  pkg=$(go list "./$dir")
+  local dir target=$2 pkg out
+  dir=$(dirname "$1")
+  if ! pkg=$(go list "./$dir" 2>&1); then
+    printf '==> ./%s %s: go list failed\n%s\n' "$dir" "$target" "$pkg"
+    return 1
+  fi
   # -parallel 1: on a small machine the coordinator otherwise starves its
   # workers while it gathers baseline coverage.
   if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 1 "./$dir" 2>&1); then
@@ -58,13 +63,18 @@ fuzz_target() {
 }
 export -f fuzz_target
 
-targets=$(git ls-files '*_test.go' | xargs grep -H -o '^func Fuzz[A-Za-z0-9_]*' | sed 's/:func / /' |
-  while read -r file target; do
-    [ ${#only[@]} -eq 0 ] || printf '%s\n' "${only[@]}" | grep -qx "$target" || continue
-    printf '%s %s\n' "$file" "$target"
-  done)
+# git grep exits 1 when nothing matches, which the checks below report.
+all=$(git grep -o -e '^func Fuzz[A-Za-z0-9_]*' -- '*_test.go') || [ $? -eq 1 ] || { echo "fuzz: git grep failed" >&2; exit 1; }
+all=$(sed 's/:func / /' <<<"$all")
+for name in "${only[@]}"; do
+  grep -q " $name\$" <<<"$all" || { echo "fuzz: no fuzz target is named $name" >&2; exit 1; }
+done
+targets=$(while read -r file target; do
+  [ ${#only[@]} -eq 0 ] || printf '%s\n' "${only[@]}" | grep -qx "$target" || continue
+  printf '%s %s\n' "$file" "$target"
+done <<<"$all")
 if [ -z "$targets" ]; then
-  echo "fuzz: no fuzz target matches ${only[*]}" >&2
+  echo "fuzz: no fuzz targets in this module" >&2
   exit 1
 fi
 n=$(wc -l <<<"$targets")
