@@ -1,9 +1,15 @@
 package sandboxd_test
 
 import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd"
@@ -123,4 +129,57 @@ func TestLimitsReachTheSandbox(t *testing.T) {
 	if want := "3145728 1024\n"; r.stdout != want {
 		t.Fatalf("RLIMIT_FSIZE and RLIMIT_NOFILE in the sandbox: %q (stderr %q), want %q", r.stdout, r.stderr, want)
 	}
+}
+
+// TestNewRefusesACapItCannotSet starts sandboxd with one open file more
+// than this process's hard limit. Root on this host family lacks
+// CAP_SYS_RESOURCE, so no sandbox could get that: New fails and says what
+// to change, instead of every session failing later. A process with the
+// capability in the host's user namespace starts.
+func TestNewRefusesACapItCannotSet(t *testing.T) {
+	t.Parallel()
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sandboxd.DefaultConfig()
+	cfg.Runtime, cfg.PoolSize, cfg.LaunchSpares = "bwrap", 0, 0
+	cfg.OpenFiles = int(lim.Max) + 1
+	svc, err := sandboxd.New(t.Context(), cfg, sandboxd.Deps{}, slog.New(slog.DiscardHandler))
+	if err == nil {
+		defer func() { _ = svc.Close() }()
+		if !mayRaiseLimits(t) {
+			t.Fatalf("New with %d open files, over a hard limit of %d, succeeded without CAP_SYS_RESOURCE", cfg.OpenFiles, lim.Max)
+		}
+		return
+	}
+	want := fmt.Sprintf("bwrap sandboxes: the sandbox's open-files cap of %d is above this process's hard limit of %d", cfg.OpenFiles, lim.Max)
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("New: %v, want it to begin %q", err, want)
+	}
+}
+
+// mayRaiseLimits reports what the kernel shows: CAP_SYS_RESOURCE in the
+// effective set, in the host's user namespace.
+func mayRaiseLimits(t *testing.T) bool {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uidMap, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatalf("CapEff %q: %v", v, err)
+			}
+			return eff&(1<<unix.CAP_SYS_RESOURCE) != 0 && strings.Join(strings.Fields(string(uidMap)), " ") == "0 0 4294967295"
+		}
+	}
+	t.Fatal("/proc/self/status has no CapEff line")
+	return false
 }

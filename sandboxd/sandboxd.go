@@ -262,6 +262,11 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 	if err != nil {
 		return nil, err
 	}
+	lim := withOpenFiles(cfg.Limits)
+	if err := eng.CheckLimits(lim); err != nil {
+		_ = eng.Close()
+		return nil, fmt.Errorf("%s sandboxes: %w", eng.Name(), err)
+	}
 	dir, err := os.MkdirTemp(cfg.AgentRoot, "codeexec-agent-")
 	if err != nil {
 		_ = eng.Close()
@@ -296,7 +301,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 			"HOME": "/workspace", "PWD": "/workspace", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
 			"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
 		},
-		Limits:         withOpenFiles(cfg.Limits),
+		Limits:         lim,
 		OutputLimit:    cfg.OutputLimitBytes,
 		DefaultTimeout: cfg.DefaultTimeout,
 		MaxTimeout:     cfg.MaxTimeout,

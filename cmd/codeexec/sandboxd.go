@@ -145,7 +145,7 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.Bytes(&c.TmpBytes, "tmp-size", d.TmpBytes, "size of the sandbox's /tmp", "CODEEXEC_TMP_SIZE")
 	fs.Bytes(&c.WorkspaceBytes, "workspace-size", d.WorkspaceBytes, "size of the sandbox's /workspace", "CODEEXEC_WORKSPACE_SIZE")
 	fs.Bytes(&c.FileBytes, "file-size", d.FileBytes, "largest file a sandbox may write, at least 64k, e.g. 16m; 0 means no cap but the sizes of /tmp and /workspace", "CODEEXEC_FILE_SIZE")
-	fs.Int(&c.OpenFiles, "open-files", sandboxd.DefaultOpenFiles, "open file descriptors per sandbox process, 32 to 1048576", "CODEEXEC_OPEN_FILES")
+	fs.Int(&c.OpenFiles, "open-files", sandboxd.DefaultOpenFiles, "open file descriptors per sandbox process, 32 to 1048576; 0 is the default", "CODEEXEC_OPEN_FILES")
 	fs.Bytes(&c.OutputLimitBytes, "output-limit", d.OutputLimitBytes, "bytes of stdout and of stderr kept per call; 0 means no cap", "CODEEXEC_OUTPUT_LIMIT")
 	fs.Duration(&c.IdleTimeout, "idle-timeout", d.IdleTimeout, "destroy sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
 	fs.Int(&c.PoolSize, "pool", d.PoolSize, "sandboxes kept started and ready for new sessions", "CODEEXEC_POOL_SIZE")

@@ -100,6 +100,11 @@ type Engine interface {
 	// so that each sandbox loads bytecode instead of compiling the agent
 	// again. An error only costs start-up time: sandboxes still work.
 	Prepare(ctx context.Context, agentDir, python string) error
+	// CheckLimits reports limits that no sandbox of this engine could get
+	// here (an rlimit above a hard limit that this process may not raise),
+	// saying what to change; sandboxd calls it once, at start, so that a
+	// bad setting fails there instead of in every session.
+	CheckLimits(lim Limits) error
 	// Start launches a sandbox. ctx bounds the start only, not the life of
 	// the sandbox.
 	Start(ctx context.Context, spec Spec) (Process, error)

@@ -20,6 +20,7 @@ type fakeEngine struct {
 func (f *fakeEngine) Name() string                                  { return f.name }
 func (f *fakeEngine) Check(context.Context) error                   { return f.checkErr }
 func (f *fakeEngine) Prepare(context.Context, string, string) error { return nil }
+func (f *fakeEngine) CheckLimits(Limits) error                      { return nil }
 func (f *fakeEngine) Start(context.Context, Spec) (Process, error)  { return nil, errors.New("fake") }
 func (f *fakeEngine) Close() error                                  { f.closed = true; return nil }
 

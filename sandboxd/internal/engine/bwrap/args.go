@@ -3,8 +3,10 @@ package bwrap
 import (
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -177,37 +179,66 @@ func rlimits(lim engine.Limits, memCgroup, pidsCgroup bool) []rlimit {
 // zero, what it is called (a format for its value), which setting gives
 // it and how its hard limit is raised.
 var rlimitSetting = map[int]struct{ what, setting, raise string }{
-	unix.RLIMIT_NOFILE: {"open-files cap of %d", "--open-files, CODEEXEC_OPEN_FILES", "ulimit -Hn, or LimitNOFILE= under systemd"},
-	unix.RLIMIT_FSIZE:  {"file-size cap of %d bytes", "--file-size, CODEEXEC_FILE_SIZE", "ulimit -Hf, or LimitFSIZE= under systemd"},
-	unix.RLIMIT_CPU:    {"CPU-time cap of %d s", "--cpu-time, CODEEXEC_CPU_TIME", "ulimit -Ht, or LimitCPU= under systemd"},
-	unix.RLIMIT_AS:     {"memory cap of %d bytes", "--memory, MCP_BRIDGE_MEMORY", "ulimit -Hv, or LimitAS= under systemd"},
-	unix.RLIMIT_NPROC:  {"process cap of %d", "--pids, MCP_BRIDGE_PIDS", "ulimit -Hu, or LimitNPROC= under systemd"},
+	unix.RLIMIT_NOFILE: {"open-files cap of %d", "--open-files, CODEEXEC_OPEN_FILES", "ulimit -Hn, LimitNOFILE= under systemd, --ulimit nofile= for a container"},
+	unix.RLIMIT_FSIZE:  {"file-size cap of %d bytes", "--file-size, CODEEXEC_FILE_SIZE", "ulimit -Hf (in KiB), LimitFSIZE= under systemd, --ulimit fsize= for a container"},
+	unix.RLIMIT_CPU:    {"CPU-time cap of %d s", "--cpu-time, CODEEXEC_CPU_TIME", "ulimit -Ht, LimitCPU= under systemd, --ulimit cpu= for a container"},
+	unix.RLIMIT_AS:     {"memory cap of %d bytes", "--memory, MCP_BRIDGE_MEMORY", "ulimit -Hv (in KiB), LimitAS= under systemd"},
+	unix.RLIMIT_NPROC:  {"process cap of %d", "--pids, MCP_BRIDGE_PIDS", "ulimit -Hu, LimitNPROC= under systemd, --ulimit nproc= for a container"},
 }
 
-// aboveHardLimit reports the first of limits above this process's own
-// hard limit for it (read by hard), which only a process with
-// CAP_SYS_RESOURCE may raise: without it, every start would fail to set
-// it, so the error says what to change instead.
-func aboveHardLimit(limits []rlimit, hard func(resource int) (uint64, error), canRaise bool) error {
-	if canRaise {
-		return nil
-	}
+// hostLimits are what bounds the rlimits this process can give a sandbox.
+type hostLimits struct {
+	// hard reads this process's hard limit for a resource.
+	hard func(resource int) (uint64, error)
+	// nrOpen is fs.nr_open, which no RLIMIT_NOFILE may pass (0: unknown).
+	nrOpen uint64
+	// canRaise is set when this process may pass its own hard limits:
+	// CAP_SYS_RESOURCE in the host's user namespace.
+	canRaise bool
+}
+
+// check reports the first of limits that this process could not set,
+// saying what to change instead.
+func (h hostLimits) check(limits []rlimit) error {
 	for _, l := range limits {
-		h, err := hard(l.resource)
-		if err != nil {
-			return fmt.Errorf("read this process's rlimit %d: %w", l.resource, err)
-		}
-		if l.value <= h {
-			continue
-		}
 		s, ok := rlimitSetting[l.resource]
 		if !ok {
 			s.what, s.setting, s.raise = fmt.Sprintf("rlimit %d of %%d", l.resource), "the limits", "ulimit -H"
 		}
-		return fmt.Errorf("the sandbox's %s is above this process's hard limit of %d, which it may not raise without CAP_SYS_RESOURCE: lower it (%s) or raise the hard limit where codeexec starts (%s)",
-			fmt.Sprintf(s.what, l.value), h, s.setting, s.raise)
+		what := fmt.Sprintf(s.what, l.value)
+		if l.resource == unix.RLIMIT_NOFILE && h.nrOpen > 0 && l.value > h.nrOpen {
+			return fmt.Errorf("the sandbox's %s is above the kernel's fs.nr_open of %d: lower it (%s) or raise fs.nr_open (sysctl)", what, h.nrOpen, s.setting)
+		}
+		if h.canRaise {
+			continue
+		}
+		hard, err := h.hard(l.resource)
+		if err != nil {
+			return fmt.Errorf("read this process's rlimit %d: %w", l.resource, err)
+		}
+		if l.value > hard {
+			return fmt.Errorf("the sandbox's %s is above this process's hard limit of %d, which it may not raise without CAP_SYS_RESOURCE in the host's user namespace: lower it (%s) or raise the hard limit where codeexec starts (%s)",
+				what, hard, s.setting, s.raise)
+		}
 	}
 	return nil
+}
+
+// forked are the bounds of a sandbox from the fork server, which sets its
+// rlimits in a user namespace of its own: no capability lets it pass a
+// hard limit there.
+func (h hostLimits) forked() hostLimits {
+	h.canRaise = false
+	return h
+}
+
+// thisHost returns the bounds of this process, read now.
+func thisHost() hostLimits {
+	h := hostLimits{hard: hardLimit, canRaise: canRaiseLimits()}
+	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
+		h.nrOpen, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	}
+	return h
 }
 
 // hardLimit is this process's hard limit for resource.
@@ -217,9 +248,16 @@ func hardLimit(resource int) (uint64, error) {
 	return lim.Max, err
 }
 
-// canRaiseLimits reports whether this process has CAP_SYS_RESOURCE in its
-// effective set, which lets it set rlimits above its own hard limits.
+// canRaiseLimits reports whether this process may set rlimits above its
+// own hard limits: only CAP_SYS_RESOURCE in the initial user namespace
+// lets it, and the capabilities a process sees are those of its own
+// namespace (root in a rootless container has them all, and no such
+// right).
 func canRaiseLimits() bool {
+	m, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil || strings.Join(strings.Fields(string(m)), " ") != "0 0 4294967295" {
+		return false
+	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {

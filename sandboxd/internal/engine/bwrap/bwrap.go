@@ -66,9 +66,8 @@ type Engine struct {
 	// dropRoot is set when sandboxd is root: bwrap and the sandbox then run
 	// as uid 65534 on the host too (see shimArgv).
 	dropRoot bool
-	// canRaise is set when sandboxd may set rlimits above its own hard
-	// limits (CAP_SYS_RESOURCE).
-	canRaise bool
+	// host bounds the rlimits a sandbox can be given, as read at New.
+	host hostLimits
 	// Host programs, resolved once. setpriv is used only with dropRoot.
 	bwrap, sh, setpriv string
 	lookErr            error
@@ -111,7 +110,7 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
-	b := &Engine{cfg: cfg, logger: logger, canRaise: canRaiseLimits()}
+	b := &Engine{cfg: cfg, logger: logger, host: thisHost()}
 	b.spares = spare.New[launchKey](spare.Config[*launcher]{
 		Size: cfg.Spares, Discard: (*launcher).discard,
 		Failed: func(err error) { logger.Warn("could not prepare a spare sandbox launcher", "error", err) },
@@ -185,7 +184,10 @@ func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, e
 		return nil, err
 	}
 	if b.cfg.ForkServer {
-		srv, err := b.forkServer(ctx, spec)
+		srv, err := (*forkserver.Server)(nil), plan.unforkable
+		if err == nil {
+			srv, err = b.forkServer(ctx, spec)
+		}
 		if err == nil {
 			if p := b.startForkSpare(ctx, srv, plan); p != nil {
 				b.refillForkSpares(srv, plan)
@@ -215,13 +217,38 @@ func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, e
 	return p, nil
 }
 
+// CheckLimits reports limits that no sandbox could get from this process
+// (engine.Engine), and says once at start when only bwrap's path can give
+// them.
+func (b *Engine) CheckLimits(lim engine.Limits) error {
+	limits := b.rlimitsFor(lim)
+	if err := b.host.check(limits); err != nil {
+		return err
+	}
+	if err := b.host.forked().check(limits); err != nil && b.cfg.ForkServer {
+		b.logger.Warn("sandboxes start with bwrap, not from the fork server, which cannot give them these limits", "error", err)
+	}
+	return nil
+}
+
+// rlimitsFor are the rlimits of a sandbox with lim: where there are
+// cgroups, they cap memory and pids instead.
+func (b *Engine) rlimitsFor(lim engine.Limits) []rlimit {
+	return rlimits(lim, b.cgroups != nil, b.cgroups != nil)
+}
+
 // startPlan is everything the engine needs to start one sandbox.
 type startPlan struct {
-	spec   engine.Spec
-	argv   []string
-	data   []byte
-	key    launchKey
-	logger *slog.Logger
+	spec engine.Spec
+	argv []string
+	data []byte
+	key  launchKey
+	// unforkable says why the fork server cannot give spec its rlimits:
+	// its sandboxes set them inside its user namespace, where no
+	// capability passes a hard limit. bwrap's path, whose rlimits sandboxd
+	// sets, still can.
+	unforkable error
+	logger     *slog.Logger
 }
 
 // plan checks spec and works out the shim's command line and --args data.
@@ -240,14 +267,13 @@ func (b *Engine) plan(ctx context.Context, spec engine.Spec) (*startPlan, error)
 	if b.live.Closed() {
 		return nil, engine.ErrClosed
 	}
-	// Where cgroups cap memory and pids, no rlimit does; the others are
-	// the same on every path.
-	if err := aboveHardLimit(rlimits(spec.Limits, true, true), hardLimit, b.canRaise); err != nil {
+	limits := b.rlimitsFor(spec.Limits)
+	if err := b.host.check(limits); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
 	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, b.seccomp != nil, spec)
 	return &startPlan{spec: spec, argv: argv, data: data, key: newLaunchKey(argv, spec.Limits),
-		logger: b.logger.With("sandbox.id", spec.ID)}, nil
+		unforkable: b.host.forked().check(limits), logger: b.logger.With("sandbox.id", spec.ID)}, nil
 }
 
 func (b *Engine) start(ctx context.Context, spec engine.Spec) (*process, error) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -263,47 +264,61 @@ func subdirs(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestAboveHardLimit checks the message for a cap that the process could
-// not set, and that a process that may raise its limits is never stopped.
-func TestAboveHardLimit(t *testing.T) {
+// TestHostLimitsCheck checks the message for each cap the process could
+// not set, and that one that may raise its limits passes them but for
+// fs.nr_open, and a forked sandbox never does.
+func TestHostLimitsCheck(t *testing.T) {
 	t.Parallel()
 	hard := func(resource int) (uint64, error) {
 		return map[int]uint64{unix.RLIMIT_NOFILE: 256, unix.RLIMIT_FSIZE: unix.RLIM_INFINITY, unix.RLIMIT_CPU: 60}[resource], nil
 	}
+	plain := hostLimits{hard: hard, nrOpen: 4096}
+	privileged := hostLimits{hard: hard, nrOpen: 4096, canRaise: true}
+	const raise = ", which it may not raise without CAP_SYS_RESOURCE in the host's user namespace: "
 	for _, tc := range []struct {
-		name     string
-		limits   []rlimit
-		canRaise bool
-		want     string
+		name   string
+		host   hostLimits
+		limits []rlimit
+		want   string
 	}{
-		{"at the hard limit", []rlimit{{unix.RLIMIT_NOFILE, 256}, {unix.RLIMIT_CPU, 60}}, false, ""},
-		{"under an unlimited one", []rlimit{{unix.RLIMIT_FSIZE, 1 << 40}}, false, ""},
-		{"open files above it", []rlimit{{unix.RLIMIT_CORE, 0}, {unix.RLIMIT_NOFILE, 2048}}, false,
-			"the sandbox's open-files cap of 2048 is above this process's hard limit of 256, which it may not raise without CAP_SYS_RESOURCE: " +
-				"lower it (--open-files, CODEEXEC_OPEN_FILES) or raise the hard limit where codeexec starts (ulimit -Hn, or LimitNOFILE= under systemd)"},
-		{"CPU time above it", []rlimit{{unix.RLIMIT_CPU, 61}}, false,
-			"the sandbox's CPU-time cap of 61 s is above this process's hard limit of 60, which it may not raise without CAP_SYS_RESOURCE: " +
-				"lower it (--cpu-time, CODEEXEC_CPU_TIME) or raise the hard limit where codeexec starts (ulimit -Ht, or LimitCPU= under systemd)"},
-		{"with CAP_SYS_RESOURCE", []rlimit{{unix.RLIMIT_NOFILE, 2048}}, true, ""},
+		{"at the hard limit", plain, []rlimit{{unix.RLIMIT_NOFILE, 256}, {unix.RLIMIT_CPU, 60}}, ""},
+		{"under an unlimited one", plain, []rlimit{{unix.RLIMIT_FSIZE, 1 << 40}}, ""},
+		{"open files above it", plain, []rlimit{{unix.RLIMIT_CORE, 0}, {unix.RLIMIT_NOFILE, 2048}},
+			"the sandbox's open-files cap of 2048 is above this process's hard limit of 256" + raise +
+				"lower it (--open-files, CODEEXEC_OPEN_FILES) or raise the hard limit where codeexec starts (ulimit -Hn, LimitNOFILE= under systemd, --ulimit nofile= for a container)"},
+		{"CPU time above it", plain, []rlimit{{unix.RLIMIT_CPU, 61}},
+			"the sandbox's CPU-time cap of 61 s is above this process's hard limit of 60" + raise +
+				"lower it (--cpu-time, CODEEXEC_CPU_TIME) or raise the hard limit where codeexec starts (ulimit -Ht, LimitCPU= under systemd, --ulimit cpu= for a container)"},
+		{"with CAP_SYS_RESOURCE", privileged, []rlimit{{unix.RLIMIT_NOFILE, 2048}, {unix.RLIMIT_CPU, 61}}, ""},
+		{"forked, with CAP_SYS_RESOURCE in sandboxd", privileged.forked(), []rlimit{{unix.RLIMIT_NOFILE, 2048}},
+			"the sandbox's open-files cap of 2048 is above this process's hard limit of 256" + raise +
+				"lower it (--open-files, CODEEXEC_OPEN_FILES) or raise the hard limit where codeexec starts (ulimit -Hn, LimitNOFILE= under systemd, --ulimit nofile= for a container)"},
+		{"above fs.nr_open, even with CAP_SYS_RESOURCE", privileged, []rlimit{{unix.RLIMIT_NOFILE, 4097}},
+			"the sandbox's open-files cap of 4097 is above the kernel's fs.nr_open of 4096: lower it (--open-files, CODEEXEC_OPEN_FILES) or raise fs.nr_open (sysctl)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := aboveHardLimit(tc.limits, hard, tc.canRaise)
+			err := tc.host.check(tc.limits)
 			switch {
 			case tc.want == "" && err != nil:
-				t.Errorf("aboveHardLimit: %v", err)
+				t.Errorf("check: %v", err)
 			case tc.want != "" && (err == nil || err.Error() != tc.want):
-				t.Errorf("aboveHardLimit: %v, want %q", err, tc.want)
+				t.Errorf("check: %v, want %q", err, tc.want)
 			}
 		})
 	}
 }
 
 // TestCanRaiseLimitsReadsTheEffectiveSet compares canRaiseLimits with the
-// effective capabilities the kernel shows for this process.
+// effective capabilities and the user namespace the kernel shows for this
+// process.
 func TestCanRaiseLimitsReadsTheEffectiveSet(t *testing.T) {
 	t.Parallel()
 	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uidMap, err := os.ReadFile("/proc/self/uid_map")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,15 +330,18 @@ func TestCanRaiseLimitsReadsTheEffectiveSet(t *testing.T) {
 			}
 		}
 	}
-	if want := eff&(1<<unix.CAP_SYS_RESOURCE) != 0; canRaiseLimits() != want {
-		t.Errorf("canRaiseLimits() = %v, CapEff %#x says %v", canRaiseLimits(), eff, want)
+	initial := slices.Equal(strings.Fields(string(uidMap)), []string{"0", "0", "4294967295"})
+	if want := initial && eff&(1<<unix.CAP_SYS_RESOURCE) != 0; canRaiseLimits() != want {
+		t.Errorf("canRaiseLimits() = %v; CapEff %#x and uid_map %q say %v", canRaiseLimits(), eff, uidMap, want)
 	}
 }
 
 // TestBwrapCapAboveTheHardLimit asks for one open file more than this
-// process's hard limit. Without CAP_SYS_RESOURCE (root on this host family
-// lacks it) no start could set that, and Start says what to change instead
-// of failing in the middle; with it, the sandbox gets the cap.
+// process's hard limit. No sandbox can get that without CAP_SYS_RESOURCE
+// in the host's user namespace (root on this host family lacks it), and
+// none from the fork server even with it: New's CheckLimits and Start say
+// what to change instead of failing in the middle of the start. With it,
+// bwrap's path gives the sandbox the cap.
 func TestBwrapCapAboveTheHardLimit(t *testing.T) {
 	eachStartPath(t, true, testBwrapCapAboveTheHardLimit)
 }
@@ -336,20 +354,32 @@ func testBwrapCapAboveTheHardLimit(t *testing.T, path startPath) {
 	}
 	spec := enginetest.Spec(t, "import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
 	spec.Limits.OpenFiles = int(hard) + 1
-	if !e.canRaise {
-		p, err := e.Start(t.Context(), spec)
-		if err == nil {
-			_ = p.Kill()
-			t.Fatalf("Start with %d open files over a hard limit of %d succeeded", hard+1, hard)
+	overNrOpen := e.host.nrOpen > 0 && hard+1 > e.host.nrOpen
+	if e.host.canRaise && !overNrOpen && !e.cfg.forkOnly {
+		if err := e.CheckLimits(spec.Limits); err != nil {
+			t.Fatalf("CheckLimits with CAP_SYS_RESOURCE: %v", err)
 		}
-		want := fmt.Sprintf("open-files cap of %d is above this process's hard limit of %d", hard+1, hard)
-		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("Start: %v, want it to say %q", err, want)
+		r := enginetest.Run(t, e, spec, "", 30*time.Second)
+		if got := strings.TrimSpace(r.Stdout); got != strconv.FormatUint(hard+1, 10) {
+			t.Fatalf("RLIMIT_NOFILE in the sandbox = %q (err %v, stderr %q), want %d", got, r.Err, r.Stderr, hard+1)
 		}
 		return
 	}
-	r := enginetest.Run(t, e, spec, "", 30*time.Second)
-	if got := strings.TrimSpace(r.Stdout); got != strconv.FormatUint(hard+1, 10) {
-		t.Fatalf("RLIMIT_NOFILE in the sandbox = %q (err %v, stderr %q), want %d", got, r.Err, r.Stderr, hard+1)
+	want := fmt.Sprintf("open-files cap of %d is above this process's hard limit of %d", hard+1, hard)
+	if overNrOpen {
+		want = fmt.Sprintf("open-files cap of %d is above the kernel's fs.nr_open of %d", hard+1, e.host.nrOpen)
+	}
+	if err := e.CheckLimits(spec.Limits); !e.host.canRaise || overNrOpen {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckLimits: %v, want it to say %q", err, want)
+		}
+	}
+	p, err := e.Start(t.Context(), spec)
+	if err == nil {
+		_ = p.Kill()
+		t.Fatalf("Start with %d open files over a hard limit of %d succeeded", hard+1, hard)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("Start: %v, want it to say %q", err, want)
 	}
 }

@@ -152,7 +152,7 @@ func (c *Engine) trial(ctx context.Context) error {
 		lower := strings.ToLower(msg)
 		switch {
 		case strings.Contains(msg, "rlimit"):
-			advice = ": the host refuses a resource limit; pass the engine different --ulimit values through --runtime-arg"
+			advice = ": the host refuses a resource limit; lower --open-files, --file-size or --cpu-time, or pass the engine other --ulimit values through --runtime-arg"
 		case strings.Contains(msg, "init binary") || strings.Contains(msg, "libexec/podman/catatonit"):
 			advice = ": --init needs podman's init: `apt-get install catatonit`"
 		case strings.Contains(lower, "no such file or directory") || strings.Contains(lower, "executable file not found"):
