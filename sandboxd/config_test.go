@@ -3,8 +3,6 @@ package sandboxd_test
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
 
 func TestValidateRuntime(t *testing.T) {
@@ -148,7 +147,7 @@ func TestNewRefusesACapItCannotSet(t *testing.T) {
 	svc, err := sandboxd.New(t.Context(), cfg, sandboxd.Deps{}, slog.New(slog.DiscardHandler))
 	if err == nil {
 		defer func() { _ = svc.Close() }()
-		if !mayRaiseLimits(t) {
+		if !enginetest.MayRaiseLimits(t) {
 			t.Fatalf("New with %d open files, over a hard limit of %d, succeeded without CAP_SYS_RESOURCE", cfg.OpenFiles, lim.Max)
 		}
 		return
@@ -157,29 +156,4 @@ func TestNewRefusesACapItCannotSet(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("New: %v, want it to begin %q", err, want)
 	}
-}
-
-// mayRaiseLimits reports what the kernel shows: CAP_SYS_RESOURCE in the
-// effective set, in the host's user namespace.
-func mayRaiseLimits(t *testing.T) bool {
-	t.Helper()
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	uidMap, err := os.ReadFile("/proc/self/uid_map")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				t.Fatalf("CapEff %q: %v", v, err)
-			}
-			return eff&(1<<unix.CAP_SYS_RESOURCE) != 0 && strings.Join(strings.Fields(string(uidMap)), " ") == "0 0 4294967295"
-		}
-	}
-	t.Fatal("/proc/self/status has no CapEff line")
-	return false
 }

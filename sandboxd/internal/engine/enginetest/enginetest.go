@@ -1,6 +1,7 @@
 // Package enginetest holds what the tests of several engine packages
 // share: a logger into the test's log, a Spec that runs a Python script,
-// and a way to run a sandbox to its end.
+// a way to run a sandbox to its end, and what the kernel says of this
+// process's right to raise its limits.
 package enginetest
 
 import (
@@ -9,9 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
@@ -135,4 +139,30 @@ print("ok" if srcs and not stale else "no bytecode for %s" % stale)`)
 	if r.Err != nil || strings.TrimSpace(r.Stdout) != "ok" {
 		t.Errorf("in the sandbox: stdout %q, err %v, stderr %q", r.Stdout, r.Err, r.Stderr)
 	}
+}
+
+// MayRaiseLimits reports what the kernel shows of this process: whether it
+// has CAP_SYS_RESOURCE in its effective set and runs in the host's user
+// namespace, which together let it set rlimits above its hard limits.
+func MayRaiseLimits(t *testing.T) bool {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uidMap, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatalf("CapEff %q: %v", v, err)
+			}
+			return eff&(1<<unix.CAP_SYS_RESOURCE) != 0 && strings.Join(strings.Fields(string(uidMap)), " ") == "0 0 4294967295"
+		}
+	}
+	t.Fatal("/proc/self/status has no CapEff line")
+	return false
 }
