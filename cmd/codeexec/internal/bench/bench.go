@@ -23,8 +23,6 @@ import (
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
-	"github.com/codeexec/codeexec/services/grpcserver"
-	"github.com/codeexec/codeexec/services/suite"
 )
 
 // Settings size the runs.
@@ -105,11 +103,14 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 		{"  … and no launch spares either", 0, 0, false},
 		{"new session → first result, warm pool of 4", 4, spares, true},
 	} {
-		st, err := benchFresh(ctx, logger, s.Python, f.pool, f.spares, f.fork, s.Fresh)
+		st, second, err := benchFresh(ctx, logger, s.Python, f.pool, f.spares, f.fork, s.Fresh)
 		if err != nil {
 			return fmt.Errorf("new session (pool %d, launch spares %d, fork server %t): %w", f.pool, f.spares, f.fork, err)
 		}
 		row(f.name, st, fmt.Sprintf("n=%d, launch spares %d, fork server %t", s.Fresh, f.spares, f.fork))
+		if f.fork {
+			row("  … then its second result", second, "waits for the first call's checkpoint")
+		}
 	}
 	for _, fork := range []bool{true, false} {
 		name := fmt.Sprintf("%d new sessions at once, no pool", s.Burst)
@@ -242,23 +243,6 @@ func untilForked(run func(string) (*mcp.CallToolResult, time.Duration, error)) e
 	return errors.New("no sandbox from the fork server after 20 tries")
 }
 
-// inprocSandbox runs sandboxd in-process behind its gRPC API.
-func inprocSandbox(ctx context.Context, logger *slog.Logger, cfg sandboxd.Config) (sandboxv1.SandboxServiceClient, func(), error) {
-	ip, err := suite.NewInProcess(logger, grpcserver.NewRegistry())
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	svc, err := sandboxd.New(ctx, cfg, sandboxd.Deps{}, logger)
-	if err != nil {
-		cancel()
-		return nil, nil, err
-	}
-	svc.Register(ip.Server.GRPC)
-	ip.Start(ctx)
-	return sandboxv1.NewSandboxServiceClient(ip.Conn), func() { cancel(); _ = ip.Wait(); _ = svc.Close() }, nil
-}
-
 // sandboxConfig is the default config with the bench's choices.
 func sandboxConfig(python string, pool, maxSessions int) sandboxd.Config {
 	cfg := sandboxd.DefaultConfig()
@@ -290,12 +274,12 @@ func execOnce(ctx context.Context, c sandboxv1.SandboxServiceClient, id, code st
 	}
 }
 
-func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, spares int, forkServer bool, n int) (stats, error) {
+func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, spares int, forkServer bool, n int) (first, second stats, err error) {
 	cfg := sandboxConfig(python, pool, 0)
 	cfg.LaunchSpares, cfg.ForkServer = spares, forkServer
 	c, stop, err := settledSandbox(ctx, logger, cfg)
 	if err != nil {
-		return stats{}, err
+		return stats{}, stats{}, err
 	}
 	defer stop()
 	// Sessions arrive apart, as real ones do: the pool and the launch
@@ -305,25 +289,31 @@ func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, s
 }
 
 // timeFresh times n new sessions to their first result, waiting gap
-// before each.
-func timeFresh(ctx context.Context, c sandboxv1.SandboxServiceClient, n int, gap time.Duration) (stats, error) {
-	var d []time.Duration
+// before each, and then each one's second result.
+func timeFresh(ctx context.Context, c sandboxv1.SandboxServiceClient, n int, gap time.Duration) (first, second stats, err error) {
+	var d, d2 []time.Duration
 	for range n {
 		time.Sleep(gap)
 		start := time.Now()
 		s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
 		if err != nil {
-			return stats{}, err
+			return stats{}, stats{}, err
 		}
-		if _, err := execOnce(ctx, c, s.GetSession().GetId(), "pass"); err != nil {
-			return stats{}, err
+		id := s.GetSession().GetId()
+		if _, err := execOnce(ctx, c, id, "pass"); err != nil {
+			return stats{}, stats{}, err
 		}
 		d = append(d, time.Since(start))
-		if _, err := c.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: s.GetSession().GetId()}); err != nil {
-			return stats{}, err
+		start = time.Now()
+		if _, err := execOnce(ctx, c, id, "pass"); err != nil {
+			return stats{}, stats{}, err
+		}
+		d2 = append(d2, time.Since(start))
+		if _, err := c.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: id}); err != nil {
+			return stats{}, stats{}, err
 		}
 	}
-	return summarize(d), nil
+	return summarize(d), summarize(d2), nil
 }
 
 type loadResult struct {

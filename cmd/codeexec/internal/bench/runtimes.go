@@ -60,7 +60,8 @@ func runtimeFresh(ctx context.Context, logger *slog.Logger, rb Settings, rt stri
 	}
 	defer stop()
 	time.Sleep(time.Duration(pool) * gap) // the pool fills first
-	return timeFresh(ctx, c, rb.Fresh, gap)
+	first, _, err := timeFresh(ctx, c, rb.Fresh, gap)
+	return first, err
 }
 
 // runtimeWarmAndIdle times warm execs on one session, then opens rb.Idle
