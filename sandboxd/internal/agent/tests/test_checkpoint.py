@@ -33,6 +33,25 @@ class CheckpointTest(unittest.TestCase):
         first, _, rest = p.stdout.partition("\n")
         return json.loads(first), rest
 
+    def test_snapshot_imports_only_what_it_declares(self):
+        # A fork server imports SNAPSHOT_IMPORTS for all its sandboxes; a
+        # module snapshot imports beyond them would cost every session's
+        # first checkpoint its import again.
+        agent_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        script = (
+            "import sys\n"
+            "sys.path.insert(0, %r)\n"
+            "import codeexec_checkpoint as C\n"
+            "for name in C.SNAPSHOT_IMPORTS:\n"
+            "    __import__(name)\n"
+            "before = set(sys.modules)\n"
+            "ns = {'x': 1, 'names': ['a'], 'blob': bytearray(3)}\n"
+            "C.Checkpointer(ns, lambda name, obj: False, C.Definitions(), 1 << 20).snapshot()\n"
+            "print(sorted(set(sys.modules) - before))\n" % agent_dir)
+        p = subprocess.run([PYTHON, "-I", "-B", "-c", script], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, "[]\n", "snapshot imported modules that SNAPSHOT_IMPORTS does not name")
+
     def test_values_functions_classes_and_modules_survive(self):
         self.save([
             "import math\nimport os.path as osp\nfrom collections import OrderedDict\n",

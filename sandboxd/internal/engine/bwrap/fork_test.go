@@ -294,7 +294,8 @@ func TestForkMode(t *testing.T) {
 
 // TestForkAgent starts sandboxd's agent from a fork server that imported
 // it: the sandbox runs it in the forked interpreter (its command line is
-// the server's), and the agent speaks first on its channel.
+// the server's), with what its first checkpoint needs already imported,
+// and the agent speaks first on its channel.
 func TestForkAgent(t *testing.T) {
 	t.Parallel()
 	e := newTestEngine(t, Config{ForkServer: true, forkOnly: true})
@@ -316,8 +317,15 @@ func TestForkAgent(t *testing.T) {
 		b, _ := io.ReadAll(p.Stderr())
 		t.Fatalf("the agent said nothing: %v; stderr %s", err, b)
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", agentOf(t, p)))
+	pid := agentOf(t, p)
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil || !strings.Contains(string(cmdline), "codeexec_forkserver.py") {
 		t.Errorf("the agent runs %q (%v), want the fork server's interpreter, not a new one", cmdline, err)
+	}
+	// What a session's first checkpoint imports came with the fork: before
+	// any call, the agent has hashlib's OpenSSL module mapped.
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil || !strings.Contains(string(maps), "/_hashlib.") {
+		t.Errorf("the forked agent has no _hashlib mapped (%v): the server did not import codeexec_checkpoint.SNAPSHOT_IMPORTS", err)
 	}
 }

@@ -349,6 +349,10 @@ def _start():
         try:
             import agent  # the entry; it imports the rest when its main runs,
             import codeexec_session  # noqa: F401 - so import that here, once for all
+            import codeexec_checkpoint  # and what a session's first checkpoint imports
+
+            for name in codeexec_checkpoint.SNAPSHOT_IMPORTS:
+                __import__(name)
         finally:
             sys.path.remove(root.AGENT_MOUNT.decode())
         # The entry is __main__ in a sandbox, never importable as "agent":
