@@ -19,10 +19,15 @@ write end, so the fence works even if user code closes or moves fd 1/2.
 import codecs
 import os
 from _thread import allocate_lock, start_new_thread
+from time import monotonic, sleep
 
 from codeexec_interrupt import Flag
 
 READ_SIZE = 1 << 16
+# How long a call waits for its reader threads when the pids limit refuses
+# them: the children that the call before forked (a fork bomb's) may still
+# be ending, and each takes its slot with it.
+THREAD_WAIT = 2.0
 _PREFIX = b"\x00\x1b[codeexec-fence:"
 
 _open_fds = set()  # every pipe end we own, closed in forked children
@@ -230,7 +235,20 @@ class Capture:
         self._pipes = ()
 
     def begin(self, exec_id, limit):
-        """Points fds 1 and 2 at fresh pipes for exec_id."""
+        """Points fds 1 and 2 at fresh pipes for exec_id, waiting up to
+        THREAD_WAIT for the threads that read them."""
+        deadline = None
+        while True:
+            try:
+                return self._begin(exec_id, limit)
+            except RuntimeError:  # no thread: the pids limit is full
+                now = monotonic()
+                deadline = deadline or now + THREAD_WAIT
+                if now >= deadline:
+                    raise
+                sleep(0.02)
+
+    def _begin(self, exec_id, limit):
         self._pipes = ()
         pipes = []
         try:

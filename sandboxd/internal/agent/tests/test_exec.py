@@ -268,6 +268,23 @@ class InterruptTest(unittest.TestCase):
             r = self.a.exec("print('channel intact')")
             self.assertEqual(r.stdout, "channel intact\n", r)
 
+    def test_threads_refused_for_a_moment(self):
+        # As after a fork bomb, whose children fill the pids limit until
+        # they have ended: the next call's reader threads are refused for a
+        # moment, and the call waits for them instead of losing its output.
+        self.a.exec(
+            "import codeexec_output, time\n"
+            "_real = codeexec_output.start_new_thread\n"
+            "_until = time.monotonic() + 0.3\n"
+            "def _refuse(f, a):\n"
+            "    if time.monotonic() < _until:\n"
+            "        raise RuntimeError(\"can't start new thread\")\n"
+            "    codeexec_output.start_new_thread = _real\n"
+            "    return _real(f, a)\n"
+            "codeexec_output.start_new_thread = _refuse\n")
+        r = self.a.exec("print('alive')")
+        self.assertEqual((r.stdout, r.stderr), ("alive\n", ""), r)
+
     def test_out_of_descriptors(self):
         r = self.a.exec(
             "import os, resource\n"
