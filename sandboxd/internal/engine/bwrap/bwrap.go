@@ -271,9 +271,13 @@ func (b *Engine) plan(ctx context.Context, spec engine.Spec) (*startPlan, error)
 	if err := b.host.check(limits); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
+	var unforkable error
+	if b.host.canRaise { // else the check above was the fork server's too
+		unforkable = b.host.forked().check(limits)
+	}
 	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, b.seccomp != nil, spec)
 	return &startPlan{spec: spec, argv: argv, data: data, key: newLaunchKey(argv, spec.Limits),
-		unforkable: b.host.forked().check(limits), logger: b.logger.With("sandbox.id", spec.ID)}, nil
+		unforkable: unforkable, logger: b.logger.With("sandbox.id", spec.ID)}, nil
 }
 
 func (b *Engine) start(ctx context.Context, spec engine.Spec) (*process, error) {
