@@ -276,8 +276,9 @@ func TestE2EMemoryBombIsContained(t *testing.T) {
 }
 
 // The file-size and descriptor caps reach the sandbox from their
-// environment variables: a file stops growing at the one, open descriptors
-// at the other, and the session carries on after both.
+// environment variables: a file stops growing at the one (Python's write
+// fails, a program it starts is killed by SIGXFSZ), open descriptors at
+// the other, and the session carries on after both.
 func TestE2EFileSizeAndOpenFilesCaps(t *testing.T) {
 	t.Parallel()
 	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_FILE_SIZE": "1m", "CODEEXEC_OPEN_FILES": "64"})
@@ -296,9 +297,13 @@ try:
 except OSError as e:
     print("open:", errno.errorcode[e.errno], 32 < len(files) < 64)
 for f in files:
-    f.close()`
+    f.close()
+import signal, subprocess
+with open("/tmp/big2", "wb") as out:
+    rc = subprocess.run(["head", "-c", str(2 << 20), "/dev/zero"], stdout=out).returncode
+print("child:", signal.Signals(-rc).name if rc < 0 else rc)`
 	o := harness.RunPython(t, c, map[string]any{"code": code})
-	want := "1048576 64\nwrite: EFBIG\nkept: 1048576\nopen: EMFILE True"
+	want := "1048576 64\nwrite: EFBIG\nkept: 1048576\nopen: EMFILE True\nchild: SIGXFSZ"
 	if got := harness.Joined(o.Stdout()); o.IsError || got != want {
 		t.Fatalf("under a 1m file cap and 64 descriptors: %q (%s), want %q", got, o.Text, want)
 	}
