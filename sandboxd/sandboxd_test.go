@@ -2,6 +2,7 @@ package sandboxd_test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +51,51 @@ func TestWarmPoolServesNewSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the long exec ended with its session: %v", <-finished)
+}
+
+// A new sandboxd's first pooled sandboxes come from its fork server, not
+// from bwrap: the pool waits for the server while that is starting, where
+// a session's own start would not wait. Inside, a forked agent runs in the
+// server's interpreter, whose command line names the server's script; the
+// start histogram counts the pool's starts apart from sessions'.
+func TestWarmPoolWaitsForTheForkServer(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root: the fork server maps uid 65534 into its user namespace, which only root may do")
+	}
+	c, _, reg := newServiceWithMetrics(t, func(cfg *sandboxd.Config) { cfg.PoolSize, cfg.Runtime = 2, "bwrap" })
+	waitUntil(t, "the pool to fill", func() bool { return gauge(t, reg, "codeexec_sandbox_warm_pool") == 2 })
+	id := create(t, c, "")
+	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id,
+		Code: "print(open('/proc/self/cmdline', 'rb').read().replace(b'\\0', b' ').decode())"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.stdout, "codeexec_forkserver.py") {
+		t.Errorf("the first pooled sandbox runs %q, not the fork server's interpreter", r.stdout)
+	}
+	if hits := gauge(t, reg, "codeexec_sandbox_pool_hits_total"); hits != 1 {
+		t.Errorf("pool hits = %v, want 1", hits)
+	}
+	starts := map[string]uint64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "codeexec_sandbox_start_seconds" {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "for" {
+						starts[l.GetValue()] += m.GetHistogram().GetSampleCount()
+					}
+				}
+			}
+		}
+	}
+	if starts["pool"] < 2 || starts["session"] != 0 {
+		t.Errorf("codeexec_sandbox_start_seconds counts %v, want at least 2 pool starts and no session's", starts)
+	}
 }
 
 func TestExecuteError(t *testing.T) {

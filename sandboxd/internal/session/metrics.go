@@ -9,7 +9,7 @@ import (
 // Metrics are sandboxd's Prometheus metrics.
 type Metrics struct {
 	execs      *prometheus.HistogramVec
-	starts     prometheus.Histogram
+	starts     *prometheus.HistogramVec
 	startFails prometheus.Counter
 	poolHits   prometheus.Counter
 	reaps      prometheus.Counter
@@ -24,11 +24,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Wall-clock time of run_python executions, by status.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 		}, []string{"status"}),
-		starts: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "codeexec_sandbox_start_seconds",
-			Help:    "Time to start a sandbox until its agent is ready.",
+		starts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "codeexec_sandbox_start_seconds",
+			Help: "Time to start a sandbox until its agent is ready, for a session that waits on it or for the warm pool " +
+				"(whose starts may wait for a cheaper way, such as a fork server that is starting).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
-		}),
+		}, []string{"for"}),
 		startFails: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "codeexec_sandbox_start_failures_total",
 			Help: "Sandboxes that failed to start.",
@@ -72,7 +73,13 @@ func (s Status) String() string { return statusNames[s] }
 func (m *Metrics) observe(r *Result) {
 	m.execs.WithLabelValues(r.Status.String()).Observe(r.Duration.Seconds())
 }
-func (m *Metrics) started(d time.Duration) { m.starts.Observe(d.Seconds()) }
-func (m *Metrics) startFailed()            { m.startFails.Inc() }
-func (m *Metrics) poolHit()                { m.poolHits.Inc() }
-func (m *Metrics) reaped()                 { m.reaps.Inc() }
+func (m *Metrics) started(warm bool, d time.Duration) {
+	label := "session"
+	if warm {
+		label = "pool"
+	}
+	m.starts.WithLabelValues(label).Observe(d.Seconds())
+}
+func (m *Metrics) startFailed() { m.startFails.Inc() }
+func (m *Metrics) poolHit()     { m.poolHits.Inc() }
+func (m *Metrics) reaped()      { m.reaps.Inc() }

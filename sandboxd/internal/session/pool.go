@@ -31,10 +31,13 @@ func (m *Manager) takeSandbox(ctx context.Context) (*sandbox, error) {
 		break
 	}
 	m.wakePool()
-	return m.startSandbox(ctx)
+	return m.startSandbox(ctx, false)
 }
 
-func (m *Manager) startSandbox(ctx context.Context) (*sandbox, error) {
+// startSandbox starts a sandbox for a session, or for the pool when warm
+// (engine.Spec.Warm: the engine may then wait for a cheaper way to start
+// it).
+func (m *Manager) startSandbox(ctx context.Context, warm bool) (*sandbox, error) {
 	id := "cx-" + newID()[:12]
 	spec := engine.Spec{
 		ID:       id,
@@ -43,6 +46,7 @@ func (m *Manager) startSandbox(ctx context.Context) (*sandbox, error) {
 		Argv:     m.cfg.Argv,
 		Env:      m.cfg.Env,
 		Limits:   m.cfg.Limits,
+		Warm:     warm,
 	}
 	start := time.Now()
 	sb, err := startSandbox(ctx, m.cfg.Engine, spec, m.logger)
@@ -50,7 +54,7 @@ func (m *Manager) startSandbox(ctx context.Context) (*sandbox, error) {
 		m.metrics.startFailed()
 		return nil, fmt.Errorf("start %s sandbox: %w", m.cfg.Engine.Name(), err)
 	}
-	m.metrics.started(time.Since(start))
+	m.metrics.started(warm, time.Since(start))
 	return sb, nil
 }
 
@@ -85,7 +89,7 @@ func (m *Manager) fillPool(ctx context.Context) {
 	for {
 		for len(m.pool) < cap(m.pool) {
 			startCtx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
-			sb, err := m.startSandbox(startCtx)
+			sb, err := m.startSandbox(startCtx, true)
 			cancel()
 			if err != nil {
 				if ctx.Err() != nil {

@@ -5,19 +5,15 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
@@ -33,6 +29,9 @@ type Settings struct {
 	// Burst is how many sessions start at once, without a warm pool;
 	// IdleSessions how many idle ones the memory figures count.
 	Burst, IdleSessions int
+	// FirstSessions is how many new `codeexec serve` processes have their
+	// first session timed.
+	FirstSessions int
 	// Runtimes, when set, compares these sandbox runtimes side by side
 	// instead of the usual table (Image for the container runtimes, Idle
 	// sessions for the memory figure).
@@ -52,6 +51,7 @@ func Bind(fs *flagenv.Set, s *Settings) {
 	fs.Int(&s.Sessions, "sessions", 50, "concurrent sessions in the load test")
 	fs.Int(&s.PerSession, "execs", 20, "execs per session in the load test")
 	fs.Int(&s.Burst, "burst", 50, "sessions started at once, without a warm pool")
+	fs.Int(&s.FirstSessions, "first-sessions", 5, "new `codeexec serve` processes whose first session is timed")
 	fs.Int(&s.IdleSessions, "idle-sessions", 50, "idle sessions for the memory figures of the usual table (--idle is for --runtimes)")
 	fs.String(&s.Runtimes, "runtimes", "", "instead of the usual table, compare these sandbox runtimes side by side, e.g. bwrap,podman,docker")
 	fs.String(&s.Image, "image", "localhost/codeexec-sandbox:latest", "image for the container runtimes (with --runtimes; build it with deploy/build-images.sh)")
@@ -85,12 +85,26 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 		name string
 		fork bool
 	}{{"warm run_python(\"pass\") via MCP stdio", true}, {"  … with bwrap itself (--fork-server=false)", false}} {
-		warm, err := benchWarmStdio(ctx, s.Warm, s.Version, w.fork)
+		warm, ended, err := benchWarmStdio(ctx, s.Warm, s.Version, w.fork)
 		if err != nil {
 			return fmt.Errorf("warm round trip: %w", err)
 		}
-		row(w.name, warm, fmt.Sprintf("n=%d", s.Warm))
+		note := fmt.Sprintf("n=%d", s.Warm)
+		switch {
+		case w.fork && ended == 0:
+			note += "; the new server's first session had a sandbox from the fork server"
+		case w.fork:
+			note += fmt.Sprintf("; the new server's first session had %d sandbox(es) started without the fork server before one from it", ended)
+		}
+		row(w.name, warm, note)
 	}
+
+	fs, err := benchFirstSession(ctx, s.FirstSessions, 2*time.Second, s.Version)
+	if err != nil {
+		return fmt.Errorf("first session of a new server: %w", err)
+	}
+	row("new `codeexec serve`, 2 s on: first result", fs.first, fmt.Sprintf("n=%d servers; %d of their sessions had a sandbox from the fork server", fs.n, fs.forked))
+	row("  … then its second result", fs.second, "waits for the first call's checkpoint")
 
 	spares := sandboxd.DefaultConfig().LaunchSpares
 	for _, f := range []struct {
@@ -162,85 +176,6 @@ func benchSpawn(python string, n int) (stats, error) {
 		d = append(d, time.Since(start))
 	}
 	return summarize(d), nil
-}
-
-// benchWarmStdio drives a real `codeexec serve` child over stdio.
-func benchWarmStdio(ctx context.Context, n int, version string, forkServer bool) (stats, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return stats{}, err
-	}
-	home, err := os.MkdirTemp("", "codeexec-bench-")
-	if err != nil {
-		return stats{}, err
-	}
-	defer os.RemoveAll(home)
-	c, err := client.NewStdioMCPClient(self, []string{"HOME=" + home, "MCP_BRIDGE_STATE_DIR=" + home, "CODEEXEC_POOL_SIZE=1",
-		"MCP_BRIDGE_LOG_LEVEL=error", fmt.Sprintf("CODEEXEC_FORK_SERVER=%t", forkServer)}, "serve")
-	if err != nil {
-		return stats{}, err
-	}
-	defer c.Close()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION // a session-based client
-	init.Params.ClientInfo = mcp.Implementation{Name: "codeexec-bench", Version: version}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		return stats{}, err
-	}
-	run := func(code string) (*mcp.CallToolResult, time.Duration, error) {
-		req := mcp.CallToolRequest{}
-		req.Params.Name = "run_python"
-		req.Params.Arguments = map[string]any{"code": code}
-		start := time.Now()
-		res, err := c.CallTool(ctx, req)
-		return res, time.Since(start), err
-	}
-	call := func() (time.Duration, error) {
-		res, took, err := run("pass")
-		if err == nil && res.IsError {
-			err = fmt.Errorf("run_python failed: %v", res.Content)
-		}
-		return took, err
-	}
-	if forkServer {
-		// The session's first sandbox comes from the pool, filled before
-		// the fork server was up: end sandboxes until one was forked.
-		if err := untilForked(run); err != nil {
-			return stats{}, err
-		}
-	}
-	for range 10 {
-		if _, err := call(); err != nil {
-			return stats{}, err
-		}
-	}
-	var d []time.Duration
-	for range n {
-		t, err := call()
-		if err != nil {
-			return stats{}, err
-		}
-		d = append(d, t)
-	}
-	return summarize(d), nil
-}
-
-// untilForked ends the session's sandbox (the next call restores the
-// session into a new one) until its sandbox is one the fork server made,
-// whose PID 1 is codeexec-init.
-func untilForked(run func(string) (*mcp.CallToolResult, time.Duration, error)) error {
-	for range 20 {
-		res, _, err := run("print(open('/proc/1/comm').read().strip())")
-		if err != nil {
-			return err
-		}
-		if fmt.Sprint(res.Content) != "" && strings.Contains(fmt.Sprint(res.StructuredContent), "codeexec-init") {
-			return nil
-		}
-		_, _, _ = run("import os; os._exit(0)")
-		time.Sleep(300 * time.Millisecond)
-	}
-	return errors.New("no sandbox from the fork server after 20 tries")
 }
 
 // sandboxConfig is the default config with the bench's choices.

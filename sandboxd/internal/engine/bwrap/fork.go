@@ -28,7 +28,9 @@ var agentEntry = filepath.Join(engine.AgentMount, agent.Entry)
 // forkServer returns the running fork server, starting its supervision
 // on the first call that names an interpreter. The server is made for
 // the interpreter and agent Prepare was given (else spec's interpreter)
-// and for spec's environment: sandboxd's sandboxes all share both.
+// and for spec's environment: sandboxd's sandboxes all share both. For a
+// warm spec it waits while a server is starting, so that the sandboxes a
+// new sandboxd pools first come from the server too.
 func (b *Engine) forkServer(ctx context.Context, spec engine.Spec) (*forkserver.Server, error) {
 	if !b.dropRoot {
 		// The server maps host uid 65534 into its user namespace, which
@@ -57,6 +59,11 @@ func (b *Engine) forkServer(ctx context.Context, spec engine.Spec) (*forkserver.
 		return nil, errNoForkServer
 	case b.cfg.forkOnly:
 		return sup.Wait(ctx)
+	case spec.Warm:
+		if srv, err := sup.Ready(ctx); srv != nil || err != nil {
+			return srv, err
+		}
+		return nil, errNoForkServer
 	}
 	if srv := sup.Server(); srv != nil {
 		return srv, nil

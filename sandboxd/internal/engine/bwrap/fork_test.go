@@ -242,6 +242,28 @@ for line in sys.stdin:
 	echo(running, out, "still")
 }
 
+// TestWarmStartWaitsForTheServer starts a warm sandbox (one for a pool)
+// on a new engine: where a session's start would use bwrap while the fork
+// server starts, a warm one waits for the server and comes from it.
+func TestWarmStartWaitsForTheServer(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{ForkServer: true})
+	spec := enginetest.Spec(t, "print('warm')")
+	spec.Warm = true
+	p, err := e.Start(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Kill(); _ = p.Wait() })
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.PID()))
+	if comm := strings.TrimSpace(string(b)); comm != "codeexec-sbx" {
+		t.Errorf("the first warm sandbox has outer process %q, want the fork server's codeexec-sbx", comm)
+	}
+	if out, err := io.ReadAll(p.Stdout()); err != nil || string(out) != "warm\n" {
+		t.Errorf("stdout = %q, %v", out, err)
+	}
+}
+
 // waitServer waits until the engine's fork server is running and is not
 // old.
 func waitServer(t *testing.T, e *Engine, old *forkserver.Server) *forkserver.Server {

@@ -125,7 +125,8 @@ func TestRequestErrors(t *testing.T) {
 }
 
 // TestSupervisorWithoutServer supervises a server that cannot start: there
-// is never a server to use, Wait says why it gave up, and Close ends it.
+// is never a server to use, Wait says why it gave up, Ready says at once
+// that there is none, and Close ends it.
 func TestSupervisorWithoutServer(t *testing.T) {
 	t.Parallel()
 	s := Supervise(Config{Python: "/nonexistent/python3", Logger: slog.New(slog.DiscardHandler)}, nil)
@@ -137,10 +138,20 @@ func TestSupervisorWithoutServer(t *testing.T) {
 	if s.Server() != nil {
 		t.Error("Server() returned a server that cannot have started")
 	}
+	// Ready waits only while a start is under way: once the first has
+	// failed it says there is no server, long before its deadline.
+	ctx, cancel = context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if srv, err := s.Ready(ctx); srv != nil || err != nil {
+		t.Errorf("Ready = %v, %v; want no server and no error once the start has failed", srv, err)
+	}
 	s.Close()
 	s.Close()
 	if _, err := s.Wait(t.Context()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Wait after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Ready(t.Context()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Ready after Close = %v, want ErrClosed", err)
 	}
 }
 

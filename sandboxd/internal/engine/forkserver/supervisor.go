@@ -23,10 +23,11 @@ type Supervisor struct {
 	stop   chan struct{}
 	looped chan struct{}
 
-	mu      sync.Mutex
-	cur     *Server
-	changed chan struct{} // closed (and replaced) whenever cur changes
-	closed  bool
+	mu       sync.Mutex
+	cur      *Server
+	starting bool          // a server is being started and tried
+	changed  chan struct{} // closed (and replaced) whenever cur or starting changes
+	closed   bool
 }
 
 // Backoff bounds for restarts; a server that ran this long resets it.
@@ -42,7 +43,7 @@ const (
 // starting a sandbox from it).
 func Supervise(cfg Config, trial func(context.Context, *Server) error) *Supervisor {
 	s := &Supervisor{cfg: cfg, trial: trial, logger: cfg.Logger, stop: make(chan struct{}),
-		looped: make(chan struct{}), changed: make(chan struct{})}
+		looped: make(chan struct{}), changed: make(chan struct{}), starting: true}
 	go s.loop()
 	return s
 }
@@ -88,10 +89,42 @@ func (s *Supervisor) Wait(ctx context.Context) (*Server, error) {
 	}
 }
 
-func (s *Supervisor) set(srv *Server) {
+// Ready returns the running server; while one is starting, it waits for
+// that start to end. It returns nil and no error when no server runs and
+// none is starting: the last start failed, or the server exited, and the
+// next start waits out its pause. A caller that may take its time (one
+// filling a pool) waits here instead of doing without a server that is
+// about to be up.
+func (s *Supervisor) Ready(ctx context.Context) (*Server, error) {
+	for {
+		s.mu.Lock()
+		cur, starting, changed, closed := s.cur, s.starting, s.changed, s.closed
+		s.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		if cur != nil {
+			select {
+			case <-cur.Done():
+			default:
+				return cur, nil
+			}
+		} else if !starting {
+			return nil, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// set records the running server, or none, and whether one is starting.
+func (s *Supervisor) set(srv *Server, starting bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cur = srv
+	s.cur, s.starting = srv, starting
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
@@ -100,20 +133,22 @@ func (s *Supervisor) loop() {
 	defer close(s.looped)
 	backoff := minBackoff
 	for {
+		s.set(nil, true)
 		srv, err := s.startOne()
 		if err != nil {
+			s.set(nil, false)
 			s.logger.Warn("fork server unavailable; sandboxes start without it", "error", err, "retry.in", backoff)
 		} else {
-			s.set(srv)
+			s.set(srv, false)
 			started := time.Now()
 			select {
 			case <-s.stop:
-				s.set(nil)
+				s.set(nil, false)
 				_ = srv.Close()
 				return
 			case <-srv.Done():
 			}
-			s.set(nil)
+			s.set(nil, false)
 			_ = srv.Close()
 			if time.Since(started) > healthyRun {
 				backoff = minBackoff

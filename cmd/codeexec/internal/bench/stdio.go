@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// runFunc calls run_python with code and says how long the call took.
+type runFunc func(code string) (*mcp.CallToolResult, time.Duration, error)
+
+// startStdio starts this very binary as `codeexec serve` with a warm pool
+// of one and a state directory of its own, as an MCP client over stdio
+// does, and initializes it. stop ends the server and removes its state.
+func startStdio(ctx context.Context, version string, forkServer bool) (run runFunc, stop func(), err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	home, err := os.MkdirTemp("", "codeexec-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := client.NewStdioMCPClient(self, []string{"HOME=" + home, "MCP_BRIDGE_STATE_DIR=" + home, "CODEEXEC_POOL_SIZE=1",
+		"MCP_BRIDGE_LOG_LEVEL=error", fmt.Sprintf("CODEEXEC_FORK_SERVER=%t", forkServer)}, "serve")
+	if err != nil {
+		_ = os.RemoveAll(home)
+		return nil, nil, err
+	}
+	stop = func() {
+		_ = c.Close()
+		_ = os.RemoveAll(home)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION // a session-based client
+	init.Params.ClientInfo = mcp.Implementation{Name: "codeexec-bench", Version: version}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	run = func(code string) (*mcp.CallToolResult, time.Duration, error) {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "run_python"
+		req.Params.Arguments = map[string]any{"code": code}
+		start := time.Now()
+		res, err := c.CallTool(ctx, req)
+		if err == nil && res.IsError {
+			err = fmt.Errorf("run_python failed: %v", res.Content)
+		}
+		return res, time.Since(start), err
+	}
+	return run, stop, nil
+}
+
+// benchWarmStdio measures run_python("pass") over MCP stdio against a new
+// `codeexec serve`. With the fork server, it first ends the session's
+// sandbox until one came from the server, and says how many it ended.
+func benchWarmStdio(ctx context.Context, n int, version string, forkServer bool) (st stats, ended int, err error) {
+	run, stop, err := startStdio(ctx, version, forkServer)
+	if err != nil {
+		return stats{}, 0, err
+	}
+	defer stop()
+	if forkServer {
+		// The session's first sandbox comes from the pool, which waits
+		// for the fork server while it starts; a call made before the
+		// pool is full gets a sandbox from bwrap: end sandboxes until
+		// one was forked.
+		if ended, err = untilForked(run); err != nil {
+			return stats{}, 0, err
+		}
+	}
+	for range 10 {
+		if _, _, err := run("pass"); err != nil {
+			return stats{}, 0, err
+		}
+	}
+	var d []time.Duration
+	for range n {
+		_, t, err := run("pass")
+		if err != nil {
+			return stats{}, 0, err
+		}
+		d = append(d, t)
+	}
+	return summarize(d), ended, nil
+}
+
+// forkedProbe prints the name of the sandbox's PID 1: codeexec-init in a
+// sandbox from the fork server, bwrap in one bwrap started.
+const forkedProbe = "print(open('/proc/1/comm').read().strip())"
+
+// untilForked ends the session's sandbox (the next call restores the
+// session into a new one) until its sandbox is one the fork server made,
+// and returns how many it ended.
+func untilForked(run runFunc) (int, error) {
+	for ended := range 20 {
+		res, _, err := run(forkedProbe)
+		if err != nil {
+			return ended, err
+		}
+		if strings.Contains(fmt.Sprint(res.StructuredContent), "codeexec-init") {
+			return ended, nil
+		}
+		_, _, _ = run("import os; os._exit(0)")
+		time.Sleep(300 * time.Millisecond)
+	}
+	return 20, errors.New("no sandbox from the fork server after 20 tries")
+}
+
+// firstSession is what benchFirstSession measured.
+type firstSession struct {
+	first, second stats
+	forked, n     int
+}
+
+// benchFirstSession starts n new `codeexec serve` processes one after
+// another, and on each, after pause (a user writing the first prompt),
+// times the first session's first two calls: the second waits for the
+// first call's checkpoint. It counts the sessions whose sandbox came from
+// the fork server.
+func benchFirstSession(ctx context.Context, n int, pause time.Duration, version string) (firstSession, error) {
+	var first, second []time.Duration
+	r := firstSession{n: n}
+	for range n {
+		run, stop, err := startStdio(ctx, version, true)
+		if err != nil {
+			return r, err
+		}
+		time.Sleep(pause)
+		_, a, err := run("x = 1")
+		if err == nil {
+			var b time.Duration
+			var res *mcp.CallToolResult
+			if _, b, err = run("x += 1"); err == nil {
+				second = append(second, b)
+				if res, _, err = run(forkedProbe); err == nil && strings.Contains(fmt.Sprint(res.StructuredContent), "codeexec-init") {
+					r.forked++
+				}
+			}
+		}
+		stop()
+		if err != nil {
+			return r, err
+		}
+		first = append(first, a)
+	}
+	r.first, r.second = summarize(first), summarize(second)
+	return r, nil
+}
