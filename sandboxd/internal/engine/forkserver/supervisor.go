@@ -67,26 +67,7 @@ func (s *Supervisor) Server() *Server {
 
 // Wait returns the running server, waiting for one if there is none.
 func (s *Supervisor) Wait(ctx context.Context) (*Server, error) {
-	for {
-		s.mu.Lock()
-		cur, changed, closed := s.cur, s.changed, s.closed
-		s.mu.Unlock()
-		if closed {
-			return nil, ErrClosed
-		}
-		if cur != nil {
-			select {
-			case <-cur.Done():
-			default:
-				return cur, nil
-			}
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	return s.await(ctx, false)
 }
 
 // Ready returns the running server; while one is starting, it waits for
@@ -96,6 +77,12 @@ func (s *Supervisor) Wait(ctx context.Context) (*Server, error) {
 // filling a pool) waits here instead of doing without a server that is
 // about to be up.
 func (s *Supervisor) Ready(ctx context.Context) (*Server, error) {
+	return s.await(ctx, true)
+}
+
+// await waits for a running server, or when whileStarting only as long
+// as one is starting.
+func (s *Supervisor) await(ctx context.Context, whileStarting bool) (*Server, error) {
 	for {
 		s.mu.Lock()
 		cur, starting, changed, closed := s.cur, s.starting, s.changed, s.closed
@@ -109,7 +96,7 @@ func (s *Supervisor) Ready(ctx context.Context) (*Server, error) {
 			default:
 				return cur, nil
 			}
-		} else if !starting {
+		} else if whileStarting && !starting {
 			return nil, nil
 		}
 		select {
