@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -51,7 +52,9 @@ func (m *Manager) startSandbox(ctx context.Context, warm bool) (*sandbox, error)
 	start := time.Now()
 	sb, err := startSandbox(ctx, m.cfg.Engine, spec, m.logger)
 	if err != nil {
-		m.metrics.startFailed()
+		if !errors.Is(err, context.Canceled) {
+			m.metrics.startFailed() // not a pool fill that sandboxd's Close ended
+		}
 		return nil, fmt.Errorf("start %s sandbox: %w", m.cfg.Engine.Name(), err)
 	}
 	m.metrics.started(warm, time.Since(start))

@@ -51,7 +51,7 @@ func Bind(fs *flagenv.Set, s *Settings) {
 	fs.Int(&s.Sessions, "sessions", 50, "concurrent sessions in the load test")
 	fs.Int(&s.PerSession, "execs", 20, "execs per session in the load test")
 	fs.Int(&s.Burst, "burst", 50, "sessions started at once, without a warm pool")
-	fs.Int(&s.FirstSessions, "first-sessions", 5, "new `codeexec serve` processes whose first session is timed")
+	fs.Int(&s.FirstSessions, "first-sessions", 5, "new `codeexec serve` processes whose first session is timed; 0 skips the rows")
 	fs.Int(&s.IdleSessions, "idle-sessions", 50, "idle sessions for the memory figures of the usual table (--idle is for --runtimes)")
 	fs.String(&s.Runtimes, "runtimes", "", "instead of the usual table, compare these sandbox runtimes side by side, e.g. bwrap,podman,docker")
 	fs.String(&s.Image, "image", "localhost/codeexec-sandbox:latest", "image for the container runtimes (with --runtimes; build it with deploy/build-images.sh)")
@@ -99,12 +99,14 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 		row(w.name, warm, note)
 	}
 
-	fs, err := benchFirstSession(ctx, s.FirstSessions, 2*time.Second, s.Version)
-	if err != nil {
-		return fmt.Errorf("first session of a new server: %w", err)
+	if s.FirstSessions > 0 {
+		fs, err := benchFirstSession(ctx, s.FirstSessions, 2*time.Second, s.Version)
+		if err != nil {
+			return fmt.Errorf("first session of a new server: %w", err)
+		}
+		row("new `codeexec serve`, 2 s on: first result", fs.first, fmt.Sprintf("n=%d servers; %d of their sessions had a sandbox from the fork server", fs.n, fs.forked))
+		row("  … then its second result", fs.second, "waits for the first call's checkpoint")
 	}
-	row("new `codeexec serve`, 2 s on: first result", fs.first, fmt.Sprintf("n=%d servers; %d of their sessions had a sandbox from the fork server", fs.n, fs.forked))
-	row("  … then its second result", fs.second, "waits for the first call's checkpoint")
 
 	spares := sandboxd.DefaultConfig().LaunchSpares
 	for _, f := range []struct {
@@ -159,6 +161,9 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 type stats struct{ p50, p99 time.Duration }
 
 func summarize(d []time.Duration) stats {
+	if len(d) == 0 {
+		return stats{}
+	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
 	return stats{p50: at(0.50), p99: at(0.99)}

@@ -133,7 +133,12 @@ func benchFirstSession(ctx context.Context, n int, pause time.Duration, version 
 		if err != nil {
 			return r, err
 		}
-		time.Sleep(pause)
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			stop()
+			return r, ctx.Err()
+		}
 		_, a, err := run("x = 1")
 		if err == nil {
 			var b time.Duration

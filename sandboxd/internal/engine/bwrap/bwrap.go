@@ -173,8 +173,10 @@ func (b *Engine) Prepare(ctx context.Context, agentDir, python string) error {
 }
 
 // Start implements engine.Engine. ctx bounds only the start. It forks the
-// sandbox from the fork server when one runs; else it takes a spare
-// launcher when one matches spec, and then makes sure spares are refilled.
+// sandbox from the fork server when one runs (for a warm spec, also when
+// one is starting: it waits for it); else it takes a spare launcher when
+// one matches spec, and then makes sure spares are refilled. A start whose
+// ctx ends while it waits for the server starts nothing.
 func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, error) {
 	if b.lookErr != nil {
 		return nil, b.lookErr
@@ -202,6 +204,9 @@ func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, e
 		}
 		if b.cfg.forkOnly {
 			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // its caller has given up: a sandbox started now would go unused
 		}
 	}
 	if b.cfg.Spares > 0 {

@@ -21,6 +21,11 @@ import (
 // errNoForkServer means no fork server is running: Start uses bwrap.
 var errNoForkServer = errors.New("no fork server running")
 
+// warmWait bounds how long a warm start waits for a fork server that is
+// starting (it takes well under a second): one that hangs must not keep
+// the pool empty, nor use up the start's own time.
+const warmWait = 5 * time.Second
+
 // agentEntry is the agent's command line after the interpreter, inside a
 // sandbox (sandboxd's Argv).
 var agentEntry = filepath.Join(engine.AgentMount, agent.Entry)
@@ -60,8 +65,16 @@ func (b *Engine) forkServer(ctx context.Context, spec engine.Spec) (*forkserver.
 	case b.cfg.forkOnly:
 		return sup.Wait(ctx)
 	case spec.Warm:
-		if srv, err := sup.Ready(ctx); srv != nil || err != nil {
-			return srv, err
+		wait, cancel := context.WithTimeout(ctx, warmWait)
+		defer cancel()
+		srv, err := sup.Ready(wait)
+		switch {
+		case srv != nil:
+			return srv, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, forkserver.ErrClosed):
+			return nil, err
 		}
 		return nil, errNoForkServer
 	}

@@ -2,7 +2,9 @@ package bwrap
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -261,6 +263,27 @@ func TestWarmStartWaitsForTheServer(t *testing.T) {
 	}
 	if out, err := io.ReadAll(p.Stdout()); err != nil || string(out) != "warm\n" {
 		t.Errorf("stdout = %q, %v", out, err)
+	}
+}
+
+// TestWarmStartEndsWithItsContext ends a warm start's context while it
+// waits for the fork server: the start fails with the context's error and
+// starts no sandbox with bwrap instead, which nobody would take.
+func TestWarmStartEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{ForkServer: true})
+	spec := enginetest.Spec(t, "print('warm')")
+	spec.Warm = true
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	p, err := e.Start(ctx, spec)
+	if err == nil {
+		_ = p.Kill()
+		_ = p.Wait()
+		t.Fatalf("a warm start past its deadline started a sandbox (pid %d)", p.PID())
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Start = %v, want the context's deadline", err)
 	}
 }
 

@@ -155,6 +155,65 @@ func TestSupervisorWithoutServer(t *testing.T) {
 	}
 }
 
+// TestSupervisorReadyWaitsForTheStart holds a real server's start in its
+// trial: Ready waits while the start is under way, says there is no server
+// once that start has failed, and returns the next one that passes.
+func TestSupervisorReadyWaitsForTheStart(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root: the server maps host uid 65534 into its user namespace")
+	}
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s is missing: apt-get install python3", python)
+	}
+	verdicts := make(chan error)
+	s := Supervise(Config{
+		Python: python, Env: map[string]string{},
+		Passwd: "nobody:x:65534:65534::/workspace:/bin/false\n", Group: "nogroup:x:65534:\n",
+		Logger: slog.New(slog.DiscardHandler),
+	}, func(ctx context.Context, _ *Server) error {
+		select {
+		case err := <-verdicts:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	t.Cleanup(s.Close)
+	type ready struct {
+		srv *Server
+		err error
+	}
+	await := func() chan ready {
+		c := make(chan ready, 1)
+		go func() {
+			srv, err := s.Ready(t.Context())
+			c <- ready{srv, err}
+		}()
+		return c
+	}
+
+	first := await()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case r := <-first:
+		t.Fatalf("Ready returned %v, %v while the first start was still in its trial", r.srv, r.err)
+	default:
+	}
+	verdicts <- errors.New("the trial refuses this server") // the first start's trial ends here
+	if r := <-first; r.srv != nil || r.err != nil {
+		t.Errorf("Ready after a failed start = %v, %v; want no server and no error", r.srv, r.err)
+	}
+	verdicts <- nil // the second start, after the pause, passes its trial
+	r := <-await()
+	if r.srv == nil || r.err != nil {
+		t.Fatalf("Ready after a start that passed = %v, %v; want that server", r.srv, r.err)
+	}
+	if got := s.Server(); got != r.srv {
+		t.Errorf("Server() = %v, want the server Ready returned, %v", got, r.srv)
+	}
+}
+
 // TestServerRefusals sends a real server requests it must refuse: a spare
 // request it cannot read, whose refusal comes back on the spare's report
 // socket, and the release of a spare it does not hold. Each is refused
