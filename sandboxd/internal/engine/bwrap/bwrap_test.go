@@ -279,14 +279,8 @@ sys.stdin.read()`))
 	if err := p.Wait(); err == nil {
 		t.Error("Wait after Kill returned nil, want the kill reported")
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for _, pid := range append(pids, p.PID()) {
-		for processAlive(pid) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if processAlive(pid) {
-			t.Errorf("process %d survived Kill", pid)
-		}
+	for _, pid := range survivors(append(pids, p.PID())) {
+		t.Errorf("process %d survived Kill", pid)
 	}
 }
 

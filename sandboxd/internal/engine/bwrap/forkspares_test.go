@@ -175,10 +175,8 @@ print("survived")`)
 	if err := e.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	for _, pid := range spares {
-		if processAlive(pid) {
-			t.Errorf("spare %d survived Close", pid)
-		}
+	for _, pid := range survivors(spares) {
+		t.Errorf("spare %d survived Close", pid)
 	}
 	ours := []string{t.Name(), "fork-from-a-spare", "fork-named-sleeper", "fork-after-dead-spares", "forkspare"}
 	for _, dir := range parents {

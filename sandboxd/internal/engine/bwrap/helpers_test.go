@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
@@ -54,6 +55,24 @@ func processAlive(pid int) bool {
 	}
 	i := bytes.LastIndexByte(b, ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+// survivors returns those of pids that still run 10 s on. Wait returns
+// once the sandbox's outer process has exited and its cgroups are gone; a
+// process of the sandbox that the kernel is still ending can show in /proc
+// as running for a moment after that, and is given that moment.
+func survivors(pids []int) []int {
+	deadline := time.Now().Add(10 * time.Second)
+	var out []int
+	for _, pid := range pids {
+		for processAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if processAlive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // startPath is one of the engine's two ways to start a sandbox. The

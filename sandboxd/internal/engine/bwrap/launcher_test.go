@@ -158,10 +158,8 @@ print("survived")`)
 	if err := e.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	for _, pid := range spares {
-		if processAlive(pid) {
-			t.Errorf("spare %d survived Close", pid)
-		}
+	for _, pid := range survivors(spares) {
+		t.Errorf("spare %d survived Close", pid)
 	}
 	// Other tests' engines share the parents: look only at this test's
 	// (the test's name is a cgroup name as it is).

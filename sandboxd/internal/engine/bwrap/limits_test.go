@@ -233,10 +233,8 @@ func testBwrapCleanup(t *testing.T, path startPath) {
 	if err := e.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	for _, pid := range pids {
-		if processAlive(pid) {
-			t.Errorf("process %d survived Close", pid)
-		}
+	for _, pid := range survivors(pids) {
+		t.Errorf("process %d survived Close", pid)
 	}
 	for _, parent := range parents {
 		if _, err := os.Stat(parent); !os.IsNotExist(err) {
