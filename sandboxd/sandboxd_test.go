@@ -93,6 +93,9 @@ func TestWarmPoolWaitsForTheForkServer(t *testing.T) {
 			}
 		}
 	}
+	if _, ok := starts["session"]; !ok {
+		t.Error(`codeexec_sandbox_start_seconds has no for="session" series before a session's own start`)
+	}
 	if starts["pool"] < 2 || starts["session"] != 0 {
 		t.Errorf("codeexec_sandbox_start_seconds counts %v, want at least 2 pool starts and no session's", starts)
 	}

@@ -44,6 +44,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		reg: reg,
 	}
+	// Both series exist from the start, so that a query over sessions'
+	// starts reads zero, not nothing, while the pool serves every session.
+	m.starts.WithLabelValues(startFor(false))
+	m.starts.WithLabelValues(startFor(true))
 	if reg != nil {
 		reg.MustRegister(m.execs, m.starts, m.startFails, m.poolHits, m.reaps)
 	}
@@ -74,11 +78,15 @@ func (m *Metrics) observe(r *Result) {
 	m.execs.WithLabelValues(r.Status.String()).Observe(r.Duration.Seconds())
 }
 func (m *Metrics) started(warm bool, d time.Duration) {
-	label := "session"
+	m.starts.WithLabelValues(startFor(warm)).Observe(d.Seconds())
+}
+
+// startFor is the start histogram's "for" label: what the start was for.
+func startFor(warm bool) string {
 	if warm {
-		label = "pool"
+		return "pool"
 	}
-	m.starts.WithLabelValues(label).Observe(d.Seconds())
+	return "session"
 }
 func (m *Metrics) startFailed() { m.startFails.Inc() }
 func (m *Metrics) poolHit()     { m.poolHits.Inc() }
