@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -32,7 +31,11 @@ func (m *Manager) takeSandbox(ctx context.Context) (*sandbox, error) {
 		break
 	}
 	m.wakePool()
-	return m.startSandbox(ctx, false)
+	sb, err := m.startSandbox(ctx, false)
+	if err != nil {
+		m.metrics.startFailed()
+	}
+	return sb, err
 }
 
 // startSandbox starts a sandbox for a session, or for the pool when warm
@@ -52,9 +55,6 @@ func (m *Manager) startSandbox(ctx context.Context, warm bool) (*sandbox, error)
 	start := time.Now()
 	sb, err := startSandbox(ctx, m.cfg.Engine, spec, m.logger)
 	if err != nil {
-		if !errors.Is(err, context.Canceled) {
-			m.metrics.startFailed() // not a pool fill that sandboxd's Close ended
-		}
 		return nil, fmt.Errorf("start %s sandbox: %w", m.cfg.Engine.Name(), err)
 	}
 	m.metrics.started(warm, time.Since(start))
@@ -96,8 +96,9 @@ func (m *Manager) fillPool(ctx context.Context) {
 			cancel()
 			if err != nil {
 				if ctx.Err() != nil {
-					return
+					return // sandboxd's Close: not a failed start
 				}
+				m.metrics.startFailed()
 				m.logger.Warn("warm pool could not start a sandbox", logkeys.Error, err)
 				select {
 				case <-time.After(backoff):
