@@ -155,23 +155,34 @@ func TestSupervisorWithoutServer(t *testing.T) {
 	}
 }
 
-// TestSupervisorReadyWaitsForTheStart holds a real server's start in its
-// trial: Ready waits while the start is under way, says there is no server
-// once that start has failed, and returns the next one that passes.
-func TestSupervisorReadyWaitsForTheStart(t *testing.T) {
-	t.Parallel()
+// requireServerHost fails the test where a real server cannot start.
+func requireServerHost(t *testing.T) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root: the server maps host uid 65534 into its user namespace")
 	}
 	if _, err := os.Stat(python); err != nil {
 		t.Fatalf("%s is missing: apt-get install python3", python)
 	}
-	verdicts := make(chan error)
-	s := Supervise(Config{
+}
+
+// serverConfig is a real server's config for python, with no agent.
+func serverConfig() Config {
+	return Config{
 		Python: python, Env: map[string]string{},
 		Passwd: "nobody:x:65534:65534::/workspace:/bin/false\n", Group: "nogroup:x:65534:\n",
 		Logger: slog.New(slog.DiscardHandler),
-	}, func(ctx context.Context, _ *Server) error {
+	}
+}
+
+// TestSupervisorReadyWaitsForTheStart holds a real server's start in its
+// trial: Ready waits while the start is under way, says there is no server
+// once that start has failed, and returns the next one that passes.
+func TestSupervisorReadyWaitsForTheStart(t *testing.T) {
+	t.Parallel()
+	requireServerHost(t)
+	verdicts := make(chan error)
+	s := Supervise(serverConfig(), func(ctx context.Context, _ *Server) error {
 		select {
 		case err := <-verdicts:
 			return err
@@ -221,19 +232,10 @@ func TestSupervisorReadyWaitsForTheStart(t *testing.T) {
 // forking.
 func TestServerRefusals(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root: the server maps host uid 65534 into its user namespace")
-	}
-	if _, err := os.Stat(python); err != nil {
-		t.Fatalf("%s is missing: apt-get install python3", python)
-	}
+	requireServerHost(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	s, err := Start(ctx, Config{
-		Python: python, Env: map[string]string{},
-		Passwd: "nobody:x:65534:65534::/workspace:/bin/false\n", Group: "nogroup:x:65534:\n",
-		Logger: slog.New(slog.DiscardHandler),
-	})
+	s, err := Start(ctx, serverConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
