@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -99,6 +100,7 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 		row(w.name, warm, note)
 	}
 
+	restNote := ""
 	if s.FirstSessions > 0 {
 		fs, err := benchFirstSession(ctx, s.FirstSessions, 2*time.Second, s.Version)
 		if err != nil {
@@ -106,6 +108,9 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 		}
 		row("new `codeexec serve`, 2 s on: first result", fs.first, fmt.Sprintf("n=%d servers; %d of their sessions had a sandbox from the fork server", fs.n, fs.forked))
 		row("  … then its second result", fs.second, "waits for the first call's checkpoint")
+		slices.Sort(fs.rest)
+		restNote = fmt.Sprintf("\nmemory of a new `codeexec serve` at rest, 2 s on (pool of 1, no call yet): %.1f–%.1f MiB PSS in its process tree (%d servers)\n",
+			float64(fs.rest[0])/(1<<20), float64(fs.rest[len(fs.rest)-1])/(1<<20), len(fs.rest))
 	}
 
 	spares := sandboxd.DefaultConfig().LaunchSpares
@@ -146,6 +151,7 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 	}
 	row(fmt.Sprintf("%d sessions × %d execs, concurrent: latency", s.Sessions, s.PerSession), load.latency,
 		fmt.Sprintf("%.0f execs/s, %d errors, %d lost outputs", load.throughput, load.errors, load.lost))
+	fmt.Fprint(stdout, restNote)
 	fmt.Fprintf(stdout, "\nmemory under load: %.1f MiB PSS per session (%d sandboxes), server RSS %.1f MiB (peak %.1f MiB)\n",
 		load.pssPerSandbox/(1<<20), load.sandboxes, float64(load.serverRSS)/(1<<20), float64(load.serverPeak)/(1<<20))
 	for _, fork := range []bool{true, false} {

@@ -13,6 +13,16 @@ import (
 // sandboxMemory sums the PSS of every process below this one and divides
 // it by the number of sandbox agents among them.
 func sandboxMemory() (perSandbox float64, sandboxes int) {
+	total, sandboxes := treeMemory()
+	if sandboxes == 0 {
+		return 0, 0
+	}
+	return float64(total) / float64(sandboxes), sandboxes
+}
+
+// treeMemory sums the PSS of every process below this one, in bytes, and
+// counts the sandbox agents among them.
+func treeMemory() (total int64, sandboxes int) {
 	parent := procParents()
 	self := os.Getpid()
 	below := func(pid int) bool {
@@ -23,7 +33,6 @@ func sandboxMemory() (perSandbox float64, sandboxes int) {
 		}
 		return false
 	}
-	var total int64
 	for pid := range parent {
 		if !below(pid) {
 			continue
@@ -42,10 +51,7 @@ func sandboxMemory() (perSandbox float64, sandboxes int) {
 			sandboxes++
 		}
 	}
-	if sandboxes == 0 {
-		return 0, 0
-	}
-	return float64(total) / float64(sandboxes), sandboxes
+	return total, sandboxes
 }
 
 // pss reads a process's proportional set size in bytes.

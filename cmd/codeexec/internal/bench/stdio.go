@@ -92,21 +92,24 @@ func benchWarmStdio(ctx context.Context, n int, version string, forkServer bool)
 	return summarize(d), ended, nil
 }
 
-// forkedProbe prints the name of the sandbox's PID 1: codeexec-init in a
-// sandbox from the fork server, bwrap in one bwrap started.
-const forkedProbe = "print(open('/proc/1/comm').read().strip())"
+// isForked reports whether the session's sandbox came from the fork
+// server, whose sandboxes' PID 1 is codeexec-init (bwrap's is bwrap).
+func isForked(run runFunc) (bool, error) {
+	res, _, err := run("print(open('/proc/1/comm').read().strip())")
+	if err != nil {
+		return false, err
+	}
+	return strings.Contains(fmt.Sprint(res.StructuredContent), "codeexec-init"), nil
+}
 
 // untilForked ends the session's sandbox (the next call restores the
 // session into a new one) until its sandbox is one the fork server made,
 // and returns how many it ended.
 func untilForked(run runFunc) (int, error) {
 	for ended := range 20 {
-		res, _, err := run(forkedProbe)
-		if err != nil {
+		forked, err := isForked(run)
+		if err != nil || forked {
 			return ended, err
-		}
-		if strings.Contains(fmt.Sprint(res.StructuredContent), "codeexec-init") {
-			return ended, nil
 		}
 		_, _, _ = run("import os; os._exit(0)")
 		time.Sleep(300 * time.Millisecond)
@@ -114,17 +117,21 @@ func untilForked(run runFunc) (int, error) {
 	return 20, errors.New("no sandbox from the fork server after 20 tries")
 }
 
-// firstSession is what benchFirstSession measured.
+// firstSession is what benchFirstSession measured: the calls, the
+// sessions whose sandbox was forked, and the PSS of each server's process
+// tree before its first call.
 type firstSession struct {
 	first, second stats
 	forked, n     int
+	rest          []int64
 }
 
 // benchFirstSession starts n new `codeexec serve` processes one after
 // another, and on each, after pause (a user writing the first prompt),
-// times the first session's first two calls: the second waits for the
-// first call's checkpoint. It counts the sessions whose sandbox came from
-// the fork server.
+// measures the memory of its process tree at rest and times the first
+// session's first two calls: the second waits for the first call's
+// checkpoint. It counts the sessions whose sandbox came from the fork
+// server. No other sandbox may run below this process meanwhile.
 func benchFirstSession(ctx context.Context, n int, pause time.Duration, version string) (firstSession, error) {
 	var first, second []time.Duration
 	r := firstSession{n: n}
@@ -139,13 +146,15 @@ func benchFirstSession(ctx context.Context, n int, pause time.Duration, version 
 			stop()
 			return r, ctx.Err()
 		}
+		total, _ := treeMemory()
+		r.rest = append(r.rest, total)
 		_, a, err := run("x = 1")
 		if err == nil {
 			var b time.Duration
-			var res *mcp.CallToolResult
+			var forked bool
 			if _, b, err = run("x += 1"); err == nil {
 				second = append(second, b)
-				if res, _, err = run(forkedProbe); err == nil && strings.Contains(fmt.Sprint(res.StructuredContent), "codeexec-init") {
+				if forked, err = isForked(run); forked {
 					r.forked++
 				}
 			}
