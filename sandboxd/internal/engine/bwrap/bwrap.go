@@ -45,6 +45,8 @@ type Config struct {
 	// forkOnly, for tests, makes Start wait for the fork server and fail
 	// rather than use bwrap.
 	forkOnly bool
+	// warmWait, for tests, replaces the package's warmWait when set.
+	warmWait time.Duration
 }
 
 // Engine is the bubblewrap engine: a sandbox is a bwrap process with every

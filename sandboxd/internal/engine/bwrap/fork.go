@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ func (b *Engine) forkServer(ctx context.Context, spec engine.Spec) (*forkserver.
 	case b.cfg.forkOnly:
 		return sup.Wait(ctx)
 	case spec.Warm:
-		wait, cancel := context.WithTimeout(ctx, warmWait)
+		wait, cancel := context.WithTimeout(ctx, cmp.Or(b.cfg.warmWait, warmWait))
 		defer cancel()
 		srv, err := sup.Ready(wait)
 		switch {

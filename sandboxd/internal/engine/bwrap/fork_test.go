@@ -266,6 +266,28 @@ func TestWarmStartWaitsForTheServer(t *testing.T) {
 	}
 }
 
+// TestWarmStartGivesUpOnASlowServer bounds a warm start's wait for the
+// fork server: past it, with the start's own context still alive, the
+// sandbox starts with bwrap rather than not at all.
+func TestWarmStartGivesUpOnASlowServer(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{ForkServer: true, warmWait: time.Nanosecond})
+	spec := enginetest.Spec(t, "print('warm')")
+	spec.Warm = true
+	p, err := e.Start(t.Context(), spec)
+	if err != nil {
+		t.Fatalf("a warm start that gave up waiting for the server failed: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Kill(); _ = p.Wait() })
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.PID()))
+	if comm := strings.TrimSpace(string(b)); !slices.Contains([]string{"sh", "setpriv", "bwrap"}, comm) {
+		t.Errorf("the sandbox has outer process %q, want bwrap's (the shim that becomes it)", comm)
+	}
+	if out, err := io.ReadAll(p.Stdout()); err != nil || string(out) != "warm\n" {
+		t.Errorf("stdout = %q, %v", out, err)
+	}
+}
+
 // TestWarmStartEndsWithItsContext ends a warm start's context while it
 // waits for the fork server: the start fails with the context's error and
 // starts no sandbox with bwrap instead, which nobody would take.
