@@ -35,9 +35,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/codeexec/codeexec/memoryd/internal/migrate"
 	"github.com/codeexec/codeexec/memoryd/internal/server"
 	"github.com/codeexec/codeexec/memoryd/internal/shared"
 	"github.com/codeexec/codeexec/memoryd/internal/store"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/dial"
 )
 
@@ -232,7 +234,61 @@ func (s *Service) Backup(ctx context.Context, w io.Writer) (int64, error) {
 // which no memoryd holds.
 func (s *Service) Owner() bool { return s.shared != nil && s.shared.Owner() }
 
+// NewDatabase reports whether this start created the bbolt database: the
+// file was new, or had never been initialised. It is the moment to bring in
+// an upstream user's state (ImportUpstreamOnFirstStart). A PostgreSQL store
+// is a team's shared database, never an upstream user's first start: false.
+func (s *Service) NewDatabase() bool { return s.shared != nil && s.shared.Created() }
+
 // Close finishes the commit in progress and closes the database, which
 // releases its lock for the next process. Call it after the gRPC server
 // has stopped.
 func (s *Service) Close() error { return s.store.Close() }
+
+// What moves records between stores, files and upstream's layout; the
+// work is done in internal/migrate, whose doc comments say how.
+type (
+	// CopyOptions configure Copy.
+	CopyOptions = migrate.CopyOptions
+	// CopyReport says what Copy did.
+	CopyReport = migrate.CopyReport
+	// CopyCount is what became of the records of one kind.
+	CopyCount = migrate.CopyCount
+	// Report says what ImportUpstream took and what it left behind.
+	Report = migrate.Report
+	// Skipped is one item ImportUpstream did not import.
+	Skipped = migrate.Skipped
+)
+
+// Copy copies every record of every tenant from one store (a bbolt file or
+// a PostgreSQL URL) to another, keeping revisions and times; run again, it
+// adds only what is new. A bbolt destination must not be in use.
+func Copy(ctx context.Context, opts CopyOptions) (CopyReport, error) {
+	return migrate.Copy(ctx, opts)
+}
+
+// BackupToFile asks a running memoryd for a consistent copy of its
+// database and writes it to path (mode 0600), never leaving half a backup
+// there. It returns the number of bytes written.
+func BackupToFile(ctx context.Context, client memoryv1.MemoryServiceClient, path string) (int64, error) {
+	return migrate.BackupToFile(ctx, client, path)
+}
+
+// ImportUpstream imports the upstream project's state dir (its memory
+// files and user_tools.py) into tenant, through a running memoryd. The
+// upstream files are only read; run again, it imports nothing twice.
+func ImportUpstream(ctx context.Context, mem memoryv1.MemoryServiceClient, tools memoryv1.ToolServiceClient, dir, tenant string) (Report, error) {
+	return migrate.ImportUpstream(ctx, mem, tools, dir, tenant)
+}
+
+// HasUpstreamState reports whether dir, an upstream state dir, holds
+// memories or saved tools.
+func HasUpstreamState(dir string) bool { return migrate.HasUpstreamState(dir) }
+
+// ImportUpstreamOnFirstStart imports as ImportUpstream does, for a
+// database this start created (Service.NewDatabase), and logs what it
+// imported and skipped. A failure is logged and returned; the caller
+// carries on without the state.
+func ImportUpstreamOnFirstStart(ctx context.Context, mem memoryv1.MemoryServiceClient, tools memoryv1.ToolServiceClient, dir, tenant string, logger *slog.Logger) error {
+	return migrate.ImportUpstreamOnFirstStart(ctx, mem, tools, dir, tenant, logger)
+}

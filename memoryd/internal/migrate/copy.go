@@ -1,4 +1,9 @@
-package memoryd
+// Package migrate moves memoryd's records where memoryd's handlers do not:
+// from one store to another (Copy, for a move from bbolt to PostgreSQL or
+// back), from a running memoryd to a backup file (BackupToFile), and from
+// the upstream project's state dir into a running memoryd
+// (ImportUpstream). The public memoryd package exports each of them.
+package migrate
 
 import (
 	"context"
@@ -27,7 +32,7 @@ type CopyOptions struct {
 	// record. Without it they are left alone and reported.
 	Replace bool
 	// Wait bounds the wait for an unreachable database; 0 is
-	// DefaultStoreWait.
+	// store.DefaultPostgresWait.
 	Wait time.Duration
 	// Version is this codeexec's version.
 	Version string
@@ -104,7 +109,7 @@ func (r CopyReport) String() string {
 func Copy(ctx context.Context, opts CopyOptions) (CopyReport, error) {
 	rep := CopyReport{Kinds: map[string]*CopyCount{}, Replace: opts.Replace}
 	if opts.Wait <= 0 {
-		opts.Wait = DefaultStoreWait
+		opts.Wait = store.DefaultPostgresWait
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

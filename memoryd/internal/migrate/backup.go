@@ -1,4 +1,4 @@
-package memoryd
+package migrate
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package memoryd
+package migrate
 
 import (
 	"bytes"
@@ -266,12 +266,6 @@ func refused(err error) bool {
 	c := status.Code(err)
 	return c == codes.InvalidArgument || c == codes.Aborted || c == codes.FailedPrecondition
 }
-
-// NewDatabase reports whether this start created the bbolt database: the
-// file was new, or had never been initialised. It is the moment to bring in
-// an upstream user's state (ImportUpstreamOnFirstStart). A PostgreSQL store
-// is a team's shared database, never an upstream user's first start: false.
-func (s *Service) NewDatabase() bool { return s.shared != nil && s.shared.Created() }
 
 // HasUpstreamState reports whether dir, an upstream state dir, holds
 // memories or saved tools: dir/user_tools/memory or
