@@ -155,11 +155,12 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "\nmemory under load: %.1f MiB PSS per session (%d sandboxes), server RSS %.1f MiB (peak %.1f MiB)\n",
 		load.pssPerSandbox/(1<<20), load.sandboxes, float64(load.serverRSS)/(1<<20), float64(load.serverPeak)/(1<<20))
 	for _, fork := range []bool{true, false} {
-		mem, n, err := benchIdle(ctx, logger, s.Python, fork, s.IdleSessions)
+		m, err := benchIdle(ctx, logger, s.Python, fork, s.IdleSessions)
 		if err != nil {
 			return fmt.Errorf("idle memory (fork server %t): %w", fork, err)
 		}
-		fmt.Fprintf(stdout, "memory per idle session, fork server %-5t: %.2f MiB PSS (%d sandboxes; the fork server counted in)\n", fork, mem/(1<<20), n)
+		fmt.Fprintf(stdout, "memory per idle session, fork server %-5t: %.2f MiB PSS (%d sandboxes; the fork server counted in); each of the second half added %.2f MiB\n",
+			fork, m.perSession/(1<<20), m.sandboxes, m.further/(1<<20))
 	}
 	return nil
 }

@@ -68,29 +68,53 @@ func benchBurst(ctx context.Context, logger *slog.Logger, python string, forkSer
 	return burstResult{st: st, max: d[len(d)-1]}, nil // summarize sorted d
 }
 
+// idleMemory is what idle sessions cost the host (PSS, in bytes).
+type idleMemory struct {
+	// perSession is everything below this process, the fork server and
+	// the spares included, divided by the sandboxes counted.
+	perSession float64
+	sandboxes  int
+	// further is what each sandbox past the first half added: the figure
+	// that decides how many fit, since what they share is paid once.
+	further float64
+}
+
 // benchIdle opens n sessions one after the other, each of which runs one
-// exec, and reports the host memory (PSS) per idle session: everything
-// below this process, the fork server included, divided by the agents.
-func benchIdle(ctx context.Context, logger *slog.Logger, python string, forkServer bool, n int) (float64, int, error) {
+// exec, and measures the host memory they hold at rest: once when half of
+// them are open and again when all are.
+func benchIdle(ctx context.Context, logger *slog.Logger, python string, forkServer bool, n int) (idleMemory, error) {
 	cfg := sandboxConfig(python, 0, n+8)
 	cfg.ForkServer = forkServer
 	c, stop, err := settledSandbox(ctx, logger, cfg)
 	if err != nil {
-		return 0, 0, err
+		return idleMemory{}, err
 	}
 	defer stop()
-	for range n {
+	var halfTotal int64
+	var halfCount int
+	for i := range n {
 		s, err := c.CreateSession(ctx, &sandboxv1.CreateSessionRequest{})
 		if err != nil {
-			return 0, 0, err
+			return idleMemory{}, err
 		}
 		if _, err := execOnce(ctx, c, s.GetSession().GetId(), "pass"); err != nil {
-			return 0, 0, err
+			return idleMemory{}, err
+		}
+		if i+1 == n/2 {
+			time.Sleep(time.Second)
+			halfTotal, halfCount = treeMemory()
 		}
 	}
 	time.Sleep(time.Second)
-	mem, got := sandboxMemory()
-	return mem, got, nil
+	total, count := treeMemory()
+	m := idleMemory{sandboxes: count}
+	if count > 0 {
+		m.perSession = float64(total) / float64(count)
+	}
+	if count > halfCount && halfCount > 0 {
+		m.further = float64(total-halfTotal) / float64(count-halfCount)
+	}
+	return m, nil
 }
 
 // settledSandbox is inprocSandbox once settle has run: what the timed
