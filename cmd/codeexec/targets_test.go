@@ -49,7 +49,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		{[]string{"memoryd", "copy"}, []string{"from", "to", "store-password-file", "replace", "store-wait"}},
 		{[]string{"import-upstream"}, join(memory, tls, []string{"memory", "tenant"})},
 		{[]string{"health"}, tls},
-		{[]string{"bench"}, []string{"python", "spawns", "warm", "fresh", "sessions", "execs", "burst", "first-sessions", "idle-sessions", "runtimes", "image", "idle"}},
+		{[]string{"bench"}, []string{"python", "spawns", "warm", "fresh", "fresh-gap", "sessions", "execs", "burst", "first-sessions", "idle-sessions", "runtimes", "image", "idle"}},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
 			t.Parallel()

@@ -24,8 +24,10 @@ import (
 
 // Settings size the runs.
 type Settings struct {
-	Python               string
-	Spawns, Warm, Fresh  int
+	Python              string
+	Spawns, Warm, Fresh int
+	// FreshGap is the pause before each new session that Fresh times.
+	FreshGap             time.Duration
 	Sessions, PerSession int
 	// Burst is how many sessions start at once, without a warm pool;
 	// IdleSessions how many idle ones the memory figures count.
@@ -49,6 +51,7 @@ func Bind(fs *flagenv.Set, s *Settings) {
 	fs.Int(&s.Spawns, "spawns", 40, "bare python3 spawns for the baseline")
 	fs.Int(&s.Warm, "warm", 300, "warm run_python round trips through MCP stdio")
 	fs.Int(&s.Fresh, "fresh", 25, "new sessions timed, with and without the warm pool")
+	fs.Duration(&s.FreshGap, "fresh-gap", 100*time.Millisecond, "pause before each of those new sessions (longer with a larger pool, which refills in it), at least 10ms")
 	fs.Int(&s.Sessions, "sessions", 50, "concurrent sessions in the load test")
 	fs.Int(&s.PerSession, "execs", 20, "execs per session in the load test")
 	fs.Int(&s.Burst, "burst", 50, "sessions started at once, without a warm pool")
@@ -64,6 +67,9 @@ func Bind(fs *flagenv.Set, s *Settings) {
 // the same run, because shared machines are noisy. The warm round trip
 // drives this very binary as `codeexec serve`.
 func Run(ctx context.Context, s Settings, stdout io.Writer) error {
+	if s.FreshGap < 10*time.Millisecond {
+		return fmt.Errorf("--fresh-gap %s is too short: give at least 10ms, such as 100ms or 1s, so that each new session finds the spares refilled", s.FreshGap)
+	}
 	if s.Runtimes != "" {
 		return runtimes(ctx, s, stdout)
 	}
@@ -124,7 +130,7 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 		{"  … and no launch spares either", 0, 0, false},
 		{"new session → first result, warm pool of 4", 4, spares, true},
 	} {
-		st, second, err := benchFresh(ctx, logger, s.Python, f.pool, f.spares, f.fork, s.Fresh)
+		st, second, err := benchFresh(ctx, logger, s.Python, f.pool, f.spares, f.fork, s.Fresh, s.FreshGap)
 		if err != nil {
 			return fmt.Errorf("new session (pool %d, launch spares %d, fork server %t): %w", f.pool, f.spares, f.fork, err)
 		}
@@ -221,7 +227,7 @@ func execOnce(ctx context.Context, c sandboxv1.SandboxServiceClient, id, code st
 	}
 }
 
-func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, spares int, forkServer bool, n int) (first, second stats, err error) {
+func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, spares int, forkServer bool, n int, gap time.Duration) (first, second stats, err error) {
 	cfg := sandboxConfig(python, pool, 0)
 	cfg.LaunchSpares, cfg.ForkServer = spares, forkServer
 	c, stop, err := settledSandbox(ctx, logger, cfg)
@@ -232,7 +238,7 @@ func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, s
 	// Sessions arrive apart, as real ones do: the pool and the launch
 	// spares refill in between, and no session gains from kernel state the
 	// previous one left warm (docs/PERFORMANCE.md, on cgroup moves).
-	return timeFresh(ctx, c, n, max(100*time.Millisecond, time.Duration(pool)*60*time.Millisecond))
+	return timeFresh(ctx, c, n, max(gap, time.Duration(pool)*60*time.Millisecond))
 }
 
 // timeFresh times n new sessions to their first result, waiting gap
