@@ -16,9 +16,9 @@ const forkSpareDelay = 50 * time.Millisecond
 
 // A forkSpare is a sandbox the fork server set up ahead of demand, as
 // Config.Spares launchers are for bwrap: its monitor is inside its
-// cgroups and limits, its init has made its namespaces and root and waits
-// to fork the sandbox's own process until Release gives it a command and
-// stdio. Taking one skips everything but that last fork.
+// cgroups and limits, its init has made its namespaces and root and has
+// forked the sandbox's own process, which waits until Release gives it a
+// command and stdio. Taking one skips everything but the last steps.
 type forkSpare struct {
 	f *forked
 

@@ -190,3 +190,98 @@ print("survived")`)
 		}
 	}
 }
+
+// TestForkSpareForksAhead checks that a spare's own process (PID 2) is
+// forked while the spare waits, with no capabilities and no seccomp filter
+// yet, and that the sandbox taken from it runs in that very process once
+// it has its filter.
+func TestForkSpareForksAhead(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{ForkServer: true, forkOnly: true, Spares: 2})
+	spec := enginetest.Spec(t, `import sys; sys.stdin.read()`)
+	spec.AgentDir = ""
+	enginetest.Run(t, e, spec, "", 60*time.Second) // starts the server and its spares
+	spares := waitForkSpares(t, e, spec)
+	ahead := map[int]int{} // monitor -> PID 2
+	for _, m := range spares {
+		inits := childPIDs(t, m)
+		if len(inits) != 1 {
+			t.Fatalf("spare %d has children %v, want its init alone", m, inits)
+		}
+		// The monitor reports before init has built the sandbox: wait
+		// until its PID 2 is there and has dropped its capabilities.
+		var kids []int
+		var st map[string]string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if kids = childPIDs(t, inits[0]); len(kids) == 1 {
+				if st = procStatus(t, kids[0]); st["CapEff"] == "0000000000000000" {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the init of spare %d has children %v (the first's status %v) 10s on, want its PID 2 without capabilities", m, kids, st)
+			}
+		}
+		if st["CapPrm"] != "0000000000000000" || st["NoNewPrivs"] != "1" || st["Seccomp"] != "0" {
+			t.Errorf("a waiting spare's PID 2: CapPrm %s NoNewPrivs %s Seccomp %s, want no capabilities, no_new_privs and no filter yet",
+				st["CapPrm"], st["NoNewPrivs"], st["Seccomp"])
+		}
+		ahead[m] = kids[0]
+	}
+
+	spec.ID = "fork-ahead-taken"
+	p, err := e.Start(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = p.Kill()
+		_ = p.Wait()
+	}()
+	pid2, ok := ahead[p.PID()]
+	if !ok {
+		t.Fatalf("sandbox %d did not come from a spare %v", p.PID(), spares)
+	}
+	for deadline := time.Now().Add(10 * time.Second); procStatus(t, pid2)["Seccomp"] != "2"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("PID 2 (%d) of the taken spare has no seccomp filter after 10s: %v", pid2, procStatus(t, pid2))
+		}
+	}
+	if kids := childPIDs(t, childPIDs(t, p.PID())[0]); !slices.Equal(kids, []int{pid2}) {
+		t.Errorf("the taken spare's init has children %v, want the PID 2 forked ahead, %d", kids, pid2)
+	}
+}
+
+// childPIDs lists pid's children.
+func childPIDs(t *testing.T, pid int) []int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// procStatus reads /proc/PID/status into its fields.
+func procStatus(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			st[k] = strings.TrimSpace(v)
+		}
+	}
+	return st
+}

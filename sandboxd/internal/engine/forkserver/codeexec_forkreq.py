@@ -21,7 +21,7 @@ class Request:
 
     def __init__(self, data, fds):
         t = data.split(b"\0")
-        self.hold = t[0] == b"hold1"  # a spare: init waits before it forks the sandbox
+        self.hold = t[0] == b"hold1"  # a spare: PID 2 waits for its command
         n_stdio = 0 if self.hold else 3
         if t[0] not in (b"fork1", b"hold1") or len(fds) < n_stdio + 1:
             raise ValueError("bad request")

@@ -73,7 +73,7 @@ class Server:
         self.poller.register(CTL_FD, select.POLLIN)
         while True:
             for fd, _ in self.poller.poll():
-                if fd != CTL_FD:  # a spare's init is gone: its socket hung up
+                if fd != CTL_FD:  # a spare is gone: its socket hung up
                     self.poller.unregister(fd)
                     for pid, ours in list(self.held.items()):
                         if ours == fd:
@@ -245,8 +245,10 @@ class Sandbox:
             z.drop_bounding_set()
             os.chdir(b"/workspace")
             os.setsid()
-            if req.hold:
-                self._wait_release()
+            # A spare forks PID 2 before it waits: the release then wakes a
+            # process that is already there, and the fork (a copy of this
+            # interpreter's page tables, then its first writes) is paid
+            # while the spare waits, not by the session that takes it.
             pid = os.fork()
         except BaseException as exc:  # noqa: BLE001
             run.fail("sandbox set-up", exc)
@@ -272,7 +274,7 @@ class Sandbox:
                 code = run.exit_code(status)
 
     def _wait_release(self):
-        """A spare's init: waits until the spare is released (or the server
+        """A spare's PID 2: waits until the spare is released (or the server
         is gone, and with it the spare) and takes its command and stdio."""
         req = self.req
         sock = _socket.socket(fileno=req.held)
@@ -299,6 +301,11 @@ class Sandbox:
             z.prctl(z.PR_SET_PDEATHSIG, signal.SIGKILL)
             z.drop_capabilities()
             z.prctl(z.PR_SET_DUMPABLE, 1)
+            if req.hold:
+                self._wait_release()
+        except BaseException as exc:  # noqa: BLE001
+            run.fail("sandbox set-up", exc)
+        try:
             z.set_name(os.path.basename(req.argv[0]))
             # random was reseeded by os.fork (random registers that), so
             # each sandbox draws its own stream. The environment is the
