@@ -262,7 +262,9 @@ type (
 
 // Copy copies every record of every tenant from one store (a bbolt file or
 // a PostgreSQL URL) to another, keeping revisions and times; run again, it
-// adds only what is new. A bbolt destination must not be in use.
+// adds only what is new. A bbolt source may be in use (Copy reads a
+// consistent snapshot through the process that holds it); a bbolt
+// destination must not be.
 func Copy(ctx context.Context, opts CopyOptions) (CopyReport, error) {
 	return migrate.Copy(ctx, opts)
 }
@@ -275,8 +277,10 @@ func BackupToFile(ctx context.Context, client memoryv1.MemoryServiceClient, path
 }
 
 // ImportUpstream imports the upstream project's state dir (its memory
-// files and user_tools.py) into tenant, through a running memoryd. The
-// upstream files are only read; run again, it imports nothing twice.
+// files and user_tools.py) into tenant, through a running memoryd. Items
+// memoryd refuses are skipped with the reason (Report.Skipped); a
+// transport error ends the import. Records already in memoryd are left
+// alone, so running it twice is safe; the upstream files are only read.
 func ImportUpstream(ctx context.Context, mem memoryv1.MemoryServiceClient, tools memoryv1.ToolServiceClient, dir, tenant string) (Report, error) {
 	return migrate.ImportUpstream(ctx, mem, tools, dir, tenant)
 }

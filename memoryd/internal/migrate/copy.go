@@ -32,7 +32,7 @@ type CopyOptions struct {
 	// record. Without it they are left alone and reported.
 	Replace bool
 	// Wait bounds the wait for an unreachable database; 0 is
-	// store.DefaultPostgresWait.
+	// 30s (memoryd.DefaultStoreWait).
 	Wait time.Duration
 	// Version is this codeexec's version.
 	Version string

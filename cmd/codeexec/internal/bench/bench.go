@@ -26,7 +26,8 @@ import (
 type Settings struct {
 	Python              string
 	Spawns, Warm, Fresh int
-	// FreshGap is the pause before each new session that Fresh times.
+	// FreshGap is the shortest pause before each new session that Fresh
+	// times (a pool's rows wait longer, for the pool to refill).
 	FreshGap             time.Duration
 	Sessions, PerSession int
 	// Burst is how many sessions start at once, without a warm pool;
@@ -51,7 +52,7 @@ func Bind(fs *flagenv.Set, s *Settings) {
 	fs.Int(&s.Spawns, "spawns", 40, "bare python3 spawns for the baseline")
 	fs.Int(&s.Warm, "warm", 300, "warm run_python round trips through MCP stdio")
 	fs.Int(&s.Fresh, "fresh", 25, "new sessions timed, with and without the warm pool")
-	fs.Duration(&s.FreshGap, "fresh-gap", 100*time.Millisecond, "pause before each of those new sessions (longer with a larger pool, which refills in it), at least 10ms")
+	fs.Duration(&s.FreshGap, "fresh-gap", 100*time.Millisecond, "shortest pause before each of those new sessions (the pool's rows wait longer, for it to refill), at least 10ms; --runtimes ignores it")
 	fs.Int(&s.Sessions, "sessions", 50, "concurrent sessions in the load test")
 	fs.Int(&s.PerSession, "execs", 20, "execs per session in the load test")
 	fs.Int(&s.Burst, "burst", 50, "sessions started at once, without a warm pool")
@@ -67,11 +68,11 @@ func Bind(fs *flagenv.Set, s *Settings) {
 // the same run, because shared machines are noisy. The warm round trip
 // drives this very binary as `codeexec serve`.
 func Run(ctx context.Context, s Settings, stdout io.Writer) error {
-	if s.FreshGap < 10*time.Millisecond {
-		return fmt.Errorf("--fresh-gap %s is too short: give at least 10ms, such as 100ms or 1s, so that each new session finds the spares refilled", s.FreshGap)
-	}
 	if s.Runtimes != "" {
 		return runtimes(ctx, s, stdout)
+	}
+	if s.FreshGap < 10*time.Millisecond {
+		return fmt.Errorf("--fresh-gap %s is too short: give at least 10ms, such as 100ms or 1s (under about 100ms a new session may find the spares not yet refilled)", s.FreshGap)
 	}
 	logger := slog.New(slog.DiscardHandler)
 	fmt.Fprintf(stdout, "codeexec bench — %s, %d CPUs\n\n", hostDescription(), numCPU())
@@ -130,11 +131,12 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 		{"  … and no launch spares either", 0, 0, false},
 		{"new session → first result, warm pool of 4", 4, spares, true},
 	} {
-		st, second, err := benchFresh(ctx, logger, s.Python, f.pool, f.spares, f.fork, s.Fresh, s.FreshGap)
+		gap := freshGap(s.FreshGap, f.pool)
+		st, second, err := benchFresh(ctx, logger, s.Python, f.pool, f.spares, f.fork, s.Fresh, gap)
 		if err != nil {
 			return fmt.Errorf("new session (pool %d, launch spares %d, fork server %t): %w", f.pool, f.spares, f.fork, err)
 		}
-		row(f.name, st, fmt.Sprintf("n=%d, launch spares %d, fork server %t", s.Fresh, f.spares, f.fork))
+		row(f.name, st, fmt.Sprintf("n=%d, %s apart, launch spares %d, fork server %t", s.Fresh, gap, f.spares, f.fork))
 		if f.fork {
 			row("  … then its second result", second, "waits for the first call's checkpoint")
 		}
@@ -165,8 +167,12 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("idle memory (fork server %t): %w", fork, err)
 		}
-		fmt.Fprintf(stdout, "memory per idle session, fork server %-5t: %.2f MiB PSS (%d sandboxes; the fork server counted in); each of the second half added %.2f MiB\n",
-			fork, m.perSession/(1<<20), m.sandboxes, m.further/(1<<20))
+		further := "n/a (give --idle-sessions 2 or more)"
+		if m.further > 0 {
+			further = fmt.Sprintf("%.2f MiB", m.further/(1<<20))
+		}
+		fmt.Fprintf(stdout, "memory per idle session, fork server %-5t: %.2f MiB PSS (%d sandboxes; the fork server counted in); each of the second half added %s\n",
+			fork, m.perSession/(1<<20), m.sandboxes, further)
 	}
 	return nil
 }
@@ -238,7 +244,13 @@ func benchFresh(ctx context.Context, logger *slog.Logger, python string, pool, s
 	// Sessions arrive apart, as real ones do: the pool and the launch
 	// spares refill in between, and no session gains from kernel state the
 	// previous one left warm (docs/PERFORMANCE.md, on cgroup moves).
-	return timeFresh(ctx, c, n, max(gap, time.Duration(pool)*60*time.Millisecond))
+	return timeFresh(ctx, c, n, gap)
+}
+
+// freshGap is the pause before each new session of a fresh row: the
+// given least, or longer for a pool of pool sandboxes to refill.
+func freshGap(least time.Duration, pool int) time.Duration {
+	return max(least, time.Duration(pool)*60*time.Millisecond)
 }
 
 // timeFresh times n new sessions to their first result, waiting gap

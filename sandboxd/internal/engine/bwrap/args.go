@@ -170,6 +170,8 @@ func rlimits(lim engine.Limits, memCgroup, pidsCgroup bool) []rlimit {
 		r = append(r, rlimit{unix.RLIMIT_AS, uint64(lim.MemoryBytes)})
 	}
 	if lim.Pids > 0 && !pidsCgroup {
+		// Without a pids cgroup this counts every process of uid 65534,
+		// other sandboxes' too (a fork server's spare holds three).
 		r = append(r, rlimit{unix.RLIMIT_NPROC, uint64(lim.Pids)})
 	}
 	return r

@@ -300,12 +300,14 @@ class Sandbox:
         try:
             z.prctl(z.PR_SET_PDEATHSIG, signal.SIGKILL)
             z.drop_capabilities()
-            z.prctl(z.PR_SET_DUMPABLE, 1)
             if req.hold:
                 self._wait_release()
         except BaseException as exc:  # noqa: BLE001
             run.fail("sandbox set-up", exc)
         try:
+            # Dumpable (ptrace-able by its own uid, like any process it
+            # starts) only once it is the session's.
+            z.prctl(z.PR_SET_DUMPABLE, 1)
             z.set_name(os.path.basename(req.argv[0]))
             # random was reseeded by os.fork (random registers that), so
             # each sandbox draws its own stream. The environment is the

@@ -129,8 +129,8 @@ func reapLate(c *net.UnixConn) {
 }
 
 // Release gives spare (made by a Fork with Hold) req's command,
-// environment and stdio, and lets it start its
-// sandbox. An error means the spare was not released (it is gone, or the
+// environment and stdio, which its waiting PID 2 takes before its last
+// steps and the command. An error means the spare was not released (it is gone, or the
 // server is); the caller should kill and reap it. ctx bounds the release.
 func (s *Server) Release(ctx context.Context, spare *Child, req *Request) error {
 	payload, err := req.encodeRelease(spare.Monitor.Pid)

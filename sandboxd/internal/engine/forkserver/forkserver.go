@@ -27,8 +27,8 @@
 // whole PID namespace before init, and then the monitor, exit, so once
 // the monitor is reaped nothing of the sandbox runs. A request with Hold
 // makes a spare, whose PID 2 is forked and has dropped its capabilities,
-// then waits until Release brings the command and stdio: all the rest is
-// done ahead.
+// then waits until Release brings the command and stdio: all but its last
+// steps (its name, signals and the seccomp filter) is done ahead.
 //
 // Each sandbox gets its own copy-on-write address space: no mapping the
 // server holds is shared and writable, and the server receives nothing

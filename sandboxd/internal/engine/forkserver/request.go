@@ -33,9 +33,9 @@ type Rlimit struct {
 
 // Request is one sandbox to fork.
 type Request struct {
-	// Hold makes a spare: the sandbox is set up, and its own process (PID
-	// 2) is forked and waits, before its last steps (seccomp included), for
-	// Server.Release to give it its command and stdio. A spare's request has neither (Mode, Argv,
+	// Hold makes a spare: the sandbox is set up, and its own process
+	// (PID 2) is forked and waits, before its last steps (seccomp
+	// included), for Server.Release to give it its command and stdio. A spare's request has neither (Mode, Argv,
 	// Env and the stdio are ignored).
 	Hold bool
 	Mode Mode
