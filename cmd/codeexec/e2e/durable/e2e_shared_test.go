@@ -118,14 +118,14 @@ func TestE2EServeProcessesShareOneStateDir(t *testing.T) {
 }
 
 // appendIDs is run_python code whose 100 threads each append a unique ID
-// to the list under "ids", spread over about two seconds, and which prints
+// to the list under "ids", spread over about four seconds, and which prints
 // the IDs that were acknowledged, as JSON.
 func appendIDs(prefix string) string {
 	return fmt.Sprintf(`
 import json, time
 from concurrent.futures import ThreadPoolExecutor
 def add(i):
-    time.sleep(i * 0.02)
+    time.sleep(i * 0.04)
     me = "%s-%%d" %% i
     update_memory("ids", lambda v: (v or []) + [me])
     return me
@@ -152,6 +152,14 @@ func TestE2EOwnerKilledWhileOthersWrite(t *testing.T) {
 		t.Fatal("no process says it owns the database")
 	}
 	pid := ownerFilePID(t, filepath.Join(home, "MCPs", "codeexec.db.owner"))
+	// Every process has its sandbox up before the writes start, so that
+	// the watcher's polls are warm calls: a first call that starts a
+	// container took longer than the owner's writes did (docker, in CI).
+	for i, c := range append([]*client.Client{watcher}, clients...) {
+		if got := harness.Joined(harness.Code(t, c, `print("up")`).Stdout()); got != "up" {
+			t.Fatalf("warming process %d: got %q", i, got)
+		}
+	}
 	var (
 		wg    sync.WaitGroup
 		acked = make([][]string, 3)
@@ -231,6 +239,7 @@ func TestE2EOwnerKilledWhileOthersWrite(t *testing.T) {
 	if len(ids) != 200+fromOwner {
 		t.Errorf("%d IDs, want the survivors' 200 plus the %d the owner got in", len(ids), fromOwner)
 	}
+	t.Logf("the owner got %d of 100 writes in before the kill", fromOwner)
 	if fromOwner < 3 || fromOwner == 100 {
 		t.Errorf("the owner got %d of 100 writes in before the kill; the kill did not land in the middle of the writes", fromOwner)
 	}
