@@ -89,23 +89,18 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s\n", strings.Repeat("-", 48), strings.Repeat("-", 11), strings.Repeat("-", 11), strings.Repeat("-", 11), "------")
 	row("baseline: bare `python3 -c pass` spawn", spawn, fmt.Sprintf("n=%d", s.Spawns))
 
-	for _, w := range []struct {
-		name string
-		fork bool
-	}{{"warm run_python(\"pass\") via MCP stdio", true}, {"  … with bwrap itself (--fork-server=false)", false}} {
-		warm, ended, err := benchWarmStdio(ctx, s.Warm, s.Version, w.fork)
-		if err != nil {
-			return fmt.Errorf("warm round trip: %w", err)
-		}
-		note := fmt.Sprintf("n=%d", s.Warm)
-		switch {
-		case w.fork && ended == 0:
-			note += "; the new server's first session had a sandbox from the fork server"
-		case w.fork:
-			note += fmt.Sprintf("; the new server's first session had %d sandbox(es) started without the fork server before one from it", ended)
-		}
-		row(w.name, warm, note)
+	warm, err := benchWarmStdio(ctx, s.Warm, s.Version)
+	if err != nil {
+		return fmt.Errorf("warm round trip: %w", err)
 	}
+	note := fmt.Sprintf("n=%d, taking turns with the row below", s.Warm)
+	if warm.ended == 0 {
+		note += "; the new server's first session had a sandbox from the fork server"
+	} else {
+		note += fmt.Sprintf("; the new server's first session had %d sandbox(es) started without the fork server before one from it", warm.ended)
+	}
+	row("warm run_python(\"pass\") via MCP stdio", warm.fork, note)
+	row("  … with bwrap itself (--fork-server=false)", warm.bwrap, fmt.Sprintf("n=%d", s.Warm))
 
 	restNote := ""
 	if s.FirstSessions > 0 {
@@ -171,8 +166,12 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 		if m.further > 0 {
 			further = fmt.Sprintf("%.2f MiB", m.further/(1<<20))
 		}
-		fmt.Fprintf(stdout, "memory per idle session, fork server %-5t: %.2f MiB PSS (%d sandboxes; the fork server counted in); each of the second half added %s\n",
-			fork, m.perSession/(1<<20), m.sandboxes, further)
+		counted := "spares and launchers counted in"
+		if fork {
+			counted = "the fork server and its spares counted in"
+		}
+		fmt.Fprintf(stdout, "memory per idle session, fork server %-5t: %.2f MiB PSS (%d sandboxes; %s); each of the second half added %s\n",
+			fork, m.perSession/(1<<20), m.sandboxes, counted, further)
 	}
 	return nil
 }

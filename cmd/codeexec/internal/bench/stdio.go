@@ -58,38 +58,64 @@ func startStdio(ctx context.Context, version string, forkServer bool) (run runFu
 	return run, stop, nil
 }
 
-// benchWarmStdio measures run_python("pass") over MCP stdio against a new
-// `codeexec serve`. With the fork server, it first ends the session's
-// sandbox until one came from the server, and says how many it ended.
-func benchWarmStdio(ctx context.Context, n int, version string, forkServer bool) (st stats, ended int, err error) {
-	run, stop, err := startStdio(ctx, version, forkServer)
+// warmPair is what benchWarmStdio measured: the round trips to the fork
+// server's sandbox and to bwrap's, and how many sandboxes the fork
+// server's session ended before it had one from the server.
+type warmPair struct {
+	fork, bwrap stats
+	ended       int
+}
+
+// benchWarmStdio measures run_python("pass") over MCP stdio against two
+// new `codeexec serve` processes, one with the fork server and one
+// without, taking turns call by call (ABBA), so that both see the same
+// load: on a shared machine, rows timed one after the other differed by
+// more than the engines did. The fork server's session first ends its
+// sandbox until one came from the server.
+func benchWarmStdio(ctx context.Context, n int, version string) (warmPair, error) {
+	var r warmPair
+	forkRun, stopFork, err := startStdio(ctx, version, true)
 	if err != nil {
-		return stats{}, 0, err
+		return r, err
 	}
-	defer stop()
-	if forkServer {
-		// The session's first sandbox comes from the pool, which waits
-		// for the fork server while it starts; a call made before the
-		// pool is full gets a sandbox from bwrap: end sandboxes until
-		// one was forked.
-		if ended, err = untilForked(run); err != nil {
-			return stats{}, 0, err
+	defer stopFork()
+	// The session's first sandbox comes from the pool, which waits for
+	// the fork server while it starts; a call made before the pool is
+	// full gets a sandbox from bwrap: end sandboxes until one was forked.
+	if r.ended, err = untilForked(forkRun); err != nil {
+		return r, err
+	}
+	bwrapRun, stopBwrap, err := startStdio(ctx, version, false)
+	if err != nil {
+		return r, err
+	}
+	defer stopBwrap()
+	runs := [2]runFunc{forkRun, bwrapRun}
+	for _, run := range runs {
+		for range 10 {
+			if _, _, err := run("pass"); err != nil {
+				return r, err
+			}
 		}
 	}
-	for range 10 {
-		if _, _, err := run("pass"); err != nil {
-			return stats{}, 0, err
+	// Let both servers finish refilling their pools and spares, which
+	// the calls above may have set off, before the timed calls.
+	time.Sleep(500 * time.Millisecond)
+	var d [2][]time.Duration
+	for i := range 2 * n {
+		// ABBA: each server goes first in every other pair.
+		k := i % 2
+		if (i/2)%2 == 1 {
+			k = 1 - k
 		}
-	}
-	var d []time.Duration
-	for range n {
-		_, t, err := run("pass")
+		_, t, err := runs[k]("pass")
 		if err != nil {
-			return stats{}, 0, err
+			return r, err
 		}
-		d = append(d, t)
+		d[k] = append(d[k], t)
 	}
-	return summarize(d), ended, nil
+	r.fork, r.bwrap = summarize(d[0]), summarize(d[1])
+	return r, nil
 }
 
 // isForked reports whether the session's sandbox came from the fork
