@@ -46,6 +46,31 @@ type Settings struct {
 	Version string
 }
 
+// check refuses counts that would leave a figure without a measurement:
+// every row needs at least one sample, and the spawn is what every row is
+// divided by.
+func (s Settings) check() error {
+	counts := []struct {
+		flag  string
+		n     int
+		least int
+	}{
+		{"--spawns", s.Spawns, 1}, {"--warm", s.Warm, 1}, {"--fresh", s.Fresh, 1},
+		{"--sessions", s.Sessions, 1}, {"--execs", s.PerSession, 1}, {"--burst", s.Burst, 1},
+		{"--idle-sessions", s.IdleSessions, 1}, {"--idle", s.Idle, 1}, {"--first-sessions", s.FirstSessions, 0},
+	}
+	for _, c := range counts {
+		if c.n < c.least {
+			what := "a whole number of at least 1"
+			if c.least == 0 {
+				what = "0 (to skip its rows) or more"
+			}
+			return fmt.Errorf("%s %d: give %s", c.flag, c.n, what)
+		}
+	}
+	return nil
+}
+
 // Bind binds the benchmark's flags.
 func Bind(fs *flagenv.Set, s *Settings) {
 	fs.String(&s.Python, "python", "/usr/bin/python3", "interpreter for the baseline and the sandboxes")
@@ -68,6 +93,9 @@ func Bind(fs *flagenv.Set, s *Settings) {
 // the same run, because shared machines are noisy. The warm round trip
 // drives this very binary as `codeexec serve`.
 func Run(ctx context.Context, s Settings, stdout io.Writer) error {
+	if err := s.check(); err != nil {
+		return err
+	}
 	if s.Runtimes != "" {
 		return runtimes(ctx, s, stdout)
 	}
