@@ -62,6 +62,13 @@ func newService(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxS
 
 func newServiceWithMetrics(t *testing.T, mutate func(*sandboxd.Config)) (sandboxv1.SandboxServiceClient, *fakeDiscovery, *prometheus.Registry) {
 	t.Helper()
+	return newServiceWithDeps(t, mutate, nil)
+}
+
+// newServiceWithDeps is newServiceWithMetrics whose dependencies deps
+// completes (memoryd's clients, for instance).
+func newServiceWithDeps(t testing.TB, mutate func(*sandboxd.Config), deps func(*sandboxd.Deps)) (sandboxv1.SandboxServiceClient, *fakeDiscovery, *prometheus.Registry) {
+	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
 	cfg := sandboxd.DefaultConfig()
 	cfg.PoolSize = 1
@@ -86,7 +93,11 @@ func newServiceWithMetrics(t *testing.T, mutate func(*sandboxd.Config)) (sandbox
 	discoveryv1.RegisterDiscoveryServiceServer(ip.Server.GRPC, fd)
 	reg := prometheus.NewRegistry()
 	var err error
-	svc, err = sandboxd.New(ctx, cfg, sandboxd.Deps{Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn), Registry: reg}, logger)
+	d := sandboxd.Deps{Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn), Registry: reg}
+	if deps != nil {
+		deps(&d)
+	}
+	svc, err = sandboxd.New(ctx, cfg, d, logger)
 	if err != nil {
 		t.Fatalf("sandboxd.New: %v", err)
 	}
@@ -96,7 +107,7 @@ func newServiceWithMetrics(t *testing.T, mutate func(*sandboxd.Config)) (sandbox
 }
 
 // gauge reads one unlabelled metric from reg.
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+func gauge(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -116,7 +127,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {

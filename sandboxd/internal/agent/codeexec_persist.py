@@ -19,6 +19,7 @@ _chan = None  # the Channel, set by install()
 _helpers = {}  # names given to the user_tools module (runtime, proxies, ...)
 _ns = None  # the session namespace, set by bind_saved_tools()
 _bound = {}  # saved tools bind_saved_tools() put into it, by name
+_sent = None  # the saved tools a first exec carried, until user_tools is built from them
 
 MAX_KEY_BYTES = 2048  # memoryd's limit (store.MaxKeyBytes)
 # update_memory retries a conflicting write for this long. Many sessions
@@ -191,22 +192,26 @@ def bound_tool(name):
     return _bound.get(name)
 
 
-def bind_saved_tools(ns):
+def bind_saved_tools(ns, sent=None):
     """Makes every saved tool callable by its bare name in ns, as upstream's
     GUIDE promises ("import or call directly"). Called once, before a
     session's first code runs in a sandbox, so tools saved or deleted in
-    other sessions apply from their next session on.
+    other sessions apply from their next session on. sent are the saved
+    tools the exec frame carried (None: ask sandboxd with tool.list).
 
     A name that is taken is left alone: the helpers, `runtime`, builtins
     (a tool called `open` would hide the real one) and anything the session
     defines later win over a saved tool, which stays at user_tools.<name>.
     """
-    global _ns
+    global _ns, _sent
     _ns = ns
+    _sent = sent
     try:
         mod = __import__("user_tools")
     except Exception:  # noqa: BLE001 - no memoryd here; `import user_tools` says why
         return
+    finally:
+        _sent = None  # a later build of user_tools asks afresh
     builtins = ns.get("__builtins__") or {}
     for name in getattr(mod, "__all__", ()):
         if name.startswith("_") or name in ns or name in builtins or not hasattr(mod, name):
@@ -221,10 +226,13 @@ class _UserToolsLoader:
         return None
 
     def exec_module(self, module):
-        try:
-            tools = _chan.call_sync(LIST_SAVED_TOOLS)
-        except MCPError as exc:
-            raise ImportError("cannot load user_tools: %s" % exc, name="user_tools") from None
+        global _sent
+        tools, _sent = _sent, None
+        if tools is None:
+            try:
+                tools = _chan.call_sync(LIST_SAVED_TOOLS)
+            except MCPError as exc:
+                raise ImportError("cannot load user_tools: %s" % exc, name="user_tools") from None
         ns = module.__dict__
         ns.update(_helpers)
         failed = {}

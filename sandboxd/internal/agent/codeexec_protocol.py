@@ -58,7 +58,7 @@ METHODS = {m.name: m for m in (
 class Exec:
     """An `exec` frame: code to run and what it may use."""
 
-    __slots__ = ("id", "code", "servers", "discovered", "limit", "first", "checkpoint")
+    __slots__ = ("id", "code", "servers", "discovered", "limit", "first", "saved_tools", "checkpoint")
 
     def __init__(self, msg):
         self.id = msg.get("id")
@@ -70,6 +70,10 @@ class Exec:
         except (TypeError, ValueError):
             self.limit = 0
         self.first = bool(msg.get("first"))
+        # saved_tools, on a first exec, are the tenant's saved tools as
+        # tool.list gives them; None (absent) means ask with tool.list.
+        saved = msg.get("saved_tools")
+        self.saved_tools = saved if isinstance(saved, list) else None
         # checkpoint, when positive, asks for a checkpoint of the session
         # after the exec, of at most that many bytes (docs/PROTOCOL.md).
         try:

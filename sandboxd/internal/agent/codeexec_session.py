@@ -223,7 +223,7 @@ class Session:
         try:
             self._configure(msg)
             if msg.first:
-                codeexec_persist.bind_saved_tools(self.ns)
+                codeexec_persist.bind_saved_tools(self.ns, msg.saved_tools)
             codeexec_source.register(filename, source)
             self.durable.add_cell(filename, source)
             code = compile(source, filename, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)

@@ -47,13 +47,6 @@ type deleted struct {
 	Deleted bool `json:"deleted"`
 }
 
-// savedTool is one saved tool as tool.list gives it.
-type savedTool struct {
-	Name      string `json:"name"`
-	Docstring string `json:"docstring"`
-	Source    string `json:"source"`
-}
-
 // toolName is tool.save's result.
 type toolName struct {
 	Name string `json:"name"`
@@ -120,14 +113,28 @@ func (b *Broker) saveTool(ctx context.Context, o *origin, r *channel.SaveToolReq
 	return toolName{resp.GetTool().GetName()}, err
 }
 
-func (b *Broker) listSavedTools(ctx context.Context, o *origin, _ *channel.ListSavedToolsRequest) ([]savedTool, error) {
-	resp, err := b.Tools.ListTools(ctx, &memoryv1.ListToolsRequest{Tenant: o.tenant})
+func (b *Broker) listSavedTools(ctx context.Context, o *origin, _ *channel.ListSavedToolsRequest) ([]channel.SavedTool, error) {
+	return b.savedTools(ctx, o.tenant)
+}
+
+// SavedTools fetches the tenant's saved tools for a session's first exec
+// (session.Broker). Without memoryd it returns nil and no error: the
+// agent then asks with tool.list, and learns why that fails.
+func (b *Broker) SavedTools(ctx context.Context, tenant string) ([]channel.SavedTool, error) {
+	if b.Tools == nil {
+		return nil, nil
+	}
+	return b.savedTools(ctx, tenant)
+}
+
+func (b *Broker) savedTools(ctx context.Context, tenant string) ([]channel.SavedTool, error) {
+	resp, err := b.Tools.ListTools(ctx, &memoryv1.ListToolsRequest{Tenant: tenant})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]savedTool, 0, len(resp.GetTools()))
+	out := make([]channel.SavedTool, 0, len(resp.GetTools()))
 	for _, t := range resp.GetTools() {
-		out = append(out, savedTool{Name: t.GetName(), Docstring: t.GetDocstring(), Source: t.GetSource()})
+		out = append(out, channel.SavedTool{Name: t.GetName(), Docstring: t.GetDocstring(), Source: t.GetSource()})
 	}
 	return out, nil
 }

@@ -38,6 +38,12 @@ var wireExamples = []struct {
 		Discovered: []DiscoveredServer{{Name: "a-b", Description: "d"}}, Limit: 10, First: true},
 		`{"t":"exec","id":1,"code":"print(1)","servers":[{"name":"a-b","alias":"a_b","tools":[{"name":"get","alias":"get","input_schema":{}}]}],` +
 			`"discovered":[{"name":"a-b","description":"d"}],"limit":10,"first":true}`},
+	{&Exec{ID: 1, Code: "f()", Servers: []Server{}, Discovered: []DiscoveredServer{}, First: true,
+		SavedTools: []SavedTool{{Name: "f", Docstring: "d", Source: "def f():\n    pass\n"}}},
+		`{"t":"exec","id":1,"code":"f()","servers":[],"discovered":[],"limit":0,"first":true,` +
+			`"saved_tools":[{"name":"f","docstring":"d","source":"def f():\n    pass\n"}]}`},
+	{&Exec{ID: 1, Code: "x", Servers: []Server{}, Discovered: []DiscoveredServer{}, First: true, SavedTools: []SavedTool{}},
+		`{"t":"exec","id":1,"code":"x","servers":[],"discovered":[],"limit":0,"first":true,"saved_tools":[]}`},
 	{&Reply{ID: 3, Result: json.RawMessage(`null`)}, `{"t":"reply","id":3,"result":null}`},
 	{&Reply{ID: 4, Error: &Error{Code: CodeConflict, Message: "revision 3 moved"}}, `{"t":"reply","id":4,"error":{"code":"conflict","message":"revision 3 moved"}}`},
 	{&Exec{ID: 2, Code: "x = 1", Servers: []Server{}, Discovered: []DiscoveredServer{}, Checkpoint: 64 << 20},

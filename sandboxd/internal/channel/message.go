@@ -83,9 +83,22 @@ type Exec struct {
 	// pool's warm-up exec): the agent then binds the tenant's saved tools
 	// as bare names before the code runs.
 	First bool `json:"first,omitempty"`
+	// SavedTools, on a first exec only, are the tenant's saved tools,
+	// fetched while the sandbox was readied: the agent builds
+	// `user_tools` from them instead of asking with tool.list. Absent
+	// (nil) means they were not fetched, and the agent asks; an empty
+	// list means there are none.
+	SavedTools []SavedTool `json:"saved_tools,omitzero"`
 	// Checkpoint, when positive, asks the agent for a checkpoint of the
 	// session after the exec's done, of at most this many bytes.
 	Checkpoint int64 `json:"checkpoint,omitempty"`
+}
+
+// SavedTool is one saved tool as tool.list returns it.
+type SavedTool struct {
+	Name      string `json:"name"`
+	Docstring string `json:"docstring"`
+	Source    string `json:"source"`
 }
 
 // Checkpoint is one frame of the checkpoint the agent takes after an exec

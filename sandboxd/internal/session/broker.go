@@ -18,6 +18,10 @@ type Broker interface {
 	// *channel.Error: its code and message go back to the code, which
 	// raises them as a typed runtime.MCPError.
 	Call(ctx context.Context, tenant string, env *ExecEnv, method string, params json.RawMessage) (json.RawMessage, error)
+	// SavedTools fetches the tenant's saved tools, which a session's first
+	// exec in a sandbox carries (channel.Exec.SavedTools). Nil with no
+	// error means none were fetched: the agent then asks for them itself.
+	SavedTools(ctx context.Context, tenant string) ([]channel.SavedTool, error)
 }
 
 // ExecEnv is what one exec may use.

@@ -70,6 +70,7 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 		return nil, fmt.Errorf("%w: code is empty", ErrInvalid)
 	}
 	timeout := m.clampTimeout(req.Timeout)
+	saved := m.fetchSavedTools(ctx, s)
 	env, err := m.cfg.Broker.Prepare(ctx, s.tenant, req.Servers)
 	if err != nil {
 		return nil, err
@@ -104,7 +105,7 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 		s.setBusy(false, false)
 		return nil, err
 	}
-	res := m.run(ctx, s, sb, req.Code, env, timeout, out)
+	res := m.run(ctx, s, sb, req.Code, env, saved, timeout, out)
 	sb.firstExecDone()
 	res.Servers = env.Allowed
 	res.Timeout = timeout
@@ -132,13 +133,17 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 }
 
 // run drives one exec on a live sandbox until done, death or timeout.
-func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string, env *ExecEnv, timeout time.Duration, out Output) *Result {
+func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string, env *ExecEnv, saved *savedTools, timeout time.Duration, out Output) *Result {
 	sb.mu.Lock()
 	sb.nextExec++
 	id := sb.nextExec
 	first := !sb.sessionStarted
 	sb.sessionStarted = true
 	sb.mu.Unlock()
+	var tools []channel.SavedTool
+	if first {
+		tools = saved.wait(ctx, s.logger())
+	}
 
 	callCtx, cancelCalls := context.WithCancel(ctx)
 	defer cancelCalls()
@@ -158,7 +163,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 		s.beginCheckpoint(s.Info().ExecCount + 1)
 	}
 	start := time.Now()
-	if err := sendExec(sb, id, code, env, limit, first, checkpoint); err != nil {
+	if err := sendExec(sb, id, code, env, limit, first, tools, checkpoint); err != nil {
 		if checkpoint > 0 {
 			s.cancelCheckpoint()
 		}

@@ -227,9 +227,10 @@ func (s *Session) logger() *slog.Logger {
 	return s.m.logger.With(logkeys.SessionID, s.id, logkeys.Tenant, s.tenant)
 }
 
-// sendExec writes an exec frame; a positive checkpoint asks for a
-// checkpoint of at most that many bytes after it.
-func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, first bool, checkpoint int64) error {
+// sendExec writes an exec frame; a first exec carries the saved tools
+// fetched for it (nil: none fetched), and a positive checkpoint asks for
+// a checkpoint of at most that many bytes after it.
+func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, first bool, tools []channel.SavedTool, checkpoint int64) error {
 	// Never null: the agent reads an empty list as no servers.
 	servers, discovered := env.Servers, env.Discovered
 	if servers == nil {
@@ -239,6 +240,6 @@ func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, fir
 		discovered = []channel.DiscoveredServer{}
 	}
 	return sb.conn.Write(&channel.Exec{
-		ID: id, Code: code, Servers: servers, Discovered: discovered, Limit: limit, First: first, Checkpoint: checkpoint,
+		ID: id, Code: code, Servers: servers, Discovered: discovered, Limit: limit, First: first, SavedTools: tools, Checkpoint: checkpoint,
 	})
 }

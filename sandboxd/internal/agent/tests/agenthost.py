@@ -216,7 +216,7 @@ class Agent:
         code, message = res if isinstance(res, tuple) else ("internal", res)
         self.send({"t": "reply", "id": cid, "error": {"code": code, "message": message}})
 
-    def start(self, code, servers=(), discovered=None, limit=0, first=False, checkpoint=0):
+    def start(self, code, servers=(), discovered=None, limit=0, first=False, checkpoint=0, saved_tools=None):
         self._next += 1
         if discovered is None:
             discovered = [{"name": s["name"], "description": s.get("description", "")} for s in servers]
@@ -226,6 +226,8 @@ class Agent:
                "discovered": discovered, "limit": limit}
         if first:
             msg["first"] = True
+        if saved_tools is not None:
+            msg["saved_tools"] = list(saved_tools)
         if checkpoint:
             msg["checkpoint"] = checkpoint
         self.send(msg)
@@ -255,8 +257,8 @@ class Agent:
                 assert msg["id"] == exec_id, msg
                 return Result(msg, chunks, self.calls[ncalls:])
 
-    def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False, checkpoint=0):
-        return self.wait(self.start(code, servers, discovered, limit, first, checkpoint), timeout)
+    def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False, checkpoint=0, saved_tools=None):
+        return self.wait(self.start(code, servers, discovered, limit, first, checkpoint, saved_tools), timeout)
 
     def wait_checkpoint(self, exec_id, timeout=60):
         """Gathers the checkpoint frames after exec_id's done: (manifest,

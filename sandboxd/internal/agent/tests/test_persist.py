@@ -216,6 +216,35 @@ class ToolsTest(unittest.TestCase):
         finally:
             b.close()
 
+    def test_saved_tools_sent_with_the_first_exec(self):
+        # sandboxd fetched them while it readied the sandbox: the agent
+        # builds user_tools from the frame and asks for nothing.
+        self.host.tools["stale"] = {"name": "stale", "docstring": "", "source": "def stale():\n    return 1\n"}
+        sent = [{"name": "triple", "docstring": "", "source": "def triple(x):\n    return 3 * x\n"},
+                {"name": "broken", "docstring": "", "source": "def broken(:\n"}]
+        b = Agent(self.host)
+        try:
+            r = b.exec("import user_tools\n"
+                       "print(triple(2), 'stale' in globals(), user_tools.__all__, sorted(user_tools.FAILED))\n",
+                       first=True, saved_tools=sent)
+            self.assertEqual((r.ok, r.stdout, r.calls), (True, "6 False ['triple'] ['broken']\n", []), r)
+            self.assertIn("user_tools: tool 'broken' failed to load: SyntaxError", r.stderr)
+            # The sent list builds user_tools once; building it again asks.
+            r = b.exec("import sys\n"
+                       "del sys.modules['user_tools']\n"
+                       "import user_tools\n"
+                       "print(user_tools.__all__)\n")
+            self.assertEqual((r.stdout, [c["m"] for c in r.calls]), ("['stale']\n", ["tool.list"]), r)
+        finally:
+            b.close()
+        # An empty list means there are none: nothing bound, nothing asked.
+        c = Agent(self.host)
+        try:
+            r = c.exec("import user_tools\nprint(user_tools.__all__, 'stale' in globals())\n", first=True, saved_tools=[])
+            self.assertEqual((r.ok, r.stdout, r.calls), (True, "[] False\n", []), r)
+        finally:
+            c.close()
+
     def test_binding_without_memoryd_is_silent(self):
         host = FakeHost()
         host.handle = lambda m, p: (False, "memory and saved tools are not available in this deployment")

@@ -151,16 +151,22 @@ class ExecTest(unittest.TestCase):
         self.assertEqual(self.a.exec("print(LOADED_MCP_SERVERS)", servers=[server("filesystem")]).stdout, "('filesystem',)\n")
 
     def test_fields(self):
+        tools = [{"name": "f", "docstring": "", "source": "def f():\n    pass\n"}]
         e = protocol.Exec({"t": "exec", "id": 4, "code": "x = 1", "servers": [{"name": "a"}],
-                           "discovered": [{"name": "a", "description": ""}], "limit": 10, "first": True})
-        self.assertEqual((e.id, e.code, e.servers, e.discovered, e.limit, e.first),
-                         (4, "x = 1", [{"name": "a"}], [{"name": "a", "description": ""}], 10, True))
+                           "discovered": [{"name": "a", "description": ""}], "limit": 10, "first": True,
+                           "saved_tools": tools})
+        self.assertEqual((e.id, e.code, e.servers, e.discovered, e.limit, e.first, e.saved_tools),
+                         (4, "x = 1", [{"name": "a"}], [{"name": "a", "description": ""}], 10, True, tools))
 
     def test_missing_and_odd_fields(self):
         for msg in ({"t": "exec", "id": 1}, {"t": "exec", "id": 1, "servers": None, "limit": "lots"},
                     {"t": "exec", "id": 1, "limit": -5, "code": None}):
             e = protocol.Exec(msg)
-            self.assertEqual((e.code, e.servers, e.discovered, e.limit, e.first), ("", [], [], 0, False), msg)
+            self.assertEqual((e.code, e.servers, e.discovered, e.limit, e.first, e.saved_tools),
+                             ("", [], [], 0, False, None), msg)
+        # saved_tools that are not a list are not taken: the agent asks.
+        for saved in (None, {"name": "f"}, "f", 3):
+            self.assertIsNone(protocol.Exec({"t": "exec", "id": 1, "saved_tools": saved}).saved_tools, saved)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,145 @@
+package sandboxd_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd"
+)
+
+// countingTools is memoryd's ToolService client that counts ListTools
+// calls and can fail the next one, as a restarting memoryd would.
+type countingTools struct {
+	memoryv1.ToolServiceClient
+	mu       sync.Mutex
+	lists    int
+	failNext bool
+}
+
+func (c *countingTools) ListTools(ctx context.Context, in *memoryv1.ListToolsRequest, opts ...grpc.CallOption) (*memoryv1.ListToolsResponse, error) {
+	c.mu.Lock()
+	c.lists++
+	fail := c.failNext
+	c.failNext = false
+	c.mu.Unlock()
+	if fail {
+		return nil, status.Error(codes.Unavailable, "memoryd is restarting")
+	}
+	return c.ToolServiceClient.ListTools(ctx, in, opts...)
+}
+
+func (c *countingTools) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lists
+}
+
+// A session's first exec carries the saved tools, fetched while sandboxd
+// readied the sandbox: memoryd is asked once, and the agent does not ask
+// again. When that fetch fails, the agent asks for them itself.
+func TestFirstExecCarriesTheSavedTools(t *testing.T) {
+	t.Parallel()
+	conn := sessionStore(t)
+	tools := &countingTools{ToolServiceClient: memoryv1.NewToolServiceClient(conn)}
+	if _, err := tools.SaveTool(t.Context(), &memoryv1.SaveToolRequest{Tenant: "alice", Name: "double", Source: "def double(x):\n    return 2 * x\n"}); err != nil {
+		t.Fatalf("SaveTool: %v", err)
+	}
+	c, _, _ := newServiceWithDeps(t, nil, func(d *sandboxd.Deps) {
+		d.Memory = memoryv1.NewMemoryServiceClient(conn)
+		d.Tools = tools
+	})
+
+	id := create(t, c, "alice")
+	if got := run(t, c, id, "print(double(4))").stdout; got != "8\n" {
+		t.Fatalf("first exec: stdout = %q, want the saved tool's 8", got)
+	}
+	if n := tools.count(); n != 1 {
+		t.Fatalf("memoryd was asked for the saved tools %d times by a first exec, want once (sandboxd's fetch, not the agent's tool.list too)", n)
+	}
+	if got := run(t, c, id, "print(double(5))").stdout; got != "10\n" {
+		t.Fatalf("second exec: stdout = %q", got)
+	}
+	if n := tools.count(); n != 1 {
+		t.Fatalf("after a later exec memoryd was asked %d times, want still once", n)
+	}
+
+	tools.mu.Lock()
+	tools.failNext = true
+	tools.mu.Unlock()
+	other := create(t, c, "alice")
+	if got := run(t, c, other, "print(double(3))").stdout; got != "6\n" {
+		t.Fatalf("first exec after a failed fetch: stdout = %q, want 6 from the agent's own tool.list", got)
+	}
+	if n := tools.count(); n != 3 {
+		t.Fatalf("memoryd was asked %d times in all, want 3: the failed fetch, then the agent's tool.list", n)
+	}
+}
+
+// BenchmarkFirstExec times a new session's first exec on a warm sandbox,
+// with a saved tool: "sent" as sandboxd runs (the frame carries the
+// tools), against "asked", where sandboxd's fetch fails so the agent asks
+// with tool.list before the code starts, as it did before the frame
+// carried them. The pool refills, untimed, between iterations.
+func BenchmarkFirstExec(b *testing.B) {
+	for _, mode := range []string{"sent", "asked"} {
+		b.Run(mode, func(b *testing.B) {
+			conn := sessionStore(b)
+			tools := &alternatingTools{ToolServiceClient: memoryv1.NewToolServiceClient(conn), failOdd: mode == "asked"}
+			if _, err := tools.SaveTool(b.Context(), &memoryv1.SaveToolRequest{Tenant: "alice", Name: "double", Source: "def double(x):\n    return 2 * x\n"}); err != nil {
+				b.Fatalf("SaveTool: %v", err)
+			}
+			c, _, reg := newServiceWithDeps(b, nil, func(d *sandboxd.Deps) {
+				d.Memory = memoryv1.NewMemoryServiceClient(conn)
+				d.Tools = tools
+			})
+			var took []time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				waitUntil(b, "the pool to refill", func() bool { return gauge(b, reg, "codeexec_sandbox_warm_pool") == 1 })
+				id := mustCreate(b, c)
+				b.StartTimer()
+				start := time.Now()
+				if r := mustRun(b, c, id, "double(1)"); r.stderr != "" {
+					b.Fatalf("first exec wrote %q", r.stderr)
+				}
+				took = append(took, time.Since(start))
+				b.StopTimer()
+				if _, err := c.DestroySession(b.Context(), &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: "alice"}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			// The median as well: one slow iteration on a shared machine
+			// moves the mean.
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+		})
+	}
+}
+
+// alternatingTools fails every odd ListTools call when failOdd is set: a
+// session's first exec makes two, sandboxd's fetch and then the agent's
+// tool.list.
+type alternatingTools struct {
+	memoryv1.ToolServiceClient
+	failOdd bool
+	calls   atomic.Int64
+}
+
+func (a *alternatingTools) ListTools(ctx context.Context, in *memoryv1.ListToolsRequest, opts ...grpc.CallOption) (*memoryv1.ListToolsResponse, error) {
+	if a.calls.Add(1)%2 == 1 && a.failOdd {
+		return nil, status.Error(codes.Unavailable, "failed on purpose: the agent asks instead")
+	}
+	return a.ToolServiceClient.ListTools(ctx, in, opts...)
+}
