@@ -17,9 +17,10 @@ import (
 	"github.com/codeexec/codeexec/services/suite"
 )
 
-// inprocSandbox runs sandboxd in-process behind its gRPC API, with durable
-// sessions on a memoryd of its own over a new bbolt file, as codeexec
-// serve runs it: each call's changes are checkpointed.
+// inprocSandbox runs sandboxd in-process behind its gRPC API, on a
+// memoryd of its own over a new bbolt file, as codeexec serve runs it:
+// sessions are durable (each call's changes are checkpointed), and memory
+// and saved tools are served (a first exec carries the saved tools).
 func inprocSandbox(ctx context.Context, logger *slog.Logger, cfg sandboxd.Config) (sandboxv1.SandboxServiceClient, func(), error) {
 	dir, err := os.MkdirTemp("", "codeexec-bench-")
 	if err != nil {
@@ -43,7 +44,12 @@ func inprocSandbox(ctx context.Context, logger *slog.Logger, cfg sandboxd.Config
 		cfg.Advertise = "unix:" + filepath.Join(dir, "sandboxd.sock") // no other replica asks
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	svc, err := sandboxd.New(ctx, cfg, sandboxd.Deps{Sessions: memoryv1.NewSessionStoreServiceClient(store.Conn)}, logger)
+	deps := sandboxd.Deps{
+		Memory:   memoryv1.NewMemoryServiceClient(store.Conn),
+		Tools:    memoryv1.NewToolServiceClient(store.Conn),
+		Sessions: memoryv1.NewSessionStoreServiceClient(store.Conn),
+	}
+	svc, err := sandboxd.New(ctx, cfg, deps, logger)
 	if err != nil {
 		cancel()
 		closeStore()
