@@ -2,7 +2,9 @@ package sandboxd_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,4 +144,37 @@ func (a *alternatingTools) ListTools(ctx context.Context, in *memoryv1.ListTools
 		return nil, status.Error(codes.Unavailable, "failed on purpose: the agent asks instead")
 	}
 	return a.ToolServiceClient.ListTools(ctx, in, opts...)
+}
+
+// Code and saved tools that each fit in a frame but not together: the
+// exec goes without the tools, and the agent asks for them in a frame of
+// their own, instead of the exec failing and the session being lost.
+func TestSavedToolsThatDoNotFitWithTheCode(t *testing.T) {
+	t.Parallel()
+	conn := sessionStore(t)
+	tools := &countingTools{ToolServiceClient: memoryv1.NewToolServiceClient(conn)}
+	const n = 9
+	for i := range n {
+		src := fmt.Sprintf("def big%d():\n    return %d\n# %s\n", i, i, strings.Repeat("x", 1000000))
+		if _, err := tools.SaveTool(t.Context(), &memoryv1.SaveToolRequest{Tenant: "alice", Name: fmt.Sprintf("big%d", i), Source: src}); err != nil {
+			t.Fatalf("SaveTool %d: %v", i, err)
+		}
+	}
+	c, _, _ := newServiceWithDeps(t, nil, func(d *sandboxd.Deps) {
+		d.Memory = memoryv1.NewMemoryServiceClient(conn)
+		d.Tools = tools
+	})
+	id := create(t, c, "alice")
+	// 56 MiB of code and 9 MB of tools: over the channel's 64 MiB frame.
+	code := "# " + strings.Repeat("y", 56<<20) + "\nprint(big8() + big0())\n"
+	r := run(t, c, id, code)
+	if r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK || r.stdout != "8\n" {
+		t.Fatalf("exec: %v %q %q, want it to run with the saved tools bound", r.result, r.stdout, r.stderr)
+	}
+	if n := tools.count(); n != 2 {
+		t.Fatalf("memoryd was asked %d times, want 2: sandboxd's fetch, then the agent's tool.list", n)
+	}
+	if got := run(t, c, id, "print(big1())").stdout; got != "1\n" {
+		t.Fatalf("the session did not go on: stdout = %q", got)
+	}
 }

@@ -239,7 +239,16 @@ func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, fir
 	if discovered == nil {
 		discovered = []channel.DiscoveredServer{}
 	}
-	return sb.conn.Write(&channel.Exec{
+	msg := &channel.Exec{
 		ID: id, Code: code, Servers: servers, Discovered: discovered, Limit: limit, First: first, SavedTools: tools, Checkpoint: checkpoint,
-	})
+	}
+	err := sb.conn.Write(msg)
+	if errors.Is(err, channel.ErrFrameTooLarge) && msg.SavedTools != nil {
+		// The code and the tools together are too large for one frame
+		// (each alone fits): the agent asks for the tools in a frame of
+		// their own, as it does when they were not fetched.
+		msg.SavedTools = nil
+		err = sb.conn.Write(msg)
+	}
+	return err
 }
