@@ -26,16 +26,23 @@ type countingTools struct {
 	mu       sync.Mutex
 	lists    int
 	failNext bool
+	// hangNext makes the next call wait until its context ends, as a
+	// memoryd that has stopped answering would.
+	hangNext bool
 }
 
 func (c *countingTools) ListTools(ctx context.Context, in *memoryv1.ListToolsRequest, opts ...grpc.CallOption) (*memoryv1.ListToolsResponse, error) {
 	c.mu.Lock()
 	c.lists++
-	fail := c.failNext
-	c.failNext = false
+	fail, hang := c.failNext, c.hangNext
+	c.failNext, c.hangNext = false, false
 	c.mu.Unlock()
 	if fail {
 		return nil, status.Error(codes.Unavailable, "memoryd is restarting")
+	}
+	if hang {
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	return c.ToolServiceClient.ListTools(ctx, in, opts...)
 }
@@ -75,15 +82,27 @@ func TestFirstExecCarriesTheSavedTools(t *testing.T) {
 		t.Fatalf("after a later exec memoryd was asked %d times, want still once", n)
 	}
 
-	tools.mu.Lock()
-	tools.failNext = true
-	tools.mu.Unlock()
-	other := create(t, c, "alice")
-	if got := run(t, c, other, "print(double(3))").stdout; got != "6\n" {
-		t.Fatalf("first exec after a failed fetch: stdout = %q, want 6 from the agent's own tool.list", got)
-	}
-	if n := tools.count(); n != 3 {
-		t.Fatalf("memoryd was asked %d times in all, want 3: the failed fetch, then the agent's tool.list", n)
+	// When the fetch fails, or does not answer (the exec waits 2 s for it,
+	// no longer), the agent asks for the tools itself, and memoryd is asked
+	// twice: the fetch, then the agent's tool.list.
+	for _, fetch := range []struct {
+		what string
+		set  func()
+	}{
+		{"failed", func() { tools.failNext = true }},
+		{"hung", func() { tools.hangNext = true }},
+	} {
+		tools.mu.Lock()
+		fetch.set()
+		tools.mu.Unlock()
+		before := tools.count()
+		id := create(t, c, "alice")
+		if got := run(t, c, id, "print(double(3))").stdout; got != "6\n" {
+			t.Fatalf("first exec after a fetch that %s: stdout = %q, want 6 from the agent's own tool.list", fetch.what, got)
+		}
+		if n := tools.count() - before; n != 2 {
+			t.Fatalf("after a fetch that %s memoryd was asked %d times, want 2: the fetch, then the agent's tool.list", fetch.what, n)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 	"github.com/codeexec/codeexec/services/logkeys"
@@ -33,15 +34,27 @@ func (m *Manager) fetchSavedTools(ctx context.Context, s *Session) *savedTools {
 	return f
 }
 
-// wait returns the fetched tools, or nil when the fetch failed or ctx
-// ended first: the agent then asks for them itself, and the code sees
-// the failure where it used to, in `import user_tools`.
+// savedToolsWait bounds how long an exec waits for its fetch once the
+// sandbox is ready. A memoryd slower than that is asked again by the
+// agent, inside the exec, where the exec's own timeout bounds the wait as
+// it always has.
+const savedToolsWait = 2 * time.Second
+
+// wait returns the fetched tools, or nil when the fetch failed, did not
+// end within savedToolsWait or ctx ended first: the agent then asks for
+// them itself, and the code sees a failure where it used to, in
+// `import user_tools`.
 func (f *savedTools) wait(ctx context.Context, logger *slog.Logger) []channel.SavedTool {
 	if f == nil {
 		return nil
 	}
+	timer := time.NewTimer(savedToolsWait)
+	defer timer.Stop()
 	select {
 	case <-f.done:
+	case <-timer.C:
+		logger.WarnContext(ctx, "memoryd did not return the saved tools in time for a first exec; the sandbox will ask for them", logkeys.Duration, savedToolsWait)
+		return nil
 	case <-ctx.Done():
 		return nil
 	}
