@@ -26,9 +26,27 @@ type fakeDiscovery struct {
 	discoveryv1.UnimplementedDiscoveryServiceServer
 	mu    sync.Mutex
 	calls []string
+	// gate, when set, holds each ListServers call (one per exec) until a
+	// value is sent on it, in the order the calls came; waiting counts
+	// the calls it holds.
+	gate    chan struct{}
+	waiting int
 }
 
-func (f *fakeDiscovery) ListServers(context.Context, *discoveryv1.ListServersRequest) (*discoveryv1.ListServersResponse, error) {
+func (f *fakeDiscovery) ListServers(ctx context.Context, _ *discoveryv1.ListServersRequest) (*discoveryv1.ListServersResponse, error) {
+	f.mu.Lock()
+	gate := f.gate
+	if gate != nil {
+		f.waiting++
+	}
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 	return &discoveryv1.ListServersResponse{Servers: []*discoveryv1.Server{{Name: "demo", Alias: "demo", Description: "a demo server"}}}, nil
 }
 

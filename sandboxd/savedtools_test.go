@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
@@ -68,6 +69,8 @@ func TestFirstExecCarriesTheSavedTools(t *testing.T) {
 		d.Tools = tools
 	})
 
+	// One call in all: the fetch (which the failed and hung cases below
+	// show is made), so the agent did not ask as well.
 	id := create(t, c, "alice")
 	if got := run(t, c, id, "print(double(4))").stdout; got != "8\n" {
 		t.Fatalf("first exec: stdout = %q, want the saved tool's 8", got)
@@ -195,5 +198,67 @@ func TestSavedToolsThatDoNotFitWithTheCode(t *testing.T) {
 	}
 	if got := run(t, c, id, "print(big1())").stdout; got != "1\n" {
 		t.Fatalf("the session did not go on: stdout = %q", got)
+	}
+}
+
+// An exec that waited its turn behind another one of its session does
+// not get the list fetched before that one ran: the other may have saved
+// a tool, and here it has, then timed out, so the waiting exec is the
+// first in a new sandbox and must see the tool.
+func TestSavedToolsFetchedBeforeAnotherExecRanAreNotUsed(t *testing.T) {
+	t.Parallel()
+	conn := sessionStore(t)
+	memory := memoryv1.NewMemoryServiceClient(conn)
+	c, fd, _ := newServiceWithDeps(t, nil, func(d *sandboxd.Deps) {
+		d.Memory = memory
+		d.Tools = memoryv1.NewToolServiceClient(conn)
+	})
+	gate := make(chan struct{})
+	fd.mu.Lock()
+	fd.gate = gate
+	fd.mu.Unlock()
+	held := func(n int) func() bool {
+		return func() bool { fd.mu.Lock(); defer fd.mu.Unlock(); return fd.waiting == n }
+	}
+	id := create(t, c, "alice")
+	first := make(chan *execResult, 1)
+	go func() {
+		r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Timeout: durationpb.New(3 * time.Second), Code: `
+import time
+save_memory("running", True)
+time.sleep(1)
+def late():
+    return "saved while the next call waited"
+save_tool(late)
+time.sleep(60)`})
+		if err != nil {
+			t.Errorf("first call: %v", err)
+		}
+		first <- r
+	}()
+	// Both calls find the session without a sandbox and start their
+	// fetch; the first is let through, and runs, before the second.
+	waitUntil(t, "the first call to resolve its servers", held(1))
+	second := make(chan *execResult, 1)
+	go func() {
+		r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Timeout: durationpb.New(20 * time.Second), Code: "print(late())"})
+		if err != nil {
+			t.Errorf("second call: %v", err)
+		}
+		second <- r
+	}()
+	waitUntil(t, "the second call to resolve its servers", held(2))
+	gate <- struct{}{}
+	waitUntil(t, "the first call to run", func() bool {
+		_, err := memory.GetMemory(t.Context(), &memoryv1.GetMemoryRequest{Tenant: "alice", Key: "running"})
+		return err == nil
+	})
+	gate <- struct{}{}
+	if r := <-first; r == nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT {
+		t.Fatalf("first call: %v, want it timed out", r)
+	}
+	r := <-second
+	if r == nil || r.stdout != "saved while the next call waited\n" {
+		t.Fatalf("second call: %+v; want the tool the first call saved", r)
 	}
 }

@@ -121,7 +121,7 @@ func (b *Broker) listSavedTools(ctx context.Context, o *origin, _ *channel.ListS
 // (session.Broker). Without memoryd it returns nil and no error: the
 // agent then asks with tool.list, and learns why that fails.
 func (b *Broker) SavedTools(ctx context.Context, tenant string) ([]channel.SavedTool, error) {
-	if b.Tools == nil {
+	if b.Memory == nil || b.Tools == nil { // what needMemory refuses tool.list for
 		return nil, nil
 	}
 	return b.savedTools(ctx, tenant)

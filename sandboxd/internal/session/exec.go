@@ -71,6 +71,7 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	}
 	timeout := m.clampTimeout(req.Timeout)
 	saved := m.fetchSavedTools(ctx, s)
+	defer saved.stop()
 	env, err := m.cfg.Broker.Prepare(ctx, s.tenant, req.Servers)
 	if err != nil {
 		return nil, err
@@ -142,8 +143,9 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	sb.mu.Unlock()
 	var tools []channel.SavedTool
 	if first {
-		tools = saved.wait(ctx, s.logger())
+		tools = saved.wait(ctx, s)
 	}
+	saved.stop()
 
 	callCtx, cancelCalls := context.WithCancel(ctx)
 	defer cancelCalls()

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
@@ -15,23 +14,38 @@ import (
 // carries its result, which spares the agent a tool.list round trip
 // through sandboxd to memoryd before the code can start.
 type savedTools struct {
-	done  chan struct{}
+	done   chan struct{}
+	cancel context.CancelFunc
+	// execs is the session's count of finished execs when the fetch
+	// started: an exec that ran since (this one waited its turn behind
+	// it) may have saved or deleted tools, so the list is stale.
+	execs uint64
 	tools []channel.SavedTool
 	err   error
 }
 
 // fetchSavedTools starts the fetch when the session's next exec will be
-// the first in its sandbox; otherwise it returns nil.
+// the first in its sandbox; otherwise it returns nil. The caller stops it
+// once the exec is sent or has failed.
 func (m *Manager) fetchSavedTools(ctx context.Context, s *Session) *savedTools {
 	if !s.firstExecAhead() {
 		return nil
 	}
-	f := &savedTools{done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(ctx)
+	f := &savedTools{done: make(chan struct{}), cancel: cancel, execs: s.Info().ExecCount}
 	go func() {
 		defer close(f.done)
 		f.tools, f.err = m.cfg.Broker.SavedTools(ctx, s.tenant)
 	}()
 	return f
+}
+
+// stop cancels the fetch if it is still under way (its result is no
+// longer wanted).
+func (f *savedTools) stop() {
+	if f != nil {
+		f.cancel()
+	}
 }
 
 // savedToolsWait bounds how long an exec waits for its fetch once the
@@ -40,14 +54,19 @@ func (m *Manager) fetchSavedTools(ctx context.Context, s *Session) *savedTools {
 // it always has.
 const savedToolsWait = 2 * time.Second
 
-// wait returns the fetched tools, or nil when the fetch failed, did not
-// end within savedToolsWait or ctx ended first: the agent then asks for
-// them itself, and the code sees a failure where it used to, in
-// `import user_tools`.
-func (f *savedTools) wait(ctx context.Context, logger *slog.Logger) []channel.SavedTool {
+// wait returns the fetched tools for s's first exec in a sandbox, or nil
+// when the fetch failed, did not end within savedToolsWait, ctx ended
+// first or another exec of s has run since the fetch began: the agent
+// then asks for them itself, and the code sees a failure where it used
+// to, in `import user_tools`.
+func (f *savedTools) wait(ctx context.Context, s *Session) []channel.SavedTool {
 	if f == nil {
 		return nil
 	}
+	if s.Info().ExecCount != f.execs {
+		return nil
+	}
+	logger := s.logger()
 	timer := time.NewTimer(savedToolsWait)
 	defer timer.Stop()
 	select {
