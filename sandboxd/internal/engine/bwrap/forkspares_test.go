@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -171,6 +172,24 @@ print("survived")`)
 
 	// Close ends the spares and removes every cgroup.
 	spares = waitForkSpares(t, e, other)
+	// The spares' cgroups by path: the parents are the test process's, and
+	// other tests' engines keep spares of their own there, with the same
+	// "forkspare-" names.
+	var spareDirs []string
+	if srv := waitServer(t, e, nil); srv != nil {
+		key, _ := forkSpareFor(srv, other)
+		for _, sp := range e.forkSpares.Held(key) {
+			spareDirs = append(spareDirs, slices.Collect(maps.Values(sp.f.cg.Dirs()))...)
+		}
+	}
+	if len(spareDirs) == 0 {
+		t.Fatal("found no cgroups of the held spares")
+	}
+	for _, dir := range spareDirs {
+		if _, err := os.Stat(dir); err != nil {
+			t.Fatalf("a held spare's cgroup: %v", err)
+		}
+	}
 	parents := e.cgroups.Parents()
 	if err := e.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -178,7 +197,12 @@ print("survived")`)
 	for _, pid := range survivors(spares) {
 		t.Errorf("spare %d survived Close", pid)
 	}
-	ours := []string{t.Name(), "fork-from-a-spare", "fork-named-sleeper", "fork-after-dead-spares", "forkspare"}
+	for _, dir := range spareDirs {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("spare cgroup %s left after Close (%v)", dir, err)
+		}
+	}
+	ours := []string{t.Name(), "fork-from-a-spare", "fork-named-sleeper", "fork-after-dead-spares"}
 	for _, dir := range parents {
 		if _, err := os.Stat(dir); os.IsNotExist(err) {
 			continue // the last engine closed removes the parent too
