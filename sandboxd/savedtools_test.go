@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -53,20 +54,32 @@ func (c *countingTools) count() int {
 	return c.lists
 }
 
-// A session's first exec carries the saved tools, fetched while sandboxd
-// readied the sandbox: memoryd is asked once, and the agent does not ask
-// again. When that fetch fails, the agent asks for them itself.
-func TestFirstExecCarriesTheSavedTools(t *testing.T) {
-	t.Parallel()
+// withDouble serves a sandboxd whose memoryd, a real one on bbolt, holds
+// alice's saved tool double behind a counting ToolService client; durable
+// adds that memoryd's session store, which makes the sessions durable.
+func withDouble(t testing.TB, durable bool) (sandboxv1.SandboxServiceClient, *countingTools, *prometheus.Registry) {
+	t.Helper()
 	conn := sessionStore(t)
 	tools := &countingTools{ToolServiceClient: memoryv1.NewToolServiceClient(conn)}
 	if _, err := tools.SaveTool(t.Context(), &memoryv1.SaveToolRequest{Tenant: "alice", Name: "double", Source: "def double(x):\n    return 2 * x\n"}); err != nil {
 		t.Fatalf("SaveTool: %v", err)
 	}
-	c, _, _ := newServiceWithDeps(t, nil, func(d *sandboxd.Deps) {
+	c, _, reg := newServiceWithDeps(t, nil, func(d *sandboxd.Deps) {
 		d.Memory = memoryv1.NewMemoryServiceClient(conn)
 		d.Tools = tools
+		if durable {
+			d.Sessions = memoryv1.NewSessionStoreServiceClient(conn)
+		}
 	})
+	return c, tools, reg
+}
+
+// A session's first exec carries the saved tools, fetched while sandboxd
+// readied the sandbox: memoryd is asked once, and the agent does not ask
+// again. When that fetch fails, the agent asks for them itself.
+func TestFirstExecCarriesTheSavedTools(t *testing.T) {
+	t.Parallel()
+	c, tools, _ := withDouble(t, false)
 
 	// One call in all: the fetch (which the failed and hung cases below
 	// show is made), so the agent did not ask as well.
@@ -108,6 +121,53 @@ func TestFirstExecCarriesTheSavedTools(t *testing.T) {
 	}
 }
 
+// A durable session whose state holds user_tools (the module, and a
+// function taken from it) comes back in a new sandbox: the restore
+// rebuilds the module from the saved tools it carries, or, when sandboxd
+// could not fetch them, from the agent's tool.list, which sandboxd serves
+// while the restore runs. Before, that call went unanswered and the
+// restore timed out on every try, so the session never came back.
+func TestRestoredSessionGetsUserToolsBack(t *testing.T) {
+	t.Parallel()
+	c, tools, _ := withDouble(t, true)
+	for _, tc := range []struct {
+		name string
+		// asks is how often memoryd is asked for the saved tools by the
+		// restoring call: sandboxd's fetch, and the agent's tool.list
+		// when that fetch failed.
+		asks      int
+		failFetch bool
+	}{
+		{"tools sent", 1, false},
+		{"tools asked for", 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := create(t, c, "alice")
+			if r := run(t, c, id, "import user_tools\nut = user_tools\nfrom user_tools import double as dbl\nprint(double(4))"); r.stdout != "8\n" || !r.result.GetDurable() {
+				t.Fatalf("setup: stdout %q, stderr %q, %v", r.stdout, r.stderr, r.result)
+			}
+			if r := run(t, c, id, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"); !r.result.GetStateLost() {
+				t.Fatalf("the killing call did not lose the sandbox: %v", r.result)
+			}
+			tools.mu.Lock()
+			tools.failNext = tc.failFetch
+			tools.mu.Unlock()
+			before := tools.count()
+			got := run(t, c, id, "print(ut.double(5), dbl(6), double(7))")
+			if got.stdout != "10 12 14\n" {
+				t.Fatalf("after the restore: stdout %q, stderr %q, restore report %v", got.stdout, got.stderr, got.result.GetRestored())
+			}
+			rep := got.result.GetRestored()
+			if names := slices.Sorted(slices.Values(rep.GetNames())); !slices.Equal(names, []string{"dbl", "user_tools", "ut"}) || len(rep.GetLost()) > 0 {
+				t.Errorf("restored %v, lost %v; want dbl, user_tools and ut back and nothing lost", names, rep.GetLost())
+			}
+			if n := tools.count() - before; n != tc.asks {
+				t.Errorf("memoryd was asked for the saved tools %d times by the restoring call, want %d", n, tc.asks)
+			}
+		})
+	}
+}
+
 // BenchmarkFirstExec times a new session's first exec on a warm sandbox,
 // with a saved tool: "sent" as sandboxd runs (the frame carries the
 // tools), against "asked", where sandboxd's fetch fails so the agent asks
@@ -116,15 +176,7 @@ func TestFirstExecCarriesTheSavedTools(t *testing.T) {
 func BenchmarkFirstExec(b *testing.B) {
 	for _, mode := range []string{"sent", "asked"} {
 		b.Run(mode, func(b *testing.B) {
-			conn := sessionStore(b)
-			tools := &countingTools{ToolServiceClient: memoryv1.NewToolServiceClient(conn)}
-			if _, err := tools.SaveTool(b.Context(), &memoryv1.SaveToolRequest{Tenant: "alice", Name: "double", Source: "def double(x):\n    return 2 * x\n"}); err != nil {
-				b.Fatalf("SaveTool: %v", err)
-			}
-			c, _, reg := newServiceWithDeps(b, nil, func(d *sandboxd.Deps) {
-				d.Memory = memoryv1.NewMemoryServiceClient(conn)
-				d.Tools = tools
-			})
+			c, tools, reg := withDouble(b, false)
 			var took []time.Duration
 			b.ResetTimer()
 			for b.Loop() {

@@ -101,7 +101,10 @@ class Durable:
                 codeexec_source.register(filename, source)
                 self.add_cell(filename, source)
 
-            report = ckpt.restore(self.session.ns, r.manifest or {}, r.chunks, on_source=on_source)
+            # A checkpoint that holds user_tools rebuilds it from the
+            # saved tools the restore carried.
+            with codeexec_persist.offered(r.saved_tools):
+                report = ckpt.restore(self.session.ns, r.manifest or {}, r.chunks, on_source=on_source)
             # What was restored is stored already: the next checkpoint
             # sends only what changes.
             self._checkpointer.stored = {v["chunk"] for v in (r.manifest or {}).get("values", {}).values()}

@@ -19,7 +19,7 @@ _chan = None  # the Channel, set by install()
 _helpers = {}  # names given to the user_tools module (runtime, proxies, ...)
 _ns = None  # the session namespace, set by bind_saved_tools()
 _bound = {}  # saved tools bind_saved_tools() put into it, by name
-_sent = None  # the saved tools a first exec carried, until user_tools is built from them
+_sent = None  # the saved tools a frame carried, until user_tools is built from them (see offered)
 
 MAX_KEY_BYTES = 2048  # memoryd's limit (store.MaxKeyBytes)
 # update_memory retries a conflicting write for this long. Many sessions
@@ -203,20 +203,35 @@ def bind_saved_tools(ns, sent=None):
     (a tool called `open` would hide the real one) and anything the session
     defines later win over a saved tool, which stays at user_tools.<name>.
     """
-    global _ns, _sent
+    global _ns
     _ns = ns
-    _sent = sent
     try:
-        mod = __import__("user_tools")
+        with offered(sent):
+            mod = __import__("user_tools")
     except Exception:  # noqa: BLE001 - no memoryd here; `import user_tools` says why
         return
-    finally:
-        _sent = None  # a later build of user_tools asks afresh
     builtins = ns.get("__builtins__") or {}
     for name in getattr(mod, "__all__", ()):
         if name.startswith("_") or name in ns or name in builtins or not hasattr(mod, name):
             continue
         ns[name] = _bound[name] = getattr(mod, name)
+
+
+class offered:
+    """While the block runs, a build of user_tools takes sent, the saved
+    tools a frame carried, instead of asking with tool.list (None: it
+    asks). After it, a build asks afresh."""
+
+    def __init__(self, sent):
+        self._sent = sent
+
+    def __enter__(self):
+        global _sent
+        _sent = self._sent
+
+    def __exit__(self, *exc):
+        global _sent
+        _sent = None
 
 
 class _UserToolsLoader:

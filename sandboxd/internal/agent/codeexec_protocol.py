@@ -87,17 +87,22 @@ class Restore:
     manifest and its chunks (the frames' blobs, several frames when
     large)."""
 
-    __slots__ = ("manifest", "chunks")
+    __slots__ = ("manifest", "chunks", "saved_tools")
 
     def __init__(self):
         self.manifest = None
         self.chunks = {}
+        # As Exec's: the saved tools for a checkpoint that holds
+        # user_tools; None (absent) means ask with tool.list.
+        self.saved_tools = None
 
     def add(self, msg):
         """Adds one frame; True when it was the last."""
         self.chunks.update(msg.get("blobs") or {})
         if msg.get("last"):
             self.manifest = msg.get("manifest")
+            saved = msg.get("saved_tools")
+            self.saved_tools = saved if isinstance(saved, list) else None
             return True
         return False
 

@@ -55,6 +55,10 @@ var wireExamples = []struct {
 	{&Checkpointed{Exec: 2, OK: true}, `{"t":"checkpointed","id":2,"ok":true}`},
 	{&Restore{Chunks: map[string][]byte{"c1": []byte("pickle")}, Last: true, Manifest: json.RawMessage(`{"v":1}`)},
 		"\x00\x00\x00\x00\x4a" + `{"t":"restore","blobs":[{"id":"c1","n":6}],"last":true,"manifest":{"v":1}}` + "pickle"},
+	{&Restore{Chunks: map[string][]byte{"c1": []byte("pickle")}, Last: true, Manifest: json.RawMessage(`{"v":1}`),
+		SavedTools: []SavedTool{{Name: "f", Source: "def f():\n    pass\n"}}},
+		"\x00\x00\x00\x00\x96" + `{"t":"restore","blobs":[{"id":"c1","n":6}],"last":true,"manifest":{"v":1},` +
+			`"saved_tools":[{"name":"f","docstring":"","source":"def f():\n    pass\n"}]}` + "pickle"},
 	{&Restored{Report: RestoreReport{Restored: []string{"x"}, Failed: []LostName{}, Unsaved: []LostName{{Name: "f", Type: "open file", Why: "TypeError: cannot pickle"}}}},
 		`{"t":"restored","report":{"restored":["x"],"failed":[],"unsaved":[{"name":"f","type":"open file","why":"TypeError: cannot pickle"}]}}`},
 }

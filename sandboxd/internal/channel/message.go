@@ -138,6 +138,10 @@ type Restore struct {
 	Blobs    []Blob          `json:"blobs,omitempty"`
 	Last     bool            `json:"last,omitempty"`
 	Manifest json.RawMessage `json:"manifest,omitempty"`
+	// SavedTools, on the last frame only, are as Exec's: a checkpoint
+	// that holds `user_tools` rebuilds the module from them instead of
+	// asking with tool.list. Absent means not fetched.
+	SavedTools []SavedTool `json:"saved_tools,omitzero"`
 }
 
 // Restored is the agent's report on a restore.

@@ -100,7 +100,7 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 
 	s.setBusy(true, false)
 	startCtx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
-	sb, report, err := s.ensureSandbox(startCtx)
+	sb, report, err := s.ensureSandbox(startCtx, env, saved)
 	cancel()
 	if err != nil {
 		s.setBusy(false, false)

@@ -24,8 +24,10 @@ type RestoreReport struct {
 }
 
 // restore rebuilds the session in sb from its last checkpoint, or returns
-// nil when there is none.
-func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox) (_ *RestoreReport, err error) {
+// nil when there is none. The calls the agent makes while it restores are
+// served with env, the environment of the exec the restore precedes, and
+// the saved tools fetched for that exec go with the checkpoint.
+func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *ExecEnv, saved *savedTools) (_ *RestoreReport, err error) {
 	s.waitCommit(m.cfg.StartTimeout)
 	s.dmu.Lock()
 	held, reason, interrupted := s.d.held, s.d.reason, s.d.interrupted
@@ -43,16 +45,12 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox) (_ *Rest
 	if err != nil {
 		return nil, fmt.Errorf("%w: read the session's checkpoint: %w", errRestoreLater, err)
 	}
-	if err := sendRestore(sb, held, chunks); err != nil {
+	if err := sendRestore(sb, held, chunks, saved.wait(ctx, s)); err != nil {
 		return nil, fmt.Errorf("send the checkpoint to the sandbox: %w", err)
 	}
-	var got *channel.Restored
-	select {
-	case got = <-sb.restored:
-	case <-sb.dead:
-		return nil, fmt.Errorf("the sandbox died while restoring the session: %s", sb.describeDeath())
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: restoring the session: %w", errRestoreLater, ctx.Err())
+	got, err := m.awaitRestored(ctx, s, sb, env)
+	if err != nil {
+		return nil, err
 	}
 	r := got.Report
 	if r.Error != "" {
@@ -63,6 +61,39 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox) (_ *Rest
 		lost[len(r.Unsaved)+i].Type = "not restored"
 	}
 	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: held.State.Seq}, nil
+}
+
+// awaitRestored waits for the agent's report on a restore, and serves the
+// calls the restore makes meanwhile: a checkpoint that holds `user_tools`
+// (imported, or a function taken from it) rebuilds the module, which asks
+// for the saved tools with tool.list. Without an answer the agent would
+// wait for it until the restore timed out, on every try, and the session
+// could not come back at all. What the restore prints belongs to no exec
+// and is dropped, as the exec loop drops output of other execs.
+func (m *Manager) awaitRestored(ctx context.Context, s *Session, sb *sandbox, env *ExecEnv) (*channel.Restored, error) {
+	callCtx, cancelCalls := context.WithCancel(ctx)
+	defer cancelCalls()
+	// The agent's calls carry the id of the last exec it began: the
+	// warm-up's in a pooled sandbox, else 0.
+	sb.mu.Lock()
+	last := sb.nextExec
+	sb.mu.Unlock()
+	for {
+		select {
+		case got := <-sb.restored:
+			return got, nil
+		case msg := <-sb.msgs:
+			call, ok := msg.(*channel.Call)
+			if !ok {
+				continue
+			}
+			go m.serveCall(callCtx, sb, s.tenant, env, last, call)
+		case <-sb.dead:
+			return nil, fmt.Errorf("the sandbox died while restoring the session: %s", sb.describeDeath())
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: restoring the session: %w", errRestoreLater, ctx.Err())
+		}
+	}
 }
 
 // errRestoreLater marks a restore that failed for a reason of the moment
@@ -76,7 +107,7 @@ var errRestoreLater = errors.New("the session could not be restored now")
 // under the channel's 64 MiB frame limit.
 const restoreFrameBytes = 24 << 20
 
-func sendRestore(sb *sandbox, held *durable.Held, chunks map[string][]byte) error {
+func sendRestore(sb *sandbox, held *durable.Held, chunks map[string][]byte, tools []channel.SavedTool) error {
 	batch, size := map[string][]byte{}, 0
 	for _, id := range durable.ChunkIDs(held.State.Manifest) {
 		c := chunks[id]
@@ -88,5 +119,12 @@ func sendRestore(sb *sandbox, held *durable.Held, chunks map[string][]byte) erro
 		}
 		batch[id], size = c, size+len(c)
 	}
-	return sb.conn.Write(&channel.Restore{Chunks: batch, Last: true, Manifest: held.State.Manifest})
+	msg := &channel.Restore{Chunks: batch, Last: true, Manifest: held.State.Manifest, SavedTools: tools}
+	err := sb.conn.Write(msg)
+	if errors.Is(err, channel.ErrFrameTooLarge) && msg.SavedTools != nil {
+		// As sendExec: the agent asks for the tools if it needs them.
+		msg.SavedTools = nil
+		err = sb.conn.Write(msg)
+	}
+	return err
 }

@@ -22,6 +22,11 @@ type savedTools struct {
 	execs uint64
 	tools []channel.SavedTool
 	err   error
+	// waited and got are the outcome of the first wait, which a later
+	// one returns (a restore and then the exec it precedes both send the
+	// tools): no second wait for a fetch that did not answer.
+	waited bool
+	got    []channel.SavedTool
 }
 
 // fetchSavedTools starts the fetch when the session's next exec will be
@@ -58,11 +63,19 @@ const savedToolsWait = 2 * time.Second
 // when the fetch failed, did not end within savedToolsWait, ctx ended
 // first or another exec of s has run since the fetch began: the agent
 // then asks for them itself, and the code sees a failure where it used
-// to, in `import user_tools`.
+// to, in `import user_tools`. It is called from the exec's goroutine only.
 func (f *savedTools) wait(ctx context.Context, s *Session) []channel.SavedTool {
 	if f == nil {
 		return nil
 	}
+	if !f.waited {
+		f.waited = true
+		f.got = f.await(ctx, s)
+	}
+	return f.got
+}
+
+func (f *savedTools) await(ctx context.Context, s *Session) []channel.SavedTool {
 	if s.Info().ExecCount != f.execs {
 		return nil
 	}

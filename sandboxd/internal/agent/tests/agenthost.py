@@ -278,9 +278,13 @@ class Agent:
     def ack_checkpoint(self, exec_id, ok=True):
         self.send({"t": "checkpointed", "id": exec_id, "ok": ok})
 
-    def restore(self, manifest, chunks, timeout=60):
-        """Sends a checkpoint to restore and returns the agent's report."""
-        self.send({"t": "restore", "manifest": manifest, "last": True}, chunks)
+    def restore(self, manifest, chunks, timeout=60, saved_tools=None):
+        """Sends a checkpoint to restore and returns the agent's report;
+        the calls the restore made are in calls."""
+        msg = {"t": "restore", "manifest": manifest, "last": True}
+        if saved_tools is not None:
+            msg["saved_tools"] = list(saved_tools)
+        self.send(msg, chunks)
         deadline = time.monotonic() + timeout
         msg = self.frames.get(timeout=max(0.01, deadline - time.monotonic()))
         assert msg is not None and msg["t"] == "restored", msg

@@ -47,6 +47,31 @@ class DurableTest(unittest.TestCase):
         self.assertEqual(set(again["values"]), {"x", "b"})
         self.assertEqual(list(sent), [again["values"]["b"]["chunk"]], "only b changed")
 
+    def test_user_tools_come_back_from_the_tools_the_restore_carried(self):
+        # A checkpoint holding user_tools (the module, and a function taken
+        # from it) rebuilds the module in the new sandbox: from the saved
+        # tools the restore frame carried, else by asking with tool.list.
+        double = {"name": "double", "docstring": "", "source": "def double(x):\n    return 2 * x\n"}
+        self.a.host.tools["double"] = double
+        manifest, chunks, error = self.checkpointed(
+            "import user_tools\nut = user_tools\nfrom user_tools import double as dbl\n")
+        self.assertEqual(error, "")
+        for sent, asked in (([double], []), (None, ["tool.list"])):
+            with self.subTest(sent=sent is not None):
+                fresh = Agent()
+                self.addCleanup(fresh.close)
+                fresh.host.tools["double"] = double
+                report = fresh.restore(manifest, chunks, saved_tools=sent)
+                self.assertEqual(report["failed"], [])
+                self.assertEqual(sorted(report["restored"]), ["dbl", "user_tools", "ut"])
+                self.assertEqual([c["m"] for c in fresh.calls], asked)
+                # The first exec's own list does not build the module again.
+                r = fresh.exec("print(ut.double(2), dbl(3), double(4))", first=True, saved_tools=[double])
+                self.assertEqual((r.stdout, r.calls), ("4 6 8\n", []), r)
+                # The list served that build only: a later build asks.
+                r = fresh.exec("import sys\ndel sys.modules['user_tools']\nimport user_tools\nprint(user_tools.__all__)")
+                self.assertEqual((r.stdout, [c["m"] for c in r.calls]), ("['double']\n", ["tool.list"]), r)
+
     def test_a_late_answer_confirms_its_own_checkpoint(self):
         # sandboxd answers a checkpoint after the next exec may have begun:
         # the answer must confirm the manifest it is about, not the next.

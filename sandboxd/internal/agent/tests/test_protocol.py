@@ -168,6 +168,18 @@ class ExecTest(unittest.TestCase):
         for saved in (None, {"name": "f"}, "f", 3):
             self.assertIsNone(protocol.Exec({"t": "exec", "id": 1, "saved_tools": saved}).saved_tools, saved)
 
+    def test_restore_gathers_frames_and_the_saved_tools(self):
+        tools = [{"name": "f", "docstring": "", "source": "def f():\n    pass\n"}]
+        r = protocol.Restore()
+        # saved_tools count on the last frame only, as its manifest does.
+        self.assertFalse(r.add({"t": "restore", "blobs": {"c1": b"a"}, "saved_tools": tools}))
+        self.assertTrue(r.add({"t": "restore", "blobs": {"c2": b"b"}, "last": True, "manifest": {"v": 1}, "saved_tools": tools}))
+        self.assertEqual((r.manifest, r.chunks, r.saved_tools), ({"v": 1}, {"c1": b"a", "c2": b"b"}, tools))
+        for saved in (None, {"name": "f"}, "f"):
+            r = protocol.Restore()
+            r.add({"t": "restore", "last": True, "saved_tools": saved})
+            self.assertIsNone(r.saved_tools, saved)
+
 
 if __name__ == "__main__":
     unittest.main()
