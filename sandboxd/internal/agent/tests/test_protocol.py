@@ -179,6 +179,11 @@ class ExecTest(unittest.TestCase):
             r = protocol.Restore()
             r.add({"t": "restore", "last": True, "saved_tools": saved})
             self.assertIsNone(r.saved_tools, saved)
+        # A list on an earlier frame is not taken.
+        r = protocol.Restore()
+        r.add({"t": "restore", "blobs": {"c1": b"a"}, "saved_tools": tools})
+        r.add({"t": "restore", "last": True, "manifest": {"v": 1}})
+        self.assertIsNone(r.saved_tools)
 
 
 if __name__ == "__main__":
