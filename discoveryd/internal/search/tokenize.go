@@ -32,11 +32,19 @@ func appendWords(dst []string, s string) []string {
 
 // appendRun splits one alphanumeric run; see appendWords.
 func appendRun(dst []string, run string) []string {
-	var runes [64]rune
-	rs := runes[:0]
-	for _, r := range run {
-		rs = append(rs, r)
+	if plainRun(run) {
+		return append(dst, run)
 	}
+	// The runes, and where each starts in run (at: one more, len(run)),
+	// so that a part is cut from run rather than made from runes.
+	var runes [64]rune
+	var starts [65]int
+	rs, at := runes[:0], starts[:0]
+	for i, r := range run {
+		rs = append(rs, r)
+		at = append(at, i)
+	}
+	at = append(at, len(run))
 	begin := 0
 	for i := 1; i <= len(rs); i++ {
 		if i < len(rs) && !isBoundary(rs, i) {
@@ -46,11 +54,25 @@ func appendRun(dst []string, run string) []string {
 			break // not split at all
 		}
 		if i-begin > 1 {
-			dst = append(dst, strings.ToLower(string(rs[begin:i])))
+			dst = append(dst, strings.ToLower(run[at[begin]:at[i]]))
 		}
 		begin = i
 	}
 	return append(dst, strings.ToLower(run))
+}
+
+// plainRun reports whether run is all ASCII lowercase letters or all
+// ASCII digits, as most words are: such a run has no boundary inside and
+// is its own lowercase.
+func plainRun(run string) bool {
+	digits := run != "" && run[0] >= '0' && run[0] <= '9'
+	for i := range len(run) {
+		c := run[i]
+		if digits && (c < '0' || c > '9') || !digits && (c < 'a' || c > 'z') {
+			return false
+		}
+	}
+	return true
 }
 
 // isBoundary reports whether a word starts at rs[i] (0 < i < len(rs)).

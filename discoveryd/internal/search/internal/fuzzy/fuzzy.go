@@ -3,8 +3,10 @@
 package fuzzy
 
 import (
+	"hash/maphash"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Index finds vocabulary words within a small edit distance of a query word
@@ -13,11 +15,14 @@ import (
 // deleting up to maxEdits runes; two words within optimal-string-alignment
 // distance d share such a string with at most d deletions on either side,
 // so a lookup generates the query's deletions, collects candidates, and
-// verifies each with the exact distance.
+// verifies each with the exact distance. A deletion string is stored as
+// its hash (hash/maphash), which costs no allocation; a collision only adds a
+// candidate that the distance check then drops.
 type Index struct {
 	words   []string           // vocabulary, by word id
-	deletes map[string][]int32 // deletion string → word ids
+	deletes map[uint64][]int32 // hash of a deletion string → word ids
 	sorted  []int32            // word ids in lexical order, for prefixes
+	seed    maphash.Seed       // of the deletion strings' hashes
 }
 
 // maxFuzzyLen bounds the words that take part in typo matching: the
@@ -56,18 +61,18 @@ func New(words []string) *Index {
 			size += 1 + n + n*(n-1)/2
 		}
 	}
-	f := &Index{words: words, deletes: make(map[string][]int32, size)}
+	f := &Index{words: words, deletes: make(map[uint64][]int32, size), seed: maphash.MakeSeed()}
 	for id, w := range words {
 		rs := []rune(w)
 		if len(rs) < 3 || len(rs) > maxFuzzyLen {
 			continue
 		}
-		forDeletes(rs, maxEdits(len(rs)), func(s string) {
-			ids := f.deletes[s]
+		f.forDeletes(rs, maxEdits(len(rs)), func(h uint64) {
+			ids := f.deletes[h]
 			if len(ids) > 0 && ids[len(ids)-1] == int32(id) {
 				return
 			}
-			f.deletes[s] = append(ids, int32(id))
+			f.deletes[h] = append(ids, int32(id))
 		})
 	}
 	f.sorted = make([]int32, len(words))
@@ -119,8 +124,8 @@ func (f *Index) Lookup(w string, fn func(id int32, dist int)) {
 	}
 	var seen [32]int32
 	seenIDs := seen[:0]
-	forDeletes(rs, d, func(s string) {
-		for _, id := range f.deletes[s] {
+	f.forDeletes(rs, d, func(h uint64) {
+		for _, id := range f.deletes[h] {
 			if containsID(seenIDs, id) {
 				continue
 			}
@@ -141,18 +146,25 @@ func containsID(ids []int32, id int32) bool {
 	return false
 }
 
-// forDeletes calls fn with rs and every string made by deleting up to d of
-// its runes. Duplicates may be reported.
-func forDeletes(rs []rune, d int, fn func(string)) {
-	fn(string(rs))
+// forDeletes calls fn with the hash of rs and of every string made by
+// deleting up to d of its runes (rs has at most maxFuzzyLen runes).
+// Duplicates may be reported.
+func (f *Index) forDeletes(rs []rune, d int, fn func(uint64)) {
+	var b [maxFuzzyLen * utf8.UTFMax]byte
+	enc := b[:0]
+	for _, r := range rs {
+		enc = utf8.AppendRune(enc, r)
+	}
+	fn(maphash.Bytes(f.seed, enc))
 	if d == 0 || len(rs) <= 1 {
 		return
 	}
-	buf := make([]rune, len(rs)-1)
+	var del [maxFuzzyLen]rune
+	buf := del[:len(rs)-1]
 	for i := range rs {
 		copy(buf, rs[:i])
 		copy(buf[i:], rs[i+1:])
-		forDeletes(buf, d-1, fn)
+		f.forDeletes(buf, d-1, fn)
 	}
 }
 

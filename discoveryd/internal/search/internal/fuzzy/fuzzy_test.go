@@ -1,6 +1,8 @@
 package fuzzy
 
 import (
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -74,6 +76,49 @@ func TestFuzzyCompletions(t *testing.T) {
 		f.Completions(tt.prefix, func(id int32) { got = append(got, f.words[id]) })
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("Completions(%q) = %q, want %q", tt.prefix, got, tt.want)
+		}
+	}
+}
+
+// TestFuzzyLookupMatchesEveryWordInBudget checks Lookup against the
+// distance to every word of a vocabulary dense in near neighbours (a
+// small alphabet, a non-ASCII letter among it): it finds each word
+// within the query's budget, with its distance, and nothing else. Deletion
+// strings are kept as hashes: a lost candidate would show here, and a
+// spurious one (a collision) must be dropped by the distance check.
+func TestFuzzyLookupMatchesEveryWordInBudget(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []rune("abcdeé")
+	word := func() string {
+		rs := make([]rune, 3+rng.IntN(10))
+		for i := range rs {
+			rs[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(rs)
+	}
+	var words []string
+	seen := map[string]bool{}
+	for len(words) < 3000 {
+		if w := word(); !seen[w] {
+			seen[w] = true
+			words = append(words, w)
+		}
+	}
+	f := New(words)
+	for range 400 {
+		q := []rune(word())
+		d := maxEdits(len(q))
+		want := map[string]int{}
+		for _, w := range words {
+			if dist := osaDistance(q, []rune(w), d); dist <= d && d > 0 {
+				want[w] = dist
+			}
+		}
+		got := map[string]int{}
+		f.Lookup(string(q), func(id int32, dist int) { got[f.words[id]] = dist })
+		if !maps.Equal(got, want) {
+			t.Fatalf("Lookup(%q) = %v, want %v", string(q), got, want)
 		}
 	}
 }
