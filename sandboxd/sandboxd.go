@@ -258,6 +258,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		User:      cfg.ContainerUser,
 		ExtraArgs: cfg.RuntimeArgs,
 		CheckArgv: []string{cfg.Python, "-c", "pass"},
+		Limits:    withOpenFiles(cfg.Limits),
 	}, logger)
 	if err != nil {
 		return nil, err

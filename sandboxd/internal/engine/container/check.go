@@ -38,7 +38,7 @@ func (c *Engine) Check(ctx context.Context) error {
 	if _, err := c.cli(ctx, "image", "inspect", "--format", "{{.Id}}", c.cfg.Image); err != nil {
 		return fmt.Errorf("%w: image %s not found locally (%s) and sandboxes never pull one: "+
 			"build it with deploy/build-images.sh (works offline), or where a registry is reachable `%s pull %s`",
-			engine.ErrUnavailable, c.cfg.Image, firstLine(err.Error()), c.cfg.Runtime, c.cfg.Image)
+			engine.ErrUnavailable, c.cfg.Image, decisiveLine(err.Error()), c.cfg.Runtime, c.cfg.Image)
 	}
 	c.reapOrphans(ctx, false)
 	if err := c.trial(ctx); err != nil {
@@ -73,12 +73,12 @@ func (c *Engine) checkDaemon(ctx context.Context) error {
 			if strings.Contains(msg, "Cannot connect") || strings.Contains(msg, "Is the docker daemon running") ||
 				strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such file") {
 				return fmt.Errorf("%w: the Docker daemon is not running (%s): start it: `systemctl start docker`, or `dockerd &` as root; "+
-					"with a remote daemon set DOCKER_HOST", engine.ErrUnavailable, firstLine(msg))
+					"with a remote daemon set DOCKER_HOST", engine.ErrUnavailable, decisiveLine(msg))
 			}
 			if strings.Contains(msg, "permission denied") {
-				return fmt.Errorf("%w: no permission to use the Docker daemon (%s): add the user to the docker group or run sandboxd as root", engine.ErrUnavailable, firstLine(msg))
+				return fmt.Errorf("%w: no permission to use the Docker daemon (%s): add the user to the docker group or run sandboxd as root", engine.ErrUnavailable, decisiveLine(msg))
 			}
-			return fmt.Errorf("%w: docker does not answer: %s", engine.ErrUnavailable, firstLine(msg))
+			return fmt.Errorf("%w: docker does not answer: %s", engine.ErrUnavailable, decisiveLine(msg))
 		}
 		c.checkMu.Lock()
 		if c.cfg.GlobalArgs != nil {
@@ -91,9 +91,9 @@ func (c *Engine) checkDaemon(ctx context.Context) error {
 	if err != nil {
 		msg := err.Error()
 		if strings.Contains(msg, "Cannot connect to Podman") {
-			return fmt.Errorf("%w: the podman service is not reachable (%s): start it (`systemctl start podman.socket`) or unset CONTAINER_HOST", engine.ErrUnavailable, firstLine(msg))
+			return fmt.Errorf("%w: the podman service is not reachable (%s): start it (`systemctl start podman.socket`) or unset CONTAINER_HOST", engine.ErrUnavailable, decisiveLine(msg))
 		}
-		return fmt.Errorf("%w: `podman info` failed: %s", engine.ErrUnavailable, firstLine(msg))
+		return fmt.Errorf("%w: `podman info` failed: %s", engine.ErrUnavailable, decisiveLine(msg))
 	}
 	global := c.cfg.GlobalArgs
 	if global == nil {
@@ -135,10 +135,17 @@ func dirExists(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
-// trial runs CheckArgv in a container with every flag a sandbox gets.
+// trialLimits are the trial's limits when Config.Limits is zero.
+var trialLimits = engine.Limits{MemoryBytes: 64 << 20, Pids: 16, TmpBytes: 1 << 20, WorkspaceBytes: 1 << 20, OpenFiles: 64}
+
+// trial runs CheckArgv in a container with every flag a sandbox gets, and
+// the limits it will get (Config.Limits).
 func (c *Engine) trial(ctx context.Context) error {
-	spec := engine.Spec{ID: "check-" + randomHex(4), Argv: c.cfg.CheckArgv,
-		Limits: engine.Limits{MemoryBytes: 64 << 20, Pids: 16, TmpBytes: 1 << 20, WorkspaceBytes: 1 << 20, OpenFiles: 64}}
+	lim := c.cfg.Limits
+	if lim == (engine.Limits{}) {
+		lim = trialLimits
+	}
+	spec := engine.Spec{ID: "check-" + randomHex(4), Argv: c.cfg.CheckArgv, Limits: lim}
 	args := append(c.globals(), c.runArgs(spec)...)
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	cmd.Dir = c.workDir
@@ -148,9 +155,14 @@ func (c *Engine) trial(ctx context.Context) error {
 	_, _ = c.cli(context.WithoutCancel(ctx), "rm", "-f", containerName(spec.ID))
 	if err != nil {
 		msg := strings.TrimSpace(out.String())
+		if msg == "" {
+			msg = err.Error() // e.g. "exit status 3": the command failed and said nothing
+		}
 		advice := ""
 		lower := strings.ToLower(msg)
 		switch {
+		case strings.Contains(lower, "range of cpus"):
+			advice = fmt.Sprintf(": lower MCP_BRIDGE_CPUS (--cpus, %g now) to at most the cores the host has, or to 0 for no cap", lim.CPUs)
 		case strings.Contains(msg, "rlimit"):
 			advice = ": the host refuses a resource limit; lower --open-files, --file-size or --cpu-time, or pass the engine other --ulimit values through --runtime-arg"
 		case strings.Contains(msg, "init binary") || strings.Contains(msg, "libexec/podman/catatonit"):
@@ -160,16 +172,23 @@ func (c *Engine) trial(ctx context.Context) error {
 		case strings.Contains(msg, "cgroup"):
 			advice = ": on cgroup v1 hosts podman needs `--runtime runc --cgroup-manager cgroupfs` (detected automatically when runc is installed: `apt-get install runc`)"
 		}
-		return fmt.Errorf("%w: a trial %s sandbox failed: %s%s", engine.ErrUnavailable, c.cfg.Runtime, firstLine(msg), advice)
+		return fmt.Errorf("%w: a trial %s sandbox failed: %s%s", engine.ErrUnavailable, c.cfg.Runtime, decisiveLine(msg), advice)
 	}
 	return nil
 }
 
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		// The CLIs put the decisive line last ("Error: …").
-		s = s[i+1:]
+// decisiveLine is the line of a CLI's output that says what went wrong:
+// the CLIs put it last ("Error: …"), except that docker follows it with a
+// pointer to its help ("Run 'docker run --help' for more information"),
+// which is passed over.
+func decisiveLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := len(lines) - 1; i > 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		helpPointer := strings.HasPrefix(l, "Run '") || strings.HasPrefix(l, "See '")
+		if l != "" && !helpPointer {
+			return l
+		}
 	}
-	return s
+	return strings.TrimSpace(lines[0])
 }

@@ -64,6 +64,11 @@ type Config struct {
 	// (--pids-limit). It is always set because podman's default (the
 	// host's hard limit, or more) is refused on some hosts. Default 32768.
 	Nproc int
+	// Limits are the limits sandboxes will get. Check's trial container
+	// runs with them, so that one the runtime or the host refuses (more
+	// CPUs than the host has, say) is reported when sandboxd starts rather
+	// than by every session's start. Zero: small ones of the trial's own.
+	Limits engine.Limits
 }
 
 // Engine is the podman or docker engine: a sandbox is one container,

@@ -227,3 +227,21 @@ func TestContainerSeccompProfile(t *testing.T) {
 		t.Errorf("with a seccomp option in ExtraArgs, want only that one:\n%s", line)
 	}
 }
+
+func TestDecisiveLine(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ in, want string }{
+		{"Error: image not known", "Error: image not known"},
+		{"Trying to pull...\nError: short-name resolution\n", "Error: short-name resolution"},
+		{"docker: Error response from daemon: Range of CPUs is from 0.01 to 2.00, as there are only 2 CPUs available.\n" +
+			"Run 'docker run --help' for more information", "docker: Error response from daemon: Range of CPUs is from 0.01 to 2.00, as there are only 2 CPUs available."},
+		{"docker: invalid reference format.\nSee 'docker run --help'.", "docker: invalid reference format."},
+		{"Run 'docker run --help' for more information", "Run 'docker run --help' for more information"},
+		{"a\n\n  \n", "a"},
+		{"", ""},
+	} {
+		if got := decisiveLine(tt.in); got != tt.want {
+			t.Errorf("decisiveLine(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -276,6 +277,44 @@ func TestContainerReapsOrphans(t *testing.T) {
 			defer cancel()
 			if _, err := c.cli(ctx, "inspect", "--format", "{{.Id}}", name); err == nil {
 				t.Fatalf("Check did not remove the orphan %s", name)
+			}
+		})
+	}
+}
+
+// TestContainerCheckTriesTheLimits checks that Check's trial container
+// runs with the limits sandboxes will get: its command exits 0 only when
+// it has 777 descriptors (a command that fails and prints nothing is
+// reported by its exit status), and docker refuses more CPUs than the host
+// has at Check, saying which setting to lower, rather than at every start.
+func TestContainerCheckTriesTheLimits(t *testing.T) {
+	for _, rt := range testRuntimes(t) {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			argv := []string{enginetest.Python, "-c",
+				"import resource, sys; sys.exit(0 if resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 777 else 3)"}
+			lim := engine.Limits{MemoryBytes: 256 << 20, Pids: 64, TmpBytes: 8 << 20, WorkspaceBytes: 8 << 20, OpenFiles: 777}
+			check := func(lim engine.Limits) error {
+				c, err := New(Config{Runtime: rt, Image: testImage(), CheckArgv: argv, Limits: lim}, enginetest.Logger(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				return c.Check(t.Context())
+			}
+			if err := check(lim); err != nil {
+				t.Fatalf("Check with the limits its command wants: %v", err)
+			}
+			if err := check(engine.Limits{}); !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "a trial "+rt+" sandbox failed: exit status 3") {
+				t.Fatalf("Check with no limits given (the trial's own, 64 descriptors) = %v, want the trial to fail with its exit status", err)
+			}
+			if rt != "docker" {
+				return // podman takes more CPUs than the host has
+			}
+			lim.CPUs = float64(runtime.NumCPU() * 4)
+			err := check(lim)
+			if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "Range of CPUs") || !strings.Contains(err.Error(), "lower MCP_BRIDGE_CPUS (--cpus") {
+				t.Fatalf("Check with %g CPUs on a host of %d = %v, want the trial to fail and name the setting", lim.CPUs, runtime.NumCPU(), err)
 			}
 		})
 	}
