@@ -116,10 +116,22 @@ func BenchmarkRestoreToFirstResult(b *testing.B) {
 		b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds())/1000, "p99-ms")
 	}
 	for _, bc := range []struct {
-		name, state string
-	}{{"restore after a kill/small state", state}, {"restore after a kill/10MiB", state + "blob = bytes(10 << 20)\n"}} {
+		name, state, code, want string
+	}{
+		{"restore after a kill/small state", state, "print(bump(count))", "42\n"},
+		{"restore after a kill/10MiB", state + "blob = bytes(10 << 20)\n", "print(bump(count))", "42\n"},
+		// The module of saved tools is rebuilt, from the saved tools the
+		// restore carries.
+		{"restore after a kill/user_tools", state + "import user_tools\nfrom user_tools import double as dbl\n",
+			"print(bump(count), dbl(2), user_tools.double(3))", "42 4 6\n"},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
-			r := newReplica(b, sessionStore(b), "unix:/bench.sock", func(c *sandboxd.Config) { c.PoolSize = 2 })
+			store := sessionStore(b)
+			if _, err := memoryv1.NewToolServiceClient(store).SaveTool(b.Context(), &memoryv1.SaveToolRequest{
+				Tenant: "alice", Name: "double", Source: "def double(x):\n    return 2 * x\n"}); err != nil {
+				b.Fatalf("SaveTool: %v", err)
+			}
+			r := newReplica(b, store, "unix:/bench.sock", func(c *sandboxd.Config) { c.PoolSize = 2 })
 			id := mustCreate(b, r.c)
 			mustRun(b, r.c, id, bc.state)
 			var ds []time.Duration
@@ -129,9 +141,9 @@ func BenchmarkRestoreToFirstResult(b *testing.B) {
 				time.Sleep(100 * time.Millisecond) // the pool refills
 				b.StartTimer()
 				t0 := time.Now()
-				res := mustRun(b, r.c, id, "print(bump(count))")
+				res := mustRun(b, r.c, id, bc.code)
 				ds = append(ds, time.Since(t0))
-				if res.stdout != "42\n" || res.result.GetRestored() == nil {
+				if res.stdout != bc.want || res.result.GetRestored() == nil {
 					b.Fatalf("not restored: %q %v", res.stdout, res.result)
 				}
 			}

@@ -90,6 +90,7 @@ func newReplicaWrapped(t testing.TB, store *grpc.ClientConn, addr string, mutate
 	deps := sandboxd.Deps{Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn)}
 	if store != nil {
 		deps.Memory = memoryv1.NewMemoryServiceClient(store)
+		deps.Tools = memoryv1.NewToolServiceClient(store)
 		deps.Sessions = memoryv1.NewSessionStoreServiceClient(store)
 		if wrap != nil {
 			deps.Sessions = wrap(deps.Sessions)
