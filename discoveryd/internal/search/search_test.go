@@ -23,7 +23,8 @@ func TestAppendWords(t *testing.T) {
 		{"oauth2Token", []string{"oauth", "token", "oauth2token"}},
 		{"GitHub", []string{"git", "hub", "github"}},
 		{"  Ünïcode wörds ", []string{"ünïcode", "wörds"}},
-		{"plain 2026 v2", []string{"plain", "2026", "v2"}}, // runs that cannot split
+		{"plain 2026 v2", []string{"plain", "2026", "v2"}},            // runs that cannot split
+		{"abc123 2fa", []string{"abc", "123", "abc123", "fa", "2fa"}}, // digits and letters in one run split
 		{"ÜberTool", []string{"über", "tool", "übertool"}},
 		{strings.Repeat("x", 70) + "YyZz", []string{strings.Repeat("x", 70), "yy", "zz", strings.Repeat("x", 70) + "yyzz"}}, // longer than the runes' array
 		{"", nil},

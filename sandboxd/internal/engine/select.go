@@ -34,7 +34,13 @@ func Select(ctx context.Context, name string, candidates []Candidate, logger *sl
 	for _, c := range candidates {
 		eng, err := checked(ctx, c)
 		if err == nil {
-			logger.Info("sandbox runtime detected", "runtime", c.Name)
+			if len(reasons) > 0 {
+				// Say why the ones before it were passed over: a limit one
+				// of them refused, say, is worth knowing.
+				logger.Warn("sandbox runtime detected, passing over the ones before it", "runtime", c.Name, "passed_over", strings.Join(reasons, "; "))
+			} else {
+				logger.Info("sandbox runtime detected", "runtime", c.Name)
+			}
 			return eng, nil
 		}
 		if ctx.Err() != nil {

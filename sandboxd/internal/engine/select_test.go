@@ -72,3 +72,19 @@ func TestSelect(t *testing.T) {
 		})
 	}
 }
+
+// TestSelectSaysWhatItPassedOver: a detected runtime that is not the first
+// candidate is logged with what each one before it said.
+func TestSelectSaysWhatItPassedOver(t *testing.T) {
+	t.Parallel()
+	var logs strings.Builder
+	a, b := &fakeEngine{name: "a", checkErr: fmt.Errorf("%w: a refused --cpus 8", ErrUnavailable)}, &fakeEngine{name: "b"}
+	cands := []Candidate{{Name: "a", New: func() (Engine, error) { return a, nil }}, {Name: "b", New: func() (Engine, error) { return b, nil }}}
+	eng, err := Select(t.Context(), "", cands, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil || eng.Name() != "b" {
+		t.Fatalf("Select = %v, %v; want b", eng, err)
+	}
+	if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "runtime=b") || !strings.Contains(got, "a: a refused --cpus 8") {
+		t.Fatalf("log = %q, want a warning naming b and what a said", got)
+	}
+}

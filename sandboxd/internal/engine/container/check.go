@@ -155,8 +155,9 @@ func (c *Engine) trial(ctx context.Context) error {
 	_, _ = c.cli(context.WithoutCancel(ctx), "rm", "-f", containerName(spec.ID))
 	if err != nil {
 		msg := strings.TrimSpace(out.String())
-		if msg == "" {
-			msg = err.Error() // e.g. "exit status 3": the command failed and said nothing
+		why := err.Error() // e.g. "exit status 3"
+		if ctx.Err() != nil {
+			why = "it did not finish in time: " + ctx.Err().Error()
 		}
 		advice := ""
 		lower := strings.ToLower(msg)
@@ -172,7 +173,10 @@ func (c *Engine) trial(ctx context.Context) error {
 		case strings.Contains(msg, "cgroup"):
 			advice = ": on cgroup v1 hosts podman needs `--runtime runc --cgroup-manager cgroupfs` (detected automatically when runc is installed: `apt-get install runc`)"
 		}
-		return fmt.Errorf("%w: a trial %s sandbox failed: %s%s", engine.ErrUnavailable, c.cfg.Runtime, decisiveLine(msg), advice)
+		if msg == "" { // the command failed and said nothing
+			return fmt.Errorf("%w: a trial %s sandbox failed (%s)%s", engine.ErrUnavailable, c.cfg.Runtime, why, advice)
+		}
+		return fmt.Errorf("%w: a trial %s sandbox failed (%s): %s%s", engine.ErrUnavailable, c.cfg.Runtime, why, decisiveLine(msg), advice)
 	}
 	return nil
 }

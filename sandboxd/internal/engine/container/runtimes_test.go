@@ -305,7 +305,7 @@ func TestContainerCheckTriesTheLimits(t *testing.T) {
 			if err := check(lim); err != nil {
 				t.Fatalf("Check with the limits its command wants: %v", err)
 			}
-			if err := check(engine.Limits{}); !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "a trial "+rt+" sandbox failed: exit status 3") {
+			if err := check(engine.Limits{}); !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "a trial "+rt+" sandbox failed (exit status 3)") {
 				t.Fatalf("Check with no limits given (the trial's own, 64 descriptors) = %v, want the trial to fail with its exit status", err)
 			}
 			if rt != "docker" {

@@ -82,16 +82,19 @@ func TestFuzzyCompletions(t *testing.T) {
 
 // TestFuzzyLookupMatchesEveryWordInBudget checks Lookup against the
 // distance to every word of a vocabulary dense in near neighbours (a
-// small alphabet, a non-ASCII letter among it): it finds each word
+// small alphabet, runes of two and four bytes among it): it finds each word
 // within the query's budget, with its distance, and nothing else. Deletion
-// strings are kept as hashes: a lost candidate would show here, and a
-// spurious one (a collision) must be dropped by the distance check.
+// strings are kept as hashes: a lost candidate would show here; a spurious
+// one (a hash collision, too rare to meet here) is dropped by the distance
+// check Lookup makes of every candidate.
 func TestFuzzyLookupMatchesEveryWordInBudget(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := []rune("abcdeé")
+	// Up to two runes longer than maxFuzzyLen, which are left out of typo
+	// matching on both sides, and runes of two and four bytes.
+	alphabet := []rune("abcdeé😀")
 	word := func() string {
-		rs := make([]rune, 3+rng.IntN(10))
+		rs := make([]rune, 3+rng.IntN(maxFuzzyLen))
 		for i := range rs {
 			rs[i] = alphabet[rng.IntN(len(alphabet))]
 		}
@@ -108,10 +111,18 @@ func TestFuzzyLookupMatchesEveryWordInBudget(t *testing.T) {
 	f := New(words)
 	for range 400 {
 		q := []rune(word())
+		if rng.IntN(2) == 0 { // half of them one edit from a word
+			q = []rune(words[rng.IntN(len(words))])
+			q[rng.IntN(len(q))] = alphabet[rng.IntN(len(alphabet))]
+		}
 		d := maxEdits(len(q))
 		want := map[string]int{}
 		for _, w := range words {
-			if dist := osaDistance(q, []rune(w), d); dist <= d && d > 0 {
+			wr := []rune(w)
+			if len(q) > maxFuzzyLen || len(wr) > maxFuzzyLen {
+				continue
+			}
+			if dist := osaDistance(q, wr, d); dist <= d && d > 0 {
 				want[w] = dist
 			}
 		}
