@@ -225,6 +225,38 @@ func TestSupervisorReadyWaitsForTheStart(t *testing.T) {
 	}
 }
 
+// TestSupervisorClosedWhileStartingWarnsOfNothing closes a supervisor
+// while its server's start is under way (held in the trial): the start
+// ends with the context's error, which is the Close, not a server that is
+// unavailable, so nothing is logged as a warning.
+func TestSupervisorClosedWhileStartingWarnsOfNothing(t *testing.T) {
+	t.Parallel()
+	requireServerHost(t)
+	// A file, whose writes the server's goroutines may make at once.
+	logs, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	cfg := serverConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	inTrial := make(chan struct{})
+	s := Supervise(cfg, func(ctx context.Context, _ *Server) error {
+		close(inTrial)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	<-inTrial
+	s.Close()
+	got, err := os.ReadFile(logs.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(got), "level=WARN") {
+		t.Errorf("Close during a start logged %q, want no warning", got)
+	}
+}
+
 // TestServerRefusals sends a real server requests it must refuse: a spare
 // request it cannot read, whose refusal comes back on the spare's report
 // socket, and the release of a spare it does not hold. Each is refused

@@ -124,6 +124,11 @@ func (s *Supervisor) loop() {
 		srv, err := s.startOne()
 		if err != nil {
 			s.set(nil, false)
+			select {
+			case <-s.stop:
+				return // Close cut the start short: nothing is unavailable
+			default:
+			}
 			s.logger.Warn("fork server unavailable; sandboxes start without it", "error", err, "retry.in", backoff)
 		} else {
 			s.set(srv, false)
