@@ -48,8 +48,8 @@ func TestValidateLaunchSpares(t *testing.T) {
 		{0, ""},
 		{2, ""},
 		{16, ""},
-		{-1, "launch spares -1 is out of range: use 0 to 16"},
-		{17, "launch spares 17 is out of range: use 0 to 16"},
+		{-1, "launch spares -1 is out of range: set CODEEXEC_LAUNCH_SPARES (--launch-spares) to 0 to 16"},
+		{17, "launch spares 17 is out of range: set CODEEXEC_LAUNCH_SPARES (--launch-spares) to 0 to 16"},
 	} {
 		cfg := sandboxd.DefaultConfig()
 		cfg.LaunchSpares = tc.spares
@@ -59,6 +59,33 @@ func TestValidateLaunchSpares(t *testing.T) {
 			t.Errorf("spares %d: %v", tc.spares, err)
 		case tc.want != "" && (err == nil || err.Error() != tc.want):
 			t.Errorf("spares %d: %v, want %q", tc.spares, err, tc.want)
+		}
+	}
+}
+
+// TestValidateNamesTheSetting: each setting Validate refuses is named by
+// its variable and flag, with what it accepts.
+func TestValidateNamesTheSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		set  func(*sandboxd.Config)
+		want string
+	}{
+		{func(c *sandboxd.Config) { c.Python = "" }, "python path is empty: set CODEEXEC_PYTHON (--python) to the interpreter inside the sandbox, e.g. /usr/bin/python3"},
+		{func(c *sandboxd.Config) { c.MemoryBytes = 512 }, "memory limit 512 bytes is too small: set MCP_BRIDGE_MEMORY (--memory) to at least 32m, with its unit (e.g. 512m), or to 0 for no cap (Python needs about 10 MiB to start)"},
+		{func(c *sandboxd.Config) { c.Pids = 2 }, "pids limit 2 is too small: set MCP_BRIDGE_PIDS (--pids) to at least 8 (the agent needs a few threads), or to 0 for no cap"},
+		{func(c *sandboxd.Config) { c.DefaultTimeout = 5 * time.Millisecond }, "default timeout 5ms is too short: set MCP_BRIDGE_TIMEOUT (--timeout) to at least 1s, e.g. 30s"},
+		{func(c *sandboxd.Config) { c.MaxTimeout = 0 }, "max timeout 0s is too short: set MCP_BRIDGE_MAX_TIMEOUT (--max-timeout) to at least 1s, e.g. 120s"},
+		{func(c *sandboxd.Config) { c.OutputLimitBytes = -1 }, "output limit -1 bytes is negative: set CODEEXEC_OUTPUT_LIMIT (--output-limit) to a size, e.g. 1m, or to 0 for no cap"},
+		{func(c *sandboxd.Config) { c.PoolSize = 65 }, "warm pool size 65 is out of range: set CODEEXEC_POOL_SIZE (--pool) to 0 to 64"},
+		{func(c *sandboxd.Config) { c.MaxSessions = -1 }, "max sessions -1 is negative: set CODEEXEC_MAX_SESSIONS (--max-sessions) to the most live sandboxes, e.g. 64, or to 0 for no cap"},
+		{func(c *sandboxd.Config) { c.SessionTTL = time.Second }, "session TTL 1s is too short: set CODEEXEC_SESSION_TTL (--session-ttl) to at least 1m (it is how long an unused session's handle stays valid; days are typical, e.g. 168h)"},
+		{func(c *sandboxd.Config) { c.CheckpointBytes = 64 }, "checkpoint cap 64 bytes is out of range: set CODEEXEC_CHECKPOINT_BYTES (--checkpoint-bytes) to 1m to 1g, with its unit, e.g. 64m"},
+	} {
+		cfg := sandboxd.DefaultConfig()
+		tc.set(&cfg)
+		if err := cfg.Validate(); err == nil || err.Error() != tc.want {
+			t.Errorf("Validate = %v, want %q", err, tc.want)
 		}
 	}
 }

@@ -195,27 +195,27 @@ func (c Config) Validate() error {
 	case (c.Runtime == "podman" || c.Runtime == "docker") && c.Image == "":
 		return fmt.Errorf("the %s runtime needs an image: set MCP_BRIDGE_IMAGE (--image), e.g. localhost/codeexec-sandbox:latest from deploy/build-images.sh", c.Runtime)
 	case c.Python == "":
-		return errors.New("python path is empty: set it to the interpreter inside the sandbox, e.g. /usr/bin/python3")
+		return errors.New("python path is empty: set CODEEXEC_PYTHON (--python) to the interpreter inside the sandbox, e.g. /usr/bin/python3")
 	case c.MemoryBytes < 0 || (c.MemoryBytes > 0 && c.MemoryBytes < 32<<20):
-		return fmt.Errorf("memory limit %d bytes is too small: use at least 32m (Python needs about 10 MiB to start)", c.MemoryBytes)
+		return fmt.Errorf("memory limit %d bytes is too small: set MCP_BRIDGE_MEMORY (--memory) to at least 32m, with its unit (e.g. 512m), or to 0 for no cap (Python needs about 10 MiB to start)", c.MemoryBytes)
 	case c.Pids < 0 || (c.Pids > 0 && c.Pids < 8):
-		return fmt.Errorf("pids limit %d is too small: use at least 8 (the agent needs a few threads)", c.Pids)
+		return fmt.Errorf("pids limit %d is too small: set MCP_BRIDGE_PIDS (--pids) to at least 8 (the agent needs a few threads), or to 0 for no cap", c.Pids)
 	case c.DefaultTimeout < time.Second:
-		return fmt.Errorf("default timeout %s is too short: use at least 1s", c.DefaultTimeout)
+		return fmt.Errorf("default timeout %s is too short: set MCP_BRIDGE_TIMEOUT (--timeout) to at least 1s, e.g. 30s", c.DefaultTimeout)
 	case c.MaxTimeout < time.Second:
-		return fmt.Errorf("max timeout %s is too short: use at least 1s", c.MaxTimeout)
+		return fmt.Errorf("max timeout %s is too short: set MCP_BRIDGE_MAX_TIMEOUT (--max-timeout) to at least 1s, e.g. 120s", c.MaxTimeout)
 	case c.OutputLimitBytes < 0:
-		return errors.New("output limit must be 0 (no limit) or positive")
+		return fmt.Errorf("output limit %d bytes is negative: set CODEEXEC_OUTPUT_LIMIT (--output-limit) to a size, e.g. 1m, or to 0 for no cap", c.OutputLimitBytes)
 	case c.PoolSize < 0 || c.PoolSize > 64:
-		return fmt.Errorf("warm pool size %d is out of range: use 0 to 64", c.PoolSize)
+		return fmt.Errorf("warm pool size %d is out of range: set CODEEXEC_POOL_SIZE (--pool) to 0 to 64", c.PoolSize)
 	case c.LaunchSpares < 0 || c.LaunchSpares > 16:
-		return fmt.Errorf("launch spares %d is out of range: use 0 to 16", c.LaunchSpares)
+		return fmt.Errorf("launch spares %d is out of range: set CODEEXEC_LAUNCH_SPARES (--launch-spares) to 0 to 16", c.LaunchSpares)
 	case c.MaxSessions < 0:
-		return errors.New("max sessions must be 0 (no limit) or positive")
+		return fmt.Errorf("max sessions %d is negative: set CODEEXEC_MAX_SESSIONS (--max-sessions) to the most live sandboxes, e.g. 64, or to 0 for no cap", c.MaxSessions)
 	case c.SessionTTL < time.Minute:
-		return fmt.Errorf("session TTL %s is too short: use at least 1m (it is how long an unused session's handle stays valid; days are typical)", c.SessionTTL)
+		return fmt.Errorf("session TTL %s is too short: set CODEEXEC_SESSION_TTL (--session-ttl) to at least 1m (it is how long an unused session's handle stays valid; days are typical, e.g. 168h)", c.SessionTTL)
 	case c.CheckpointBytes < 1<<20 || c.CheckpointBytes > 1<<30:
-		return fmt.Errorf("checkpoint cap %d bytes is out of range: use 1m to 1g", c.CheckpointBytes)
+		return fmt.Errorf("checkpoint cap %d bytes is out of range: set CODEEXEC_CHECKPOINT_BYTES (--checkpoint-bytes) to 1m to 1g, with its unit, e.g. 64m", c.CheckpointBytes)
 	}
 	return nil
 }
