@@ -3,6 +3,7 @@ package container
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,7 +30,7 @@ func (c *Engine) Check(ctx context.Context) error {
 		return nil
 	}
 	c.checkMu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 
 	if err := c.checkDaemon(ctx); err != nil {
@@ -135,6 +136,9 @@ func dirExists(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// checkTimeout bounds Check: the daemon's answer, the image and the trial.
+const checkTimeout = 60 * time.Second
+
 // trialLimits are the trial's limits when Config.Limits is zero.
 var trialLimits = engine.Limits{MemoryBytes: 64 << 20, Pids: 16, TmpBytes: 1 << 20, WorkspaceBytes: 1 << 20, OpenFiles: 64}
 
@@ -156,8 +160,11 @@ func (c *Engine) trial(ctx context.Context) error {
 	if err != nil {
 		msg := strings.TrimSpace(out.String())
 		why := err.Error() // e.g. "exit status 3"
-		if ctx.Err() != nil {
-			why = "it did not finish in time: " + ctx.Err().Error()
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			why = fmt.Sprintf("it did not finish within %s", checkTimeout)
+		case ctx.Err() != nil:
+			why = "the check was cancelled"
 		}
 		advice := ""
 		lower := strings.ToLower(msg)
