@@ -42,9 +42,10 @@ func startSh(t *testing.T, script string) *shProcess {
 	return p
 }
 
-func (p *shProcess) Kill() error  { return p.cmd.Process.Kill() }
-func (p *shProcess) Usage() Usage { return Usage{} }
-func (p *shProcess) PID() int     { return p.cmd.Process.Pid }
+func (p *shProcess) Kill() error        { return p.cmd.Process.Kill() }
+func (p *shProcess) Usage() Usage       { return Usage{} }
+func (p *shProcess) PidsLimitHit() bool { return false }
+func (p *shProcess) PID() int           { return p.cmd.Process.Pid }
 
 func TestCollect(t *testing.T) {
 	t.Parallel()

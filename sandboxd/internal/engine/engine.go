@@ -88,6 +88,10 @@ type Process interface {
 	Kill() error
 	// Usage reports resource use; valid before and after exit.
 	Usage() Usage
+	// PidsLimitHit is Usage().PidsLimitHit, read alone: sandboxd asks it
+	// before and after every exec, and one cgroup file is a third of
+	// Usage's reads.
+	PidsLimitHit() bool
 	// PID is the host PID of the outermost sandbox process, for diagnostics.
 	PID() int
 }

@@ -152,7 +152,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	limit := m.cfg.OutputLimit
 	counted := map[string]int64{}
 	res := &Result{Dropped: map[string]int64{}}
-	usageBefore := sb.proc.Usage()
+	runawayBefore := sb.proc.PidsLimitHit()
 
 	var checkpoint int64
 	if s.isDurable() {
@@ -245,7 +245,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 		case msg := <-sb.msgs:
 			if handle(msg) {
 				res.Duration = time.Since(start)
-				if u := sb.proc.Usage(); u.PidsLimitHit && !usageBefore.PidsLimitHit {
+				if !runawayBefore && sb.proc.PidsLimitHit() {
 					// Runaway processes would keep the sandbox busy forever.
 					res.Status, res.StateLost = StatusError, true
 					res.Error = joinErr(res.Error, fmt.Sprintf(

@@ -118,6 +118,9 @@ func (p *process) Kill() error {
 // ones after exit.
 func (p *process) Usage() engine.Usage { return p.meter.Usage() }
 
+// PidsLimitHit implements engine.Process.
+func (p *process) PidsLimitHit() bool { return p.meter.PidsLimitHit() }
+
 // PID implements engine.Process.
 func (p *process) PID() int { return p.outer.Pid }
 

@@ -128,10 +128,24 @@ func (g *Group) Usage() engine.Usage {
 			u.OOMKilled = readKeyed(filepath.Join(d, "memory.oom_control"), "oom_kill") > 0
 		}
 	}
-	if d := g.dir("pids"); d != "" {
-		u.PidsLimitHit = readKeyed(filepath.Join(d, "pids.events"), "max") > 0
-	}
+	u.PidsLimitHit = g.PidsLimitHit()
 	return u
+}
+
+// PidsLimitHit reports whether a fork or clone in the group has failed at
+// its pids limit (pids.events' max count), as Usage does.
+func (g *Group) PidsLimitHit() bool {
+	p := g.pidsEvents()
+	return p != "" && readKeyed(p, "max") > 0
+}
+
+// pidsEvents is the path of the group's pids.events, or "" without a pids
+// controller.
+func (g *Group) pidsEvents() string {
+	if d := g.dir("pids"); d != "" {
+		return filepath.Join(d, "pids.events")
+	}
+	return ""
 }
 
 // OfPID returns the memory and pids cgroups of a host PID (a container's,
@@ -244,7 +258,13 @@ func readKeyed(path, key string) int64 {
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	return keyed(b, key)
+}
+
+// keyed returns the value of "key N" in the text of a flat-keyed cgroup
+// file.
+func keyed(b []byte, key string) int64 {
+	for line := range strings.SplitSeq(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 2 && f[0] == key {
 			n, _ := strconv.ParseInt(f[1], 10, 64)

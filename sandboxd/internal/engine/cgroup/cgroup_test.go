@@ -95,6 +95,9 @@ func TestCgroupLimitsAndUsage(t *testing.T) {
 			if got := g.Usage(); got != tc.wantUsage {
 				t.Errorf("engine.Usage = %+v, want %+v", got, tc.wantUsage)
 			}
+			if got := g.PidsLimitHit(); got != tc.wantUsage.PidsLimitHit {
+				t.Errorf("PidsLimitHit = %v, want %v", got, tc.wantUsage.PidsLimitHit)
+			}
 			if !g.HasMemory() || !g.HasPids() {
 				t.Error("HasMemory/HasPids false")
 			}
@@ -210,13 +213,16 @@ func TestRemoveStaleParents(t *testing.T) {
 func TestMeter(t *testing.T) {
 	t.Parallel()
 	var m Meter
-	if got := m.Usage(); got != (engine.Usage{}) {
-		t.Errorf("without a group: %+v, want zero", got)
+	if got := m.Usage(); got != (engine.Usage{}) || m.PidsLimitHit() {
+		t.Errorf("without a group: %+v, PidsLimitHit %v, want zero", got, m.PidsLimitHit())
 	}
 	g := fakeCgroup(t, true, map[string]map[string]string{"": {"memory.peak": "7\n", "pids.events": "max 1\n"}})
 	m.Watch(g)
 	if got, want := m.Usage(), (engine.Usage{MemoryPeakBytes: 7, PidsLimitHit: true}); got != want {
 		t.Errorf("live: %+v, want %+v", got, want)
+	}
+	if !m.PidsLimitHit() {
+		t.Error("live: PidsLimitHit false with max 1 in pids.events")
 	}
 	final := engine.Usage{MemoryPeakBytes: 9, OOMKilled: true}
 	m.Stop(final)
@@ -225,6 +231,52 @@ func TestMeter(t *testing.T) {
 	}
 	if got := m.Usage(); got != final {
 		t.Errorf("after Stop: %+v, want %+v", got, final)
+	}
+	if m.PidsLimitHit() {
+		t.Error("after Stop: PidsLimitHit true; the final figures say false")
+	}
+}
+
+// TestMeterPidsLimitHitKeepsTheFileOpen: PidsLimitHit reads pids.events
+// through one open file, sees each new count, and closes it at Stop.
+func TestMeterPidsLimitHitKeepsTheFileOpen(t *testing.T) {
+	g := fakeCgroup(t, false, map[string]map[string]string{"pids": {"pids.events": "max 0\n"}})
+	events := filepath.Join(g.dirs["pids"], "pids.events")
+	openCount := func() int {
+		n := 0
+		fds, _ := os.ReadDir("/proc/self/fd")
+		for _, fd := range fds {
+			if target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); target == events {
+				n++
+			}
+		}
+		return n
+	}
+	var m Meter
+	m.Watch(g)
+	if m.PidsLimitHit() {
+		t.Error("max 0: PidsLimitHit true")
+	}
+	if err := os.WriteFile(events, []byte("max 12\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !m.PidsLimitHit() {
+		t.Error("max 12: PidsLimitHit false; the open file was not read afresh")
+	}
+	if n := openCount(); n != 1 {
+		t.Errorf("%d open files of pids.events while live, want 1", n)
+	}
+	m.Stop(engine.Usage{})
+	if n := openCount(); n != 0 {
+		t.Errorf("%d open files of pids.events after Stop, want 0", n)
+	}
+	if m.PidsLimitHit() {
+		t.Error("after Stop: PidsLimitHit true; the final figures say false")
+	}
+	var bare Meter
+	bare.Watch(fakeCgroup(t, false, map[string]map[string]string{"memory": {}}))
+	if bare.PidsLimitHit() {
+		t.Error("no pids controller: PidsLimitHit true")
 	}
 }
 

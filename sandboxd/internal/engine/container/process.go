@@ -187,6 +187,9 @@ func (p *process) killCLI() error {
 // cgroup is visible, the final ones after exit.
 func (p *process) Usage() engine.Usage { return p.meter.Usage() }
 
+// PidsLimitHit implements engine.Process.
+func (p *process) PidsLimitHit() bool { return p.meter.PidsLimitHit() }
+
 // PID implements engine.Process: the CLI's PID.
 func (p *process) PID() int { return p.cmd.Process.Pid }
 
