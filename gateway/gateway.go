@@ -30,7 +30,6 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/dial"
-	"github.com/codeexec/codeexec/services/logkeys"
 )
 
 // ServerName is the MCP server name, kept from upstream so that client
@@ -174,7 +173,6 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
-	logger = logger.With(logkeys.Service, "gateway")
 	m := metrics.New()
 	g := &Gateway{
 		cfg:      cfg,

@@ -94,7 +94,7 @@ func (u *gatewayUnit) start(ctx context.Context, p *process.Process) error {
 	}
 	u.cfg.Registerer = p.Registry
 	u.cfg.DialReplica = localsock.DialReplica(p.Creds.DialOptions())
-	g, err := gateway.New(u.cfg, sandbox, p.Logger)
+	g, err := gateway.New(u.cfg, sandbox, p.ServiceLogger("gateway"))
 	if err != nil {
 		return err
 	}

@@ -110,8 +110,11 @@ func (m *Manager) fillPool(ctx context.Context) {
 			}
 			backoff = 100 * time.Millisecond
 			if err := m.warmUp(ctx, sb); err != nil {
-				m.logger.Warn("warm pool sandbox failed its warm-up", logkeys.Error, err)
 				go sb.kill()
+				if ctx.Err() != nil {
+					return // sandboxd's Close: not a failed warm-up
+				}
+				m.logger.Warn("warm pool sandbox failed its warm-up", logkeys.Error, err)
 				continue
 			}
 			select {

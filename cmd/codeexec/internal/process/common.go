@@ -44,7 +44,7 @@ func BindCommon(fs *flagenv.Set, c *Common, alone bool, metrics string) {
 }
 
 // logger builds the process logger. Logs go to stderr: stdout may carry MCP.
-func (c *Common) logger(stderr io.Writer, service string) (*slog.Logger, error) {
+func (c *Common) logger(stderr io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	switch strings.ToLower(c.logLevel) {
 	case "debug":
@@ -69,7 +69,7 @@ func (c *Common) logger(stderr io.Writer, service string) (*slog.Logger, error) 
 		return nil, fmt.Errorf("log format %q: want text or json", c.logFormat)
 	}
 	// Lines logged with a call's context carry its request ID.
-	return slog.New(requestid.NewLogHandler(h)).With("service", service), nil
+	return slog.New(requestid.NewLogHandler(h)), nil
 }
 
 // startTracing exports traces when --otlp-endpoint is set; the returned

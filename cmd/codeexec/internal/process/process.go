@@ -28,6 +28,8 @@ import (
 // Process is what targets start in: one target's own process, or in serve
 // every target's. Its fields are set by New, ServeOn and InMemory.
 type Process struct {
+	// Logger names the process's target (serve's is "codeexec") as its
+	// service.
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
 	Creds    *grpctls.Creds
@@ -43,6 +45,8 @@ type Process struct {
 	InProc *suite.InProcess
 	// closers run in reverse order at exit.
 	closers []func()
+	// base is Logger without the service, which ServiceLogger names.
+	base *slog.Logger
 }
 
 // Service is a gRPC target's service.
@@ -53,10 +57,11 @@ type Service interface {
 
 // New sets up logs, traces and the gRPC TLS files.
 func New(ctx context.Context, name string, c *Common, stderr io.Writer) (*Process, error) {
-	logger, err := c.logger(stderr, name)
+	base, err := c.logger(stderr)
 	if err != nil {
 		return nil, err
 	}
+	logger := base.With(logkeys.Service, name)
 	creds, err := c.tls.Load()
 	if err != nil {
 		return nil, err
@@ -65,7 +70,7 @@ func New(ctx context.Context, name string, c *Common, stderr io.Writer) (*Proces
 	if err != nil {
 		return nil, err
 	}
-	return &Process{Logger: logger, Registry: grpcserver.NewRegistry(), Creds: creds, closers: []func(){stopTracing}}, nil
+	return &Process{Logger: logger, base: base, Registry: grpcserver.NewRegistry(), Creds: creds, closers: []func(){stopTracing}}, nil
 }
 
 // ServeOn gives the process a gRPC server of its own, to be served on
@@ -96,11 +101,11 @@ func (p *Process) Close() {
 	}
 }
 
-// ServiceLogger is a target's logger: in serve it names the service,
-// which alone the process logger does.
+// ServiceLogger is a target's logger, which names it as the service: in
+// serve in place of "codeexec", so that each line has one service.
 func (p *Process) ServiceLogger(name string) *slog.Logger {
 	if p.InProc != nil {
-		return p.Logger.With(logkeys.Service, name)
+		return p.base.With(logkeys.Service, name)
 	}
 	return p.Logger
 }
