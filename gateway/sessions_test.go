@@ -104,13 +104,19 @@ func TestSessionLostIsRecovered(t *testing.T) {
 func TestGenerationChange(t *testing.T) {
 	t.Parallel()
 	timeout := done(&sandboxv1.ExecResult{Status: sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT, StateLost: true})
+	restored := done(&sandboxv1.ExecResult{Status: sandboxv1.ExecStatus_EXEC_STATUS_OK,
+		Restored: &sandboxv1.RestoreReport{Reason: "the previous call's sandbox stopped", Names: []string{"x"}}})
 	tests := []struct {
-		name       string
-		first      []*sandboxv1.ExecuteResponse
+		name  string
+		first []*sandboxv1.ExecuteResponse
+		// second answers the call after the generation changed; nil: OK.
+		second     []*sandboxv1.ExecuteResponse
 		wantNotice bool
 	}{
 		{name: "silent reset is reported", first: []*sandboxv1.ExecuteResponse{done(okRes())}, wantNotice: true},
 		{name: "reset after a timeout was already reported", first: []*sandboxv1.ExecuteResponse{timeout}, wantNotice: false},
+		{name: "restore says what came back", first: []*sandboxv1.ExecuteResponse{done(okRes())},
+			second: []*sandboxv1.ExecuteResponse{restored}, wantNotice: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,6 +128,9 @@ func TestGenerationChange(t *testing.T) {
 			call(t, c, ToolName, map[string]any{"code": "x = 1"})
 			f.setGeneration(2)
 			f.setRespond(nil)
+			if tt.second != nil {
+				f.setRespond(script(tt.second, nil))
+			}
 			got := textOf(t, call(t, c, ToolName, map[string]any{"code": "z"}))
 			if has := strings.Contains(got, runpython.NoticeSilentReset); has != tt.wantNotice {
 				t.Errorf("text = %q; notice present = %v, want %v", got, has, tt.wantNotice)

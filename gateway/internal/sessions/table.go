@@ -218,7 +218,10 @@ func (t *Table) createLocked(ctx context.Context, e *Entry) (string, error) {
 
 // Observe records the session generation reported by a result and reports
 // whether the sandbox was replaced since the previous call although neither
-// call said its state was lost (sandboxd reaped an idle sandbox, say).
+// call said its state was lost (sandboxd reaped an idle sandbox, say). A
+// result restored from a checkpoint is no such reset: its restore report
+// says what came back, also after a call that ended without a result (one
+// the client cancelled).
 func (e *Entry) Observe(sandboxID string, r *sandboxv1.ExecResult) (silentlyReset bool) {
 	s := r.GetSession()
 	if s == nil {
@@ -229,7 +232,7 @@ func (e *Entry) Observe(sandboxID string, r *sandboxv1.ExecResult) (silentlyRese
 	if e.sandboxID != sandboxID {
 		return false
 	}
-	silentlyReset = e.genKnown && s.GetGeneration() != e.gen && !e.lastStateLost && !r.GetStateLost()
+	silentlyReset = e.genKnown && s.GetGeneration() != e.gen && !e.lastStateLost && !r.GetStateLost() && r.GetRestored() == nil
 	e.genKnown, e.gen, e.lastStateLost = true, s.GetGeneration(), r.GetStateLost()
 	return silentlyReset
 }

@@ -6,6 +6,7 @@ package durable
 // process, or the sandbox, that held them.
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -305,5 +306,39 @@ func TestE2EStateSurvivesEveryDeath(t *testing.T) {
 				t.Errorf("after the %s the result does not mention %q: %s", death.name, s, after.Text)
 			}
 		}
+	}
+}
+
+// A call the client cancels stops its sandbox, and the next call restores
+// the session from its checkpoint. That result says so, and must not also
+// say the earlier state is gone: the restore report, not the new sandbox
+// generation, tells what came back. Over stdio the client cancels with
+// notifications/cancelled; over HTTP it drops the request.
+func TestE2ECancelledCallIsRestoredNotReset(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		start func(t *testing.T) harness.MCPClient
+	}{
+		{"stdio", func(t *testing.T) harness.MCPClient { c, _ := harness.StartStdio(t, nil); return c }},
+		{"http", func(t *testing.T) harness.MCPClient { return harness.HTTPClient(t, harness.StartHTTP(t, nil)) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := tt.start(t)
+			harness.Code(t, c, "x = 1")
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			if o, err := harness.CallRunPython(ctx, c, map[string]any{"code": "import time\ntime.sleep(30)"}); err == nil {
+				t.Fatalf("the call outlived its client's cancel: %s", o.Text)
+			}
+			after := harness.Code(t, c, "print(x)")
+			if got := harness.Joined(after.Stdout()); got != "1" || !strings.Contains(after.Text, "restored the session") {
+				t.Fatalf("after the cancelled call: %q, want 1 and a restore report (%s)", got, after.Text)
+			}
+			if strings.Contains(after.Text, "earlier state is gone") {
+				t.Errorf("the restored session is said to have lost its state: %s", after.Text)
+			}
+		})
 	}
 }
