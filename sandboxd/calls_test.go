@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 )
 
@@ -78,5 +80,50 @@ print(late)`})
 	}
 	if want := "('FailedPreconditionError', 'failed_precondition', 'this call was made after its run_python call had finished')\n"; r.stdout != want {
 		t.Errorf("late call: stdout = %q, want %q", r.stdout, want)
+	}
+}
+
+// TestCallFloodIsServedInTurns: code that writes call frames straight to
+// the agent's channel, as many as it likes, gets at most 64 of them served
+// at once; the rest wait their turn, and a call the agent makes after the
+// flood is answered. sandboxd used to start a goroutine for every call
+// frame, and a flood of them took gigabytes of its memory and starved the
+// replica's lease renewal, which stopped every tenant's sandboxes.
+func TestCallFloodIsServedInTurns(t *testing.T) {
+	t.Parallel()
+	c, fd := newService(t, nil)
+	fd.mu.Lock()
+	fd.slow = 20 * time.Millisecond
+	fd.mu.Unlock()
+	id := create(t, c, "")
+	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Servers: []string{"demo"}, Code: `
+import gc, json, os, codeexec_channel
+ch = [o for o in gc.get_objects() if isinstance(o, codeexec_channel.Channel)][0]
+frames = bytearray()
+for i in range(600):
+    body = json.dumps({"t": "call", "id": 10**9 + i, "exec": ch.exec_id, "m": "call_tool",
+                       "p": {"server": "demo", "tool": "echo", "arguments": {"text": "flood"}}}).encode()
+    frames += len(body).to_bytes(4, "big") + body
+with ch._wlock:
+    view = memoryview(frames)
+    while view:
+        view = view[os.write(ch._wfd, view):]
+res = await mcp_demo.echo(text="after the flood")
+print(res["content"][0]["text"])`, Timeout: durationpb.New(60 * time.Second)})
+	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
+		t.Fatalf("exec: %+v %s, %v", r.result, r.stderr, err)
+	}
+	if r.stdout != "after the flood\n" {
+		t.Fatalf("stdout = %q, want the call after the flood answered", r.stdout)
+	}
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	// More than one at once shows that the calls did overlap, so that the
+	// bound, not their order, kept them to 64.
+	if fd.mostInFlight > 64 || fd.mostInFlight < 2 {
+		t.Errorf("at most %d tool calls were under way at once, want 2 to 64", fd.mostInFlight)
+	}
+	if len(fd.calls) != 601 {
+		t.Errorf("discoveryd served %d calls, want the 600 of the flood and the agent's own", len(fd.calls))
 	}
 }

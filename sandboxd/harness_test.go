@@ -31,6 +31,10 @@ type fakeDiscovery struct {
 	// the calls it holds.
 	gate    chan struct{}
 	waiting int
+	// slow, when set, is how long each CallTool takes; inFlight and
+	// mostInFlight count the CallTools under way, now and at most.
+	slow                   time.Duration
+	inFlight, mostInFlight int
 }
 
 func (f *fakeDiscovery) ListServers(ctx context.Context, _ *discoveryv1.ListServersRequest) (*discoveryv1.ListServersResponse, error) {
@@ -60,10 +64,25 @@ func (f *fakeDiscovery) ListTools(_ context.Context, req *discoveryv1.ListToolsR
 	}, nil
 }
 
-func (f *fakeDiscovery) CallTool(_ context.Context, req *discoveryv1.CallToolRequest) (*discoveryv1.CallToolResponse, error) {
+func (f *fakeDiscovery) CallTool(ctx context.Context, req *discoveryv1.CallToolRequest) (*discoveryv1.CallToolResponse, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, req.GetServer()+"/"+req.GetTool())
+	f.inFlight++
+	f.mostInFlight = max(f.mostInFlight, f.inFlight)
+	slow := f.slow
 	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.inFlight--
+		f.mu.Unlock()
+	}()
+	if slow > 0 {
+		select {
+		case <-time.After(slow):
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 	var args struct {
 		Text string `json:"text"`
 	}

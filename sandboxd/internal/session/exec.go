@@ -175,6 +175,10 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	// A call waiting for its turn gives up when the timer fires, and the
+	// loop below then finds the timeout.
+	waitCtx, cancelWait := context.WithTimeout(callCtx, timeout)
+	defer cancelWait()
 
 	handle := func(msg channel.Message) (finished bool) {
 		switch msg := msg.(type) {
@@ -199,7 +203,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 				}
 			}
 		case *channel.Call:
-			go m.serveCall(callCtx, sb, s.tenant, env, id, msg)
+			sb.startCall(waitCtx, func() { m.serveCall(callCtx, sb, s.tenant, env, id, msg) })
 		case *channel.Done:
 			if msg.Exec != id {
 				return false

@@ -87,7 +87,7 @@ func (m *Manager) awaitRestored(ctx context.Context, s *Session, sb *sandbox, en
 			if !ok {
 				continue
 			}
-			go m.serveCall(callCtx, sb, s.tenant, env, last, call)
+			sb.startCall(callCtx, func() { m.serveCall(callCtx, sb, s.tenant, env, last, call) })
 		case <-sb.dead:
 			return nil, fmt.Errorf("the sandbox died while restoring the session: %s", sb.describeDeath())
 		case <-ctx.Done():

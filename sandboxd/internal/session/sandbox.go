@@ -25,6 +25,9 @@ type sandbox struct {
 
 	ready chan struct{}        // closed when the agent said "ready"
 	msgs  chan channel.Message // out, call and done frames, in order
+	// calls holds a token for each of the sandbox's calls being served
+	// (startCall).
+	calls chan struct{}
 	// ckpts carries checkpoint frames and restored the answer to a
 	// restore: they belong to the session's durability, not to an exec.
 	ckpts    chan *channel.Checkpoint
@@ -76,6 +79,7 @@ func startSandbox(ctx context.Context, eng engine.Engine, spec engine.Spec, logg
 		logger: logger.With(logkeys.SandboxID, spec.ID),
 		ready:  make(chan struct{}),
 		msgs:   make(chan channel.Message, 256),
+		calls:  make(chan struct{}, maxCallsInFlight),
 		// A checkpoint of a large namespace comes in several frames; the
 		// committer reads them as they come.
 		ckpts:     make(chan *channel.Checkpoint, 16),
@@ -186,6 +190,34 @@ func (sb *sandbox) readLoop() {
 			sb.msgs <- m
 		}
 	}
+}
+
+// maxCallsInFlight bounds the calls of one sandbox that sandboxd serves at
+// once. Code that wrote call frames to the channel in a loop (it can reach
+// the agent's channel object) used to get a goroutine for each: 400,000 of
+// them took gigabytes of sandboxd's memory and starved the rest of the
+// process, the replica's lease renewal among it, so that every tenant's
+// live sandboxes were stopped. The agent has every call's reply read by a
+// thread of its own, so an honest one never waits on a call it made to
+// have another of its calls served.
+const maxCallsInFlight = 64
+
+// startCall runs serve in a goroutine of its own once fewer than
+// maxCallsInFlight of the sandbox's calls are being served. Until then it
+// waits, and the frames behind the call wait with it; it gives up, and
+// serve does not run, when ctx ends or the sandbox dies.
+func (sb *sandbox) startCall(ctx context.Context, serve func()) {
+	select {
+	case sb.calls <- struct{}{}:
+	case <-ctx.Done():
+		return
+	case <-sb.dead:
+		return
+	}
+	go func() {
+		defer func() { <-sb.calls }()
+		serve()
+	}()
 }
 
 func (sb *sandbox) readStderr() {
