@@ -75,7 +75,8 @@ print(json.dumps(out))`, &got)
 
 	// A server that cannot start does not stop the call: the code runs,
 	// the other servers of the call work, and using the broken one raises
-	// runtime.MCPError with the reason.
+	// runtime.MCPError with the reason. The sync helpers raise what the
+	// async ones do, and the proxy's repr says why it has no tools.
 	t.Run("server fails to start", func(t *testing.T) {
 		for _, tc := range []struct {
 			server, alias string
@@ -90,7 +91,23 @@ print(echo["content"][0]["text"])
 try:
     await mcp_` + tc.alias + `.anything()
 except runtime.MCPError as e:
-    print("MCPError:", e)`
+    print("MCPError:", e)
+def raised(f):
+    try:
+        f()
+    except runtime.MCPError as e:
+        return "%s: %s" % (type(e).__name__, e)
+    return "nothing raised"
+try:
+    await runtime.query_tool_docs("` + tc.server + `")
+except runtime.MCPError as e:
+    want = "%s: %s" % (type(e).__name__, e)
+for helper, f in (("query_tool_docs_sync", lambda: runtime.query_tool_docs_sync("` + tc.server + `")),
+                  ("query_tool_docs_sync(tool)", lambda: runtime.query_tool_docs_sync("` + tc.server + `", "x")),
+                  ("list_tools_sync", lambda: runtime.list_tools_sync("` + tc.server + `")),
+                  ("describe_server", lambda: runtime.describe_server("` + tc.server + `"))):
+    print(helper, "agrees" if raised(f) == want else "raised %s, async %s" % (raised(f), want))
+print(repr(mcp_` + tc.alias + `))`
 			o := harness.RunPython(t, c, map[string]any{"code": src, "servers": []any{"everything", tc.server}})
 			out := harness.Joined(o.Stdout())
 			if o.IsError || !strings.HasPrefix(out, "ran\nEcho: fine\nMCPError: ") {
@@ -101,6 +118,9 @@ except runtime.MCPError as e:
 				if !strings.Contains(out, w) {
 					t.Errorf("MCPError for %s %q lacks %q", tc.server, out, w)
 				}
+			}
+			if want := "query_tool_docs_sync agrees\nquery_tool_docs_sync(tool) agrees\nlist_tools_sync agrees\ndescribe_server agrees\n<MCP server '" + tc.server + "': failed to load (UnavailableError: unavailable: "; !strings.Contains(out, want) {
+				t.Errorf("sync helpers and repr of %s:\n%s\nwant them to raise the async error and the repr to say %q", tc.server, out, want)
 			}
 		}
 	})

@@ -6,7 +6,8 @@ current exec; the async ones ask sandboxd. Every failed request raises
 MCPError (a subclass of it that names the reply's error code).
 """
 
-from codeexec_protocol import CALL_TOOL, LIST_SERVERS, LIST_TOOLS, QUERY_TOOL_DOCS, SEARCH_TOOL_DOCS, MCPError
+from codeexec_protocol import (CALL_TOOL, LIST_SERVERS, LIST_TOOLS, QUERY_TOOL_DOCS, SEARCH_TOOL_DOCS, MCPError,
+                               error_from)
 
 _chan = None  # the Channel, set by set_channel()
 _servers = []  # normalised metadata of the servers allowed for this exec
@@ -50,20 +51,35 @@ def normalise(servers):
                 "description": str(t.get("description") or ""),
                 "input_schema": schema if schema is not None else {},
             })
-        out.append({
+        meta = {
             "name": name,
             "alias": _alias(s, "server", "", taken),
             "description": str(s.get("description") or ""),
             "cwd": s.get("cwd"),
             "tools": tools,
-        })
+        }
+        err = s.get("error")
+        if isinstance(err, dict):  # its tools could not be listed: {code, message}
+            meta["error"] = {"code": err.get("code"), "message": str(err.get("message") or "")}
+        out.append(meta)
     return out
 
 
 def _copy(meta):
     d = dict(meta)
     d["tools"] = [dict(t) for t in meta["tools"]]
+    if "error" in meta:
+        d["error"] = dict(meta["error"])
     return d
+
+
+def load_error(meta):
+    """The exception a call to meta's server would raise, when its tools
+    could not be listed for this exec (it failed to start); else None."""
+    err = meta.get("error")
+    if err is None:
+        return None
+    return error_from(LIST_TOOLS.name, err)
 
 
 def _server(name):
@@ -74,6 +90,9 @@ def _server(name):
             "Server %r is not loaded in this call (loaded: %s). "
             "List it in run_python's servers=[...] to use it." % (name, loaded)
         )
+    exc = load_error(meta)
+    if exc is not None:
+        raise exc
     return meta
 
 
@@ -171,7 +190,8 @@ def list_servers_sync():
 
 
 def list_tools_sync(server=None):
-    """Tools of a loaded server: ({name, alias, description, input_schema}, ...)."""
+    """Tools of a loaded server: ({name, alias, description, input_schema}, ...).
+    A server that failed to load raises what the async list_tools would."""
     if server is None:
         raise MCPError("list_tools_sync needs a server name; loaded: %s"
                        % (", ".join(list_servers_sync()) or "none"))
@@ -186,12 +206,14 @@ def discovered_servers(detailed=False):
 
 
 def describe_server(name):
-    """Metadata of a loaded server: {name, alias, description, cwd, tools}."""
+    """Metadata of a loaded server: {name, alias, description, cwd, tools}.
+    A server that failed to load raises the error its calls get."""
     return _copy(_server(name))
 
 
 def list_loaded_server_metadata():
-    """Metadata of every loaded server."""
+    """Metadata of every loaded server; one that failed to load has no
+    tools and an `error` ({code, message}) saying why."""
     return tuple(_copy(m) for m in _servers)
 
 
@@ -208,7 +230,8 @@ def _doc(meta, tool, detail):
 def query_tool_docs_sync(server, tool=None, detail="summary"):
     """Docs of a loaded server's tools, from this call's metadata: a list,
     with one doc when `tool` names one (by name or alias, any case). Unlike
-    the async form, which returns that one doc itself, as upstream does."""
+    the async form, which returns that one doc itself, as upstream does.
+    A server that failed to load raises what the async form would."""
     detail = _detail(detail)
     meta = _server(server)
     if tool is None:
@@ -247,7 +270,8 @@ def take_end():
 
 def capability_summary():
     """A short manual of the sandbox."""
-    loaded = ", ".join(list_servers_sync()) or "none"
+    loaded = ", ".join(m["name"] + (" (failed to load: %s)" % m["error"]["message"] if "error" in m else "")
+                       for m in _servers) or "none"
     known = ", ".join(discovered_servers()) or "none"
     return _MANUAL % {"loaded": loaded, "known": known}
 

@@ -72,6 +72,9 @@ class MCPServerProxy:
         return sorted({"list_tools"} | {t["alias"] for t in self._meta["tools"]})
 
     def __repr__(self):
+        exc = rt.load_error(self._meta)
+        if exc is not None:
+            return "<MCP server %r: failed to load (%s: %s)>" % (self._meta["name"], type(exc).__name__, exc)
         return "<MCP server %r: %d tools>" % (self._meta["name"], len(self._meta["tools"]))
 
 

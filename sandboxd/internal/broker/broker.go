@@ -80,8 +80,9 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 		case err != nil:
 			// A server that cannot start now is still allowed: the code
 			// gets runtime.MCPError, with the reason, when it uses it, and
-			// the other servers of the call stay usable.
-			metas = append(metas, channel.Server{Name: n, Alias: aliases[n], Tools: []channel.Tool{}, Error: status.Convert(err).Message()})
+			// the other servers of the call stay usable. The error is the
+			// one a call would get, so the sync helpers raise it too.
+			metas = append(metas, channel.Server{Name: n, Alias: aliases[n], Tools: []channel.Tool{}, Error: channel.AsError(callError(err))})
 			continue
 		}
 		srv := resp.GetServer()

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 )
 
 // fakeDiscovery is a hand-written DiscoveryServiceClient: the configured
@@ -200,6 +202,63 @@ func TestUnknownServersAreNamedFewAndCounted(t *testing.T) {
 			_, err := tc.broker.Prepare(t.Context(), "default", tc.servers)
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("Prepare error:\n%v\nwant:\n%s", err, tc.want)
+			}
+		})
+	}
+}
+
+// downDiscovery is fakeDiscovery whose server "down" cannot start: every
+// request for it fails with err.
+type downDiscovery struct {
+	fakeDiscovery
+	err error
+}
+
+func (f *downDiscovery) ListTools(ctx context.Context, req *discoveryv1.ListToolsRequest, opts ...grpc.CallOption) (*discoveryv1.ListToolsResponse, error) {
+	if req.GetServer() == "down" {
+		return nil, f.err
+	}
+	return f.fakeDiscovery.ListTools(ctx, req, opts...)
+}
+
+func (f *downDiscovery) GetToolDocs(ctx context.Context, req *discoveryv1.GetToolDocsRequest, opts ...grpc.CallOption) (*discoveryv1.GetToolDocsResponse, error) {
+	if req.GetServer() == "down" {
+		return nil, f.err
+	}
+	return f.fakeDiscovery.GetToolDocs(ctx, req, opts...)
+}
+
+// A server that cannot start is allowed in the exec, and its metadata
+// carries the error a call to it gets, code and message, so that the
+// agent's sync helpers raise what its async ones do.
+func TestServerThatCannotStartCarriesItsCallsError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want channel.Error
+	}{
+		{"unavailable", status.Error(codes.Unavailable, "MCP server failed to start: fork/exec /nonexistent/mcp-ghost: no such file or directory"),
+			channel.Error{Code: channel.CodeUnavailable, Message: "unavailable: MCP server failed to start: fork/exec /nonexistent/mcp-ghost: no such file or directory"}},
+		{"timed out", status.Error(codes.DeadlineExceeded, "no handshake within 10s"),
+			channel.Error{Code: channel.CodeDeadlineExceeded, Message: "timed out: no handshake within 10s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := &Broker{Discovery: &downDiscovery{fakeDiscovery{servers: []string{"up", "down"}}, tc.err}}
+			env, err := b.Prepare(t.Context(), "default", []string{"up", "down"})
+			if err != nil {
+				t.Fatalf("Prepare: %v", err)
+			}
+			if len(env.Servers) != 2 || env.Servers[0].Error != nil || env.Servers[1].Error == nil {
+				t.Fatalf("servers = %+v, want up without an error and down with one", env.Servers)
+			}
+			if got := *env.Servers[1].Error; got != tc.want {
+				t.Errorf("down's error = %+v, want %+v", got, tc.want)
+			}
+			_, err = b.Call(t.Context(), "default", env, "query_tool_docs", json.RawMessage(`{"server":"down","detail":"summary"}`))
+			if e, ok := errors.AsType[*channel.Error](err); !ok || *e != *env.Servers[1].Error {
+				t.Errorf("query_tool_docs error = %#v, want the metadata's %+v", err, *env.Servers[1].Error)
 			}
 		})
 	}

@@ -42,6 +42,10 @@ var wireExamples = []struct {
 		SavedTools: []SavedTool{{Name: "f", Docstring: "d", Source: "def f():\n    pass\n"}}},
 		`{"t":"exec","id":1,"code":"f()","servers":[],"discovered":[],"limit":0,"first":true,` +
 			`"saved_tools":[{"name":"f","docstring":"d","source":"def f():\n    pass\n"}]}`},
+	{&Exec{ID: 1, Code: "x", Servers: []Server{{Name: "ghost", Alias: "ghost", Tools: []Tool{}, Error: &Error{Code: CodeUnavailable, Message: "unavailable: no such file"}}},
+		Discovered: []DiscoveredServer{{Name: "ghost", Description: ""}}},
+		`{"t":"exec","id":1,"code":"x","servers":[{"name":"ghost","alias":"ghost","tools":[],"error":{"code":"unavailable","message":"unavailable: no such file"}}],` +
+			`"discovered":[{"name":"ghost","description":""}],"limit":0}`},
 	{&Exec{ID: 1, Code: "x", Servers: []Server{}, Discovered: []DiscoveredServer{}, First: true, SavedTools: []SavedTool{}},
 		`{"t":"exec","id":1,"code":"x","servers":[],"discovered":[],"limit":0,"first":true,"saved_tools":[]}`},
 	{&Reply{ID: 3, Result: json.RawMessage(`null`)}, `{"t":"reply","id":3,"result":null}`},

@@ -176,9 +176,10 @@ type Server struct {
 	Description string `json:"description,omitempty"`
 	Cwd         string `json:"cwd,omitempty"`
 	Tools       []Tool `json:"tools"`
-	// Error says why the server's tools could not be listed; calls to it
-	// will fail with the same kind of reason.
-	Error string `json:"error,omitempty"`
+	// Error, when set, says why the server's tools could not be listed,
+	// with the code and message a call would have failed with, so that
+	// the agent's sync helpers raise what the async ones would.
+	Error *Error `json:"error,omitempty"`
 }
 
 // Tool is the metadata of one tool of a Server.

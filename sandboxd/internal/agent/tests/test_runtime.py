@@ -359,6 +359,81 @@ class DiscoveryTest(unittest.TestCase):
         self.assertLess(len(r.stdout), 3000)
 
 
+GHOST_ERROR = {"code": "unavailable",
+               "message": "unavailable: MCP server failed to start: fork/exec /nonexistent/mcp-ghost: no such file"}
+GHOST = server("ghost", error=GHOST_ERROR)  # its tools could not be listed for the exec
+
+
+class GhostHost(FakeHost):
+    """sandboxd with a server that fails to start: every call to it fails
+    as it did when sandboxd listed its tools for the exec."""
+
+    def handle(self, m, p):
+        if p.get("server") == "ghost":
+            return False, (GHOST_ERROR["code"], GHOST_ERROR["message"])
+        return super().handle(m, p)
+
+
+class FailedServerTest(unittest.TestCase):
+    """A server that failed to load: the sync helpers and the proxy say so,
+    with the error the async helpers raise, and the other servers work."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.a = Agent(GhostHost())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.a.close()
+
+    def test_sync_helpers_raise_what_the_async_ones_raise(self):
+        r = self.a.exec(
+            "async def outcome(f):\n"
+            "    try:\n"
+            "        res = f()\n"
+            "        if hasattr(res, '__await__'):\n"
+            "            res = await res\n"
+            "        return 'returned %r' % (res,)\n"
+            "    except Exception as e:\n"
+            "        return '%s %s %s' % (type(e).__name__, e.code, e)\n"
+            "for f in (lambda: runtime.query_tool_docs('ghost'),\n"
+            "          lambda: runtime.query_tool_docs_sync('ghost'),\n"
+            "          lambda: runtime.query_tool_docs_sync('ghost', 'x'),\n"
+            "          lambda: runtime.list_tools('ghost'),\n"
+            "          lambda: runtime.list_tools_sync('ghost'),\n"
+            "          lambda: runtime.describe_server('ghost'),\n"
+            "          lambda: mcp_ghost.list_tools()):\n"
+            "    print(await outcome(f))\n"
+            "print(repr(mcp_ghost))\n"
+            "print(repr(mcp_filesystem), len(runtime.query_tool_docs_sync('filesystem')))\n"
+            "print(runtime.list_servers_sync())\n"
+            "print([m.get('error') for m in runtime.list_loaded_server_metadata()])\n",
+            servers=[FS, GHOST])
+        self.assertTrue(r.ok, r)
+        err = "UnavailableError unavailable " + GHOST_ERROR["message"]
+        self.assertEqual(r.stdout.splitlines(), [err] * 7 + [
+            "<MCP server 'ghost': failed to load (UnavailableError: %s)>" % GHOST_ERROR["message"],
+            "<MCP server 'filesystem': 2 tools> 2",
+            "('filesystem', 'ghost')",
+            "[None, %r]" % GHOST_ERROR,
+        ])
+
+    def test_capability_summary_says_which_failed(self):
+        r = self.a.exec("print(runtime.capability_summary())", servers=[FS, GHOST])
+        self.assertIn("Servers loaded now: filesystem, ghost (failed to load: %s)\n" % GHOST_ERROR["message"],
+                      r.stdout, r)
+
+    def test_an_unknown_code_is_an_mcperror_with_that_code(self):
+        bad = server("ghost", error={"code": "teapot", "message": "short and stout"})
+        r = self.a.exec(
+            "try:\n"
+            "    runtime.list_tools_sync('ghost')\n"
+            "except runtime.MCPError as e:\n"
+            "    print(type(e).__name__, e.code, e)\n",
+            servers=[bad])
+        self.assertEqual(r.stdout, "MCPError teapot short and stout\n", r)
+
+
 class NullHost(FakeHost):
     """A host that answers discovery lists with null, as sandboxd once did."""
 
