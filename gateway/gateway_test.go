@@ -89,7 +89,7 @@ func TestToolDefinition(t *testing.T) {
 	if err := json.Unmarshal(def, &tool); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"persist", "mcp_<alias>", "runtime.capability_summary()", CapabilitiesURI} {
+	for _, want := range []string{"persist", "mcp_<alias>", "print(runtime.capability_summary())", CapabilitiesURI} {
 		if !strings.Contains(tool.Description, want) {
 			t.Errorf("description lacks %q", want)
 		}

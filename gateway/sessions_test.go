@@ -204,7 +204,7 @@ func TestResources(t *testing.T) {
 		t.Fatalf("content is %T", read.Contents[0])
 	}
 	for _, want := range []string{"# Code Execution MCP Capabilities", HelperSummary, "servers=[", "import mcp.runtime as runtime",
-		"_sync", "cwd", "describe_server", "list_loaded_server_metadata", CapabilitiesURI} {
+		"_sync", "cwd", "describe_server", "list_loaded_server_metadata", "print(runtime.capability_summary())", CapabilitiesURI} {
 		if !strings.Contains(text.Text, want) {
 			t.Errorf("capabilities text lacks %q", want)
 		}

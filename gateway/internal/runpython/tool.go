@@ -40,7 +40,7 @@ const Name = "run_python"
 const description = "Run Python in a persistent sandbox, like a notebook kernel: variables, " +
 	"imports, functions and classes persist between calls, and come back from a checkpoint after a timeout or crash. Top-level await works. " +
 	"servers=[\"name\"] exposes each MCP server as an mcp_<alias> proxy: await mcp_<alias>.<tool>(**args). " +
-	"For the manual call runtime.capability_summary() or read " + capabilities.URI + "."
+	"For the manual run print(runtime.capability_summary()) or read " + capabilities.URI + "."
 
 // schema is the input schema; the %d are the maximum and the default
 // timeout in seconds. Like upstream's (which embeds its helper summary),
