@@ -105,7 +105,7 @@ func TestToolDefinition(t *testing.T) {
 		t.Errorf("timeout = %v, want 1..90, default 30", props["timeout"])
 	}
 	desc, _ := props["code"]["description"].(string)
-	for _, want := range []string{"runtime.discovered_servers()", "runtime.search_tool_docs(", "runtime.query_tool_docs(", "save_memory(", "load_memory(", "save_tool("} {
+	for _, want := range []string{"runtime.discovered_servers()", "await runtime.search_tool_docs(", "await runtime.query_tool_docs(", "save_memory(", "load_memory(", "save_tool("} {
 		if !strings.Contains(desc, want) {
 			t.Errorf("code description %q lacks %q", desc, want)
 		}

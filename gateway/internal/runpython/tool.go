@@ -48,7 +48,7 @@ const description = "Run Python in a persistent sandbox, like a notebook kernel:
 // memory and saved tools, in one sentence.
 const schema = `{"type":"object","properties":{` +
 	`"code":{"type":"string","description":"Python source. Helpers: runtime.discovered_servers(), ` +
-	`runtime.search_tool_docs(query), runtime.query_tool_docs(server, tool), save_memory(key, value)/load_memory(key), ` +
+	`await runtime.search_tool_docs(query), await runtime.query_tool_docs(server, tool), save_memory(key, value)/load_memory(key), ` +
 	`save_tool(func) to keep a function for later sessions."},` +
 	`"servers":{"type":"array","items":{"type":"string"},"description":"MCP servers to expose as mcp_<alias> proxies"},` +
 	`"timeout":{"type":"integer","minimum":1,"maximum":%d,"default":%d,"description":"Timeout in seconds"},` +
