@@ -9,6 +9,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/codeexec/codeexec/services/dial"
 )
 
 // Upstream's validation messages, returned verbatim as the summary and error
@@ -30,6 +32,19 @@ const MaxSessionBytes = 128
 // a string; %s is its JSON type. Upstream calls that missing code, which
 // sends the caller looking for the wrong mistake.
 const MsgCodeNotString = "'code' must be a string of Python source, not %s"
+
+// MaxCodeBytes bounds the code of one call. The code travels to sandboxd
+// in one gRPC message, which the gateway's client caps at
+// dial.MaxMessageBytes; the rest of the request (session, tenant, servers,
+// timeout) gets the 1 MiB left over.
+const MaxCodeBytes = dial.MaxMessageBytes - 1<<20
+
+// MsgCodeTooLarge is the message for code over MaxCodeBytes: its length,
+// then the limit in bytes and in MiB. Retrying cannot help, so it says what
+// to do instead.
+const MsgCodeTooLarge = "'code' is %d bytes; run_python accepts at most %d bytes (%d MiB) of code. " +
+	"Do not inline large data in the code: write it to a file under /workspace in smaller calls, " +
+	"or fetch it from inside the sandbox, and read it from there"
 
 // RunPython holds validated run_python arguments.
 type RunPython struct {
@@ -71,6 +86,9 @@ func Parse(args map[string]any, lim Limits) (p RunPython, msg string, ok bool) {
 	}
 	if strings.TrimSpace(code) == "" {
 		return RunPython{}, MsgMissingCode, false
+	}
+	if len(code) > MaxCodeBytes {
+		return RunPython{}, fmt.Sprintf(MsgCodeTooLarge, len(code), MaxCodeBytes, MaxCodeBytes>>20), false
 	}
 	p.Code = code
 

@@ -2,7 +2,9 @@ package params
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -56,6 +58,30 @@ func TestParse(t *testing.T) {
 			}
 			if !slices.Equal(p.Servers, tt.wantServers) {
 				t.Errorf("servers = %q, want %q", p.Servers, tt.wantServers)
+			}
+		})
+	}
+}
+
+func TestParseCodeSize(t *testing.T) {
+	t.Parallel()
+	lim := Limits{DefaultSeconds: 30, MaxSeconds: 120}
+	for _, tc := range []struct {
+		name   string
+		size   int
+		wantOK bool
+	}{
+		{name: "at the limit", size: MaxCodeBytes, wantOK: true},
+		{name: "one byte over", size: MaxCodeBytes + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, msg, ok := Parse(map[string]any{"code": "x" + strings.Repeat(" ", tc.size-1)}, lim)
+			if ok != tc.wantOK {
+				t.Fatalf("Parse(%d bytes of code) ok=%v msg=%q, want ok=%v", tc.size, ok, msg, tc.wantOK)
+			}
+			if want := fmt.Sprintf("'code' is %d bytes; run_python accepts at most %d bytes (63 MiB)", tc.size, MaxCodeBytes); !ok && !strings.HasPrefix(msg, want) {
+				t.Errorf("msg = %q, want it to begin %q", msg, want)
 			}
 		})
 	}

@@ -215,6 +215,13 @@ func RPCErrorMessage(err error) string {
 	case codes.Canceled:
 		return "the call was cancelled"
 	case codes.ResourceExhausted:
+		if strings.Contains(msg, "larger than max") {
+			// grpc-go's own refusal of a message over the size limit,
+			// on either side: the same call fails again however long
+			// one waits.
+			return "the call is too large for the sandbox service (" + msg + "); retrying will not help: " +
+				"do not inline large data in the code or print it at once, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox"
+		}
 		return "the sandbox service is at capacity (" + msg + "); retry shortly"
 	default:
 		return msg

@@ -62,6 +62,11 @@ func TestFromOutcome(t *testing.T) {
 		{name: "unavailable", in: Outcome{Stdout: "part\n", Err: status.Error(codes.Unavailable, "connection refused")},
 			wantStatus: "error", wantSummary: "Sandbox error: the sandbox service is unreachable (connection refused)",
 			wantError: "unreachable", wantStdout: []string{"part"}},
+		{name: "full", in: Outcome{Err: status.Error(codes.ResourceExhausted, "too many sessions")},
+			wantStatus: "error", wantSummary: "Sandbox error: the sandbox service is at capacity (too many sessions); retry shortly"},
+		{name: "message over the gRPC limit", in: Outcome{Err: status.Error(codes.ResourceExhausted, "trying to send message larger than max (73400377 vs. 67108864)")},
+			wantStatus: "error", wantSummary: "Sandbox error: the call is too large for the sandbox service (trying to send message larger than max (73400377 vs. 67108864)); retrying will not help",
+			wantError: "/workspace"},
 		{name: "plain error", in: Outcome{Err: errors.New("boom")}, wantStatus: "error", wantSummary: "Sandbox error: boom"},
 		{name: "unspecified status", in: Outcome{Result: &sandboxv1.ExecResult{}}, wantStatus: "error", wantError: "no status"},
 	}
