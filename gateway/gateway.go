@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
+	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/guard"
@@ -262,6 +263,14 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	return err
 }
 
+// MaxBodyBytes bounds the body of a request to the HTTP transport; a larger
+// one gets 413. The largest legitimate request is a run_python call with
+// params.MaxCodeBytes of code, and JSON makes that longer than the code: a
+// newline, quote or backslash takes 2 bytes, and a non-ASCII character that
+// a client escapes as \uXXXX 6 bytes for 2 or 3. Twice the code limit,
+// plus 1 MiB for the rest of the request, leaves room for ordinary code.
+const MaxBodyBytes = 2*params.MaxCodeBytes + 1<<20
+
 // HTTPHandler returns the streamable HTTP transport, to mount at /mcp.
 //
 // Both protocol eras are served on it, decided per request. Under the
@@ -287,6 +296,10 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		// Its answer to a read of an unknown resource lacks the URI; see
 		// notfound.
 		mcpHandler := notfound.Handler(listenack.Handler(inner))
+		// mcp-go reads a whole body into memory, with no limit.
+		mcpHandler = bodylimit.Handler(mcpHandler, MaxBodyBytes, fmt.Sprintf(
+			"run_python takes at most %d bytes (%d MiB) of code: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
+			params.MaxCodeBytes, params.MaxCodeBytes>>20))
 		g.http = g.guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mcpHandler.ServeHTTP(w, r)
 			// mcp-go unregisters only sessions it registered; a session
