@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/detect"
 	"github.com/codeexec/codeexec/sandboxd/internal/server"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
+	"github.com/codeexec/codeexec/sandboxd/internal/tempdir"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
@@ -238,7 +238,7 @@ type Deps struct {
 type Service struct {
 	m        *session.Manager
 	eng      engine.Engine
-	agentDir string
+	agentDir *tempdir.Dir
 	logger   *slog.Logger
 }
 
@@ -268,14 +268,15 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		_ = eng.Close()
 		return nil, fmt.Errorf("%s sandboxes: %w", eng.Name(), err)
 	}
-	dir, err := os.MkdirTemp(cfg.AgentRoot, "codeexec-agent-")
+	agentDir, err := tempdir.Make(cfg.AgentRoot, "codeexec-agent-")
 	if err != nil {
 		_ = eng.Close()
 		return nil, fmt.Errorf("agent directory: %w", err)
 	}
+	dir := agentDir.Path
 	// WriteTo also opens the directory to the sandbox user (0755).
 	if err := agent.WriteTo(dir); err != nil {
-		_ = os.RemoveAll(dir)
+		_ = agentDir.Remove()
 		_ = eng.Close()
 		return nil, fmt.Errorf("write agent: %w", err)
 	}
@@ -314,11 +315,11 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		Durable:        dur,
 	}, logger)
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		_ = agentDir.Remove()
 		_ = eng.Close()
 		return nil, err
 	}
-	return &Service{m: m, eng: eng, agentDir: dir, logger: logger}, nil
+	return &Service{m: m, eng: eng, agentDir: agentDir, logger: logger}, nil
 }
 
 // Register adds SandboxService to g.
@@ -330,5 +331,5 @@ func (s *Service) Register(g *grpc.Server) {
 func (s *Service) Close() error {
 	s.m.Close()
 	err := s.eng.Close()
-	return errors.Join(err, os.RemoveAll(s.agentDir))
+	return errors.Join(err, s.agentDir.Remove())
 }

@@ -59,6 +59,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/tempdir"
 )
 
 // scripts are the server's Python: codeexec_forkserver.py, the entry, and
@@ -95,7 +96,8 @@ type Config struct {
 type Server struct {
 	cfg  Config
 	cmd  *exec.Cmd
-	dir  string
+	dir  string       // tmp's path
+	tmp  *tempdir.Dir // the scripts and the sandboxes' root mount point
 	done chan struct{}
 
 	sendMu sync.Mutex // serialises a write deadline with its write
@@ -105,16 +107,16 @@ type Server struct {
 // Start starts a server and waits until it is ready to fork. ctx bounds
 // the start only.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	dir, err := os.MkdirTemp("", "codeexec-fork-")
+	tmp, err := tempdir.Make("", "codeexec-fork-")
 	if err != nil {
 		return nil, fmt.Errorf("fork server: %w", err)
 	}
-	s := &Server{cfg: cfg, dir: dir, done: make(chan struct{})}
+	s := &Server{cfg: cfg, dir: tmp.Path, tmp: tmp, done: make(chan struct{})}
 	if err := s.start(ctx); err != nil {
 		if s.ctl != nil {
 			_ = s.ctl.Close()
 		}
-		_ = os.RemoveAll(dir)
+		_ = tmp.Remove()
 		return nil, fmt.Errorf("fork server: %w", err)
 	}
 	return s, nil
@@ -296,7 +298,7 @@ func (s *Server) Close() error {
 		s.kill()
 		<-s.done
 	}
-	return os.RemoveAll(s.dir)
+	return s.tmp.Remove()
 }
 
 func (s *Server) kill() {
