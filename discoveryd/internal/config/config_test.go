@@ -177,6 +177,34 @@ env = { LEVEL = 3 }
 			wantSkipped: []string{`server "off": disabled: true`},
 		},
 		{
+			name: "disabled and enabled as strings mean what they say; other values are refused, never enabled",
+			files: map[string]string{
+				"home/MCPs/s.json": `{"mcpServers": {
+  "off": {"command": "x", "disabled": "true"},
+  "off-upper": {"command": "x", "disabled": " TRUE "},
+  "on": {"command": "y", "disabled": "false"},
+  "null": {"command": "n", "disabled": null},
+  "yes": {"command": "x", "disabled": "yes"},
+  "one": {"command": "x", "disabled": 1},
+  "oc-off": {"command": ["x"], "enabled": "false"},
+  "oc-bad": {"command": ["x"], "enabled": "no"}
+}}`,
+				"extra.toml": "[mcp_servers.codex-off]\ncommand = \"x\"\nenabled = \"False\"\n[mcp_servers.codex-on]\ncommand = \"c\"\nenabled = true\n",
+			},
+			serversConfig: "extra.toml",
+			want: []Server{
+				{Name: "codex-on", Transport: TransportStdio, Command: "c", Source: "extra.toml"},
+				{Name: "null", Transport: TransportStdio, Command: "n", Source: "home/MCPs/s.json"},
+				{Name: "on", Transport: TransportStdio, Command: "y", Source: "home/MCPs/s.json"},
+			},
+			wantWarnings: []string{
+				`s.json: server "oc-bad": "enabled" is the string "no"; accepted: true or false`,
+				`s.json: server "one": "disabled" is a number (1); accepted: true or false`,
+				`s.json: server "yes": "disabled" is the string "yes"; accepted: true or false (the strings "true" and "false" too), so the entry is not loaded`,
+			},
+			wantSkipped: []string{`server "oc-off": enabled: false`, `server "off": disabled: true`, `server "off-upper": disabled: true`, `server "codex-off": enabled: false`},
+		},
+		{
 			name: "variable expansion",
 			opts: Options{Lookup: env(map[string]string{"TOKEN": "s3cret", "ROOT": "/data", "HOST": "h"})},
 			files: map[string]string{

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -161,10 +162,18 @@ func parseEntry(name string, raw any, fileDesc string, opts Options) (s Server, 
 	if !ok {
 		return s, "", fmt.Errorf("entry must be an object, got %s", kind(raw))
 	}
-	if d, _ := e["disabled"].(bool); d {
+	disabled, err := switchOf(e, "disabled")
+	if err != nil {
+		return s, "", err
+	}
+	if disabled == "true" {
 		return s, "disabled: true", nil
 	}
-	if en, ok := e["enabled"].(bool); ok && !en { // OpenCode
+	enabled, err := switchOf(e, "enabled") // OpenCode's and Codex's
+	if err != nil {
+		return s, "", err
+	}
+	if enabled == "false" {
 		return s, "enabled: false", nil
 	}
 	s = Server{Name: name, Description: fileDesc}
@@ -219,6 +228,26 @@ func parseEntry(name string, raw any, fileDesc string, opts Options) (s Server, 
 		return s, "points at this bridge itself (set MCP_BRIDGE_ALLOW_SELF_SERVER=1 to allow)", nil
 	}
 	return s, "", nil
+}
+
+// switchOf reads an on/off field: "true" or "false", or "" when it is
+// absent or null. The strings "true" and "false" (any case) count as the
+// booleans, since what the user meant is plain; anything else is an error,
+// so that a value the bridge cannot read never starts a server the user
+// meant to turn off.
+func switchOf(e map[string]any, key string) (string, error) {
+	switch v := e[key].(type) {
+	case nil:
+		return "", nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case string:
+		if t := strings.ToLower(strings.TrimSpace(v)); t == "true" || t == "false" {
+			return t, nil
+		}
+		return "", fmt.Errorf("%q is the string %q; accepted: true or false (the strings \"true\" and \"false\" too), so the entry is not loaded", key, v)
+	}
+	return "", fmt.Errorf("%q is %s (%s); accepted: true or false (the strings \"true\" and \"false\" too), so the entry is not loaded", key, kind(e[key]), str(e[key]))
 }
 
 // transportOf picks the transport from "type", else from which of
