@@ -119,7 +119,7 @@ env = { LEVEL = 3 }
 			},
 			want: []Server{{Name: "ok", Transport: TransportStdio, Command: "ok", Source: "home/.cursor/mcp.json"}},
 			wantWarnings: []string{
-				`bad.json: invalid JSON`,
+				`bad.json: invalid JSON at line 1, column 17: `,
 				`list.json: invalid config: the top level must be an object, got a list`,
 				`wrong.json: "mcpServers" must be an object of servers, got a list`,
 				`.claude.json: server "badargs": "args" must be a list, got a string`,
@@ -373,9 +373,44 @@ func TestStripJSONC(t *testing.T) {
 		{"{/*\n*/}", "{  \n  }"},
 	}
 	for _, tc := range tests {
-		if got := string(stripJSONC([]byte(tc.in))); got != tc.want {
-			t.Errorf("stripJSONC(%q) = %q, want %q", tc.in, got, tc.want)
+		got, err := stripJSONC([]byte(tc.in))
+		if err != nil || string(got) != tc.want {
+			t.Errorf("stripJSONC(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// TestParseErrorsNameLineAndColumn: a file that does not parse is reported
+// with the line and column of the mistake in the file as written, comments
+// included, so that it can be found in a long ~/.claude.json.
+func TestParseErrorsNameLineAndColumn(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, file, body, want string
+	}{
+		{"missing comma", ".claude.json", "{\n  \"numStartups\": 3,\n  \"mcpServers\": {\"a\": {\"command\": \"x\"}}\n  \"tipsHistory\": {}\n}\n",
+			`invalid JSON at line 4, column 3: invalid character '"' after object value (expecting ',' or '}')`},
+		{"after comments, at the mistake and not the first comment", "settings.json", "{\n  // editor\n  /* a\n  b */ \"editor.fontSize\": 12,\n  \"mcp\": {\"servers\": {\"é\": {command: \"x\"}}}\n}",
+			`invalid JSON at line 5, column 29: invalid literal: command`},
+		{"cut short", "mcp.json", `{"mcpServers": {`, `invalid JSON at line 1, column 17: parsing value: unexpected EOF`},
+		{"trailing data, which a decoder would pass over", "mcp.json", "{\"mcpServers\": {}}\n}\n", `invalid JSON at line 2, column 1: invalid character '}' after top-level value`},
+		{"unterminated comment", "mcp.json", "{\"mcpServers\": {}}\n/* open", `invalid JSON at line 2, column 1: parsing comment: unexpected EOF`},
+		{"TOML", "config.toml", "[mcp_servers.a]\ncommand = \"x\"\nargs = [1,\n", `invalid TOML at line 3, column 11: unexpected EOF`},
+		{"TOML bad key", "config.toml", "[mcp_servers.a]\ncommand = x\n", `invalid TOML at line 2, column 11: `},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), tc.file)
+			if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var res Result
+			loadFile(path, Options{}, &res)
+			if len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0].String(), path+": "+tc.want) {
+				t.Errorf("warnings = %q, want one starting %q", res.Warnings, path+": "+tc.want)
+			}
+		})
 	}
 }
 

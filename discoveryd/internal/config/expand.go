@@ -1,13 +1,10 @@
 package config
 
 import (
-	"bytes"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-
-	"github.com/tailscale/hujson"
 )
 
 // varRef matches ${VAR} and ${env:VAR}.
@@ -62,18 +59,4 @@ func looksLikeSelf(s Server) bool {
 		}
 	}
 	return false
-}
-
-// stripJSONC turns VS Code's JSON with comments into JSON: comments and
-// trailing commas become spaces, so error offsets still point at the right
-// place. Input that is not valid JSONC is returned unchanged, for the JSON
-// decoder to report.
-func stripJSONC(in []byte) []byte {
-	// hujson wants a line comment to end with a newline; a file whose last
-	// line is a comment may have none.
-	out, err := hujson.Standardize(append(bytes.Clone(in), '\n'))
-	if err != nil {
-		return in
-	}
-	return out[:len(in)]
 }

@@ -89,7 +89,10 @@ func FuzzStripJSONC(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out := stripJSONC(in)
+		out, err := stripJSONC(in)
+		if err != nil && !strings.Contains(err.Error(), " at line ") {
+			t.Errorf("stripJSONC error %q does not name the line", err)
+		}
 		if len(out) > len(in) {
 			t.Errorf("stripJSONC grew %d bytes to %d", len(in), len(out))
 		}

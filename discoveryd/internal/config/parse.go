@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -121,18 +120,16 @@ func decode(path string, data []byte) (map[string]any, error) {
 	var doc map[string]any
 	if strings.EqualFold(filepath.Ext(path), ".toml") {
 		if _, err := toml.Decode(string(data), &doc); err != nil {
-			return nil, fmt.Errorf("invalid TOML: %w", err)
+			return nil, tomlError(err)
 		}
 		return doc, nil
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return map[string]any{}, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(stripJSONC(data)))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
+	v, err := decodeJSON(data)
+	if err != nil {
+		return nil, err
 	}
 	doc, ok := v.(map[string]any)
 	if !ok {
