@@ -108,6 +108,15 @@ env = { LEVEL = 3 }
 			want:          []Server{{Name: "e", Transport: TransportStdio, Command: "x", Source: "cfg.json"}},
 		},
 		{
+			name: "a missing MCP_SERVERS_CONFIG is reported, missing defaults are not, and the others still load",
+			files: map[string]string{
+				"home/MCPs/a.json": `{"mcpServers": {"fs": {"command": "mcps"}}}`,
+			},
+			serversConfig: "typo.json",
+			want:          []Server{{Name: "fs", Transport: TransportStdio, Command: "mcps", Source: "home/MCPs/a.json"}},
+			wantWarnings:  []string{`typo.json: MCP_SERVERS_CONFIG (--servers-config) names this file, which does not exist: fix the path or unset it`},
+		},
+		{
 			name: "a broken file is reported and the others still load",
 			files: map[string]string{
 				"home/MCPs/bad.json":                     `{"mcpServers": {`,

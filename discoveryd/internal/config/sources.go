@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +18,9 @@ type Source struct {
 	Dir bool
 	// Name is upstream's label for the source, for logs.
 	Name string
+	// Named is true for a file the user named (MCP_SERVERS_CONFIG): that
+	// it is missing is reported, where a default path is quietly absent.
+	Named bool
 }
 
 // Sources lists the config sources in upstream's order (§2.1 of the
@@ -67,17 +71,22 @@ func Sources(opts Options) []Source {
 		}
 	}
 	if opts.ServersConfig != "" {
-		out = append(out, Source{Path: expandHome(opts.ServersConfig, opts.Home), Name: "MCP_SERVERS_CONFIG"})
+		out = append(out, Source{Path: expandHome(opts.ServersConfig, opts.Home), Name: "MCP_SERVERS_CONFIG", Named: true})
 	}
 	return out
 }
 
 // files returns the config files of the source that exist. A directory
 // yields its *.json files in name order. An unreadable directory is
-// reported; a missing one is not.
+// reported, and so is a missing file the user named; a missing default
+// is not.
 func (s Source) files(res *Result) []string {
 	if !s.Dir {
 		if _, err := os.Stat(s.Path); errors.Is(err, fs.ErrNotExist) {
+			if s.Named {
+				res.Warnings = append(res.Warnings, Warning{Path: s.Path,
+					Reason: fmt.Sprintf("%s (--servers-config) names this file, which does not exist: fix the path or unset it (the other sources still load)", s.Name)})
+			}
 			return nil
 		}
 		return []string{s.Path}
