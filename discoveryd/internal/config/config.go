@@ -116,7 +116,7 @@ func Load(opts Options) Result {
 	}
 	for _, src := range Sources(opts) {
 		for _, path := range src.files(&res) {
-			servers := loadFile(path, opts, &res)
+			servers := loadFile(path, src.ServersOnly, opts, &res)
 			add(path, servers)
 		}
 	}

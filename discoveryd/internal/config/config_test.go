@@ -117,6 +117,30 @@ env = { LEVEL = 3 }
 			wantWarnings:  []string{`typo.json: MCP_SERVERS_CONFIG (--servers-config) names this file, which does not exist: fix the path or unset it`},
 		},
 		{
+			name: "a server config whose key is misspelt is reported; a client's settings file is not",
+			opts: Options{GOOS: "linux"},
+			files: map[string]string{
+				"home/MCPs/lower.json":                 `{"mcpservers": {"a": {"command": "a"}}}`,
+				"home/MCPs/dash.json":                  `{"$schema": "x", "mcp-servers": {"b": {"command": "b"}}}`,
+				"home/MCPs/empty.json":                 `{}`,
+				"home/MCPs/meta.json":                  `{"description": "nothing yet", "inputs": []}`,
+				"home/MCPs/ok.json":                    `{"mcpServers": {}}`,
+				"cwd/.vscode/mcp.json":                 `{"Servers": {"c": {"command": "c"}}}`,
+				"home/.cursor/mcp.json":                `{"mcp_server": {"d": {"command": "d"}}}`,
+				"home/.claude.json":                    `{"numStartups": 3, "mcpservers": {"e": {"command": "e"}}}`,
+				"home/.config/Code/User/settings.json": `{"editor.fontSize": 12}`,
+				"codex.toml":                           "[mcpservers.f]\ncommand = \"f\"\n",
+			},
+			serversConfig: "codex.toml",
+			wantWarnings: []string{
+				`dash.json: no servers read: none of its keys ("mcp-servers") holds servers (did you mean "mcpServers"?); the keys that do are "mcpServers", "servers" (VS Code), "mcp_servers" (Codex), "mcp" (OpenCode), spelt exactly so`,
+				`lower.json: no servers read: none of its keys ("mcpservers") holds servers (did you mean "mcpServers"?)`,
+				`.vscode/mcp.json: no servers read: none of its keys ("Servers") holds servers (did you mean "servers"?)`,
+				`.cursor/mcp.json: no servers read: none of its keys ("mcp_server") holds servers; the keys that do are "mcpServers"`,
+				`codex.toml: no servers read: none of its keys ("mcpservers") holds servers (did you mean "mcpServers"?)`,
+			},
+		},
+		{
 			name: "a broken file is reported and the others still load",
 			files: map[string]string{
 				"home/MCPs/bad.json":                     `{"mcpServers": {`,
@@ -415,7 +439,7 @@ func TestParseErrorsNameLineAndColumn(t *testing.T) {
 				t.Fatal(err)
 			}
 			var res Result
-			loadFile(path, Options{}, &res)
+			loadFile(path, true, Options{}, &res)
 			if len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0].String(), path+": "+tc.want) {
 				t.Errorf("warnings = %q, want one starting %q", res.Warnings, path+": "+tc.want)
 			}

@@ -53,7 +53,7 @@ func FuzzLoadFile(f *testing.F) {
 		env := map[string]string{"HOME": "/home/u"}
 		opts := Options{Cwd: "/work/project", Lookup: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
 		var res Result
-		servers := loadFile(path, opts, &res)
+		servers := loadFile(path, true, opts, &res)
 		for _, s := range servers {
 			if s.Name == "" {
 				t.Errorf("a server without a name: %+v", s)
@@ -202,7 +202,7 @@ func readLayout(t *testing.T, dir, name string, doc any, opts Options) layoutRea
 	}
 	var res Result
 	var out layoutRead
-	for _, s := range loadFile(path, opts, &res) {
+	for _, s := range loadFile(path, true, opts, &res) {
 		s.Source = ""
 		out.Servers = append(out.Servers, s)
 	}

@@ -57,8 +57,8 @@ func projectLayout(doc map[string]any, cwd string) []string {
 }
 
 // loadFile parses one config file. Problems go to res; the servers that
-// could be parsed are returned.
-func loadFile(path string, opts Options, res *Result) []Server {
+// could be parsed are returned. serversOnly is Source.ServersOnly.
+func loadFile(path string, serversOnly bool, opts Options, res *Result) []Server {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		res.Warnings = append(res.Warnings, Warning{Path: path, Reason: "cannot read file: " + err.Error()})
@@ -76,11 +76,13 @@ func loadFile(path string, opts Options, res *Result) []Server {
 	if p := projectLayout(doc, opts.Cwd); p != nil {
 		all = append([][]string{p}, layouts...)
 	}
+	found := false
 	for _, layout := range all {
 		entries, ok := lookupPath(doc, layout)
 		if !ok {
 			continue
 		}
+		found = true
 		m, ok := entries.(map[string]any)
 		if !ok {
 			res.Warnings = append(res.Warnings, Warning{Path: path, Reason: fmt.Sprintf("%q must be an object of servers, got %s", strings.Join(layout, "."), kind(entries))})
@@ -109,6 +111,11 @@ func loadFile(path string, opts Options, res *Result) []Server {
 				s.Source = path
 				out = append(out, s)
 			}
+		}
+	}
+	if !found && serversOnly {
+		if reason := noServersKey(doc); reason != "" {
+			res.Warnings = append(res.Warnings, Warning{Path: path, Reason: reason})
 		}
 	}
 	return out

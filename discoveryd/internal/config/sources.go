@@ -21,6 +21,12 @@ type Source struct {
 	// Named is true for a file the user named (MCP_SERVERS_CONFIG): that
 	// it is missing is reported, where a default path is quietly absent.
 	Named bool
+	// ServersOnly is true for a file that holds server definitions and
+	// little else (a dedicated mcp.json, the files of a directory
+	// source, the named file). One in which no key holds servers is
+	// reported, since its key is likely misspelt; a client's own settings
+	// file (~/.claude.json, VS Code's settings.json) may have none.
+	ServersOnly bool
 }
 
 // Sources lists the config sources in upstream's order (§2.1 of the
@@ -31,14 +37,14 @@ func Sources(opts Options) []Source {
 	home := func(rel ...string) string { return filepath.Join(append([]string{opts.Home}, rel...)...) }
 	if opts.Home != "" {
 		out = append(out,
-			Source{Path: home("MCPs"), Dir: true, Name: "User MCPs"},
-			Source{Path: home(".config", "mcp", "servers"), Dir: true, Name: "Standard MCP"},
+			Source{Path: home("MCPs"), Dir: true, Name: "User MCPs", ServersOnly: true},
+			Source{Path: home(".config", "mcp", "servers"), Dir: true, Name: "Standard MCP", ServersOnly: true},
 		)
 	}
 	if opts.Cwd != "" {
 		out = append(out,
-			Source{Path: filepath.Join(opts.Cwd, "mcp-servers"), Dir: true, Name: "Local Project"},
-			Source{Path: filepath.Join(opts.Cwd, ".vscode", "mcp.json"), Name: "VS Code Workspace"},
+			Source{Path: filepath.Join(opts.Cwd, "mcp-servers"), Dir: true, Name: "Local Project", ServersOnly: true},
+			Source{Path: filepath.Join(opts.Cwd, ".vscode", "mcp.json"), Name: "VS Code Workspace", ServersOnly: true},
 		)
 	}
 	if opts.Home != "" {
@@ -47,16 +53,16 @@ func Sources(opts Options) []Source {
 	if opts.Cwd != "" {
 		// Not upstream's: Claude Code's project-scope file, after the
 		// local and user scopes that ~/.claude.json holds.
-		out = append(out, Source{Path: filepath.Join(opts.Cwd, ".mcp.json"), Name: "Claude Code project"})
+		out = append(out, Source{Path: filepath.Join(opts.Cwd, ".mcp.json"), Name: "Claude Code project", ServersOnly: true})
 	}
 	if opts.Home != "" {
 		out = append(out,
-			Source{Path: home(".cursor", "mcp.json"), Name: "Cursor"},
+			Source{Path: home(".cursor", "mcp.json"), Name: "Cursor", ServersOnly: true},
 			Source{Path: home(".opencode.json"), Name: "OpenCode CLI"},
 			// Not upstream's: where OpenCode keeps its global config now.
 			Source{Path: home(".config", "opencode", "opencode.json"), Name: "OpenCode"},
 			Source{Path: home(".config", "opencode", "opencode.jsonc"), Name: "OpenCode"},
-			Source{Path: home(".codeium", "windsurf", "mcp_config.json"), Name: "Windsurf"},
+			Source{Path: home(".codeium", "windsurf", "mcp_config.json"), Name: "Windsurf", ServersOnly: true},
 		)
 		switch opts.GOOS {
 		case "darwin":
@@ -71,7 +77,7 @@ func Sources(opts Options) []Source {
 		}
 	}
 	if opts.ServersConfig != "" {
-		out = append(out, Source{Path: expandHome(opts.ServersConfig, opts.Home), Name: "MCP_SERVERS_CONFIG", Named: true})
+		out = append(out, Source{Path: expandHome(opts.ServersConfig, opts.Home), Name: "MCP_SERVERS_CONFIG", Named: true, ServersOnly: true})
 	}
 	return out
 }
