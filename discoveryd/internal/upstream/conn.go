@@ -2,9 +2,11 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -136,7 +138,7 @@ func (c *conn) spawn(cfg config.Server, baseEnv map[string]string) (transport.In
 	closeAll(inR, outW, errW) // the child holds its own copies
 	if err != nil {
 		closeAll(inW, outR, errR)
-		return nil, fmt.Errorf("%w: server %q: %v (command: %s)", ErrStartFailed, cfg.Name, err, c.command)
+		return nil, fmt.Errorf("%w: server %q: %v (command: %s)%s", ErrStartFailed, cfg.Name, err, c.command, argsHint(cfg, err))
 	}
 	c.cmd, c.stdout, c.stderr = cmd, outR, &ring{}
 	c.stderrDone, c.exited = make(chan struct{}), make(chan struct{})
@@ -150,6 +152,19 @@ func (c *conn) spawn(cfg config.Server, baseEnv map[string]string) (transport.In
 		close(c.exited)
 	}()
 	return transport.NewIO(outR, inW, nil), nil
+}
+
+// argsHint explains a command that was not found and holds whitespace:
+// most likely a whole command line in "command", which exec takes as one
+// file name.
+func argsHint(cfg config.Server, err error) string {
+	words := strings.Fields(cfg.Command)
+	notFound := errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist)
+	if len(words) < 2 || !notFound {
+		return ""
+	}
+	args, _ := json.Marshal(append(words[1:], cfg.Args...))
+	return fmt.Sprintf(`; "command" holds spaces but names one program: put the program alone in "command" and its arguments in "args", e.g. "command": %q, "args": %s`, words[0], args)
 }
 
 func closeAll(fs ...*os.File) {

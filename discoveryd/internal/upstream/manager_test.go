@@ -72,6 +72,8 @@ func TestCallErrors(t *testing.T) {
 		fake(t, "dies", "--die-on-start"),
 		{Name: "missing", Transport: config.TransportStdio, Command: "no-such-mcp-server-binary", Args: []string{"--flag"}},
 		{Name: "badcwd", Transport: config.TransportStdio, Command: python3(t), Cwd: "/nonexistent/dir"},
+		{Name: "spaced", Transport: config.TransportStdio, Command: "npx -y @modelcontextprotocol/server-everything", Args: []string{"stdio"}},
+		{Name: "spaced-bare", Transport: config.TransportStdio, Command: "no-such-mcp-server-binary  --port\t3"},
 	}, Options{})
 	tests := []struct {
 		name, server, tool string
@@ -81,13 +83,17 @@ func TestCallErrors(t *testing.T) {
 		wantMsg            []string
 	}{
 		{name: "unknown server names the configured ones", server: "nope", tool: "echo", wantErr: ErrUnknownServer,
-			wantMsg: []string{`"nope"`, "configured servers: badcwd, dies, fake, missing"}},
+			wantMsg: []string{`"nope"`, "configured servers: badcwd, dies, fake, missing, spaced, spaced-bare"}},
 		{name: "unknown tool names similar ones", server: "fake", tool: "ecko", wantErr: ErrUnknownTool,
 			wantMsg: []string{`"ecko"`, "did you mean: echo"}},
 		{name: "unknown tool with nothing similar lists the tools", server: "fake", tool: "zzzzzzzzzz", wantErr: ErrUnknownTool,
 			wantMsg: []string{"its tools are: echo, fail, sleep, crash, env, add_tool"}},
 		{name: "command not found", server: "missing", tool: "x", wantErr: ErrStartFailed,
 			wantMsg: []string{`"missing"`, "executable file not found", "command: no-such-mcp-server-binary --flag"}},
+		{name: "a command line in command says to put the arguments in args", server: "spaced", tool: "x", wantErr: ErrStartFailed,
+			wantMsg: []string{"no such file or directory", `put the program alone in "command" and its arguments in "args", e.g. "command": "npx", "args": ["-y","@modelcontextprotocol/server-everything","stdio"]`}},
+		{name: "a command line without a path in command", server: "spaced-bare", tool: "x", wantErr: ErrStartFailed,
+			wantMsg: []string{"executable file not found", `"command": "no-such-mcp-server-binary", "args": ["--port","3"]`}},
 		{name: "cwd does not exist", server: "badcwd", tool: "x", wantErr: ErrStartFailed,
 			wantMsg: []string{`working directory "/nonexistent/dir"`}},
 		{name: "exits on start with stderr tail", server: "dies", tool: "x", wantErr: ErrStartFailed,
