@@ -175,8 +175,10 @@ func TestListServers(t *testing.T) {
 		t.Errorf("fake = %v", s)
 	}
 
-	// Rescan: a new file adds a server; the broken file is reported.
-	writeJSON(t, filepath.Join(e.home, "MCPs", "more.json"), map[string]any{"mcpServers": map[string]any{"added-later": map[string]any{"command": "y"}, "fake": map[string]any{"command": "ignored"}}})
+	// Rescan: a new file adds a server; the broken file and an entry whose
+	// "disabled" cannot be read are reported.
+	writeJSON(t, filepath.Join(e.home, "MCPs", "more.json"), map[string]any{"mcpServers": map[string]any{"added-later": map[string]any{"command": "y"}, "fake": map[string]any{"command": "ignored"},
+		"half-off": map[string]any{"command": "z", "disabled": "yes"}}})
 	resp, err = e.client.ListServers(ctx, &discoveryv1.ListServersRequest{Rescan: true})
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +190,8 @@ func TestListServers(t *testing.T) {
 	if strings.Join(names, ",") != "9 Remote,added-later,fake" {
 		t.Errorf("servers after rescan = %v", names)
 	}
-	if len(resp.GetWarnings()) != 1 || !strings.Contains(resp.GetWarnings()[0], "broken.json: invalid JSON") {
-		t.Errorf("warnings after rescan = %q, want the broken file with its reason", resp.GetWarnings())
+	if w := resp.GetWarnings(); len(w) != 2 || !strings.Contains(w[0], "broken.json: invalid JSON at line 1, column 17") ||
+		!strings.Contains(w[1], `more.json: server "half-off": "disabled" is the string "yes"; accepted: true or false`) {
+		t.Errorf("warnings after rescan = %q, want the broken file with its reason and position, then the entry with the field", w)
 	}
 }
