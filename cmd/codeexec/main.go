@@ -30,10 +30,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	if err != nil && !errors.Is(err, cli.ErrUsage) {
+	switch {
+	case errors.Is(err, cli.ErrUsage):
+		// As the flag package and most tools do: a wrong command line is
+		// status 2, a failure of the command status 1.
+		os.Exit(2)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "codeexec:", err)
-	}
-	if err != nil {
 		os.Exit(1)
 	}
 }
@@ -85,7 +88,11 @@ func (c command) alias(name string) command {
 	return c
 }
 
-func runVersion(_ context.Context, _ []string, e cli.Env) error {
+func runVersion(_ context.Context, args []string, e cli.Env) error {
+	if len(args) > 0 {
+		fmt.Fprintf(e.Stderr, "codeexec version: unexpected argument %q: version takes none\n", args[0])
+		return cli.ErrUsage
+	}
 	fmt.Fprintln(e.Stdout, "codeexec", e.Version)
 	return nil
 }

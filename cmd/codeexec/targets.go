@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
@@ -94,6 +98,11 @@ func targetCommand(t target, usage ...[2]string) command {
 		if len(args) > 0 {
 			if sub, ok := t.sub[args[0]]; ok {
 				return sub(ctx, args[1:], e)
+			}
+			if len(t.sub) > 0 && !strings.HasPrefix(args[0], "-") {
+				fmt.Fprintf(e.Stderr, "codeexec %s: unknown subcommand %q: %s takes %s, or flags only (see \"codeexec help\")\n",
+					t.name, args[0], t.name, strings.Join(slices.Sorted(maps.Keys(t.sub)), ", "))
+				return cli.ErrUsage
 			}
 		}
 		return alone(ctx, args, e)

@@ -6,7 +6,9 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 
 	"google.golang.org/grpc"
 
@@ -24,20 +26,30 @@ type Env struct {
 	Version string
 }
 
-// ErrUsage means the usage text was already printed.
+// ErrUsage means the command line was wrong and what was wrong is already
+// printed; the binary exits with status 2.
 var ErrUsage = errors.New("usage")
 
 // A Command is a command with flags, which it holds: Bind binds them, and
-// Run runs the command once they are parsed, with the arguments after
-// them.
+// Run runs the command once they are parsed. Run gets no arguments unless
+// the command is a WithArgs.
 type Command interface {
 	Bind(fs *flagenv.Set, e Env)
 	Run(ctx context.Context, args []string, e Env) error
 }
 
+// WithArgs is a Command that takes words after its flags (a FILE, an
+// ADDR) and checks them in Run. Flagged refuses such words to any other
+// command: Go's flag parsing stops at the first word that is not a flag,
+// so the flags after a stray word would be dropped unseen.
+type WithArgs interface {
+	Command
+	TakesArgs()
+}
+
 // Flagged runs a new Command for each command line, its flags on a set
 // named name. On ErrUsage the flag package has printed what was wrong, or
-// the help that -h asked for.
+// Flagged what was left after the flags of a command that takes none.
 func Flagged(name string, newCommand func() Command) func(context.Context, []string, Env) error {
 	return func(ctx context.Context, args []string, e Env) error {
 		c := newCommand()
@@ -47,11 +59,41 @@ func Flagged(name string, newCommand func() Command) func(context.Context, []str
 		if err := fs.Parse(args); err != nil {
 			return ErrUsage
 		}
+		if _, ok := c.(WithArgs); !ok && fs.NArg() > 0 {
+			fmt.Fprintf(e.Stderr, "codeexec %s: %s\n", name, strayArgs(fs, name, args))
+			return ErrUsage
+		}
 		if err := fs.Err(); err != nil {
 			return err
 		}
 		return c.Run(ctx, fs.Args(), e)
 	}
+}
+
+// strayArgs says what is wrong with the words left after the flags of a
+// command that takes none: the first one, the flags after it that went
+// unread, and a bool flag before it given its value as a separate word.
+func strayArgs(fs *flagenv.Set, name string, args []string) string {
+	rest := fs.Args()
+	msg := fmt.Sprintf("unexpected argument %q: %s takes flags only", rest[0], name)
+	var unread []string
+	for _, a := range rest[1:] {
+		if len(a) > 1 && a[0] == '-' {
+			flagName, _, _ := strings.Cut(a, "=")
+			unread = append(unread, flagName)
+		}
+	}
+	if len(unread) > 0 {
+		msg += fmt.Sprintf(", and the flags after it (%s) were not read: flags go before any other word", strings.Join(unread, " "))
+	}
+	if i := len(args) - len(rest) - 1; i >= 0 && args[i] != "--" {
+		if f := fs.Lookup(strings.TrimLeft(args[i], "-")); f != nil {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+				msg += fmt.Sprintf("; a bool flag takes its value after \"=\": %s=%s", args[i], rest[0])
+			}
+		}
+	}
+	return msg + fmt.Sprintf(` (see "codeexec %s -h")`, name)
 }
 
 // BindGRPCTLS binds the mutual TLS files of the split services' gRPC.

@@ -23,6 +23,9 @@ type Command struct{ tls grpctls.Config }
 // Bind binds the TLS flags of a client of the split services.
 func (c *Command) Bind(fs *flagenv.Set, _ cli.Env) { cli.BindGRPCTLS(fs, &c.tls) }
 
+// TakesArgs says that health takes its ADDR after the flags.
+func (c *Command) TakesArgs() {}
+
 // Run checks the health of the service at args[0], a gRPC address or an
 // http:// URL.
 func (c *Command) Run(ctx context.Context, args []string, e cli.Env) error {

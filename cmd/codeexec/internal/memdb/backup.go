@@ -20,6 +20,9 @@ func (c *BackupCommand) Bind(fs *flagenv.Set, e cli.Env) {
 	c.db.bind(fs, e.Getenv, "a memoryd's address (host:port or unix:/path); empty backs up the local database")
 }
 
+// TakesArgs says that backup takes its FILE after the flags.
+func (c *BackupCommand) TakesArgs() {}
+
 // Run runs `codeexec memoryd backup` with the arguments after the flags.
 func (c *BackupCommand) Run(ctx context.Context, args []string, e cli.Env) error {
 	if len(args) != 1 {

@@ -29,6 +29,9 @@ func (c *ImportUpstreamCommand) Bind(fs *flagenv.Set, e cli.Env) {
 	fs.String(&c.tenant, "tenant", "default", "tenant to import into", "CODEEXEC_TENANT")
 }
 
+// TakesArgs says that import-upstream takes its DIR after the flags.
+func (c *ImportUpstreamCommand) TakesArgs() {}
+
 // Run runs `codeexec import-upstream` with the arguments after the flags.
 func (c *ImportUpstreamCommand) Run(ctx context.Context, args []string, e cli.Env) error {
 	if len(args) > 1 {

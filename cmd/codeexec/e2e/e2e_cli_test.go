@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
+)
+
+// runBinary runs the binary to its end and returns its exit status and
+// output. One still running after 30 s is killed (status -1): a command
+// that should have refused its command line serves instead.
+func runBinary(t *testing.T, env []string, args ...string) (status int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, harness.Binary, args...)
+	cmd.Env = env
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		status = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("codeexec %v: %v", args, err)
+	}
+	return status, out.String(), errOut.String()
+}
+
+// TestE2EStrayArguments runs commands with a word left after their flags:
+// a command that takes flags only refuses it with status 2, naming the word
+// and the flags after it that Go's flag parsing would have dropped, before
+// anything starts; the commands that take words after their flags still
+// get them.
+func TestE2EStrayArguments(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args   []string
+		status int
+		want   []string
+	}{
+		{[]string{"serve", "stdio", "--http", "127.0.0.1:18937", "--timeout", "5s"}, 2,
+			[]string{`codeexec serve: unexpected argument "stdio": serve takes flags only`, "(--http --timeout) were not read", "flags go before any other word"}},
+		{[]string{"run", "--timeout", "5s", "stdio"}, 2, []string{`unexpected argument "stdio": serve takes flags only`}},
+		{[]string{"serve", "--fork-server", "false"}, 2, []string{`unexpected argument "false"`, "--fork-server=false"}},
+		{[]string{"gateway", "--", "stdio"}, 2, []string{`codeexec gateway: unexpected argument "stdio"`}},
+		{[]string{"sandboxd", "x"}, 2, []string{`codeexec sandboxd: unexpected argument "x": sandboxd takes flags only`}},
+		{[]string{"discoveryd", "x"}, 2, []string{`codeexec discoveryd: unexpected argument "x"`}},
+		{[]string{"memoryd", "x"}, 2, []string{`codeexec memoryd: unknown subcommand "x": memoryd takes backup, copy, or flags only`}},
+		{[]string{"memoryd", "--listen", "127.0.0.1:0", "x"}, 2, []string{`codeexec memoryd: unexpected argument "x"`}},
+		{[]string{"memoryd", "copy", "--from", "a.db", "--to", "b.db", "x"}, 2, []string{`codeexec memoryd copy: unexpected argument "x"`}},
+		{[]string{"bench", "x"}, 2, []string{`codeexec bench: unexpected argument "x"`}},
+		{[]string{"version", "x"}, 2, []string{`unexpected argument "x"`}},
+		{[]string{"serve", "--no-such-flag"}, 2, []string{"flag provided but not defined: -no-such-flag"}},
+		// Words these commands take reach them: a failure of their own is
+		// status 1.
+		{[]string{"health", "127.0.0.1:1"}, 1, []string{"health check of 127.0.0.1:1"}},
+		{[]string{"import-upstream", "/nonexistent/dir"}, 1, []string{"/nonexistent/dir is not a directory"}},
+		{[]string{"token", "add", "alpha"}, 0, []string{"token for tenant alpha"}},
+		{[]string{"health"}, 2, []string{"usage: codeexec health"}},
+	} {
+		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
+			t.Parallel()
+			status, _, stderr := runBinary(t, harness.BaseEnv(t, nil), tc.args...)
+			if status != tc.status {
+				t.Errorf("codeexec %v: status %d, want %d; stderr:\n%s", tc.args, status, tc.status, harness.TailOf(stderr, 2000))
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("codeexec %v: stderr does not say %q:\n%s", tc.args, w, harness.TailOf(stderr, 2000))
+				}
+			}
+			if tc.status == 2 && strings.Contains(stderr, "codeexec serving") {
+				t.Errorf("codeexec %v started serving:\n%s", tc.args, harness.TailOf(stderr, 2000))
+			}
+		})
+	}
+}
