@@ -37,7 +37,15 @@ func runToken(_ context.Context, args []string, e cli.Env) error {
 		fmt.Fprintln(e.Stdout, gateway.HashToken(token))
 		return nil
 	}
-	fmt.Fprint(e.Stderr, "usage:\n  codeexec token add TENANT >> tokens   new random token for TENANT; the line for --tokens-file goes to stdout\n"+
+	help := len(args) == 1 && (args[0] == "-h" || args[0] == "--help")
+	out := e.Stderr
+	if help {
+		out = e.Stdout
+	}
+	fmt.Fprint(out, "usage:\n  codeexec token add TENANT >> tokens   new random token for TENANT; the line for --tokens-file goes to stdout\n"+
 		"  echo TOKEN | codeexec token hash     the sha256:<hex> form of an existing token\n")
+	if help {
+		return nil
+	}
 	return cli.ErrUsage
 }

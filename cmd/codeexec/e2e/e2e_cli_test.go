@@ -82,3 +82,40 @@ func TestE2EStrayArguments(t *testing.T) {
 		})
 	}
 }
+
+// TestE2EHelpIsNoError asks every command for its help: it goes to stdout
+// with status 0, as `codeexec -h` does, so that `codeexec serve -h | less`
+// works and a script asking for help sees no failure.
+func TestE2EHelpIsNoError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-h"}, "Usage:"},
+		{[]string{"help"}, "Usage:"},
+		{[]string{"serve", "-h"}, "Usage of serve:"},
+		{[]string{"serve", "--help"}, "Usage of serve:"},
+		{[]string{"run", "-help"}, "Usage of serve:"},
+		{[]string{"gateway", "-h"}, "Usage of gateway:"},
+		{[]string{"sandboxd", "--help"}, "Usage of sandboxd:"},
+		{[]string{"discoveryd", "-h"}, "Usage of discoveryd:"},
+		{[]string{"memoryd", "-h"}, "Usage of memoryd:"},
+		{[]string{"memoryd", "backup", "-h"}, "Usage of memoryd backup:"},
+		{[]string{"memoryd", "copy", "--help"}, "Usage of memoryd copy:"},
+		{[]string{"import-upstream", "-h"}, "Usage of import-upstream:"},
+		{[]string{"bench", "-h"}, "Usage of bench:"},
+		{[]string{"health", "-h"}, "Usage of health:"},
+		{[]string{"token", "-h"}, "codeexec token add TENANT"},
+		{[]string{"token", "--help"}, "codeexec token add TENANT"},
+	} {
+		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
+			t.Parallel()
+			status, stdout, stderr := runBinary(t, harness.BaseEnv(t, nil), tc.args...)
+			if status != 0 || !strings.Contains(stdout, tc.want) {
+				t.Errorf("codeexec %v: status %d, want 0 with %q on stdout; stdout:\n%s\nstderr:\n%s",
+					tc.args, status, tc.want, harness.TailOf(stdout, 500), harness.TailOf(stderr, 500))
+			}
+		})
+	}
+}

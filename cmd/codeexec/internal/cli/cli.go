@@ -4,8 +4,10 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -48,15 +50,26 @@ type WithArgs interface {
 }
 
 // Flagged runs a new Command for each command line, its flags on a set
-// named name. On ErrUsage the flag package has printed what was wrong, or
+// named name. The help that -h or --help asks for goes to stdout, and is
+// no error. On ErrUsage the flag package has printed what was wrong, or
 // Flagged what was left after the flags of a command that takes none.
 func Flagged(name string, newCommand func() Command) func(context.Context, []string, Env) error {
 	return func(ctx context.Context, args []string, e Env) error {
 		c := newCommand()
 		fs := flagenv.New(name, e.Getenv)
 		c.Bind(fs, e)
+		// The flag package writes help and errors to one output; which
+		// it was is known only once Parse returns.
+		var out bytes.Buffer
+		fs.SetOutput(&out)
+		err := fs.Parse(args)
 		fs.SetOutput(e.Stderr)
-		if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			_, err = e.Stdout.Write(out.Bytes())
+			return err
+		}
+		_, _ = e.Stderr.Write(out.Bytes())
+		if err != nil {
 			return ErrUsage
 		}
 		if _, ok := c.(WithArgs); !ok && fs.NArg() > 0 {
