@@ -27,7 +27,7 @@ type sandboxdUnit struct {
 	discovery, memory string
 	grace             time.Duration
 	// socketDir, in serve, is where this process serves its sandboxes to
-	// the other codeexec processes on the state dir (serve.go's share).
+	// the other codeexec processes on the state dir (serve.go).
 	socketDir string
 	sock      localsock.Socket
 	// shutdown stops the sandboxes, once: their durable sessions are

@@ -37,6 +37,9 @@ func (c *serveCommand) Run(ctx context.Context, _ []string, e cli.Env) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	// The sandbox socket goes in the state dir, as memoryd's check made
+	// it absolute.
+	all.sandboxd.socketDir = all.memoryd.st.StateDir
 	p, err := process.New(ctx, "codeexec", &c.common, e.Stderr)
 	if err != nil {
 		return err
@@ -82,10 +85,9 @@ func (c *serveCommand) Run(ctx context.Context, _ []string, e cli.Env) error {
 
 // share makes the gateway and sandboxd agree in one process, where each
 // setting they both use is bound once: the gateway's timeouts, sandboxd's
-// output cap and idle timeout. The sandbox socket goes in the state dir.
+// output cap and idle timeout.
 func (u *units) share() {
 	g, s := &u.gateway.cfg, &u.sandboxd.cfg
 	s.DefaultTimeout, s.MaxTimeout = g.DefaultTimeout, g.MaxTimeout
 	g.OutputLimitBytes, g.SessionIdleTimeout = s.OutputLimitBytes, s.IdleTimeout
-	u.sandboxd.socketDir = u.memoryd.st.StateDir
 }

@@ -22,6 +22,7 @@ const (
 	ExecID      = "exec.id"
 	MemoryKey   = "memory.key"
 	StorePath   = "store.path"
+	StateDir    = "state.dir"
 	ConfigPath  = "config.path"
 	PID         = "pid"
 	Target      = "target"

@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +118,91 @@ func TestE2EHelpIsNoError(t *testing.T) {
 			if status != 0 || !strings.Contains(stdout, tc.want) {
 				t.Errorf("codeexec %v: status %d, want 0 with %q on stdout; stdout:\n%s\nstderr:\n%s",
 					tc.args, status, tc.want, harness.TailOf(stdout, 500), harness.TailOf(stderr, 500))
+			}
+		})
+	}
+}
+
+// TestE2EStateDirIsResolvedOnce starts serve as a client's JSON config
+// would, in a working directory of its own: a state dir or --db starting
+// with ~ is under HOME (no shell expanded it), a relative one is made
+// absolute and logged, and without HOME the default ~/MCPs stops serve
+// with a message naming MCP_BRIDGE_STATE_DIR instead of creating a
+// database in the working directory.
+func TestE2EStateDirIsResolvedOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string // "$HOME" and "$CWD" are the test's directories
+		// db is the database that must exist afterwards; empty means
+		// serve must refuse to start with want on stderr.
+		db, want string
+	}{
+		{"tilde", map[string]string{"MCP_BRIDGE_STATE_DIR": "~/MCPs"}, "$HOME/MCPs/codeexec.db", "state.dir=$HOME/MCPs"},
+		{"relative", map[string]string{"MCP_BRIDGE_STATE_DIR": "state"}, "$CWD/state/codeexec.db", "state.dir=$CWD/state"},
+		{"db tilde", map[string]string{"MCP_BRIDGE_STATE_DIR": "~/MCPs", "CODEEXEC_DB": "~/memory.db"}, "$HOME/memory.db", "store.path=$HOME/memory.db"},
+		{"no home", map[string]string{"HOME": "", "MCP_BRIDGE_STATE_DIR": ""}, "",
+			"state directory ~/MCPs starts with ~ and HOME is not set: set MCP_BRIDGE_STATE_DIR (--state-dir) to an absolute directory"},
+		{"no home tilde", map[string]string{"HOME": "", "MCP_BRIDGE_STATE_DIR": "~/MCPs"}, "", "starts with ~ and HOME is not set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			home, cwd := t.TempDir(), t.TempDir()
+			expand := strings.NewReplacer("$HOME", home, "$CWD", cwd).Replace
+			var env []string
+			for _, kv := range harness.BaseEnv(t, map[string]string{"HOME": home}) {
+				k, _, _ := strings.Cut(kv, "=")
+				if v, ok := tc.env[k]; ok {
+					if v == "" {
+						continue // unset
+					}
+					kv = k + "=" + v
+				}
+				env = append(env, kv)
+			}
+			for k, v := range tc.env {
+				if v != "" && !slices.Contains(env, k+"="+v) {
+					env = append(env, k+"="+v)
+				}
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, harness.Binary, "serve")
+			cmd.Env, cmd.Dir = env, cwd
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := &harness.LockedBuffer{}
+			cmd.Stderr = logs
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.db != "" && !logs.Await("codeexec serving", 45*time.Second) {
+				t.Errorf("serve did not start:\n%s", harness.TailOf(logs.String(), 3000))
+			}
+			_ = stdin.Close() // stdio's end stops serve
+			err = cmd.Wait()
+			out := logs.String()
+			if tc.db == "" {
+				if err == nil || !strings.Contains(out, tc.want) {
+					t.Errorf("serve: %v, want a refusal saying %q:\n%s", err, tc.want, harness.TailOf(out, 3000))
+				}
+			} else {
+				if _, err := os.Stat(expand(tc.db)); err != nil {
+					t.Errorf("the database is not at %s: %v", expand(tc.db), err)
+				}
+				if !strings.Contains(out, expand(tc.want)) {
+					t.Errorf("the log does not say %s:\n%s", expand(tc.want), harness.TailOf(out, 3000))
+				}
+			}
+			// Nothing is made in the working directory but what a
+			// relative path names.
+			entries, _ := os.ReadDir(cwd)
+			for _, e := range entries {
+				if !strings.HasPrefix(expand(tc.db), filepath.Join(cwd, e.Name())+"/") {
+					t.Errorf("serve made %s in its working directory", e.Name())
+				}
 			}
 		})
 	}

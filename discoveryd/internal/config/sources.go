@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/codeexec/codeexec/services/flagenv"
 )
 
 // Source is one place where server definitions may live.
@@ -77,7 +79,7 @@ func Sources(opts Options) []Source {
 		}
 	}
 	if opts.ServersConfig != "" {
-		out = append(out, Source{Path: expandHome(opts.ServersConfig, opts.Home), Name: "MCP_SERVERS_CONFIG", Named: true, ServersOnly: true})
+		out = append(out, Source{Path: flagenv.ExpandHome(opts.ServersConfig, opts.Home), Name: "MCP_SERVERS_CONFIG", Named: true, ServersOnly: true})
 	}
 	return out
 }
@@ -113,13 +115,4 @@ func (s Source) files(res *Result) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// expandHome turns a leading "~/" into the home directory, as a shell
-// would have for an MCP_SERVERS_CONFIG set in a JSON client config.
-func expandHome(p, home string) string {
-	if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
-		return filepath.Join(home, strings.TrimPrefix(p, "~"))
-	}
-	return p
 }

@@ -40,6 +40,9 @@ func (m *database) connect(ctx context.Context, e cli.Env) (conn *grpc.ClientCon
 		}
 		return c, func() { _ = c.Close() }, nil
 	}
+	if err := m.st.Resolve(false); err != nil {
+		return nil, nil, err
+	}
 	logger := slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, err := memoryd.New(m.st.Config(e.Version), logger)
 	if err != nil {

@@ -38,9 +38,13 @@ func (c *ImportUpstreamCommand) Run(ctx context.Context, args []string, e cli.En
 		fmt.Fprintln(e.Stderr, "usage: codeexec import-upstream [flags] [DIR]   (DIR defaults to ~/MCPs)")
 		return cli.ErrUsage
 	}
-	dir := stateDirDefault(e.Getenv)
+	dir := defaultStateDir
 	if len(args) == 1 {
 		dir = args[0]
+	}
+	dir, err := absPath(dir, e.Getenv("HOME"), "upstream state dir", "pass the directory (the one holding user_tools/) after the flags")
+	if err != nil {
+		return err
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory: pass upstream's state dir (the one holding user_tools/)", dir)

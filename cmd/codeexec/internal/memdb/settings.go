@@ -5,7 +5,9 @@
 package memdb
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/codeexec/codeexec/memoryd"
 	"github.com/codeexec/codeexec/services/flagenv"
@@ -18,13 +20,19 @@ type Settings struct {
 	StateDir string
 	memory   memoryd.Config
 	maxValue int64
+	// home expands a leading ~ of the paths (Resolve).
+	home string
 }
+
+// defaultStateDir is MCP_BRIDGE_STATE_DIR's default, upstream's.
+const defaultStateDir = "~/MCPs"
 
 // BindStateDir binds where the memory database lives: a bbolt file, or a
 // PostgreSQL database with --store.
 func BindStateDir(fs *flagenv.Set, s *Settings, getenv func(string) string) {
-	fs.String(&s.StateDir, "state-dir", stateDirDefault(getenv), "state directory; holds the memory database codeexec.db", "MCP_BRIDGE_STATE_DIR")
-	fs.String(&s.memory.Path, "db", "", "bbolt file for memory and saved tools (default STATE_DIR/codeexec.db); any number of codeexec processes may share it", "CODEEXEC_DB")
+	s.home = getenv("HOME")
+	fs.String(&s.StateDir, "state-dir", defaultStateDir, "state directory; holds the memory database codeexec.db (a leading ~ is HOME, and a relative path is taken from the working directory once, at start)", "MCP_BRIDGE_STATE_DIR")
+	fs.String(&s.memory.Path, "db", "", "bbolt file for memory and saved tools (default STATE_DIR/codeexec.db; ~ and a relative path as for --state-dir); any number of codeexec processes may share it", "CODEEXEC_DB")
 	bindStoreURL(fs, &s.memory.Store, "store", "PostgreSQL URL for memory, saved tools and session checkpoints instead of the bbolt file, "+
 		"e.g. postgres://codeexec@db1,db2/codeexec?target_session_attrs=read-write&sslmode=verify-full; "+
 		"the password comes from PGPASSWORD, a PGPASSFILE or --store-password-file, never from the URL on the command line", "CODEEXEC_STORE", getenv)
@@ -38,8 +46,54 @@ func BindMemory(fs *flagenv.Set, s *Settings) {
 	fs.Bytes(&s.maxValue, "max-value", memoryd.DefaultMaxValueBytes, "largest memory value or saved tool, e.g. 1m", "CODEEXEC_MEMORY_MAX_VALUE")
 }
 
-// Config is memoryd's configuration: the database path is resolved
-// against the state dir, and the database records version.
+// Resolve makes the state dir and --db absolute, once, before anything
+// uses them: a client's JSON config has no shell to expand "~", and a path
+// relative to the working directory would give clients started in other
+// directories other databases. Without HOME, a path that starts with ~ (as
+// the default does) is refused rather than taken from the working
+// directory. The state dir is resolved when it holds the database, or
+// always when inServe (it holds the sandbox sockets and upstream's state
+// too); unresolved, it is left empty.
+func (s *Settings) Resolve(inServe bool) error {
+	if inServe || (s.memory.Path == "" && s.memory.Store == "") {
+		dir, err := absPath(s.StateDir, s.home, "state directory", "set MCP_BRIDGE_STATE_DIR (--state-dir) to an absolute directory, e.g. /var/lib/codeexec")
+		if err != nil {
+			return err
+		}
+		s.StateDir = dir
+	} else {
+		s.StateDir = ""
+	}
+	if s.memory.Path != "" {
+		db, err := absPath(s.memory.Path, s.home, "memory database", "set CODEEXEC_DB (--db) to an absolute path, e.g. /var/lib/codeexec/codeexec.db")
+		if err != nil {
+			return err
+		}
+		s.memory.Path = db
+	}
+	return nil
+}
+
+// absPath is p with a leading ~ expanded with home, made absolute; what
+// names the path for an error, and fix says how to give another.
+func absPath(p, home, what, fix string) (string, error) {
+	p = flagenv.ExpandHome(p, home)
+	if strings.HasPrefix(p, "~") {
+		if p == "~" || strings.HasPrefix(p, "~/") {
+			return "", fmt.Errorf("%s %s starts with ~ and HOME is not set: %s, or set HOME", what, p, fix)
+		}
+		return "", fmt.Errorf("%s %s starts with ~user, which codeexec does not expand (only ~ and ~/, to HOME): %s", what, p, fix)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, p, err)
+	}
+	return abs, nil
+}
+
+// Config is memoryd's configuration, once Resolve has made the paths
+// absolute: the database is in the state dir unless --db names another,
+// and it records version.
 func (s *Settings) Config(version string) memoryd.Config {
 	cfg := s.memory
 	if cfg.Path == "" {
@@ -48,12 +102,4 @@ func (s *Settings) Config(version string) memoryd.Config {
 	cfg.MaxValueBytes = int(s.maxValue)
 	cfg.Version = version
 	return cfg
-}
-
-// stateDirDefault resolves MCP_BRIDGE_STATE_DIR's default, ~/MCPs.
-func stateDirDefault(getenv func(string) string) string {
-	if home := getenv("HOME"); home != "" {
-		return filepath.Join(home, "MCPs")
-	}
-	return "MCPs"
 }
