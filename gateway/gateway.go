@@ -76,7 +76,8 @@ type Config struct {
 	// (MCP_BRIDGE_MAX_TIMEOUT, default 120s).
 	MaxTimeout time.Duration
 	// OutputMode is "compact" (the default) or "toon". As upstream does,
-	// any value other than empty or "compact" selects TOON.
+	// any value other than empty or "compact" selects TOON; New warns of a
+	// value other than those two.
 	OutputMode string
 	// OutputLimitBytes is sandboxd's per-stream output cap. The gateway
 	// only quotes it in the truncation note; sandboxd does the cutting.
@@ -197,6 +198,14 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		logger.Warn("default timeout exceeds the maximum; calls without a timeout get the maximum",
 			"default", cfg.DefaultTimeout, "max", cfg.MaxTimeout)
 	}
+	mode, known := result.ParseMode(cfg.OutputMode)
+	if !known {
+		// Upstream renders TOON for any value but compact, and a client's
+		// config written for it must still start; a misspelt compact would
+		// otherwise go unnoticed.
+		logger.Warn("unknown output mode; rendering TOON, as upstream does for any value but compact",
+			"setting", "MCP_BRIDGE_OUTPUT_MODE (--output-mode)", "value", cfg.OutputMode, "accepted", "compact, toon")
+	}
 	var elsewhere func(string) (sandboxv1.SandboxServiceClient, error)
 	if cfg.DialReplica != nil {
 		g.others = replicas.NewByAddress(cfg.DialReplica)
@@ -204,7 +213,7 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		g.sessions.FollowElsewhere(elsewhere)
 	}
 	g.tool = runpython.New(runpython.Options{
-		Limits: limits, Mode: result.ParseMode(cfg.OutputMode), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
+		Limits: limits, Mode: mode, OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
 		Sandbox: sandbox, Sessions: g.sessions, Elsewhere: elsewhere, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
 	})
 

@@ -119,7 +119,7 @@ func (u *gatewayUnit) serve(ctx context.Context, p *process.Process, e cli.Env) 
 func bindGateway(fs *flagenv.Set, c *gateway.Config) {
 	fs.Duration(&c.DefaultTimeout, "timeout", 30*time.Second, "default run_python timeout", "MCP_BRIDGE_TIMEOUT")
 	fs.Duration(&c.MaxTimeout, "max-timeout", 120*time.Second, "largest run_python timeout; larger requests are clamped", "MCP_BRIDGE_MAX_TIMEOUT")
-	fs.String(&c.OutputMode, "output-mode", "compact", "result format: compact or toon", "MCP_BRIDGE_OUTPUT_MODE")
+	fs.String(&c.OutputMode, "output-mode", "compact", "result format: compact or toon (any other value renders toon, as upstream does, with a warning)", "MCP_BRIDGE_OUTPUT_MODE")
 	fs.String(&c.Tenant, "tenant", "default", "tenant for memory, saved tools and sessions", "CODEEXEC_TENANT")
 }
 

@@ -139,6 +139,33 @@ func TestE2EToonOutput(t *testing.T) {
 	}
 }
 
+// TestE2EUnknownOutputModeWarns sets MCP_BRIDGE_OUTPUT_MODE to values
+// upstream did not know: the result is TOON, as upstream renders for any
+// value but compact, so a client config written for it keeps working, and
+// the log warns with the setting, the value and what is accepted. The
+// known values warn of nothing.
+func TestE2EUnknownOutputModeWarns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode string
+		warn bool
+	}{{"compct", true}, {"json", true}, {"toon", false}, {"compact", false}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			c, logs := harness.StartStdio(t, map[string]string{"MCP_BRIDGE_OUTPUT_MODE": tc.mode})
+			o := harness.Code(t, c, "print('hi')")
+			if toon := strings.HasPrefix(o.Text, "```toon\n"); toon != (tc.mode != "compact") {
+				t.Errorf("MCP_BRIDGE_OUTPUT_MODE=%s rendered:\n%s", tc.mode, o.Text)
+			}
+			warned := strings.Contains(logs.String(), `level=WARN msg="unknown output mode; rendering TOON, as upstream does for any value but compact"`) &&
+				strings.Contains(logs.String(), `setting="MCP_BRIDGE_OUTPUT_MODE (--output-mode)" value=`+tc.mode+` accepted="compact, toon"`)
+			if warned != tc.warn {
+				t.Errorf("MCP_BRIDGE_OUTPUT_MODE=%s: warned %v, want %v; log:\n%s", tc.mode, warned, tc.warn, harness.TailOf(logs.String(), 3000))
+			}
+		})
+	}
+}
+
 func TestE2EProgressArrivesBeforeResult(t *testing.T) {
 	t.Parallel()
 	base := harness.StartAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": harness.TokensFile(t, map[string]string{"alpha-token": "alpha"})})

@@ -20,13 +20,17 @@ const (
 )
 
 // ParseMode maps MCP_BRIDGE_OUTPUT_MODE to a Mode. As upstream does, an
-// empty value or "compact" selects Compact and any other value selects TOON.
-func ParseMode(s string) Mode {
+// empty value or "compact" selects Compact and any other value selects TOON;
+// known is false for a value other than those and "toon", for the caller
+// to warn of.
+func ParseMode(s string) (m Mode, known bool) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "compact":
-		return Compact
+		return Compact, true
+	case "toon":
+		return TOON, true
 	}
-	return TOON
+	return TOON, false
 }
 
 // String returns the mode's configuration name.

@@ -189,9 +189,16 @@ func checkResult(t *testing.T, res *mcp.CallToolResult, wantText, wantStructured
 
 func TestParseMode(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]Mode{"": Compact, "compact": Compact, " COMPACT ": Compact, "toon": TOON, "json": TOON} { //nolint:gocritic // the spaces are the input under test
-		if got := ParseMode(in); got != want {
-			t.Errorf("ParseMode(%q) = %v, want %v", in, got, want)
+	for _, tc := range []struct {
+		in    string
+		want  Mode
+		known bool
+	}{
+		{"", Compact, true}, {"compact", Compact, true}, {" COMPACT ", Compact, true}, {"toon", TOON, true}, {"Toon", TOON, true},
+		{"json", TOON, false}, {"compct", TOON, false},
+	} {
+		if got, known := ParseMode(tc.in); got != tc.want || known != tc.known {
+			t.Errorf("ParseMode(%q) = %v, %v; want %v, %v", tc.in, got, known, tc.want, tc.known)
 		}
 	}
 }
