@@ -27,7 +27,7 @@ const HelperSummary = `Sandboxed code has these globals, in a session that persi
   - ` + "`search_tool_docs_sync(query, limit=5, detail=\"summary\")`" + ` and ` + "`query_tool_docs_sync(server, tool=None, detail=\"summary\"|\"full\")`" + `: tool docs; ` + "`detail=\"full\"`" + ` adds the input schema. Search spans every configured server; each hit says ` + "`loaded`" + ` and the ` + "`loadWith`" + ` (` + "`servers=[\"name\"]`" + `) that loads it.
   - ` + "`await call_tool(server, tool, arguments)`" + `; async variants of the helpers above; ` + "`capability_summary()`" + ` returns the manual as text: ` + "`print(runtime.capability_summary())`" + ` shows it.
 - ` + "`mcp_<alias>`" + ` for each server passed in ` + "`servers=[...]`" + `: ` + "`await mcp_<alias>.<tool>(**kwargs)`" + ` returns the CallToolResult as a dict.
-- Memory that outlives sessions: ` + "`save_memory(key, value, metadata=None)`" + `, ` + "`load_memory(key, default=None)`" + `, ` + "`update_memory(key, fn)`" + `, ` + "`delete_memory`" + `, ` + "`list_memories`" + `, ` + "`memory_exists`" + `, ` + "`get_memory_info`" + `.
+- Memory that outlives sessions: ` + "`save_memory(key, value, *, metadata=None)`" + `, ` + "`load_memory(key, *, default=None)`" + `, ` + "`update_memory(key, fn)`" + `, ` + "`delete_memory`" + `, ` + "`list_memories`" + `, ` + "`memory_exists`" + `, ` + "`get_memory_info`" + `.
 - ` + "`save_tool(func)`" + ` keeps a function for later sessions, which call it by name or ` + "`import user_tools`" + `.`
 
 // Text is the resource body.

@@ -309,7 +309,7 @@ timeout or crash (what cannot be saved is named then).
   from mcp.servers.<alias> import *   one async function per tool.
 
 Memory (JSON values, kept across sessions):
-  save_memory(key, value, metadata=None)  load_memory(key, default=None)
+  save_memory(key, value, *, metadata=None)  load_memory(key, *, default=None)
   update_memory(key, fn)  (atomic: retried on concurrent change)
   delete_memory(key)  list_memories()  memory_exists(key)  get_memory_info(key)
 
