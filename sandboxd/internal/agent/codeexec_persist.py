@@ -250,23 +250,53 @@ class _UserToolsLoader:
                 raise ImportError("cannot load user_tools: %s" % exc, name="user_tools") from None
         ns = module.__dict__
         ns.update(_helpers)
-        failed = {}
-        loaded = []
+        module.FAILED = {}
+        module.__all__ = []
         for t in tools or ():
-            name = str(t.get("name") or "?")
-            source = t.get("source") or ""
-            filename = "<user_tools:%s>" % name
-            codeexec_source.register(filename, source)
+            _load_tool(module, t)
+        module.__getattr__ = _saved_since(module)
+
+
+def _load_tool(module, t):
+    """Runs saved tool t's source in module, and lists it in __all__, or
+    in FAILED with why it did not load."""
+    name = str(t.get("name") or "?")
+    source = t.get("source") or ""
+    filename = "<user_tools:%s>" % name
+    codeexec_source.register(filename, source)
+    try:
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - one bad tool must not hide the others
+        msg = str(exc).replace("\n", " ")
+        module.FAILED[name] = "%s: %s" % (type(exc).__name__, msg) if msg else type(exc).__name__
+        print("user_tools: tool %r failed to load: %s" % (name, module.FAILED[name]), file=sys.stderr)
+        return
+    module.FAILED.pop(name, None)
+    if name not in module.__all__:
+        module.__all__.append(name)
+
+
+def _saved_since(module):
+    """The module's __getattr__ (PEP 562), asked for a name it lacks: a
+    tool saved after the module was built, in another session or another
+    codeexec, is looked for among the saved tools and loaded. So
+    `from user_tools import greet` works in a session that was running
+    when another saved greet."""
+
+    def __getattr__(name):
+        if not name.startswith("_") and name.isidentifier():
             try:
-                exec(compile(source, filename, "exec", dont_inherit=True), ns)
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - one bad tool must not hide the others
-                msg = str(exc).replace("\n", " ")
-                failed[name] = "%s: %s" % (type(exc).__name__, msg) if msg else type(exc).__name__
-                print("user_tools: tool %r failed to load: %s" % (name, failed[name]), file=sys.stderr)
-                continue
-            loaded.append(name)
-        module.FAILED = failed
-        module.__all__ = loaded
+                tools = _chan.call_sync(LIST_SAVED_TOOLS)
+            except MCPError:
+                tools = ()  # outside an exec, or no memoryd: as if not saved
+            for t in tools or ():
+                if t.get("name") == name:
+                    _load_tool(module, t)
+                    if name in module.__dict__:
+                        return module.__dict__[name]
+        raise AttributeError("module 'user_tools' has no attribute %r" % name)
+
+    return __getattr__
 
 
 _LOADER = _UserToolsLoader()

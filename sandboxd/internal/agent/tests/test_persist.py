@@ -216,6 +216,27 @@ class ToolsTest(unittest.TestCase):
         finally:
             b.close()
 
+    def test_a_tool_saved_elsewhere_imports_in_a_running_session(self):
+        # user_tools is built once per sandbox; a tool another session saves
+        # later is found when the code asks user_tools for it by name.
+        self.host.tools["double"] = {"name": "double", "docstring": "", "source": "def double(x):\n    return 2 * x\n"}
+        b = Agent(self.host)
+        try:
+            r = b.exec("import user_tools\nprint(user_tools.__all__)\n", first=True)
+            self.assertEqual((r.stdout, [c["m"] for c in r.calls]), ("['double']\n", ["tool.list"]), r)
+            self.host.tools["greet"] = {"name": "greet", "docstring": "", "source": "def greet():\n    return 'hi'\n"}
+            r = b.exec("from user_tools import greet\n"
+                       "print(greet(), user_tools.__all__, hasattr(user_tools, '_private'))\n"
+                       "try:\n    user_tools.never_saved\nexcept AttributeError as e:\n    print(e)\n")
+            self.assertEqual(r.stdout.splitlines(), ["hi ['double', 'greet'] False",
+                                                     "module 'user_tools' has no attribute 'never_saved'"], r)
+            # One list for greet, one for never_saved; none for a private name.
+            self.assertEqual([c["m"] for c in r.calls], ["tool.list", "tool.list"], r)
+            r = b.exec("print(user_tools.greet())")
+            self.assertEqual((r.stdout, r.calls), ("hi\n", []), r)
+        finally:
+            b.close()
+
     def test_saved_tools_sent_with_the_first_exec(self):
         # sandboxd fetched them while it readied the sandbox: the agent
         # builds user_tools from the frame and asks for nothing.
