@@ -127,3 +127,30 @@ print(res["content"][0]["text"])`, Timeout: durationpb.New(60 * time.Second)})
 		t.Errorf("discoveryd served %d calls, want the 600 of the flood and the agent's own", len(fd.calls))
 	}
 }
+
+// TestForgedDoneCountsNoNegativeDrops: a done frame that the code forges
+// (it can reach the agent's channel) with a negative count of dropped
+// bytes is read as no drop; the result said 18,446,744,073,709,551,611
+// bytes were dropped, -5 read as unsigned.
+func TestForgedDoneCountsNoNegativeDrops(t *testing.T) {
+	t.Parallel()
+	c, _ := newService(t, nil)
+	id := create(t, c, "")
+	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: `
+import gc, json, os, time, codeexec_channel
+ch = [o for o in gc.get_objects() if isinstance(o, codeexec_channel.Channel)][0]
+body = json.dumps({"t": "done", "id": ch.exec_id, "ok": True, "exit": 0, "error": "",
+                   "dropped": {"stdout": -5, "stderr": 7, "other": 9}}).encode()
+with ch._wlock:
+    os.write(ch._wfd, len(body).to_bytes(4, "big") + body)
+time.sleep(1)`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.result.GetStdoutDroppedBytes(); got != 0 {
+		t.Errorf("stdout dropped = %d, want 0 for the forged -5", got)
+	}
+	if got := r.result.GetStderrDroppedBytes(); got != 7 {
+		t.Errorf("stderr dropped = %d, want the 7 the frame gave", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
@@ -217,8 +218,12 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 					res.ExitCode = 1
 				}
 			}
+			// The agent's own counts; a frame forged by the code may say
+			// anything, and a negative or huge count must not wrap round.
 			for k, v := range msg.Dropped {
-				res.Dropped[k] += v
+				if v > 0 && (k == "stdout" || k == "stderr") {
+					res.Dropped[k] = min(res.Dropped[k], math.MaxInt64-v) + v
+				}
 			}
 			res.Ended = msg.End
 			if checkpoint > 0 && msg.End {
