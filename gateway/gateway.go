@@ -315,6 +315,7 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			// that outlived a gateway restart is known here alone.
 			if id := r.Header.Get(server.HeaderKeySessionID); r.Method == http.MethodDelete && id != "" {
 				g.sessions.EndFor(r.Context(), auth.Tenant(r.Context(), g.cfg.Tenant), id)
+				g.owners.Ended(id)
 			}
 		}))
 	})

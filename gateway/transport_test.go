@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/codeexec/codeexec/gateway/internal/runpython"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
@@ -74,10 +75,32 @@ func TestHTTPSessions(t *testing.T) {
 		t.Errorf("unknown tool over HTTP = %q (isError %v)", got, res.IsError)
 	}
 
+	ended := c1.GetSessionId()
 	if err := c1.Close(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the closed client's sandbox session to be destroyed", func() bool { return f.liveCount() == 1 })
+	// The ended session's ID is refused from then on, as the MCP
+	// specification asks; before, it started a new sandbox session.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader(
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"x"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(server.HeaderKeySessionID, ended)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a call with the ended session's ID got %d, want 404", resp.StatusCode)
+	}
+	if created, _, _ := f.snapshot(); len(created) != 2 {
+		t.Errorf("%d sandbox sessions were created, want the 2 of the clients", len(created))
+	}
 	if res := call(t, c2, ToolName, map[string]any{"code": "still here"}); res.IsError {
 		t.Errorf("the other client broke: %s", textOf(t, res))
 	}
