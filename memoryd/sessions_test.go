@@ -183,3 +183,89 @@ func testReplicaHeartbeats(t *testing.T, cfg memoryd.Config) {
 		t.Errorf("unknown replica: %v", err)
 	}
 }
+
+func TestSessionCommitKeepsOnlyTheNamedChunks(t *testing.T) {
+	t.Parallel()
+	eachStore(t, testSessionCommitKeepsOnlyTheNamedChunks)
+}
+
+// A commit (a PutSession with chunks) leaves the session exactly the
+// chunks its state names: those an older state named and those stored but
+// never named go, unchanged ones stay, and a state naming more than the
+// cap is refused with nothing deleted.
+func testSessionCommitKeepsOnlyTheNamedChunks(t *testing.T, cfg memoryd.Config) {
+	e := start(t, cfg)
+	s := memoryv1.NewSessionStoreServiceClient(e.conn)
+	ctx := t.Context()
+	later := timestamppb.New(time.Now().Add(time.Hour))
+	resp, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: "t", Handle: "h", ExpireTime: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := resp.GetSession().GetRevision()
+	all := []string{"a", "b", "c", "d", "e"}
+	held := func() []string {
+		t.Helper()
+		var out []string
+		for _, id := range all {
+			stream, err := s.GetChunks(ctx, &memoryv1.GetChunksRequest{Tenant: "t", Handle: "h", Ids: []string{id}})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			switch status.Code(err) {
+			case codes.OK:
+				out = append(out, id)
+			case codes.NotFound:
+			default:
+				t.Fatalf("GetChunks(%s): %v", id, err)
+			}
+		}
+		return out
+	}
+	putChunks := func(ids ...string) {
+		t.Helper()
+		var chunks []*memoryv1.Chunk
+		for _, id := range ids {
+			chunks = append(chunks, &memoryv1.Chunk{Id: id, Data: make([]byte, 1000)})
+		}
+		if _, err := s.PutChunks(ctx, &memoryv1.PutChunksRequest{Tenant: "t", Handle: "h", Chunks: chunks}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	named := func(limit uint64, ids ...string) *memoryv1.SessionChunks {
+		return &memoryv1.SessionChunks{Ids: ids, MaxBytes: limit}
+	}
+	for _, step := range []struct {
+		name   string
+		put    []string
+		stale  bool // the commit expects the revision before the current one
+		chunks *memoryv1.SessionChunks
+		code   codes.Code
+		want   []string
+	}{
+		{"a chunk stored but never named goes", []string{"a", "b", "c"}, false, named(2000, "a", "b"), codes.OK, []string{"a", "b"}},
+		{"a chunk the older state named goes, an unchanged one stays", []string{"d"}, false, named(2000, "b", "d", "zz"), codes.OK, []string{"b", "d"}},
+		{"a write without chunks leaves them", []string{"e"}, false, nil, codes.OK, []string{"b", "d", "e"}},
+		{"a state naming more than the cap is refused", nil, false, named(2999, "b", "d", "e"), codes.InvalidArgument, []string{"b", "d", "e"}},
+		{"a commit that lost the session deletes nothing", nil, true, named(0), codes.Aborted, []string{"b", "d", "e"}},
+		{"a state naming none leaves none", nil, false, named(0), codes.OK, nil},
+	} {
+		if step.put != nil {
+			putChunks(step.put...)
+		}
+		expected := rev
+		if step.stale {
+			expected--
+		}
+		resp, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: "t", Handle: "h", ExpireTime: later, ExpectedRevision: expected, Chunks: step.chunks})
+		if status.Code(err) != step.code {
+			t.Fatalf("%s: commit = %v, want %v", step.name, err, step.code)
+		}
+		if err == nil {
+			rev = resp.GetSession().GetRevision()
+		}
+		if diff := cmp.Diff(step.want, held()); diff != "" {
+			t.Errorf("%s: chunks held (-want +got):\n%s", step.name, diff)
+		}
+	}
+}

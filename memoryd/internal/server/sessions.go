@@ -128,6 +128,11 @@ func (s *Sessions) GetSession(ctx context.Context, req *memoryv1.GetSessionReque
 // PutSession implements memoryv1.SessionStoreServiceServer.
 func (s *Sessions) PutSession(ctx context.Context, req *memoryv1.PutSessionRequest) (*memoryv1.PutSessionResponse, error) {
 	return handle(ctx, s.h, "session.put", func() (*memoryv1.PutSessionResponse, error) {
+		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
+		if err != nil {
+			return nil, err
+		}
+		var drop []string
 		rec, err := sessionRecords.put(ctx, s.h.store, req.GetTenant(), req.GetHandle(), func() (store.Write, error) {
 			if req.GetExpireTime() == nil {
 				return store.Write{}, fmt.Errorf("%w: expire_time is missing; every session needs one", store.ErrInvalid)
@@ -135,11 +140,20 @@ func (s *Sessions) PutSession(ctx context.Context, req *memoryv1.PutSessionReque
 			if err := checkSize("state", len(req.GetState()), MaxChunkBytes); err != nil {
 				return store.Write{}, err
 			}
+			if c := req.GetChunks(); c != nil {
+				var err error
+				if drop, err = s.unnamedChunks(ctx, tenant, req.GetHandle(), c); err != nil {
+					return store.Write{}, err
+				}
+			}
 			return store.Write{
 				Value: req.GetState(), Meta: expiryMeta(req.GetExpireTime().AsTime()),
 				CheckRevision: true, Revision: req.GetExpectedRevision(),
 			}, nil
 		})
+		if err == nil && len(drop) > 0 {
+			s.dropChunks(ctx, tenant, req.GetHandle(), drop)
+		}
 		return &memoryv1.PutSessionResponse{Session: rec}, err
 	})
 }
@@ -168,8 +182,17 @@ func (s *Sessions) deleteSession(ctx context.Context, tenant, handle string) (bo
 	if err != nil {
 		return deleted, err
 	}
-	return deleted, fanOut(ctx, len(chunks), func(ctx context.Context, i int) error {
-		_, err := s.h.store.Delete(ctx, tenant, ChunkKind(handle), chunks[i].Key, nil)
+	ids := make([]string, len(chunks))
+	for i, c := range chunks {
+		ids[i] = c.Key
+	}
+	return deleted, s.deleteChunks(ctx, tenant, handle, ids)
+}
+
+// deleteChunks deletes chunks of a session.
+func (s *Sessions) deleteChunks(ctx context.Context, tenant, handle string, ids []string) error {
+	return fanOut(ctx, len(ids), func(ctx context.Context, i int) error {
+		_, err := s.h.store.Delete(ctx, tenant, ChunkKind(handle), ids[i], nil)
 		return err
 	})
 }

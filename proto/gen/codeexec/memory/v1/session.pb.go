@@ -228,8 +228,17 @@ type PutSessionRequest struct {
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	// expected_revision is the revision the writer read; 0 creates.
 	ExpectedRevision uint64 `protobuf:"varint,5,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// chunks, when set, makes the write a checkpoint's commit: the new
+	// state refers to these chunks of the session and to no other. The
+	// write is refused (INVALID_ARGUMENT) when the named chunks the session
+	// holds are larger together than chunks.max_bytes, and once it is made
+	// every other chunk of the session is deleted: what a session keeps in
+	// the store is what its state names, whatever chunks were stored for it
+	// before (the sandbox writes checkpoints, and may write anything). Left
+	// unset, the session's chunks are not touched.
+	Chunks        *SessionChunks `protobuf:"bytes,6,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PutSessionRequest) Reset() {
@@ -297,6 +306,68 @@ func (x *PutSessionRequest) GetExpectedRevision() uint64 {
 	return 0
 }
 
+func (x *PutSessionRequest) GetChunks() *SessionChunks {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+// SessionChunks names the chunks a session's new state refers to.
+type SessionChunks struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ids are the chunks the state refers to.
+	Ids []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	// max_bytes caps the named chunks' total size; 0 sets no cap.
+	MaxBytes      uint64 `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionChunks) Reset() {
+	*x = SessionChunks{}
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionChunks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionChunks) ProtoMessage() {}
+
+func (x *SessionChunks) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionChunks.ProtoReflect.Descriptor instead.
+func (*SessionChunks) Descriptor() ([]byte, []int) {
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SessionChunks) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *SessionChunks) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
 // PutSessionResponse returns the record as stored.
 type PutSessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -308,7 +379,7 @@ type PutSessionResponse struct {
 
 func (x *PutSessionResponse) Reset() {
 	*x = PutSessionResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[4]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +391,7 @@ func (x *PutSessionResponse) String() string {
 func (*PutSessionResponse) ProtoMessage() {}
 
 func (x *PutSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[4]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +404,7 @@ func (x *PutSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSessionResponse.ProtoReflect.Descriptor instead.
 func (*PutSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PutSessionResponse) GetSession() *SessionRecord {
@@ -356,7 +427,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[5]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +439,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[5]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +452,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteSessionRequest) GetTenant() string {
@@ -409,7 +480,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[6]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +492,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[6]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +505,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteSessionResponse) GetDeleted() bool {
@@ -457,7 +528,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[7]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +540,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[7]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +553,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Chunk) GetId() string {
@@ -514,7 +585,7 @@ type PutChunksRequest struct {
 
 func (x *PutChunksRequest) Reset() {
 	*x = PutChunksRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[8]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +597,7 @@ func (x *PutChunksRequest) String() string {
 func (*PutChunksRequest) ProtoMessage() {}
 
 func (x *PutChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[8]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +610,7 @@ func (x *PutChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutChunksRequest.ProtoReflect.Descriptor instead.
 func (*PutChunksRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PutChunksRequest) GetTenant() string {
@@ -572,7 +643,7 @@ type PutChunksResponse struct {
 
 func (x *PutChunksResponse) Reset() {
 	*x = PutChunksResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[9]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +655,7 @@ func (x *PutChunksResponse) String() string {
 func (*PutChunksResponse) ProtoMessage() {}
 
 func (x *PutChunksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[9]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +668,7 @@ func (x *PutChunksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutChunksResponse.ProtoReflect.Descriptor instead.
 func (*PutChunksResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 // GetChunksRequest asks for chunks of one session.
@@ -615,7 +686,7 @@ type GetChunksRequest struct {
 
 func (x *GetChunksRequest) Reset() {
 	*x = GetChunksRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[10]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +698,7 @@ func (x *GetChunksRequest) String() string {
 func (*GetChunksRequest) ProtoMessage() {}
 
 func (x *GetChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[10]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +711,7 @@ func (x *GetChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChunksRequest.ProtoReflect.Descriptor instead.
 func (*GetChunksRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetChunksRequest) GetTenant() string {
@@ -675,7 +746,7 @@ type GetChunksResponse struct {
 
 func (x *GetChunksResponse) Reset() {
 	*x = GetChunksResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[11]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +758,7 @@ func (x *GetChunksResponse) String() string {
 func (*GetChunksResponse) ProtoMessage() {}
 
 func (x *GetChunksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[11]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +771,7 @@ func (x *GetChunksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChunksResponse.ProtoReflect.Descriptor instead.
 func (*GetChunksResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetChunksResponse) GetChunk() *Chunk {
@@ -725,7 +796,7 @@ type DeleteChunksRequest struct {
 
 func (x *DeleteChunksRequest) Reset() {
 	*x = DeleteChunksRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[12]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +808,7 @@ func (x *DeleteChunksRequest) String() string {
 func (*DeleteChunksRequest) ProtoMessage() {}
 
 func (x *DeleteChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[12]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +821,7 @@ func (x *DeleteChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteChunksRequest.ProtoReflect.Descriptor instead.
 func (*DeleteChunksRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteChunksRequest) GetTenant() string {
@@ -785,7 +856,7 @@ type DeleteChunksResponse struct {
 
 func (x *DeleteChunksResponse) Reset() {
 	*x = DeleteChunksResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[13]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +868,7 @@ func (x *DeleteChunksResponse) String() string {
 func (*DeleteChunksResponse) ProtoMessage() {}
 
 func (x *DeleteChunksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[13]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +881,7 @@ func (x *DeleteChunksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteChunksResponse.ProtoReflect.Descriptor instead.
 func (*DeleteChunksResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteChunksResponse) GetDeleted() uint32 {
@@ -829,7 +900,7 @@ type ExpireSessionsRequest struct {
 
 func (x *ExpireSessionsRequest) Reset() {
 	*x = ExpireSessionsRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[14]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +912,7 @@ func (x *ExpireSessionsRequest) String() string {
 func (*ExpireSessionsRequest) ProtoMessage() {}
 
 func (x *ExpireSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[14]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +925,7 @@ func (x *ExpireSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{14}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{15}
 }
 
 // ExpireSessionsResponse says how many sessions the sweep removed.
@@ -868,7 +939,7 @@ type ExpireSessionsResponse struct {
 
 func (x *ExpireSessionsResponse) Reset() {
 	*x = ExpireSessionsResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[15]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +951,7 @@ func (x *ExpireSessionsResponse) String() string {
 func (*ExpireSessionsResponse) ProtoMessage() {}
 
 func (x *ExpireSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[15]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +964,7 @@ func (x *ExpireSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExpireSessionsResponse) GetExpired() uint32 {
@@ -929,7 +1000,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[16]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1012,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[16]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1025,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{16}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Replica) GetId() string {
@@ -1010,7 +1081,7 @@ type PutReplicaRequest struct {
 
 func (x *PutReplicaRequest) Reset() {
 	*x = PutReplicaRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[17]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1093,7 @@ func (x *PutReplicaRequest) String() string {
 func (*PutReplicaRequest) ProtoMessage() {}
 
 func (x *PutReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[17]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1106,7 @@ func (x *PutReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutReplicaRequest.ProtoReflect.Descriptor instead.
 func (*PutReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{17}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PutReplicaRequest) GetReplica() *Replica {
@@ -1054,7 +1125,7 @@ type PutReplicaResponse struct {
 
 func (x *PutReplicaResponse) Reset() {
 	*x = PutReplicaResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[18]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1137,7 @@ func (x *PutReplicaResponse) String() string {
 func (*PutReplicaResponse) ProtoMessage() {}
 
 func (x *PutReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[18]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1150,7 @@ func (x *PutReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutReplicaResponse.ProtoReflect.Descriptor instead.
 func (*PutReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{18}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{19}
 }
 
 // GetReplicaRequest names a replica.
@@ -1093,7 +1164,7 @@ type GetReplicaRequest struct {
 
 func (x *GetReplicaRequest) Reset() {
 	*x = GetReplicaRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[19]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1176,7 @@ func (x *GetReplicaRequest) String() string {
 func (*GetReplicaRequest) ProtoMessage() {}
 
 func (x *GetReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[19]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1189,7 @@ func (x *GetReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplicaRequest.ProtoReflect.Descriptor instead.
 func (*GetReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{19}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetReplicaRequest) GetId() string {
@@ -1139,7 +1210,7 @@ type GetReplicaResponse struct {
 
 func (x *GetReplicaResponse) Reset() {
 	*x = GetReplicaResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[20]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1222,7 @@ func (x *GetReplicaResponse) String() string {
 func (*GetReplicaResponse) ProtoMessage() {}
 
 func (x *GetReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[20]
+	mi := &file_codeexec_memory_v1_session_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1235,7 @@ func (x *GetReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplicaResponse.ProtoReflect.Descriptor instead.
 func (*GetReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{20}
+	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetReplicaResponse) GetReplica() *Replica {
@@ -1193,14 +1264,18 @@ const file_codeexec_memory_v1_session_proto_rawDesc = "" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
 	"\x06handle\x18\x02 \x01(\tR\x06handle\"Q\n" +
 	"\x12GetSessionResponse\x12;\n" +
-	"\asession\x18\x01 \x01(\v2!.codeexec.memory.v1.SessionRecordR\asession\"\xc3\x01\n" +
+	"\asession\x18\x01 \x01(\v2!.codeexec.memory.v1.SessionRecordR\asession\"\xfe\x01\n" +
 	"\x11PutSessionRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
 	"\x06handle\x18\x02 \x01(\tR\x06handle\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\fR\x05state\x12;\n" +
 	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12+\n" +
-	"\x11expected_revision\x18\x05 \x01(\x04R\x10expectedRevision\"Q\n" +
+	"\x11expected_revision\x18\x05 \x01(\x04R\x10expectedRevision\x129\n" +
+	"\x06chunks\x18\x06 \x01(\v2!.codeexec.memory.v1.SessionChunksR\x06chunks\">\n" +
+	"\rSessionChunks\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x1b\n" +
+	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"Q\n" +
 	"\x12PutSessionResponse\x12;\n" +
 	"\asession\x18\x01 \x01(\v2!.codeexec.memory.v1.SessionRecordR\asession\"F\n" +
 	"\x14DeleteSessionRequest\x12\x16\n" +
@@ -1274,66 +1349,68 @@ func file_codeexec_memory_v1_session_proto_rawDescGZIP() []byte {
 	return file_codeexec_memory_v1_session_proto_rawDescData
 }
 
-var file_codeexec_memory_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_codeexec_memory_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_codeexec_memory_v1_session_proto_goTypes = []any{
 	(*SessionRecord)(nil),          // 0: codeexec.memory.v1.SessionRecord
 	(*GetSessionRequest)(nil),      // 1: codeexec.memory.v1.GetSessionRequest
 	(*GetSessionResponse)(nil),     // 2: codeexec.memory.v1.GetSessionResponse
 	(*PutSessionRequest)(nil),      // 3: codeexec.memory.v1.PutSessionRequest
-	(*PutSessionResponse)(nil),     // 4: codeexec.memory.v1.PutSessionResponse
-	(*DeleteSessionRequest)(nil),   // 5: codeexec.memory.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),  // 6: codeexec.memory.v1.DeleteSessionResponse
-	(*Chunk)(nil),                  // 7: codeexec.memory.v1.Chunk
-	(*PutChunksRequest)(nil),       // 8: codeexec.memory.v1.PutChunksRequest
-	(*PutChunksResponse)(nil),      // 9: codeexec.memory.v1.PutChunksResponse
-	(*GetChunksRequest)(nil),       // 10: codeexec.memory.v1.GetChunksRequest
-	(*GetChunksResponse)(nil),      // 11: codeexec.memory.v1.GetChunksResponse
-	(*DeleteChunksRequest)(nil),    // 12: codeexec.memory.v1.DeleteChunksRequest
-	(*DeleteChunksResponse)(nil),   // 13: codeexec.memory.v1.DeleteChunksResponse
-	(*ExpireSessionsRequest)(nil),  // 14: codeexec.memory.v1.ExpireSessionsRequest
-	(*ExpireSessionsResponse)(nil), // 15: codeexec.memory.v1.ExpireSessionsResponse
-	(*Replica)(nil),                // 16: codeexec.memory.v1.Replica
-	(*PutReplicaRequest)(nil),      // 17: codeexec.memory.v1.PutReplicaRequest
-	(*PutReplicaResponse)(nil),     // 18: codeexec.memory.v1.PutReplicaResponse
-	(*GetReplicaRequest)(nil),      // 19: codeexec.memory.v1.GetReplicaRequest
-	(*GetReplicaResponse)(nil),     // 20: codeexec.memory.v1.GetReplicaResponse
-	(*timestamppb.Timestamp)(nil),  // 21: google.protobuf.Timestamp
+	(*SessionChunks)(nil),          // 4: codeexec.memory.v1.SessionChunks
+	(*PutSessionResponse)(nil),     // 5: codeexec.memory.v1.PutSessionResponse
+	(*DeleteSessionRequest)(nil),   // 6: codeexec.memory.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),  // 7: codeexec.memory.v1.DeleteSessionResponse
+	(*Chunk)(nil),                  // 8: codeexec.memory.v1.Chunk
+	(*PutChunksRequest)(nil),       // 9: codeexec.memory.v1.PutChunksRequest
+	(*PutChunksResponse)(nil),      // 10: codeexec.memory.v1.PutChunksResponse
+	(*GetChunksRequest)(nil),       // 11: codeexec.memory.v1.GetChunksRequest
+	(*GetChunksResponse)(nil),      // 12: codeexec.memory.v1.GetChunksResponse
+	(*DeleteChunksRequest)(nil),    // 13: codeexec.memory.v1.DeleteChunksRequest
+	(*DeleteChunksResponse)(nil),   // 14: codeexec.memory.v1.DeleteChunksResponse
+	(*ExpireSessionsRequest)(nil),  // 15: codeexec.memory.v1.ExpireSessionsRequest
+	(*ExpireSessionsResponse)(nil), // 16: codeexec.memory.v1.ExpireSessionsResponse
+	(*Replica)(nil),                // 17: codeexec.memory.v1.Replica
+	(*PutReplicaRequest)(nil),      // 18: codeexec.memory.v1.PutReplicaRequest
+	(*PutReplicaResponse)(nil),     // 19: codeexec.memory.v1.PutReplicaResponse
+	(*GetReplicaRequest)(nil),      // 20: codeexec.memory.v1.GetReplicaRequest
+	(*GetReplicaResponse)(nil),     // 21: codeexec.memory.v1.GetReplicaResponse
+	(*timestamppb.Timestamp)(nil),  // 22: google.protobuf.Timestamp
 }
 var file_codeexec_memory_v1_session_proto_depIdxs = []int32{
-	21, // 0: codeexec.memory.v1.SessionRecord.expire_time:type_name -> google.protobuf.Timestamp
-	21, // 1: codeexec.memory.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
-	21, // 2: codeexec.memory.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
+	22, // 0: codeexec.memory.v1.SessionRecord.expire_time:type_name -> google.protobuf.Timestamp
+	22, // 1: codeexec.memory.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
+	22, // 2: codeexec.memory.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 3: codeexec.memory.v1.GetSessionResponse.session:type_name -> codeexec.memory.v1.SessionRecord
-	21, // 4: codeexec.memory.v1.PutSessionRequest.expire_time:type_name -> google.protobuf.Timestamp
-	0,  // 5: codeexec.memory.v1.PutSessionResponse.session:type_name -> codeexec.memory.v1.SessionRecord
-	7,  // 6: codeexec.memory.v1.PutChunksRequest.chunks:type_name -> codeexec.memory.v1.Chunk
-	7,  // 7: codeexec.memory.v1.GetChunksResponse.chunk:type_name -> codeexec.memory.v1.Chunk
-	21, // 8: codeexec.memory.v1.Replica.expire_time:type_name -> google.protobuf.Timestamp
-	16, // 9: codeexec.memory.v1.PutReplicaRequest.replica:type_name -> codeexec.memory.v1.Replica
-	16, // 10: codeexec.memory.v1.GetReplicaResponse.replica:type_name -> codeexec.memory.v1.Replica
-	1,  // 11: codeexec.memory.v1.SessionStoreService.GetSession:input_type -> codeexec.memory.v1.GetSessionRequest
-	3,  // 12: codeexec.memory.v1.SessionStoreService.PutSession:input_type -> codeexec.memory.v1.PutSessionRequest
-	5,  // 13: codeexec.memory.v1.SessionStoreService.DeleteSession:input_type -> codeexec.memory.v1.DeleteSessionRequest
-	8,  // 14: codeexec.memory.v1.SessionStoreService.PutChunks:input_type -> codeexec.memory.v1.PutChunksRequest
-	10, // 15: codeexec.memory.v1.SessionStoreService.GetChunks:input_type -> codeexec.memory.v1.GetChunksRequest
-	12, // 16: codeexec.memory.v1.SessionStoreService.DeleteChunks:input_type -> codeexec.memory.v1.DeleteChunksRequest
-	14, // 17: codeexec.memory.v1.SessionStoreService.ExpireSessions:input_type -> codeexec.memory.v1.ExpireSessionsRequest
-	17, // 18: codeexec.memory.v1.SessionStoreService.PutReplica:input_type -> codeexec.memory.v1.PutReplicaRequest
-	19, // 19: codeexec.memory.v1.SessionStoreService.GetReplica:input_type -> codeexec.memory.v1.GetReplicaRequest
-	2,  // 20: codeexec.memory.v1.SessionStoreService.GetSession:output_type -> codeexec.memory.v1.GetSessionResponse
-	4,  // 21: codeexec.memory.v1.SessionStoreService.PutSession:output_type -> codeexec.memory.v1.PutSessionResponse
-	6,  // 22: codeexec.memory.v1.SessionStoreService.DeleteSession:output_type -> codeexec.memory.v1.DeleteSessionResponse
-	9,  // 23: codeexec.memory.v1.SessionStoreService.PutChunks:output_type -> codeexec.memory.v1.PutChunksResponse
-	11, // 24: codeexec.memory.v1.SessionStoreService.GetChunks:output_type -> codeexec.memory.v1.GetChunksResponse
-	13, // 25: codeexec.memory.v1.SessionStoreService.DeleteChunks:output_type -> codeexec.memory.v1.DeleteChunksResponse
-	15, // 26: codeexec.memory.v1.SessionStoreService.ExpireSessions:output_type -> codeexec.memory.v1.ExpireSessionsResponse
-	18, // 27: codeexec.memory.v1.SessionStoreService.PutReplica:output_type -> codeexec.memory.v1.PutReplicaResponse
-	20, // 28: codeexec.memory.v1.SessionStoreService.GetReplica:output_type -> codeexec.memory.v1.GetReplicaResponse
-	20, // [20:29] is the sub-list for method output_type
-	11, // [11:20] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	22, // 4: codeexec.memory.v1.PutSessionRequest.expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 5: codeexec.memory.v1.PutSessionRequest.chunks:type_name -> codeexec.memory.v1.SessionChunks
+	0,  // 6: codeexec.memory.v1.PutSessionResponse.session:type_name -> codeexec.memory.v1.SessionRecord
+	8,  // 7: codeexec.memory.v1.PutChunksRequest.chunks:type_name -> codeexec.memory.v1.Chunk
+	8,  // 8: codeexec.memory.v1.GetChunksResponse.chunk:type_name -> codeexec.memory.v1.Chunk
+	22, // 9: codeexec.memory.v1.Replica.expire_time:type_name -> google.protobuf.Timestamp
+	17, // 10: codeexec.memory.v1.PutReplicaRequest.replica:type_name -> codeexec.memory.v1.Replica
+	17, // 11: codeexec.memory.v1.GetReplicaResponse.replica:type_name -> codeexec.memory.v1.Replica
+	1,  // 12: codeexec.memory.v1.SessionStoreService.GetSession:input_type -> codeexec.memory.v1.GetSessionRequest
+	3,  // 13: codeexec.memory.v1.SessionStoreService.PutSession:input_type -> codeexec.memory.v1.PutSessionRequest
+	6,  // 14: codeexec.memory.v1.SessionStoreService.DeleteSession:input_type -> codeexec.memory.v1.DeleteSessionRequest
+	9,  // 15: codeexec.memory.v1.SessionStoreService.PutChunks:input_type -> codeexec.memory.v1.PutChunksRequest
+	11, // 16: codeexec.memory.v1.SessionStoreService.GetChunks:input_type -> codeexec.memory.v1.GetChunksRequest
+	13, // 17: codeexec.memory.v1.SessionStoreService.DeleteChunks:input_type -> codeexec.memory.v1.DeleteChunksRequest
+	15, // 18: codeexec.memory.v1.SessionStoreService.ExpireSessions:input_type -> codeexec.memory.v1.ExpireSessionsRequest
+	18, // 19: codeexec.memory.v1.SessionStoreService.PutReplica:input_type -> codeexec.memory.v1.PutReplicaRequest
+	20, // 20: codeexec.memory.v1.SessionStoreService.GetReplica:input_type -> codeexec.memory.v1.GetReplicaRequest
+	2,  // 21: codeexec.memory.v1.SessionStoreService.GetSession:output_type -> codeexec.memory.v1.GetSessionResponse
+	5,  // 22: codeexec.memory.v1.SessionStoreService.PutSession:output_type -> codeexec.memory.v1.PutSessionResponse
+	7,  // 23: codeexec.memory.v1.SessionStoreService.DeleteSession:output_type -> codeexec.memory.v1.DeleteSessionResponse
+	10, // 24: codeexec.memory.v1.SessionStoreService.PutChunks:output_type -> codeexec.memory.v1.PutChunksResponse
+	12, // 25: codeexec.memory.v1.SessionStoreService.GetChunks:output_type -> codeexec.memory.v1.GetChunksResponse
+	14, // 26: codeexec.memory.v1.SessionStoreService.DeleteChunks:output_type -> codeexec.memory.v1.DeleteChunksResponse
+	16, // 27: codeexec.memory.v1.SessionStoreService.ExpireSessions:output_type -> codeexec.memory.v1.ExpireSessionsResponse
+	19, // 28: codeexec.memory.v1.SessionStoreService.PutReplica:output_type -> codeexec.memory.v1.PutReplicaResponse
+	21, // 29: codeexec.memory.v1.SessionStoreService.GetReplica:output_type -> codeexec.memory.v1.GetReplicaResponse
+	21, // [21:30] is the sub-list for method output_type
+	12, // [12:21] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_memory_v1_session_proto_init() }
@@ -1347,7 +1424,7 @@ func file_codeexec_memory_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_memory_v1_session_proto_rawDesc), len(file_codeexec_memory_v1_session_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
