@@ -64,7 +64,7 @@ func TestOneLiveHolderAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Commit(ctx, held, manifest("c1", "c2"), map[string][]byte{"c1": []byte("one"), "c2": []byte("two")}, 1); err != nil {
+	if err := a.Commit(ctx, held, manifest("c1", "c2"), map[string][]byte{"c1": []byte("one"), "c2": []byte("two")}, 1, 0); err != nil {
 		t.Fatal(err)
 	}
 	// B cannot take it while A's lease holds; it learns where A is.
@@ -87,19 +87,22 @@ func TestOneLiveHolderAtATime(t *testing.T) {
 	if err != nil || string(chunks["c1"]) != "one" || string(chunks["c2"]) != "two" {
 		t.Errorf("chunks after the takeover: %v, %v", chunks, err)
 	}
-	if err := a.Commit(ctx, held, manifest("c9"), map[string][]byte{"c9": []byte("late")}, 2); !errors.Is(err, ErrLost) {
+	if err := a.Commit(ctx, held, manifest("c9"), map[string][]byte{"c9": []byte("late")}, 2, 0); !errors.Is(err, ErrLost) {
 		t.Errorf("a commit by the replica that lost the session: %v, want ErrLost", err)
 	}
-	// B's next checkpoint drops the chunk it no longer uses.
-	if err := b.Commit(ctx, taken, manifest("c2", "c3"), map[string][]byte{"c3": []byte("three")}, 2); err != nil {
+	// B's next checkpoint drops the chunk it no longer uses, and the one
+	// A stored for the commit it lost, which no manifest names.
+	if err := b.Commit(ctx, taken, manifest("c2", "c3"), map[string][]byte{"c3": []byte("three")}, 2, 0); err != nil {
 		t.Fatal(err)
 	}
-	stream, err := c.GetChunks(ctx, &memoryv1.GetChunksRequest{Tenant: "t", Handle: held.Handle, Ids: []string{"c1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stream.Recv(); status.Code(err) != codes.NotFound {
-		t.Errorf("the chunk the new checkpoint dropped: %v, want NotFound", err)
+	for _, id := range []string{"c1", "c9"} {
+		stream, err := c.GetChunks(ctx, &memoryv1.GetChunksRequest{Tenant: "t", Handle: held.Handle, Ids: []string{id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); status.Code(err) != codes.NotFound {
+			t.Errorf("chunk %s, which the new checkpoint does not name: %v, want NotFound", id, err)
+		}
 	}
 }
 
@@ -124,7 +127,7 @@ func TestUnknownSessions(t *testing.T) {
 	}
 	// Its holder learns at its next checkpoint that the session has ended,
 	// and stores none of that checkpoint's chunks.
-	if err := a.Commit(t.Context(), held, manifest("c1"), map[string][]byte{"c1": []byte("late")}, 1); !errors.Is(err, ErrLost) {
+	if err := a.Commit(t.Context(), held, manifest("c1"), map[string][]byte{"c1": []byte("late")}, 1, 0); !errors.Is(err, ErrLost) {
 		t.Errorf("a checkpoint of a deleted session: %v, want ErrLost", err)
 	}
 	stream, err := c.GetChunks(t.Context(), &memoryv1.GetChunksRequest{Tenant: "t", Handle: held.Handle, Ids: []string{"c1"}})
@@ -158,7 +161,7 @@ func TestDeadHolderOnThisHost(t *testing.T) {
 	}
 	st := held.State
 	st.Owner = "r-dead"
-	if err := a.write(t.Context(), held, st); err != nil {
+	if err := a.write(t.Context(), held, st, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Claim(t.Context(), "t", held.Handle); err != nil {
@@ -172,7 +175,7 @@ func TestDeadHolderOnThisHost(t *testing.T) {
 	held2, _ := a.Create(t.Context(), "t", nil)
 	st = held2.State
 	st.Owner = "r-dead"
-	if err := a.write(t.Context(), held2, st); err != nil {
+	if err := a.write(t.Context(), held2, st, nil); err != nil {
 		t.Fatal(err)
 	}
 	var elsewhere *ElsewhereError

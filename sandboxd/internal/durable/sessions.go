@@ -150,10 +150,12 @@ func (s *Sessions) liveElsewhere(ctx context.Context, st State) (*ElsewhereError
 }
 
 // write stores h's state if this replica still holds the session. A
-// revision that moved means another replica took it over: ErrLost.
-func (s *Sessions) write(ctx context.Context, h *Held, st State) error {
+// revision that moved means another replica took it over: ErrLost. chunks,
+// when not nil, makes it a checkpoint's commit (see Commit).
+func (s *Sessions) write(ctx context.Context, h *Held, st State, chunks *memoryv1.SessionChunks) error {
 	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
 		Tenant: h.Tenant, Handle: h.Handle, State: st.encode(), ExpireTime: s.expiry(), ExpectedRevision: h.revision,
+		Chunks: chunks,
 	})
 	if status.Code(err) == codes.Aborted {
 		return ErrLost
@@ -165,34 +167,36 @@ func (s *Sessions) write(ctx context.Context, h *Held, st State) error {
 	return nil
 }
 
-// Commit records a checkpoint: its new chunks first, then the manifest
-// (only if this replica still holds the session), then it drops the
-// chunks the previous checkpoint used and this one does not.
-func (s *Sessions) Commit(ctx context.Context, h *Held, manifest json.RawMessage, chunks map[string][]byte, seq uint64) error {
-	if err := s.putChunks(ctx, h, chunks); status.Code(err) == codes.NotFound {
+// Commit records a checkpoint: the chunks its manifest names first (the
+// sandbox may send others; they are not stored), then the manifest, only
+// if this replica still holds the session. memoryd then keeps exactly the
+// chunks the manifest names, and refuses a manifest whose chunks hold more
+// than limit bytes together (0: no cap), so what a session keeps in the
+// store is bounded whatever its sandbox sends.
+func (s *Sessions) Commit(ctx context.Context, h *Held, manifest json.RawMessage, chunks map[string][]byte, seq uint64, limit int64) error {
+	keep := chunkIDs(manifest)
+	named := make(map[string][]byte, len(chunks))
+	for id, c := range chunks {
+		if keep[id] {
+			named[id] = c
+		}
+	}
+	if err := s.putChunks(ctx, h, named); status.Code(err) == codes.NotFound {
 		return ErrLost // the session ended meanwhile, on another replica
 	} else if err != nil {
 		return fmt.Errorf("store checkpoint chunks: %w", err)
 	}
-	old := chunkIDs(h.State.Manifest)
 	st := h.State
 	st.Manifest, st.Seq, st.NotDurable = manifest, seq, ""
-	if err := s.write(ctx, h, st); err != nil {
-		return err
+	err := s.write(ctx, h, st, &memoryv1.SessionChunks{Ids: ChunkIDs(manifest), MaxBytes: uint64(max(limit, 0))})
+	if status.Code(err) == codes.InvalidArgument && len(named) > 0 {
+		// Over the cap, which the agent keeps to: the chunks just stored
+		// go, all of them, so that a refused checkpoint leaves nothing
+		// behind, not even a chunk that the last one named and the store
+		// lacked (the cap counted only the chunks it held).
+		_, _ = s.client.DeleteChunks(ctx, &memoryv1.DeleteChunksRequest{Tenant: h.Tenant, Handle: h.Handle, Ids: sortedKeys(named)})
 	}
-	keep := chunkIDs(manifest)
-	var drop []string
-	for id := range old {
-		if !keep[id] {
-			drop = append(drop, id)
-		}
-	}
-	if len(drop) > 0 {
-		// A failure here leaves chunks nobody refers to; they go when the
-		// session does.
-		_, _ = s.client.DeleteChunks(ctx, &memoryv1.DeleteChunksRequest{Tenant: h.Tenant, Handle: h.Handle, Ids: drop})
-	}
-	return nil
+	return err
 }
 
 func (s *Sessions) putChunks(ctx context.Context, h *Held, chunks map[string][]byte) error {
@@ -223,7 +227,7 @@ func (s *Sessions) putChunks(ctx context.Context, h *Held, chunks map[string][]b
 func (s *Sessions) NotDurable(ctx context.Context, h *Held, why string) error {
 	st := h.State
 	st.NotDurable = why
-	return s.write(ctx, h, st)
+	return s.write(ctx, h, st, nil)
 }
 
 // Release gives the session up (its sandbox is stopping, for the reason
@@ -231,7 +235,7 @@ func (s *Sessions) NotDurable(ctx context.Context, h *Held, why string) error {
 func (s *Sessions) Release(ctx context.Context, h *Held, why string) error {
 	st := h.State
 	st.Owner, st.Stopped = "", why
-	return s.write(ctx, h, st)
+	return s.write(ctx, h, st, nil)
 }
 
 // Delete ends the session and drops its checkpoint.

@@ -186,7 +186,7 @@ func (m *Manager) commit(s *Session, sb *sandbox, f *channel.Checkpoint, chunks 
 	if f.Error != "" {
 		ok, notDurable = false, refusedText(f.Error)
 		_ = m.cfg.Durable.Sessions.NotDurable(ctx, held, f.Error)
-	} else if err := m.cfg.Durable.Sessions.Commit(ctx, held, f.Manifest, chunks, seq); errors.Is(err, durable.ErrLost) {
+	} else if err := m.cfg.Durable.Sessions.Commit(ctx, held, f.Manifest, chunks, seq, m.cfg.Durable.CheckpointBytes); errors.Is(err, durable.ErrLost) {
 		// Another replica took the session: this copy must not run on.
 		s.logger().Warn("the session was taken over by another replica, or ended there; stopping this replica's sandbox for it")
 		go func() { sb.kill(); m.forget(s) }()
@@ -284,7 +284,7 @@ func (m *Manager) clearCheckpoint(ctx context.Context, s *Session) error {
 	s.dmu.Unlock()
 	// The session's turn is held and its committer gone: nothing else
 	// writes held now.
-	err := m.cfg.Durable.Sessions.Commit(ctx, held, nil, nil, held.State.Seq)
+	err := m.cfg.Durable.Sessions.Commit(ctx, held, nil, nil, held.State.Seq, 0)
 	if errors.Is(err, durable.ErrLost) {
 		m.forget(s)
 		return fmt.Errorf("%w: session %s was taken over by another sandbox replica meanwhile; reset it again", ErrNotFound, s.id)
