@@ -15,10 +15,11 @@ import (
 	"github.com/codeexec/codeexec/sandboxd"
 )
 
-// countingStore counts the bytes a replica stores: chunks and records.
+// countingStore counts the bytes a replica stores, chunks and records,
+// and the records it writes.
 type countingStore struct {
 	memoryv1.SessionStoreServiceClient
-	chunks, records atomic.Int64
+	chunks, records, puts atomic.Int64
 }
 
 func (c *countingStore) PutChunks(ctx context.Context, in *memoryv1.PutChunksRequest, opts ...grpc.CallOption) (*memoryv1.PutChunksResponse, error) {
@@ -30,6 +31,7 @@ func (c *countingStore) PutChunks(ctx context.Context, in *memoryv1.PutChunksReq
 
 func (c *countingStore) PutSession(ctx context.Context, in *memoryv1.PutSessionRequest, opts ...grpc.CallOption) (*memoryv1.PutSessionResponse, error) {
 	c.records.Add(int64(len(in.GetState())))
+	c.puts.Add(1)
 	return c.SessionStoreServiceClient.PutSession(ctx, in, opts...)
 }
 

@@ -164,6 +164,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 		// may read the checkpoint before this goroutine reads the done
 		// before it, finds the count the checkpoint reflects.
 		s.beginCheckpoint(s.Info().ExecCount + 1)
+		sb.expectCheckpoint(id)
 	}
 	start := time.Now()
 	if err := sendExec(sb, id, code, env, limit, first, tools, checkpoint); err != nil {

@@ -56,6 +56,12 @@ type sandbox struct {
 	// to be taken: the verdicts on earlier checkpoints, which the committer
 	// may still be storing, are older news.
 	refusedExec int64
+	// ckptDue is the exec to be followed by a checkpoint once it is done,
+	// and ckptOpen the exec whose checkpoint frames the reader passes on
+	// now (0: none); see admitCheckpoint. strayWarned is set once a
+	// frame outside them was dropped and logged.
+	ckptDue, ckptOpen int64
+	strayWarned       bool
 	// afterFirstExec, when set, runs once the first exec of the session
 	// that took this sandbox from the pool is done (deferredWake).
 	afterFirstExec func()
@@ -173,7 +179,13 @@ func (sb *sandbox) readLoop() {
 			continue
 		}
 		switch m := m.(type) {
+		case *channel.Done:
+			sb.checkpointAfter(m)
+			sb.msgs <- m
 		case *channel.Checkpoint:
+			if !sb.admitCheckpoint(m) {
+				continue
+			}
 			if m.Error != "" {
 				sb.mu.Lock()
 				sb.refused, sb.refusedExec = m.Error, m.Exec
@@ -218,6 +230,50 @@ func (sb *sandbox) startCall(ctx context.Context, serve func()) {
 		defer func() { <-sb.calls }()
 		serve()
 	}()
+}
+
+// expectCheckpoint notes that exec id, about to be sent, asks for a
+// checkpoint after its done.
+func (sb *sandbox) expectCheckpoint(id int64) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	sb.ckptDue = id
+}
+
+// checkpointAfter opens the checkpoint of the exec that d ends, if that
+// exec asked for one and did not end its session.
+func (sb *sandbox) checkpointAfter(d *channel.Done) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if d.Exec != sb.ckptDue {
+		return
+	}
+	sb.ckptDue = 0
+	if !d.End {
+		sb.ckptOpen = d.Exec
+	}
+}
+
+// admitCheckpoint reports whether the reader passes checkpoint frame f on
+// to the committer. The agent sends one checkpoint after the done of each
+// exec that asks for one, and no other (PROTOCOL.md); code in the sandbox
+// can reach the channel and write frames of its own, but those sent at any
+// other time, or after the checkpoint's last frame, are dropped: an exec
+// makes the store take one checkpoint at most.
+func (sb *sandbox) admitCheckpoint(f *channel.Checkpoint) bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if f.Exec == 0 || f.Exec != sb.ckptOpen {
+		if !sb.strayWarned {
+			sb.strayWarned = true
+			sb.logger.Warn("dropped a checkpoint frame that no exec asked for (code in the sandbox wrote it); later ones are dropped silently", "exec", f.Exec)
+		}
+		return false
+	}
+	if f.Last {
+		sb.ckptOpen = 0
+	}
+	return true
 }
 
 func (sb *sandbox) readStderr() {
