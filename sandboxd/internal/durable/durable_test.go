@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -206,5 +207,74 @@ func TestFencing(t *testing.T) {
 	// last heartbeat, they may; fenceAfter after it, it must stop.
 	if fenceAfter >= lease {
 		t.Fatalf("fenceAfter %v is not before the lease %v runs out", fenceAfter, lease)
+	}
+}
+
+// olderStore is a memoryd from before SessionChunks: it ignores the field.
+type olderStore struct {
+	memoryv1.SessionStoreServiceClient
+}
+
+func (o olderStore) PutSession(ctx context.Context, in *memoryv1.PutSessionRequest, opts ...grpc.CallOption) (*memoryv1.PutSessionResponse, error) {
+	in.Chunks = nil
+	return o.SessionStoreServiceClient.PutSession(ctx, in, opts...)
+}
+
+// TestCommitKeepsWhatEachStoreNeeds: beside a memoryd that ignores
+// SessionChunks, a commit still drops the chunks the checkpoint before
+// named and it does not; a commit refused for its size deletes the chunks
+// it sent but not those the checkpoint before names, which is the one a
+// restore will use.
+func TestCommitKeepsWhatEachStoreNeeds(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	has := func(c memoryv1.SessionStoreServiceClient, handle, id string) bool {
+		t.Helper()
+		stream, err := c.GetChunks(ctx, &memoryv1.GetChunksRequest{Tenant: "t", Handle: handle, Ids: []string{id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = stream.Recv()
+		if err != nil && status.Code(err) != codes.NotFound {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	old := olderStore{store(t)}
+	_, s := replica(t, old, "unix:/old.sock")
+	held, err := s.Create(ctx, "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, held, manifest("c1", "c2"), map[string][]byte{"c1": []byte("one"), "c2": []byte("two")}, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, held, manifest("c2", "c3"), map[string][]byte{"c3": []byte("three")}, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if has(old, held.Handle, "c1") || !has(old, held.Handle, "c2") || !has(old, held.Handle, "c3") {
+		t.Errorf("beside an older memoryd: c1 %v, c2 %v, c3 %v; want only c2 and c3 kept",
+			has(old, held.Handle, "c1"), has(old, held.Handle, "c2"), has(old, held.Handle, "c3"))
+	}
+
+	c := store(t)
+	_, s = replica(t, c, "unix:/new.sock")
+	held, err = s.Create(ctx, "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, held, manifest("k1"), map[string][]byte{"k1": []byte("kept")}, 1, 16); err != nil {
+		t.Fatal(err)
+	}
+	// k1 comes again (an agent after a restore does not know what the
+	// store holds), beside a chunk that takes the state over the cap.
+	err = s.Commit(ctx, held, manifest("k1", "big"), map[string][]byte{"k1": []byte("kept"), "big": make([]byte, 64)}, 2, 16)
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a commit over the cap: %v, want InvalidArgument", err)
+	}
+	if !has(c, held.Handle, "k1") || has(c, held.Handle, "big") {
+		t.Errorf("after a refused commit: k1 %v, big %v; want k1 kept for the checkpoint before, big gone",
+			has(c, held.Handle, "k1"), has(c, held.Handle, "big"))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -186,17 +187,42 @@ func (s *Sessions) Commit(ctx context.Context, h *Held, manifest json.RawMessage
 	} else if err != nil {
 		return fmt.Errorf("store checkpoint chunks: %w", err)
 	}
+	prev := chunkIDs(h.State.Manifest)
 	st := h.State
 	st.Manifest, st.Seq, st.NotDurable = manifest, seq, ""
 	err := s.write(ctx, h, st, &memoryv1.SessionChunks{Ids: ChunkIDs(manifest), MaxBytes: uint64(max(limit, 0))})
-	if status.Code(err) == codes.InvalidArgument && len(named) > 0 {
+	switch {
+	case status.Code(err) == codes.InvalidArgument:
 		// Over the cap, which the agent keeps to: the chunks just stored
-		// go, all of them, so that a refused checkpoint leaves nothing
-		// behind, not even a chunk that the last one named and the store
-		// lacked (the cap counted only the chunks it held).
-		_, _ = s.client.DeleteChunks(ctx, &memoryv1.DeleteChunksRequest{Tenant: h.Tenant, Handle: h.Handle, Ids: sortedKeys(named)})
+		// go, so that a refused checkpoint leaves nothing behind, but not
+		// those the checkpoint before names, which is still the one to
+		// restore.
+		if drop := missingFrom(prev, named); len(drop) > 0 {
+			_, _ = s.client.DeleteChunks(ctx, &memoryv1.DeleteChunksRequest{Tenant: h.Tenant, Handle: h.Handle, Ids: drop})
+		}
+	case err == nil:
+		// memoryd has kept only what the manifest names. One from before
+		// SessionChunks ignores the field: the chunks the checkpoint
+		// before named and this one does not are dropped here too, as
+		// they were before, so that a newer sandboxd beside an older
+		// memoryd leaks nothing it did not leak then.
+		if drop := missingFrom(keep, prev); len(drop) > 0 {
+			_, _ = s.client.DeleteChunks(ctx, &memoryv1.DeleteChunksRequest{Tenant: h.Tenant, Handle: h.Handle, Ids: drop})
+		}
 	}
 	return err
+}
+
+// missingFrom returns the ids of m that set lacks, sorted.
+func missingFrom[V any](set map[string]bool, m map[string]V) []string {
+	var out []string
+	for id := range m {
+		if !set[id] {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (s *Sessions) putChunks(ctx context.Context, h *Held, chunks map[string][]byte) error {
