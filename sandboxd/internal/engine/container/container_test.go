@@ -1,11 +1,13 @@
 package container
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -243,5 +245,51 @@ func TestDecisiveLine(t *testing.T) {
 		if got := decisiveLine(tt.in); got != tt.want {
 			t.Errorf("decisiveLine(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestReapOrphansPassesOverContainersThatWent: a container removed by its
+// owner between the listing and the inspection made podman inspect none,
+// and reaping warned "could not inspect containers" and removed nothing.
+// Against a scripted CLI that answers as podman does, the vanished one is
+// dropped, the others are inspected again and the orphan among them is
+// removed, with no warning; an error of another kind still warns.
+func TestReapOrphansPassesOverContainersThatWent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	cli := filepath.Join(dir, "podman")
+	script := `#!/bin/sh
+echo "$*" >> ` + calls + `
+case "$1" in
+ps) echo gone0001; echo kept0002 ;;
+inspect)
+  for a in "$@"; do
+    if [ "$a" = gone0001 ]; then echo 'Error: inspecting object: no such object: "gone0001"' >&2; exit 125; fi
+    if [ "$a" = broken ]; then echo 'Error: permission denied' >&2; exit 125; fi
+  done
+  echo "/codeexec-kept|elsewhere/1/abcd|exited|2000-01-01T00:00:00Z" ;;
+esac
+`
+	if err := os.WriteFile(cli, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	c, err := New(Config{Runtime: "podman", Image: "img"}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	c.bin, c.workDir = cli, dir
+	c.reapOrphans(t.Context(), false)
+	got, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), "\nrm -f codeexec-kept\n") || strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("calls:\n%s\nlogs:\n%s\nwant codeexec-kept removed and no warning", got, logs.String())
+	}
+	if _, err := c.inspectExisting(t.Context(), []string{"broken"}); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("inspect failing for another reason: %v, want its error", err)
 	}
 }

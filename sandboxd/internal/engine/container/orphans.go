@@ -3,6 +3,7 @@ package container
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,9 +35,8 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 	if len(ids) == 0 {
 		return
 	}
-	out, err = c.cli(ctx, append([]string{"inspect", "--format",
-		`{{.Name}}|{{index .Config.Labels "` + LabelOwner + `"}}|{{.State.Status}}|{{.State.FinishedAt}}`}, ids...)...)
-	if err != nil && out == "" {
+	out, err = c.inspectExisting(ctx, ids)
+	if err != nil {
 		c.logger.Warn("could not inspect containers for orphan reaping", "error", err)
 		return
 	}
@@ -57,6 +57,33 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 	c.logger.Info("removing orphaned sandbox containers", "count", len(doomed), "names", strings.Join(doomed, " "))
 	if _, err := c.cli(ctx, append([]string{"rm", "-f"}, doomed...)...); err != nil {
 		c.logger.Warn("could not remove orphaned containers", "error", err)
+	}
+}
+
+// inspectExisting inspects the containers ids for reapOrphans. A container
+// can go between the listing and the inspection (its owner removed it),
+// and podman then inspects none of them: the ones its error names as not
+// found are dropped and the rest inspected again. docker prints the ones
+// it found and fails for the others, which is taken as it is.
+func (c *Engine) inspectExisting(ctx context.Context, ids []string) (string, error) {
+	for {
+		out, err := c.cli(ctx, append([]string{"inspect", "--format",
+			`{{.Name}}|{{index .Config.Labels "` + LabelOwner + `"}}|{{.State.Status}}|{{.State.FinishedAt}}`}, ids...)...)
+		if err == nil || out != "" {
+			return out, nil
+		}
+		msg := strings.ToLower(err.Error())
+		if !strings.Contains(msg, "no such") {
+			return "", err
+		}
+		left := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return strings.Contains(msg, strings.ToLower(id)) })
+		if len(left) == len(ids) {
+			return "", err // none named: not the race
+		}
+		if len(left) == 0 {
+			return "", nil
+		}
+		ids = left
 	}
 }
 
