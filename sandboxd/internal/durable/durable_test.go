@@ -267,8 +267,9 @@ func TestCommitKeepsWhatEachStoreNeeds(t *testing.T) {
 	if err := s.Commit(ctx, held, manifest("k1"), map[string][]byte{"k1": []byte("kept")}, 1, 16); err != nil {
 		t.Fatal(err)
 	}
-	// k1 comes again (an agent after a restore does not know what the
-	// store holds), beside a chunk that takes the state over the cap.
+	// k1 comes again (the agent resends what a checkpoint still on its
+	// way may drop, codeexec_durable.py), beside a chunk that takes the
+	// state over the cap.
 	err = s.Commit(ctx, held, manifest("k1", "big"), map[string][]byte{"k1": []byte("kept"), "big": make([]byte, 64)}, 2, 16)
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("a commit over the cap: %v, want InvalidArgument", err)
