@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/health"
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/memdb"
@@ -27,6 +29,7 @@ func main() {
 	// log line written after that must fail quietly, not kill the process
 	// with SIGPIPE before it has stopped its sandboxes and servers.
 	signal.Ignore(syscall.SIGPIPE)
+	outOfJobControl()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -39,6 +42,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "codeexec:", err)
 		os.Exit(1)
 	}
+}
+
+// outOfJobControl keeps a terminal's job control from stopping codeexec
+// when a client runs it over pipes. Ctrl-Z in a terminal sends SIGTSTP to
+// the whole foreground process group: the client there and the codeexec
+// it started. That client is meant to stop; this codeexec may own the
+// database that every other client on the machine reaches through it, and
+// stopped, it would leave them without memory and, once their leases
+// lapse, without their live sandboxes. So SIGTSTP is caught and dropped
+// (a caught signal, unlike an ignored one, is not inherited by the
+// processes codeexec starts), and SIGTTOU is ignored, so that a log line
+// written to a terminal from the background does not stop it either.
+// With stdin a terminal, someone runs codeexec by hand, and Ctrl-Z is
+// theirs to use.
+func outOfJobControl() {
+	if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err == nil {
+		return
+	}
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTSTP)
+	signal.Ignore(syscall.SIGTTOU)
 }
 
 // A command is one word of the command line.

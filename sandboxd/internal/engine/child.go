@@ -19,11 +19,17 @@ import (
 // exits while locked to its thread takes the thread with it; if a sandbox
 // had been forked from that thread it would be killed at a random moment.
 // Forking only from a dedicated, permanently locked thread rules that out.
+//
+// The child leads a process group of its own, so that the signals a
+// terminal sends its foreground group (Ctrl-C, Ctrl-Z, Ctrl-\), meant for
+// the MCP client that started codeexec there, never reach a sandbox:
+// sandboxd stops its sandboxes itself.
 func StartChild(cmd *exec.Cmd) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	cmd.SysProcAttr.Setpgid = true
 	starterOnce.Do(func() {
 		starterReqs = make(chan starterReq)
 		go func() {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -378,4 +379,114 @@ func TestE2EAnotherVersionHoldsTheStateDir(t *testing.T) {
 	if t.Failed() {
 		t.Logf("the other version's log:\n%s", harness.TailOf(logs.String(), 3000))
 	}
+}
+
+// A terminal's Ctrl-Z sends SIGTSTP to its foreground process group, which
+// holds an MCP client and the codeexec it started over pipes. The client
+// stops; the codeexec that owns the database must not, or every other
+// client on the machine loses its memory and, once its lease lapses, its
+// live sandboxes. Here the owner's process group is stopped as a terminal
+// stops it, and another process keeps both for longer than a lease.
+func TestE2ECtrlZOnOneClientLeavesTheOthersServed(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	logs := &harness.LockedBuffer{}
+	// Its own process group, as under a terminal (there with the client).
+	ownGroup := func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
+		cmd := exec.CommandContext(ctx, command, args...)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd, nil
+	}
+	owner, err := client.NewStdioMCPClientWithOptions(harness.Binary, harness.BaseEnv(t, sharedEnv(home)), []string{"serve"},
+		transport.WithCommandStderrWriter(logs), transport.WithCommandFunc(ownGroup))
+	if err != nil {
+		t.Fatalf("start the owner: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = owner.Close()
+		if t.Failed() {
+			t.Logf("owner stderr:\n%s", harness.TailOf(logs.String(), 4000))
+		}
+	})
+	harness.Initialize(t, owner)
+	harness.Code(t, owner, `save_memory("before", 1)`) // its sandbox and its group's processes are up
+	pid := ownerFilePID(t, filepath.Join(home, "MCPs", "codeexec.db.owner"))
+	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+		t.Fatalf("the owner (pid %d) is not the codeexec this test started in a group of its own: pgid %d, %v", pid, pgid, err)
+	}
+	other, _ := harness.StartStdio(t, sharedEnv(home))
+	harness.Code(t, other, `kept = "still here"`)
+
+	if err := syscall.Kill(-pid, syscall.SIGTSTP); err != nil {
+		t.Fatalf("SIGTSTP to the owner's process group: %v", err)
+	}
+	// Whatever happens, the group runs again before the cleanups close it.
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGCONT) })
+	time.Sleep(500 * time.Millisecond) // a stop is delivered at once; give it time to show
+	for _, p := range groupMembers(t, pid) {
+		if p.state == "T" {
+			t.Errorf("process %d (%s) of the owner's group stopped on SIGTSTP", p.pid, p.comm)
+		}
+	}
+	// Longer than a lease (6 s): a stopped owner would have fenced the
+	// other process by now, and its memory calls would hang.
+	time.Sleep(7 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o, err := harness.CallRunPython(ctx, other, map[string]any{"code": `save_memory("during", 2); print(kept, load_memory("before"), load_memory("during"))`, "timeout": 20})
+	if err != nil || o.IsError || harness.Joined(o.Stdout()) != "still here 1 2" {
+		t.Errorf("the other client while the owner's group had SIGTSTP: %v %s", err, o.Text)
+	}
+	if strings.Contains(o.Text, "restore") || strings.Contains(o.Text, "restarted") {
+		t.Errorf("the other client's sandbox was stopped and brought back: %s", o.Text)
+	}
+	// The owner serves on too: a client stopped by Ctrl-Z finds it as it
+	// left it when it runs again.
+	if got := harness.Joined(harness.Code(t, owner, `print(load_memory("during"))`).Stdout()); got != "2" {
+		t.Errorf("the owner after SIGTSTP reads %q, want 2", got)
+	}
+}
+
+// groupMember is one process of a process group.
+type groupMember struct {
+	pid         int
+	comm, state string
+}
+
+// groupMembers lists the processes whose process group is pgid, from /proc.
+func groupMembers(t *testing.T, pgid int) []groupMember {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []groupMember
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+		s := string(b)
+		end := strings.LastIndexByte(s, ')')
+		if end < 0 {
+			continue
+		}
+		f := strings.Fields(s[end+1:])
+		if len(f) < 3 {
+			continue
+		}
+		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
+			out = append(out, groupMember{pid: pid, comm: s[strings.IndexByte(s, '(')+1 : end], state: f[0]})
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no process is in group %d", pgid)
+	}
+	return out
 }
