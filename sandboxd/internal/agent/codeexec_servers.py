@@ -88,7 +88,28 @@ def _server_module(meta):
         setattr(mod, t["alias"], _tool_function(meta["name"], t["name"], t["alias"], modname, t["description"]))
         names.append(t["alias"])
     mod.__all__ = names + ["TOOLS", "TOOL_MAP"]
+    if rt.load_error(meta) is not None:
+        mod.__getattr__ = _failed_server_getattr(meta, modname)
     return mod
+
+
+def _failed_server_getattr(meta, modname):
+    """The __getattr__ (PEP 562) of a module whose server failed to load:
+    `mcp.servers.<alias>.<tool>`, and `from mcp.servers.<alias> import
+    <tool>`, raise the error a call to the server raises, which says why,
+    instead of an AttributeError or ImportError that reads as if the tool
+    did not exist. Private and dunder names are plain AttributeErrors, as
+    the import system and introspection expect."""
+
+    def __getattr__(name):
+        if name.startswith("_"):
+            raise AttributeError("module %r has no attribute %r" % (modname, name))
+        exc = rt.load_error(meta)
+        err = type(exc)("server %r failed to load, so %s has no tool %r: %s" % (meta["name"], modname, name, exc))
+        err.code = exc.code
+        raise err
+
+    return __getattr__
 
 
 _mcp = None

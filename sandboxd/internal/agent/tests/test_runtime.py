@@ -418,6 +418,23 @@ class FailedServerTest(unittest.TestCase):
             "[None, %r]" % GHOST_ERROR,
         ])
 
+    def test_its_module_says_why_it_has_no_tools(self):
+        r = self.a.exec(
+            "import mcp.servers.ghost as g\n"
+            "for f in (lambda: g.read_file, lambda: exec('from mcp.servers.ghost import read_file')):\n"
+            "    try:\n"
+            "        f()\n"
+            "    except Exception as e:\n"
+            "        print(type(e).__name__, e.code, e)\n"
+            "print(g.TOOLS, hasattr(g, '_private'), hasattr(g, '__wrapped__'))\n"
+            "from mcp.servers.filesystem import read_file\n"
+            "print(read_file.__name__)\n",
+            servers=[FS, GHOST])
+        self.assertTrue(r.ok, r)
+        err = ("UnavailableError unavailable server 'ghost' failed to load, so mcp.servers.ghost has no tool "
+               "'read_file': " + GHOST_ERROR["message"])
+        self.assertEqual(r.stdout.splitlines(), [err, err, "[] False False", "read_file"])
+
     def test_capability_summary_says_which_failed(self):
         r = self.a.exec("print(runtime.capability_summary())", servers=[FS, GHOST])
         self.assertIn("Servers loaded now: filesystem, ghost (failed to load: %s)\n" % GHOST_ERROR["message"],
