@@ -3,6 +3,7 @@ package discoveryd_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/codeexec/codeexec/discoveryd"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 )
 
@@ -139,11 +141,12 @@ func TestSearchToolsError(t *testing.T) {
 
 func TestListServers(t *testing.T) {
 	t.Parallel()
+	cwd := t.TempDir()
 	e := start(t, map[string]any{
 		"fake":     fakeServer(t),
 		"9 Remote": map[string]any{"type": "sse", "url": "http://127.0.0.1:1/sse", "description": "an SSE server"},
 		"off":      map[string]any{"command": "x", "disabled": true},
-	}, nil)
+	}, func(c *discoveryd.Config) { c.Cwd = cwd })
 	// A broken file is reported; the good one still loads.
 	if err := os.WriteFile(filepath.Join(e.home, "MCPs", "broken.json"), []byte(`{"mcpServers": {`), 0o644); err != nil {
 		t.Fatal(err)
@@ -175,10 +178,14 @@ func TestListServers(t *testing.T) {
 		t.Errorf("fake = %v", s)
 	}
 
-	// Rescan: a new file adds a server; the broken file and an entry whose
-	// "disabled" cannot be read are reported.
+	// Rescan: a new file adds a server; the broken file, an entry whose
+	// "disabled" cannot be read and an item of Claude Code's
+	// disabledMcpServers that is not a name are reported, and the server
+	// that list names is left out.
 	writeJSON(t, filepath.Join(e.home, "MCPs", "more.json"), map[string]any{"mcpServers": map[string]any{"added-later": map[string]any{"command": "y"}, "fake": map[string]any{"command": "ignored"},
 		"half-off": map[string]any{"command": "z", "disabled": "yes"}}})
+	writeJSON(t, filepath.Join(e.home, ".claude.json"), map[string]any{"mcpServers": map[string]any{"claude-off": map[string]any{"command": "c"}},
+		"projects": map[string]any{cwd: map[string]any{"disabledMcpServers": []any{"claude-off", 7}}}})
 	resp, err = e.client.ListServers(ctx, &discoveryv1.ListServersRequest{Rescan: true})
 	if err != nil {
 		t.Fatal(err)
@@ -190,8 +197,9 @@ func TestListServers(t *testing.T) {
 	if strings.Join(names, ",") != "9 Remote,added-later,fake" {
 		t.Errorf("servers after rescan = %v", names)
 	}
-	if w := resp.GetWarnings(); len(w) != 2 || !strings.Contains(w[0], "broken.json: invalid JSON at line 1, column 17") ||
-		!strings.Contains(w[1], `more.json: server "half-off": "disabled" is the string "yes"; accepted: true or false`) {
-		t.Errorf("warnings after rescan = %q, want the broken file with its reason and position, then the entry with the field", w)
+	if w := resp.GetWarnings(); len(w) != 3 || !strings.Contains(w[0], "broken.json: invalid JSON at line 1, column 17") ||
+		!strings.Contains(w[1], `more.json: server "half-off": "disabled" is the string "yes"; accepted: true or false`) ||
+		!strings.Contains(w[2], `.claude.json: projects.`+strconv.Quote(cwd)+`.disabledMcpServers item 2 is a number (7), not a server name`) {
+		t.Errorf("warnings after rescan = %q, want the broken file with its reason and position, the entry with the field, then the list's item", w)
 	}
 }

@@ -93,9 +93,11 @@ type Result struct {
 	Servers []Server
 	// Warnings report broken files and unusable entries.
 	Warnings []Warning
-	// Skipped reports entries left out on purpose: disabled entries,
-	// entries that point at this bridge itself, and names that an earlier
-	// source already defined.
+	// Skipped reports entries left out on purpose: disabled entries
+	// ("disabled": true, "enabled": false, or named in the
+	// disabledMcpServers of ~/.claude.json's project), entries that point
+	// at this bridge itself, and names that an earlier source already
+	// defined.
 	Skipped []Warning
 }
 

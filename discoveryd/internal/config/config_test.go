@@ -276,6 +276,63 @@ env = { LEVEL = 3 }
 			wantSkipped: []string{`.mcp.json: server "user-only": already defined`},
 		},
 		{
+			name: "Claude Code: a server disabled for the project in /mcp is skipped, the project's own and user scope alike",
+			files: map[string]string{
+				"home/.claude.json": `{
+  "mcpServers": {"user-off": {"command": "u"}, "user-on": {"command": "v"}, "shared": {"command": "user-scope"}},
+  "disabledMcpServers": ["user-on"],
+  "projects": {
+    "@CWD@": {
+      "mcpServers": {"local-off": {"command": "l"}, "local-on": {"command": "m"}, "shared": {"command": "project-local"}, "broken-off": 5},
+      "disabledMcpServers": ["user-off", "local-off", "shared", "broken-off", "not-configured"]
+    },
+    "@CWD@/sub": {"disabledMcpServers": ["user-on", "local-on"]},
+    "/somewhere/else": {"disabledMcpServers": ["user-on", "local-on"]}
+  }
+}`,
+				// The list holds for ~/.claude.json alone.
+				"cwd/.mcp.json": `{"mcpServers": {"user-off": {"command": "team"}}}`,
+			},
+			want: []Server{
+				{Name: "local-on", Transport: TransportStdio, Command: "m", Source: "home/.claude.json"},
+				{Name: "user-off", Transport: TransportStdio, Command: "team", Source: "cwd/.mcp.json"},
+				{Name: "user-on", Transport: TransportStdio, Command: "v", Source: "home/.claude.json"},
+			},
+			wantSkipped: []string{
+				`.claude.json: server "broken-off": disabled for project @CWD@ in Claude Code (projects."@CWD@".disabledMcpServers)`,
+				`.claude.json: server "local-off": disabled for project @CWD@ in Claude Code (projects."@CWD@".disabledMcpServers)`,
+				`.claude.json: server "shared": disabled for project @CWD@ in Claude Code`,
+				`.claude.json: server "user-off": disabled for project @CWD@ in Claude Code (projects."@CWD@".disabledMcpServers)`,
+			},
+		},
+		{
+			name: "Claude Code: a disabledMcpServers that is not a list is warned about and disables nothing",
+			files: map[string]string{
+				"home/.claude.json": `{"mcpServers": {"a": {"command": "a"}}, "projects": {"@CWD@": {"disabledMcpServers": "a"}}}`,
+			},
+			want: []Server{{Name: "a", Transport: TransportStdio, Command: "a", Source: "home/.claude.json"}},
+			wantWarnings: []string{
+				`.claude.json: projects."@CWD@".disabledMcpServers is a string, not a list; accepted: a list of server names (strings), as Claude Code's /mcp writes it, so it disables no server`,
+			},
+		},
+		{
+			name: "Claude Code: an item of disabledMcpServers that is not a name is warned about; the names beside it still count",
+			files: map[string]string{
+				"home/.claude.json": `{"mcpServers": {"a": {"command": "a"}, "b": {"command": "b"}, "3": {"command": "c"}},
+  "projects": {"@CWD@": {"disabledMcpServers": ["a", 3, null, {"b": true}]}}}`,
+			},
+			want: []Server{
+				{Name: "3", Transport: TransportStdio, Command: "c", Source: "home/.claude.json"},
+				{Name: "b", Transport: TransportStdio, Command: "b", Source: "home/.claude.json"},
+			},
+			wantWarnings: []string{
+				`.claude.json: projects."@CWD@".disabledMcpServers item 2 is a number (3), not a server name; accepted: a list of server names (strings), as Claude Code's /mcp writes it, so it disables no server (the names beside it still do)`,
+				`projects."@CWD@".disabledMcpServers item 3 is null, not a server name`,
+				`projects."@CWD@".disabledMcpServers item 4 is an object ({"b":true}), not a server name`,
+			},
+			wantSkipped: []string{`.claude.json: server "a": disabled for project @CWD@ in Claude Code`},
+		},
+		{
 			name: "OpenCode: mcp with command lists, environment, enabled and remote servers",
 			files: map[string]string{
 				"home/.config/opencode/opencode.json": `{
@@ -347,10 +404,19 @@ env = { LEVEL = 3 }
 			if diff := cmp.Diff(tc.want, got.Servers, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("servers (-want +got):\n%s", diff)
 			}
-			checkNotes(t, "warning", tc.wantWarnings, got.Warnings)
-			checkNotes(t, "skipped", tc.wantSkipped, got.Skipped)
+			checkNotes(t, "warning", withCwd(tc.wantWarnings, opts.Cwd), got.Warnings)
+			checkNotes(t, "skipped", withCwd(tc.wantSkipped, opts.Cwd), got.Skipped)
 		})
 	}
+}
+
+// withCwd puts cwd for @CWD@ in each note, as writeFiles does in files.
+func withCwd(notes []string, cwd string) []string {
+	out := make([]string, len(notes))
+	for i, n := range notes {
+		out[i] = strings.ReplaceAll(n, "@CWD@", cwd)
+	}
+	return out
 }
 
 func checkNotes(t *testing.T, what string, want []string, got []Warning) {

@@ -33,6 +33,8 @@ func FuzzLoadFile(f *testing.F) {
   "mcp.servers": {"b": {"url": "http://x", "type": "sse"}},
 }`},
 		{2, `{"projects": {"/work": {"mcpServers": {"p": {"command": "p"}}}}, "mcpServers": {"u": {"command": "u"}}}`},
+		{2, `{"projects": {"/work": {"mcpServers": {"p": {"command": "p"}, "q": {"command": "q"}}, "disabledMcpServers": ["p", "u", 3, null]}}, "mcpServers": {"u": {"command": "u"}}}`},
+		{2, `{"projects": {"/work/project": {"disabledMcpServers": "u"}}, "mcpServers": {"u": {"command": "u"}}}`},
 		{3, `{"mcp": {"m": {"type": "local", "command": ["node", "s.js"], "environment": {"X": "1"}, "enabled": true}}}`},
 		{4, "[mcp_servers.docs]\ncommand = \"docs\"\nargs = [\"--x\"]\n[mcp_servers.off]\ncommand = \"o\"\ndisabled = true\n"},
 		{0, `{"mcpServers": {"self": {"command": "codeexec", "args": ["serve"]}, "bad": [], "cmd": {"command": {}}}}`},

@@ -33,29 +33,6 @@ var layouts = [][]string{
 // servers; the OpenCode layout skips them.
 var vsCodeMCPKeys = []string{"servers", "inputs"}
 
-// projectLayout returns where ~/.claude.json keeps the servers Claude Code
-// added for the project the bridge runs in ("local" scope, what `claude
-// mcp add` writes by default): projects.<dir>.mcpServers for the deepest
-// <dir> that is cwd or contains it. Claude Code prefers them to the
-// user-scope top-level "mcpServers", and so does the first-wins rule here.
-func projectLayout(doc map[string]any, cwd string) []string {
-	projects, ok := doc["projects"].(map[string]any)
-	if !ok || cwd == "" {
-		return nil
-	}
-	best := ""
-	for dir := range projects {
-		clean := filepath.Clean(dir)
-		if (cwd == clean || strings.HasPrefix(cwd, strings.TrimSuffix(clean, "/")+"/")) && len(dir) > len(best) {
-			best = dir
-		}
-	}
-	if best == "" {
-		return nil
-	}
-	return []string{"projects", best, "mcpServers"}
-}
-
 // loadFile parses one config file. Problems go to res; the servers that
 // could be parsed are returned. serversOnly is Source.ServersOnly.
 func loadFile(path string, serversOnly bool, opts Options, res *Result) []Server {
@@ -73,8 +50,11 @@ func loadFile(path string, serversOnly bool, opts Options, res *Result) []Server
 	seen := map[string]bool{}
 	var out []Server
 	all := layouts
-	if p := projectLayout(doc, opts.Cwd); p != nil {
-		all = append([][]string{p}, layouts...)
+	var disabled map[string]bool
+	project := projectKey(doc, opts.Cwd)
+	if project != "" {
+		all = append([][]string{projectLayout(project)}, layouts...)
+		disabled = projectDisabled(doc, project, path, res)
 	}
 	found := false
 	for _, layout := range all {
@@ -99,6 +79,11 @@ func loadFile(path string, serversOnly bool, opts Options, res *Result) []Server
 				// name, which no call could name.
 				res.Warnings = append(res.Warnings, Warning{Path: path, Server: name,
 					Reason: fmt.Sprintf("a server under %q has an empty name: give it a name (its key) to use it", strings.Join(layout, "."))})
+				continue
+			}
+			if disabled[name] {
+				res.Skipped = append(res.Skipped, Warning{Path: path, Server: name,
+					Reason: fmt.Sprintf("disabled for project %s in Claude Code (%s)", project, disabledKey(project))})
 				continue
 			}
 			s, skip, err := parseEntry(name, m[name], fileDesc, opts)
