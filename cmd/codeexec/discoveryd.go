@@ -31,7 +31,7 @@ func bindDiscovery(fs *flagenv.Set, c *discoveryd.Config, getenv func(string) st
 	c.Home = getenv("HOME")
 	c.Cwd, _ = os.Getwd()
 	c.Getenv = getenv
-	fs.String(&c.ServersConfig, "servers-config", "", "extra JSON or TOML file of mcpServers, loaded after every other source", "MCP_SERVERS_CONFIG")
+	fs.Path(&c.ServersConfig, "servers-config", "extra JSON or TOML file of mcpServers, loaded after every other source", "MCP_SERVERS_CONFIG")
 	fs.Bool(&c.AllowSelfServer, "allow-self-server", false, "keep server configs that would launch codeexec itself", "MCP_BRIDGE_ALLOW_SELF_SERVER")
 	fs.Duration(&c.CallTimeout, "tool-timeout", discoveryd.DefaultCallTimeout, "timeout of one upstream MCP tool call", "CODEEXEC_TOOL_TIMEOUT")
 	fs.Duration(&c.SearchIndexWait, "search-index-wait", discoveryd.DefaultSearchIndexWait, "how long a search waits for servers that have not listed their tools yet", "CODEEXEC_SEARCH_INDEX_WAIT")

@@ -137,7 +137,7 @@ type httpSettings struct {
 func bindHTTP(fs *flagenv.Set, h *httpSettings, c *gateway.Config) {
 	a := &c.Auth
 	fs.String(&h.addr, "http", "", "serve MCP over streamable HTTP at ADDR/mcp instead of stdio; a bare :PORT binds 127.0.0.1, port 0 a free port (named in the log)", "CODEEXEC_HTTP")
-	fs.String(&a.TokensFile, "tokens-file", "", "file of accepted bearer tokens, one \"sha256:<hex> TENANT\" per line (make lines with: codeexec token add TENANT); reloaded on change", "CODEEXEC_TOKENS_FILE")
+	fs.Path(&a.TokensFile, "tokens-file", "file of accepted bearer tokens, one \"sha256:<hex> TENANT\" per line (make lines with: codeexec token add TENANT); reloaded on change", "CODEEXEC_TOKENS_FILE")
 	fs.String(&a.JWTIssuer, "jwt-issuer", "", "accept JWTs from this OAuth issuer (its \"iss\"); needs --jwks-url and --jwt-audience", "CODEEXEC_JWT_ISSUER")
 	fs.String(&a.JWKSURL, "jwks-url", "", "the issuer's JWKS URL, for checking JWT signatures", "CODEEXEC_JWKS_URL")
 	fs.String(&a.JWTAudience, "jwt-audience", "", "the \"aud\" JWTs must carry: this server's resource URL", "CODEEXEC_JWT_AUDIENCE")

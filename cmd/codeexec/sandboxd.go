@@ -174,7 +174,7 @@ func bindSandboxTimeouts(fs *flagenv.Set, c *sandboxd.Config) {
 func bindContainers(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.String(&cs.runtimeArgs, "runtime-args", "", "extra arguments for `podman run` / `docker run`, space-separated, e.g. --runtime=runsc for gVisor", "CODEEXEC_RUNTIME_ARGS")
 	fs.Var(&cs.runtimeArg, "runtime-arg", "one extra argument for `podman run` / `docker run`; repeat for more (added after --runtime-args)")
-	fs.String(&c.AgentRoot, "agent-root", "", "directory for the sandbox agent's files (default: the temp dir); when sandboxd runs in a container with the host's engine socket, a host path mounted at the same path", "CODEEXEC_AGENT_ROOT")
+	fs.Path(&c.AgentRoot, "agent-root", "directory for the sandbox agent's files (default: the temp dir); when sandboxd runs in a container with the host's engine socket, a host path mounted at the same path", "CODEEXEC_AGENT_ROOT")
 }
 
 // apply copies the parsed container settings into c.

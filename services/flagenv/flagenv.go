@@ -1,14 +1,14 @@
 // Package flagenv fills flag sets from environment variables, so that every
 // setting has one flag and the upstream MCP_BRIDGE_* names keep working.
 // Durations accept Go syntax ("30s") and bare seconds ("30"); sizes accept
-// "512m", "1g", "64k" and plain bytes.
+// "512m", "1g", "64k" and plain bytes; paths take a leading ~ as HOME and
+// are made absolute (Path).
 package flagenv
 
 import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -116,16 +116,6 @@ func (s *Set) Duration(p *time.Duration, name string, def time.Duration, u strin
 func (s *Set) Bytes(p *int64, name string, def int64, u string, envs ...string) {
 	*p = fromEnv(s, envs, def, ParseBytes)
 	s.Var((*bytesValue)(p), name, usage(u, envs))
-}
-
-// ExpandHome turns a leading "~" or "~/" of the path p into home, as a
-// shell would have for a value set in a JSON client config, which no shell
-// reads. Without a home, and for "~user", p is returned as it is.
-func ExpandHome(p, home string) string {
-	if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
-		return filepath.Join(home, strings.TrimPrefix(p, "~"))
-	}
-	return p
 }
 
 // ParseBool accepts 1/true/yes/on and 0/false/no/off.

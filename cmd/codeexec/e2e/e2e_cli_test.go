@@ -149,22 +149,7 @@ func TestE2EStateDirIsResolvedOnce(t *testing.T) {
 			t.Parallel()
 			home, cwd := t.TempDir(), t.TempDir()
 			expand := strings.NewReplacer("$HOME", home, "$CWD", cwd).Replace
-			var env []string
-			for _, kv := range harness.BaseEnv(t, map[string]string{"HOME": home}) {
-				k, _, _ := strings.Cut(kv, "=")
-				if v, ok := tc.env[k]; ok {
-					if v == "" {
-						continue // unset
-					}
-					kv = k + "=" + v
-				}
-				env = append(env, kv)
-			}
-			for k, v := range tc.env {
-				if v != "" && !slices.Contains(env, k+"="+v) {
-					env = append(env, k+"="+v)
-				}
-			}
+			env := homeEnv(t, home, tc.env)
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, harness.Binary, "serve")
@@ -206,4 +191,27 @@ func TestE2EStateDirIsResolvedOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// homeEnv is the binary's environment with HOME=home and set over it,
+// where an empty value unsets the variable.
+func homeEnv(t *testing.T, home string, set map[string]string) []string {
+	t.Helper()
+	var env []string
+	for _, kv := range harness.BaseEnv(t, map[string]string{"HOME": home}) {
+		k, _, _ := strings.Cut(kv, "=")
+		if v, ok := set[k]; ok {
+			if v == "" {
+				continue // unset
+			}
+			kv = k + "=" + v
+		}
+		env = append(env, kv)
+	}
+	for k, v := range set {
+		if v != "" && !slices.Contains(env, k+"="+v) {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }

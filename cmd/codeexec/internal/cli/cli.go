@@ -111,9 +111,9 @@ func strayArgs(fs *flagenv.Set, name string, args []string) string {
 
 // BindGRPCTLS binds the mutual TLS files of the split services' gRPC.
 func BindGRPCTLS(fs *flagenv.Set, c *grpctls.Config) {
-	fs.String(&c.CertFile, "grpc-tls-cert", "", "gRPC between services: this process's certificate (PEM), served and shown to peers", "CODEEXEC_GRPC_TLS_CERT")
-	fs.String(&c.KeyFile, "grpc-tls-key", "", "gRPC between services: the certificate's private key (PEM)", "CODEEXEC_GRPC_TLS_KEY")
-	fs.String(&c.CAFile, "grpc-tls-ca", "", "gRPC between services: the CA bundle (PEM) that peers' certificates must chain to", "CODEEXEC_GRPC_TLS_CA")
+	fs.Path(&c.CertFile, "grpc-tls-cert", "gRPC between services: this process's certificate (PEM), served and shown to peers", "CODEEXEC_GRPC_TLS_CERT")
+	fs.Path(&c.KeyFile, "grpc-tls-key", "gRPC between services: the certificate's private key (PEM)", "CODEEXEC_GRPC_TLS_KEY")
+	fs.Path(&c.CAFile, "grpc-tls-ca", "gRPC between services: the CA bundle (PEM) that peers' certificates must chain to", "CODEEXEC_GRPC_TLS_CA")
 }
 
 // DialService connects a client command (health, backup, import) to a

@@ -42,7 +42,7 @@ func (c *ImportUpstreamCommand) Run(ctx context.Context, args []string, e cli.En
 	if len(args) == 1 {
 		dir = args[0]
 	}
-	dir, err := absPath(dir, e.Getenv("HOME"), "upstream state dir", "pass the directory (the one holding user_tools/) after the flags")
+	dir, err := flagenv.AbsPath(dir, e.Getenv("HOME"), "upstream state dir", "pass the directory (the one holding user_tools/) after the flags")
 	if err != nil {
 		return err
 	}

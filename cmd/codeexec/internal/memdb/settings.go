@@ -5,9 +5,7 @@
 package memdb
 
 import (
-	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/codeexec/codeexec/memoryd"
 	"github.com/codeexec/codeexec/services/flagenv"
@@ -36,7 +34,7 @@ func BindStateDir(fs *flagenv.Set, s *Settings, getenv func(string) string) {
 	bindStoreURL(fs, &s.memory.Store, "store", "PostgreSQL URL for memory, saved tools and session checkpoints instead of the bbolt file, "+
 		"e.g. postgres://codeexec@db1,db2/codeexec?target_session_attrs=read-write&sslmode=verify-full; "+
 		"the password comes from PGPASSWORD, a PGPASSFILE or --store-password-file, never from the URL on the command line", "CODEEXEC_STORE", getenv)
-	fs.String(&s.memory.StorePasswordFile, "store-password-file", "", "file holding the PostgreSQL password (read for each new connection, so a rotated secret is picked up)", "CODEEXEC_STORE_PASSWORD_FILE")
+	fs.Path(&s.memory.StorePasswordFile, "store-password-file", "file holding the PostgreSQL password (read for each new connection, so a rotated secret is picked up)", "CODEEXEC_STORE_PASSWORD_FILE")
 	fs.Duration(&s.memory.StoreWait, "store-wait", memoryd.DefaultStoreWait, "with --store: how long a call waits while the database is unreachable or failing over, and how long memoryd waits for it at start", "CODEEXEC_STORE_WAIT")
 }
 
@@ -56,7 +54,7 @@ func BindMemory(fs *flagenv.Set, s *Settings) {
 // too); unresolved, it is left empty.
 func (s *Settings) Resolve(inServe bool) error {
 	if inServe || (s.memory.Path == "" && s.memory.Store == "") {
-		dir, err := absPath(s.StateDir, s.home, "state directory", "set MCP_BRIDGE_STATE_DIR (--state-dir) to an absolute directory, e.g. /var/lib/codeexec")
+		dir, err := flagenv.AbsPath(s.StateDir, s.home, "state directory", "set MCP_BRIDGE_STATE_DIR (--state-dir) to an absolute directory, e.g. /var/lib/codeexec")
 		if err != nil {
 			return err
 		}
@@ -65,30 +63,13 @@ func (s *Settings) Resolve(inServe bool) error {
 		s.StateDir = ""
 	}
 	if s.memory.Path != "" {
-		db, err := absPath(s.memory.Path, s.home, "memory database", "set CODEEXEC_DB (--db) to an absolute path, e.g. /var/lib/codeexec/codeexec.db")
+		db, err := flagenv.AbsPath(s.memory.Path, s.home, "memory database", "set CODEEXEC_DB (--db) to an absolute path, e.g. /var/lib/codeexec/codeexec.db")
 		if err != nil {
 			return err
 		}
 		s.memory.Path = db
 	}
 	return nil
-}
-
-// absPath is p with a leading ~ expanded with home, made absolute; what
-// names the path for an error, and fix says how to give another.
-func absPath(p, home, what, fix string) (string, error) {
-	p = flagenv.ExpandHome(p, home)
-	if strings.HasPrefix(p, "~") {
-		if p == "~" || strings.HasPrefix(p, "~/") {
-			return "", fmt.Errorf("%s %s starts with ~ and HOME is not set: %s, or set HOME", what, p, fix)
-		}
-		return "", fmt.Errorf("%s %s starts with ~user, which codeexec does not expand (only ~ and ~/, to HOME): %s", what, p, fix)
-	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", fmt.Errorf("%s %s: %w", what, p, err)
-	}
-	return abs, nil
 }
 
 // Config is memoryd's configuration, once Resolve has made the paths

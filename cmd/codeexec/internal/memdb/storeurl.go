@@ -41,6 +41,11 @@ func (u storeURL) Set(v string) error {
 	return nil
 }
 
+// isStoreURL reports whether v is a PostgreSQL URL, not a bbolt file.
+func isStoreURL(v string) bool {
+	return strings.HasPrefix(v, "postgres://") || strings.HasPrefix(v, "postgresql://")
+}
+
 // urlHasPassword reports whether a postgres:// URL names a password, in
 // its user info (user:password@) or as a password= parameter.
 func urlHasPassword(v string) bool {
