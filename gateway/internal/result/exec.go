@@ -161,10 +161,28 @@ func lostNote(r *sandboxv1.ExecResult) string {
 }
 
 // RestoreNotice says, in one line, that the call ran in a sandbox rebuilt
-// from the session's checkpoint: why, what came back, what did not, and
-// whether the last call's effects were rolled back.
+// from the session's checkpoint: why, what came back, what did not, the
+// calls after the checkpoint whose own checkpoints were not stored, and
+// whether the last call's effects were rolled back; or, when no checkpoint
+// had been stored though calls ran, that the session starts fresh.
 func RestoreNotice(r *sandboxv1.RestoreReport) string {
 	var b strings.Builder
+	if r.GetCalls() == 0 && len(r.GetNames()) == 0 && r.GetMissed() > 0 {
+		// There was no checkpoint: nothing came back at all.
+		b.WriteString("the session's sandbox was replaced")
+		if r.GetReason() != "" {
+			b.WriteString(" (" + r.GetReason() + ")")
+		}
+		if n := r.GetMissed(); n == 1 {
+			b.WriteString(" before any checkpoint of it was stored: the effects of its earlier call are gone and it starts fresh")
+		} else {
+			fmt.Fprintf(&b, " before any checkpoint of it was stored: the effects of its %d earlier calls are gone and it starts fresh", n)
+		}
+		if why := r.GetMissedWhy(); why != "" {
+			b.WriteString(" (" + why + ")")
+		}
+		return b.String()
+	}
 	b.WriteString("restored the session from its checkpoint")
 	if r.GetReason() != "" {
 		b.WriteString(" (" + r.GetReason() + ")")
@@ -180,6 +198,16 @@ func RestoreNotice(r *sandboxv1.RestoreReport) string {
 			parts[i] = l.GetName() + " (" + l.GetKind() + ")"
 		}
 		b.WriteString("; not restored: " + listed(parts, 8))
+	}
+	if n := r.GetMissed(); n > 0 {
+		if n == 1 {
+			b.WriteString("; the effects of the call after that checkpoint are gone too, as its checkpoint was not stored")
+		} else {
+			fmt.Fprintf(&b, "; the effects of the %d calls after that checkpoint are gone too, as none of their checkpoints was stored", n)
+		}
+		if why := r.GetMissedWhy(); why != "" {
+			b.WriteString(" (" + why + ")")
+		}
 	}
 	if r.GetRolledBack() {
 		b.WriteString("; the interrupted call's effects were rolled back")

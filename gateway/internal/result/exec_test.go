@@ -128,3 +128,27 @@ func TestThousands(t *testing.T) {
 		}
 	}
 }
+
+func TestRestoreNotice(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		r    *sandboxv1.RestoreReport
+		want string
+	}{
+		{"all came back", &sandboxv1.RestoreReport{Reason: "idle", Names: []string{"x"}, Calls: 3},
+			"restored the session from its checkpoint (idle): x"},
+		{"one call missed, one rolled back", &sandboxv1.RestoreReport{Reason: "crash", Names: []string{"x"}, Calls: 1, Missed: 1, MissedWhy: "too big", RolledBack: true},
+			"restored the session from its checkpoint (crash): x; the effects of the call after that checkpoint are gone too, as its checkpoint was not stored (too big); the interrupted call's effects were rolled back"},
+		{"an empty checkpoint and calls missed", &sandboxv1.RestoreReport{Reason: "crash", Calls: 2, Missed: 3},
+			"restored the session from its checkpoint (crash): nothing to restore; the effects of the 3 calls after that checkpoint are gone too, as none of their checkpoints was stored"},
+		{"no checkpoint, one call", &sandboxv1.RestoreReport{Reason: "crash", Missed: 1, MissedWhy: "too big", RolledBack: true},
+			"the session's sandbox was replaced (crash) before any checkpoint of it was stored: the effects of its earlier call are gone and it starts fresh (too big)"},
+		{"no checkpoint, calls", &sandboxv1.RestoreReport{Missed: 4},
+			"the session's sandbox was replaced before any checkpoint of it was stored: the effects of its 4 earlier calls are gone and it starts fresh"},
+	} {
+		if got := RestoreNotice(tt.r); got != tt.want {
+			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)
+		}
+	}
+}

@@ -192,5 +192,5 @@ func restoreToProto(r *session.RestoreReport) *sandboxv1.RestoreReport {
 	for _, l := range r.Lost {
 		lost = append(lost, &sandboxv1.LostName{Name: l.Name, Kind: l.Type, Why: l.Why})
 	}
-	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Lost: lost, RolledBack: r.RolledBack, Calls: r.Calls}
+	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Lost: lost, RolledBack: r.RolledBack, Calls: r.Calls, Missed: r.Missed, MissedWhy: r.MissedWhy}
 }

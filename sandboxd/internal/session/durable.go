@@ -54,6 +54,10 @@ type dstate struct {
 	// notDurable is why the last checkpoint failed ("" when it was
 	// stored); reported is what the caller was last told.
 	notDurable, reported string
+	// refusedWhy is why the last checkpoint was not stored, as the agent
+	// or the store said it ("" once one is): a restore says it when the
+	// calls since the stored checkpoint are lost with the sandbox.
+	refusedWhy string
 	// reason says why the session's sandbox went away, for the next
 	// restore's report; interrupted that the exec it was running did not
 	// finish, so its effects are lost.
@@ -180,11 +184,11 @@ func (m *Manager) commit(s *Session, sb *sandbox, f *channel.Checkpoint, chunks 
 		seq = s.d.seqs[0]
 	}
 	s.dmu.Unlock()
-	ok, notDurable := true, ""
+	ok, notDurable, why := true, "", ""
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StartTimeout)
 	defer cancel()
 	if f.Error != "" {
-		ok, notDurable = false, refusedText(f.Error)
+		ok, notDurable, why = false, refusedText(f.Error), f.Error
 		_ = m.cfg.Durable.Sessions.NotDurable(ctx, held, f.Error)
 	} else if err := m.cfg.Durable.Sessions.Commit(ctx, held, f.Manifest, chunks, seq, m.cfg.Durable.CheckpointBytes); errors.Is(err, durable.ErrLost) {
 		// Another replica took the session: this copy must not run on.
@@ -193,12 +197,13 @@ func (m *Manager) commit(s *Session, sb *sandbox, f *channel.Checkpoint, chunks 
 		ok = false
 	} else if err != nil {
 		s.logger().Warn("could not store the session's checkpoint", logkeys.Error, err)
-		ok, notDurable = false, "the checkpoint could not be stored ("+err.Error()+")"
+		why = "the checkpoint could not be stored (" + err.Error() + ")"
+		ok, notDurable = false, why
 	}
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
 	if !sb.supersededBy(f.Exec) {
-		s.d.notDurable = notDurable
+		s.d.notDurable, s.d.refusedWhy = notDurable, why
 	}
 	s.doneCommit()
 	return ok
@@ -227,7 +232,7 @@ func (s *Session) noteRefused(why string) {
 	}
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
-	s.d.notDurable = refusedText(why)
+	s.d.notDurable, s.d.refusedWhy = refusedText(why), why
 }
 
 // takeNotDurable returns the not-durable reason to report with a result:
@@ -284,7 +289,8 @@ func (m *Manager) clearCheckpoint(ctx context.Context, s *Session) error {
 	s.dmu.Unlock()
 	// The session's turn is held and its committer gone: nothing else
 	// writes held now.
-	err := m.cfg.Durable.Sessions.Commit(ctx, held, nil, nil, held.State.Seq, 0)
+	// It reflects every exec so far: none of them is missed by it.
+	err := m.cfg.Durable.Sessions.Commit(ctx, held, nil, nil, s.Info().ExecCount, 0)
 	if errors.Is(err, durable.ErrLost) {
 		m.forget(s)
 		return fmt.Errorf("%w: session %s was taken over by another sandbox replica meanwhile; reset it again", ErrNotFound, s.id)
@@ -294,7 +300,7 @@ func (m *Manager) clearCheckpoint(ctx context.Context, s *Session) error {
 	}
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
-	s.d.reason, s.d.interrupted, s.d.notDurable, s.d.reported = "", false, "", ""
+	s.d.reason, s.d.interrupted, s.d.notDurable, s.d.reported, s.d.refusedWhy = "", false, "", "", ""
 	return nil
 }
 

@@ -21,6 +21,11 @@ type RestoreReport struct {
 	RolledBack bool
 	// Calls counts the calls the checkpoint reflects.
 	Calls uint64
+	// Missed counts the calls that finished after the checkpoint but are
+	// not in it (their checkpoints were refused or not stored), so their
+	// effects are gone; MissedWhy is why the last of them was not stored.
+	Missed    uint64
+	MissedWhy string
 }
 
 // restore rebuilds the session in sb from its last checkpoint, or returns
@@ -30,7 +35,7 @@ type RestoreReport struct {
 func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *ExecEnv, saved *savedTools) (_ *RestoreReport, err error) {
 	s.waitCommit(m.cfg.StartTimeout)
 	s.dmu.Lock()
-	held, reason, interrupted := s.d.held, s.d.reason, s.d.interrupted
+	held, reason, interrupted, why := s.d.held, s.d.reason, s.d.interrupted, s.d.refusedWhy
 	s.d.reason, s.d.interrupted = "", false
 	s.dmu.Unlock()
 	defer func() {
@@ -38,8 +43,17 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *Exe
 			s.lost(reason, interrupted)
 		}
 	}()
-	if held == nil || len(held.State.Manifest) == 0 {
+	if held == nil {
 		return nil, nil
+	}
+	missed := missedCalls(s.Info().ExecCount, held.State.Seq, interrupted)
+	if len(held.State.Manifest) == 0 {
+		if reason == "" || missed == 0 {
+			return nil, nil // nothing was lost, so there is nothing to say
+		}
+		// No checkpoint to restore, though calls ran: their effects are
+		// gone, and the session must not look as if it went on.
+		return &RestoreReport{Reason: reason, RolledBack: interrupted, Calls: held.State.Seq, Missed: missed, MissedWhy: why}, nil
 	}
 	chunks, err := m.cfg.Durable.Sessions.Chunks(ctx, held)
 	if err != nil {
@@ -60,7 +74,20 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *Exe
 	for i := range lost[len(r.Unsaved):] {
 		lost[len(r.Unsaved)+i].Type = "not restored"
 	}
-	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: held.State.Seq}, nil
+	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: held.State.Seq, Missed: missed, MissedWhy: why}, nil
+}
+
+// missedCalls counts the calls a checkpoint reflecting seq of the
+// session's execs finished calls does not hold, leaving out the last one
+// when it was interrupted (it is rolled back, and reported as such).
+func missedCalls(execs, seq uint64, interrupted bool) uint64 {
+	if interrupted && execs > 0 {
+		execs--
+	}
+	if execs <= seq {
+		return 0
+	}
+	return execs - seq
 }
 
 // awaitRestored waits for the agent's report on a restore, and serves the

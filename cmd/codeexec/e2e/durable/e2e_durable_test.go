@@ -342,3 +342,59 @@ func TestE2ECancelledCallIsRestoredNotReset(t *testing.T) {
 		})
 	}
 }
+
+// A checkpoint refused for its size leaves the session on the one before
+// it; when the sandbox then dies, the restore says which calls' effects
+// that checkpoint lacks, or, when no checkpoint was ever stored, that the
+// session starts fresh, instead of nothing or only the interrupted call.
+func TestE2ERestoreSaysWhatRefusedCheckpointsCost(t *testing.T) {
+	t.Parallel()
+	// A 1 MiB cap on a checkpoint: a 2 MiB value is refused.
+	env := map[string]string{"CODEEXEC_CHECKPOINT_BYTES": "1048576"}
+	const huge = "import os\nhuge = os.urandom(2 << 20)"
+	const crash = "import os\nos._exit(1)"
+	t.Run("an earlier checkpoint", func(t *testing.T) {
+		t.Parallel()
+		c, _ := harness.StartStdio(t, env)
+		harness.Code(t, c, "small = 1")
+		harness.Code(t, c, huge)
+		// The checkpoint follows the result, so the next result reports it.
+		if o := harness.Code(t, c, "small = 2\nnewvar = 3"); !strings.Contains(o.Text, "not durable") {
+			t.Fatalf("the refused checkpoint was not reported: %s", o.Text)
+		}
+		if o := harness.RunPython(t, c, map[string]any{"code": crash}); !o.IsError {
+			t.Fatalf("os._exit succeeded: %s", o.Text)
+		}
+		o := harness.Code(t, c, "print(small, 'newvar' in globals(), 'huge' in globals())")
+		if got := harness.Joined(o.Stdout()); got != "1 False False" {
+			t.Fatalf("after the crash: %q, want the first call's state: %s", got, o.Text)
+		}
+		for _, s := range []string{"restored the session from its checkpoint", "small",
+			"the effects of the 2 calls after that checkpoint are gone too", "over the", "rolled back"} {
+			if !strings.Contains(o.Text, s) {
+				t.Errorf("the restore notice does not say %q: %s", s, o.Text)
+			}
+		}
+	})
+	t.Run("no checkpoint", func(t *testing.T) {
+		t.Parallel()
+		c, _ := harness.StartStdio(t, env)
+		harness.Code(t, c, "small = 1\n"+huge)
+		harness.Code(t, c, "small = 2")
+		if o := harness.RunPython(t, c, map[string]any{"code": crash}); !o.IsError {
+			t.Fatalf("os._exit succeeded: %s", o.Text)
+		}
+		o := harness.Code(t, c, "print('small' in globals())")
+		if got := harness.Joined(o.Stdout()); got != "False" {
+			t.Fatalf("after the crash: %q: %s", got, o.Text)
+		}
+		for _, s := range []string{"before any checkpoint of it was stored", "the effects of its 2 earlier calls are gone", "starts fresh", "over the"} {
+			if !strings.Contains(o.Text, s) {
+				t.Errorf("the notice does not say %q: %s", s, o.Text)
+			}
+		}
+		if strings.Contains(o.Text, "restored the session") {
+			t.Errorf("the notice says the session was restored, though nothing was: %s", o.Text)
+		}
+	})
+}

@@ -835,7 +835,14 @@ type RestoreReport struct {
 	// timeout or a crash): its effects are not in the checkpoint.
 	RolledBack bool `protobuf:"varint,4,opt,name=rolled_back,json=rolledBack,proto3" json:"rolled_back,omitempty"`
 	// calls counts the calls whose effects the checkpoint holds.
-	Calls         uint64 `protobuf:"varint,5,opt,name=calls,proto3" json:"calls,omitempty"`
+	Calls uint64 `protobuf:"varint,5,opt,name=calls,proto3" json:"calls,omitempty"`
+	// missed counts the calls that finished after the checkpoint and whose
+	// effects it does not hold: their checkpoints were refused or could not
+	// be stored (missed_why says why), so those effects are gone. An
+	// interrupted call (rolled_back) is not among them.
+	Missed uint64 `protobuf:"varint,6,opt,name=missed,proto3" json:"missed,omitempty"`
+	// missed_why is why the last of those checkpoints was not stored.
+	MissedWhy     string `protobuf:"bytes,7,opt,name=missed_why,json=missedWhy,proto3" json:"missed_why,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -903,6 +910,20 @@ func (x *RestoreReport) GetCalls() uint64 {
 		return x.Calls
 	}
 	return 0
+}
+
+func (x *RestoreReport) GetMissed() uint64 {
+	if x != nil {
+		return x.Missed
+	}
+	return 0
+}
+
+func (x *RestoreReport) GetMissedWhy() string {
+	if x != nil {
+		return x.MissedWhy
+	}
+	return ""
 }
 
 // LostName is one name a restore could not bring back.
@@ -1475,14 +1496,17 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\vnot_durable\x18\f \x01(\tR\n" +
 	"notDurable\x12\x18\n" +
 	"\adurable\x18\r \x01(\bR\adurable\x12\x14\n" +
-	"\x05ended\x18\x0e \x01(\bR\x05ended\"\xa7\x01\n" +
+	"\x05ended\x18\x0e \x01(\bR\x05ended\"\xde\x01\n" +
 	"\rRestoreReport\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
 	"\x04lost\x18\x03 \x03(\v2\x1d.codeexec.sandbox.v1.LostNameR\x04lost\x12\x1f\n" +
 	"\vrolled_back\x18\x04 \x01(\bR\n" +
 	"rolledBack\x12\x14\n" +
-	"\x05calls\x18\x05 \x01(\x04R\x05calls\"D\n" +
+	"\x05calls\x18\x05 \x01(\x04R\x05calls\x12\x16\n" +
+	"\x06missed\x18\x06 \x01(\x04R\x06missed\x12\x1d\n" +
+	"\n" +
+	"missed_why\x18\a \x01(\tR\tmissedWhy\"D\n" +
 	"\bLostName\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
