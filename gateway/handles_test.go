@@ -76,6 +76,15 @@ func TestModernRequestsUseHandles(t *testing.T) {
 	if bad := modernCall(t, g, map[string]any{"code": "e", "session": 7}); bad["status"] != "validation_error" {
 		t.Errorf("a number as session: %v", bad)
 	}
+	// A value no handle looks like is refused before sandboxd is asked,
+	// and is not handed back as if it were the session's handle.
+	bad := modernCall(t, g, map[string]any{"code": "f", "session": "not a handle / at all"})
+	if bad["status"] != "validation_error" || bad["session"] != nil || !strings.Contains(bad["_text"].(string), "pass the handle an earlier result gave") {
+		t.Errorf("a malformed handle: %v", bad)
+	}
+	if _, _, after := f.snapshot(); len(after) != len(execs)+1 {
+		t.Errorf("%d execs after the unknown and the malformed handle, want %d: only the unknown one reaches sandboxd", len(after), len(execs)+1)
+	}
 }
 
 // A legacy client's results carry no handle, unless it names a session,

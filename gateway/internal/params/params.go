@@ -9,6 +9,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/codeexec/codeexec/services/dial"
 )
@@ -129,9 +131,30 @@ func Parse(args map[string]any, lim Limits) (p RunPython, msg string, ok bool) {
 		if len(h) > MaxSessionBytes {
 			return RunPython{}, fmt.Sprintf("'session' is %d bytes long; a session handle has at most %d", len(h), MaxSessionBytes), false
 		}
+		if i := strings.IndexFunc(h, notHandleRune); i >= 0 {
+			// Not echoed: the value is not a handle, and a client that
+			// copies the result's handle must not take it for one.
+			return RunPython{}, fmt.Sprintf("'session' holds %s at byte %d, which no session handle has; pass the handle an earlier result gave (structuredContent.session: letters, digits, '-', '_' and '.'), or leave 'session' out to start a new session", describeRune(h, i), i), false
+		}
 		p.Session = h
 	}
 	return p, "", true
+}
+
+// notHandleRune reports whether r can be in no session handle. codeexec's
+// handles are 32 hex digits; the set accepted is wider, so that a handle
+// of another form (a future one) is asked about, not refused here.
+func notHandleRune(r rune) bool {
+	return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '-' && r != '_' && r != '.'
+}
+
+// describeRune names the character of s at byte i for a message.
+func describeRune(s string, i int) string {
+	r, _ := utf8.DecodeRuneInString(s[i:])
+	if r == utf8.RuneError || !unicode.IsPrint(r) || unicode.IsSpace(r) {
+		return fmt.Sprintf("the character %U", r)
+	}
+	return fmt.Sprintf("%q", r)
 }
 
 // jsonType names the JSON type of a decoded value, as a message would.

@@ -42,6 +42,13 @@ func TestParse(t *testing.T) {
 		{name: "timeout huge", args: map[string]any{"code": "x", "timeout": 1e300}, wantTimeout: 120},
 		{name: "timeout clamped zero", args: map[string]any{"code": "x", "timeout": 0}, wantTimeout: 1},
 		{name: "timeout clamped negative", args: map[string]any{"code": "x", "timeout": -4.0}, wantTimeout: 1},
+		{name: "a handle", args: map[string]any{"code": "x", "session": " 0f3a9c2e1b7d4e6f8a0b1c2d3e4f5a6b "}, wantTimeout: 30},
+		{name: "a handle with a slash", args: map[string]any{"code": "x", "session": "not a handle / at all"},
+			wantMsg: "'session' holds the character U+0020 at byte 3, which no session handle has; pass the handle an earlier result gave (structuredContent.session: letters, digits, '-', '_' and '.'), or leave 'session' out to start a new session"},
+		{name: "a handle with NUL", args: map[string]any{"code": "x", "session": "ab\x00cd"},
+			wantMsg: "'session' holds the character U+0000 at byte 2, which no session handle has; pass the handle an earlier result gave (structuredContent.session: letters, digits, '-', '_' and '.'), or leave 'session' out to start a new session"},
+		{name: "a handle with a slash only", args: map[string]any{"code": "x", "session": "ab/cd"},
+			wantMsg: "'session' holds '/' at byte 2, which no session handle has; pass the handle an earlier result gave (structuredContent.session: letters, digits, '-', '_' and '.'), or leave 'session' out to start a new session"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
