@@ -96,6 +96,51 @@ def _what(obj):
     return name if mod == "builtins" else "%s.%s" % (mod, name)
 
 
+# How deep, and how many items of each container, _culprit looks.
+_CULPRIT_DEPTH = 6
+_CULPRIT_ITEMS = 1000
+
+
+def _unpicklable(obj, pickle):
+    """What an unpicklable value is, naming the part that cannot be pickled
+    when it is a container or an object holding one: "dict; open file
+    (TextIOWrapper) at ['conn']", not just "dict"."""
+    found = _culprit(obj, pickle, 0)
+    if found is None:
+        return _what(obj)
+    path, part = found
+    return "%s; %s at %s" % (_what(obj), _what(part), path)
+
+
+def _culprit(obj, pickle, depth):
+    """(path, value) of the first item or attribute of obj that cannot be
+    pickled, looking into it (depth-first, bounded), or None."""
+    if depth >= _CULPRIT_DEPTH:
+        return None
+    if isinstance(obj, dict):
+        items = (("[%r]" % (k,), v) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple)):
+        items = (("[%d]" % i, v) for i, v in enumerate(obj))
+    elif isinstance(obj, (set, frozenset)):
+        items = (("{...}", v) for v in obj)
+    else:
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict) or isinstance(obj, type):
+            return None
+        items = (("." + str(k), v) for k, v in attrs.items())
+    for n, (path, v) in enumerate(items):
+        if n >= _CULPRIT_ITEMS:
+            return None
+        try:
+            pickle.dumps(v, protocol=5)
+        except Exception:  # noqa: BLE001 - this is the one that fails
+            deeper = _culprit(v, pickle, depth + 1)
+            if deeper is None:
+                return path, v
+            return path + deeper[0], deeper[1]
+    return None
+
+
 class Definitions:
     """Finds the source of the session's top-level def and class statements.
 
@@ -239,7 +284,7 @@ class Checkpointer:
                 try:
                     data = pickle.dumps(obj, protocol=5)
                 except Exception as exc:  # noqa: BLE001 - anything unpicklable is reported, not raised
-                    unsaved.append({"name": name, "type": _what(obj), "why": _one_line(exc)})
+                    unsaved.append({"name": name, "type": _unpicklable(obj, pickle), "why": _one_line(exc)})
                     continue
                 cid = hashlib.blake2b(data, digest_size=16).hexdigest()
                 size = len(data)

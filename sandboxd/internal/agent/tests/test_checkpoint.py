@@ -91,6 +91,20 @@ class CheckpointTest(unittest.TestCase):
         self.assertEqual(out, "1 False\n")
         self.assertEqual(sorted(u["name"] for u in report["unsaved"]), ["fh", "gen", "lock", "sock"])
 
+    def test_the_unpicklable_part_of_a_container_is_named(self):
+        saved = self.save([
+            "import threading\n"
+            "class Holder:\n    def __init__(self):\n        self.n, self.lock = 1, threading.Lock()\n"
+            "results = {'ok': [1, 2], 'conn': open(%r, 'w')}\n" % os.path.join(self.dir.name, "f.txt") +
+            "lst = [1, 'a', {'deep': [0, (i for i in range(2))]}]\n"
+            "h = Holder()\n",
+            "@checkpoint",
+        ])
+        unsaved = {u["name"]: u["type"] for u in saved[-1]["manifest"]["unsaved"]}
+        self.assertEqual(unsaved["results"], "dict; open file (TextIOWrapper) at ['conn']")
+        self.assertEqual(unsaved["lst"], "list; generator at [2]['deep'][1]")
+        self.assertEqual(unsaved["h"], "__main__.Holder; thread object (lock) at .lock")
+
     def test_restore_runs_no_cell_code(self):
         marker = os.path.join(self.dir.name, "ran")
         self.save([
