@@ -76,6 +76,9 @@ func FromOutcome(o Outcome) Payload {
 		if why := r.GetNotDurable(); why != "" {
 			o.Notices = append(o.Notices, "not durable: "+why)
 		}
+		if u := r.GetUncheckpointed(); len(u) > 0 {
+			o.Notices = append(o.Notices, UncheckpointedNotice(u))
+		}
 		if r.GetEnded() {
 			// The handle names nothing any more: do not hand it out.
 			p.Session, p.NewSession = "", false
@@ -193,11 +196,7 @@ func RestoreNotice(r *sandboxv1.RestoreReport) string {
 		b.WriteString(": nothing to restore")
 	}
 	if lost := r.GetLost(); len(lost) > 0 {
-		parts := make([]string, len(lost))
-		for i, l := range lost {
-			parts[i] = l.GetName() + " (" + l.GetKind() + ")"
-		}
-		b.WriteString("; not restored: " + listed(parts, 8))
+		b.WriteString("; not restored: " + lostList(lost))
 	}
 	if n := r.GetMissed(); n > 0 {
 		if n == 1 {
@@ -213,6 +212,22 @@ func RestoreNotice(r *sandboxv1.RestoreReport) string {
 		b.WriteString("; the interrupted call's effects were rolled back")
 	}
 	return b.String()
+}
+
+// UncheckpointedNotice names the values the session's checkpoint could
+// not hold, which a restore would not bring back.
+func UncheckpointedNotice(names []*sandboxv1.LostName) string {
+	return "not checkpointed, so lost if the sandbox stops: " + lostList(names) +
+		"; keep such values in a form pickle can save, or make them again after a restore"
+}
+
+// lostList names each lost value with what it held, up to 8 of them.
+func lostList(names []*sandboxv1.LostName) string {
+	parts := make([]string, len(names))
+	for i, l := range names {
+		parts[i] = l.GetName() + " (" + l.GetKind() + ")"
+	}
+	return listed(parts, 8)
 }
 
 // listed joins up to n items and counts the rest.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 	"github.com/codeexec/codeexec/services/logkeys"
@@ -181,16 +182,21 @@ func resultToProto(r *session.Result) *sandboxv1.ExecResult {
 		NotDurable:         r.NotDurable,
 		Durable:            r.Durable,
 		Ended:              r.Ended,
+		Uncheckpointed:     lostToProto(r.Uncheckpointed),
 	}
+}
+
+func lostToProto(names []channel.LostName) []*sandboxv1.LostName {
+	out := make([]*sandboxv1.LostName, 0, len(names))
+	for _, l := range names {
+		out = append(out, &sandboxv1.LostName{Name: l.Name, Kind: l.Type, Why: l.Why})
+	}
+	return out
 }
 
 func restoreToProto(r *session.RestoreReport) *sandboxv1.RestoreReport {
 	if r == nil {
 		return nil
 	}
-	lost := make([]*sandboxv1.LostName, 0, len(r.Lost))
-	for _, l := range r.Lost {
-		lost = append(lost, &sandboxv1.LostName{Name: l.Name, Kind: l.Type, Why: l.Why})
-	}
-	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Lost: lost, RolledBack: r.RolledBack, Calls: r.Calls, Missed: r.Missed, MissedWhy: r.MissedWhy}
+	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Lost: lostToProto(r.Lost), RolledBack: r.RolledBack, Calls: r.Calls, Missed: r.Missed, MissedWhy: r.MissedWhy}
 }

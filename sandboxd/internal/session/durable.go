@@ -2,8 +2,11 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +61,10 @@ type dstate struct {
 	// or the store said it ("" once one is): a restore says it when the
 	// calls since the stored checkpoint are lost with the sandbox.
 	refusedWhy string
+	// unsaved are the names the last stored checkpoint could not hold;
+	// unsavedReported is what the caller was last told of them.
+	unsaved         []channel.LostName
+	unsavedReported string
 	// reason says why the session's sandbox went away, for the next
 	// restore's report; interrupted that the exec it was running did not
 	// finish, so its effects are lost.
@@ -204,6 +211,9 @@ func (m *Manager) commit(s *Session, sb *sandbox, f *channel.Checkpoint, chunks 
 	defer s.dmu.Unlock()
 	if !sb.supersededBy(f.Exec) {
 		s.d.notDurable, s.d.refusedWhy = notDurable, why
+		if ok {
+			s.d.unsaved = unsavedOf(f.Manifest)
+		}
 	}
 	s.doneCommit()
 	return ok
@@ -233,6 +243,36 @@ func (s *Session) noteRefused(why string) {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
 	s.d.notDurable, s.d.refusedWhy = refusedText(why), why
+}
+
+// unsavedOf returns the names a checkpoint's manifest lists as not held
+// (the agent could not pickle them). A manifest that does not parse lists
+// none: the restore, which reads it whole, reports what it finds.
+func unsavedOf(manifest []byte) []channel.LostName {
+	var m struct {
+		Unsaved []channel.LostName `json:"unsaved"`
+	}
+	if json.Unmarshal(manifest, &m) != nil {
+		return nil
+	}
+	return m.Unsaved
+}
+
+// takeUncheckpointed returns the names the latest stored checkpoint could
+// not hold, to report with a result: once per change of the list, and
+// nothing once it is empty again.
+func (s *Session) takeUncheckpointed() []channel.LostName {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	var key strings.Builder
+	for _, u := range s.d.unsaved {
+		key.WriteString(u.Name + "\x00" + u.Type + "\x00")
+	}
+	if key.String() == s.d.unsavedReported {
+		return nil
+	}
+	s.d.unsavedReported = key.String()
+	return slices.Clone(s.d.unsaved)
 }
 
 // takeNotDurable returns the not-durable reason to report with a result:
@@ -301,6 +341,7 @@ func (m *Manager) clearCheckpoint(ctx context.Context, s *Session) error {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
 	s.d.reason, s.d.interrupted, s.d.notDurable, s.d.reported, s.d.refusedWhy = "", false, "", "", ""
+	s.d.unsaved, s.d.unsavedReported = nil, ""
 	return nil
 }
 

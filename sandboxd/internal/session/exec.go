@@ -56,6 +56,9 @@ type Result struct {
 	// NotDurable, when set, says (once) why the session's state could not
 	// be checkpointed.
 	NotDurable string
+	// Uncheckpointed, when set, are (once) the names the latest checkpoint
+	// could not hold.
+	Uncheckpointed []channel.LostName
 }
 
 // Execute runs code in a session and streams its output to out. A durable
@@ -120,6 +123,7 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	res.Durable = s.isDurable()
 	s.noteRefused(sb.takeRefused())
 	res.NotDurable = s.takeNotDurable()
+	res.Uncheckpointed = s.takeUncheckpointed()
 	res.Session = s.Info()
 	if res.Ended {
 		// The code ended its session: once the checkpoints on their way

@@ -400,3 +400,32 @@ func TestE2ERestoreSaysWhatRefusedCheckpointsCost(t *testing.T) {
 		}
 	})
 }
+
+// A value pickle cannot save is named, with the part of it that cannot be
+// saved, on the result after the checkpoint that left it out (checkpoints
+// follow their results): before a restore loses it, not only after. The
+// notice comes once, not on every call while the value stays.
+func TestE2EUncheckpointedValuesAreNamedBeforeTheyAreLost(t *testing.T) {
+	t.Parallel()
+	c, _ := harness.StartStdio(t, nil)
+	// The notice usually comes with the second result; with the first
+	// when its checkpoint was stored before that result was sent.
+	var texts []string
+	for _, code := range []string{"results = {'ok': [1, 2], 'conn': open('/tmp/x', 'w')}\nkeep = 7", "pass", "pass"} {
+		texts = append(texts, harness.Code(t, c, code).Text)
+	}
+	const named = "not checkpointed, so lost if the sandbox stops: results (dict; open file (TextIOWrapper) at ['conn'])"
+	if all := strings.Join(texts, "\n"); !strings.Contains(texts[0]+texts[1], named) {
+		t.Fatalf("neither of the next results names the unsaved value: %s", all)
+	} else if n := strings.Count(all, "not checkpointed"); n != 1 {
+		t.Errorf("the notice came %d times in three results, though nothing changed: %s", n, all)
+	}
+	harness.Code(t, c, "results['conn'].close(); del results['conn']")
+	if o := harness.Code(t, c, "pass"); strings.Contains(o.Text, "not checkpointed") {
+		t.Errorf("a notice after the value became savable: %s", o.Text)
+	}
+	harness.RunPython(t, c, map[string]any{"code": "import os\nos._exit(1)"})
+	if got := harness.Joined(harness.Code(t, c, "print(keep, results)").Stdout()); got != "7 {'ok': [1, 2]}" {
+		t.Errorf("after the crash: %q", got)
+	}
+}

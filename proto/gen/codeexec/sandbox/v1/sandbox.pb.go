@@ -688,9 +688,14 @@ type ExecResult struct {
 	Durable bool `protobuf:"varint,13,opt,name=durable,proto3" json:"durable,omitempty"`
 	// ended is set when the code ended its session (runtime.end_session()):
 	// the session is gone, its checkpoint deleted, its handle unknown.
-	Ended         bool `protobuf:"varint,14,opt,name=ended,proto3" json:"ended,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Ended bool `protobuf:"varint,14,opt,name=ended,proto3" json:"ended,omitempty"`
+	// uncheckpointed are the names the session's latest checkpoint could not
+	// hold (an open file, a socket, a generator, ...), each with what it
+	// held and why; set once, when that list changes. If the sandbox stops,
+	// they do not come back.
+	Uncheckpointed []*LostName `protobuf:"bytes,15,rep,name=uncheckpointed,proto3" json:"uncheckpointed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExecResult) Reset() {
@@ -819,6 +824,13 @@ func (x *ExecResult) GetEnded() bool {
 		return x.Ended
 	}
 	return false
+}
+
+func (x *ExecResult) GetUncheckpointed() []*LostName {
+	if x != nil {
+		return x.Uncheckpointed
+	}
+	return nil
 }
 
 // RestoreReport says what a new sandbox got back from a checkpoint.
@@ -1477,7 +1489,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05event\"V\n" +
 	"\vOutputChunk\x123\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x1b.codeexec.sandbox.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xca\x04\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\x91\x05\n" +
 	"\n" +
 	"ExecResult\x127\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1f.codeexec.sandbox.v1.ExecStatusR\x06status\x12\x1b\n" +
@@ -1496,7 +1508,8 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\vnot_durable\x18\f \x01(\tR\n" +
 	"notDurable\x12\x18\n" +
 	"\adurable\x18\r \x01(\bR\adurable\x12\x14\n" +
-	"\x05ended\x18\x0e \x01(\bR\x05ended\"\xde\x01\n" +
+	"\x05ended\x18\x0e \x01(\bR\x05ended\x12E\n" +
+	"\x0euncheckpointed\x18\x0f \x03(\v2\x1d.codeexec.sandbox.v1.LostNameR\x0euncheckpointed\"\xde\x01\n" +
 	"\rRestoreReport\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
@@ -1618,27 +1631,28 @@ var file_codeexec_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	24, // 12: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
 	3,  // 13: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
 	10, // 14: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
-	11, // 15: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
-	3,  // 16: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 17: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 18: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
-	4,  // 19: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
-	6,  // 20: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
-	13, // 21: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
-	15, // 22: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
-	17, // 23: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
-	19, // 24: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
-	5,  // 25: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
-	7,  // 26: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
-	14, // 27: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
-	16, // 28: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
-	18, // 29: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
-	20, // 30: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	11, // 15: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
+	11, // 16: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
+	3,  // 17: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	3,  // 18: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	3,  // 19: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
+	4,  // 20: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
+	6,  // 21: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
+	13, // 22: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
+	15, // 23: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
+	17, // 24: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
+	19, // 25: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
+	5,  // 26: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
+	7,  // 27: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
+	14, // 28: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
+	16, // 29: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
+	18, // 30: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
+	20, // 31: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_sandbox_v1_sandbox_proto_init() }
