@@ -68,7 +68,7 @@ func TestSaveMemoryError(t *testing.T) {
 		{"python repr", save("", "k", `{'a': 1}`, ""), codes.InvalidArgument, "not valid JSON"},
 		{"metadata not object", save("", "k", `1`, `[1]`), codes.InvalidArgument, "metadata_json must be a JSON object"},
 		{"metadata bad json", save("", "k", `1`, `{`), codes.InvalidArgument, "metadata_json is not valid JSON"},
-		{"value over cap", save("", "k", `"`+strings.Repeat("x", 63)+`"`, ""), codes.InvalidArgument, "value_json is 65 bytes; the limit is 64 bytes"},
+		{"value over cap", save("", "k", `"`+strings.Repeat("x", 63)+`"`, ""), codes.InvalidArgument, "value_json is 65 bytes; the limit is 64 bytes: keep less in one (split a large value over several keys), or raise the limit with CODEEXEC_MEMORY_MAX_VALUE"},
 		{"value at cap", save("", "k", `"`+strings.Repeat("x", 62)+`"`, ""), codes.OK, ""},
 	})
 }

@@ -79,10 +79,13 @@ func checkToolName(name string) error {
 	return nil
 }
 
-// checkSize enforces the value cap.
+// checkSize enforces the value cap, and says how to fit under it: a
+// smaller value, or the flag that raises the cap (memoryd runs only as
+// codeexec, whose flags these are).
 func checkSize(what string, n, limit int) error {
 	if n > limit {
-		return fmt.Errorf("%w: %s is %d bytes; the limit is %d bytes", store.ErrTooLarge, what, n, limit)
+		return fmt.Errorf("%w: %s is %d bytes; the limit is %d bytes: keep less in one (split a large value over several keys), "+
+			"or raise the limit with CODEEXEC_MEMORY_MAX_VALUE (--max-value, e.g. 8m)", store.ErrTooLarge, what, n, limit)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func TestE2EMemoryRejectsBadInput(t *testing.T) {
 		{`save_memory("k", {1, 2})`, "TypeError: value of type set is not JSON serialisable"},
 		{`save_memory("", 1)`, "key"},
 		{`save_memory("x" * 2049, 1)`, "the limit is 2048"},
-		{`save_memory("big", "x" * (2 << 20))`, "limit"},
+		{`save_memory("big", "x" * (2 << 20))`, "the limit is 1048576 bytes: keep less in one (split a large value over several keys), or raise the limit with CODEEXEC_MEMORY_MAX_VALUE (--max-value"},
 	} {
 		o := harness.RunPython(t, c, map[string]any{"code": tc.src})
 		if !o.IsError || !strings.Contains(o.Text, tc.want) {
