@@ -192,6 +192,25 @@ def bound_tool(name):
     return _bound.get(name)
 
 
+def bind_late(name):
+    """Binds a tool saved after the session's first exec (by another
+    session, or another codeexec on the same memory) to its bare name,
+    after code used that name and got a NameError. Returns whether it
+    did: the caller then says so, since the failed code must run again.
+    A name the session holds, or one no saved tool has, is left alone."""
+    if _ns is None or not isinstance(name, str) or name.startswith("_") or not name.isidentifier() or name in _ns:
+        return False
+    mod = sys.modules.get("user_tools")
+    if mod is None or getattr(mod, "__loader__", None) is not _LOADER:
+        return False
+    try:
+        obj = getattr(mod, name)  # asks for the saved tools (see _saved_since)
+    except Exception:  # noqa: BLE001 - not saved, or it failed to load (which it printed)
+        return False
+    _ns[name] = _bound[name] = obj
+    return True
+
+
 def bind_saved_tools(ns, sent=None):
     """Makes every saved tool callable by its bare name in ns, as upstream's
     GUIDE promises ("import or call directly"). Called once, before a

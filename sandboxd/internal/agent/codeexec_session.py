@@ -282,6 +282,10 @@ class Session:
         if isinstance(exc, RuntimeError) and "cannot be called from a running event loop" in str(exc):
             text += ("hint: cells run inside the session's event loop; use top-level "
                      "`await main()` instead of asyncio.run(main())\n")
+        elif type(exc) is NameError and codeexec_persist.bind_late(getattr(exc, "name", None)):
+            text += ("hint: %s is a tool saved after this session began (in another session or another "
+                     "codeexec); it is bound now, so run the code again (it is also user_tools.%s)\n"
+                     % (exc.name, exc.name))
         codeexec_stdio.flush()
         try:
             sys.__stderr__.write(text)

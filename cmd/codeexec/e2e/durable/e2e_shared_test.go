@@ -285,6 +285,15 @@ save_tool(shout)`)
 def twice(x):
     return 2 * x
 save_tool(twice)`)
+	// s1's session began before twice was saved, so the bare name is
+	// not bound there: the NameError says why and binds it.
+	o := harness.RunPython(t, s1, map[string]any{"code": "print(twice(2))"})
+	if !o.IsError || !strings.Contains(o.Text, "hint: twice is a tool saved after this session began") {
+		t.Errorf("a bare name saved by another process, in a running session: %s", o.Text)
+	}
+	if got := harness.Joined(harness.Code(t, s1, "print(twice(2))").Stdout()); got != "4" {
+		t.Errorf("run again after the hint: %q", got)
+	}
 	h2 := harness.HTTPClient(t, base) // a new session builds user_tools afresh
 	if got := harness.Joined(harness.Code(t, h2, "import user_tools\nprint(user_tools.twice(21), sorted(t['name'] for t in runtime.list_saved_tools()))").Stdout()); got != "42 ['shout', 'twice']" {
 		t.Errorf("the HTTP process after a stdio save: %s", got)

@@ -237,6 +237,28 @@ class ToolsTest(unittest.TestCase):
         finally:
             b.close()
 
+    def test_a_bare_name_saved_elsewhere_is_bound_after_its_name_error(self):
+        # Bare names are bound at the first exec; a tool saved later by
+        # another session is not among them. The NameError says so and
+        # binds it, so the code works when run again.
+        b = Agent(self.host)
+        try:
+            b.exec("import user_tools\nmine = 1", first=True)
+            self.host.tools["greet"] = {"name": "greet", "docstring": "", "source": "def greet():\n    return 'hi'\n"}
+            r = b.exec("print(greet())")
+            self.assertIn("NameError: name 'greet' is not defined", r.stderr, r)
+            self.assertIn("hint: greet is a tool saved after this session began (in another session or another "
+                          "codeexec); it is bound now, so run the code again (it is also user_tools.greet)", r.stderr, r)
+            r = b.exec("print(greet())")
+            self.assertEqual((r.stdout, r.calls), ("hi\n", []), r)
+            # A name no tool has gets the plain NameError, after one look.
+            r = b.exec("print(nobody)")
+            self.assertIn("NameError: name 'nobody' is not defined", r.stderr, r)
+            self.assertNotIn("hint", r.stderr, r)
+            self.assertEqual([c["m"] for c in r.calls], ["tool.list"], r)
+        finally:
+            b.close()
+
     def test_saved_tools_sent_with_the_first_exec(self):
         # sandboxd fetched them while it readied the sandbox: the agent
         # builds user_tools from the frame and asks for nothing.
