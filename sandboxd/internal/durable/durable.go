@@ -29,6 +29,8 @@ var (
 	ErrUnknown = errors.New("unknown session")
 	// ErrLost means another replica took the session over, or ended it.
 	ErrLost = errors.New("the session was taken over or ended by another replica")
+	// ErrExists means a session with the handle asked for exists already.
+	ErrExists = errors.New("a session with this handle exists already")
 )
 
 // ElsewhereError says that another live replica holds the session.

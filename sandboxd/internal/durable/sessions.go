@@ -54,6 +54,12 @@ var errFenced = fmt.Errorf("this sandbox replica has not renewed its lease on it
 
 // Create makes a new session held by this replica.
 func (s *Sessions) Create(ctx context.Context, tenant string, labels map[string]string) (*Held, error) {
+	return s.CreateAs(ctx, tenant, NewHandle(), labels)
+}
+
+// CreateAs is Create with the handle the caller chose. A session of the
+// tenant that has the handle already is ErrExists, and is left alone.
+func (s *Sessions) CreateAs(ctx context.Context, tenant, h string, labels map[string]string) (*Held, error) {
 	if err := s.replica.Ready(ctx); err != nil {
 		return nil, err
 	}
@@ -61,10 +67,12 @@ func (s *Sessions) Create(ctx context.Context, tenant string, labels map[string]
 		return nil, errFenced
 	}
 	st := State{Owner: s.replica.ID, Epoch: 1, Created: s.replica.now().UTC(), Labels: labels}
-	h := NewHandle()
 	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
 		Tenant: tenant, Handle: h, State: st.encode(), ExpireTime: s.expiry(), ExpectedRevision: 0,
 	})
+	if status.Code(err) == codes.Aborted {
+		return nil, ErrExists
+	}
 	if err != nil {
 		return nil, fmt.Errorf("record a new session: %w", err)
 	}

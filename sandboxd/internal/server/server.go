@@ -36,7 +36,7 @@ type server struct {
 }
 
 func (s *server) CreateSession(ctx context.Context, req *sandboxv1.CreateSessionRequest) (*sandboxv1.CreateSessionResponse, error) {
-	info, err := s.m.Create(ctx, req.GetTenant(), req.GetLabels())
+	info, err := s.m.Create(ctx, req.GetTenant(), req.GetSessionId(), req.GetLabels())
 	if err != nil {
 		return nil, s.toStatus(ctx, err)
 	}
@@ -124,6 +124,8 @@ func (s *server) toStatus(ctx context.Context, err error) error {
 		return status.Error(codes.InvalidArgument, msg(session.ErrInvalid))
 	case errors.Is(err, session.ErrExhausted):
 		return status.Error(codes.ResourceExhausted, msg(session.ErrExhausted))
+	case errors.Is(err, session.ErrExists):
+		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, engine.ErrUnavailable):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}

@@ -4,6 +4,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,6 +25,7 @@ var (
 	ErrNotFound  = errors.New("session not found")
 	ErrInvalid   = errors.New("invalid argument")
 	ErrExhausted = errors.New("resource exhausted")
+	ErrExists    = errors.New("session exists")
 )
 
 // Config configures a Manager.
@@ -178,36 +180,79 @@ func (m *Manager) count() int {
 }
 
 // Create makes a new session. Its sandbox starts on first use (from the
-// pool when one is ready). A durable session's handle is its ID.
-func (m *Manager) Create(ctx context.Context, tenant string, labels map[string]string) (Info, error) {
+// pool when one is ready). A durable session's handle is its ID. id, when
+// not empty, is the ID it takes (32 lowercase hex digits); a session that
+// has it already, live here or in the store, is ErrExists and is left
+// alone.
+func (m *Manager) Create(ctx context.Context, tenant, id string, labels map[string]string) (Info, error) {
 	if tenant == "" {
 		tenant = "default"
 	}
+	if id != "" {
+		if !isID(id) {
+			return Info{}, fmt.Errorf("%w: session_id %q is not a session ID: give 32 lowercase hex digits, or none for a random one", ErrInvalid, id)
+		}
+		if m.has(id) {
+			return Info{}, fmt.Errorf("%w: session %q", ErrExists, id)
+		}
+	}
 	var s *Session
 	if d := m.cfg.Durable; d != nil {
-		held, err := d.Sessions.Create(ctx, tenant, labels)
-		if err != nil {
+		handle := cmp.Or(id, durable.NewHandle())
+		held, err := d.Sessions.CreateAs(ctx, tenant, handle, labels)
+		switch {
+		case errors.Is(err, durable.ErrExists):
+			return Info{}, fmt.Errorf("%w: session %q", ErrExists, id)
+		case err != nil:
 			// The session works without the store; it only cannot come
 			// back if its sandbox stops, and the first result says so.
+			// A chosen ID is not taken then: the store may hold a
+			// session of that ID that this one would hide.
 			m.logger.WarnContext(ctx, "the session store did not record a new session; it is not durable", logkeys.Error, err)
 			s = m.newSession(newID(), tenant, labels, nil)
 			s.d.notDurable = "this session is not durable, so its state is lost if its sandbox stops: the session store did not record it (" + err.Error() + ")"
-		} else {
+		default:
 			s = m.newSession(held.Handle, tenant, labels, held)
 			s.d.reason = ""
 		}
 	} else {
-		s = m.newSession(newID(), tenant, labels, nil)
+		s = m.newSession(cmp.Or(id, newID()), tenant, labels, nil)
 	}
 	m.mu.Lock()
 	if m.cfg.Durable == nil && m.cfg.MaxSessions > 0 && len(m.sessions) >= m.cfg.MaxSessions {
 		m.mu.Unlock()
 		return Info{}, fmt.Errorf("%w: %d sessions are live, the maximum (raise CODEEXEC_MAX_SESSIONS or end idle sessions)", ErrExhausted, m.cfg.MaxSessions)
 	}
+	if _, ok := m.sessions[s.id]; ok {
+		// Created meanwhile by another call with the same ID.
+		m.mu.Unlock()
+		return Info{}, fmt.Errorf("%w: session %q", ErrExists, s.id)
+	}
 	m.sessions[s.id] = s
 	m.mu.Unlock()
 	m.logger.InfoContext(ctx, "session created", logkeys.SessionID, s.id, logkeys.Tenant, tenant)
 	return s.Info(), nil
+}
+
+// has reports whether a session with the ID is live here, for any tenant.
+func (m *Manager) has(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.sessions[id]
+	return ok
+}
+
+// isID reports whether id has the form of a generated session ID.
+func isID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Get finds a session of a tenant. Another tenant's session looks unknown.

@@ -324,7 +324,18 @@ type CreateSessionRequest struct {
 	// tenant owns the new session. Empty means "default".
 	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// labels are stored with the session and shown by Get and List.
-	Labels        map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// session_id, when set, is the ID the new session takes instead of a
+	// random one: 32 lowercase hex digits, as generated IDs are. The
+	// gateway derives it from the tenant and an MCP session ID, so that
+	// the MCP session finds its sandbox session again after a gateway
+	// restart, or through another gateway. When a session with that ID
+	// exists already (live on a replica, or in the session store) the
+	// answer is ALREADY_EXISTS and the session is left as it is; the
+	// caller then uses it. When the session store cannot record the new
+	// session, the session gets a random ID as it would without
+	// session_id, and is not durable.
+	SessionId     string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,6 +382,13 @@ func (x *CreateSessionRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *CreateSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
 }
 
 // CreateSessionResponse returns the new session.
@@ -1467,10 +1485,12 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x06labels\x18\t \x03(\v2(.codeexec.sandbox.v1.Session.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x01\n" +
 	"\x14CreateSessionRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12M\n" +
-	"\x06labels\x18\x02 \x03(\v25.codeexec.sandbox.v1.CreateSessionRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x02 \x03(\v25.codeexec.sandbox.v1.CreateSessionRequest.LabelsEntryR\x06labels\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
