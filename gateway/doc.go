@@ -7,14 +7,19 @@
 // Each MCP session gets its own sandbox session, created on its first
 // run_python call (labelled mcp.session=<MCP session ID>) and destroyed when
 // the MCP session ends: end of input on stdio, DELETE or mcp-go's session
-// cleanup over HTTP, Close for all of them. The table of MCP session to
+// cleanup over HTTP, Close for those over stdio (an HTTP client continues
+// its session through the next gateway). The table of MCP session to
 // sandbox session is the gateway's only state, and it rebuilds itself:
 //
 //   - sandboxd answers NotFound (it restarted, or reaped the session): the
 //     gateway creates a new sandbox session, runs the call again and says
 //     "session lost; started a new session — earlier state is gone";
-//   - a call comes from an MCP session that began before this gateway
-//     process did: it gets a new sandbox session and the same notice;
+//   - a call comes from an MCP session over HTTP that began before this
+//     gateway process did, or through another gateway: it continues the
+//     sandbox session whose handle is derived from its tenant and ID
+//     (sessions.HandleFor), restored from its checkpoint when its sandbox
+//     is gone; only when there is none does it get a new one and the same
+//     notice;
 //   - the session's sandbox generation changed although no call reported lost
 //     state: the result says that the sandbox was restarted.
 //

@@ -284,8 +284,10 @@ const MaxBodyBytes = 2*params.MaxCodeBytes + 1<<20
 //
 // Both protocol eras are served on it, decided per request. Under the
 // session-based revisions (up to 2025-11-25) an MCP session maps to a
-// sandbox session, and a DELETE that ends it destroys that sandbox
-// session. Under 2026-07-28 there are no protocol sessions: run_python
+// sandbox session whose handle is derived from the tenant and the MCP
+// session ID, so that a client that keeps its Mcp-Session-Id across a
+// restart of the gateway, or reaches another gateway, continues its
+// sandbox session; a DELETE that ends it destroys that sandbox session. Under 2026-07-28 there are no protocol sessions: run_python
 // continues the session its `session` argument names, or starts one and
 // returns the handle.
 //
@@ -310,9 +312,13 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			"run_python takes at most %d bytes (%d MiB) of code: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
 			params.MaxCodeBytes, params.MaxCodeBytes>>20))
 		g.http = g.guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// An MCP session over HTTP has a derived handle; see
+			// sessions.HandleFor.
+			r = r.WithContext(sessions.OverHTTP(r.Context()))
 			mcpHandler.ServeHTTP(w, r)
 			// mcp-go unregisters only sessions it registered; a session
-			// that outlived a gateway restart is known here alone.
+			// that outlived a gateway restart, or went through another
+			// gateway, is ended here alone, by its derived handle.
 			if id := r.Header.Get(server.HeaderKeySessionID); r.Method == http.MethodDelete && id != "" {
 				g.sessions.EndFor(r.Context(), auth.Tenant(r.Context(), g.cfg.Tenant), id)
 				g.owners.Ended(id)
@@ -357,7 +363,9 @@ func (g *Gateway) Drain(ctx context.Context) error {
 }
 
 // Close destroys every sandbox session the Gateway created for an MCP
-// session (sessions reached by handle outlive the gateway), and closes the
+// session over stdio or in process. Sessions reached by handle outlive
+// the gateway, and so do those of MCP sessions over HTTP, whose clients
+// continue them through the next gateway (see HTTPHandler). It closes the
 // connections to other replicas. Calls that arrive afterwards fail with a
 // tool error.
 func (g *Gateway) Close(ctx context.Context) error {

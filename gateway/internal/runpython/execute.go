@@ -18,6 +18,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/replicas"
 	"github.com/codeexec/codeexec/gateway/internal/result"
+	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 	"github.com/codeexec/codeexec/services/requestid"
@@ -26,7 +27,8 @@ import (
 // Notices the gateway adds to a result.
 const (
 	// NoticeSessionLost: the sandbox session is gone (sandboxd restarted
-	// or reaped it, or the MCP session began in an earlier gateway).
+	// or reaped it, or the MCP session began in an earlier gateway and
+	// left no sandbox session to continue).
 	NoticeSessionLost = "session lost; started a new session — earlier state is gone"
 	// NoticeSilentReset: the sandbox was replaced between calls although
 	// no call said its state was lost.
@@ -58,6 +60,9 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p
 	}
 	table := t.opts.Sessions
 	var notices []string
+	// An MCP session over HTTP has a handle derived from it, so that it
+	// outlives this gateway; over stdio the process is the session.
+	derived := sessions.IsOverHTTP(ctx) && mcpID != ""
 	if mcpID == "" {
 		// A legacy request without a session (a stateless client of the
 		// older revisions): a throwaway sandbox, as before handles.
@@ -65,7 +70,7 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p
 		notices = append(notices, "no MCP session: this call ran in a fresh sandbox, and its state is not kept")
 		defer table.End(ctx, mcpID)
 	}
-	e, err := table.Entry(tenant, mcpID)
+	e, err := table.Entry(tenant, mcpID, derived)
 	if err != nil {
 		base.Err = err
 		return base
@@ -76,8 +81,10 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p
 		return base
 	}
 	if created && !table.IsKnown(mcpID) && !strings.HasPrefix(mcpID, ephemeralPrefix) {
-		// The client's session began before this gateway process did:
-		// whatever state it had lived in a sandbox session now out of reach.
+		// The client's session began before this gateway process did,
+		// and no sandbox session of it is left (over HTTP its derived
+		// handle would have found it): whatever state it had is out of
+		// reach.
 		notices = append(notices, NoticeSessionLost)
 	}
 	out := t.runOnce(ctx, e.Tenant, id, p, base, progress)

@@ -1,7 +1,9 @@
 // Package sessions is the gateway's routing: which sandbox session serves
 // each MCP session, for each tenant, and which tenant owns each MCP
-// session. It is all the state the gateway has, and it rebuilds itself: a
-// lost entry means a fresh sandbox session on the next call.
+// session. It is all the state the gateway has, and it rebuilds itself:
+// an MCP session over HTTP finds its sandbox session again by the handle
+// HandleFor derives, and any other lost entry means a fresh sandbox
+// session on the next call.
 package sessions
 
 import (
@@ -9,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,6 +74,9 @@ type Entry struct {
 	// Tenant owns the sandbox session.
 	Tenant string
 	mcpID  string
+	// derived says that the sandbox session's handle is HandleFor's (an
+	// MCP session over HTTP), so that it outlives this gateway.
+	derived bool
 
 	mu        sync.Mutex
 	sandboxID string
@@ -113,8 +119,11 @@ func (t *Table) IsKnown(mcpID string) bool {
 }
 
 // Entry returns a tenant's entry for an MCP session, adding it if needed.
+// derived, for an MCP session over HTTP, gives its sandbox session the
+// handle HandleFor derives: a session of that handle that exists already
+// (from before a restart, or made through another gateway) is continued.
 // Once the table is closed it refuses with drain.ErrDraining.
-func (t *Table) Entry(tenant, mcpID string) (*Entry, error) {
+func (t *Table) Entry(tenant, mcpID string, derived bool) (*Entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -123,7 +132,7 @@ func (t *Table) Entry(tenant, mcpID string) (*Entry, error) {
 	k := key{tenant, mcpID}
 	e, ok := t.entries[k]
 	if !ok {
-		e = &Entry{Tenant: tenant, mcpID: mcpID}
+		e = &Entry{Tenant: tenant, mcpID: mcpID, derived: derived}
 		t.entries[k] = e
 	}
 	return e, nil
@@ -151,7 +160,8 @@ func (t *Table) release(tenant string) {
 }
 
 // SandboxID returns the entry's sandbox session, creating it on first use;
-// created says whether it did.
+// created says whether it did (false for a derived handle's session that
+// existed already).
 func (t *Table) SandboxID(ctx context.Context, e *Entry) (id string, created bool, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -161,8 +171,7 @@ func (t *Table) SandboxID(ctx context.Context, e *Entry) (id string, created boo
 	if e.sandboxID != "" {
 		return e.sandboxID, false, nil
 	}
-	id, err = t.createLocked(ctx, e)
-	return id, err == nil, err
+	return t.createLocked(ctx, e)
 }
 
 // Replace swaps a sandbox session that sandboxd no longer knows (NotFound,
@@ -183,7 +192,8 @@ func (t *Table) Replace(ctx context.Context, e *Entry, stale string) (string, er
 		t.release(e.Tenant) // the lost session no longer counts
 	}
 	e.sandboxID, e.genKnown = "", false
-	return t.createLocked(ctx, e)
+	id, _, err := t.createLocked(ctx, e)
+	return id, err
 }
 
 // Ended forgets the sandbox session sandboxID, which its code ended: the
@@ -198,22 +208,36 @@ func (t *Table) Ended(e *Entry, sandboxID string) {
 	e.sandboxID, e.genKnown = "", false
 }
 
-func (t *Table) createLocked(ctx context.Context, e *Entry) (string, error) {
+// createLocked gives e a sandbox session: a new one (created), or, for a
+// derived handle, the one that has it already.
+func (t *Table) createLocked(ctx context.Context, e *Entry) (id string, created bool, err error) {
 	if err := t.reserve(e.Tenant); err != nil {
-		return "", err
+		return "", false, err
 	}
-	resp, err := t.client.CreateSession(ctx, &sandboxv1.CreateSessionRequest{
+	req := &sandboxv1.CreateSessionRequest{
 		Tenant: e.Tenant,
 		Labels: map[string]string{LabelMCPSession: e.mcpID},
-	})
+	}
+	if e.derived {
+		req.SessionId = HandleFor(e.Tenant, e.mcpID)
+	}
+	resp, err := t.client.CreateSession(ctx, req)
+	if req.GetSessionId() != "" && status.Code(err) == codes.AlreadyExists {
+		// From before a restart, or made through another gateway: its
+		// next call restores it from its checkpoint if its sandbox is
+		// gone, and says so.
+		e.sandboxID = req.GetSessionId()
+		t.logger.InfoContext(ctx, "sandbox session continued", logkeys.MCPSession, e.mcpID, logkeys.SessionID, e.sandboxID)
+		return e.sandboxID, false, nil
+	}
 	if err != nil {
 		t.release(e.Tenant)
 		t.logger.ErrorContext(ctx, "create sandbox session", logkeys.MCPSession, e.mcpID, logkeys.Error, err)
-		return "", err
+		return "", false, err
 	}
 	e.sandboxID = resp.GetSession().GetId()
 	t.logger.InfoContext(ctx, "sandbox session created", logkeys.MCPSession, e.mcpID, logkeys.SessionID, e.sandboxID)
-	return e.sandboxID, nil
+	return e.sandboxID, true, nil
 }
 
 // Observe records the session generation reported by a result and reports
@@ -243,13 +267,31 @@ func (t *Table) End(ctx context.Context, mcpID string) {
 	t.endMatching(ctx, func(k key) bool { return k.mcpID == mcpID }, mcpID)
 }
 
-// EndFor is End limited to one tenant's entry: what a client's DELETE may
-// end.
+// EndFor is End limited to one tenant's entry: what a client's DELETE over
+// HTTP may end. The sandbox session of the handle HandleFor derives is
+// ended too, though this gateway may have no entry for it (the MCP
+// session began before a restart, or went through another gateway), so
+// that the ID cannot bring the state back later.
 func (t *Table) EndFor(ctx context.Context, tenant, mcpID string) {
-	t.endMatching(ctx, func(k key) bool { return k == key{tenant, mcpID} }, "")
+	destroyed := t.endMatching(ctx, func(k key) bool { return k == key{tenant, mcpID} }, "")
+	h := HandleFor(tenant, mcpID)
+	if slices.Contains(destroyed, h) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
+	defer cancel()
+	err := t.destroyOn(ctx, &sandboxv1.DestroySessionRequest{SessionId: h, Tenant: tenant})
+	switch {
+	case err == nil:
+		t.logger.InfoContext(ctx, "sandbox session destroyed", logkeys.MCPSession, mcpID, logkeys.SessionID, h)
+	case status.Code(err) != codes.NotFound:
+		t.logger.ErrorContext(ctx, "destroy sandbox session", logkeys.MCPSession, mcpID, logkeys.SessionID, h, logkeys.Error, err)
+	}
 }
 
-func (t *Table) endMatching(ctx context.Context, match func(key) bool, forgetKnown string) {
+// endMatching ends the matching entries and returns the sandbox sessions
+// it destroyed.
+func (t *Table) endMatching(ctx context.Context, match func(key) bool, forgetKnown string) []string {
 	var ended []*Entry
 	t.mu.Lock()
 	for k, e := range t.entries {
@@ -263,32 +305,39 @@ func (t *Table) endMatching(ctx context.Context, match func(key) bool, forgetKno
 	}
 	t.mu.Unlock()
 	if len(ended) == 0 {
-		return
+		return nil
 	}
 	// The session's own context is often already cancelled (a closed
 	// connection), but the sandbox must still go.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
 	defer cancel()
+	var destroyed []string
 	for _, e := range ended {
-		t.destroy(ctx, e)
+		if id := t.destroy(ctx, e); id != "" {
+			destroyed = append(destroyed, id)
+		}
 	}
+	return destroyed
 }
 
-func (t *Table) destroy(ctx context.Context, e *Entry) {
+// destroy ends e and destroys its sandbox session, and returns that
+// session's ID when it had one.
+func (t *Table) destroy(ctx context.Context, e *Entry) string {
 	e.mu.Lock()
 	id := e.sandboxID
 	e.ended, e.sandboxID = true, ""
 	e.mu.Unlock()
 	if id == "" {
-		return
+		return ""
 	}
 	t.release(e.Tenant)
 	err := t.destroyOn(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: e.Tenant})
 	if err != nil && status.Code(err) != codes.NotFound {
 		t.logger.ErrorContext(ctx, "destroy sandbox session", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id, logkeys.Error, err)
-		return
+		return id
 	}
 	t.logger.InfoContext(ctx, "sandbox session destroyed", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id)
+	return id
 }
 
 // destroyOn ends a sandbox session on the replica that holds it: a
@@ -308,7 +357,10 @@ func (t *Table) destroyOn(ctx context.Context, req *sandboxv1.DestroySessionRequ
 	}
 }
 
-// CloseAll refuses new sessions and destroys every existing one.
+// CloseAll refuses new sessions and destroys every existing one but those
+// of derived handles: an MCP session over HTTP outlives the gateway, and
+// its client, continuing it through the next gateway, finds its state
+// there.
 func (t *Table) CloseAll(ctx context.Context) error {
 	t.mu.Lock()
 	t.closed = true
@@ -318,6 +370,9 @@ func (t *Table) CloseAll(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	for _, e := range entries {
+		if e.derived {
+			continue
+		}
 		wg.Go(func() { t.destroy(ctx, e) })
 	}
 	wg.Wait()
