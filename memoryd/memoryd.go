@@ -258,6 +258,9 @@ type (
 	Report = migrate.Report
 	// Skipped is one item ImportUpstream did not import.
 	Skipped = migrate.Skipped
+	// BackupTarget is where a backup goes, once CheckBackupTarget has
+	// accepted it.
+	BackupTarget = migrate.BackupTarget
 )
 
 // Copy copies every record of every tenant from one store (a bbolt file or
@@ -271,9 +274,19 @@ func Copy(ctx context.Context, opts CopyOptions) (CopyReport, error) {
 
 // BackupToFile asks a running memoryd for a consistent copy of its
 // database and writes it to path (mode 0600), never leaving half a backup
-// there. It returns the number of bytes written.
+// there, once CheckBackupTarget(path, "") has accepted path. It returns
+// the number of bytes written.
 func BackupToFile(ctx context.Context, client memoryv1.MemoryServiceClient, path string) (int64, error) {
 	return migrate.BackupToFile(ctx, client, path)
+}
+
+// CheckBackupTarget checks, before memoryd is asked for a backup, that
+// path can take one of the bbolt file live (empty when not known): it is
+// neither live by any name nor a file another process holds locked, and
+// its directory exists. A symlink is followed, and a device, a pipe or
+// /dev/stdout is streamed to. BackupTarget.Write then writes the backup.
+func CheckBackupTarget(path, live string) (*BackupTarget, error) {
+	return migrate.CheckBackupTarget(path, live)
 }
 
 // ImportUpstream imports the upstream project's state dir (its memory

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,6 +98,33 @@ func lockHolder(path string) int {
 		}
 	}
 	return 0
+}
+
+// HeldBy reports whether a process holds path's lock, as the owner of a
+// bbolt database does, and names that process when /proc/locks tells
+// which it is ("another process" when not). It takes the lock for an
+// instant to find out, and leaves path as it was; a path that does not
+// exist, or whose file system has no flock, is held by nobody.
+func HeldBy(path string) (held bool, holder string, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	defer f.Close()
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		if pid := lockHolder(path); pid > 0 {
+			return true, describeProcess(pid), nil
+		}
+		return true, "another process", nil
+	}
+	// Any other failure is a file system without flock (or one that
+	// refuses it), where bbolt cannot lock, so no database is held; and
+	// closing f releases the lock taken.
+	return false, "", nil
 }
 
 // alive reports whether pid names a running process.

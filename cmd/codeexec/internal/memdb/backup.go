@@ -29,15 +29,29 @@ func (c *BackupCommand) Run(ctx context.Context, args []string, e cli.Env) error
 		fmt.Fprintln(e.Stderr, "usage: codeexec memoryd backup [--memory ADDR | --state-dir DIR | --db FILE | --store postgres://…] FILE")
 		return cli.ErrUsage
 	}
+	// The target is checked before the database is opened, so that a
+	// refused backup has opened, created and written nothing.
+	live, err := c.db.existingFile()
+	if err != nil {
+		return err
+	}
+	target, err := memoryd.CheckBackupTarget(args[0], live)
+	if err != nil {
+		return err
+	}
 	conn, closeConn, err := c.db.connect(ctx, e)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	n, err := memoryd.BackupToFile(ctx, memoryv1.NewMemoryServiceClient(conn), args[0])
+	n, err := target.Write(ctx, memoryv1.NewMemoryServiceClient(conn))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.Stdout, "backed up %d bytes to %s\n", n, args[0])
+	out := e.Stdout
+	if target.Streamed() {
+		out = e.Stderr // the backup may be going to stdout
+	}
+	fmt.Fprintf(out, "backed up %d bytes to %s\n", n, args[0])
 	return nil
 }

@@ -3,6 +3,7 @@ package memdb
 import (
 	"context"
 	"log/slog"
+	"os"
 
 	"google.golang.org/grpc"
 
@@ -28,6 +29,27 @@ func (m *database) bind(fs *flagenv.Set, getenv func(string) string, addrUsage s
 	fs.String(&m.addr, "memory", "", addrUsage, "CODEEXEC_MEMORYD_ADDR")
 	BindStateDir(fs, &m.st, getenv)
 	cli.BindGRPCTLS(fs, &m.tls)
+}
+
+// existingFile is the bbolt file that connect opens, which must exist: a
+// command that only reads it must not create an empty database in a
+// mistyped state dir and report success. It is empty when the database
+// is another process's (--memory) or PostgreSQL's (--store).
+func (m *database) existingFile() (string, error) {
+	if m.addr != "" {
+		return "", nil
+	}
+	if err := m.st.Resolve(false); err != nil {
+		return "", err
+	}
+	if m.st.memory.Store != "" {
+		return "", nil
+	}
+	path := m.st.Config("").Path
+	if _, err := os.Stat(path); err != nil {
+		return "", m.st.missing(path, err)
+	}
+	return path, nil
 }
 
 // connect returns a connection to the database's memoryd; release closes

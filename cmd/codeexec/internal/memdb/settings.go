@@ -5,6 +5,10 @@
 package memdb
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/codeexec/codeexec/memoryd"
@@ -70,6 +74,22 @@ func (s *Settings) Resolve(inServe bool) error {
 		s.memory.Path = db
 	}
 	return nil
+}
+
+// missing is the error for the bbolt file path that stat did not find
+// (err): it names the setting that chose path and what to give instead.
+func (s *Settings) missing(path string, err error) error {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("memory database %s: %w", path, err)
+	}
+	if s.memory.Path != "" {
+		return fmt.Errorf("no memory database at %s (--db, CODEEXEC_DB): name the bbolt file that holds it, the state dir that holds codeexec.db with --state-dir, or a running memoryd with --memory", path)
+	}
+	why := "holds no codeexec.db"
+	if _, err := os.Stat(s.StateDir); errors.Is(err, fs.ErrNotExist) {
+		why = "does not exist"
+	}
+	return fmt.Errorf("no memory database at %s: the state dir %s (--state-dir, MCP_BRIDGE_STATE_DIR) %s; name the state dir that holds codeexec.db, the bbolt file with --db, or a running memoryd with --memory", path, s.StateDir, why)
 }
 
 // Config is memoryd's configuration, once Resolve has made the paths
