@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -70,13 +71,11 @@ const maxDiffersShown = 20
 func (r CopyReport) String() string {
 	var b strings.Builder
 	kinds := make([]string, 0, len(r.Kinds))
-	total := 0
-	for k, c := range r.Kinds {
+	for k := range r.Kinds {
 		kinds = append(kinds, k)
-		total += c.Added + c.Unchanged + c.Differs + c.Replaced
 	}
 	sort.Strings(kinds)
-	fmt.Fprintf(&b, "copied %d records\n", total)
+	fmt.Fprintf(&b, "copied %d records\n", r.total())
 	for _, k := range kinds {
 		c := r.Kinds[k]
 		fmt.Fprintf(&b, "  %s: %d added, %d already there, %d differ", k, c.Added, c.Unchanged, c.Differs+c.Replaced)
@@ -120,6 +119,11 @@ func Copy(ctx context.Context, opts CopyOptions) (CopyReport, error) {
 	if opts.From == opts.To {
 		return rep, errors.New("copy: the source and the destination are the same")
 	}
+	// Both files are checked before either is opened, so that a
+	// mistyped one fails having created nothing.
+	if err := checkFiles(opts.From, opts.To); err != nil {
+		return rep, err
+	}
 	from, closeFrom, err := openSource(ctx, opts)
 	if err != nil {
 		return rep, err
@@ -150,7 +154,59 @@ func Copy(ctx context.Context, opts CopyOptions) (CopyReport, error) {
 			rep.Differs = append(rep.Differs, fmt.Sprintf("tenant %q, %s %q (revision %d in the source)", e.Tenant, e.Kind, e.Record.Key, e.Record.Revision))
 		}
 	})
+	if n := rep.total(); err != nil && n > 0 {
+		// Records already there are skipped by the next run.
+		err = fmt.Errorf("%w; the copy stopped after %d records: run it again to copy the rest", err, n)
+	}
 	return rep, err
+}
+
+// total is the number of records the copy went through.
+func (r CopyReport) total() int {
+	n := 0
+	for _, c := range r.Kinds {
+		n += c.Added + c.Unchanged + c.Differs + c.Replaced
+	}
+	return n
+}
+
+// checkFiles checks the bbolt sides of a copy: from must exist, and to
+// may be a new file, in a directory that exists (none is created), but
+// not from under another name.
+func checkFiles(from, to string) error {
+	var fromInfo os.FileInfo
+	if !isPostgres(from) {
+		fi, err := os.Stat(from)
+		if err != nil || !fi.Mode().IsRegular() {
+			why := "no such file"
+			switch {
+			case err == nil:
+				why = "not a regular file"
+			case !errors.Is(err, fs.ErrNotExist):
+				why = err.Error()
+			default:
+				if _, derr := os.Stat(filepath.Dir(from)); derr != nil {
+					why = fmt.Sprintf("the directory %s does not exist", filepath.Dir(from))
+				}
+			}
+			return fmt.Errorf("copy: no bbolt database at %s (%s): --from takes an existing bbolt file or a postgres:// URL", from, why)
+		}
+		fromInfo = fi
+	}
+	if isPostgres(to) {
+		return nil
+	}
+	if fi, err := os.Stat(filepath.Dir(to)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("copy: cannot create %s: the directory %s does not exist; create it first (copy creates no directory), or name a bbolt file in a directory that exists", to, filepath.Dir(to))
+	}
+	fi, err := os.Stat(to)
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("copy: %s is not a regular file: --to takes a bbolt file (new, or one no process holds) or a postgres:// URL", to)
+	case err == nil && fromInfo != nil && os.SameFile(fi, fromInfo):
+		return fmt.Errorf("copy: %s and %s are the same file; name another destination", from, to)
+	}
+	return nil
 }
 
 func isPostgres(loc string) bool {
@@ -176,9 +232,6 @@ func openPostgres(ctx context.Context, url, side string, opts CopyOptions) (stor
 func openSource(ctx context.Context, opts CopyOptions) (store.Transfer, func(), error) {
 	if isPostgres(opts.From) {
 		return openPostgres(ctx, opts.From, "from", opts)
-	}
-	if fi, err := os.Stat(opts.From); err != nil || !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("copy: no bbolt database at %s", opts.From)
 	}
 	sh, err := shared.Open(shared.Options{Path: opts.From, Version: opts.Version, Logger: opts.Logger})
 	if err != nil {

@@ -52,6 +52,10 @@ func (c *CopyCommand) Run(ctx context.Context, args []string, e cli.Env) error {
 	opts.Version = e.Version
 	opts.Logger = slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	rep, err := memoryd.Copy(ctx, opts)
+	if err != nil {
+		// A count would read as success; the error says how far it got.
+		return err
+	}
 	fmt.Fprintf(e.Stdout, "from %s to %s: %s", redactURL(opts.From), redactURL(opts.To), rep)
-	return err
+	return nil
 }
