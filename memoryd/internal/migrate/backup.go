@@ -56,10 +56,27 @@ func (t *BackupTarget) Write(ctx context.Context, client memoryv1.MemoryServiceC
 	if err == nil {
 		err = os.Rename(tmp.Name(), t.file)
 	}
+	if err == nil {
+		err = syncDir(filepath.Dir(t.file))
+	}
 	if err != nil {
 		return 0, fmt.Errorf("backup to %s: %w", t.path, err)
 	}
 	return n, nil
+}
+
+// syncDir makes a rename in dir durable: until the directory is synced, a
+// power loss may leave the old file, or none, under the name.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // writeStream writes the backup to a device, a pipe or an open descriptor
