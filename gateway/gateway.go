@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
-	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/guard"
@@ -279,70 +278,6 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 // a client escapes as \uXXXX 6 bytes for 2 or 3. Twice the code limit,
 // plus 1 MiB for the rest of the request, leaves room for ordinary code.
 const MaxBodyBytes = 2*params.MaxCodeBytes + 1<<20
-
-// HTTPHandler returns the streamable HTTP transport, to mount at /mcp.
-//
-// Both protocol eras are served on it, decided per request. Under the
-// session-based revisions (up to 2025-11-25) an MCP session maps to a
-// sandbox session whose handle is derived from the tenant and the MCP
-// session ID, so that a client that keeps its Mcp-Session-Id across a
-// restart of the gateway, or reaches another gateway, continues its
-// sandbox session; a DELETE that ends it destroys that sandbox session. Under 2026-07-28 there are no protocol sessions: run_python
-// continues the session its `session` argument names, or starts one and
-// returns the handle.
-//
-// Requests pass the guard first: Host and Origin checks against DNS
-// rebinding, then authentication when Config.Auth enables it (see
-// HTTPAuth); the credentials decide the tenant.
-func (g *Gateway) HTTPHandler() http.Handler {
-	g.httpOnce.Do(func() {
-		inner := server.NewStreamableHTTPServer(g.mcp,
-			server.WithStreamableHTTPLogger(g.logger),
-			server.WithSessionIdleTTL(g.cfg.SessionIdleTimeout),
-			// The guard checks Host itself, against a configurable list.
-			server.WithDisableLocalhostProtection(true),
-		)
-		// mcp-go v1.2.1 can drop the acknowledgement that opens a
-		// subscriptions/listen stream; see listenack.
-		// Its answer to a read of an unknown resource lacks the URI; see
-		// notfound.
-		mcpHandler := notfound.Handler(listenack.Handler(inner))
-		// mcp-go reads a whole body into memory, with no limit.
-		mcpHandler = bodylimit.Handler(mcpHandler, MaxBodyBytes, fmt.Sprintf(
-			"run_python takes at most %d bytes (%d MiB) of code: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
-			params.MaxCodeBytes, params.MaxCodeBytes>>20))
-		g.http = g.guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			// An MCP session over HTTP has a derived handle; see
-			// sessions.HandleFor.
-			r = r.WithContext(sessions.OverHTTP(r.Context()))
-			mcpHandler.ServeHTTP(w, r)
-			// mcp-go unregisters only sessions it registered; a session
-			// that outlived a gateway restart, or went through another
-			// gateway, is ended here alone, by its derived handle.
-			if id := r.Header.Get(server.HeaderKeySessionID); r.Method == http.MethodDelete && id != "" {
-				g.sessions.EndFor(r.Context(), auth.Tenant(r.Context(), g.cfg.Tenant), id)
-				g.owners.Ended(id)
-			}
-		}))
-	})
-	return g.http
-}
-
-// ProtectedResourceHandler serves the OAuth protected-resource metadata
-// (RFC 9728) that MCP clients read to find the authorization server. Mount
-// it at /.well-known/oauth-protected-resource and at that path followed by
-// the MCP endpoint's path.
-func (g *Gateway) ProtectedResourceHandler() http.Handler { return g.guard.ProtectedResource() }
-
-// MetricsGuard protects a /metrics handler served on the MCP listener.
-// Metrics name upstream servers, including those limited to some tenants,
-// so with authentication on they go only to loopback peers and to bearers
-// of a token whose tenant is listed in HTTPAuth.MetricsTenants. Without
-// authentication the handler is returned as is.
-func (g *Gateway) MetricsGuard(h http.Handler) http.Handler { return g.guard.Metrics(h) }
-
-// Authenticates reports whether HTTP requests must carry credentials.
-func (g *Gateway) Authenticates() bool { return g.guard.Authenticates() }
 
 // Drain begins a graceful shutdown: new run_python calls get a "shutting
 // down" tool error at once, and Drain waits for the running ones to finish
