@@ -64,19 +64,19 @@ func (s *server) ensure(ctx context.Context) (*conn, error) {
 	}
 	a := s.starting
 	if a == nil {
-		// A backoff longer than the caller can wait fails at once, with
-		// the last error, rather than holding the call.
+		// A use during the backoff fails at once with the error of the
+		// last start, the one that says why, as the uses before it did:
+		// waiting the backoff out (up to BackoffMax) would only hold the
+		// call to learn, most likely, the same thing. The first use after
+		// the backoff starts the server again.
 		if wait := time.Until(s.nextTry); wait > 0 {
-			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-				err := fmt.Errorf("%w: server %q is backing off after %d failure(s); next attempt in %s; last error: %v",
-					ErrStartFailed, s.cfg.Name, s.failures, wait.Round(time.Millisecond), s.lastErr)
-				s.mu.Unlock()
-				return nil, err
-			}
+			err, failures := s.lastErr, s.failures
+			s.mu.Unlock()
+			s.m.logger.DebugContext(ctx, "MCP server backing off", logkeys.MCPServer, s.cfg.Name, "failures", failures, "retry_in", wait)
+			return nil, err
 		}
 		a = &attempt{done: make(chan struct{})}
 		s.starting = a
-		wait, lastErr := time.Until(s.nextTry), s.lastErr
 		// The start belongs to the server, not to this call: a server slower
 		// to start than the call's timeout (npx fetching its package, a busy
 		// machine) keeps starting, bounded by StartTimeout, and the next call
@@ -84,7 +84,7 @@ func (s *server) ensure(ctx context.Context) (*conn, error) {
 		// from scratch each time, and never come up.
 		bg := context.WithoutCancel(ctx) // keeps the call's values for logs
 		s.m.bg.Go(func() {
-			c, err := s.start(bg, wait, lastErr)
+			c, err := s.start(bg)
 			s.finishStart(a, c, err)
 		})
 	}
@@ -118,18 +118,8 @@ func (s *server) finishStart(a *attempt, c *conn, err error) {
 	close(a.done)
 }
 
-// start waits out the backoff, then dials, within StartTimeout. Close
-// aborts both.
-func (s *server) start(ctx context.Context, wait time.Duration, lastErr error) (*conn, error) {
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-s.m.root.Done():
-			t.Stop()
-			return nil, fmt.Errorf("%w: server %q was backing off (last error: %v)", ErrClosed, s.cfg.Name, lastErr)
-		}
-	}
+// start dials, within StartTimeout. Close aborts it.
+func (s *server) start(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, s.m.opts.StartTimeout)
 	defer cancel()
 	stop := context.AfterFunc(s.m.root, cancel) // Close aborts a start
@@ -148,7 +138,14 @@ func (s *server) start(ctx context.Context, wait time.Duration, lastErr error) (
 func (s *server) recordFailureLocked(err error) {
 	s.lastErr = err
 	s.failures++
-	backoff := s.m.opts.BackoffMin << min(s.failures-1, 16)
+	// The first failure after a success (a crash, a server killed) is
+	// retried by the next use at once; from the second in a row on, the
+	// backoff doubles from BackoffMin.
+	if s.failures == 1 {
+		s.nextTry = time.Time{}
+		return
+	}
+	backoff := s.m.opts.BackoffMin << min(s.failures-2, 16)
 	if backoff > s.m.opts.BackoffMax || backoff <= 0 {
 		backoff = s.m.opts.BackoffMax
 	}
