@@ -78,3 +78,29 @@ func TestE2EServerInBackoffFailsAtOnce(t *testing.T) {
 		t.Errorf("the server was started %d times for %d uses: each use during the backoff started it", starts, 1+calls)
 	}
 }
+
+// The servers of one call are started and listed at once: each of these
+// three answers initialize only once all three have received theirs, which
+// servers listed one after the other never do. Before, run_python listed
+// them one after another (3 servers taking 3 s each: 9.4 s; here each one's
+// tool timeout, and then its error).
+func TestE2EServersOfACallAreListedTogether(t *testing.T) {
+	t.Parallel()
+	peers := []string{"--peers", "one,two,three"}
+	config, dir := slowServers(t, map[string][]string{"one": peers, "two": peers, "three": peers})
+	c, _ := harness.StartStdio(t, map[string]string{"MCP_SERVERS_CONFIG": config, "CODEEXEC_TOOL_TIMEOUT": "20s"})
+	// Each server's proxy says whether loading it worked; a server that
+	// came up late would still answer the calls.
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"one", "two", "three"}, "timeout": 60, "code": `for p in (mcp_one, mcp_two, mcp_three):
+    print(repr(p))
+for s in (mcp_one.ping_one, mcp_two.ping_two, mcp_three.ping_three):
+    print((await s())["content"][0]["text"])`})
+	out := harness.Joined(o.Stdout())
+	if strings.Contains(out, "failed to load") {
+		t.Errorf("loading three servers that start together: %s", out)
+	}
+	if got, want := out[max(strings.Index(out, "pong"), 0):], "pong from one\npong from two\npong from three"; o.IsError || got != want {
+		t.Errorf("calls to three servers that start together: %q (%s), want %q; logs %v %v %v", got, o.Text, want,
+			serverLog(t, dir, "one"), serverLog(t, dir, "two"), serverLog(t, dir, "three"))
+	}
+}

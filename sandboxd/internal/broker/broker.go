@@ -6,8 +6,10 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -71,34 +73,46 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 	if len(unknown) > 0 {
 		return nil, fmt.Errorf("%w: %s; configured servers: %s", session.ErrInvalid, unknownServers(unknown), configuredList(all))
 	}
-	metas := make([]channel.Server, 0, len(names))
-	for _, n := range names {
-		resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: n, Tenant: tenant})
-		switch {
-		case status.Code(err) == codes.NotFound:
-			return nil, fmt.Errorf("%w: %s", session.ErrInvalid, status.Convert(err).Message())
-		case err != nil:
-			// A server that cannot start now is still allowed: the code
-			// gets runtime.MCPError, with the reason, when it uses it, and
-			// the other servers of the call stay usable. The error is the
-			// one a call would get, so the sync helpers raise it too.
-			metas = append(metas, channel.Server{Name: n, Alias: aliases[n], Tools: []channel.Tool{}, Error: channel.AsError(callError(err))})
-			continue
-		}
-		srv := resp.GetServer()
-		meta := channel.Server{Name: n, Alias: srv.GetAlias(), Description: srv.GetDescription(), Cwd: srv.GetCwd(), Tools: []channel.Tool{}}
-		for _, t := range resp.GetTools() {
-			tm := channel.Tool{Name: t.GetName(), Alias: t.GetAlias(), Description: t.GetDescription()}
-			if js := t.GetInputSchemaJson(); js != "" && json.Valid([]byte(js)) {
-				tm.InputSchema = json.RawMessage(js)
-			}
-			meta.Tools = append(meta.Tools, tm)
-		}
-		metas = append(metas, meta)
+	// The servers are listed at once, not one after the other, so that a
+	// slow one delays the call by its own time only.
+	metas := make([]channel.Server, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Go(func() { metas[i], errs[i] = b.serverMeta(ctx, tenant, n, aliases[n]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	env.Allowed = names
 	env.Servers = metas
 	return env, nil
+}
+
+// serverMeta lists one server of an exec's servers. Only a server that is
+// not known is an error; one that cannot start now is still allowed: the
+// code gets runtime.MCPError, with the reason, when it uses it, and the
+// other servers of the call stay usable. The error is the one a call would
+// get, so the sync helpers raise it too.
+func (b *Broker) serverMeta(ctx context.Context, tenant, name, alias string) (channel.Server, error) {
+	resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: name, Tenant: tenant})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return channel.Server{}, fmt.Errorf("%w: %s", session.ErrInvalid, status.Convert(err).Message())
+	case err != nil:
+		return channel.Server{Name: name, Alias: alias, Tools: []channel.Tool{}, Error: channel.AsError(callError(err))}, nil
+	}
+	srv := resp.GetServer()
+	meta := channel.Server{Name: name, Alias: srv.GetAlias(), Description: srv.GetDescription(), Cwd: srv.GetCwd(), Tools: []channel.Tool{}}
+	for _, t := range resp.GetTools() {
+		tm := channel.Tool{Name: t.GetName(), Alias: t.GetAlias(), Description: t.GetDescription()}
+		if js := t.GetInputSchemaJson(); js != "" && json.Valid([]byte(js)) {
+			tm.InputSchema = json.RawMessage(js)
+		}
+		meta.Tools = append(meta.Tools, tm)
+	}
+	return meta, nil
 }
 
 // listServers serves list_servers: the servers allowed in the exec, as
