@@ -104,3 +104,59 @@ for s in (mcp_one.ping_one, mcp_two.ping_two, mcp_three.ping_three):
 			serverLog(t, dir, "one"), serverLog(t, dir, "two"), serverLog(t, dir, "three"))
 	}
 }
+
+// A call whose server is still starting, or still listing its tools, gives
+// up within run_python's own timeout, shorter than the tool timeout, and
+// the code gets an error that names the server and says what happens next;
+// the next call uses the server once it is up, without starting it again.
+// Before, loading the call's servers waited up to the tool timeout
+// (CODEEXEC_TOOL_TIMEOUT), not counted in run_python's, and the code's call
+// then waited again until the exec's timeout stopped the sandbox with only
+// 'Execution exceeded the 5s timeout', naming no server: 17 s for a 5 s
+// timeout with a 12 s tool timeout.
+func TestE2ESlowServerGivesUpWithinTheCallsTimeout(t *testing.T) {
+	t.Parallel()
+	config, dir := slowServers(t, map[string][]string{"held": {"--hold"}, "lister": {"--hold-list"}})
+	c, _ := harness.StartStdio(t, map[string]string{"MCP_SERVERS_CONFIG": config, "CODEEXEC_TOOL_TIMEOUT": "60s"})
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"held", "lister"}, "timeout": 3, "code": `for call in (lambda: mcp_held.ping_held(), lambda: mcp_lister.ping_lister()):
+    try:
+        await call()
+        print("answered")
+    except runtime.MCPError as e:
+        print(type(e).__name__, e)`})
+	held, lister := serverLog(t, dir, "held"), serverLog(t, dir, "lister")
+	if o.IsError || len(o.Stdout()) != 2 {
+		t.Fatalf("run_python: %s, instead of raising in the code; server logs %v, %v", o.Text, held, lister)
+	}
+	for i, want := range [][]string{
+		{"DeadlineExceededError", `server "held" did not start within the call's timeout`, "it goes on starting", "a later call uses it once it is up"},
+		{"DeadlineExceededError", `server "lister" did not answer tools/list within`, "a later call lists them again"},
+	} {
+		for _, w := range want {
+			if got := o.Stdout()[i]; !strings.Contains(got, w) {
+				t.Errorf("the code's error %q lacks %q", got, w)
+			}
+		}
+	}
+	// Neither server had answered when the call gave up: the wait was the
+	// call's, not the servers'.
+	if got := strings.Join(held, " "); got != "started initialize" {
+		t.Errorf("held's log when the call returned = %v, want it still in initialize", got)
+	}
+	if got := strings.Join(lister, " "); got != "started initialize answered_initialize list" {
+		t.Errorf("lister's log when the call returned = %v, want it still in tools/list", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o = harness.RunPython(t, c, map[string]any{"servers": []any{"held", "lister"}, "timeout": 30, "code": `print((await mcp_held.ping_held())["content"][0]["text"])
+print((await mcp_lister.ping_lister())["content"][0]["text"])`})
+	if got := harness.Joined(o.Stdout()); o.IsError || got != "pong from held\npong from lister" {
+		t.Errorf("the call after the servers came up: %q (%s), want a pong from each", got, o.Text)
+	}
+	for _, name := range []string{"held", "lister"} {
+		if n := strings.Count(strings.Join(serverLog(t, dir, name), " "), "started"); n != 1 {
+			t.Errorf("%s was started %d times, want once", name, n)
+		}
+	}
+}

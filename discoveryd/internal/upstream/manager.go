@@ -170,10 +170,20 @@ func (m *Manager) CachedTools(name string) (tools []mcp.Tool, ok bool) {
 }
 
 // withTimeout bounds ctx by d (or the default), marking the cause so that
-// errors can tell our timeout from the caller's cancellation.
+// errors can tell our timeout from the caller's cancellation. A caller's
+// deadline that comes sooner (run_python's timeout, passed on by the
+// sandbox) shortens d, less a reserve in which the answer gets back: so
+// that the caller learns which server it waited for, and what to do, rather
+// than running out of its own time with a bare deadline error.
 func (m *Manager) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if d <= 0 {
 		d = m.opts.CallTimeout
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left -= min(left/10, time.Second); left < d {
+			d = max(left, 0).Truncate(100 * time.Millisecond) // a figure to read in messages
+		}
 	}
 	ctx = context.WithValue(ctx, timeoutKey{}, d)
 	return context.WithTimeoutCause(ctx, d, errCallTimeout)

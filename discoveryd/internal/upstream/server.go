@@ -237,7 +237,11 @@ func (s *server) listTools(ctx context.Context, c *conn) ([]mcp.Tool, error) {
 // callError turns a failed request on c into one of the package's errors.
 func (s *server) callError(ctx context.Context, c *conn, op string, err error) error {
 	if errors.Is(context.Cause(ctx), errCallTimeout) {
-		return fmt.Errorf("%w: server %q did not answer %s within %s", ErrTimeout, s.cfg.Name, op, callTimeout(ctx, s.m.opts.CallTimeout))
+		hint := ""
+		if op == "tools/list" {
+			hint = " (a later call lists them again)"
+		}
+		return fmt.Errorf("%w: server %q did not answer %s within %s%s", ErrTimeout, s.cfg.Name, op, callTimeout(ctx, s.m.opts.CallTimeout), hint)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

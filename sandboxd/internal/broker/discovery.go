@@ -73,6 +73,9 @@ func (b *Broker) listTools(ctx context.Context, o *origin, r *channel.ListToolsR
 	if err := allowed(o.env, r.Server); err != nil {
 		return nil, err
 	}
+	if err := b.stillStarting(ctx, o, r.Server); err != nil {
+		return nil, err
+	}
 	resp, err := b.Discovery.ListTools(ctx, &discoveryv1.ListToolsRequest{Server: r.Server, Tenant: o.tenant})
 	if err != nil {
 		return nil, err
@@ -92,6 +95,9 @@ func (b *Broker) listTools(ctx context.Context, o *origin, r *channel.ListToolsR
 // callTool serves call_tool: the tool's CallToolResult.
 func (b *Broker) callTool(ctx context.Context, o *origin, r *channel.CallToolRequest) (json.RawMessage, error) {
 	if err := allowed(o.env, r.Server); err != nil {
+		return nil, err
+	}
+	if err := b.stillStarting(ctx, o, r.Server); err != nil {
 		return nil, err
 	}
 	if r.Tool == "" {
@@ -114,6 +120,9 @@ func (b *Broker) callTool(ctx context.Context, o *origin, r *channel.CallToolReq
 // queryToolDocs serves query_tool_docs: the docs of a loaded server's tools.
 func (b *Broker) queryToolDocs(ctx context.Context, o *origin, r *channel.QueryToolDocsRequest) ([]doc, error) {
 	if err := allowed(o.env, r.Server); err != nil {
+		return nil, err
+	}
+	if err := b.stillStarting(ctx, o, r.Server); err != nil {
 		return nil, err
 	}
 	detail, err := detailOf(r.Detail)
@@ -159,6 +168,28 @@ func (b *Broker) searchToolDocs(ctx context.Context, o *origin, r *channel.Searc
 		docs[i].markLoaded(o.env.Allowed)
 	}
 	return &searchResult{Results: docs, Total: resp.GetTotal(), Truncated: resp.GetTruncated(), Unindexed: resp.GetUnindexedServers()}, nil
+}
+
+// stillStarting returns the error with which the exec's server was loaded
+// when loading it ran out of the call's timeout and the server is still
+// not up (running, with its tools listed): the call has waited for it once already, and waiting again
+// would hold it past its timeout to learn the same thing. A server that
+// came up meanwhile is used as usual.
+func (b *Broker) stillStarting(ctx context.Context, o *origin, server string) error {
+	i := slices.IndexFunc(o.env.Servers, func(s channel.Server) bool { return s.Name == server })
+	if i < 0 || o.env.Servers[i].Error == nil || o.env.Servers[i].Error.Code != channel.CodeDeadlineExceeded {
+		return nil
+	}
+	list, err := b.Discovery.ListServers(ctx, &discoveryv1.ListServersRequest{Tenant: o.tenant})
+	if err != nil {
+		return err
+	}
+	for _, s := range list.GetServers() {
+		if s.GetName() == server && s.GetStatus() == discoveryv1.ServerStatus_SERVER_STATUS_RUNNING && s.GetToolCount() > 0 {
+			return nil
+		}
+	}
+	return o.env.Servers[i].Error
 }
 
 func orEmptyObject(s string) string {

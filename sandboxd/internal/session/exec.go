@@ -76,7 +76,12 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	timeout := m.clampTimeout(req.Timeout)
 	saved := m.fetchSavedTools(ctx, s)
 	defer saved.stop()
-	env, err := m.cfg.Broker.Prepare(ctx, s.tenant, req.Servers)
+	// Loading the call's servers waits for those still starting no longer
+	// than the call's timeout: a server not up by then is loaded with the
+	// error that says so, which its use raises, and the code runs.
+	prepCtx, cancelPrep := context.WithTimeout(ctx, timeout)
+	env, err := m.cfg.Broker.Prepare(prepCtx, s.tenant, req.Servers)
+	cancelPrep()
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +214,9 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 				}
 			}
 		case *channel.Call:
-			sb.startCall(waitCtx, func() { m.serveCall(callCtx, sb, s.tenant, env, id, msg) })
+			// A call ends by the exec's timeout, so that a call to a server
+			// still starting gives up in time to tell the code which one.
+			sb.startCall(waitCtx, func() { m.serveCall(waitCtx, sb, s.tenant, env, id, msg) })
 		case *channel.Done:
 			if msg.Exec != id {
 				return false

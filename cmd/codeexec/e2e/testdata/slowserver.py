@@ -9,6 +9,7 @@ returned. Options:
   --name NAME     its name (default "slow")
   --dir DIR       where its log and cue files are
   --hold          answers initialize only once DIR/release exists
+  --hold-list     answers tools/list only once DIR/release exists
   --peers A,B,C   answers initialize only once every peer has received its
                   own initialize (DIR/<peer>.init exists): servers started
                   one after another never get there
@@ -68,6 +69,9 @@ for line in sys.stdin:
             "serverInfo": {"name": name, "version": "1"}}})
         log("answered initialize")
     elif method == "tools/list":
+        log("list")
+        if "--hold-list" in args:
+            wait_for([os.path.join(cue, "release")])
         send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [{
             "name": "ping_" + name, "description": "Answer pong.", "inputSchema": {"type": "object", "properties": {}}}]}})
         log("listed")
