@@ -172,9 +172,9 @@ func (b *Broker) searchToolDocs(ctx context.Context, o *origin, r *channel.Searc
 
 // stillStarting returns the error with which the exec's server was loaded
 // when loading it ran out of the call's timeout and the server is still
-// not up (running, with its tools listed): the call has waited for it once already, and waiting again
-// would hold it past its timeout to learn the same thing. A server that
-// came up meanwhile is used as usual.
+// not up (running, with its tools listed): the call has waited for it once
+// already, and waiting again would hold it past its timeout to learn the
+// same thing. A server that came up meanwhile is used as usual.
 func (b *Broker) stillStarting(ctx context.Context, o *origin, server string) error {
 	i := slices.IndexFunc(o.env.Servers, func(s channel.Server) bool { return s.Name == server })
 	if i < 0 || o.env.Servers[i].Error == nil || o.env.Servers[i].Error.Code != channel.CodeDeadlineExceeded {
