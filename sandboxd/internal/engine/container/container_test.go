@@ -114,23 +114,38 @@ func TestContainerOrphanRules(t *testing.T) {
 	old := now.Add(-2 * staleAfter).UTC().Format(time.RFC3339Nano)
 	recent := now.Add(-time.Second).UTC().Format(time.RFC3339Nano)
 	dead := deadPID(t)
+	// A live process that took the PID of a sandboxd that made a
+	// container before it started (a busy host reuses PIDs): it is not
+	// that container's owner.
+	child := exec.Command("/bin/sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	reused := c.host + "/" + strconv.Itoa(child.Process.Pid) + "/abcd"
+	hourAgo := now.Add(-time.Hour).UTC().Format(time.RFC3339Nano)
 	cases := []struct {
 		name, owner, state, finished string
+		created                      string
 		all, want                    bool
 	}{
-		{"ours while running", c.Owner(), "running", "", false, false},
-		{"ours at Close", c.Owner(), "running", "", true, true},
-		{"earlier sandboxd on this host, gone", c.host + "/" + dead + "/abcd", "running", "", false, true},
-		{"another engine open in this process", sibling.Owner(), "running", "", false, false},
-		{"earlier incarnation with our PID (PID 1 in a restarted container)", c.host + "/" + strconv.Itoa(os.Getpid()) + "/abcd", "running", "", false, true},
-		{"another live sandboxd on this host", c.host + "/1/abcd", "running", "", false, os.Getpid() == 1},
-		{"another host, running", "elsewhere/1/abcd", "running", "", true, false},
-		{"another host, exited long ago", "elsewhere/1/abcd", "exited", old, false, true},
-		{"another host, exited just now", "elsewhere/1/abcd", "exited", recent, false, false},
-		{"podman time format", "elsewhere/1/abcd", "exited", now.Add(-2 * staleAfter).Format("2006-01-02 15:04:05.999999999 -0700 MST"), false, true},
+		{"ours while running", c.Owner(), "running", "", "", false, false},
+		{"ours at Close", c.Owner(), "running", "", "", true, true},
+		{"earlier sandboxd on this host, gone", c.host + "/" + dead + "/abcd", "running", "", "", false, true},
+		{"another engine open in this process", sibling.Owner(), "running", "", "", false, false},
+		{"earlier incarnation with our PID (PID 1 in a restarted container)", c.host + "/" + strconv.Itoa(os.Getpid()) + "/abcd", "running", "", "", false, true},
+		{"another live sandboxd on this host", c.host + "/1/abcd", "running", "", "", false, os.Getpid() == 1},
+		{"another host, running", "elsewhere/1/abcd", "running", "", "", true, false},
+		{"another host, exited long ago", "elsewhere/1/abcd", "exited", old, "", false, true},
+		{"another host, exited just now", "elsewhere/1/abcd", "exited", recent, "", false, false},
+		{"podman time format", "elsewhere/1/abcd", "exited", now.Add(-2 * staleAfter).Format("2006-01-02 15:04:05.999999999 -0700 MST"), "", false, true},
+		{"a live process that took a gone owner's PID", reused, "exited", recent, hourAgo, false, true},
+		{"the same, podman's time format", reused, "running", "", now.Add(-time.Hour).Format("2006-01-02 15:04:05.999999999 -0700 MST"), false, true},
+		{"a live owner that made the container after it started", reused, "running", "", now.Add(time.Minute).UTC().Format(time.RFC3339Nano), false, false},
+		{"a live owner, the container's time unreadable", reused, "exited", recent, "soon", false, false},
 	}
 	for _, tc := range cases {
-		if got := c.orphan(tc.owner, tc.state, tc.finished, tc.all, now); got != tc.want {
+		if got := c.orphan(tc.owner, tc.state, tc.finished, tc.created, tc.all, now); got != tc.want {
 			t.Errorf("%s: orphan = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -268,7 +283,7 @@ inspect)
     if [ "$a" = gone0001 ]; then echo 'Error: inspecting object: no such object: "gone0001"' >&2; exit 125; fi
     if [ "$a" = broken ]; then echo 'Error: permission denied' >&2; exit 125; fi
   done
-  echo "/codeexec-kept|elsewhere/1/abcd|exited|2000-01-01T00:00:00Z" ;;
+  echo "/codeexec-kept|elsewhere/1/abcd|exited|2000-01-01T00:00:00Z|2000-01-01T00:00:00Z" ;;
 esac
 `
 	if err := os.WriteFile(cli, []byte(script), 0o755); err != nil {

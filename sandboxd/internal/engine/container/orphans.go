@@ -1,6 +1,7 @@
 package container
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"slices"
@@ -18,9 +19,11 @@ const staleAfter = time.Minute
 // clean up:
 //   - at Close (all), every container this engine owns;
 //   - containers of an earlier sandboxd on this host: same hostname, other
-//     instance, and a PID that is gone or is now this process's own (PID 1
-//     in a container restarted under the same hostname), unless that owner
-//     is another engine still open in this process;
+//     instance, and a PID that is gone, is now this process's own (PID 1
+//     in a container restarted under the same hostname), or is another
+//     process's, one started after the container was made (the PID was
+//     reused: a busy host wraps round its 32,768 PIDs in minutes), unless
+//     that owner is another engine still open in this process;
 //   - exited containers of any owner, finished more than staleAfter ago
 //     (a sandboxd elsewhere, e.g. a compose replica, that died).
 //
@@ -43,11 +46,11 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 	var doomed []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Split(line, "|")
-		if len(f) != 4 {
+		if len(f) != 5 {
 			continue
 		}
 		name := strings.TrimPrefix(f[0], "/")
-		if c.orphan(f[1], f[2], f[3], all, time.Now()) {
+		if c.orphan(f[1], f[2], f[3], f[4], all, time.Now()) {
 			doomed = append(doomed, name)
 		}
 	}
@@ -68,7 +71,7 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 func (c *Engine) inspectExisting(ctx context.Context, ids []string) (string, error) {
 	for {
 		out, err := c.cli(ctx, append([]string{"inspect", "--format",
-			`{{.Name}}|{{index .Config.Labels "` + LabelOwner + `"}}|{{.State.Status}}|{{.State.FinishedAt}}`}, ids...)...)
+			`{{.Name}}|{{index .Config.Labels "` + LabelOwner + `"}}|{{.State.Status}}|{{.State.FinishedAt}}|{{.Created}}`}, ids...)...)
 		if err == nil || out != "" {
 			return out, nil
 		}
@@ -87,8 +90,8 @@ func (c *Engine) inspectExisting(ctx context.Context, ids []string) (string, err
 	}
 }
 
-// orphan decides for one container (see reapOrphans).
-func (c *Engine) orphan(owner, state, finished string, all bool, now time.Time) bool {
+// orphan decides for one container (see reapOrphans), made at created.
+func (c *Engine) orphan(owner, state, finished, created string, all bool, now time.Time) bool {
 	if owner == c.owner {
 		return all
 	}
@@ -99,19 +102,83 @@ func (c *Engine) orphan(owner, state, finished string, all bool, now time.Time) 
 	pidStr, _, _ := strings.Cut(rest, "/")
 	if host == c.host {
 		pid, err := strconv.Atoi(pidStr)
-		if err == nil && (pid == os.Getpid() || !ownerAlive(pid)) {
+		if err == nil && (pid == os.Getpid() || !ownerAlive(pid) || startedAfter(pid, created)) {
 			return true
 		}
 	}
 	if state == "exited" || state == "dead" {
-		t, err := time.Parse(time.RFC3339Nano, finished)
-		if err != nil {
-			// podman prints "2006-01-02 15:04:05.999999999 -0700 MST".
-			t, err = time.Parse("2006-01-02 15:04:05.999999999 -0700 MST", finished)
-		}
+		t, err := parseEngineTime(finished)
 		return err == nil && now.Sub(t) > staleAfter
 	}
 	return false
+}
+
+// parseEngineTime reads a time as docker (RFC 3339) or podman prints it.
+func parseEngineTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		// podman prints "2006-01-02 15:04:05.999999999 -0700 MST".
+		t, err = time.Parse("2006-01-02 15:04:05.999999999 -0700 MST", s)
+	}
+	return t, err
+}
+
+// startedAfter reports whether the process pid started after created, the
+// time a container naming pid as its owner was made: then pid is not that
+// owner but a process that took the PID after the owner died. Not knowing
+// (no /proc entry, a time that does not parse) is false: the container is
+// left to the exited-long-ago rule.
+func startedAfter(pid int, created string) bool {
+	made, err := parseEngineTime(created)
+	if err != nil {
+		return false
+	}
+	started, ok := processStart(pid)
+	// The start time is known to a clock tick and the boot time to the
+	// second: a process started within 2 s of the container is taken
+	// for its owner.
+	return ok && started.After(made.Add(2*time.Second))
+}
+
+// processStart is when pid started: /proc/PID/stat's starttime, in clock
+// ticks since boot (USER_HZ, 100 on Linux), plus /proc/stat's btime.
+func processStart(pid int) (time.Time, bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	// The command name, in parentheses, may hold spaces: the fields
+	// counted are those after its closing parenthesis, from field 3 on.
+	i := bytes.LastIndexByte(stat, ')')
+	fields := strings.Fields(string(stat[i+1:]))
+	if i < 0 || len(fields) < 20 {
+		return time.Time{}, false
+	}
+	ticks, err := strconv.ParseInt(fields[19], 10, 64) // field 22, starttime
+	if err != nil {
+		return time.Time{}, false
+	}
+	boot, ok := bootTime()
+	if !ok {
+		return time.Time{}, false
+	}
+	const userHZ = 100
+	return boot.Add(time.Duration(ticks) * time.Second / userHZ), true
+}
+
+// bootTime is /proc/stat's btime.
+func bootTime() (time.Time, bool) {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, line := range strings.Split(string(stat), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return time.Unix(sec, 0), err == nil
+		}
+	}
+	return time.Time{}, false
 }
 
 // ownerAlive reports whether pid exists (signal 0).
