@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
@@ -21,22 +20,12 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 )
 
 // tokenClient is an initialised HTTP MCP client sending a bearer token.
 func tokenClient(t *testing.T, base, token string) *client.Client {
 	t.Helper()
-	c, err := client.NewStreamableHttpClient(base+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	harness.Initialize(t, c)
-	return c
+	return harness.HTTPClientWith(t, base, map[string]string{"Authorization": "Bearer " + token})
 }
 
 // rawInitialize posts an initialize request with the given headers.

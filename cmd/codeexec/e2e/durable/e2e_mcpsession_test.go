@@ -36,15 +36,7 @@ func serveHTTP(t *testing.T, env []string) (*exec.Cmd, string) {
 // headers on every request.
 func sessionClient(t *testing.T, base string, headers map[string]string) *client.Client {
 	t.Helper()
-	c, err := client.NewStreamableHttpClient(base+"/mcp", transport.WithHTTPHeaders(headers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	harness.Initialize(t, c)
+	c := harness.HTTPClientWith(t, base, headers)
 	if c.GetSessionId() == "" {
 		t.Fatalf("no MCP session ID; protocol %q", c.ProtocolVersion())
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 
 	"github.com/codeexec/codeexec/gateway"
 )
@@ -80,7 +81,14 @@ func WaitHTTP(t *testing.T, url string) {
 // streamable HTTP, closed when the test ends.
 func HTTPClient(t *testing.T, base string) *client.Client {
 	t.Helper()
-	c, err := client.NewStreamableHttpClient(base + "/mcp")
+	return HTTPClientWith(t, base, nil)
+}
+
+// HTTPClientWith is HTTPClient sending headers (a bearer token, say) on
+// every request.
+func HTTPClientWith(t *testing.T, base string, headers map[string]string) *client.Client {
+	t.Helper()
+	c, err := client.NewStreamableHttpClient(base+"/mcp", transport.WithHTTPHeaders(headers))
 	if err != nil {
 		t.Fatal(err)
 	}
