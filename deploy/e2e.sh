@@ -26,6 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 log() { printf '[e2e %3ds] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
+. deploy/dockerd.sh
 
 port=${CODEEXEC_HTTP_PORT:-18080}
 export CODEEXEC_HTTP_PORT=$port
@@ -51,7 +52,6 @@ work=$(mktemp -d)
 # The PostgreSQL variant's password, in a file as a deployment keeps it.
 export CODEEXEC_PG_PASSWORD_FILE=$work/pg-password
 (umask 077; head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$CODEEXEC_PG_PASSWORD_FILE")
-dockerd_pid=""
 cleanup() {
   local rc=$?
   set +e
@@ -63,23 +63,14 @@ cleanup() {
     log "removing $(echo "$left" | wc -l) leftover sandbox containers"
     docker rm -f $left >/dev/null
   fi
-  if [ -n "$dockerd_pid" ]; then
-    log "stopping the dockerd this script started"
-    kill "$dockerd_pid"; wait "$dockerd_pid" 2>/dev/null
-  fi
+  dockerd_stop
   rm -rf "$work" "$CODEEXEC_AGENT_ROOT"
   log "done (exit $rc)"
 }
 trap cleanup EXIT
 
 # 1. An engine.
-if ! docker info >/dev/null 2>&1; then
-  log "starting dockerd"
-  dockerd >"$work/dockerd.log" 2>&1 &
-  dockerd_pid=$!
-  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
-  docker info >/dev/null 2>&1 || { tail -20 "$work/dockerd.log" >&2; exit 1; }
-fi
+dockerd_start "$work/dockerd.log" || exit 1
 
 # 2. Images, and the host-side tools.
 log "building images"

@@ -15,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 log() { printf '[runtimes %3ds] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
+. deploy/dockerd.sh
 
 need=()
 for pair in podman:podman runc:runc dockerd:docker.io debootstrap:debootstrap; do
@@ -26,7 +27,6 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 work=$(mktemp -d)
-dockerd_pid=""
 cleanup() {
   local rc=$?
   set +e
@@ -34,22 +34,13 @@ cleanup() {
     left=$($rt ps -aq --filter label=codeexec.owner 2>/dev/null)
     [ -n "$left" ] && { log "removing leftover $rt sandboxes"; $rt rm -f $left >/dev/null; }
   done
-  if [ -n "$dockerd_pid" ]; then
-    log "stopping the dockerd this script started"
-    kill "$dockerd_pid"; wait "$dockerd_pid" 2>/dev/null
-  fi
+  dockerd_stop
   rm -rf "$work"
   log "done (exit $rc)"
 }
 trap cleanup EXIT
 
-if ! docker info >/dev/null 2>&1; then
-  log "starting dockerd"
-  dockerd >"$work/dockerd.log" 2>&1 &
-  dockerd_pid=$!
-  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
-  docker info >/dev/null 2>&1 || { tail -20 "$work/dockerd.log" >&2; exit 1; }
-fi
+dockerd_start "$work/dockerd.log" || exit 1
 
 log "building images"
 bash deploy/build-images.sh docker
