@@ -15,6 +15,7 @@ import (
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
 	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
+	"github.com/codeexec/codeexec/gateway/internal/detach"
 	"github.com/codeexec/codeexec/gateway/internal/listenack"
 	"github.com/codeexec/codeexec/gateway/internal/notfound"
 	"github.com/codeexec/codeexec/gateway/internal/params"
@@ -89,6 +90,10 @@ func (g *Gateway) Serve(ctx context.Context, lis net.Listener, grace time.Durati
 // the session its `session` argument names, or starts one and returns the
 // handle.
 //
+// A request in an MCP session runs to its end even if its connection
+// drops, as the session-based revisions ask; under 2026-07-28 a dropped
+// stream cancels its request. See detach.
+//
 // Requests pass the guard first: Host and Origin checks against DNS
 // rebinding, then authentication when Config.Auth enables it (see
 // HTTPAuth); the credentials decide the tenant.
@@ -113,6 +118,16 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			// An MCP session over HTTP has a derived handle; see
 			// sessions.HandleFor.
 			r = r.WithContext(sessions.OverHTTP(r.Context()))
+			// A session-based client's call outlives its connection;
+			// see detach.
+			r = detach.Request(r)
+			if conn, ok := detach.Connection(r.Context()); ok {
+				stop := context.AfterFunc(conn, func() {
+					g.logger.Info("the client's connection closed before the answer was sent; the request runs to its end, since before MCP 2026-07-28 only notifications/cancelled cancels one",
+						logkeys.MCPSession, r.Header.Get(server.HeaderKeySessionID))
+				})
+				defer stop()
+			}
 			mcpHandler.ServeHTTP(w, r)
 			// mcp-go unregisters only sessions it registered; a session
 			// that outlived a gateway restart, or went through another
