@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -115,6 +116,14 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			"run_python takes at most %d bytes (%d MiB) of code: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
 			params.MaxCodeBytes, params.MaxCodeBytes>>20))
 		g.http = g.guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && r.Header.Get(server.HeaderKeySessionID) == "" &&
+				!mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+				// mcp-go would open a stream of a new, empty session that
+				// nothing is ever sent on: a client of the old HTTP+SSE
+				// transport would wait for its endpoint event forever.
+				http.Error(w, getWithoutSession, http.StatusBadRequest)
+				return
+			}
 			// An MCP session over HTTP has a derived handle; see
 			// sessions.HandleFor.
 			r = r.WithContext(sessions.OverHTTP(r.Context()))
@@ -140,6 +149,12 @@ func (g *Gateway) HTTPHandler() http.Handler {
 	})
 	return g.http
 }
+
+// getWithoutSession answers a GET stream asked for outside any MCP session.
+const getWithoutSession = "a GET of /mcp opens the event stream of an MCP session, and this request has no Mcp-Session-Id header: " +
+	"a client of streamable HTTP POSTs initialize first and sends the Mcp-Session-Id header of its answer on every request. " +
+	"A client configured for the older HTTP+SSE transport (type \"sse\", revision 2024-11-05) must be configured for " +
+	"streamable HTTP (type \"http\" or \"streamable-http\") at this same URL, which codeexec serves instead"
 
 // ProtectedResourceHandler serves the OAuth protected-resource metadata
 // (RFC 9728) that MCP clients read to find the authorization server. Mount

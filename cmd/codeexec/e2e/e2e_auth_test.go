@@ -38,7 +38,15 @@ type reply struct {
 func rawInitialize(t *testing.T, base string, header map[string]string) (reply, string) {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`
-	req, err := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+	return rawRequest(t, http.MethodPost, base+"/mcp", body, header)
+}
+
+// rawRequest makes a request to the MCP endpoint with the given headers, as
+// a client of streamable HTTP does. The body of an event stream is not
+// read, as it does not end.
+func rawRequest(t *testing.T, method, url, body string, header map[string]string) (reply, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +60,9 @@ func rawInitialize(t *testing.T, base string, header map[string]string) (reply, 
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") == "text/event-stream" {
+		return reply{StatusCode: resp.StatusCode, Header: resp.Header}, ""
+	}
 	b, _ := io.ReadAll(resp.Body)
 	return reply{StatusCode: resp.StatusCode, Header: resp.Header}, string(b)
 }

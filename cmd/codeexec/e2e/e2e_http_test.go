@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -333,5 +334,34 @@ func TestE2EHTTPPortZeroServesOnTheChosenPort(t *testing.T) {
 	c := harness.HTTPClient(t, "http://"+addr)
 	if got := harness.Joined(harness.Code(t, c, "print(6 * 7)").Stdout()); got != "42" {
 		t.Fatalf("run_python on the chosen port printed %q", got)
+	}
+}
+
+// TestE2EHTTPGetWithoutSessionSaysWhatToDo opens the event stream as a
+// client of the old HTTP+SSE transport (2024-11-05) does, with a GET and
+// no MCP session: it gets 400 and what to configure. Before, it got 200
+// and a stream of a new, empty session that nothing was ever sent on, so
+// such a client (the TypeScript SDK's SSEClientTransport) waited for its
+// endpoint event forever. A GET in an MCP session still opens its stream.
+func TestE2EHTTPGetWithoutSessionSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	base := harness.StartHTTP(t, nil)
+	get := func(header map[string]string) (reply, string) {
+		header["Accept"] = "text/event-stream"
+		return rawRequest(t, http.MethodGet, base+"/mcp", "", header)
+	}
+	resp, body := get(map[string]string{})
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("GET /mcp without a session = %d %s; want 400, not a stream that an HTTP+SSE client waits on forever", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	for _, want := range []string{"no Mcp-Session-Id header", "POSTs initialize first", `older HTTP+SSE transport (type "sse"`, `streamable HTTP (type "http"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the answer lacks %q:\n%s", want, body)
+		}
+	}
+	r, _ := rawInitialize(t, base, nil)
+	resp, body = get(map[string]string{"Mcp-Session-Id": r.Header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-06-18"})
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET /mcp in an MCP session = %d %s %q; want its event stream", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
 }
