@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
+	"github.com/codeexec/codeexec/gateway/internal/cancelled"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/guard"
@@ -264,6 +265,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	// mcp-go's answer to a read of an unknown resource lacks the URI; see
 	// notfound.
 	in, out = notfound.Stdio(in, out)
+	// Nor does mcp-go keep from answering a request the client
+	// cancelled; see cancelled.
+	in, out = cancelled.Stdio(in, out)
 	err := s.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil

@@ -176,3 +176,84 @@ func TestE2EHTTPDroppedConnectionIsNotACancellation(t *testing.T) {
 		}
 	})
 }
+
+// TestE2EStdioCancelledCallIsNotAnswered cancels a running call over
+// stdio, as the TypeScript SDK does when its caller aborts: the sandbox
+// stops and the session goes on, and the cancelled request gets no
+// answer, as the specification asks. Before, it was answered ('the call
+// was cancelled'), and the SDK, which had forgotten the request, reported
+// "Received a response for an unknown message ID" to its onerror on every
+// cancellation.
+func TestE2EStdioCancelledCallIsNotAnswered(t *testing.T) {
+	t.Parallel()
+	s := harness.StartRawStdio(t, harness.BaseEnv(t, nil))
+	stdin, lines := s.Stdin, s.Lines
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = s.Cmd.Wait()
+		if t.Failed() {
+			t.Logf("codeexec output:\n%s", harness.TailOf(s.Logs.String(), 6000))
+		}
+	})
+	send := func(msg string) {
+		if _, err := io.WriteString(stdin, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// next returns the next message from the server that is not a
+	// progress notification.
+	next := func() map[string]any {
+		for lines.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+				t.Fatalf("the server wrote %q: %v", lines.Text(), err)
+			}
+			if m["method"] != "notifications/progress" {
+				return m
+			}
+		}
+		t.Fatalf("the server's stdout ended: %v", lines.Err())
+		return nil
+	}
+	send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e-raw","version":"1"}}}`)
+	if m := next(); m["id"] != "init" {
+		t.Fatalf("answer to initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"marker = 'before'"}}}`)
+	if m := next(); m["id"] != float64(1) {
+		t.Fatalf("answer to call 1: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"` +
+		`import time\nprint('started', flush=True)\ntime.sleep(30)\nmarker = 'kept'"},"_meta":{"progressToken":"p2"}}}`)
+	for lines.Scan() {
+		if strings.Contains(lines.Text(), `"notifications/progress"`) {
+			break // call 2 is running
+		}
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user stopped it"}}`)
+	// The session's calls run one at a time, and a ping is answered at
+	// once: by the answer to the ping after call 3, call 2 has long ended.
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"print(marker)"}}}`)
+	var got []map[string]any
+	for m := next(); ; m = next() {
+		got = append(got, m)
+		if m["id"] == float64(3) {
+			send(`{"jsonrpc":"2.0","id":4,"method":"ping"}`)
+		}
+		if m["id"] == float64(4) {
+			break
+		}
+	}
+	for _, m := range got {
+		switch m["id"] {
+		case float64(2):
+			t.Errorf("the cancelled call 2 was answered: %v", m)
+		case float64(3):
+			res, _ := m["result"].(map[string]any)
+			if text := harness.ResultText(res); !strings.HasPrefix(text, "before\n") || !strings.Contains(text, "the call was cancelled by the client") {
+				t.Errorf("the call after the cancelled one = %q; want it to print %q, with the notice that the cancelled call was rolled back", text, "before")
+			}
+		}
+	}
+}

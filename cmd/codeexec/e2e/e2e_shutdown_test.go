@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -22,23 +20,8 @@ import (
 func TestE2EStdioExitAfterACallWarnsOfNothing(t *testing.T) {
 	t.Parallel()
 	for round := range 10 {
-		logs := &harness.LockedBuffer{}
-		cmd := exec.Command(harness.Binary, "serve")
-		cmd.Env = harness.BaseEnv(t, map[string]string{"MCP_BRIDGE_LOG_LEVEL": "info"})
-		cmd.Stderr = logs
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		answers := bufio.NewScanner(stdout)
-		answers.Buffer(nil, 1<<20)
+		s := harness.StartRawStdio(t, harness.BaseEnv(t, map[string]string{"MCP_BRIDGE_LOG_LEVEL": "info"}))
+		cmd, stdin, answers, logs := s.Cmd, s.Stdin, s.Lines, s.Logs
 		send := func(m map[string]any) {
 			b, _ := json.Marshal(m)
 			if _, err := stdin.Write(append(b, '\n')); err != nil {

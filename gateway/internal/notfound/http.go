@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/codeexec/codeexec/gateway/internal/jsonl"
 )
 
 // Handler serves next, adding the URI to its answer to each resources/read
@@ -95,7 +97,7 @@ func (h *held) finish(id, uri string) {
 		return
 	}
 	msg := h.body.Bytes()
-	if rid, ok := responseID(msg); ok && rid == id {
+	if rid, ok := jsonl.ResponseID(msg); ok && rid == id {
 		trimmed := bytes.TrimRight(msg, "\n")
 		if out, changed := withURI(trimmed, uri); changed {
 			out = append(out, '\n')

@@ -21,6 +21,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/codeexec/codeexec/gateway/internal/jsonl"
 )
 
 // read is what this package reads of a request.
@@ -32,7 +34,7 @@ type read struct {
 	} `json:"params"`
 }
 
-// parseRead returns the id (in idKey's form) and the URI of a resources/read
+// parseRead returns the id (in jsonl.IDKey's form) and the URI of a resources/read
 // request, and false for any other message.
 func parseRead(msg []byte) (id, uri string, ok bool) {
 	// Most messages are tool calls; this skips decoding them.
@@ -43,22 +45,8 @@ func parseRead(msg []byte) (id, uri string, ok bool) {
 	if json.Unmarshal(msg, &r) != nil || r.Method != string(mcp.MethodResourcesRead) || len(r.ID) == 0 {
 		return "", "", false
 	}
-	id, ok = idKey(r.ID)
+	id, ok = jsonl.IDKey(r.ID)
 	return id, r.Params.URI, ok
-}
-
-// idKey is the form in which an id is compared: mcp-go decodes a request's
-// id and encodes it again in the answer, so 1.0 comes back as 1.
-func idKey(raw json.RawMessage) (string, bool) {
-	var v any
-	if json.Unmarshal(raw, &v) != nil || v == nil {
-		return "", false
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", false
-	}
-	return string(b), true
 }
 
 // answer is what this package reads of a response.
@@ -70,16 +58,6 @@ type answer struct {
 		Message string          `json:"message"`
 		Data    json.RawMessage `json:"data,omitempty"`
 	} `json:"error"`
-}
-
-// responseID returns the id of a response in idKey's form, and false for
-// a request or a notification.
-func responseID(msg []byte) (string, bool) {
-	var a answer
-	if json.Unmarshal(msg, &a) != nil || a.Method != "" || len(a.ID) == 0 {
-		return "", false
-	}
-	return idKey(a.ID)
 }
 
 // withURI returns msg with error.data set to {"uri": uri} when msg is

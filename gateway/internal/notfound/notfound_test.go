@@ -146,11 +146,11 @@ func FuzzScan(f *testing.F) {
 				want[id] = uri
 			}
 		}
-		in, _ := Stdio(&chunks{b: stream, size: int(size%64) + 1}, io.Discard)
+		in, out := Stdio(&chunks{b: stream, size: int(size%64) + 1}, io.Discard)
 		if _, err := io.Copy(io.Discard, in); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(want, in.(*requests).p.reads); d != "" {
+		if d := cmp.Diff(want, out.(*answers).p.reads); d != "" {
 			t.Errorf("(-whole lines +reads)\n%s", d)
 		}
 	})

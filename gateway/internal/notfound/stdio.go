@@ -1,9 +1,10 @@
 package notfound
 
 import (
-	"bytes"
 	"io"
 	"sync"
+
+	"github.com/codeexec/codeexec/gateway/internal/jsonl"
 )
 
 const (
@@ -23,7 +24,12 @@ const (
 // end; a Write of any other shape passes through as it is.
 func Stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 	p := &pending{reads: map[string]string{}}
-	return &requests{r: in, p: p}, &answers{w: out, p: p}
+	note := func(line []byte) {
+		if id, uri, ok := parseRead(line); ok {
+			p.add(id, uri)
+		}
+	}
+	return jsonl.Lines(in, maxRequest, note), &answers{w: out, p: p}
 }
 
 // pending maps the id of each resources/read not yet answered to its URI.
@@ -54,55 +60,6 @@ func (p *pending) take(id string) (string, bool) {
 	return uri, ok
 }
 
-// requests notes the resources/read requests in what is read through it.
-type requests struct {
-	r    io.Reader
-	p    *pending
-	line []byte // the start of a line whose end has not been read yet
-	long bool   // that line is longer than maxRequest
-}
-
-func (q *requests) Read(b []byte) (int, error) {
-	n, err := q.r.Read(b)
-	q.scan(b[:n])
-	return n, err
-}
-
-func (q *requests) scan(b []byte) {
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			q.keep(b)
-			return
-		}
-		line := b[:i]
-		if len(q.line) > 0 || q.long {
-			q.keep(line)
-			line = q.line
-		}
-		if !q.long {
-			if id, uri, ok := parseRead(line); ok {
-				q.p.add(id, uri)
-			}
-		}
-		q.line, q.long = q.line[:0], false
-		b = b[i+1:]
-	}
-}
-
-// keep adds part of a line to q.line, unless the line is too long to be a
-// resources/read request.
-func (q *requests) keep(part []byte) {
-	if q.long {
-		return
-	}
-	if len(q.line)+len(part) > maxRequest {
-		q.line, q.long = q.line[:0], true
-		return
-	}
-	q.line = append(q.line, part...)
-}
-
 // answers adds the URI to the not-found answers of the noted requests.
 type answers struct {
 	w io.Writer
@@ -110,11 +67,11 @@ type answers struct {
 }
 
 func (a *answers) Write(b []byte) (int, error) {
-	msg, ok := bytes.CutSuffix(b, []byte("\n"))
-	if !ok || bytes.IndexByte(msg, '\n') >= 0 || a.p.empty() {
+	msg, ok := jsonl.Message(b)
+	if !ok || a.p.empty() {
 		return a.w.Write(b)
 	}
-	id, ok := responseID(msg)
+	id, ok := jsonl.ResponseID(msg)
 	if !ok {
 		return a.w.Write(b)
 	}

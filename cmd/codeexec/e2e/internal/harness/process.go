@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -187,4 +188,38 @@ func ResultText(res map[string]any) string {
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// RawStdio is `codeexec serve` on stdio, for tests that write and read the
+// protocol's lines themselves.
+type RawStdio struct {
+	Cmd   *exec.Cmd
+	Stdin io.WriteCloser
+	// Lines reads stdout, one message (up to 16 MiB) a line.
+	Lines *bufio.Scanner
+	// Logs is stderr.
+	Logs *LockedBuffer
+}
+
+// StartRawStdio starts `codeexec serve` with env, its stdin and stdout
+// piped to the test. The caller closes Stdin and waits for Cmd.
+func StartRawStdio(t *testing.T, env []string) RawStdio {
+	t.Helper()
+	s := RawStdio{Cmd: exec.Command(Binary, "serve"), Logs: &LockedBuffer{}}
+	s.Cmd.Env = env
+	s.Cmd.Stderr = s.Logs
+	stdin, err := s.Cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := s.Cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.Stdin, s.Lines = stdin, bufio.NewScanner(stdout)
+	s.Lines.Buffer(nil, 16<<20)
+	return s
 }

@@ -1,0 +1,106 @@
+// Package cancelled keeps the stdio transport from answering a request
+// that the client cancelled. The specification asks that a receiver of
+// notifications/cancelled SHOULD NOT respond to the cancelled request,
+// and clients hold it to that: the TypeScript SDK has forgotten the
+// request by then, and reports its answer as an error ("Received a
+// response for an unknown message ID"). mcp-go v1.2.1 stops the handler
+// but writes its answer all the same. Stdio notes the ids of the requests
+// cancelled on the way in and drops their answers on the way out; every
+// other message passes through as it is.
+package cancelled
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/codeexec/codeexec/gateway/internal/jsonl"
+)
+
+const (
+	// maxLine is the longest line read as a possible cancellation or as
+	// the request whose id it clears; a longer one is a tool call, whose
+	// id is not read.
+	maxLine = 64 << 10
+	// maxCancelled bounds the cancellations awaiting their answer; past
+	// it, new ones are let through answered.
+	maxCancelled = 1024
+)
+
+// Stdio wraps the two ends of a newline-delimited JSON-RPC stream: the
+// requests cancelled on in are noted, and their answers written to out
+// are dropped. A request read afterwards with the id of a noted one is a
+// new request, so the note is cleared. mcp-go writes each message to out in
+// one Write call, a newline at its end; a Write of any other shape passes
+// through as it is.
+func Stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
+	c := &ids{set: map[string]bool{}}
+	return jsonl.Lines(in, maxLine, c.note), &answers{w: out, c: c}
+}
+
+// ids holds the ids of the requests cancelled and not yet answered.
+type ids struct {
+	mu  sync.Mutex
+	set map[string]bool
+}
+
+// message is what this package reads of a line from the client.
+type message struct {
+	Method string          `json:"method"`
+	ID     json.RawMessage `json:"id"`
+	Params struct {
+		RequestID json.RawMessage `json:"requestId"`
+	} `json:"params"`
+}
+
+func (c *ids) note(line []byte) {
+	var m message
+	if json.Unmarshal(line, &m) != nil || m.Method == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m.Method == string(mcp.MethodNotificationCancelled) {
+		if id, ok := jsonl.IDKey(m.Params.RequestID); ok && len(c.set) < maxCancelled {
+			c.set[id] = true
+		}
+		return
+	}
+	if id, ok := jsonl.IDKey(m.ID); ok {
+		delete(c.set, id)
+	}
+}
+
+// take reports whether id was cancelled, and forgets it.
+func (c *ids) take(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	was := c.set[id]
+	delete(c.set, id)
+	return was
+}
+
+func (c *ids) empty() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.set) == 0
+}
+
+// answers drops the answers of the cancelled requests.
+type answers struct {
+	w io.Writer
+	c *ids
+}
+
+func (a *answers) Write(b []byte) (int, error) {
+	msg, ok := jsonl.Message(b)
+	if !ok || a.c.empty() {
+		return a.w.Write(b)
+	}
+	if id, ok := jsonl.ResponseID(msg); ok && a.c.take(id) {
+		return len(b), nil
+	}
+	return a.w.Write(b)
+}
