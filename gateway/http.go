@@ -129,14 +129,12 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			r = r.WithContext(sessions.OverHTTP(r.Context()))
 			// A session-based client's call outlives its connection;
 			// see detach.
-			r = detach.Request(r)
-			if conn, ok := detach.Connection(r.Context()); ok {
-				stop := context.AfterFunc(conn, func() {
-					g.logger.Info("the client's connection closed before the answer was sent; the request runs to its end, since before MCP 2026-07-28 only notifications/cancelled cancels one",
-						logkeys.MCPSession, r.Header.Get(server.HeaderKeySessionID))
-				})
-				defer stop()
-			}
+			w, r = detach.Request(w, r)
+			stop, _ := detach.OnGone(r.Context(), func() {
+				g.logger.Info("the client's connection closed before the answer was sent; the request runs to its end, since before MCP 2026-07-28 only notifications/cancelled cancels one",
+					logkeys.MCPSession, r.Header.Get(server.HeaderKeySessionID))
+			})
+			defer stop()
 			mcpHandler.ServeHTTP(w, r)
 			// mcp-go unregisters only sessions it registered; a session
 			// that outlived a gateway restart, or went through another

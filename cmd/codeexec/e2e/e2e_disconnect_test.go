@@ -80,10 +80,11 @@ func (m *rawMCP) callBody(id int, args map[string]any) string {
 	return string(b)
 }
 
-// started posts the call, runs during once its first progress
-// notification has arrived (so its code is running), then drops the
-// call's connection.
-func (m *rawMCP) started(id int, args map[string]any, during func()) {
+// started posts the call and runs during once its first progress
+// notification has arrived, so that its code is running. If during
+// returns true, started reads the rest of the call's stream and returns
+// it; otherwise it drops the call's connection.
+func (m *rawMCP) started(id int, args map[string]any, during func() (drain bool)) (rest string) {
 	m.t.Helper()
 	ctx, cancel := context.WithCancel(m.t.Context())
 	defer cancel()
@@ -92,11 +93,15 @@ func (m *rawMCP) started(id int, args map[string]any, during func()) {
 	lines := bufio.NewScanner(resp.Body)
 	for lines.Scan() {
 		if strings.HasPrefix(lines.Text(), "data:") && strings.Contains(lines.Text(), "notifications/progress") {
-			during()
-			return
+			if !during() {
+				return ""
+			}
+			b, _ := io.ReadAll(resp.Body)
+			return string(b)
 		}
 	}
 	m.t.Fatalf("call %d ended before its first progress notification: %s %v", id, resp.Status, lines.Err())
+	return ""
 }
 
 // result makes a call and returns the text of its result.
@@ -140,7 +145,7 @@ func TestE2EHTTPDroppedConnectionIsNotACancellation(t *testing.T) {
 		t.Parallel()
 		m := legacyRaw(t, base)
 		m.result(1, map[string]any{"code": "marker = 'before'"})
-		m.started(2, map[string]any{"code": markedCode}, func() {})
+		m.started(2, map[string]any{"code": markedCode}, func() bool { return false })
 		// The session's calls run one at a time, so this one sees the
 		// dropped call's end.
 		if got := m.result(3, map[string]any{"code": "print(marker)"}); got != "kept" {
@@ -151,10 +156,16 @@ func TestE2EHTTPDroppedConnectionIsNotACancellation(t *testing.T) {
 		t.Parallel()
 		m := legacyRaw(t, base)
 		m.result(1, map[string]any{"code": "marker = 'before'"})
-		m.started(2, map[string]any{"code": markedCode}, func() {
+		rest := m.started(2, map[string]any{"code": markedCode}, func() bool {
 			resp := m.post(t.Context(), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user stopped it"}}`)
 			resp.Body.Close()
+			return true
 		})
+		// The cancelled request is not answered, as the specification
+		// asks: its stream ends without a result.
+		if strings.Contains(rest, `"result"`) {
+			t.Errorf("the cancelled call 2 was answered on its stream:\n%s", rest)
+		}
 		got := m.result(3, map[string]any{"code": "print(marker)"})
 		if !strings.HasPrefix(got, "before\n") || !strings.Contains(got, "the call was cancelled by the client") {
 			t.Fatalf("after notifications/cancelled for a running call, the next call printed %q; want %q and the notice that the cancelled call was rolled back", got, "before")
@@ -169,7 +180,7 @@ func TestE2EHTTPDroppedConnectionIsNotACancellation(t *testing.T) {
 			t.Fatalf("the first call's result names no session handle: %q", first)
 		}
 		handle, _, _ = strings.Cut(handle, `"`)
-		m.started(2, map[string]any{"code": markedCode, "session": handle}, func() {})
+		m.started(2, map[string]any{"code": markedCode, "session": handle}, func() bool { return false })
 		got := m.result(3, map[string]any{"code": "print(marker)", "session": handle})
 		if !strings.HasPrefix(got, "before\n") || !strings.Contains(got, "the call was cancelled by the client") {
 			t.Fatalf("under 2026-07-28, after the stream of a running call closed, the next call printed %q; want %q and the notice that the call was rolled back", got, "before")

@@ -13,24 +13,41 @@ package detach
 import (
 	"context"
 	"net/http"
+	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// connKey holds the context of the connection a detached request came on.
-type connKey struct{}
+// stateKey holds the state of a detached request.
+type stateKey struct{}
+
+// state is what a detached request's handler and its response writer
+// share: the connection it came on, and whether its client cancelled it.
+type state struct {
+	// gone reports whether the connection has closed, and after runs f
+	// once it has (stop keeps it from running).
+	gone      func() bool
+	after     func(f func()) (stop func() bool)
+	cancelled atomic.Bool
+}
 
 // Request returns r with a context that the end of its connection does
-// not cancel, when r is a POST in an MCP session of a revision before
-// 2026-07-28; any other request is returned as it is. The connection's
-// context stays reachable, for Gone.
-func Request(r *http.Request) *http.Request {
+// not cancel, and w to answer it with, when r is a POST in an MCP session
+// of a revision before 2026-07-28; any other request is returned as it
+// is. The connection's end stays known, for Gone and OnGone, and w drops the
+// answer of a request marked Cancelled.
+func Request(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
 	if !Applies(r) {
-		return r
+		return w, r
 	}
 	conn := r.Context()
-	return r.WithContext(context.WithValue(context.WithoutCancel(conn), connKey{}, conn))
+	st := &state{
+		gone:  func() bool { return conn.Err() != nil },
+		after: func(f func()) func() bool { return context.AfterFunc(conn, f) },
+	}
+	return &answer{ResponseWriter: w, st: st}, r.WithContext(context.WithValue(context.WithoutCancel(conn), stateKey{}, st))
 }
 
 // Applies reports whether Request detaches r: a POST that carries an MCP
@@ -41,16 +58,88 @@ func Applies(r *http.Request) bool {
 		!mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
 }
 
-// Connection returns the context of the connection that a detached
-// request's ctx came on, and false for any other ctx.
-func Connection(ctx context.Context) (context.Context, bool) {
-	conn, ok := ctx.Value(connKey{}).(context.Context)
-	return conn, ok
+// OnGone runs f once the connection of the detached request of ctx has
+// closed, unless stop is called first; for any other ctx it does nothing,
+// and ok is false.
+func OnGone(ctx context.Context, f func()) (stop func() bool, ok bool) {
+	st, ok := ctx.Value(stateKey{}).(*state)
+	if !ok {
+		return func() bool { return false }, false
+	}
+	return st.after(f), true
 }
 
 // Gone reports whether ctx is that of a detached request whose connection
 // has closed, so that nothing more can reach its client.
 func Gone(ctx context.Context) bool {
-	conn, ok := Connection(ctx)
-	return ok && conn.Err() != nil
+	st, ok := ctx.Value(stateKey{}).(*state)
+	return ok && st.gone()
 }
+
+// Cancelled marks the detached request of ctx as cancelled by its client
+// (notifications/cancelled), which the specification asks not to answer:
+// what its handler writes from then on is dropped. Nothing was written
+// yet: the POST gets 202 Accepted and no body, as a notification does; an
+// event stream was begun: it ends without the answer. Either way the
+// TypeScript SDK, which has forgotten the request, reports nothing. It
+// does nothing for any other ctx.
+func Cancelled(ctx context.Context) {
+	if st, ok := ctx.Value(stateKey{}).(*state); ok {
+		st.cancelled.Store(true)
+	}
+}
+
+// answer is the response writer of a detached request.
+type answer struct {
+	http.ResponseWriter
+	st    *state
+	mu    sync.Mutex
+	wrote bool // the status has been written
+}
+
+func (a *answer) WriteHeader(status int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.drop() {
+		return
+	}
+	a.wrote = true
+	a.ResponseWriter.WriteHeader(status)
+}
+
+func (a *answer) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.drop() {
+		return len(p), nil
+	}
+	a.wrote = true
+	return a.ResponseWriter.Write(p)
+}
+
+// drop reports whether the request was cancelled, answering 202 if
+// nothing was written yet. a.mu is held.
+func (a *answer) drop() bool {
+	if !a.st.cancelled.Load() {
+		return false
+	}
+	if !a.wrote {
+		a.wrote = true
+		h := a.Header()
+		h.Del("Content-Type")
+		h.Del("Content-Length")
+		a.ResponseWriter.WriteHeader(http.StatusAccepted)
+	}
+	return true
+}
+
+// Flush flushes what was written; mcp-go streams only to a writer that
+// can flush.
+func (a *answer) Flush() {
+	if f, ok := a.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (a *answer) Unwrap() http.ResponseWriter { return a.ResponseWriter }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
+	"github.com/codeexec/codeexec/gateway/internal/detach"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
 	"github.com/codeexec/codeexec/gateway/internal/params"
@@ -170,6 +171,10 @@ func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 	}
 	defer release()
 	out := t.Execute(ctx, tenant, mcpID, server.IsModernRequest(ctx), p, t.progress(ctx, req))
+	if ctx.Err() != nil && !detach.Gone(ctx) {
+		// The client cancelled the call; see detach.Cancelled.
+		detach.Cancelled(ctx)
+	}
 	payload := result.FromOutcome(out)
 	status := payload.Status
 	if qe := (*quota.Error)(nil); errors.As(out.Err, &qe) {
