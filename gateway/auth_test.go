@@ -159,7 +159,7 @@ func TestOriginValidation(t *testing.T) {
 		{"listed host", open, map[string]string{"Host": "mcp.internal:8080"}, 200},
 		{"listed host, other port", open, map[string]string{"Host": "mcp.internal:9090"}, 403},
 		{"listed name, any port", open, map[string]string{"Host": "proxy.internal:1234"}, 200},
-		{"foreign origin", open, map[string]string{"Origin": "https://evil.example"}, 403},
+		{"foreign origin", open, map[string]string{"Origin": "https://evil.example/"}, 403},
 		{"rebound origin and host", open, map[string]string{"Origin": "http://evil.example:1234", "Host": "evil.example:1234"}, 403},
 		{"loopback origin", open, map[string]string{"Origin": "http://localhost:5173"}, 200},
 		{"listed origin", open, map[string]string{"Origin": "https://app.example"}, 200},
@@ -172,6 +172,16 @@ func TestOriginValidation(t *testing.T) {
 				t.Errorf("status %d, want %d; body %s", resp.StatusCode, tc.want, body)
 			}
 		})
+	}
+	// A refusal names the setting that would accept what was refused.
+	for header, want := range map[string]string{
+		"Host":   `Forbidden: Host "evil.example:1234" is not allowed: the accepted ones are localhost, the loopback addresses, the host of --resource-url and those listed in --allowed-hosts (CODEEXEC_ALLOWED_HOSTS); add "evil.example" there to accept it`,
+		"Origin": `Forbidden: Origin "https://evil.example/" is not allowed: the accepted ones are the origins on localhost or a loopback address, that of --resource-url and those listed in --allowed-origins (CODEEXEC_ALLOWED_ORIGINS); add "https://evil.example" there to accept it`,
+	} {
+		value := map[string]string{"Host": "evil.example:1234", "Origin": "https://evil.example/"}[header]
+		if _, body := post(t, open.URL+"/mcp", map[string]string{header: value}); strings.TrimSpace(body) != want {
+			t.Errorf("%s %s refused with %q, want %q", header, value, body, want)
+		}
 	}
 }
 

@@ -20,7 +20,8 @@ func (g *Guard) checkOrigin(r *http.Request) string {
 		listed(c.AllowedHosts, r.Host) || listed(c.AllowedHosts, hostOnly(r.Host)) ||
 		(g.authn != nil && len(c.AllowedHosts) == 0)
 	if !hostOK {
-		return fmt.Sprintf("Host %q is not allowed; add it to the allowed hosts", r.Host)
+		return fmt.Sprintf("Host %q is not allowed: the accepted ones are localhost, the loopback addresses, the host of --resource-url "+
+			"and those listed in --allowed-hosts (CODEEXEC_ALLOWED_HOSTS); add %q there to accept it", r.Host, hostOnly(r.Host))
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
@@ -33,7 +34,8 @@ func (g *Guard) checkOrigin(r *http.Request) string {
 	if listed(c.AllowedOrigins, strings.TrimSuffix(origin, "/")) {
 		return ""
 	}
-	return fmt.Sprintf("Origin %q is not allowed; add it to the allowed origins", origin)
+	return fmt.Sprintf("Origin %q is not allowed: the accepted ones are the origins on localhost or a loopback address, that of --resource-url "+
+		"and those listed in --allowed-origins (CODEEXEC_ALLOWED_ORIGINS); add %q there to accept it", origin, strings.TrimSuffix(origin, "/"))
 }
 
 // loopbackName reports whether host[:port] names this machine: localhost
