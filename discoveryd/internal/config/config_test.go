@@ -254,6 +254,33 @@ env = { LEVEL = 3 }
 			wantWarnings: []string{`server "c": undefined variable(s) `},
 		},
 		{
+			name: "the variables of VS Code, Cursor and Claude Code",
+			opts: Options{Lookup: env(map[string]string{"SET": "s", "EMPTY": ""})},
+			files: map[string]string{
+				"cwd/.vscode/mcp.json": `{"inputs": [{"id": "tok", "type": "promptString"}], "servers": {
+  "ws": {"command": "${userHome}${/}bin${pathSeparator}srv", "args": ["${workspaceFolder}/data", "${workspaceFolderBasename}", "${workspaceRoot}", "${config:x}"]},
+  "env-ws": {"command": "e", "args": ["${env:workspaceFolder}"]},
+  "prompt": {"command": "p", "env": {"T": "${input:tok}", "U": "x${input:tok}${input:other.id}"}}
+}}`,
+				"cwd/.mcp.json": `{"mcpServers": {
+  "defaults": {"command": "${NOPE:-npx}", "args": ["${SET:-d}", "${EMPTY:-e}", "${NOPE:-}", "${NOPE:-a b/c}"], "url": "", "headers": {}}
+}}`,
+				"home/.cursor/mcp.json": `{"mcpServers": {"cursor": {"command": "c", "args": ["${workspaceFolder}"]}}}`,
+			},
+			want: []Server{
+				// A file outside the workspace: the workspace is cwd.
+				{Name: "cursor", Transport: TransportStdio, Command: "c", Args: []string{"@ROOT@/cwd"}, Source: "home/.cursor/mcp.json"},
+				{Name: "defaults", Transport: TransportStdio, Command: "npx", Args: []string{"s", "e", "", "a b/c"}, Source: "cwd/.mcp.json"},
+				// ${config:x} is no variable of ours, so it stays.
+				{Name: "ws", Transport: TransportStdio, Command: "@ROOT@/home/bin/srv", Args: []string{"@ROOT@/cwd/data", "cwd", "@ROOT@/cwd", "${config:x}"}, Source: "cwd/.vscode/mcp.json"},
+			},
+			wantWarnings: []string{
+				// ${env:workspaceFolder} is the environment's, which has none.
+				`server "env-ws": undefined variable(s) workspaceFolder; set them`,
+				`server "prompt": uses ${input:tok}, ${input:other.id}, which VS Code asks the user for and codeexec cannot; write the value in its place, or use ${env:NAME} and set NAME where codeexec starts`,
+			},
+		},
+		{
 			name: "Claude Code: the project's own servers first, then user scope, then .mcp.json",
 			files: map[string]string{
 				"home/.claude.json": `{
@@ -400,6 +427,11 @@ env = { LEVEL = 3 }
 					t.Fatal(err)
 				}
 				got.Servers[i].Source = filepath.ToSlash(rel)
+				// Paths under root read @ROOT@ in want.
+				got.Servers[i].Command = strings.ReplaceAll(got.Servers[i].Command, root, "@ROOT@")
+				for j, a := range got.Servers[i].Args {
+					got.Servers[i].Args[j] = strings.ReplaceAll(a, root, "@ROOT@")
+				}
 			}
 			if diff := cmp.Diff(tc.want, got.Servers, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("servers (-want +got):\n%s", diff)

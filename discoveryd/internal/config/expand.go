@@ -7,15 +7,26 @@ import (
 	"strings"
 )
 
-// varRef matches ${VAR} and ${env:VAR}.
-var varRef = regexp.MustCompile(`\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}`)
+// varRef matches the references the clients' configs hold: ${VAR} and
+// ${env:VAR} (VS Code, Cursor), ${VAR:-default} (Claude Code's .mcp.json:
+// the default when VAR is unset or empty), ${input:ID} (a VS Code input,
+// which VS Code prompts for) and VS Code's and Cursor's predefined
+// variables such as ${workspaceFolder} and ${/}.
+var varRef = regexp.MustCompile(`\$\{(?:(env:|input:)?([A-Za-z_][A-Za-z0-9_.-]*)(?::-([^}]*))?|(/))\}`)
 
 // expander replaces variable references and remembers the ones that are
 // not defined, so that the entry can be reported instead of started with a
 // silently empty token.
 type expander struct {
-	lookup  func(string) (string, bool)
+	lookup func(string) (string, bool)
+	// vars are the predefined variables of VS Code and Cursor
+	// (predefinedVars), which no environment variable overrides, as in
+	// those clients.
+	vars    map[string]string
 	missing []string
+	// inputs are the ${input:ID} references met, which the bridge cannot
+	// answer: the client prompts the user for them.
+	inputs []string
 }
 
 func (x *expander) expand(s string) string {
@@ -23,17 +34,61 @@ func (x *expander) expand(s string) string {
 		return s
 	}
 	return varRef.ReplaceAllStringFunc(s, func(ref string) string {
-		name := varRef.FindStringSubmatch(ref)[1]
+		m := varRef.FindStringSubmatch(ref)
+		prefix, name, def := m[1], m[2], m[3]
+		if m[4] != "" {
+			name = m[4]
+		}
+		if prefix == "input:" {
+			if !slices.Contains(x.inputs, name) {
+				x.inputs = append(x.inputs, name)
+			}
+			return ref
+		}
+		if v, ok := x.vars[name]; ok && prefix == "" {
+			return v
+		}
+		if !validEnvName.MatchString(name) {
+			return ref // not a reference we know, e.g. ${config:x}
+		}
+		hasDefault := strings.Contains(ref, ":-")
 		if x.lookup != nil {
-			if v, ok := x.lookup(name); ok {
+			if v, ok := x.lookup(name); ok && (v != "" || !hasDefault) {
 				return v
 			}
+		}
+		if hasDefault {
+			return def
 		}
 		if !slices.Contains(x.missing, name) {
 			x.missing = append(x.missing, name)
 		}
 		return ""
 	})
+}
+
+// validEnvName is what an environment variable's name may be.
+var validEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// predefinedVars are the variables that VS Code and Cursor substitute in
+// their mcp.json, for the workspace the bridge runs in: the folder that
+// holds the file's .vscode or .cursor directory, else (for a user-wide
+// file such as ~/.cursor/mcp.json) cwd.
+func predefinedVars(path, cwd, home string) map[string]string {
+	ws := cwd
+	if d := filepath.Dir(path); (filepath.Base(d) == ".vscode" || filepath.Base(d) == ".cursor") && filepath.Dir(d) != filepath.Clean(home) {
+		ws = filepath.Dir(d)
+	}
+	vars := map[string]string{"pathSeparator": string(filepath.Separator), "/": string(filepath.Separator)}
+	if ws != "" {
+		vars["workspaceFolder"] = ws
+		vars["workspaceFolderBasename"] = filepath.Base(ws)
+		vars["workspaceRoot"] = ws // VS Code's older name
+	}
+	if home != "" {
+		vars["userHome"] = home
+	}
+	return vars
 }
 
 // selfNames are upstream's names for itself (_looks_like_self_server) and

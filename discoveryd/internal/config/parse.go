@@ -51,6 +51,7 @@ func loadFile(path string, serversOnly bool, opts Options, res *Result) []Server
 	var out []Server
 	all := layouts
 	var disabled map[string]bool
+	vars := predefinedVars(path, opts.Cwd, opts.Home)
 	project := projectKey(doc, opts.Cwd)
 	if project != "" {
 		all = append([][]string{projectLayout(project)}, layouts...)
@@ -86,7 +87,7 @@ func loadFile(path string, serversOnly bool, opts Options, res *Result) []Server
 					Reason: fmt.Sprintf("disabled for project %s in Claude Code (%s)", project, disabledKey(project))})
 				continue
 			}
-			s, skip, err := parseEntry(name, m[name], fileDesc, opts)
+			s, skip, err := parseEntry(name, m[name], fileDesc, vars, opts)
 			switch {
 			case err != nil:
 				res.Warnings = append(res.Warnings, Warning{Path: path, Server: name, Reason: err.Error()})
@@ -146,7 +147,8 @@ func lookupPath(doc map[string]any, path []string) (any, bool) {
 
 // parseEntry turns one entry into a Server. skip is set, with the reason,
 // for entries left out on purpose; err for entries that cannot be used.
-func parseEntry(name string, raw any, fileDesc string, opts Options) (s Server, skip string, err error) {
+// vars are the predefined variables of the file (predefinedVars).
+func parseEntry(name string, raw any, fileDesc string, vars map[string]string, opts Options) (s Server, skip string, err error) {
 	e, ok := raw.(map[string]any)
 	if !ok {
 		return s, "", fmt.Errorf("entry must be an object, got %s", kind(raw))
@@ -169,7 +171,7 @@ func parseEntry(name string, raw any, fileDesc string, opts Options) (s Server, 
 	if d, ok := e["description"].(string); ok && d != "" {
 		s.Description = d
 	}
-	x := expander{lookup: opts.Lookup}
+	x := expander{lookup: opts.Lookup, vars: vars}
 	s.Cwd = x.expand(str(e["cwd"]))
 	s.URL = x.expand(str(e["url"]))
 	switch c := e["command"].(type) {
@@ -212,6 +214,13 @@ func parseEntry(name string, raw any, fileDesc string, opts Options) (s Server, 
 	}
 	if len(x.missing) > 0 {
 		return s, "", fmt.Errorf("undefined variable(s) %s; set them in the environment or remove the references", strings.Join(x.missing, ", "))
+	}
+	if len(x.inputs) > 0 {
+		refs := make([]string, len(x.inputs))
+		for i, id := range x.inputs {
+			refs[i] = "${input:" + id + "}"
+		}
+		return s, "", fmt.Errorf("uses %s, which VS Code asks the user for and codeexec cannot; write the value in its place, or use ${env:NAME} and set NAME where codeexec starts", strings.Join(refs, ", "))
 	}
 	if !opts.AllowSelf && looksLikeSelf(s) {
 		return s, "points at this bridge itself (set MCP_BRIDGE_ALLOW_SELF_SERVER=1 to allow)", nil

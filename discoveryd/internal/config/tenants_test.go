@@ -20,7 +20,7 @@ func TestParseTenants(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, _, err := parseEntry("srv", tc.entry, "", Options{})
+			s, _, err := parseEntry("srv", tc.entry, "", nil, Options{})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)

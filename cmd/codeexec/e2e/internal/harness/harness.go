@@ -149,9 +149,22 @@ func (l *LockedBuffer) Await(s string, d time.Duration) bool {
 // MCP client. The server is stopped when the test ends.
 func StartStdio(t *testing.T, extra map[string]string) (*client.Client, *LockedBuffer) {
 	t.Helper()
+	return StartStdioIn(t, "", extra)
+}
+
+// StartStdioIn is StartStdio with codeexec started in the working
+// directory dir, as a client starts it in the project it has open; ""
+// is the test's own.
+func StartStdioIn(t *testing.T, dir string, extra map[string]string) (*client.Client, *LockedBuffer) {
+	t.Helper()
 	logs := &LockedBuffer{}
 	c, err := client.NewStdioMCPClientWithOptions(Binary, BaseEnv(t, extra), []string{"serve"},
-		transport.WithCommandStderrWriter(logs))
+		transport.WithCommandStderrWriter(logs),
+		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
+			cmd := exec.CommandContext(ctx, command, args...)
+			cmd.Env, cmd.Dir = env, dir
+			return cmd, nil
+		}))
 	if err != nil {
 		t.Fatalf("start codeexec serve: %v", err)
 	}

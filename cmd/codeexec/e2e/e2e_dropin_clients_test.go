@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
+)
+
+// End-to-end tests of the configs that the MCP clients themselves write,
+// read as those clients read them, by codeexec started in the project the
+// client has open.
+
+// writeFile writes body to dir/rel, making its directories.
+func writeFile(t *testing.T, dir, rel, body string) {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jsonString is s as a JSON string literal.
+func jsonString(t *testing.T, s string) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestE2EDropInClientVariables: the variables of VS Code's and Cursor's
+// mcp.json (${workspaceFolder}, ${userHome}, ${/}) and Claude Code's
+// ${VAR:-default} in .mcp.json are substituted as those clients do, and
+// the servers load and answer from run_python. A ${input:ID}, which VS
+// Code prompts for, refuses its entry with a warning that names the file
+// and says what to write instead, while the file's other servers load.
+func TestE2EDropInClientVariables(t *testing.T) {
+	t.Parallel()
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	project := t.TempDir()
+	if err := os.Mkdir(filepath.Join(project, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, project, "data/hello.txt", "hello from the workspace")
+	// As VS Code writes it: comments, trailing commas, inputs.
+	writeFile(t, project, ".vscode/mcp.json", `{
+  // the workspace's servers
+  "inputs": [{"type": "promptString", "id": "api-key", "description": "API key", "password": true}],
+  "servers": {
+    "files": {
+      "type": "stdio",
+      "command": `+jsonString(t, node)+`,
+      "args": [`+jsonString(t, npmEntry(t, "server-filesystem"))+`, "${workspaceFolder}${/}data"],
+    },
+    "prompted": {
+      "command": `+jsonString(t, node)+`,
+      "args": [`+jsonString(t, npmEntry(t, "server-everything"))+`],
+      "env": {"API_KEY": "${input:api-key}"},
+    },
+  },
+}`)
+	writeFile(t, project, ".mcp.json", `{"mcpServers": {"every": {
+  "command": `+jsonString(t, node)+`,
+  "args": [`+jsonString(t, npmEntry(t, "server-everything"))+`],
+  "env": {"LEVEL": "${CODEEXEC_E2E_UNSET:-info}", "MODE": "${CODEEXEC_E2E_MODE:-default}", "WS": "${workspaceFolderBasename}"}
+}}}`)
+	c, logs := harness.StartStdioIn(t, project, map[string]string{"CODEEXEC_E2E_MODE": "set"})
+
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"files", "every"}, "code": strings.NewReplacer(
+		"DATA", jsonString(t, filepath.Join(project, "data")), "BASENAME", jsonString(t, filepath.Base(project))).Replace(`
+import json
+from mcp.servers.files import read_text_file
+from mcp.servers.every import get_env
+print(runtime.discovered_servers())
+print((await read_text_file(path=DATA + "/hello.txt"))["content"][0]["text"])
+env = json.loads((await get_env())["content"][0]["text"])
+print(env.get("LEVEL"), env.get("MODE"), env.get("WS") == BASENAME)`)})
+	want := []string{"('every', 'files')", "hello from the workspace", "info set True"}
+	if o.IsError || harness.Joined(o.Stdout()) != harness.Joined(want) {
+		t.Errorf("servers of .vscode/mcp.json and .mcp.json with the clients' variables:\n%s\nwant:\n%s", o.Text, harness.Joined(want))
+	}
+	waitLog(t, "codeexec", logs, regexp.MustCompile(regexp.QuoteMeta(`config.path=`+filepath.Join(project, ".vscode", "mcp.json")+` mcp.server=prompted error="uses ${input:api-key}, which VS Code asks the user for and codeexec cannot; write the value in its place, or use ${env:NAME} and set NAME where codeexec starts"`)))
+}
