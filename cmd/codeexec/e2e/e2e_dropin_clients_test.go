@@ -90,3 +90,39 @@ print(env.get("LEVEL"), env.get("MODE"), env.get("WS") == BASENAME)`)})
 	}
 	waitLog(t, "codeexec", logs, regexp.MustCompile(regexp.QuoteMeta(`config.path=`+filepath.Join(project, ".vscode", "mcp.json")+` mcp.server=prompted error="uses ${input:api-key}, which VS Code asks the user for and codeexec cannot; write the value in its place, or use ${env:NAME} and set NAME where codeexec starts"`)))
 }
+
+// TestE2EDropInRemoteURLSecretsStayHidden: a remote server's URL that
+// carries its credentials (a user and password, an api_key in the query,
+// as hosted MCP servers hand them out) is used as written, but an error
+// that names it, in the code and in the log, shows "***" for each of them.
+func TestE2EDropInRemoteURLSecretsStayHidden(t *testing.T) {
+	t.Parallel()
+	addr := harness.FreeAddr(t) // nothing listens there
+	down := "http://me:pa55word@" + addr + "/mcp?api_key=SECRETKEY&region=eu"
+	live := serveEverythingHTTP(t) + "?api_key=SECRETKEY"
+	project := t.TempDir()
+	writeFile(t, project, ".mcp.json", `{"mcpServers": {
+  "down": {"type": "http", "url": `+jsonString(t, down)+`, "headers": {"Authorization": "Bearer SECRETTOKEN"}},
+  "live": {"type": "streamable-http", "url": `+jsonString(t, live)+`}
+}}`)
+	c, logs := harness.StartStdioIn(t, project, nil)
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"down", "live"}, "code": `
+print((await mcp_live.echo(message="hi"))["content"][0]["text"])
+try:
+    await mcp_down.echo(message="hi")
+except Exception as e:
+    print(type(e).__name__, e)`})
+	text := harness.Joined(o.Stdout())
+	wantURL := "http://***@" + addr + "/mcp?api_key=***&region=***"
+	if o.IsError || !strings.HasPrefix(text, "Echo: hi\nUnavailableError ") || !strings.Contains(text, `server "down" at `+wantURL+": ") {
+		t.Errorf("calls to the live and the down server:\n%s\nwant Echo: hi, then an UnavailableError naming %s", o.Text, wantURL)
+	}
+	for _, secret := range []string{"pa55word", "SECRETKEY", "SECRETTOKEN", "me@", "me:"} {
+		if strings.Contains(o.Text, secret) {
+			t.Errorf("the code's output shows %q:\n%s", secret, o.Text)
+		}
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("codeexec's log shows %q:\n%s", secret, harness.TailOf(logs.String(), 4000))
+		}
+	}
+}

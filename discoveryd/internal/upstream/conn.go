@@ -54,6 +54,7 @@ type conn struct {
 // the connection's background work. notify receives server notifications.
 func dial(ctx, root context.Context, cfg config.Server, baseEnv map[string]string, notify func(mcp.JSONRPCNotification), logger *slog.Logger) (*conn, error) {
 	c := &conn{lost: make(chan struct{})}
+	logger = slog.New(redactingHandler{logger.Handler()})
 	var tr transport.Interface
 	switch cfg.Transport {
 	case config.TransportStdio:

@@ -126,6 +126,7 @@ func (s *server) start(ctx context.Context) (*conn, error) {
 	defer stop()
 	s.m.logger.InfoContext(ctx, "starting MCP server", logkeys.MCPServer, s.cfg.Name, "transport", s.cfg.Transport)
 	c, err := dial(dctx, s.m.root, s.cfg, s.m.opts.BaseEnv, s.onNotification, s.m.logger)
+	err = redact(err)
 	if err != nil && dctx.Err() != nil && s.m.root.Err() == nil {
 		err = fmt.Errorf("%w: server %q did not finish the MCP handshake within %s: %v", ErrStartFailed, s.cfg.Name, s.m.opts.StartTimeout, err)
 	}
@@ -236,6 +237,7 @@ func (s *server) listTools(ctx context.Context, c *conn) ([]mcp.Tool, error) {
 
 // callError turns a failed request on c into one of the package's errors.
 func (s *server) callError(ctx context.Context, c *conn, op string, err error) error {
+	err = redact(err)
 	if errors.Is(context.Cause(ctx), errCallTimeout) {
 		hint := ""
 		if op == "tools/list" {
