@@ -126,3 +126,44 @@ except Exception as e:
 		}
 	}
 }
+
+// TestE2EDropInServersAddedWhileRunning: a server added to a config
+// while codeexec runs (`claude mcp add` writing ~/.claude.json, first a
+// new file, then the same file again) is found by the next call, as
+// upstream's re-scan on every call finds it: loaded with servers=[...],
+// listed by discovered_servers() and found by a search.
+func TestE2EDropInServersAddedWhileRunning(t *testing.T) {
+	t.Parallel()
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	home, project := t.TempDir(), t.TempDir()
+	c, _ := harness.StartStdioIn(t, project, harness.StateEnv(home))
+	o := harness.Code(t, c, `print("servers", runtime.discovered_servers())`)
+	if got := harness.Joined(o.Stdout()); got != "servers ()" {
+		t.Fatalf("before any config: %s, want servers ()", o.Text)
+	}
+
+	mem := func() string {
+		return `{"type": "stdio", "command": ` + jsonString(t, node) + `, "args": [` + jsonString(t, npmEntry(t, "server-memory")) + `], "env": {"MEMORY_FILE_PATH": ` + jsonString(t, filepath.Join(t.TempDir(), "m.jsonl")) + `}}`
+	}
+	writeFile(t, home, ".claude.json", `{"numStartups": 3, "mcpServers": {"memory": `+mem()+`}}`)
+	o = harness.RunPython(t, c, map[string]any{"servers": []any{"memory"}, "code": `
+from mcp.servers.memory import read_graph
+print("servers", runtime.discovered_servers())
+print((await read_graph())["structuredContent"])
+print([(d["server"], d["tool"]) for d in await runtime.search_tool_docs("read graph")][:1])`})
+	want := []string{"servers ('memory',)", "{'entities': [], 'relations': []}", "[('memory', 'read_graph')]"}
+	if o.IsError || harness.Joined(o.Stdout()) != harness.Joined(want) {
+		t.Errorf("a server added to ~/.claude.json after the first call:\n%s\nwant:\n%s", o.Text, harness.Joined(want))
+	}
+
+	// The same file again, with a project-scope server beside it.
+	writeFile(t, home, ".claude.json", `{"numStartups": 4, "mcpServers": {"memory": `+mem()+`},
+  "projects": {`+jsonString(t, project)+`: {"mcpServers": {"notes": `+mem()+`}}}}`)
+	o = harness.RunPython(t, c, map[string]any{"servers": []any{"notes"}, "code": `
+print("servers", runtime.discovered_servers())
+print((await mcp_notes.read_graph())["structuredContent"])`})
+	want = []string{"servers ('memory', 'notes')", "{'entities': [], 'relations': []}"}
+	if o.IsError || harness.Joined(o.Stdout()) != harness.Joined(want) {
+		t.Errorf("a server added to ~/.claude.json's project:\n%s\nwant:\n%s", o.Text, harness.Joined(want))
+	}
+}

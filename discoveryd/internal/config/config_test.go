@@ -574,3 +574,41 @@ func TestStrNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestStamp: the stamp changes when a config file is added, edited or
+// removed, and not when a file that Load does not read comes and goes
+// (the state database beside ~/MCPs/*.json).
+func TestStamp(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	opts := Options{Home: filepath.Join(root, "home"), Cwd: filepath.Join(root, "cwd")}
+	stamps := map[string]string{"none": Stamp(opts)}
+	step := func(name string, change func()) {
+		t.Helper()
+		change()
+		got := Stamp(opts)
+		for prev, s := range stamps {
+			if s == got {
+				t.Errorf("after %s the stamp is the one of %s", name, prev)
+			}
+		}
+		stamps[name] = got
+	}
+	step("a new ~/.claude.json", func() { writeFiles(t, root, map[string]string{"home/.claude.json": `{"mcpServers": {}}`}) })
+	step("~/.claude.json edited", func() {
+		writeFiles(t, root, map[string]string{"home/.claude.json": `{"mcpServers": {"a": {"command": "a"}}}`})
+	})
+	step("a new ~/MCPs/x.json", func() { writeFiles(t, root, map[string]string{"home/MCPs/x.json": `{}`}) })
+	before := Stamp(opts)
+	writeFiles(t, root, map[string]string{"home/MCPs/codeexec.db": "bolt", "home/MCPs/user_tools/": ""})
+	if got := Stamp(opts); got != before {
+		t.Errorf("files Load does not read changed the stamp:\n%s\nto\n%s", before, got)
+	}
+	// Removed, the files are as they were before it came.
+	if err := os.Remove(filepath.Join(root, "home", "MCPs", "x.json")); err != nil {
+		t.Fatal(err)
+	}
+	if got := Stamp(opts); got != stamps["~/.claude.json edited"] {
+		t.Errorf("with ~/MCPs/x.json removed the stamp is\n%s\nwant the one before it came:\n%s", got, stamps["~/.claude.json edited"])
+	}
+}

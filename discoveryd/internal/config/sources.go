@@ -116,3 +116,27 @@ func (s Source) files(res *Result) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Stamp identifies the state of the files that Load reads: the path,
+// size and modification time of each, in order. Load reads them only
+// when the stamp changed, so that a server added to a config while the
+// bridge runs is found by the next call, as upstream's re-scan on every
+// call finds it, without parsing every file (~/.claude.json runs to
+// megabytes) on every call. A directory source counts by its *.json
+// files, not its own time: ~/MCPs also holds the state database, whose
+// files come and go.
+func Stamp(opts Options) string {
+	var b strings.Builder
+	var discard Result
+	for _, src := range Sources(opts) {
+		for _, path := range src.files(&discard) {
+			fi, err := os.Stat(path)
+			if err != nil {
+				fmt.Fprintf(&b, "%s\x00%v\n", path, err)
+				continue
+			}
+			fmt.Fprintf(&b, "%s\x00%d\x00%d\n", path, fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	return b.String()
+}

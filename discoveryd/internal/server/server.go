@@ -53,6 +53,12 @@ type Server struct {
 	mgr     *upstream.Manager
 	metrics *metrics
 
+	// scanMu serialises rescans; stamp is the config.Stamp of the last,
+	// once scanned is set.
+	scanMu  sync.Mutex
+	stamp   string
+	scanned bool
+
 	mu       sync.Mutex
 	warnings []string
 	alias    map[string]string // server name → alias
@@ -102,8 +108,16 @@ func (s *Server) Register(g *grpc.Server) {
 func (s *Server) Close() error { return s.mgr.Close() }
 
 // rescan reads the config sources and adds servers with new names, as
-// upstream's additive re-scan does.
+// upstream's additive re-scan does. Sources that did not change since
+// the last rescan (config.Stamp) are not read again.
 func (s *Server) rescan() {
+	s.scanMu.Lock()
+	defer s.scanMu.Unlock()
+	stamp := config.Stamp(s.opts.Load)
+	if s.scanned && stamp == s.stamp {
+		return
+	}
+	s.stamp, s.scanned = stamp, true
 	res := config.Load(s.opts.Load)
 	added := s.mgr.Add(res.Servers)
 	warnings := make([]string, 0, len(res.Warnings))
@@ -126,6 +140,7 @@ func (s *Server) rescan() {
 		s.alias[name], s.byAlias[a] = a, name
 	}
 	if len(added) > 0 {
+		s.indexDirty.Store(true) // searches span the new servers too
 		s.logger.Info("MCP servers configured", "added", added)
 	}
 }

@@ -51,7 +51,9 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 		}
 		return env, nil
 	}
-	list, err := b.Discovery.ListServers(ctx, &discoveryv1.ListServersRequest{Tenant: tenant})
+	// Rescan, as upstream does on every call: a server added to a config
+	// since the last call is found (discoveryd reads only changed files).
+	list, err := b.Discovery.ListServers(ctx, &discoveryv1.ListServersRequest{Tenant: tenant, Rescan: true})
 	if err != nil {
 		return nil, fmt.Errorf("list MCP servers: %w", err)
 	}
