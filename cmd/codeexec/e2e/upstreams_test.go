@@ -85,8 +85,15 @@ func lookTool(t testing.TB, name, why string) string {
 // port until the test ends and returns its /mcp URL.
 func serveEverythingHTTP(t testing.TB) string {
 	t.Helper()
+	return serveEverything(t, "streamableHttp") + "/mcp"
+}
+
+// serveEverything runs server-everything in mode ("streamableHttp" or
+// "sse") on a free port until the test ends and returns its base URL.
+func serveEverything(t testing.TB, mode string) string {
+	t.Helper()
 	_, port, _ := net.SplitHostPort(harness.FreeAddr(t))
-	cmd := exec.Command(lookTool(t, "node", "install Node.js 18+ and run `npm ci`"), npmEntry(t, "server-everything"), "streamableHttp")
+	cmd := exec.Command(lookTool(t, "node", "install Node.js 18+ and run `npm ci`"), npmEntry(t, "server-everything"), mode)
 	cmd.Env = append(os.Environ(), "PORT="+port)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -101,7 +108,7 @@ func serveEverythingHTTP(t testing.TB) string {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			return "http://" + addr + "/mcp"
+			return "http://" + addr
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("server-everything did not listen on %s: %v", addr, err)

@@ -54,7 +54,9 @@ type conn struct {
 // the connection's background work. notify receives server notifications.
 func dial(ctx, root context.Context, cfg config.Server, baseEnv map[string]string, notify func(mcp.JSONRPCNotification), logger *slog.Logger) (*conn, error) {
 	c := &conn{lost: make(chan struct{})}
-	logger = slog.New(redactingHandler{logger.Handler()})
+	if _, ok := logger.Handler().(redactingHandler); !ok {
+		logger = slog.New(redactingHandler{logger.Handler()})
+	}
 	var tr transport.Interface
 	switch cfg.Transport {
 	case config.TransportStdio:
@@ -99,7 +101,24 @@ func dial(ctx, root context.Context, cfg config.Server, baseEnv map[string]strin
 	req.Params.ClientInfo = mcp.Implementation{Name: "codeexec-discoveryd", Version: "1"}
 	if _, err := c.client.Initialize(ctx, req); err != nil {
 		c.close()
+		if cfg.Transport == config.TransportHTTP && errors.Is(err, transport.ErrLegacySSEServer) {
+			return dialSSE(ctx, root, cfg, notify, logger)
+		}
 		return nil, c.startError(cfg, err)
+	}
+	return c, nil
+}
+
+// dialSSE connects to an HTTP server that refused the streamable-HTTP
+// initialize with a 4xx status as to an SSE server, as the MCP spec's
+// backwards compatibility asks and Cursor, VS Code and Windsurf do: a
+// "url" with no "type" (or "type": "http") may point at either.
+func dialSSE(ctx, root context.Context, cfg config.Server, notify func(mcp.JSONRPCNotification), logger *slog.Logger) (*conn, error) {
+	sse := cfg
+	sse.Transport = config.TransportSSE
+	c, err := dial(ctx, root, sse, nil, notify, logger)
+	if err != nil {
+		return nil, fmt.Errorf("%w, as an SSE server, after its streamable-HTTP initialize got a 4xx status: check the URL", err)
 	}
 	return c, nil
 }
