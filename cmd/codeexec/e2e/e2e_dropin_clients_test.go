@@ -169,25 +169,27 @@ print((await mcp_notes.read_graph())["structuredContent"])`})
 }
 
 // TestE2EDropInURLOfAnSSEServer: a "url" with no "type" (Cursor's
-// layout) or with "type": "http" (VS Code's) that points at a server of
-// the older HTTP+SSE transport is used as one, as those clients use it,
-// after its streamable-HTTP initialize got a 4xx status. A URL that is
-// neither says so and asks to check it.
+// layout), with "type": "http" (VS Code's), or Windsurf's "serverUrl",
+// that points at a server of the older HTTP+SSE transport is used as
+// one, as those clients use it, after its streamable-HTTP initialize got
+// a 4xx status. A URL that is neither says so and asks to check it.
 func TestE2EDropInURLOfAnSSEServer(t *testing.T) {
 	t.Parallel()
 	base := serveEverything(t, "sse")
 	home, project := t.TempDir(), t.TempDir()
 	writeFile(t, home, ".cursor/mcp.json", `{"mcpServers": {"legacy": {"url": `+jsonString(t, base+"/sse")+`}, "wrong": {"url": `+jsonString(t, base+"/nope")+`}}}`)
 	writeFile(t, project, ".vscode/mcp.json", `{"servers": {"legacy-vs": {"type": "http", "url": `+jsonString(t, base+"/sse")+`}}}`)
+	writeFile(t, home, ".codeium/windsurf/mcp_config.json", `{"mcpServers": {"wind": {"serverUrl": `+jsonString(t, base+"/sse")+`}}}`)
 	c, _ := harness.StartStdioIn(t, project, harness.StateEnv(home))
-	o := harness.RunPython(t, c, map[string]any{"servers": []any{"legacy", "legacy-vs", "wrong"}, "code": `
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"legacy", "legacy-vs", "wind", "wrong"}, "code": `
 print((await mcp_legacy.echo(message="cursor"))["content"][0]["text"])
 print((await mcp_legacy_vs.echo(message="vs code"))["content"][0]["text"])
+print((await mcp_wind.echo(message="windsurf"))["content"][0]["text"])
 try:
     await mcp_wrong.echo(message="x")
 except Exception as e:
     print(type(e).__name__, e)`})
-	want := []string{"Echo: cursor", "Echo: vs code",
+	want := []string{"Echo: cursor", "Echo: vs code", "Echo: windsurf",
 		`UnavailableError unavailable: MCP server failed to start: server "wrong" at ` + base + `/nope: unexpected status code: 404, as an SSE server, after its streamable-HTTP initialize got a 4xx status: check the URL`}
 	if o.IsError || harness.Joined(o.Stdout()) != harness.Joined(want) {
 		t.Errorf("servers of the HTTP+SSE transport named by a url alone:\n%s\nwant:\n%s", o.Text, harness.Joined(want))

@@ -156,7 +156,7 @@ env = { LEVEL = 3 }
 				`list.json: invalid config: the top level must be an object, got a list`,
 				`wrong.json: "mcpServers" must be an object of servers, got a list`,
 				`.claude.json: server "badargs": "args" must be a list, got a string`,
-				`.claude.json: server "empty": entry has neither "command" (stdio) nor "url" (HTTP/SSE)`,
+				`.claude.json: server "empty": entry has neither "command" (stdio) nor "url" (HTTP/SSE; Windsurf's "serverUrl" and Gemini's "httpUrl" count too)`,
 				`.claude.json: server "http-no-url": http entry needs a "url"`,
 				`.claude.json: server "n": entry must be an object, got a number`,
 				`.claude.json: server "odd": unknown "type" "websocket"; accepted: stdio, http, streamable-http, sse`,
@@ -252,6 +252,22 @@ env = { LEVEL = 3 }
 				{Name: "b", Transport: TransportHTTP, URL: "https://h/mcp", Headers: map[string]string{"X-Key": "s3cret"}, Source: "home/MCPs/v.json"},
 			},
 			wantWarnings: []string{`server "c": undefined variable(s) `},
+		},
+		{
+			name: "Windsurf's serverUrl and Gemini's httpUrl",
+			files: map[string]string{
+				"home/.codeium/windsurf/mcp_config.json": `{"mcpServers": {
+  "wind": {"serverUrl": "https://w.example/mcp", "headers": {"API_KEY": "k"}},
+  "both": {"url": "https://u.example/sse", "serverUrl": "https://ignored.example/"}
+}}`,
+				"home/MCPs/gemini.json": `{"mcpServers": {"gem": {"httpUrl": "https://g.example/mcp"}, "sse": {"type": "sse", "httpUrl": "https://s.example/sse"}}}`,
+			},
+			want: []Server{
+				{Name: "both", Transport: TransportHTTP, URL: "https://u.example/sse", Source: "home/.codeium/windsurf/mcp_config.json"},
+				{Name: "gem", Transport: TransportHTTP, URL: "https://g.example/mcp", Source: "home/MCPs/gemini.json"},
+				{Name: "sse", Transport: TransportSSE, URL: "https://s.example/sse", Source: "home/MCPs/gemini.json"},
+				{Name: "wind", Transport: TransportHTTP, URL: "https://w.example/mcp", Headers: map[string]string{"API_KEY": "k"}, Source: "home/.codeium/windsurf/mcp_config.json"},
+			},
 		},
 		{
 			name: "the variables of VS Code, Cursor and Claude Code",

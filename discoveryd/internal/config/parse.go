@@ -173,7 +173,11 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 	}
 	x := expander{lookup: opts.Lookup, vars: vars}
 	s.Cwd = x.expand(str(e["cwd"]))
-	s.URL = x.expand(str(e["url"]))
+	for _, k := range urlKeys {
+		if s.URL = x.expand(str(e[k])); s.URL != "" {
+			break
+		}
+	}
 	switch c := e["command"].(type) {
 	case []any: // OpenCode: the program and its arguments in one list
 		if len(c) == 0 {
@@ -228,6 +232,10 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 	return s, "", nil
 }
 
+// urlKeys name a remote server's URL, the first present wins: "url",
+// Windsurf's "serverUrl" and Gemini CLI's "httpUrl".
+var urlKeys = []string{"url", "serverUrl", "httpUrl"}
+
 // switchOf reads an on/off field: "true" or "false", or "" when it is
 // absent or null. The strings "true" and "false" (any case) count as the
 // booleans, since what the user meant is plain; anything else is an error,
@@ -263,7 +271,7 @@ func transportOf(e map[string]any, s Server) (Transport, error) {
 		case s.URL != "":
 			return TransportHTTP, nil
 		}
-		return "", fmt.Errorf("entry has neither \"command\" (stdio) nor \"url\" (HTTP/SSE)")
+		return "", fmt.Errorf("entry has neither \"command\" (stdio) nor \"url\" (HTTP/SSE; Windsurf's \"serverUrl\" and Gemini's \"httpUrl\" count too)")
 	case "stdio", "local": // "local" and "remote" are OpenCode's
 		if s.Command == "" {
 			return "", fmt.Errorf("stdio entry needs a \"command\"")
@@ -271,12 +279,12 @@ func transportOf(e map[string]any, s Server) (Transport, error) {
 		return TransportStdio, nil
 	case "http", "streamable-http", "streamablehttp", "streamable_http", "remote":
 		if s.URL == "" {
-			return "", fmt.Errorf("%s entry needs a \"url\"", t)
+			return "", fmt.Errorf("%s entry needs a \"url\" (or \"serverUrl\", \"httpUrl\")", t)
 		}
 		return TransportHTTP, nil
 	case "sse":
 		if s.URL == "" {
-			return "", fmt.Errorf("sse entry needs a \"url\"")
+			return "", fmt.Errorf("sse entry needs a \"url\" (or \"serverUrl\", \"httpUrl\")")
 		}
 		return TransportSSE, nil
 	}
