@@ -195,3 +195,30 @@ except Exception as e:
 		t.Errorf("servers of the HTTP+SSE transport named by a url alone:\n%s\nwant:\n%s", o.Text, harness.Joined(want))
 	}
 }
+
+// TestE2EDropInUnloadedServerSaysWhy: a call naming a server whose
+// config entry was not loaded (a variable not set, "disabled": true, a
+// VS Code input, codeexec itself) says which file holds it and why, not
+// only that the name is unknown; a name in no config says what it did.
+func TestE2EDropInUnloadedServerSaysWhy(t *testing.T) {
+	t.Parallel()
+	project := t.TempDir()
+	writeFile(t, project, ".mcp.json", `{"mcpServers": {
+  "github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"], "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${CODEEXEC_E2E_NO_TOKEN}"}},
+  "off": {"command": "x", "disabled": true},
+  "me": {"command": "codeexec", "args": ["serve"]}
+}}`)
+	writeFile(t, project, ".vscode/mcp.json", `{"servers": {"asks": {"command": "x", "env": {"K": "${input:key}"}}}}`)
+	c, _ := harness.StartStdioIn(t, project, nil)
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"github", "off", "asks", "me", "nope"}, "code": `print(1)`})
+	mcp, vs := filepath.Join(project, ".mcp.json"), filepath.Join(project, ".vscode", "mcp.json")
+	want := `5 unknown MCP servers: "github", "off", "asks", "me", "nope"` +
+		`; "github" in ` + mcp + ` was not loaded: undefined variable(s) CODEEXEC_E2E_NO_TOKEN; set them in the environment or remove the references` +
+		`; "off" in ` + mcp + ` was not loaded: disabled: true` +
+		`; "asks" in ` + vs + ` was not loaded: uses ${input:key}, which VS Code asks the user for and codeexec cannot; write the value in its place, or use ${env:NAME} and set NAME where codeexec starts` +
+		`; "me" in ` + mcp + ` was not loaded: points at this bridge itself (set MCP_BRIDGE_ALLOW_SELF_SERVER=1 to allow)` +
+		`; configured servers: none (add servers to ~/MCPs/*.json, your MCP client config, or MCP_SERVERS_CONFIG)`
+	if !o.IsError || !strings.Contains(o.Text, want) {
+		t.Errorf("a call naming servers that were not loaded:\n%s\nwant it to say:\n%s", o.Text, want)
+	}
+}

@@ -37,6 +37,7 @@ func (s *Server) ListServers(ctx context.Context, req *discoveryv1.ListServersRe
 	}
 	s.mu.Lock()
 	resp.Warnings = slices.Clone(s.warnings)
+	resp.Unloaded = slices.Clone(s.unloaded)
 	s.mu.Unlock()
 	return resp, nil
 }

@@ -8,6 +8,7 @@ package server
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	warnings []string
+	unloaded []*discoveryv1.UnloadedServer
 	alias    map[string]string // server name → alias
 	byAlias  map[string]string // alias → server name
 
@@ -128,9 +130,19 @@ func (s *Server) rescan() {
 	for _, w := range res.Skipped {
 		s.logger.Debug("MCP server config entry skipped", logkeys.ConfigPath, w.Path, logkeys.MCPServer, w.Server, "reason", w.Reason)
 	}
+	configured := map[string]bool{}
+	for _, name := range s.mgr.Names() {
+		configured[name] = true
+	}
+	var unloaded []*discoveryv1.UnloadedServer
+	for _, w := range slices.Concat(res.Warnings, res.Skipped) {
+		if w.Server != "" && !configured[w.Server] {
+			unloaded = append(unloaded, &discoveryv1.UnloadedServer{Name: w.Server, Source: w.Path, Reason: w.Reason})
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.warnings = warnings
+	s.warnings, s.unloaded = warnings, unloaded
 	taken := map[string]bool{}
 	for a := range s.byAlias {
 		taken[a] = true

@@ -73,7 +73,7 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 		}
 	}
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("%w: %s; configured servers: %s", session.ErrInvalid, unknownServers(unknown), configuredList(all))
+		return nil, fmt.Errorf("%w: %s%s; configured servers: %s", session.ErrInvalid, unknownServers(unknown), whyUnloaded(unknown, list.GetUnloaded()), configuredList(all))
 	}
 	// The servers are listed at once, not one after the other, so that a
 	// slow one delays the call by its own time only.

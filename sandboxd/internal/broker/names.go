@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 )
@@ -91,6 +92,22 @@ func unknownServers(names []string) string {
 		return "unknown MCP server " + quoteList(names)
 	}
 	return fmt.Sprintf("%d unknown MCP servers: %s", len(names), someOf(names, maxUnknownNamed))
+}
+
+// whyUnloaded says, for each of the first few unknown names that a config
+// entry holds, which file holds it and why it was not loaded (a variable
+// not set, "disabled": true, …): the user added the server, and the fix
+// is in that file, not in adding it again.
+func whyUnloaded(unknown []string, unloaded []*discoveryv1.UnloadedServer) string {
+	var b strings.Builder
+	for _, name := range unknown[:min(len(unknown), maxUnknownNamed)] {
+		for _, u := range unloaded {
+			if u.GetName() == name {
+				fmt.Fprintf(&b, "; %q in %s was not loaded: %s", name, u.GetSource(), u.GetReason())
+			}
+		}
+	}
+	return b.String()
 }
 
 // someOf quotes the first n names, then counts the rest.

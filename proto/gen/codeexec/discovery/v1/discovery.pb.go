@@ -587,7 +587,12 @@ type ListServersResponse struct {
 	Servers []*Server `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
 	// warnings report config files that could not be read or parsed, and
 	// entries that were skipped, each with the file's path and the reason.
-	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// unloaded are the config entries that were not loaded (broken,
+	// disabled, or pointing at codeexec itself) under a name that no other
+	// entry defines, so that a call naming one can say why it is not there
+	// and what to change.
+	Unloaded      []*UnloadedServer `protobuf:"bytes,3,rep,name=unloaded,proto3" json:"unloaded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -636,6 +641,77 @@ func (x *ListServersResponse) GetWarnings() []string {
 	return nil
 }
 
+func (x *ListServersResponse) GetUnloaded() []*UnloadedServer {
+	if x != nil {
+		return x.Unloaded
+	}
+	return nil
+}
+
+// UnloadedServer is a config entry that was not loaded.
+type UnloadedServer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the entry's key.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// source is the config file that holds the entry.
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// reason says why the entry was not loaded, and what is accepted.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnloadedServer) Reset() {
+	*x = UnloadedServer{}
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnloadedServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnloadedServer) ProtoMessage() {}
+
+func (x *UnloadedServer) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnloadedServer.ProtoReflect.Descriptor instead.
+func (*UnloadedServer) Descriptor() ([]byte, []int) {
+	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UnloadedServer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UnloadedServer) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *UnloadedServer) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ListToolsRequest names a server.
 type ListToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -651,7 +727,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[5]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +739,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[5]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +752,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{5}
+	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListToolsRequest) GetServer() string {
@@ -706,7 +782,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[6]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +794,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[6]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +807,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{6}
+	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListToolsResponse) GetServer() *Server {
@@ -768,7 +844,7 @@ type GetToolDocsRequest struct {
 
 func (x *GetToolDocsRequest) Reset() {
 	*x = GetToolDocsRequest{}
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[7]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +856,7 @@ func (x *GetToolDocsRequest) String() string {
 func (*GetToolDocsRequest) ProtoMessage() {}
 
 func (x *GetToolDocsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[7]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +869,7 @@ func (x *GetToolDocsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolDocsRequest.ProtoReflect.Descriptor instead.
 func (*GetToolDocsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{7}
+	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetToolDocsRequest) GetServer() string {
@@ -836,7 +912,7 @@ type GetToolDocsResponse struct {
 
 func (x *GetToolDocsResponse) Reset() {
 	*x = GetToolDocsResponse{}
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[8]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +924,7 @@ func (x *GetToolDocsResponse) String() string {
 func (*GetToolDocsResponse) ProtoMessage() {}
 
 func (x *GetToolDocsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[8]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +937,7 @@ func (x *GetToolDocsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetToolDocsResponse.ProtoReflect.Descriptor instead.
 func (*GetToolDocsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{8}
+	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetToolDocsResponse) GetDocs() []*ToolDoc {
@@ -899,7 +975,7 @@ type SearchToolsRequest struct {
 
 func (x *SearchToolsRequest) Reset() {
 	*x = SearchToolsRequest{}
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[9]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +987,7 @@ func (x *SearchToolsRequest) String() string {
 func (*SearchToolsRequest) ProtoMessage() {}
 
 func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[9]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1000,7 @@ func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
 func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{9}
+	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SearchToolsRequest) GetQuery() string {
@@ -982,7 +1058,7 @@ type SearchToolsResponse struct {
 
 func (x *SearchToolsResponse) Reset() {
 	*x = SearchToolsResponse{}
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[10]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1070,7 @@ func (x *SearchToolsResponse) String() string {
 func (*SearchToolsResponse) ProtoMessage() {}
 
 func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[10]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1083,7 @@ func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
 func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{10}
+	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SearchToolsResponse) GetDocs() []*ToolDoc {
@@ -1061,7 +1137,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[11]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1149,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[11]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1162,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{11}
+	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CallToolRequest) GetServer() string {
@@ -1137,7 +1213,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[12]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1225,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[12]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1238,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{12}
+	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -1209,10 +1285,15 @@ const file_codeexec_discovery_v1_discovery_proto_rawDesc = "" +
 	" \x01(\tR\vmatchReason\"D\n" +
 	"\x12ListServersRequest\x12\x16\n" +
 	"\x06rescan\x18\x01 \x01(\bR\x06rescan\x12\x16\n" +
-	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"j\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"\xad\x01\n" +
 	"\x13ListServersResponse\x127\n" +
 	"\aservers\x18\x01 \x03(\v2\x1d.codeexec.discovery.v1.ServerR\aservers\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"B\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12A\n" +
+	"\bunloaded\x18\x03 \x03(\v2%.codeexec.discovery.v1.UnloadedServerR\bunloaded\"T\n" +
+	"\x0eUnloadedServer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"B\n" +
 	"\x10ListToolsRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"}\n" +
@@ -1281,7 +1362,7 @@ func file_codeexec_discovery_v1_discovery_proto_rawDescGZIP() []byte {
 }
 
 var file_codeexec_discovery_v1_discovery_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_codeexec_discovery_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_codeexec_discovery_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_codeexec_discovery_v1_discovery_proto_goTypes = []any{
 	(Transport)(0),              // 0: codeexec.discovery.v1.Transport
 	(ServerStatus)(0),           // 1: codeexec.discovery.v1.ServerStatus
@@ -1291,42 +1372,44 @@ var file_codeexec_discovery_v1_discovery_proto_goTypes = []any{
 	(*ToolDoc)(nil),             // 5: codeexec.discovery.v1.ToolDoc
 	(*ListServersRequest)(nil),  // 6: codeexec.discovery.v1.ListServersRequest
 	(*ListServersResponse)(nil), // 7: codeexec.discovery.v1.ListServersResponse
-	(*ListToolsRequest)(nil),    // 8: codeexec.discovery.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),   // 9: codeexec.discovery.v1.ListToolsResponse
-	(*GetToolDocsRequest)(nil),  // 10: codeexec.discovery.v1.GetToolDocsRequest
-	(*GetToolDocsResponse)(nil), // 11: codeexec.discovery.v1.GetToolDocsResponse
-	(*SearchToolsRequest)(nil),  // 12: codeexec.discovery.v1.SearchToolsRequest
-	(*SearchToolsResponse)(nil), // 13: codeexec.discovery.v1.SearchToolsResponse
-	(*CallToolRequest)(nil),     // 14: codeexec.discovery.v1.CallToolRequest
-	(*CallToolResponse)(nil),    // 15: codeexec.discovery.v1.CallToolResponse
-	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
+	(*UnloadedServer)(nil),      // 8: codeexec.discovery.v1.UnloadedServer
+	(*ListToolsRequest)(nil),    // 9: codeexec.discovery.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),   // 10: codeexec.discovery.v1.ListToolsResponse
+	(*GetToolDocsRequest)(nil),  // 11: codeexec.discovery.v1.GetToolDocsRequest
+	(*GetToolDocsResponse)(nil), // 12: codeexec.discovery.v1.GetToolDocsResponse
+	(*SearchToolsRequest)(nil),  // 13: codeexec.discovery.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil), // 14: codeexec.discovery.v1.SearchToolsResponse
+	(*CallToolRequest)(nil),     // 15: codeexec.discovery.v1.CallToolRequest
+	(*CallToolResponse)(nil),    // 16: codeexec.discovery.v1.CallToolResponse
+	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
 }
 var file_codeexec_discovery_v1_discovery_proto_depIdxs = []int32{
 	0,  // 0: codeexec.discovery.v1.Server.transport:type_name -> codeexec.discovery.v1.Transport
 	1,  // 1: codeexec.discovery.v1.Server.status:type_name -> codeexec.discovery.v1.ServerStatus
 	3,  // 2: codeexec.discovery.v1.ListServersResponse.servers:type_name -> codeexec.discovery.v1.Server
-	3,  // 3: codeexec.discovery.v1.ListToolsResponse.server:type_name -> codeexec.discovery.v1.Server
-	4,  // 4: codeexec.discovery.v1.ListToolsResponse.tools:type_name -> codeexec.discovery.v1.Tool
-	2,  // 5: codeexec.discovery.v1.GetToolDocsRequest.detail:type_name -> codeexec.discovery.v1.Detail
-	5,  // 6: codeexec.discovery.v1.GetToolDocsResponse.docs:type_name -> codeexec.discovery.v1.ToolDoc
-	2,  // 7: codeexec.discovery.v1.SearchToolsRequest.detail:type_name -> codeexec.discovery.v1.Detail
-	5,  // 8: codeexec.discovery.v1.SearchToolsResponse.docs:type_name -> codeexec.discovery.v1.ToolDoc
-	16, // 9: codeexec.discovery.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
-	6,  // 10: codeexec.discovery.v1.DiscoveryService.ListServers:input_type -> codeexec.discovery.v1.ListServersRequest
-	8,  // 11: codeexec.discovery.v1.DiscoveryService.ListTools:input_type -> codeexec.discovery.v1.ListToolsRequest
-	10, // 12: codeexec.discovery.v1.DiscoveryService.GetToolDocs:input_type -> codeexec.discovery.v1.GetToolDocsRequest
-	12, // 13: codeexec.discovery.v1.DiscoveryService.SearchTools:input_type -> codeexec.discovery.v1.SearchToolsRequest
-	14, // 14: codeexec.discovery.v1.DiscoveryService.CallTool:input_type -> codeexec.discovery.v1.CallToolRequest
-	7,  // 15: codeexec.discovery.v1.DiscoveryService.ListServers:output_type -> codeexec.discovery.v1.ListServersResponse
-	9,  // 16: codeexec.discovery.v1.DiscoveryService.ListTools:output_type -> codeexec.discovery.v1.ListToolsResponse
-	11, // 17: codeexec.discovery.v1.DiscoveryService.GetToolDocs:output_type -> codeexec.discovery.v1.GetToolDocsResponse
-	13, // 18: codeexec.discovery.v1.DiscoveryService.SearchTools:output_type -> codeexec.discovery.v1.SearchToolsResponse
-	15, // 19: codeexec.discovery.v1.DiscoveryService.CallTool:output_type -> codeexec.discovery.v1.CallToolResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	8,  // 3: codeexec.discovery.v1.ListServersResponse.unloaded:type_name -> codeexec.discovery.v1.UnloadedServer
+	3,  // 4: codeexec.discovery.v1.ListToolsResponse.server:type_name -> codeexec.discovery.v1.Server
+	4,  // 5: codeexec.discovery.v1.ListToolsResponse.tools:type_name -> codeexec.discovery.v1.Tool
+	2,  // 6: codeexec.discovery.v1.GetToolDocsRequest.detail:type_name -> codeexec.discovery.v1.Detail
+	5,  // 7: codeexec.discovery.v1.GetToolDocsResponse.docs:type_name -> codeexec.discovery.v1.ToolDoc
+	2,  // 8: codeexec.discovery.v1.SearchToolsRequest.detail:type_name -> codeexec.discovery.v1.Detail
+	5,  // 9: codeexec.discovery.v1.SearchToolsResponse.docs:type_name -> codeexec.discovery.v1.ToolDoc
+	17, // 10: codeexec.discovery.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	6,  // 11: codeexec.discovery.v1.DiscoveryService.ListServers:input_type -> codeexec.discovery.v1.ListServersRequest
+	9,  // 12: codeexec.discovery.v1.DiscoveryService.ListTools:input_type -> codeexec.discovery.v1.ListToolsRequest
+	11, // 13: codeexec.discovery.v1.DiscoveryService.GetToolDocs:input_type -> codeexec.discovery.v1.GetToolDocsRequest
+	13, // 14: codeexec.discovery.v1.DiscoveryService.SearchTools:input_type -> codeexec.discovery.v1.SearchToolsRequest
+	15, // 15: codeexec.discovery.v1.DiscoveryService.CallTool:input_type -> codeexec.discovery.v1.CallToolRequest
+	7,  // 16: codeexec.discovery.v1.DiscoveryService.ListServers:output_type -> codeexec.discovery.v1.ListServersResponse
+	10, // 17: codeexec.discovery.v1.DiscoveryService.ListTools:output_type -> codeexec.discovery.v1.ListToolsResponse
+	12, // 18: codeexec.discovery.v1.DiscoveryService.GetToolDocs:output_type -> codeexec.discovery.v1.GetToolDocsResponse
+	14, // 19: codeexec.discovery.v1.DiscoveryService.SearchTools:output_type -> codeexec.discovery.v1.SearchToolsResponse
+	16, // 20: codeexec.discovery.v1.DiscoveryService.CallTool:output_type -> codeexec.discovery.v1.CallToolResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_discovery_v1_discovery_proto_init() }
@@ -1340,7 +1423,7 @@ func file_codeexec_discovery_v1_discovery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_discovery_v1_discovery_proto_rawDesc), len(file_codeexec_discovery_v1_discovery_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
