@@ -222,3 +222,52 @@ func TestE2EDropInUnloadedServerSaysWhy(t *testing.T) {
 		t.Errorf("a call naming servers that were not loaded:\n%s\nwant it to say:\n%s", o.Text, want)
 	}
 }
+
+// TestE2EDropInMoreClients: the servers of Codex CLI (~/.codex/config.toml),
+// Gemini CLI (~/.gemini/settings.json and the project's), Cursor's
+// project file (.cursor/mcp.json) and Claude Desktop on Linux
+// (~/.config/Claude/claude_desktop_config.json), each beside that
+// client's other settings as it writes them, load and answer.
+func TestE2EDropInMoreClients(t *testing.T) {
+	t.Parallel()
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	home, project := t.TempDir(), t.TempDir()
+	memory := func() (string, string) {
+		return jsonString(t, npmEntry(t, "server-memory")), jsonString(t, filepath.Join(t.TempDir(), "m.jsonl"))
+	}
+	entry, file := memory()
+	writeFile(t, home, ".codex/config.toml", `model = "o3"
+approval_policy = "on-request"
+
+[profiles.fast]
+model = "o4-mini"
+
+[mcp_servers.codex-mem]
+command = `+jsonString(t, node)+`
+args = [`+entry+`]
+env = { "MEMORY_FILE_PATH" = `+file+` }
+startup_timeout_sec = 20
+`)
+	entry, file = memory()
+	writeFile(t, home, ".gemini/settings.json", `{"theme": "GitHub", "selectedAuthType": "oauth-personal",
+  "mcpServers": {"gemini-mem": {"command": `+jsonString(t, node)+`, "args": [`+entry+`], "env": {"MEMORY_FILE_PATH": `+file+`}, "timeout": 30000, "trust": false}}}`)
+	entry, file = memory()
+	writeFile(t, project, ".gemini/settings.json", `{"mcpServers": {"gemini-project-mem": {"command": `+jsonString(t, node)+`, "args": [`+entry+`], "env": {"MEMORY_FILE_PATH": `+file+`}}}}`)
+	entry, file = memory()
+	writeFile(t, project, ".cursor/mcp.json", `{"mcpServers": {"cursor-mem": {"command": `+jsonString(t, node)+`, "args": [`+entry+`], "env": {"MEMORY_FILE_PATH": `+file+`}}}}`)
+	entry, file = memory()
+	writeFile(t, home, ".config/Claude/claude_desktop_config.json", `{"mcpServers": {"desktop-mem": {"command": `+jsonString(t, node)+`, "args": [`+entry+`], "env": {"MEMORY_FILE_PATH": `+file+`}}}, "globalShortcut": "Ctrl+Space"}`)
+	c, _ := harness.StartStdioIn(t, project, harness.StateEnv(home))
+	names := []any{"codex-mem", "gemini-mem", "gemini-project-mem", "cursor-mem", "desktop-mem"}
+	o := harness.RunPython(t, c, map[string]any{"servers": names, "code": `
+print(runtime.discovered_servers())
+for name in sorted(LOADED_MCP_SERVERS):
+    print(name, (await getattr(mcp_servers[name], "read_graph")())["structuredContent"])`})
+	want := []string{"('codex-mem', 'cursor-mem', 'desktop-mem', 'gemini-mem', 'gemini-project-mem')"}
+	for _, n := range []string{"codex-mem", "cursor-mem", "desktop-mem", "gemini-mem", "gemini-project-mem"} {
+		want = append(want, n+" {'entities': [], 'relations': []}")
+	}
+	if o.IsError || harness.Joined(o.Stdout()) != harness.Joined(want) {
+		t.Errorf("servers of Codex, Gemini CLI, Cursor's project and Claude Desktop on Linux:\n%s\nwant:\n%s", o.Text, harness.Joined(want))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -482,30 +483,41 @@ func checkNotes(t *testing.T, what string, want []string, got []Warning) {
 
 func TestSourcesOrder(t *testing.T) {
 	t.Parallel()
-	got := Sources(Options{Home: "/h", Cwd: "/w", GOOS: "darwin", ServersConfig: "~/cfg.toml"})
-	var paths []string
-	for _, s := range got {
-		paths = append(paths, s.Path)
-	}
-	want := []string{
+	common := []string{
 		"/h/MCPs",
 		"/h/.config/mcp/servers",
 		"/w/mcp-servers",
 		"/w/.vscode/mcp.json",
 		"/h/.claude.json",
 		"/w/.mcp.json",
+		"/w/.cursor/mcp.json",
 		"/h/.cursor/mcp.json",
 		"/h/.opencode.json",
 		"/h/.config/opencode/opencode.json",
 		"/h/.config/opencode/opencode.jsonc",
 		"/h/.codeium/windsurf/mcp_config.json",
-		"/h/Library/Application Support/Claude Code/claude_code_config.json",
-		"/h/Library/Application Support/Claude/claude_desktop_config.json",
-		"/h/Library/Application Support/Code/User/settings.json",
-		"/h/cfg.toml",
+		"/h/.codex/config.toml",
+		"/w/.gemini/settings.json",
+		"/h/.gemini/settings.json",
 	}
-	if diff := cmp.Diff(want, paths); diff != "" {
-		t.Errorf("sources (-want +got):\n%s", diff)
+	for goos, want := range map[string][]string{
+		"darwin": append(slices.Clone(common),
+			"/h/Library/Application Support/Claude Code/claude_code_config.json",
+			"/h/Library/Application Support/Claude/claude_desktop_config.json",
+			"/h/Library/Application Support/Code/User/settings.json",
+			"/h/cfg.toml"),
+		"linux": append(slices.Clone(common),
+			"/h/.config/Code/User/settings.json",
+			"/h/.config/Claude/claude_desktop_config.json",
+			"/h/cfg.toml"),
+	} {
+		var paths []string
+		for _, s := range Sources(Options{Home: "/h", Cwd: "/w", GOOS: goos, ServersConfig: "~/cfg.toml"}) {
+			paths = append(paths, s.Path)
+		}
+		if diff := cmp.Diff(want, paths); diff != "" {
+			t.Errorf("sources on %s (-want +got):\n%s", goos, diff)
+		}
 	}
 }
 

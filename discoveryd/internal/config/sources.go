@@ -57,6 +57,11 @@ func Sources(opts Options) []Source {
 		// local and user scopes that ~/.claude.json holds.
 		out = append(out, Source{Path: filepath.Join(opts.Cwd, ".mcp.json"), Name: "Claude Code project", ServersOnly: true})
 	}
+	if opts.Cwd != "" {
+		// Not upstream's: Cursor's project file, before its user-wide
+		// one, as Cursor prefers it.
+		out = append(out, Source{Path: filepath.Join(opts.Cwd, ".cursor", "mcp.json"), Name: "Cursor project", ServersOnly: true})
+	}
 	if opts.Home != "" {
 		out = append(out,
 			Source{Path: home(".cursor", "mcp.json"), Name: "Cursor", ServersOnly: true},
@@ -65,7 +70,16 @@ func Sources(opts Options) []Source {
 			Source{Path: home(".config", "opencode", "opencode.json"), Name: "OpenCode"},
 			Source{Path: home(".config", "opencode", "opencode.jsonc"), Name: "OpenCode"},
 			Source{Path: home(".codeium", "windsurf", "mcp_config.json"), Name: "Windsurf", ServersOnly: true},
+			// Not upstream's since 27d23b8 (its 4b85d35 read them): Codex
+			// CLI's [mcp_servers.x] and Gemini CLI's mcpServers.
+			Source{Path: home(".codex", "config.toml"), Name: "Codex"},
 		)
+	}
+	if opts.Cwd != "" {
+		out = append(out, Source{Path: filepath.Join(opts.Cwd, ".gemini", "settings.json"), Name: "Gemini CLI project"})
+	}
+	if opts.Home != "" {
+		out = append(out, Source{Path: home(".gemini", "settings.json"), Name: "Gemini CLI"})
 		switch opts.GOOS {
 		case "darwin":
 			appSupport := home("Library", "Application Support")
@@ -75,7 +89,12 @@ func Sources(opts Options) []Source {
 				Source{Path: filepath.Join(appSupport, "Code", "User", "settings.json"), Name: "VS Code"},
 			)
 		case "linux":
-			out = append(out, Source{Path: home(".config", "Code", "User", "settings.json"), Name: "VS Code"})
+			out = append(out,
+				Source{Path: home(".config", "Code", "User", "settings.json"), Name: "VS Code"},
+				// Not upstream's: where the Linux builds of Claude Desktop
+				// keep its config.
+				Source{Path: home(".config", "Claude", "claude_desktop_config.json"), Name: "Claude Desktop"},
+			)
 		}
 	}
 	if opts.ServersConfig != "" {
