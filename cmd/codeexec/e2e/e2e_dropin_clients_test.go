@@ -271,3 +271,32 @@ for name in sorted(LOADED_MCP_SERVERS):
 		t.Errorf("servers of Codex, Gemini CLI, Cursor's project and Claude Desktop on Linux:\n%s\nwant:\n%s", o.Text, harness.Joined(want))
 	}
 }
+
+// TestE2EDropInVSCodeEnvFile: a stdio server of .vscode/mcp.json gets the
+// variables of its "envFile", under those of "env", as VS Code starts it;
+// one whose envFile is missing is refused, saying so, and not started
+// without the secrets the user put there.
+func TestE2EDropInVSCodeEnvFile(t *testing.T) {
+	t.Parallel()
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	project := t.TempDir()
+	writeFile(t, project, ".env", "# secrets\nAPI_TOKEN=\"from the file\"\nREGION=file\n")
+	every := `"command": ` + jsonString(t, node) + `, "args": [` + jsonString(t, npmEntry(t, "server-everything")) + `]`
+	writeFile(t, project, ".vscode/mcp.json", `{"servers": {
+  "every": {"type": "stdio", `+every+`, "envFile": "${workspaceFolder}/.env", "env": {"REGION": "env"}},
+  "lost": {`+every+`, "envFile": "${workspaceFolder}/missing.env"}
+}}`)
+	c, _ := harness.StartStdioIn(t, project, nil)
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"every"}, "code": `
+import json
+env = json.loads((await mcp_every.get_env())["content"][0]["text"])
+print(env.get("API_TOKEN"), env.get("REGION"))`})
+	if want := "from the file env"; o.IsError || harness.Joined(o.Stdout()) != want {
+		t.Errorf("a server with an envFile:\n%s\nwant %s", o.Text, want)
+	}
+	o = harness.RunPython(t, c, map[string]any{"servers": []any{"lost"}, "code": `print(1)`})
+	missing := filepath.Join(project, "missing.env")
+	if want := `"lost" in ` + filepath.Join(project, ".vscode", "mcp.json") + ` was not loaded: "envFile" ` + missing + ` cannot be read (open ` + missing + `: no such file or directory)`; !o.IsError || !strings.Contains(o.Text, want) {
+		t.Errorf("a server whose envFile is missing:\n%s\nwant it to say %s", o.Text, want)
+	}
+}

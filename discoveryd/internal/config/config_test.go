@@ -255,6 +255,29 @@ env = { LEVEL = 3 }
 			wantWarnings: []string{`server "c": undefined variable(s) `},
 		},
 		{
+			name: "VS Code's envFile, under env",
+			files: map[string]string{
+				"cwd/.env":       "TOKEN=from-file\nKEEP=file\n",
+				"cwd/broken.env": "no equals sign\n",
+				"cwd/.vscode/mcp.json": `{"servers": {
+  "a": {"command": "a", "envFile": "${workspaceFolder}/.env", "env": {"KEEP": "env"}},
+  "rel": {"command": "r", "envFile": ".env"},
+  "missing": {"command": "m", "envFile": "${workspaceFolder}/nope.env"},
+  "broken": {"command": "b", "envFile": "broken.env"},
+  "typed": {"command": "t", "envFile": 3}
+}}`,
+			},
+			want: []Server{
+				{Name: "a", Transport: TransportStdio, Command: "a", Env: map[string]string{"TOKEN": "from-file", "KEEP": "env"}, Source: "cwd/.vscode/mcp.json"},
+				{Name: "rel", Transport: TransportStdio, Command: "r", Env: map[string]string{"TOKEN": "from-file", "KEEP": "file"}, Source: "cwd/.vscode/mcp.json"},
+			},
+			wantWarnings: []string{
+				`server "broken": "envFile" @CWD@/broken.env: line 1 is not NAME=value; accepted: lines of NAME=value, # comments, values in quotes`,
+				`server "missing": "envFile" @CWD@/nope.env cannot be read (open @CWD@/nope.env: no such file or directory); fix the path or remove "envFile"`,
+				`server "typed": "envFile" must be a string (the path of a .env file), got a number`,
+			},
+		},
+		{
 			name: "Windsurf's serverUrl and Gemini's httpUrl",
 			files: map[string]string{
 				"home/.codeium/windsurf/mcp_config.json": `{"mcpServers": {

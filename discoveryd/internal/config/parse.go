@@ -207,6 +207,9 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 			return s, "", err
 		}
 	}
+	if s.Env, err = envFile(e, s.Env, opts.Cwd, &x); err != nil {
+		return s, "", err
+	}
 	if s.Headers, err = stringMap(e, "headers", &x); err != nil {
 		return s, "", err
 	}
