@@ -300,3 +300,33 @@ print(env.get("API_TOKEN"), env.get("REGION"))`})
 		t.Errorf("a server whose envFile is missing:\n%s\nwant it to say %s", o.Text, want)
 	}
 }
+
+// TestE2EDropInClaudeCodeRejectedProjectServers: a server of the
+// project's .mcp.json that the user rejected when Claude Code asked (its
+// disabledMcpjsonServers, in .claude/settings.local.json or, from older
+// versions, ~/.claude.json's project) is not started, as Claude Code does
+// not start it; a call naming it says where it was rejected. The
+// servers beside it load.
+func TestE2EDropInClaudeCodeRejectedProjectServers(t *testing.T) {
+	t.Parallel()
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	home, project := t.TempDir(), t.TempDir()
+	every := `{"command": ` + jsonString(t, node) + `, "args": [` + jsonString(t, npmEntry(t, "server-everything")) + `]}`
+	writeFile(t, project, ".mcp.json", `{"mcpServers": {"approved": `+every+`, "rejected": `+every+`, "old-rejected": `+every+`}}`)
+	writeFile(t, project, ".claude/settings.local.json", `{"enabledMcpjsonServers": ["approved"], "disabledMcpjsonServers": ["rejected"]}`)
+	writeFile(t, home, ".claude.json", `{"projects": {`+jsonString(t, project)+`: {"disabledMcpjsonServers": ["old-rejected"]}}}`)
+	c, _ := harness.StartStdioIn(t, project, harness.StateEnv(home))
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"approved"}, "code": `
+print(runtime.discovered_servers())
+print((await mcp_approved.echo(message="hi"))["content"][0]["text"])`})
+	if want := "('approved',)\nEcho: hi"; o.IsError || harness.Joined(o.Stdout()) != want {
+		t.Errorf("the approved server of .mcp.json:\n%s\nwant:\n%s", o.Text, want)
+	}
+	o = harness.RunPython(t, c, map[string]any{"servers": []any{"rejected", "old-rejected"}, "code": `print(1)`})
+	mcp := filepath.Join(project, ".mcp.json")
+	want := `; "rejected" in ` + mcp + ` was not loaded: rejected for this project in Claude Code (disabledMcpjsonServers of ` + filepath.Join(project, ".claude", "settings.local.json") + `)` +
+		`; "old-rejected" in ` + mcp + ` was not loaded: rejected for this project in Claude Code (projects.` + jsonString(t, project) + `.disabledMcpjsonServers of ` + filepath.Join(home, ".claude.json") + `)`
+	if !o.IsError || !strings.Contains(o.Text, want) {
+		t.Errorf("a call naming the rejected servers:\n%s\nwant it to say:\n%s", o.Text, want)
+	}
+}

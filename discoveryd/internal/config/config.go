@@ -94,8 +94,10 @@ type Result struct {
 	// Warnings report broken files and unusable entries.
 	Warnings []Warning
 	// Skipped reports entries left out on purpose: disabled entries
-	// ("disabled": true, "enabled": false, or named in the
-	// disabledMcpServers of ~/.claude.json's project), entries that point
+	// ("disabled": true, "enabled": false, named in the
+	// disabledMcpServers of ~/.claude.json's project, or servers of the
+	// project's .mcp.json rejected in Claude Code's
+	// disabledMcpjsonServers), entries that point
 	// at this bridge itself, and names that an earlier source already
 	// defined.
 	Skipped []Warning
@@ -119,6 +121,9 @@ func Load(opts Options) Result {
 	for _, src := range Sources(opts) {
 		for _, path := range src.files(&res) {
 			servers := loadFile(path, src.ServersOnly, opts, &res)
+			if src.Name == claudeCodeProject {
+				servers = withoutRejected(servers, mcpjsonRejected(opts, &res), path, &res)
+			}
 			add(path, servers)
 		}
 	}

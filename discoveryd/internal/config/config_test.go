@@ -255,6 +255,28 @@ env = { LEVEL = 3 }
 			wantWarnings: []string{`server "c": undefined variable(s) `},
 		},
 		{
+			name: "Claude Code: servers of .mcp.json rejected in disabledMcpjsonServers are skipped",
+			files: map[string]string{
+				"cwd/.mcp.json":                   `{"mcpServers": {"a": {"command": "a"}, "b": {"command": "b"}, "c": {"command": "c"}, "d": {"command": "d"}, "kept": {"command": "k"}}}`,
+				"cwd/.claude/settings.local.json": `{"disabledMcpjsonServers": ["a"], "enabledMcpjsonServers": ["kept"]}`,
+				"cwd/.claude/settings.json":       `{"disabledMcpjsonServers": "b"}`,
+				"home/.claude/settings.json":      `{"disabledMcpjsonServers": ["b", 5]}`,
+				"home/.claude.json": `{"projects": {"@CWD@": {"disabledMcpjsonServers": ["c"]}, "/elsewhere": {"disabledMcpjsonServers": ["kept"]}},
+  "mcpServers": {"d": {"command": "user-d"}}}`,
+			},
+			want: []Server{
+				{Name: "d", Transport: TransportStdio, Command: "user-d", Source: "home/.claude.json"},
+				{Name: "kept", Transport: TransportStdio, Command: "k", Source: "cwd/.mcp.json"},
+			},
+			wantWarnings: []string{`.claude/settings.json: disabledMcpjsonServers is a string, not a list of server names, so it rejects no server of .mcp.json`},
+			wantSkipped: []string{
+				`.mcp.json: server "a": rejected for this project in Claude Code (disabledMcpjsonServers of @CWD@/.claude/settings.local.json)`,
+				`.mcp.json: server "b": rejected for this project in Claude Code (disabledMcpjsonServers of `,
+				`.mcp.json: server "c": rejected for this project in Claude Code (projects."@CWD@".disabledMcpjsonServers of `,
+				`.mcp.json: server "d": already defined in`,
+			},
+		},
+		{
 			name: "VS Code's envFile, under env",
 			files: map[string]string{
 				"cwd/.env":       "TOKEN=from-file\nKEEP=file\n",

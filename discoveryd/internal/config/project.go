@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -68,6 +69,93 @@ func projectDisabled(doc map[string]any, project, path string, res *Result) map[
 			continue
 		}
 		out[name] = true
+	}
+	return out
+}
+
+// mcpjsonRejected reads the servers of the project's .mcp.json that the
+// user rejected in Claude Code (the disabledMcpjsonServers of its
+// settings: ~/.claude/settings.json, the project's .claude/settings.json
+// and .claude/settings.local.json, and ~/.claude.json's project, where
+// older versions keep it), mapped to the file that says so. Claude Code
+// does not start them, and neither does the bridge. A file that cannot
+// be parsed is reported and rejects nothing.
+func mcpjsonRejected(opts Options, res *Result) map[string]string {
+	out := map[string]string{}
+	read := func(path string, keyPath func(doc map[string]any) []string) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return // absent: nothing rejected there
+		}
+		doc, err := decode(path, data)
+		if err != nil {
+			res.Warnings = append(res.Warnings, Warning{Path: path, Reason: err.Error() + "; its disabledMcpjsonServers, if any, reject no server of .mcp.json"})
+			return
+		}
+		key := keyPath(doc)
+		if key == nil {
+			return
+		}
+		raw, _ := lookupPath(doc, key)
+		list, ok := raw.([]any)
+		if raw != nil && !ok {
+			res.Warnings = append(res.Warnings, Warning{Path: path,
+				Reason: fmt.Sprintf("%s is %s, not a list of server names, so it rejects no server of .mcp.json", keyName(key), kind(raw))})
+		}
+		for _, v := range list {
+			if name, ok := v.(string); ok && out[name] == "" {
+				out[name] = fmt.Sprintf("%s of %s", keyName(key), path)
+			}
+		}
+	}
+	top := func(map[string]any) []string { return []string{"disabledMcpjsonServers"} }
+	for _, path := range claudeSettings(opts) {
+		read(path, top)
+	}
+	if opts.Home != "" {
+		read(filepath.Join(opts.Home, ".claude.json"), func(doc map[string]any) []string {
+			if p := projectKey(doc, opts.Cwd); p != "" {
+				return []string{"projects", p, "disabledMcpjsonServers"}
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// keyName writes a key path for messages, a project's directory quoted
+// as disabledKey does.
+func keyName(key []string) string {
+	if len(key) == 3 && key[0] == "projects" {
+		return fmt.Sprintf("projects.%q.%s", key[1], key[2])
+	}
+	return strings.Join(key, ".")
+}
+
+// claudeSettings are Claude Code's settings files for the project, the
+// closest first.
+func claudeSettings(opts Options) []string {
+	var out []string
+	if opts.Cwd != "" {
+		out = append(out, filepath.Join(opts.Cwd, ".claude", "settings.local.json"), filepath.Join(opts.Cwd, ".claude", "settings.json"))
+	}
+	if opts.Home != "" {
+		out = append(out, filepath.Join(opts.Home, ".claude", "settings.json"))
+	}
+	return out
+}
+
+// withoutRejected drops the servers of the project's .mcp.json that
+// rejected names (mcpjsonRejected), as skipped.
+func withoutRejected(servers []Server, rejected map[string]string, path string, res *Result) []Server {
+	out := servers[:0]
+	for _, s := range servers {
+		if where := rejected[s.Name]; where != "" {
+			res.Skipped = append(res.Skipped, Warning{Path: path, Server: s.Name,
+				Reason: "rejected for this project in Claude Code (" + where + ")"})
+			continue
+		}
+		out = append(out, s)
 	}
 	return out
 }

@@ -31,6 +31,10 @@ type Source struct {
 	ServersOnly bool
 }
 
+// claudeCodeProject names the source of the project's .mcp.json, whose
+// servers the user may have rejected in Claude Code (mcpjsonRejected).
+const claudeCodeProject = "Claude Code project"
+
 // Sources lists the config sources in upstream's order (§2.1 of the
 // upstream inventory, at commit 27d23b8). MCP_SERVERS_CONFIG comes last:
 // despite upstream's "highest priority" comment it only adds new names.
@@ -55,7 +59,7 @@ func Sources(opts Options) []Source {
 	if opts.Cwd != "" {
 		// Not upstream's: Claude Code's project-scope file, after the
 		// local and user scopes that ~/.claude.json holds.
-		out = append(out, Source{Path: filepath.Join(opts.Cwd, ".mcp.json"), Name: "Claude Code project", ServersOnly: true})
+		out = append(out, Source{Path: filepath.Join(opts.Cwd, ".mcp.json"), Name: claudeCodeProject, ServersOnly: true})
 	}
 	if opts.Cwd != "" {
 		// Not upstream's: Cursor's project file, before its user-wide
@@ -145,17 +149,21 @@ func (s Source) files(res *Result) []string {
 // files, not its own time: ~/MCPs also holds the state database, whose
 // files come and go.
 func Stamp(opts Options) string {
-	var b strings.Builder
 	var discard Result
+	var paths []string
 	for _, src := range Sources(opts) {
-		for _, path := range src.files(&discard) {
-			fi, err := os.Stat(path)
-			if err != nil {
-				fmt.Fprintf(&b, "%s\x00%v\n", path, err)
-				continue
-			}
-			fmt.Fprintf(&b, "%s\x00%d\x00%d\n", path, fi.Size(), fi.ModTime().UnixNano())
+		paths = append(paths, src.files(&discard)...)
+	}
+	// They may reject servers of the project's .mcp.json.
+	paths = append(paths, claudeSettings(opts)...)
+	var b strings.Builder
+	for _, path := range paths {
+		fi, err := os.Stat(path)
+		if err != nil {
+			fmt.Fprintf(&b, "%s\x00%v\n", path, err)
+			continue
 		}
+		fmt.Fprintf(&b, "%s\x00%d\x00%d\n", path, fi.Size(), fi.ModTime().UnixNano())
 	}
 	return b.String()
 }
