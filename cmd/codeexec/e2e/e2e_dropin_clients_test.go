@@ -330,3 +330,35 @@ print((await mcp_approved.echo(message="hi"))["content"][0]["text"])`})
 		t.Errorf("a call naming the rejected servers:\n%s\nwant it to say:\n%s", o.Text, want)
 	}
 }
+
+// TestE2EDropInZed: the context_servers of Zed's settings (user-wide and
+// the project's .zed/settings.json), in its current layout and its older
+// one ("command": {"path", "args", "env"}), load and answer; a server an
+// extension provides, which only Zed can start, is left out saying so.
+func TestE2EDropInZed(t *testing.T) {
+	t.Parallel()
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	home, project := t.TempDir(), t.TempDir()
+	writeFile(t, home, ".config/zed/settings.json", `// Zed settings
+{
+  "theme": {"mode": "system", "light": "One Light", "dark": "One Dark"},
+  "context_servers": {
+    "zed-old": {"command": {"path": `+jsonString(t, node)+`, "args": [`+jsonString(t, npmEntry(t, "server-memory"))+`], "env": {"MEMORY_FILE_PATH": `+jsonString(t, filepath.Join(t.TempDir(), "m.jsonl"))+`}}, "settings": {}},
+    "zed-ext": {"source": "extension", "settings": {"github_personal_access_token": "x"}},
+  },
+}`)
+	writeFile(t, project, ".zed/settings.json", `{"context_servers": {"zed-new": {"source": "custom", "command": `+jsonString(t, node)+`, "args": [`+jsonString(t, npmEntry(t, "server-everything"))+`]}}}`)
+	c, _ := harness.StartStdioIn(t, project, harness.StateEnv(home))
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"zed-old", "zed-new"}, "code": `
+print(runtime.discovered_servers())
+print((await mcp_zed_old.read_graph())["structuredContent"])
+print((await mcp_zed_new.echo(message="zed"))["content"][0]["text"])`})
+	want := "('zed-new', 'zed-old')\n{'entities': [], 'relations': []}\nEcho: zed"
+	if o.IsError || harness.Joined(o.Stdout()) != want {
+		t.Errorf("Zed's context_servers:\n%s\nwant:\n%s", o.Text, want)
+	}
+	o = harness.RunPython(t, c, map[string]any{"servers": []any{"zed-ext"}, "code": `print(1)`})
+	if want := `"zed-ext" in ` + filepath.Join(home, ".config", "zed", "settings.json") + ` was not loaded: a Zed extension's server ("source": "extension"), which only Zed can start`; !o.IsError || !strings.Contains(o.Text, want) {
+		t.Errorf("a call naming a Zed extension's server:\n%s\nwant it to say %s", o.Text, want)
+	}
+}

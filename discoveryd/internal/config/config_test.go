@@ -134,7 +134,7 @@ env = { LEVEL = 3 }
 			},
 			serversConfig: "codex.toml",
 			wantWarnings: []string{
-				`dash.json: no servers read: none of its keys ("mcp-servers") holds servers (did you mean "mcpServers"?); the keys that do are "mcpServers", "servers" (VS Code), "mcp_servers" (Codex), "mcp" (OpenCode), spelt exactly so`,
+				`dash.json: no servers read: none of its keys ("mcp-servers") holds servers (did you mean "mcpServers"?); the keys that do are "mcpServers", "servers" (VS Code), "mcp_servers" (Codex), "mcp" (OpenCode), "context_servers" (Zed), spelt exactly so`,
 				`lower.json: no servers read: none of its keys ("mcpservers") holds servers (did you mean "mcpServers"?)`,
 				`.vscode/mcp.json: no servers read: none of its keys ("Servers") holds servers (did you mean "servers"?)`,
 				`.cursor/mcp.json: no servers read: none of its keys ("mcp_server") holds servers; the keys that do are "mcpServers"`,
@@ -298,6 +298,33 @@ env = { LEVEL = 3 }
 				`server "missing": "envFile" @CWD@/nope.env cannot be read (open @CWD@/nope.env: no such file or directory); fix the path or remove "envFile"`,
 				`server "typed": "envFile" must be a string (the path of a .env file), got a number`,
 			},
+		},
+		{
+			name: "Zed's context_servers: command strings and objects, remote servers, extensions",
+			files: map[string]string{
+				"home/.config/zed/settings.json": `{
+  // Zed writes JSONC
+  "theme": "One Dark",
+  "context_servers": {
+    "new": {"source": "custom", "command": "npx", "args": ["-y", "srv"], "env": {"K": "v"}},
+    "old": {"command": {"path": "/usr/bin/node", "args": ["s.js"], "env": {"E": "1"}}, "settings": {}},
+    "remote": {"url": "https://z.example/mcp", "headers": {"Authorization": "Bearer t"}},
+    "ext": {"source": "extension", "settings": {"token": "x"}},
+    "nopath": {"command": {"args": ["x"]}},
+    "both": {"command": {"path": "p", "args": ["a"]}, "args": ["b"]},
+  },
+}`,
+			},
+			want: []Server{
+				{Name: "new", Transport: TransportStdio, Command: "npx", Args: []string{"-y", "srv"}, Env: map[string]string{"K": "v"}, Source: "home/.config/zed/settings.json"},
+				{Name: "old", Transport: TransportStdio, Command: "/usr/bin/node", Args: []string{"s.js"}, Env: map[string]string{"E": "1"}, Source: "home/.config/zed/settings.json"},
+				{Name: "remote", Transport: TransportHTTP, URL: "https://z.example/mcp", Headers: map[string]string{"Authorization": "Bearer t"}, Source: "home/.config/zed/settings.json"},
+			},
+			wantWarnings: []string{
+				`server "both": "args" is given both in "command" and beside it; keep one`,
+				`server "nopath": "command" is an object without a "path"; accepted: a string, a list, or Zed's {"path": …, "args": […], "env": {…}}`,
+			},
+			wantSkipped: []string{`server "ext": a Zed extension's server ("source": "extension"), which only Zed can start`},
 		},
 		{
 			name: "Windsurf's serverUrl and Gemini's httpUrl",
@@ -544,6 +571,8 @@ func TestSourcesOrder(t *testing.T) {
 		"/h/.codex/config.toml",
 		"/w/.gemini/settings.json",
 		"/h/.gemini/settings.json",
+		"/w/.zed/settings.json",
+		"/h/.config/zed/settings.json",
 	}
 	for goos, want := range map[string][]string{
 		"darwin": append(slices.Clone(common),

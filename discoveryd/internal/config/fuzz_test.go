@@ -162,6 +162,7 @@ func FuzzLayouts(f *testing.F) {
 			{"settings.json", map[string]any{"mcp.servers": servers}},
 			{".claude.json", map[string]any{"projects": map[string]any{"/work": map[string]any{"mcpServers": servers}}}},
 			{"opencode.jsonc", map[string]any{"mcp": servers}},
+			{"settings.json", map[string]any{"context_servers": servers}},
 		}
 		want := readLayout(t, dir, "mcp.json", docs[0].doc, opts)
 		for _, d := range docs[1:] {

@@ -11,7 +11,7 @@ import (
 var metaKeys = []string{"$schema", "description", "inputs"}
 
 // acceptedKeys names the top-level keys that hold servers, for messages.
-const acceptedKeys = `"mcpServers", "servers" (VS Code), "mcp_servers" (Codex), "mcp" (OpenCode)`
+const acceptedKeys = `"mcpServers", "servers" (VS Code), "mcp_servers" (Codex), "mcp" (OpenCode), "context_servers" (Zed)`
 
 // noServersKey explains a server config in which no key holds servers,
 // naming the keys it has and, when one differs from an accepted key only

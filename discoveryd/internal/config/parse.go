@@ -18,8 +18,9 @@ import (
 // the order they are read. Upstream reads only "mcpServers"; the others are
 // VS Code's workspace mcp.json ("servers"), VS Code's settings.json
 // ("mcp": {"servers"} or the flat key "mcp.servers"), Codex's TOML
-// ("mcp_servers") and OpenCode's "mcp" (servers directly under it). Claude
-// Code's per-project servers come before all of them (projectLayout).
+// ("mcp_servers"), OpenCode's "mcp" (servers directly under it) and Zed's
+// "context_servers". Claude Code's per-project servers come before all of
+// them (projectLayout).
 var layouts = [][]string{
 	{"mcpServers"},
 	{"servers"},
@@ -27,6 +28,7 @@ var layouts = [][]string{
 	{"mcp.servers"},
 	{"mcp_servers"},
 	{"mcp"},
+	{"context_servers"},
 }
 
 // vsCodeMCPKeys are the keys of VS Code's "mcp" setting that are not
@@ -153,6 +155,9 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 	if !ok {
 		return s, "", fmt.Errorf("entry must be an object, got %s", kind(raw))
 	}
+	if src, _ := e["source"].(string); src == "extension" {
+		return s, "a Zed extension's server (\"source\": \"extension\"), which only Zed can start", nil
+	}
 	disabled, err := switchOf(e, "disabled")
 	if err != nil {
 		return s, "", err
@@ -187,8 +192,15 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 		for _, a := range c[1:] {
 			s.Args = append(s.Args, x.expand(str(a)))
 		}
-	case map[string]any:
-		return s, "", fmt.Errorf("\"command\" must be a string or a list, got %s", kind(c))
+	case map[string]any: // Zed's older layout: {"path", "args", "env"}
+		path, ok := c["path"].(string)
+		if !ok || path == "" {
+			return s, "", fmt.Errorf("\"command\" is an object without a \"path\"; accepted: a string, a list, or Zed's {\"path\": …, \"args\": […], \"env\": {…}}")
+		}
+		s.Command = x.expand(path)
+		if e, err = zedCommand(e, c); err != nil {
+			return s, "", err
+		}
 	default:
 		s.Command = x.expand(str(c))
 	}
@@ -233,6 +245,25 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 		return s, "points at this bridge itself (set MCP_BRIDGE_ALLOW_SELF_SERVER=1 to allow)", nil
 	}
 	return s, "", nil
+}
+
+// zedCommand moves the "args" and "env" of Zed's command object into a
+// copy of the entry, where the other layouts keep them; the entry's own,
+// if it has them too, are refused as ambiguous.
+func zedCommand(e, c map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(e)+2)
+	for k, v := range e {
+		out[k] = v
+	}
+	for _, k := range []string{"args", "env"} {
+		if v, ok := c[k]; ok {
+			if _, dup := e[k]; dup {
+				return nil, fmt.Errorf("%q is given both in \"command\" and beside it; keep one", k)
+			}
+			out[k] = v
+		}
+	}
+	return out, nil
 }
 
 // urlKeys name a remote server's URL, the first present wins: "url",

@@ -84,6 +84,13 @@ func Sources(opts Options) []Source {
 	}
 	if opts.Home != "" {
 		out = append(out, Source{Path: home(".gemini", "settings.json"), Name: "Gemini CLI"})
+	}
+	if opts.Cwd != "" {
+		out = append(out, Source{Path: filepath.Join(opts.Cwd, ".zed", "settings.json"), Name: "Zed project"})
+	}
+	if opts.Home != "" {
+		// Zed keeps its settings here on macOS too.
+		out = append(out, Source{Path: home(".config", "zed", "settings.json"), Name: "Zed"})
 		switch opts.GOOS {
 		case "darwin":
 			appSupport := home("Library", "Application Support")
