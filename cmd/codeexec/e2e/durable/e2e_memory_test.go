@@ -1,8 +1,10 @@
 package durable
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,6 +131,11 @@ print([(t["name"], t["docstring"]) for t in runtime.list_saved_tools()])`)
 func TestE2EImportUpstream(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
+	// The state dir exists, as an upstream install's ~/MCPs does; the
+	// import creates the database in it.
+	if err := os.Mkdir(filepath.Join(home, "MCPs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(harness.Binary, "import-upstream", filepath.Join(harness.Root, "memoryd", "testdata", "upstream"))
 	cmd.Env = harness.BaseEnv(t, harness.StateEnv(home))
 	out, err := cmd.CombinedOutput()
@@ -146,6 +153,60 @@ print(info["created_at"], info["updated_at"])`)
 	want := "the key upstream turned into a_b\nHello, Ada! 5 Add two numbers (second version).\n1700000000.5 1700000100.25"
 	if got := harness.Joined(o.Stdout()); got != want {
 		t.Fatalf("after import:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// import-upstream creates no directory: a state dir or a --db directory
+// that does not exist (a typo) fails naming it, and leaves no files
+// behind, where the import made the directory and a database that codeexec
+// serve never reads, and reported success. Only the servers create a
+// state dir.
+func TestE2EImportUpstreamIntoAMissingPlaceCreatesNothing(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	upstream := filepath.Join(harness.Root, "memoryd", "testdata", "upstream")
+	for _, tc := range []struct {
+		name string
+		args []string // "ROOT" is root
+		want string
+	}{
+		{"a mistyped state dir", []string{"--state-dir", "ROOT/stat"},
+			"no memory database at ROOT/stat/codeexec.db: the state dir ROOT/stat (--state-dir, MCP_BRIDGE_STATE_DIR) does not exist; name the state dir that codeexec serve uses"},
+		{"a state dir that is a file", []string{"--state-dir", "ROOT/file"},
+			"the state dir ROOT/file (--state-dir, MCP_BRIDGE_STATE_DIR) is not a directory"},
+		{"a --db in a missing directory", []string{"--db", "ROOT/nodir/x.db"},
+			"cannot create the memory database ROOT/nodir/x.db (--db, CODEEXEC_DB): the directory ROOT/nodir does not exist; name a bbolt file in a directory that exists"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := listTree(t, root)
+			args := []string{"import-upstream"}
+			for _, a := range tc.args {
+				args = append(args, strings.ReplaceAll(a, "ROOT", root))
+			}
+			cmd := exec.CommandContext(t.Context(), harness.Binary, append(args, upstream)...)
+			cmd.Env = harness.BaseEnv(t, nil)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			want := strings.ReplaceAll(tc.want, "ROOT", root)
+			if err == nil || stdout.String() != "" || !strings.Contains(stderr.String(), want) {
+				t.Errorf("%v: %v, stdout %q, stderr:\n%s\nwant a failure saying %q", args, err, stdout.String(), stderr.String(), want)
+			}
+			if after := listTree(t, root); !slices.Equal(before, after) {
+				t.Errorf("the failed import changed the files:\nbefore %v\nafter  %v", before, after)
+			}
+		})
+	}
+	// A state dir that exists gets a database, and the import says so.
+	cmd := exec.CommandContext(t.Context(), harness.Binary, "import-upstream", "--state-dir", root, upstream)
+	cmd.Env = harness.BaseEnv(t, nil)
+	out, err := cmd.CombinedOutput()
+	want := "the memory database " + filepath.Join(root, "codeexec.db") + " is new: there was none before this import"
+	if err != nil || !strings.Contains(string(out), "imported 4 memories and 4 tools") || !strings.Contains(string(out), want) {
+		t.Fatalf("import-upstream into an existing state dir: %v\n%s\nwant the import, and %q", err, out, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"google.golang.org/grpc"
 
@@ -50,6 +51,33 @@ func (m *database) existingFile() (string, error) {
 		return "", m.st.missing(path, err)
 	}
 	return path, nil
+}
+
+// fileInExistingDir is the bbolt file that connect opens for a command
+// that writes it, such as import-upstream: the file may be new, but its
+// directory must exist, so that a mistyped state dir or --db fails naming
+// it instead of getting a directory and a database that nothing else
+// reads. Only the servers (serve, memoryd) create a state dir. It reports
+// whether the file is there already; the path is empty when the database
+// is another process's (--memory) or PostgreSQL's (--store).
+func (m *database) fileInExistingDir() (path string, exists bool, err error) {
+	if m.addr != "" {
+		return "", false, nil
+	}
+	if err := m.st.Resolve(false); err != nil {
+		return "", false, err
+	}
+	if m.st.memory.Store != "" {
+		return "", false, nil
+	}
+	path = m.st.Config("").Path
+	if _, err := os.Stat(path); err == nil {
+		return path, true, nil
+	}
+	if err := m.st.missingDir(filepath.Dir(path)); err != nil {
+		return "", false, err
+	}
+	return path, false, nil
 }
 
 // connect returns a connection to the database's memoryd; release closes

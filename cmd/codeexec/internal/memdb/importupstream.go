@@ -50,6 +50,12 @@ func (c *ImportUpstreamCommand) Run(ctx context.Context, args []string, e cli.En
 		return fmt.Errorf("%s is not a directory: pass upstream's state dir (the one holding user_tools/)", dir)
 	}
 
+	// The database's directory is checked before anything is opened, so
+	// that a mistyped one fails having created nothing.
+	db, existed, err := c.db.fileInExistingDir()
+	if err != nil {
+		return err
+	}
 	conn, closeConn, err := c.db.connect(ctx, e)
 	if err != nil {
 		return err
@@ -57,6 +63,9 @@ func (c *ImportUpstreamCommand) Run(ctx context.Context, args []string, e cli.En
 	defer closeConn()
 	rep, err := memoryd.ImportUpstream(ctx, memoryv1.NewMemoryServiceClient(conn), memoryv1.NewToolServiceClient(conn), dir, c.tenant)
 	fmt.Fprint(e.Stdout, rep.String())
+	if db != "" && !existed {
+		fmt.Fprintf(e.Stdout, "the memory database %s is new: there was none before this import\n", db)
+	}
 	return err
 }
 

@@ -92,6 +92,29 @@ func (s *Settings) missing(path string, err error) error {
 	return fmt.Errorf("no memory database at %s: the state dir %s (--state-dir, MCP_BRIDGE_STATE_DIR) %s; name the state dir that holds codeexec.db, the bbolt file with --db, or a running memoryd with --memory", path, s.StateDir, why)
 }
 
+// missingDir is the error for dir, the directory the bbolt file is to be
+// created in, when it is not a directory that exists: it names the
+// setting that chose it, and says that nothing creates it but the
+// servers.
+func (s *Settings) missingDir(dir string) error {
+	fi, err := os.Stat(dir)
+	var why string
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		why = "is not a directory"
+	case errors.Is(err, fs.ErrNotExist):
+		why = "does not exist"
+	default:
+		why = "cannot be used: " + err.Error()
+	}
+	if s.memory.Path != "" {
+		return fmt.Errorf("cannot create the memory database %s (--db, CODEEXEC_DB): the directory %s %s; name a bbolt file in a directory that exists, or create the directory first (only codeexec serve and codeexec memoryd create one)", s.memory.Path, dir, why)
+	}
+	return fmt.Errorf("no memory database at %s: the state dir %s (--state-dir, MCP_BRIDGE_STATE_DIR) %s; name the state dir that codeexec serve uses (serve creates it on its first start), the bbolt file with --db, or a running memoryd with --memory", filepath.Join(dir, "codeexec.db"), dir, why)
+}
+
 // Config is memoryd's configuration, once Resolve has made the paths
 // absolute: the database is in the state dir unless --db names another,
 // and it records version.
