@@ -160,3 +160,65 @@ print((await mcp_lister.ping_lister())["content"][0]["text"])`})
 		}
 	}
 }
+
+// Loading a call's servers counts in its timeout: the code gets what is
+// left (at least a tenth), so a call whose server is still starting ends
+// within its timeout, and the error says where the time went and what to
+// do. Before, the code got a whole timeout of its own after the loading
+// had waited up to one: a 4 s call took 7.5 s, and its error said only
+// 'Execution exceeded the 4s timeout'.
+func TestE2EServerLoadingCountsInTheCallsTimeout(t *testing.T) {
+	t.Parallel()
+	config, dir := slowServers(t, map[string][]string{"held": {"--hold"}})
+	c, _ := harness.StartStdio(t, map[string]string{"MCP_SERVERS_CONFIG": config, "CODEEXEC_TOOL_TIMEOUT": "60s"})
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"held"}, "timeout": 3, "code": `try:
+    await mcp_held.ping_held()
+except runtime.MCPError as e:
+    print(type(e).__name__)
+while True:
+    pass`})
+	want := `went to loading the call's servers ("held" did not load) before the code ran: pass a larger timeout, or call again once the servers are up`
+	if o.Str("status") != "timeout" || !strings.Contains(o.Str("error"), "Execution exceeded the 3s timeout: ") || !strings.Contains(o.Str("error"), want) {
+		t.Errorf("a call whose server did not start: %s\nwant a timeout whose error says %q", o.Text, want)
+	}
+	if got := harness.Joined(o.Stdout()); got != "DeadlineExceededError" {
+		t.Errorf("the code's output = %q, want the error of the server it could not use", got)
+	}
+	if got := strings.Join(serverLog(t, dir, "held"), " "); got != "started initialize" {
+		t.Errorf("held's log when the call returned = %v, want it still in initialize", got)
+	}
+}
+
+// The calls a restore makes (here a class body's, rebuilt from the
+// checkpoint) end by the call's deadline, as the code's own calls do, and
+// the restore goes on without what failed. Before, they were bounded only
+// by the sandbox's start timeout (30 s): a restore whose class body
+// searched a configured server that never starts took that long, then
+// failed the call with 'the session could not be restored now', and did so
+// again on every call.
+func TestE2ERestoreCallsEndByTheCallsTimeout(t *testing.T) {
+	t.Parallel()
+	config, _ := slowServers(t, map[string][]string{"held": {"--hold"}})
+	c, _ := harness.StartStdio(t, map[string]string{"MCP_SERVERS_CONFIG": config, "CODEEXEC_TOOL_TIMEOUT": "60s"})
+	// The class body searches only once the memory "slow" is set: not
+	// when it is defined, only when a restore defines it again.
+	harness.Code(t, c, `class C:
+    err = None
+    if load_memory("slow"):
+        while True:
+            try:
+                runtime.search_tool_docs_sync("ping")
+            except runtime.MCPError as e:
+                err = str(e)
+                break`)
+	// A timeout stops the sandbox, so that the next call restores.
+	o := harness.RunPython(t, c, map[string]any{"timeout": 1, "code": "save_memory('slow', True)\nwhile True:\n    pass"})
+	if o.Str("status") != "timeout" {
+		t.Fatalf("the call meant to time out: %s", o.Text)
+	}
+	o = harness.RunPython(t, c, map[string]any{"timeout": 3, "code": "print(C.err)"})
+	want := "the run_python call's timeout ran out while its session was being restored from its checkpoint"
+	if got := harness.Joined(o.Stdout()); o.IsError || !strings.Contains(got, want) {
+		t.Errorf("the call after the restore: %s\nwant the class body's search to have raised %q", o.Text, want)
+	}
+}

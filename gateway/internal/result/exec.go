@@ -136,6 +136,9 @@ func FromOutcome(o Outcome) Payload {
 		p.Status, p.TimeoutSeconds = StatusTimeout, n
 		p.Summary = fmt.Sprintf("Timeout: execution exceeded %ds", n)
 		p.Error = fmt.Sprintf("Execution exceeded the %ds timeout. %s", n, lostNote(r))
+		if note := r.GetTimeoutNote(); note != "" {
+			p.Error = fmt.Sprintf("Execution exceeded the %ds timeout: %s. %s", n, note, lostNote(r))
+		}
 	case sandboxv1.ExecStatus_EXEC_STATUS_KILLED:
 		msg := r.GetError()
 		if msg == "" {

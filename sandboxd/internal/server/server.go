@@ -185,6 +185,7 @@ func resultToProto(r *session.Result) *sandboxv1.ExecResult {
 		Durable:            r.Durable,
 		Ended:              r.Ended,
 		Uncheckpointed:     lostToProto(r.Uncheckpointed),
+		TimeoutNote:        r.TimeoutNote,
 	}
 }
 

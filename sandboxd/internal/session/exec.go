@@ -3,8 +3,11 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
@@ -44,7 +47,10 @@ type Result struct {
 	Dropped   map[string]int64
 	Servers   []string
 	Timeout   time.Duration
-	Session   Info
+	// TimeoutNote, for a call that timed out, says what took part of its
+	// timeout before the code ran, and what to do; empty when nothing did.
+	TimeoutNote string
+	Session     Info
 	// Durable is set when the session is kept in the session store.
 	Durable bool
 	// Ended is set when the code ended its session: it is destroyed, its
@@ -66,6 +72,7 @@ type Result struct {
 // restored from its checkpoint), unless another replica holds it live: then
 // the error is an *ElsewhereError.
 func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result, error) {
+	began := time.Now()
 	s, err := m.claim(ctx, req.Tenant, req.SessionID)
 	if err != nil {
 		return nil, err
@@ -74,17 +81,21 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 		return nil, fmt.Errorf("%w: code is empty", ErrInvalid)
 	}
 	timeout := m.clampTimeout(req.Timeout)
+	// The call's deadline bounds what the call waits for on the code's
+	// behalf: loading its servers, the calls of a restore, and the code.
+	deadline := began.Add(timeout)
 	saved := m.fetchSavedTools(ctx, s)
 	defer saved.stop()
 	// Loading the call's servers waits for those still starting no longer
 	// than the call's timeout: a server not up by then is loaded with the
 	// error that says so, which its use raises, and the code runs.
-	prepCtx, cancelPrep := context.WithTimeout(ctx, timeout)
+	prepCtx, cancelPrep := context.WithDeadline(ctx, deadline)
 	env, err := m.cfg.Broker.Prepare(prepCtx, s.tenant, req.Servers)
 	cancelPrep()
 	if err != nil {
 		return nil, err
 	}
+	spent := spentTime{loading: time.Since(began), env: env}
 	for {
 		if err := s.acquire(ctx); err != nil {
 			return nil, err
@@ -109,13 +120,16 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 
 	s.setBusy(true, false)
 	startCtx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
-	sb, report, err := s.ensureSandbox(startCtx, env, saved)
+	sb, report, err := s.ensureSandbox(startCtx, env, saved, deadline)
 	cancel()
 	if err != nil {
 		s.setBusy(false, false)
 		return nil, err
 	}
-	res := m.run(ctx, s, sb, req.Code, env, saved, timeout, out)
+	if report != nil {
+		spent.restoring = report.callsTook
+	}
+	res := m.run(ctx, s, sb, req.Code, env, saved, timeout, spent, out)
 	sb.firstExecDone()
 	res.Servers = env.Allowed
 	res.Timeout = timeout
@@ -143,8 +157,56 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	return res, ctx.Err()
 }
 
-// run drives one exec on a live sandbox until done, death or timeout.
-func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string, env *ExecEnv, saved *savedTools, timeout time.Duration, out Output) *Result {
+// spentTime is what took part of a call's timeout before its code ran:
+// loading the call's servers (a server still starting is waited for up to
+// the timeout) and the calls a restore of the session made (a class body
+// or an unpickled value may call a helper). The time a sandbox takes to
+// start, a restore takes to rebuild the namespace, or the call waits for
+// the session's previous call is not the call's, and is not counted: a
+// restore slower than the timeout would otherwise leave the code no time,
+// every time.
+type spentTime struct {
+	loading, restoring time.Duration
+	// env says which of the call's servers did not load.
+	env *ExecEnv
+}
+
+// budget is the code's part of timeout: what is left once the time spent
+// is taken, but never less than a tenth of it (at most 1 s), in which the
+// code learns, and can say, what the wait was for.
+func (t spentTime) budget(timeout time.Duration) time.Duration {
+	return max(timeout-t.loading-t.restoring, min(timeout/10, time.Second))
+}
+
+// note says, for the error of a call that timed out, what took part of
+// its timeout and what to do; it is empty when nothing did.
+func (t spentTime) note() string {
+	var parts []string
+	if d := t.loading.Round(100 * time.Millisecond); d > 0 {
+		what := "loading the call's servers"
+		var down []string
+		for _, srv := range t.env.Servers {
+			if srv.Error != nil {
+				down = append(down, strconv.Quote(srv.Name))
+			}
+		}
+		if len(down) > 0 {
+			what += " (" + strings.Join(down, ", ") + " did not load)"
+		}
+		parts = append(parts, fmt.Sprintf("%s went to %s", d, what))
+	}
+	if d := t.restoring.Round(100 * time.Millisecond); d > 0 {
+		parts = append(parts, fmt.Sprintf("%s to calls made while the session was restored from its checkpoint", d))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, " and ") + " before the code ran: pass a larger timeout, or call again once the servers are up"
+}
+
+// run drives one exec on a live sandbox until done, death or timeout: the
+// code gets the part of the call's timeout that spent left it.
+func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string, env *ExecEnv, saved *savedTools, timeout time.Duration, spent spentTime, out Output) *Result {
 	sb.mu.Lock()
 	sb.nextExec++
 	id := sb.nextExec
@@ -184,11 +246,12 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 		res.Error = "could not send code to the sandbox: " + err.Error()
 		return res
 	}
-	timer := time.NewTimer(timeout)
+	budget := spent.budget(timeout)
+	timer := time.NewTimer(budget)
 	defer timer.Stop()
 	// A call waiting for its turn gives up when the timer fires, and the
 	// loop below then finds the timeout.
-	waitCtx, cancelWait := context.WithTimeout(callCtx, timeout)
+	waitCtx, cancelWait := context.WithTimeout(callCtx, budget)
 	defer cancelWait()
 
 	handle := func(msg channel.Message) (finished bool) {
@@ -216,7 +279,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 		case *channel.Call:
 			// A call ends by the exec's timeout, so that a call to a server
 			// still starting gives up in time to tell the code which one.
-			sb.startCall(waitCtx, func() { m.serveCall(waitCtx, sb, s.tenant, env, id, msg) })
+			sb.startCall(waitCtx, func() { m.serveCall(waitCtx, sb, s.tenant, env, id, msg, nil) })
 		case *channel.Done:
 			if msg.Exec != id {
 				return false
@@ -287,6 +350,9 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			res.Duration = time.Since(start)
 			res.Status, res.StateLost = StatusTimeout, true
 			res.Error = fmt.Sprintf("execution exceeded the %s timeout; the sandbox was stopped", timeout)
+			if res.TimeoutNote = spent.note(); res.TimeoutNote != "" {
+				res.Error = fmt.Sprintf("execution exceeded the %s timeout (%s); the sandbox was stopped", timeout, res.TimeoutNote)
+			}
 			return res
 		case <-ctx.Done():
 			// The caller is gone; the code must not run on unobserved.
@@ -333,8 +399,9 @@ func joinErr(a, b string) string {
 	return a + "; " + b
 }
 
-// serveCall answers one call frame from the sandbox.
-func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env *ExecEnv, execID int64, call *channel.Call) {
+// serveCall answers one call frame from the sandbox. late, when set, is
+// the error of a call that ctx's deadline ended.
+func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env *ExecEnv, execID int64, call *channel.Call, late *channel.Error) {
 	var (
 		result json.RawMessage
 		err    error
@@ -343,6 +410,16 @@ func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env
 		err = channel.Errorf(channel.CodeFailedPrecondition, "this call was made after its run_python call had finished")
 	} else {
 		result, err = m.cfg.Broker.Call(ctx, tenant, env, call.Method, call.Params)
+		// A call that timed out as ctx's deadline came gets late, which
+		// says whose time it was, rather than a bare "context deadline
+		// exceeded". (The service's end of the call may give up a moment
+		// before ctx does; one that gives up earlier names what it waited
+		// for, and keeps its error.)
+		if e, ok := errors.AsType[*channel.Error](err); ok && late != nil && e.Code == channel.CodeDeadlineExceeded {
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 10*time.Millisecond {
+				err = late
+			}
+		}
 	}
 	reply := channel.ReplyTo(call.ID, result, err)
 	if err := sb.conn.Write(reply); err != nil {

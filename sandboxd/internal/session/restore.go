@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 	"github.com/codeexec/codeexec/sandboxd/internal/durable"
@@ -26,13 +28,17 @@ type RestoreReport struct {
 	// effects are gone; MissedWhy is why the last of them was not stored.
 	Missed    uint64
 	MissedWhy string
+	// callsTook is how long calls the restore made were in flight: the
+	// call's time, not the restore's.
+	callsTook time.Duration
 }
 
 // restore rebuilds the session in sb from its last checkpoint, or returns
 // nil when there is none. The calls the agent makes while it restores are
 // served with env, the environment of the exec the restore precedes, and
-// the saved tools fetched for that exec go with the checkpoint.
-func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *ExecEnv, saved *savedTools) (_ *RestoreReport, err error) {
+// the saved tools fetched for that exec go with the checkpoint. Those
+// calls end by the exec's deadline.
+func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *ExecEnv, saved *savedTools, deadline time.Time) (_ *RestoreReport, err error) {
 	s.waitCommit(m.cfg.StartTimeout)
 	s.dmu.Lock()
 	held, reason, interrupted, why := s.d.held, s.d.reason, s.d.interrupted, s.d.refusedWhy
@@ -62,7 +68,7 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *Exe
 	if err := sendRestore(sb, held, chunks, saved.wait(ctx, s)); err != nil {
 		return nil, fmt.Errorf("send the checkpoint to the sandbox: %w", err)
 	}
-	got, err := m.awaitRestored(ctx, s, sb, env)
+	got, took, err := m.awaitRestored(ctx, s, sb, env, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +80,7 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *Exe
 	for i := range lost[len(r.Unsaved):] {
 		lost[len(r.Unsaved)+i].Type = "not restored"
 	}
-	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: held.State.Seq, Missed: missed, MissedWhy: why}, nil
+	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: held.State.Seq, Missed: missed, MissedWhy: why, callsTook: took}, nil
 }
 
 // missedCalls counts the calls a checkpoint reflecting seq of the
@@ -96,10 +102,21 @@ func missedCalls(execs, seq uint64, interrupted bool) uint64 {
 // for the saved tools with tool.list. Without an answer the agent would
 // wait for it until the restore timed out, on every try, and the session
 // could not come back at all. What the restore prints belongs to no exec
-// and is dropped, as the exec loop drops output of other execs.
-func (m *Manager) awaitRestored(ctx context.Context, s *Session, sb *sandbox, env *ExecEnv) (*channel.Restored, error) {
+// and is dropped, as the exec loop drops output of other execs. The
+// calls end by deadline, the exec's, as the exec's own calls do: a class
+// body or an unpickled value that calls a helper gets its error then, and
+// the restore goes on. took is how long calls were in flight.
+func (m *Manager) awaitRestored(ctx context.Context, s *Session, sb *sandbox, env *ExecEnv, deadline time.Time) (_ *channel.Restored, took time.Duration, _ error) {
+	// Calls are taken in until the restore ends, so that each gets an
+	// answer (one past the deadline, its error), and served until the
+	// deadline.
 	callCtx, cancelCalls := context.WithCancel(ctx)
 	defer cancelCalls()
+	serveCtx, cancelServe := context.WithDeadline(callCtx, deadline)
+	defer cancelServe()
+	late := channel.Errorf(channel.CodeDeadlineExceeded,
+		"timed out: the run_python call's timeout ran out while its session was being restored from its checkpoint, before this call, made by the restore, was answered; pass a larger timeout")
+	var inFlight busyClock
 	// The agent's calls carry the id of the last exec it began: the
 	// warm-up's in a pooled sandbox, else 0.
 	sb.mu.Lock()
@@ -108,19 +125,58 @@ func (m *Manager) awaitRestored(ctx context.Context, s *Session, sb *sandbox, en
 	for {
 		select {
 		case got := <-sb.restored:
-			return got, nil
+			return got, inFlight.total(), nil
 		case msg := <-sb.msgs:
 			call, ok := msg.(*channel.Call)
 			if !ok {
 				continue
 			}
-			sb.startCall(callCtx, func() { m.serveCall(callCtx, sb, s.tenant, env, last, call) })
+			sb.startCall(callCtx, func() {
+				defer inFlight.begin()()
+				m.serveCall(serveCtx, sb, s.tenant, env, last, call, late)
+			})
 		case <-sb.dead:
-			return nil, fmt.Errorf("the sandbox died while restoring the session: %s", sb.describeDeath())
+			return nil, 0, fmt.Errorf("the sandbox died while restoring the session: %s", sb.describeDeath())
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: restoring the session: %w", errRestoreLater, ctx.Err())
+			return nil, 0, fmt.Errorf("%w: restoring the session: %w", errRestoreLater, ctx.Err())
 		}
 	}
+}
+
+// busyClock measures how long at least one of some concurrent tasks was
+// running.
+type busyClock struct {
+	mu    sync.Mutex
+	n     int
+	since time.Time
+	sum   time.Duration
+}
+
+// begin notes that a task starts; call what it returns when it ends.
+func (c *busyClock) begin() (end func()) {
+	c.mu.Lock()
+	if c.n == 0 {
+		c.since = time.Now()
+	}
+	c.n++
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.n--; c.n == 0 {
+			c.sum += time.Since(c.since)
+		}
+	}
+}
+
+// total is the time so far during which a task was running.
+func (c *busyClock) total() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n > 0 {
+		return c.sum + time.Since(c.since)
+	}
+	return c.sum
 }
 
 // errRestoreLater marks a restore that failed for a reason of the moment

@@ -141,9 +141,9 @@ func (s *Session) setBusy(busy, ran bool) {
 
 // ensureSandbox returns the live sandbox, starting one if needed; a
 // durable session's new sandbox gets the last checkpoint restored into it
-// (env serves the restore's calls, saved is the exec's fetch of the saved
-// tools), and the report says what came back.
-func (s *Session) ensureSandbox(ctx context.Context, env *ExecEnv, saved *savedTools) (*sandbox, *RestoreReport, error) {
+// (env serves the restore's calls, until the call's deadline; saved is the
+// exec's fetch of the saved tools), and the report says what came back.
+func (s *Session) ensureSandbox(ctx context.Context, env *ExecEnv, saved *savedTools, deadline time.Time) (*sandbox, *RestoreReport, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -170,7 +170,7 @@ func (s *Session) ensureSandbox(ctx context.Context, env *ExecEnv, saved *savedT
 	var report *RestoreReport
 	if s.isDurable() {
 		go s.m.commitLoop(s, sb)
-		if report, err = s.m.restore(ctx, s, sb, env, saved); errors.Is(err, errRestoreLater) {
+		if report, err = s.m.restore(ctx, s, sb, env, saved, deadline); errors.Is(err, errRestoreLater) {
 			sb.kill()
 			return nil, nil, fmt.Errorf("%w; its checkpoint is kept: retry the call", err)
 		} else if err != nil {

@@ -712,8 +712,13 @@ type ExecResult struct {
 	// held and why; set once, when that list changes. If the sandbox stops,
 	// they do not come back.
 	Uncheckpointed []*LostName `protobuf:"bytes,15,rep,name=uncheckpointed,proto3" json:"uncheckpointed,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// timeout_note, when the call timed out (EXEC_STATUS_TIMEOUT), says what
+	// took part of its timeout before the code ran (loading the call's
+	// servers, calls made while the session was restored) and what to do;
+	// empty when nothing did.
+	TimeoutNote   string `protobuf:"bytes,16,opt,name=timeout_note,json=timeoutNote,proto3" json:"timeout_note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecResult) Reset() {
@@ -849,6 +854,13 @@ func (x *ExecResult) GetUncheckpointed() []*LostName {
 		return x.Uncheckpointed
 	}
 	return nil
+}
+
+func (x *ExecResult) GetTimeoutNote() string {
+	if x != nil {
+		return x.TimeoutNote
+	}
+	return ""
 }
 
 // RestoreReport says what a new sandbox got back from a checkpoint.
@@ -1509,7 +1521,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05event\"V\n" +
 	"\vOutputChunk\x123\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x1b.codeexec.sandbox.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x91\x05\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xb4\x05\n" +
 	"\n" +
 	"ExecResult\x127\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1f.codeexec.sandbox.v1.ExecStatusR\x06status\x12\x1b\n" +
@@ -1529,7 +1541,8 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"notDurable\x12\x18\n" +
 	"\adurable\x18\r \x01(\bR\adurable\x12\x14\n" +
 	"\x05ended\x18\x0e \x01(\bR\x05ended\x12E\n" +
-	"\x0euncheckpointed\x18\x0f \x03(\v2\x1d.codeexec.sandbox.v1.LostNameR\x0euncheckpointed\"\xde\x01\n" +
+	"\x0euncheckpointed\x18\x0f \x03(\v2\x1d.codeexec.sandbox.v1.LostNameR\x0euncheckpointed\x12!\n" +
+	"\ftimeout_note\x18\x10 \x01(\tR\vtimeoutNote\"\xde\x01\n" +
 	"\rRestoreReport\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
