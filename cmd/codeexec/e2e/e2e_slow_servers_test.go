@@ -222,3 +222,45 @@ func TestE2ERestoreCallsEndByTheCallsTimeout(t *testing.T) {
 		t.Errorf("the call after the restore: %s\nwant the class body's search to have raised %q", o.Text, want)
 	}
 }
+
+// TestE2EQueuedCallsRestoreGetsItsOwnTime: a call that waited behind
+// another call of its session, longer than its own timeout, and then
+// restored the session, gave the restore's calls no time at all: they
+// were bounded from when the call arrived, so a class body's search got
+// 'the run_python call's timeout ran out while its session was being
+// restored' at once, though no server was slow. The wait for the
+// previous call is not the call's.
+func TestE2EQueuedCallsRestoreGetsItsOwnTime(t *testing.T) {
+	t.Parallel()
+	// A second process on the same state dir sees the memory the first
+	// call saves, and so tells when that call runs.
+	env := map[string]string{"MCP_BRIDGE_STATE_DIR": t.TempDir()}
+	c, _ := harness.StartStdio(t, env)
+	watcher, _ := harness.StartStdio(t, env)
+	harness.Code(t, c, `class C:
+    err = None
+    if load_memory("slow"):
+        try:
+            runtime.search_tool_docs_sync("ping")
+            err = "answered"
+        except runtime.MCPError as e:
+            err = str(e)`)
+	first := make(chan harness.Outcome, 1)
+	go func() {
+		// A timeout stops the sandbox, so that the queued call restores.
+		first <- harness.RunPython(t, c, map[string]any{"timeout": 4, "code": "save_memory('slow', True)\nwhile True:\n    pass"})
+	}()
+	// Wait until the first call runs; the code waits itself, so that the
+	// test never sleeps on a guess.
+	w := harness.RunPython(t, watcher, map[string]any{"timeout": 60, "code": "import time\nwhile not load_memory('slow'):\n    time.sleep(0.05)\nprint('running')"})
+	if got := harness.Joined(w.Stdout()); got != "running" {
+		t.Fatalf("waiting for the first call to run: %s", w.Text)
+	}
+	o := harness.RunPython(t, c, map[string]any{"timeout": 2, "code": "print(C.err)"})
+	if f := <-first; f.Str("status") != "timeout" {
+		t.Fatalf("the call meant to time out: %s", f.Text)
+	}
+	if got := harness.Joined(o.Stdout()); o.IsError || got != "answered" {
+		t.Errorf("the queued call after the restore: %s\nwant the class body's search answered (\"answered\")", o.Text)
+	}
+}

@@ -81,8 +81,8 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 		return nil, fmt.Errorf("%w: code is empty", ErrInvalid)
 	}
 	timeout := m.clampTimeout(req.Timeout)
-	// The call's deadline bounds what the call waits for on the code's
-	// behalf: loading its servers, the calls of a restore, and the code.
+	// The call's deadline bounds loading its servers; what the loading
+	// leaves of the timeout bounds the calls of a restore, and the code.
 	deadline := began.Add(timeout)
 	saved := m.fetchSavedTools(ctx, s)
 	defer saved.stop()
@@ -119,8 +119,13 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	}
 
 	s.setBusy(true, false)
+	// A restore's calls get what the loading left of the timeout, counted
+	// from now: the wait for the session's previous call is not this
+	// call's (a call queued behind one that timed out would otherwise
+	// restore with its deadline gone, and every such call would fail).
+	restoreDeadline := time.Now().Add(spent.budget(timeout))
 	startCtx, cancel := context.WithTimeout(ctx, m.cfg.StartTimeout)
-	sb, report, err := s.ensureSandbox(startCtx, env, saved, deadline)
+	sb, report, err := s.ensureSandbox(startCtx, env, saved, restoreDeadline)
 	cancel()
 	if err != nil {
 		s.setBusy(false, false)
