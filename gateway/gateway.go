@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
+	"github.com/codeexec/codeexec/gateway/internal/batch"
 	"github.com/codeexec/codeexec/gateway/internal/cancelled"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
@@ -262,6 +263,8 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	// mcp-go logs through the standard log package; route it into slog
 	// (never stdout, which carries the protocol).
 	s.SetErrorLogger(slog.NewLogLogger(g.logger.Handler(), slog.LevelError))
+	// mcp-go answers a JSON-RPC batch with a parse error; see batch.
+	in, out = batch.Stdio(in, out)
 	// mcp-go's answer to a read of an unknown resource lacks the URI; see
 	// notfound.
 	in, out = notfound.Stdio(in, out)

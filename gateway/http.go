@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
+	"github.com/codeexec/codeexec/gateway/internal/batch"
 	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
 	"github.com/codeexec/codeexec/gateway/internal/detach"
 	"github.com/codeexec/codeexec/gateway/internal/listenack"
@@ -111,6 +112,8 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		// Its answer to a read of an unknown resource lacks the URI; see
 		// notfound.
 		mcpHandler := notfound.Handler(listenack.Handler(inner))
+		// It answers a JSON-RPC batch with a parse error; see batch.
+		mcpHandler = batch.Handler(mcpHandler)
 		// mcp-go reads a whole body into memory, with no limit.
 		mcpHandler = bodylimit.Handler(mcpHandler, MaxBodyBytes, fmt.Sprintf(
 			"run_python takes at most %d bytes (%d MiB) of code: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
