@@ -19,6 +19,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
 	"github.com/codeexec/codeexec/gateway/internal/detach"
 	"github.com/codeexec/codeexec/gateway/internal/listenack"
+	"github.com/codeexec/codeexec/gateway/internal/nosession"
 	"github.com/codeexec/codeexec/gateway/internal/notfound"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
@@ -112,6 +113,9 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		// Its answer to a read of an unknown resource lacks the URI; see
 		// notfound.
 		mcpHandler := notfound.Handler(listenack.Handler(inner))
+		// It answers a request outside any MCP session 404, as if the
+		// session had expired; see nosession.
+		mcpHandler = nosession.Handler(mcpHandler)
 		// It answers a JSON-RPC batch with a parse error; see batch.
 		mcpHandler = batch.Handler(mcpHandler)
 		// mcp-go reads a whole body into memory, with no limit.

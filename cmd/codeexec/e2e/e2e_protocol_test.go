@@ -94,3 +94,38 @@ func TestE2EBatchIsRefusedSayingSo(t *testing.T) {
 		}
 	})
 }
+
+// TestE2EHTTPRequestOutsideSessionIs400 makes requests of a session-based
+// revision without an Mcp-Session-Id: a POST that is not initialize, and a
+// DELETE. Both get 400 Bad Request, as the specification asks of a server
+// that requires a session, and say what to send. Before, the POST got 404
+// 'Invalid session ID', which tells a client that its session expired,
+// and the DELETE 200, though it ended nothing. A POST in a session that
+// does not exist still gets 404, and a 2026-07-28 request, which has no
+// session, is still served.
+func TestE2EHTTPRequestOutsideSessionIs400(t *testing.T) {
+	t.Parallel()
+	base := harness.StartHTTP(t, nil)
+	resp, body := rawRequest(t, http.MethodPost, base+"/mcp", `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, map[string]string{"Mcp-Protocol-Version": "2025-06-18"})
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a POST of tools/list without a session got HTTP %d %q; want 400", resp.StatusCode, body)
+	}
+	if code, msg := rpcError(t, body); code != -32600 || !strings.Contains(msg, "no Mcp-Session-Id header") || !strings.Contains(msg, "POSTs initialize first") {
+		t.Errorf("a POST without a session got %v %q; want -32600 saying to initialize first", code, msg)
+	}
+	resp, body = rawRequest(t, http.MethodDelete, base+"/mcp", "", nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "has no such header") {
+		t.Errorf("a DELETE without a session got HTTP %d %q; want 400 saying that it names no session", resp.StatusCode, body)
+	}
+	resp, body = rawRequest(t, http.MethodPost, base+"/mcp", `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`, map[string]string{"Mcp-Session-Id": "mcp-session-not-one"})
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a POST with a session ID that this server cannot have given got HTTP %d %q; want 404, which tells the client to initialize again", resp.StatusCode, body)
+	}
+	modern := `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"e2e-raw","version":"1"}}}}`
+	resp, body = rawRequest(t, http.MethodPost, base+"/mcp", modern, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "run_python") {
+		t.Errorf("a 2026-07-28 tools/list got HTTP %d %q; want the tools", resp.StatusCode, body)
+	}
+}
