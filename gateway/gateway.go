@@ -19,6 +19,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/batch"
 	"github.com/codeexec/codeexec/gateway/internal/cancelled"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
+	"github.com/codeexec/codeexec/gateway/internal/cursor"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/guard"
 	"github.com/codeexec/codeexec/gateway/internal/listenack"
@@ -265,6 +266,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	s.SetErrorLogger(slog.NewLogLogger(g.logger.Handler(), slog.LevelError))
 	// mcp-go answers a JSON-RPC batch with a parse error; see batch.
 	in, out = batch.Stdio(in, out)
+	// Its answer to a list cursor it did not give names base64; see
+	// cursor.
+	out = cursor.Writer(out)
 	// mcp-go's answer to a read of an unknown resource lacks the URI; see
 	// notfound.
 	in, out = notfound.Stdio(in, out)

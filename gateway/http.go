@@ -17,6 +17,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/auth"
 	"github.com/codeexec/codeexec/gateway/internal/batch"
 	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
+	"github.com/codeexec/codeexec/gateway/internal/cursor"
 	"github.com/codeexec/codeexec/gateway/internal/detach"
 	"github.com/codeexec/codeexec/gateway/internal/listenack"
 	"github.com/codeexec/codeexec/gateway/internal/nosession"
@@ -113,6 +114,8 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		// Its answer to a read of an unknown resource lacks the URI; see
 		// notfound.
 		mcpHandler := notfound.Handler(listenack.Handler(inner))
+		// Its answer to a cursor it did not give names base64; see cursor.
+		mcpHandler = cursor.Handler(mcpHandler)
 		// It answers a request outside any MCP session 404, as if the
 		// session had expired; see nosession.
 		mcpHandler = nosession.Handler(mcpHandler)

@@ -129,3 +129,18 @@ func TestE2EHTTPRequestOutsideSessionIs400(t *testing.T) {
 		t.Errorf("a 2026-07-28 tools/list got HTTP %d %q; want the tools", resp.StatusCode, body)
 	}
 }
+
+// TestE2EListWithForeignCursorSaysWhatToSend lists the tools with a cursor
+// this server never gave: the Invalid Params error says so and to pass a
+// previous answer's nextCursor, or none. Before, it said 'illegal base64
+// data at input byte 4'.
+func TestE2EListWithForeignCursorSaysWhatToSend(t *testing.T) {
+	t.Parallel()
+	base := harness.StartHTTP(t, nil)
+	r, _ := rawInitialize(t, base, nil)
+	header := map[string]string{"Mcp-Session-Id": r.Header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-06-18"}
+	_, body := rawRequest(t, http.MethodPost, base+"/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"garbage"}}`, header)
+	if code, msg := rpcError(t, body); code != -32602 || !strings.Contains(msg, "not one this server gave") || !strings.Contains(msg, "nextCursor") {
+		t.Fatalf("tools/list with a foreign cursor got %v %q; want -32602 saying to pass a previous nextCursor or none", code, msg)
+	}
+}
