@@ -362,3 +362,40 @@ print((await mcp_zed_new.echo(message="zed"))["content"][0]["text"])`})
 		t.Errorf("a call naming a Zed extension's server:\n%s\nwant it to say %s", o.Text, want)
 	}
 }
+
+// TestE2EDropInUnloadedServerSaysWhyInTheSandbox: the code of a call
+// that names a server whose config entry was not loaded is told that the
+// entry was not loaded, where and why, by the sync helpers and by the
+// calls sandboxd answers, not to list it in servers=[...], which fails.
+func TestE2EDropInUnloadedServerSaysWhyInTheSandbox(t *testing.T) {
+	t.Parallel()
+	project := t.TempDir()
+	writeFile(t, project, ".mcp.json", `{"mcpServers": {
+  "every": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {"K": "${CODEEXEC_E2E_NO_TOKEN}"}}
+}}`)
+	c, _ := harness.StartStdioIn(t, project, nil)
+	o := harness.RunPython(t, c, map[string]any{"code": `
+import asyncio
+from mcp import runtime
+def said(f):
+    try:
+        f()
+    except Exception as e:
+        print(type(e).__name__, e)
+said(lambda: runtime.describe_server("every"))
+said(lambda: runtime.list_tools_sync("every"))
+said(lambda: runtime.query_tool_docs_sync("every"))
+said(lambda: asyncio.run(runtime.query_tool_docs("every")))
+said(lambda: asyncio.run(runtime.call_tool("every", "echo", {})))
+`})
+	why := `its config entry in ` + filepath.Join(project, ".mcp.json") + ` was not loaded: undefined variable(s) CODEEXEC_E2E_NO_TOKEN; set them in the environment or remove the references`
+	lines := strings.Split(strings.TrimSpace(o.Text), "\n")
+	if o.IsError || len(lines) != 5 {
+		t.Fatalf("want five errors, got:\n%s", o.Text)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, "'every'") || !strings.Contains(l, why) || strings.Contains(l, "servers=") {
+			t.Errorf("the code was told:\n%s\nwant it to say, without advising servers=[...]:\n%s", l, why)
+		}
+	}
+}

@@ -58,13 +58,14 @@ METHODS = {m.name: m for m in (
 class Exec:
     """An `exec` frame: code to run and what it may use."""
 
-    __slots__ = ("id", "code", "servers", "discovered", "limit", "first", "saved_tools", "checkpoint")
+    __slots__ = ("id", "code", "servers", "discovered", "unloaded", "limit", "first", "saved_tools", "checkpoint")
 
     def __init__(self, msg):
         self.id = msg.get("id")
         self.code = msg.get("code") or ""
         self.servers = msg.get("servers") or []
         self.discovered = msg.get("discovered") or []
+        self.unloaded = msg.get("unloaded") or []
         try:
             self.limit = max(0, int(msg.get("limit") or 0))
         except (TypeError, ValueError):

@@ -13,6 +13,7 @@ _chan = None  # the Channel, set by set_channel()
 _servers = []  # normalised metadata of the servers allowed for this exec
 _by_key = {}  # name and alias -> metadata
 _discovered = []  # [{name, description}] for every configured server
+_unloaded = {}  # name -> {source, reason} of a config entry discoveryd did not load
 
 
 def _alias(meta, kind, where, taken):
@@ -85,6 +86,10 @@ def load_error(meta):
 def _server(name):
     meta = _by_key.get(name)
     if meta is None:
+        why = _unloaded.get(name)
+        if why is not None:  # listing it in servers=[...] fails too: say what keeps it out
+            raise MCPError("Server %r is not available: its config entry in %s was not loaded: %s"
+                           % (name, why["source"], why["reason"]))
         loaded = ", ".join(m["name"] for m in _servers) or "none"
         raise MCPError(
             "Server %r is not loaded in this call (loaded: %s). "
@@ -323,9 +328,9 @@ output is capped per call. Files written to /workspace last for the session.
 """
 
 
-def set_metadata(servers, discovered):
+def set_metadata(servers, discovered, unloaded=()):
     """Applies one exec's metadata; returns the normalised servers."""
-    global _servers, _by_key, _discovered
+    global _servers, _by_key, _discovered, _unloaded
     _servers = normalise(servers)
     by_key = {}
     for m in _servers:
@@ -337,6 +342,10 @@ def set_metadata(servers, discovered):
         {"name": str(d.get("name") or ""), "description": str(d.get("description") or "")}
         for d in (discovered or ()) if isinstance(d, dict)
     ]
+    _unloaded = {
+        str(u.get("name") or ""): {"source": str(u.get("source") or ""), "reason": str(u.get("reason") or "")}
+        for u in (unloaded or ()) if isinstance(u, dict)
+    }
     return _servers
 
 

@@ -180,12 +180,12 @@ def export_env(metas, discovered):
         lambda: dict.fromkeys((d["name"] for d in discovered), ""), dict)
 
 
-def configure(servers, discovered):
+def configure(servers, discovered, unloaded=()):
     """Applies one exec's metadata; returns the new proxies by alias.
 
     `mcp.servers.<alias>` modules of servers no longer allowed are removed.
     """
-    metas = rt.set_metadata(servers, discovered)
+    metas = rt.set_metadata(servers, discovered, unloaded)
     export_env(metas, rt.discovered_servers(detailed=True))
     for key in [k for k in sys.modules if k.startswith("mcp.servers.")]:
         del sys.modules[key]

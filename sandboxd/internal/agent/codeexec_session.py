@@ -188,7 +188,7 @@ class Session:
         return dropped
 
     def _configure(self, msg):
-        proxies = codeexec_servers.configure(msg.servers, msg.discovered)
+        proxies = codeexec_servers.configure(msg.servers, msg.discovered, msg.unloaded)
         ns = self.ns
         for name, obj in self.installed.items():
             if name.startswith("mcp_") and ns.get(name) is obj:

@@ -66,6 +66,9 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 		aliases[s.GetName()] = s.GetAlias()
 	}
 	env.Discovered = all
+	for _, u := range list.GetUnloaded() {
+		env.Unloaded = append(env.Unloaded, channel.UnloadedServer{Name: u.GetName(), Source: u.GetSource(), Reason: u.GetReason()})
+	}
 	var unknown []string
 	for _, n := range names {
 		if !known[n] {

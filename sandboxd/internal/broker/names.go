@@ -22,6 +22,13 @@ func allowed(env *session.ExecEnv, server string) error {
 	if slices.Contains(env.Allowed, server) {
 		return nil
 	}
+	// A name whose config entry was not loaded: servers=[...] would fail
+	// too, so say what keeps it out, as run_python's error does.
+	for _, u := range env.Unloaded {
+		if u.Name == server {
+			return channel.Errorf(channel.CodePermissionDenied, "Server %s is not available: its config entry in %s was not loaded: %s", pyRepr(server), u.Source, u.Reason)
+		}
+	}
 	// Upstream's words first ("Server 'x' is not available"), then what to
 	// do: the exact servers argument that loads it with the others.
 	load := make([]string, 0, len(env.Allowed)+1)

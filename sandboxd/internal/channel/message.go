@@ -77,6 +77,10 @@ type Exec struct {
 	Servers []Server `json:"servers"`
 	// Discovered lists every configured server, loaded or not.
 	Discovered []DiscoveredServer `json:"discovered"`
+	// Unloaded are the config entries that discoveryd did not load, under
+	// a name no loaded entry has: the agent says so, with where and why,
+	// when the code names one.
+	Unloaded []UnloadedServer `json:"unloaded,omitempty"`
 	// Limit caps each output stream at this many bytes; 0 means no cap.
 	Limit int64 `json:"limit"`
 	// First marks a session's first exec in this sandbox (never the
@@ -195,6 +199,14 @@ type Tool struct {
 type DiscoveredServer struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
+}
+
+// UnloadedServer is a config entry that was not loaded, as discoveryd
+// lists it: its name, the file that holds it, and why.
+type UnloadedServer struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Reason string `json:"reason"`
 }
 
 // Reply answers a Call: with Result, or with Error when the call failed.

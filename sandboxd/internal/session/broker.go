@@ -32,4 +32,7 @@ type ExecEnv struct {
 	Servers []channel.Server
 	// Discovered lists every configured server.
 	Discovered []channel.DiscoveredServer
+	// Unloaded are the config entries that were not loaded, so that the
+	// exec's code is told why when it names one.
+	Unloaded []channel.UnloadedServer
 }

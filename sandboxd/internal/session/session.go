@@ -241,7 +241,7 @@ func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, fir
 		discovered = []channel.DiscoveredServer{}
 	}
 	msg := &channel.Exec{
-		ID: id, Code: code, Servers: servers, Discovered: discovered, Limit: limit, First: first, SavedTools: tools, Checkpoint: checkpoint,
+		ID: id, Code: code, Servers: servers, Discovered: discovered, Unloaded: env.Unloaded, Limit: limit, First: first, SavedTools: tools, Checkpoint: checkpoint,
 	}
 	err := sb.conn.Write(msg)
 	if errors.Is(err, channel.ErrFrameTooLarge) && msg.SavedTools != nil {

@@ -216,7 +216,8 @@ class Agent:
         code, message = res if isinstance(res, tuple) else ("internal", res)
         self.send({"t": "reply", "id": cid, "error": {"code": code, "message": message}})
 
-    def start(self, code, servers=(), discovered=None, limit=0, first=False, checkpoint=0, saved_tools=None):
+    def start(self, code, servers=(), discovered=None, limit=0, first=False, checkpoint=0, saved_tools=None,
+              unloaded=None):
         self._next += 1
         if discovered is None:
             discovered = [{"name": s["name"], "description": s.get("description", "")} for s in servers]
@@ -230,6 +231,8 @@ class Agent:
             msg["saved_tools"] = list(saved_tools)
         if checkpoint:
             msg["checkpoint"] = checkpoint
+        if unloaded is not None:
+            msg["unloaded"] = list(unloaded)
         self.send(msg)
         return self._next
 
@@ -257,8 +260,9 @@ class Agent:
                 assert msg["id"] == exec_id, msg
                 return Result(msg, chunks, self.calls[ncalls:])
 
-    def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False, checkpoint=0, saved_tools=None):
-        return self.wait(self.start(code, servers, discovered, limit, first, checkpoint, saved_tools), timeout)
+    def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False, checkpoint=0, saved_tools=None,
+             unloaded=None):
+        return self.wait(self.start(code, servers, discovered, limit, first, checkpoint, saved_tools, unloaded), timeout)
 
     def wait_checkpoint(self, exec_id, timeout=60):
         """Gathers the checkpoint frames after exec_id's done: (manifest,

@@ -305,6 +305,28 @@ class DiscoveryTest(unittest.TestCase):
             "MCPError 'tool' must be a string when provided, not int",
         ])
 
+    def test_unloaded_server_says_why(self):
+        # A name whose config entry discoveryd did not load: the sync
+        # helpers say where and why, not to list it in servers=[...]; the
+        # next exec's metadata replaces the list.
+        code = ("for f in (lambda: runtime.describe_server('every'), lambda: runtime.list_tools_sync('every'),\n"
+                "          lambda: runtime.query_tool_docs_sync('every')):\n"
+                "    try:\n"
+                "        f()\n"
+                "    except Exception as e:\n"
+                "        print(type(e).__name__, e)\n")
+        r = self.a.exec(code, servers=[FS], unloaded=[
+            {"name": "every", "source": "/p/.mcp.json", "reason": "undefined variable(s) TOKEN"}])
+        self.assertTrue(r.ok, r)
+        self.assertEqual(r.stdout.splitlines(), [
+            "MCPError Server 'every' is not available: its config entry in /p/.mcp.json was not loaded: "
+            "undefined variable(s) TOKEN"] * 3)
+        r = self.a.exec(code, servers=[FS])
+        self.assertTrue(r.ok, r)
+        self.assertEqual(r.stdout.splitlines(), [
+            "MCPError Server 'every' is not loaded in this call (loaded: filesystem). "
+            "List it in run_python's servers=[...] to use it."] * 3)
+
     def test_async_helpers(self):
         r = self.run_code(
             "print(await runtime.list_servers())\n"
