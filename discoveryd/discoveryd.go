@@ -56,6 +56,10 @@ type Config struct {
 	// AllowSelfServer is MCP_BRIDGE_ALLOW_SELF_SERVER: keep config entries
 	// that would start this bridge again.
 	AllowSelfServer bool
+	// Executable is the path of the running binary (os.Executable): an
+	// entry that starts that file under another name or path is this
+	// bridge too. Empty recognises it by name only.
+	Executable string
 	// Getenv resolves ${VAR} in configs and supplies the small default
 	// environment (PATH, HOME, LANG…) that stdio servers inherit. Nil means
 	// an empty environment.
@@ -127,7 +131,7 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	srv, err := server.New(server.Options{
 		Load: config.Options{
 			Home: cfg.Home, Cwd: cfg.Cwd, GOOS: cfg.GOOS, ServersConfig: cfg.ServersConfig,
-			AllowSelf: cfg.AllowSelfServer, Lookup: cfg.lookup,
+			AllowSelf: cfg.AllowSelfServer, Self: cfg.Executable, Lookup: cfg.lookup,
 		},
 		BaseEnv:         upstream.DefaultEnv(cfg.GOOS, cfg.lookup),
 		CallTimeout:     cfg.CallTimeout,

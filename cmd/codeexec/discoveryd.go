@@ -30,6 +30,7 @@ func (u *discoverydUnit) start(_ context.Context, p *process.Process) error {
 func bindDiscovery(fs *flagenv.Set, c *discoveryd.Config, getenv func(string) string) {
 	c.Home = getenv("HOME")
 	c.Cwd, _ = os.Getwd()
+	c.Executable, _ = os.Executable()
 	c.Getenv = getenv
 	fs.Path(&c.ServersConfig, "servers-config", "extra JSON or TOML file of mcpServers, loaded after every other source", "MCP_SERVERS_CONFIG")
 	fs.Bool(&c.AllowSelfServer, "allow-self-server", false, "keep server configs that would launch codeexec itself", "MCP_BRIDGE_ALLOW_SELF_SERVER")

@@ -399,3 +399,42 @@ said(lambda: asyncio.run(runtime.call_tool("every", "echo", {})))
 		}
 	}
 }
+
+// TestE2EDropInSelfUnderAnotherName: an entry that starts this very
+// binary under another name (a renamed copy found on PATH, its absolute
+// path, a symlink to it) is not loaded, as one naming codeexec is not: it
+// would start codeexec inside itself.
+func TestE2EDropInSelfUnderAnotherName(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	ce := filepath.Join(bin, "ce")
+	body, err := os.ReadFile(harness.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ce, body, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(bin, "bridge")
+	if err := os.Symlink(ce, link); err != nil {
+		t.Fatal(err)
+	}
+	project := t.TempDir()
+	writeFile(t, project, ".mcp.json", `{"mcpServers": {
+  "bare": {"command": "ce", "args": ["serve"]},
+  "abs": {"command": `+jsonString(t, ce)+`, "args": ["serve"]},
+  "link": {"command": `+jsonString(t, link)+`, "args": ["serve"]},
+  "other": {"command": "node", "args": [`+jsonString(t, filepath.Join(harness.Root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js"))+`]}
+}}`)
+	c, _ := harness.StartBinaryIn(t, ce, project, map[string]string{"PATH": bin + string(os.PathListSeparator) + os.Getenv("PATH")})
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"bare", "abs", "link"}, "code": `print(1)`})
+	mcp := filepath.Join(project, ".mcp.json")
+	want := `3 unknown MCP servers: "bare", "abs", "link"`
+	for _, n := range []string{"bare", "abs", "link"} {
+		want += `; "` + n + `" in ` + mcp + ` was not loaded: points at this bridge itself (set MCP_BRIDGE_ALLOW_SELF_SERVER=1 to allow)`
+	}
+	want += `; configured servers: "other"`
+	if !o.IsError || !strings.Contains(o.Text, want) {
+		t.Errorf("a call naming entries that start this binary again:\n%s\nwant it to say:\n%s", o.Text, want)
+	}
+}

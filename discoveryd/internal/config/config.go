@@ -83,6 +83,11 @@ type Options struct {
 	// AllowSelf disables the self-reference guard
 	// (MCP_BRIDGE_ALLOW_SELF_SERVER).
 	AllowSelf bool
+	// Self is the path of the running executable (os.Executable): an
+	// entry whose command, found on PATH as exec finds it, or an argument
+	// that is a path, is that same file under another name (a renamed
+	// copy, a symlink) is this bridge too. Empty checks names only.
+	Self string
 	// Lookup resolves ${VAR} and ${env:VAR}. Nil resolves nothing.
 	Lookup func(name string) (string, bool)
 }

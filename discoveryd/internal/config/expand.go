@@ -1,6 +1,8 @@
 package config
 
 import (
+	"cmp"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -114,4 +116,52 @@ func looksLikeSelf(s Server) bool {
 		}
 	}
 	return false
+}
+
+// startsSelf reports whether an entry runs the file opts.Self under
+// another name: its command as exec finds it (a bare name on the PATH
+// that codeexec runs with, a relative path from the entry's cwd), or an
+// argument that is a path (`env /home/u/bin/ce serve`). Symlinks are
+// followed, so a link to the binary and the binary are one file.
+func startsSelf(s Server, opts Options) bool {
+	if opts.Self == "" || s.Command == "" {
+		return false
+	}
+	self, err := os.Stat(opts.Self)
+	if err != nil {
+		return false
+	}
+	same := func(p string) bool {
+		fi, err := os.Stat(p)
+		return err == nil && os.SameFile(fi, self)
+	}
+	dir := cmp.Or(s.Cwd, opts.Cwd)
+	for _, a := range s.Args {
+		if strings.ContainsRune(a, filepath.Separator) && same(fromDir(dir, a)) {
+			return true
+		}
+	}
+	if strings.ContainsRune(s.Command, filepath.Separator) {
+		return same(fromDir(dir, s.Command))
+	}
+	path := ""
+	if opts.Lookup != nil {
+		path, _ = opts.Lookup("PATH")
+	}
+	for _, d := range filepath.SplitList(path) {
+		p := filepath.Join(cmp.Or(d, "."), s.Command)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			// exec runs the first executable file of that name.
+			return os.SameFile(fi, self)
+		}
+	}
+	return false
+}
+
+// fromDir is p taken from dir when it is relative.
+func fromDir(dir, p string) string {
+	if filepath.IsAbs(p) || dir == "" {
+		return p
+	}
+	return filepath.Join(dir, p)
 }

@@ -241,7 +241,7 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 		}
 		return s, "", fmt.Errorf("uses %s, which VS Code asks the user for and codeexec cannot; write the value in its place, or use ${env:NAME} and set NAME where codeexec starts", strings.Join(refs, ", "))
 	}
-	if !opts.AllowSelf && looksLikeSelf(s) {
+	if !opts.AllowSelf && (looksLikeSelf(s) || startsSelf(s, opts)) {
 		return s, "points at this bridge itself (set MCP_BRIDGE_ALLOW_SELF_SERVER=1 to allow)", nil
 	}
 	return s, "", nil

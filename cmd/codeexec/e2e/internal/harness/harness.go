@@ -157,8 +157,15 @@ func StartStdio(t *testing.T, extra map[string]string) (*client.Client, *LockedB
 // is the test's own.
 func StartStdioIn(t *testing.T, dir string, extra map[string]string) (*client.Client, *LockedBuffer) {
 	t.Helper()
+	return StartBinaryIn(t, Binary, dir, extra)
+}
+
+// StartBinaryIn is StartStdioIn with the codeexec binary at bin, as a
+// user who renamed or moved it starts it.
+func StartBinaryIn(t *testing.T, bin, dir string, extra map[string]string) (*client.Client, *LockedBuffer) {
+	t.Helper()
 	logs := &LockedBuffer{}
-	c, err := client.NewStdioMCPClientWithOptions(Binary, BaseEnv(t, extra), []string{"serve"},
+	c, err := client.NewStdioMCPClientWithOptions(bin, BaseEnv(t, extra), []string{"serve"},
 		transport.WithCommandStderrWriter(logs),
 		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
 			cmd := exec.CommandContext(ctx, command, args...)
