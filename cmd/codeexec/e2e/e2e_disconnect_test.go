@@ -170,6 +170,9 @@ func TestE2EHTTPDroppedConnectionIsNotACancellation(t *testing.T) {
 		if !strings.HasPrefix(got, "before\n") || !strings.Contains(got, "the call was cancelled by the client") {
 			t.Fatalf("after notifications/cancelled for a running call, the next call printed %q; want %q and the notice that the cancelled call was rolled back", got, "before")
 		}
+		if strings.Contains(got, "earlier state is gone") {
+			t.Errorf("the restored session is said to have lost its state: %s", got)
+		}
 	})
 	t.Run("2026-07-28", func(t *testing.T) {
 		t.Parallel()
