@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,15 @@ func slowServers(t *testing.T, servers map[string][]string) (config, dir string)
 	}
 	return config, dir
 }
+
+// codeGetsOneSecond is a run_python timeout for a call whose servers, or
+// whose restore's calls, wait until the call's deadline: the code then
+// gets what the wait leaves, a tenth of the timeout but at most 1 s, and
+// this timeout gives it the whole second. Under a container runtime on a
+// busy machine, the 0.3 s that a 3 s timeout leaves was too little for
+// the session's first exec to print the errors (CI, docker: 'Execution
+// exceeded the 3s timeout' with nothing printed).
+const codeGetsOneSecond = 10
 
 // serverLog is what a slowserver.py server has done so far.
 func serverLog(t *testing.T, dir, name string) []string {
@@ -118,7 +128,7 @@ func TestE2ESlowServerGivesUpWithinTheCallsTimeout(t *testing.T) {
 	t.Parallel()
 	config, dir := slowServers(t, map[string][]string{"held": {"--hold"}, "lister": {"--hold-list"}})
 	c, _ := harness.StartStdio(t, map[string]string{"MCP_SERVERS_CONFIG": config, "CODEEXEC_TOOL_TIMEOUT": "60s"})
-	o := harness.RunPython(t, c, map[string]any{"servers": []any{"held", "lister"}, "timeout": 3, "code": `for call in (lambda: mcp_held.ping_held(), lambda: mcp_lister.ping_lister()):
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"held", "lister"}, "timeout": codeGetsOneSecond, "code": `for call in (lambda: mcp_held.ping_held(), lambda: mcp_lister.ping_lister()):
     try:
         await call()
         print("answered")
@@ -171,14 +181,14 @@ func TestE2EServerLoadingCountsInTheCallsTimeout(t *testing.T) {
 	t.Parallel()
 	config, dir := slowServers(t, map[string][]string{"held": {"--hold"}})
 	c, _ := harness.StartStdio(t, map[string]string{"MCP_SERVERS_CONFIG": config, "CODEEXEC_TOOL_TIMEOUT": "60s"})
-	o := harness.RunPython(t, c, map[string]any{"servers": []any{"held"}, "timeout": 3, "code": `try:
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"held"}, "timeout": codeGetsOneSecond, "code": `try:
     await mcp_held.ping_held()
 except runtime.MCPError as e:
     print(type(e).__name__)
 while True:
     pass`})
 	want := `went to loading the call's servers ("held" did not load) before the code ran: pass a larger timeout, or call again once the servers are up`
-	if o.Str("status") != "timeout" || !strings.Contains(o.Str("error"), "Execution exceeded the 3s timeout: ") || !strings.Contains(o.Str("error"), want) {
+	if o.Str("status") != "timeout" || !strings.Contains(o.Str("error"), fmt.Sprintf("Execution exceeded the %ds timeout: ", codeGetsOneSecond)) || !strings.Contains(o.Str("error"), want) {
 		t.Errorf("a call whose server did not start: %s\nwant a timeout whose error says %q", o.Text, want)
 	}
 	if got := harness.Joined(o.Stdout()); got != "DeadlineExceededError" {
@@ -216,7 +226,7 @@ func TestE2ERestoreCallsEndByTheCallsTimeout(t *testing.T) {
 	if o.Str("status") != "timeout" {
 		t.Fatalf("the call meant to time out: %s", o.Text)
 	}
-	o = harness.RunPython(t, c, map[string]any{"timeout": 3, "code": "print(C.err)"})
+	o = harness.RunPython(t, c, map[string]any{"timeout": codeGetsOneSecond, "code": "print(C.err)"})
 	want := "the run_python call's timeout ran out while its session was being restored from its checkpoint"
 	if got := harness.Joined(o.Stdout()); o.IsError || !strings.Contains(got, want) {
 		t.Errorf("the call after the restore: %s\nwant the class body's search to have raised %q", o.Text, want)
