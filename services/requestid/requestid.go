@@ -4,11 +4,11 @@ package requestid
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/codeexec/codeexec/services/randomid"
 )
 
 // MetadataKey is the gRPC metadata key that carries the request ID.
@@ -18,9 +18,7 @@ type ctxKey struct{}
 
 // New returns a fresh random request ID.
 func New() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return randomid.Hex(8)
 }
 
 // With returns ctx carrying id.

@@ -14,12 +14,12 @@
 package durable
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/codeexec/codeexec/services/randomid"
 )
 
 // Errors. They wrap the session package's sentinels at the call sites.
@@ -119,7 +119,5 @@ func ChunkIDs(manifest json.RawMessage) []string {
 
 // NewHandle returns an unguessable session handle: 128 random bits.
 func NewHandle() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return randomid.Hex(16)
 }

@@ -6,8 +6,6 @@ package session
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -209,14 +207,14 @@ func (m *Manager) Create(ctx context.Context, tenant, id string, labels map[stri
 			// A chosen ID is not taken then: the store may hold a
 			// session of that ID that this one would hide.
 			m.logger.WarnContext(ctx, "the session store did not record a new session; it is not durable", logkeys.Error, err)
-			s = m.newSession(newID(), tenant, labels, nil)
+			s = m.newSession(durable.NewHandle(), tenant, labels, nil)
 			s.d.notDurable = "this session is not durable, so its state is lost if its sandbox stops: the session store did not record it (" + err.Error() + ")"
 		default:
 			s = m.newSession(held.Handle, tenant, labels, held)
 			s.d.reason = ""
 		}
 	} else {
-		s = m.newSession(cmp.Or(id, newID()), tenant, labels, nil)
+		s = m.newSession(cmp.Or(id, durable.NewHandle()), tenant, labels, nil)
 	}
 	m.mu.Lock()
 	if m.cfg.Durable == nil && m.cfg.MaxSessions > 0 && len(m.sessions) >= m.cfg.MaxSessions {
@@ -405,10 +403,4 @@ func (m *Manager) claim(ctx context.Context, tenant, id string) (*Session, error
 	m.mu.Unlock()
 	m.logger.InfoContext(ctx, "session taken from the session store", logkeys.SessionID, id, logkeys.Tenant, tenant, "reason", s.d.reason)
 	return s, nil
-}
-
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/randomid"
 )
 
 // takeSandbox returns a ready sandbox: a pooled one when available.
@@ -42,7 +43,7 @@ func (m *Manager) takeSandbox(ctx context.Context) (*sandbox, error) {
 // (engine.Spec.Warm: the engine may then wait for a cheaper way to start
 // it).
 func (m *Manager) startSandbox(ctx context.Context, warm bool) (*sandbox, error) {
-	id := "cx-" + newID()[:12]
+	id := "cx-" + randomid.Hex(6)
 	spec := engine.Spec{
 		ID:       id,
 		Labels:   map[string]string{"codeexec.sandbox": id},

@@ -5,8 +5,6 @@ package localsock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +24,7 @@ import (
 	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/randomid"
 	"github.com/codeexec/codeexec/services/usersock"
 )
 
@@ -53,9 +52,7 @@ func (l *Socket) Prepare(dir string, logger *slog.Logger) error {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	removeStaleSockets(dir, logger)
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	l.Path = filepath.Join(dir, localSocketPrefix+hex.EncodeToString(b[:])+localSocketSuffix)
+	l.Path = filepath.Join(dir, localSocketPrefix+randomid.Hex(8)+localSocketSuffix)
 	return nil
 }
 

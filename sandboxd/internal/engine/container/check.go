@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/services/randomid"
 	"github.com/codeexec/codeexec/services/tick"
 )
 
@@ -149,7 +150,7 @@ func (c *Engine) trial(ctx context.Context) error {
 	if lim == (engine.Limits{}) {
 		lim = trialLimits
 	}
-	spec := engine.Spec{ID: "check-" + randomHex(4), Argv: c.cfg.CheckArgv, Limits: lim}
+	spec := engine.Spec{ID: "check-" + randomid.Hex(4), Argv: c.cfg.CheckArgv, Limits: lim}
 	args := append(c.globals(), c.runArgs(spec)...)
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	cmd.Dir = c.workDir

@@ -5,8 +5,6 @@ package container
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +19,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
+	"github.com/codeexec/codeexec/services/randomid"
 )
 
 // Labels every container engine sets, so that sandboxes can be found again
@@ -139,7 +138,7 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	c := &Engine{
 		cfg: cfg, logger: logger.With("runtime", cfg.Runtime),
 		host:  host,
-		owner: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomHex(4)),
+		owner: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomid.Hex(4)),
 	}
 	// One fixed directory for every engine: a sandboxd that is killed
 	// leaves nothing behind.
@@ -169,12 +168,6 @@ func installAdvice(rt string) string {
 		return "run `apt-get install podman runc catatonit` (Debian/Ubuntu) or `dnf install podman`"
 	}
 	return "run `apt-get install docker.io` (Debian/Ubuntu) or install Docker Engine, then start the daemon (`systemctl start docker`, or `dockerd &` as root)"
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // Name implements engine.Engine.
@@ -299,7 +292,7 @@ func (c *Engine) Prepare(ctx context.Context, agentDir, python string) error {
 	defer cancel()
 	args := []string{"run", "--rm", "--pull", "never", "--network", "none", "--read-only",
 		"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "0:0", "--log-driver", "none",
-		"--label", LabelOwner + "=" + c.owner, "--name", containerName("compile-" + randomHex(4)),
+		"--label", LabelOwner + "=" + c.owner, "--name", containerName("compile-" + randomid.Hex(4)),
 		"--mount", "type=bind,src=" + agentDir + ",dst=" + engine.AgentMount}
 	args = append(args, c.ulimits(engine.Limits{})...)
 	args = append(args, c.cfg.ExtraArgs...)

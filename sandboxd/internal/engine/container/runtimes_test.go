@@ -14,6 +14,7 @@ import (
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
+	"github.com/codeexec/codeexec/services/randomid"
 )
 
 // Tests against real podman and docker engines. They need an engine and an
@@ -55,7 +56,7 @@ func newTestContainer(t *testing.T, rt string) *Engine {
 
 func containerSpec(t *testing.T, script string) engine.Spec {
 	s := enginetest.Spec(t, script)
-	s.ID = "t" + randomHex(6)
+	s.ID = "t" + randomid.Hex(6)
 	return s
 }
 
@@ -186,7 +187,7 @@ sys.stdin.read()`)
 			})
 			t.Run("prepare compiles with the image's interpreter", func(t *testing.T) {
 				t.Parallel()
-				enginetest.CheckPrepare(t, c, "t"+randomHex(6))
+				enginetest.CheckPrepare(t, c, "t"+randomid.Hex(6))
 			})
 			t.Run("close removes live containers", func(t *testing.T) {
 				t.Parallel()
@@ -264,7 +265,7 @@ func TestContainerReapsOrphans(t *testing.T) {
 		t.Run(rt, func(t *testing.T) {
 			t.Parallel()
 			host, _ := os.Hostname()
-			name := "codeexec-orphan-" + randomHex(4)
+			name := "codeexec-orphan-" + randomid.Hex(4)
 			// A container left by a sandboxd of this host that is gone.
 			out, err := exec.CommandContext(t.Context(), rt, "create", "--name", name,
 				"--label", LabelOwner+"="+host+"/"+deadPID(t)+"/dead", testImage(), enginetest.Python, "-c", "pass").CombinedOutput()
