@@ -20,9 +20,7 @@ type burstResult struct {
 // benchBurst starts n sessions at once, without a warm pool, and times
 // each to its first result, as a team's gateway meets them.
 func benchBurst(ctx context.Context, logger *slog.Logger, python string, forkServer bool, n int) (burstResult, error) {
-	cfg := sandboxConfig(python, 0, n+8)
-	cfg.ForkServer = forkServer
-	c, stop, err := settledSandbox(ctx, logger, cfg)
+	c, stop, err := unpooledSandbox(ctx, logger, python, forkServer, n)
 	if err != nil {
 		return burstResult{}, err
 	}
@@ -83,9 +81,7 @@ type idleMemory struct {
 // exec, and measures the host memory they hold at rest: once when half of
 // them are open and again when all are.
 func benchIdle(ctx context.Context, logger *slog.Logger, python string, forkServer bool, n int) (idleMemory, error) {
-	cfg := sandboxConfig(python, 0, n+8)
-	cfg.ForkServer = forkServer
-	c, stop, err := settledSandbox(ctx, logger, cfg)
+	c, stop, err := unpooledSandbox(ctx, logger, python, forkServer, n)
 	if err != nil {
 		return idleMemory{}, err
 	}
@@ -115,6 +111,15 @@ func benchIdle(ctx context.Context, logger *slog.Logger, python string, forkServ
 		m.further = float64(total-halfTotal) / float64(count-halfCount)
 	}
 	return m, nil
+}
+
+// unpooledSandbox is the settledSandbox that the burst and idle-memory
+// rows compare with the fork server on and off: no warm pool, so that each
+// new session starts a sandbox of its own, and room for n sessions.
+func unpooledSandbox(ctx context.Context, logger *slog.Logger, python string, forkServer bool, n int) (sandboxv1.SandboxServiceClient, func(), error) {
+	cfg := sandboxConfig(python, 0, n+8)
+	cfg.ForkServer = forkServer
+	return settledSandbox(ctx, logger, cfg)
 }
 
 // settledSandbox is inprocSandbox once settle has run: what the timed
