@@ -7,9 +7,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:$PATH"
 
-# Each step says how far into the run it starts, so that a slow CI run
-# shows where its time went.
-step() { printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+# Each step says how far into the run it starts, and how busy the CPUs
+# were since the step before (from /proc/stat: 100 % is every core busy),
+# so that a slow CI run shows where its time went and whether it waited or
+# computed.
+cpu_busy() { awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat; }
+last_busy=0 last_total=0
+step() {
+  local busy total
+  read -r busy total <<<"$(cpu_busy)"
+  if [ "$last_total" -gt 0 ] && [ "$total" -gt "$last_total" ]; then
+    printf '    (CPUs %d%% busy since the step before)\n' $(((busy - last_busy) * 100 / (total - last_total)))
+  fi
+  last_busy=$busy last_total=$total
+  printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"
+}
 
 # What runs in the background below runs in its own process group, so
 # that when a step fails, the job and everything it started are stopped.
@@ -112,3 +124,4 @@ rm -f "$scale_log"
 
 step "Go tests (race detector)"
 go test -race -shuffle=on -timeout 20m ./...
+step "all passed"
