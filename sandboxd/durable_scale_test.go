@@ -1,7 +1,6 @@
 package sandboxd_test
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -63,7 +62,11 @@ func TestTenThousandSessions(t *testing.T) {
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
-		tick := time.NewTicker(20 * time.Millisecond)
+		// A sandbox here lives for seconds (64 of them, some 15 new ones a
+		// second), so one more than the cap would be alive across many
+		// samples; each sample costs hundreds of reads of /proc, and at
+		// one every 20 ms they took three quarters of this process's CPU.
+		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			if n := int64(liveSandboxes(t)); n > maxLive.Load() {
@@ -128,6 +131,8 @@ func TestTenThousandSessions(t *testing.T) {
 		(time.Since(start) - filled).Round(time.Millisecond), restored, maxLive.Load(), float64(maxRSS.Load())/(1<<20))
 	if n := maxLive.Load(); n > scaleLive {
 		t.Errorf("%d sandboxes were alive at once, want at most %d", n, scaleLive)
+	} else if n == 0 {
+		t.Errorf("no sandbox was ever counted alive, though %d sessions ran: the count is broken", sessions)
 	}
 	if rss := maxRSS.Load(); rss > scaleRSSBound {
 		t.Errorf("peak RSS %d MiB, want under %d MiB", rss>>20, scaleRSSBound>>20)
@@ -160,49 +165,55 @@ func scaleOne(t *testing.T, c sandboxv1.SandboxServiceClient, i int, ids []strin
 // distinct PID namespaces, other than its own, among its descendants. Each
 // sandbox has one, whether bwrap or the fork server made it, and a process
 // in it lives until the sandbox is reaped.
+//
+// It walks down from this process through /proc/PID/task/TID/children,
+// and stops at the first process of another PID namespace: a sandbox's
+// other processes are inside it. (It read every process's /proc/PID/stat
+// to find the descendants, other tests' and the machine's included.)
 func liveSandboxes(t *testing.T) int {
 	self, err := os.Readlink("/proc/self/ns/pid")
 	if err != nil {
 		t.Errorf("read this process's PID namespace: %v", err)
 		return 0
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Errorf("list /proc: %v", err)
+	me := strconv.Itoa(os.Getpid())
+	if _, err := os.Stat("/proc/" + me + "/task/" + me + "/children"); err != nil {
+		t.Errorf("cannot list this process's children (the kernel needs CONFIG_PROC_CHILDREN): %v", err)
 		return 0
 	}
-	parent := map[int]int{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+	namespaces := map[string]bool{}
+	pending := childrenOf(me)
+	for len(pending) > 0 {
+		pid := pending[len(pending)-1]
+		pending = pending[:len(pending)-1]
+		ns, err := os.Readlink("/proc/" + pid + "/ns/pid")
 		if err != nil {
 			continue // it exited meanwhile
 		}
-		// pid (comm) state ppid ...: comm may hold spaces, so cut at the
-		// last ')'.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 {
-			parent[pid], _ = strconv.Atoi(f[1])
-		}
-	}
-	me := os.Getpid()
-	namespaces := map[string]bool{}
-	for pid := range parent {
-		p := pid
-		for p != 0 && p != me && p != 1 {
-			p = parent[p]
-		}
-		if p != me || pid == me {
+		if ns != self {
+			namespaces[ns] = true
 			continue
 		}
-		if ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err == nil && ns != self {
-			namespaces[ns] = true
-		}
+		pending = append(pending, childrenOf(pid)...)
 	}
 	return len(namespaces)
+}
+
+// childrenOf lists the PIDs of pid's children, from each of its threads'
+// children file; a process that exited meanwhile has none.
+func childrenOf(pid string) []string {
+	tasks, err := os.ReadDir("/proc/" + pid + "/task")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + pid + "/task/" + task.Name() + "/children")
+		if err == nil {
+			out = append(out, strings.Fields(string(b))...)
+		}
+	}
+	return out
 }
 
 // selfRSS is this process's resident set: the replica, the store and the
