@@ -49,6 +49,12 @@ conformance_log=$(mktemp)
 background bash -c 'cd tools/conformance && exec npm ci --no-audit --no-fund --loglevel=error' >"$conformance_log" 2>&1
 conformance_install=$!
 
+# The agent's Python tests mostly wait (on pipes, timeouts and child
+# processes): they run beside the protobuf and vet steps.
+python_log=$(mktemp)
+background /usr/bin/python3 -m unittest discover -s sandboxd/internal/agent/tests >"$python_log" 2>&1
+python_tests=$!
+
 step "checking generated protobuf code"
 buf lint
 buf format -d --exit-code
@@ -71,15 +77,21 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 
-step "Python agent tests (/usr/bin/python3, the sandbox's interpreter)"
-/usr/bin/python3 -m unittest discover -s sandboxd/internal/agent/tests 2>&1 | tail -n 25
+step "Python agent tests (/usr/bin/python3, the sandbox's interpreter; started beside the steps above)"
+if ! wait "$python_tests"; then
+  tail -n 80 "$python_log" >&2
+  echo "the Python agent's tests failed (above)" >&2
+  exit 1
+fi
+tail -n 25 "$python_log"
+rm -f "$python_log"
 
 step "container runtimes: engine tests and the end-to-end suite under podman and docker"
 bash deploy/test-runtimes.sh
 
 # 10,000 durable sessions take minutes of sandbox starts: they run beside
-# the compose stack, the Kubernetes step, the conformance suite, lint and
-# fuzzing, and are waited for before the Go tests. They get half the CPUs
+# the compose stack, the Kubernetes step, the conformance suite, lint,
+# fuzzing and the Go tests, and are waited for last. They get half the CPUs
 # (one of 2): on the 2-CPU machines CI runs on, the test does as much on
 # one CPU as on two, with a third less CPU time (1,000 sessions: 73 s and
 # 87 CPU-seconds on one, 65 s and 136 on two, with taskset), so the steps
@@ -118,6 +130,11 @@ golangci-lint run ./...
 step "fuzzing: every fuzz target for a few seconds (their corpora in testdata/fuzz run in the Go tests too)"
 FUZZTIME=${FUZZTIME:-3s} bash scripts/fuzz.sh
 
+# The Go tests start while the 10,000 sessions still run on their CPU,
+# which they would otherwise wait for with the other CPU idle.
+step "Go tests (race detector)"
+go test -race -shuffle=on -timeout 20m ./...
+
 step "10,000 durable sessions: the result"
 if ! wait "$scale"; then
   cat "$scale_log" >&2
@@ -126,7 +143,4 @@ if ! wait "$scale"; then
 fi
 grep -E 'sessions in|^(ok|---)' "$scale_log"
 rm -f "$scale_log"
-
-step "Go tests (race detector)"
-go test -race -shuffle=on -timeout 20m ./...
 step "all passed"
