@@ -81,6 +81,10 @@ func moduleRoot() (string, error) {
 	}
 }
 
+// ContainerRuntime is the container runtime the suite's sandboxes run
+// under (CODEEXEC_E2E_RUNTIME: "podman" or "docker"), or "" for bwrap.
+func ContainerRuntime() string { return os.Getenv("CODEEXEC_E2E_RUNTIME") }
+
 // BaseEnv isolates a server from the developer's own configs and state.
 func BaseEnv(t testing.TB, extra map[string]string) []string {
 	t.Helper()
@@ -94,7 +98,7 @@ func BaseEnv(t testing.TB, extra map[string]string) []string {
 	// CODEEXEC_E2E_RUNTIME=podman|docker runs the whole suite in containers
 	// (image CODEEXEC_E2E_IMAGE, default localhost/codeexec-sandbox:latest from
 	// deploy/build-images.sh); unset, the default runtime (bwrap) is used.
-	if rt := os.Getenv("CODEEXEC_E2E_RUNTIME"); rt != "" {
+	if rt := ContainerRuntime(); rt != "" {
 		env["MCP_BRIDGE_RUNTIME"] = rt
 		env["MCP_BRIDGE_IMAGE"] = cmp.Or(os.Getenv("CODEEXEC_E2E_IMAGE"), "localhost/codeexec-sandbox:latest")
 	}
