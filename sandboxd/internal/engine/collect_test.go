@@ -44,6 +44,8 @@ func startSh(t *testing.T, script string) *shProcess {
 
 func (p *shProcess) Kill() error        { return p.cmd.Process.Kill() }
 func (p *shProcess) Usage() Usage       { return Usage{} }
+func (p *shProcess) Pause() error       { return errors.ErrUnsupported }
+func (p *shProcess) Resume() error      { return errors.ErrUnsupported }
 func (p *shProcess) PidsLimitHit() bool { return false }
 func (p *shProcess) PID() int           { return p.cmd.Process.Pid }
 

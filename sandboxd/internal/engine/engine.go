@@ -86,6 +86,14 @@ type Process interface {
 	// Kill stops the sandbox at once. It is safe to call more than once and
 	// after exit.
 	Kill() error
+	// Pause stops every process of the sandbox where it is, until Resume:
+	// its code runs no further and cannot tell that it was stopped, and
+	// what it is sent waits in its pipes. Kill still ends a paused
+	// sandbox. An engine that cannot pause returns an error wrapping
+	// errors.ErrUnsupported, and the sandbox runs on.
+	Pause() error
+	// Resume lets a paused sandbox run on.
+	Resume() error
 	// Usage reports resource use; valid before and after exit.
 	Usage() Usage
 	// PidsLimitHit is Usage().PidsLimitHit, read alone: sandboxd asks it

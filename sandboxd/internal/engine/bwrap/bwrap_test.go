@@ -250,6 +250,15 @@ for line in sys.stdin:
 
 // TestBwrapKill checks that Kill leaves no process behind, including a
 // child the sandboxed code started.
+// TestBwrapPause: the cgroup freezer stops a sandbox and its children
+// and lets them go on; Kill ends a frozen one.
+func TestBwrapPause(t *testing.T) { eachStartPath(t, true, testBwrapPause) }
+
+func testBwrapPause(t *testing.T, path startPath) {
+	e := newTestEngine(t, path.config(Config{}))
+	enginetest.CheckPause(t, e, enginetest.Spec(t, enginetest.PauseScript))
+}
+
 func TestBwrapKill(t *testing.T) { eachStartPath(t, true, testBwrapKill) }
 
 func testBwrapKill(t *testing.T, path startPath) {

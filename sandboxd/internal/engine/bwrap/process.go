@@ -114,6 +114,27 @@ func (p *process) Kill() error {
 	return nil
 }
 
+// Pause implements engine.Process with the sandbox's cgroup freezer.
+func (p *process) Pause() error {
+	if p.cg == nil {
+		return fmt.Errorf("%w: the sandbox has no cgroup to freeze (cgroups are not usable here)", errors.ErrUnsupported)
+	}
+	if err := p.cg.Freeze(); errors.Is(err, cgroup.ErrNoFreezer) {
+		return fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// Resume implements engine.Process.
+func (p *process) Resume() error {
+	if p.cg == nil {
+		return fmt.Errorf("%w: the sandbox has no cgroup", errors.ErrUnsupported)
+	}
+	return p.cg.Thaw()
+}
+
 // Usage implements engine.Process: live cgroup figures while running, the final
 // ones after exit.
 func (p *process) Usage() engine.Usage { return p.meter.Usage() }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +23,8 @@ import (
 type Group struct {
 	v2   bool
 	dirs map[string]string
+	// frozen is set from Freeze until Thaw (see Kill).
+	frozen atomic.Bool
 }
 
 func (g *Group) dir(controller string) string {
@@ -181,7 +184,9 @@ func OfPID(pid int) *Group {
 }
 
 // Kill sends SIGKILL to every process in the cgroup. The pids controller is
-// the authoritative member list (threads and forks included).
+// the authoritative member list (threads and forks included). A frozen
+// group is thawed after the signals: on cgroup v1 a frozen process acts on
+// no signal, SIGKILL included, until it runs again.
 func (g *Group) Kill() {
 	for _, c := range []string{"pids", "memory", "cpu"} {
 		d := g.dir(c)
@@ -191,7 +196,10 @@ func (g *Group) Kill() {
 		for _, pid := range readPids(filepath.Join(d, "cgroup.procs")) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		return
+		break
+	}
+	if g.frozen.Load() {
+		_ = g.Thaw()
 	}
 }
 

@@ -18,9 +18,11 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 )
 
-// controllers are the cgroup controllers a sandbox uses: memory and
-// pids for the hard caps and for engine.Usage, cpu for the bandwidth quota.
-var controllers = []string{"memory", "pids", "cpu"}
+// controllers are the cgroup v1 controllers a sandbox uses: memory and
+// pids for the hard caps and for engine.Usage, cpu for the bandwidth quota,
+// freezer to pause it (Group.Freeze). Only memory and pids are required.
+// (v2 has cgroup.freeze in every cgroup, with no controller to enable.)
+var controllers = []string{"memory", "pids", "cpu", "freezer"}
 
 // Manager makes one cgroup per sandbox. All of them live under a
 // codeexec-<pid> parent that is a child of the cgroup sandboxd itself is in

@@ -129,6 +129,14 @@ print(sys.stdin.read().upper())`)
 					t.Errorf("a Kill was reported as an OOM kill: %+v", u)
 				}
 			})
+			t.Run("pause then resume then kill while paused", func(t *testing.T) {
+				t.Parallel()
+				spec := containerSpec(t, enginetest.PauseScript)
+				enginetest.CheckPause(t, c, spec)
+				if c.exists(t, containerName(spec.ID)) {
+					t.Error("the container killed while paused was not removed")
+				}
+			})
 			t.Run("memory cap is reported as an OOM kill", func(t *testing.T) {
 				t.Parallel()
 				spec := containerSpec(t, "b = []\nwhile True:\n    b.append(bytearray(8 << 20))")

@@ -5,8 +5,10 @@
 package enginetest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -166,3 +168,103 @@ func MayRaiseLimits(t *testing.T) bool {
 	t.Fatal("/proc/self/status has no CapEff line")
 	return false
 }
+
+// CheckPause starts a sandbox of e that echoes its input in capitals and
+// has a child process, and checks Pause, Resume and Kill: a paused
+// sandbox answers nothing (what it is sent waits), answers once resumed,
+// and a sandbox paused again is still ended by Kill, its Wait returning.
+func CheckPause(t *testing.T, e engine.Engine, spec engine.Spec) {
+	t.Helper()
+	p, err := e.Start(t.Context(), spec)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer func() { _ = p.Kill() }()
+	var stderr strings.Builder
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		_, _ = io.Copy(&stderr, p.Stderr())
+	}()
+	lines := make(chan string, 4)
+	go func() {
+		defer close(lines)
+		r := bufio.NewReader(p.Stdout())
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			lines <- strings.TrimSpace(line)
+		}
+	}()
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				select {
+				case <-stderrDone:
+				case <-time.After(5 * time.Second):
+				}
+				t.Fatalf("%s: the sandbox's stdout ended; stderr: %s", what, stderr.String())
+			}
+			return line
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: no answer in a minute", what)
+		}
+		return ""
+	}
+	send := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(p.Stdin(), s+"\n"); err != nil {
+			t.Fatalf("write %q: %v", s, err)
+		}
+	}
+	send("a")
+	if got := next("before the pause"); got != "A" {
+		t.Fatalf("before the pause: %q, want A", got)
+	}
+	if err := p.Pause(); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	send("b")
+	// Running, the sandbox answers in milliseconds; paused, never.
+	select {
+	case line := <-lines:
+		t.Fatalf("a paused sandbox answered %q", line)
+	case <-time.After(time.Second):
+	}
+	if err := p.Resume(); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if got := next("after Resume"); got != "B" {
+		t.Fatalf("after Resume: %q, want B (the line sent while paused)", got)
+	}
+	if err := p.Pause(); err != nil {
+		t.Fatalf("Pause again: %v", err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatalf("Kill of a paused sandbox: %v", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- p.Wait() }()
+	select {
+	case err := <-waited:
+		if err == nil {
+			t.Error("Wait after killing a paused sandbox returned nil, want the kill reported")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a paused sandbox was not ended by Kill within a minute")
+	}
+}
+
+// PauseScript is the sandbox CheckPause runs: it starts a child, so that
+// a pause must stop more than one process, and echoes its input in
+// capitals.
+const PauseScript = `
+import subprocess, sys
+child = subprocess.Popen(["/usr/bin/sleep", "1000"])
+for line in sys.stdin:
+    print(line.strip().upper(), flush=True)
+`
