@@ -38,7 +38,7 @@ func store(t *testing.T) memoryv1.SessionStoreServiceClient {
 func replica(t *testing.T, c memoryv1.SessionStoreServiceClient, addr string) (*Replica, *Sessions) {
 	t.Helper()
 	r := NewReplica(c, addr, slog.New(slog.DiscardHandler))
-	r.Start(t.Context(), nil)
+	r.Start(t.Context(), nil, nil)
 	if err := r.Ready(t.Context()); err != nil {
 		t.Fatal(err)
 	}

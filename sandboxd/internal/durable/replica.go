@@ -27,8 +27,9 @@ import (
 //
 // A replica that dies costs its sessions at most lease plus skew (7 s)
 // before another takes them over (at once on the same host, where a dead
-// process is known for dead); a replica cut off from the store stops its
-// sandboxes after 4 s.
+// process is known for dead); a replica cut off from the store pauses its
+// sandboxes after 4 s, and resumes those it still holds when the store
+// answers again (see the session package's fence.go).
 const (
 	beat       = time.Second
 	lease      = 6 * time.Second
@@ -49,6 +50,7 @@ type Replica struct {
 	mu        sync.Mutex
 	lastOK    time.Time // when the last heartbeat was written
 	onFenced  func()
+	onRenewed func()
 	fenced    bool
 	stopBeats context.CancelFunc
 	done      chan struct{}
@@ -79,9 +81,12 @@ func NewReplica(client memoryv1.SessionStoreServiceClient, address string, logge
 // serve yet (in one process, memoryd's server starts after sandboxd);
 // Ready does. onFenced runs (once) when heartbeats have failed for so long
 // that this replica's sessions may soon be taken over: the caller must
-// stop running them.
-func (r *Replica) Start(ctx context.Context, onFenced func()) {
-	r.onFenced = onFenced
+// stop running them. onRenewed runs after every heartbeat written, when
+// the lease is fresh again, so that the caller can let what it stopped
+// run on (those sessions that no other replica took meanwhile). Both run
+// on the heartbeat's goroutine, one at a time: they must not block long.
+func (r *Replica) Start(ctx context.Context, onFenced, onRenewed func()) {
+	r.onFenced, r.onRenewed = onFenced, onRenewed
 	ctx, cancel := context.WithCancel(ctx)
 	r.stopBeats = cancel
 	go r.loop(ctx)
@@ -150,6 +155,9 @@ func (r *Replica) loop(ctx context.Context) {
 			close(r.tried)
 		})
 		if err == nil {
+			if r.onRenewed != nil {
+				r.onRenewed()
+			}
 			return
 		}
 		if ctx.Err() != nil {

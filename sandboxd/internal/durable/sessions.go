@@ -43,6 +43,9 @@ type Held struct {
 	// up) and why it stopped (Before.Stopped).
 	Before   State
 	revision uint64
+	// epoch is State.Epoch as taken: this replica's own writes keep it,
+	// and State may change under a commit, so StillHeld reads this.
+	epoch uint64
 }
 
 func (s *Sessions) expiry() *timestamppb.Timestamp {
@@ -76,7 +79,7 @@ func (s *Sessions) CreateAs(ctx context.Context, tenant, h string, labels map[st
 	if err != nil {
 		return nil, fmt.Errorf("record a new session: %w", err)
 	}
-	return &Held{Tenant: tenant, Handle: h, State: st, revision: resp.GetSession().GetRevision()}, nil
+	return &Held{Tenant: tenant, Handle: h, State: st, revision: resp.GetSession().GetRevision(), epoch: st.Epoch}, nil
 }
 
 // Claim takes a session for this replica: one that no live replica holds,
@@ -121,8 +124,26 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 		if err != nil {
 			return nil, fmt.Errorf("take the session: %w", err)
 		}
-		return &Held{Tenant: tenant, Handle: handle, State: st, Before: before, revision: put.GetSession().GetRevision()}, nil
+		return &Held{Tenant: tenant, Handle: handle, State: st, Before: before, revision: put.GetSession().GetRevision(), epoch: st.Epoch}, nil
 	}
+}
+
+// StillHeld reports whether the session's record still names this replica
+// at the epoch at which it took h: no other replica took the session over
+// (and no one ended it) meanwhile. A paused sandbox may run on only then.
+func (s *Sessions) StillHeld(ctx context.Context, h *Held) (bool, error) {
+	resp, err := s.client.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: h.Tenant, Handle: h.Handle})
+	if status.Code(err) == codes.NotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read session record: %w", err)
+	}
+	st, err := decodeState(resp.GetSession().GetState())
+	if err != nil {
+		return false, err
+	}
+	return st.Owner == s.replica.ID && st.Epoch == h.epoch, nil
 }
 
 // Holder returns where a session is live when another live replica holds

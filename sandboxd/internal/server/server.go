@@ -126,6 +126,10 @@ func (s *server) toStatus(ctx context.Context, err error) error {
 		return status.Error(codes.ResourceExhausted, msg(session.ErrExhausted))
 	case errors.Is(err, session.ErrExists):
 		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, session.ErrPaused):
+		// Not UNAVAILABLE: a gateway takes that for a replica it cannot
+		// reach, and gives up every session routed to it.
+		return status.Error(codes.Aborted, msg(session.ErrPaused))
 	case errors.Is(err, engine.ErrUnavailable):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}

@@ -360,19 +360,3 @@ func (m *Manager) forget(s *Session) {
 		delete(m.sessions, s.id)
 	}
 }
-
-// fence stops every live sandbox without touching the store, which this
-// replica cannot reach: its lease is about to lapse, and other replicas
-// will restore the sessions from their checkpoints.
-func (m *Manager) fence() {
-	m.mu.Lock()
-	all := make([]*Session, 0, len(m.sessions))
-	for _, s := range m.sessions {
-		all = append(all, s)
-	}
-	m.sessions = map[string]*Session{}
-	m.mu.Unlock()
-	for _, s := range all {
-		go s.destroy()
-	}
-}

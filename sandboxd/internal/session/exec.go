@@ -100,6 +100,12 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 		if err := s.acquire(ctx); err != nil {
 			return nil, err
 		}
+		// A sandbox paused by a fence runs nothing until the store
+		// answers again; then it may be this replica's still, or not.
+		if err := s.waitUnpaused(ctx, deadline); err != nil {
+			s.release()
+			return nil, err
+		}
 		if m.current(s) {
 			break
 		}
@@ -350,6 +356,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			res.Error = sb.describeDeath() + deathHint(sb, m)
 			return res
 		case <-timer.C:
+			paused := s.isPaused()
 			sb.kill()
 			drain()
 			res.Duration = time.Since(start)
@@ -357,6 +364,9 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			res.Error = fmt.Sprintf("execution exceeded the %s timeout; the sandbox was stopped", timeout)
 			if res.TimeoutNote = spent.note(); res.TimeoutNote != "" {
 				res.Error = fmt.Sprintf("execution exceeded the %s timeout (%s); the sandbox was stopped", timeout, res.TimeoutNote)
+			}
+			if paused {
+				res.Error += "; it had been paused since this sandbox replica lost the session store, which did not come back in time"
 			}
 			return res
 		case <-ctx.Done():

@@ -70,6 +70,11 @@ type Manager struct {
 	// see room.go).
 	room room
 
+	// fenced is set (on mu) from a fence until every paused sandbox is
+	// resumed or stopped; fenceMu keeps fence and renewed apart (fence.go).
+	fenced  bool
+	fenceMu sync.Mutex
+
 	pool     chan *sandbox
 	poolWake chan struct{}
 	stop     context.CancelFunc
@@ -112,7 +117,7 @@ func NewManager(ctx context.Context, cfg Config, logger *slog.Logger) (*Manager,
 		if d.CheckpointBytes <= 0 {
 			d.CheckpointBytes = DefaultCheckpointBytes
 		}
-		d.Replica.Start(ctx, m.fence)
+		d.Replica.Start(ctx, m.fence, m.renewed)
 		m.loops.Add(1)
 		go m.expire(ctx)
 	}

@@ -53,6 +53,10 @@ type Session struct {
 	lastUsed   time.Time
 	execCount  uint64
 	generation uint64
+	// paused is open while the sandbox is paused by a fence (fence.go),
+	// since pausedAt.
+	paused   chan struct{}
+	pausedAt time.Time
 
 	// dmu guards d, the session's durable part (see durable.go).
 	dmu sync.Mutex
@@ -217,6 +221,7 @@ func (s *Session) takeSandbox(closed bool) *sandbox {
 	s.closed = s.closed || closed
 	sb := s.sb
 	s.sb = nil
+	s.unpausedLocked()
 	s.mu.Unlock()
 	if sb != nil {
 		sb.kill()
