@@ -55,6 +55,12 @@ export CODEEXEC_PG_PASSWORD_FILE=$work/pg-password
 cleanup() {
   local rc=$?
   set +e
+  if [ "$rc" -ne 0 ]; then
+    # What the services said: a failure in CI is read from this log only.
+    log "the services' last log lines"
+    "${compose[@]}" logs --no-color --tail 80 >&2 2>/dev/null
+    "${pgcompose[@]}" logs --no-color --tail 80 >&2 2>/dev/null
+  fi
   log "cleaning up"
   "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1
   "${pgcompose[@]}" down -v --remove-orphans >/dev/null 2>&1
