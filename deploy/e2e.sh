@@ -15,7 +15,8 @@
 #  7. the PostgreSQL variant (docker-compose.postgres.yml): two memoryd
 #     replicas on one database, update_memory from sandboxes and increments
 #     through each replica on one counter (exact), one memoryd replica
-#     killed, the database killed and restarted mid-call; then the stack is
+#     killed, the database down for 8 s mid-call (the replicas pause their
+#     sandboxes and resume them); then the stack is
 #     recreated and the memory is still there; compose down.
 #
 # Run it as root on Debian/Ubuntu. Missing packages (docker.io,

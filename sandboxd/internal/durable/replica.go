@@ -202,6 +202,14 @@ func (r *Replica) heartbeat(ctx context.Context, until time.Time) error {
 	return err
 }
 
+// SinceRenewed is how long ago the last heartbeat the store took was
+// sent.
+func (r *Replica) SinceRenewed() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.now().Sub(r.lastOK)
+}
+
 // Fenced reports whether this replica must not run sessions now: its
 // lease may be about to lapse.
 func (r *Replica) Fenced() bool {

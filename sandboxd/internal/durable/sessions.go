@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -41,19 +42,19 @@ type Held struct {
 	// Before is the session as it was when this replica took it: the
 	// replica that had held it (Before.Owner, "" when it had been given
 	// up) and why it stopped (Before.Stopped).
-	Before   State
+	Before State
+	// mu makes this replica's writes of the record one at a time: each
+	// is a compare-and-swap on revision, the one the last wrote.
+	mu       sync.Mutex
 	revision uint64
-	// epoch is State.Epoch as taken: this replica's own writes keep it,
-	// and State may change under a commit, so StillHeld reads this.
-	epoch uint64
 }
 
 func (s *Sessions) expiry() *timestamppb.Timestamp {
 	return timestamppb.New(s.replica.now().Add(s.TTL))
 }
 
-// errFenced refuses to take sessions while this replica's lease may lapse.
-var errFenced = fmt.Errorf("this sandbox replica has not renewed its lease on its sessions for %s: it takes no session until the session store answers again", fenceAfter)
+// ErrFenced refuses to take sessions while this replica's lease may lapse.
+var ErrFenced = fmt.Errorf("this sandbox replica cannot reach the session store (it has not renewed its lease on its sessions for %s): it takes no session until the store answers again; retry the call", fenceAfter)
 
 // Create makes a new session held by this replica.
 func (s *Sessions) Create(ctx context.Context, tenant string, labels map[string]string) (*Held, error) {
@@ -67,7 +68,7 @@ func (s *Sessions) CreateAs(ctx context.Context, tenant, h string, labels map[st
 		return nil, err
 	}
 	if s.replica.Fenced() {
-		return nil, errFenced
+		return nil, ErrFenced
 	}
 	st := State{Owner: s.replica.ID, Epoch: 1, Created: s.replica.now().UTC(), Labels: labels}
 	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
@@ -79,7 +80,7 @@ func (s *Sessions) CreateAs(ctx context.Context, tenant, h string, labels map[st
 	if err != nil {
 		return nil, fmt.Errorf("record a new session: %w", err)
 	}
-	return &Held{Tenant: tenant, Handle: h, State: st, revision: resp.GetSession().GetRevision(), epoch: st.Epoch}, nil
+	return &Held{Tenant: tenant, Handle: h, State: st, revision: resp.GetSession().GetRevision()}, nil
 }
 
 // Claim takes a session for this replica: one that no live replica holds,
@@ -90,7 +91,7 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 		return nil, err
 	}
 	if s.replica.Fenced() {
-		return nil, errFenced
+		return nil, ErrFenced
 	}
 	for {
 		resp, err := s.client.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: tenant, Handle: handle})
@@ -124,26 +125,32 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 		if err != nil {
 			return nil, fmt.Errorf("take the session: %w", err)
 		}
-		return &Held{Tenant: tenant, Handle: handle, State: st, Before: before, revision: put.GetSession().GetRevision(), epoch: st.Epoch}, nil
+		return &Held{Tenant: tenant, Handle: handle, State: st, Before: before, revision: put.GetSession().GetRevision()}, nil
 	}
 }
 
-// StillHeld reports whether the session's record still names this replica
-// at the epoch at which it took h: no other replica took the session over
-// (and no one ended it) meanwhile. A paused sandbox may run on only then.
-func (s *Sessions) StillHeld(ctx context.Context, h *Held) (bool, error) {
-	resp, err := s.client.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: h.Tenant, Handle: h.Handle})
-	if status.Code(err) == codes.NotFound {
+// Reassert confirms that this replica still holds h's session: it
+// rewrites the record unchanged, compare-and-swap on the revision this
+// replica last wrote, so that a replica that read the record before (and
+// judged this one's lease lapsed) fails its own compare-and-swap and
+// looks again. false means that another replica took the session over,
+// or that it ended; so does a write of this replica's own whose answer was
+// lost, which only costs the live sandbox: the session comes back from
+// its checkpoint.
+func (s *Sessions) Reassert(ctx context.Context, h *Held) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
+		Tenant: h.Tenant, Handle: h.Handle, State: h.State.encode(), ExpireTime: s.expiry(), ExpectedRevision: h.revision,
+	})
+	if err == nil {
+		h.revision = resp.GetSession().GetRevision()
+		return true, nil
+	}
+	if code := status.Code(err); code == codes.Aborted || code == codes.NotFound {
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("read session record: %w", err)
-	}
-	st, err := decodeState(resp.GetSession().GetState())
-	if err != nil {
-		return false, err
-	}
-	return st.Owner == s.replica.ID && st.Epoch == h.epoch, nil
+	return false, fmt.Errorf("rewrite the session record: %w", err)
 }
 
 // Holder returns where a session is live when another live replica holds
@@ -204,6 +211,8 @@ func (s *Sessions) write(ctx context.Context, h *Held, st State, chunks *memoryv
 // than limit bytes together (0: no cap), so what a session keeps in the
 // store is bounded whatever its sandbox sends.
 func (s *Sessions) Commit(ctx context.Context, h *Held, manifest json.RawMessage, chunks map[string][]byte, seq uint64, limit int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	keep := chunkIDs(manifest)
 	named := make(map[string][]byte, len(chunks))
 	for id, c := range chunks {
@@ -280,6 +289,8 @@ func (s *Sessions) putChunks(ctx context.Context, h *Held, chunks map[string][]b
 // NotDurable records why the session's state could not be checkpointed;
 // the last checkpoint (if any) stays.
 func (s *Sessions) NotDurable(ctx context.Context, h *Held, why string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	st := h.State
 	st.NotDurable = why
 	return s.write(ctx, h, st, nil)
@@ -288,6 +299,8 @@ func (s *Sessions) NotDurable(ctx context.Context, h *Held, why string) error {
 // Release gives the session up (its sandbox is stopping, for the reason
 // why): any replica may take it at once.
 func (s *Sessions) Release(ctx context.Context, h *Held, why string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	st := h.State
 	st.Owner, st.Stopped = "", why
 	return s.write(ctx, h, st, nil)

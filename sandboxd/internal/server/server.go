@@ -18,6 +18,7 @@ import (
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
+	"github.com/codeexec/codeexec/sandboxd/internal/durable"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 	"github.com/codeexec/codeexec/services/logkeys"
@@ -130,6 +131,8 @@ func (s *server) toStatus(ctx context.Context, err error) error {
 		// Not UNAVAILABLE: a gateway takes that for a replica it cannot
 		// reach, and gives up every session routed to it.
 		return status.Error(codes.Aborted, msg(session.ErrPaused))
+	case errors.Is(err, durable.ErrFenced):
+		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, engine.ErrUnavailable):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}

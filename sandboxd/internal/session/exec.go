@@ -100,9 +100,9 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 		if err := s.acquire(ctx); err != nil {
 			return nil, err
 		}
-		// A sandbox paused by a fence runs nothing until the store
+		// A session held by a fence runs nothing until the store
 		// answers again; then it may be this replica's still, or not.
-		if err := s.waitUnpaused(ctx, deadline); err != nil {
+		if err := s.waitSettled(ctx, deadline); err != nil {
 			s.release()
 			return nil, err
 		}
@@ -356,7 +356,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			res.Error = sb.describeDeath() + deathHint(sb, m)
 			return res
 		case <-timer.C:
-			paused := s.isPaused()
+			paused := s.pausedNow(sb)
 			sb.kill()
 			drain()
 			res.Duration = time.Since(start)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/durable"
@@ -14,193 +15,271 @@ import (
 // Fencing. A replica that has not renewed its lease for a while (see
 // durable.Replica) must not run its sessions' code on: once the lease has
 // lapsed, another replica may take them over. It pauses their sandboxes
-// rather than stopping them. A store that no replica reaches (a database
-// restarting or failing over) lets no replica take a session over, so when
-// it answers again, each session whose record still names this replica at
-// the epoch it took it resumes where it was, a call in flight included. A
-// session that another replica took meanwhile has its paused sandbox
-// stopped: it lives on there, from its checkpoint. A call for a paused
-// session waits for the store until its timeout, then fails with
-// ErrPaused, the session still paused.
+// rather than stopping them, and holds every call for them until it knows
+// whether it still holds the session. A store that no replica reaches (a
+// database restarting or failing over) lets no replica take a session
+// over, so once the store answers again, each session whose record this
+// replica can rewrite unchanged, at the revision it last wrote, resumes
+// where it was, a call in flight included. The rewrite makes a replica
+// that read the record before, and judged this one's lease lapsed, fail
+// its own compare-and-swap and look again. A session that another replica
+// took meanwhile has its paused sandbox stopped: it lives on there, from
+// its checkpoint. A call for a session not yet settled waits for the store
+// until its timeout, then fails with ErrPaused.
 //
-// Sessions with no live sandbox, and sandboxes that cannot be paused (an
-// engine without a freezer), are dropped as before: their next call takes
-// the session from the store again.
+// Sessions the store never recorded (they were made while it was down)
+// are left running: no other replica can take them. A sandbox that cannot
+// be paused (an engine without a freezer) is stopped, and its session
+// dropped, as every session was before pausing existed: its next call
+// takes it from the store again.
+//
+// Pausing and settling run on the fence worker, one at a time and never
+// on the heartbeat's goroutine, whose next heartbeat must not wait for
+// a container runtime.
 
-// ErrPaused means that the session's sandbox is paused by a fence: nothing
-// of it is lost, and retrying later may succeed, here or on another
-// replica.
+// ErrPaused means that the session is held by a fence: nothing of it is
+// lost, and retrying later may succeed, here or on another replica.
 var ErrPaused = errors.New("session paused")
 
-// fence pauses every live sandbox of a session. It runs on the heartbeat's
-// goroutine, after renewed has returned, so the two never overlap.
-func (m *Manager) fence() {
-	m.fenceMu.Lock()
-	defer m.fenceMu.Unlock()
-	m.mu.Lock()
-	m.fenced = true
-	all := make([]*Session, 0, len(m.sessions))
-	for _, s := range m.sessions {
-		all = append(all, s)
+// fenceWorker runs what the heartbeats ask for: a fence pauses every
+// session; after a heartbeat taken by the store, the paused sessions are
+// settled.
+type fenceWorker struct {
+	pending atomic.Bool // a fence is to be done
+	wake    chan struct{}
+}
+
+// fenced is the replica's onFenced: it hands the fence to the worker.
+func (m *Manager) fenced() {
+	m.fence.pending.Store(true)
+	m.wakeFenceWorker()
+}
+
+// renewed is the replica's onRenewed, after each heartbeat the store took.
+func (m *Manager) renewed() {
+	if m.isFenced() {
+		m.wakeFenceWorker()
 	}
+}
+
+func (m *Manager) wakeFenceWorker() {
+	select {
+	case m.fence.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) isFenced() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fencing
+}
+
+// runFenceWorker pauses and settles until ctx ends.
+func (m *Manager) runFenceWorker(ctx context.Context) {
+	defer m.loops.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.fence.wake:
+		}
+		if m.fence.pending.Swap(false) {
+			m.pauseAll()
+		}
+		if m.isFenced() && !m.cfg.Durable.Replica.Fenced() {
+			m.settleAll(ctx)
+		}
+	}
+}
+
+// pauseAll holds every session the store recorded: calls wait, and live
+// sandboxes are paused.
+func (m *Manager) pauseAll() {
+	m.mu.Lock()
+	m.fencing = true
+	all := m.sessionsLocked()
 	m.mu.Unlock()
 	var wg sync.WaitGroup
+	paused := atomic.Int32{}
 	for _, s := range all {
+		if s.heldRecord() == nil {
+			continue
+		}
 		wg.Go(func() {
-			if err := s.pause(); err != nil {
-				if !errors.Is(err, errNoSandbox) {
-					s.logger().Warn("could not pause the session's sandbox; stopping it", logkeys.Error, err)
-				}
+			ok, err := s.hold()
+			switch {
+			case err != nil:
+				s.logger().Warn("could not pause the session's sandbox; stopping it", logkeys.Error, err)
 				m.forget(s)
 				s.destroy()
+			case ok:
+				paused.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	m.logger.Error("the session store has not taken this replica's heartbeat for too long: its sandboxes are paused until it does, or another replica takes their sessions over",
-		"paused", m.pausedCount())
+	m.logger.Error("the session store has not taken this replica's heartbeat for too long: its sessions are held, their sandboxes paused, until it does or another replica takes them over",
+		"paused", paused.Load())
 }
 
-// renewed runs after each heartbeat the store took. After a fence it
-// resumes the paused sandboxes whose sessions this replica still holds and
-// stops the others; a session the store could not tell about stays paused
-// until the next heartbeat.
-func (m *Manager) renewed() {
+// settleAll settles every held session; one the store could not answer
+// for stays held until the next heartbeat.
+func (m *Manager) settleAll(ctx context.Context) {
 	m.mu.Lock()
-	fenced := m.fenced
+	all := m.sessionsLocked()
 	m.mu.Unlock()
-	if !fenced {
-		return
-	}
-	m.fenceMu.Lock()
-	defer m.fenceMu.Unlock()
-	var paused []*Session
-	m.mu.Lock()
-	for _, s := range m.sessions {
-		if s.isPaused() {
-			paused = append(paused, s)
-		}
-	}
-	m.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), resumeCheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	var (
 		wg   sync.WaitGroup
-		left sync.Map
+		left atomic.Int32
+		done atomic.Int32
 	)
-	for _, s := range paused {
+	for _, s := range all {
+		if !s.isHeld() {
+			continue
+		}
 		wg.Go(func() {
-			held := s.heldRecord()
-			still, err := m.cfg.Durable.Sessions.StillHeld(ctx, held)
-			switch {
-			case err != nil:
-				left.Store(s, true)
-				s.logger().Warn("could not tell whether this replica still holds a paused session; it stays paused", logkeys.Error, err)
-			case !still:
-				s.logger().Warn("a paused session was taken over by another replica meanwhile, or ended there; stopping its sandbox here")
-				m.forget(s)
-				s.destroy()
-			case m.cfg.Durable.Replica.Fenced():
-				// The lease went stale again while checking: resuming
-				// now could overlap another replica's takeover.
-				left.Store(s, true)
-			default:
-				if err := s.resume(); err != nil {
-					s.logger().Warn("could not resume the session's sandbox; stopping it", logkeys.Error, err)
-					s.lost("its sandbox could not be resumed after the session store came back", true)
-					s.stopSandbox()
-				}
+			if m.settle(ctx, s) {
+				done.Add(1)
+			} else {
+				left.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	n := 0
-	left.Range(func(any, any) bool { n++; return true })
-	if n == 0 {
+	if left.Load() == 0 {
 		m.mu.Lock()
-		m.fenced = false
+		m.fencing = false
 		m.mu.Unlock()
-		m.logger.Info("the session store takes this replica's heartbeats again: its paused sandboxes run on", "resumed", len(paused))
+		m.logger.Info("the session store takes this replica's heartbeats again: its held sessions are settled", "settled", done.Load())
 	}
 }
 
-// resumeCheckTimeout bounds renewed's reads of the session records: less
-// than the lease the heartbeat just renewed.
-const resumeCheckTimeout = 2 * time.Second
+// settleTimeout bounds settleAll's writes: less than the lease the
+// heartbeat just renewed.
+const settleTimeout = 2 * time.Second
 
-// errNoSandbox is pause's answer for a session without a live sandbox.
-var errNoSandbox = errors.New("no live sandbox")
-
-// pause pauses the session's live sandbox.
-func (s *Session) pause() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.paused != nil {
-		return nil
+// settle resumes s if this replica still holds it, or drops it; false
+// leaves it held, to try again.
+func (m *Manager) settle(ctx context.Context, s *Session) bool {
+	still, err := m.cfg.Durable.Sessions.Reassert(ctx, s.heldRecord())
+	switch {
+	case err != nil:
+		s.logger().Warn("could not tell whether this replica still holds a held session; it stays held", logkeys.Error, err)
+		return false
+	case !still:
+		s.logger().Warn("a held session was taken over by another replica meanwhile, or ended there; stopping its sandbox here")
+		s.stopReason("the session was taken over by another sandbox replica while this one could not reach the session store; retry the call, which goes there")
+		m.forget(s)
+		s.destroy()
+		return true
+	case m.cfg.Durable.Replica.Fenced():
+		// The lease went stale again meanwhile: running now could
+		// overlap another replica's takeover. The next fence holds it.
+		return false
 	}
-	if s.sb == nil || !s.sb.alive() {
-		return errNoSandbox
+	if err := s.unhold(); err != nil {
+		s.logger().Warn("could not resume the session's sandbox; stopping it", logkeys.Error, err)
+		s.lost("its sandbox could not be resumed after the session store came back", true)
+		s.stopSandbox()
 	}
-	if err := s.sb.proc.Pause(); err != nil {
-		return err
-	}
-	s.paused, s.pausedAt = make(chan struct{}), time.Now()
-	return nil
+	return true
 }
 
-// resume lets the paused sandbox run on, and the calls waiting for it.
-func (s *Session) resume() error {
+// hold marks s held and pauses its live sandbox; ok reports a sandbox
+// paused. The engine's pause runs outside s.mu: a container runtime takes
+// a while.
+func (s *Session) hold() (ok bool, err error) {
+	s.mu.Lock()
+	if s.heldCh == nil {
+		s.heldCh = make(chan struct{})
+	}
+	sb := s.sb
+	if s.pausedSB != nil || sb == nil || !sb.alive() {
+		s.mu.Unlock()
+		return false, nil
+	}
+	s.mu.Unlock()
+	if err := sb.proc.Pause(); err != nil {
+		return false, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.paused == nil {
-		return nil
-	}
+	s.pausedSB = sb
+	return true, nil
+}
+
+// unhold resumes the paused sandbox and lets the waiting calls go on.
+func (s *Session) unhold() error {
+	s.mu.Lock()
+	sb, ch := s.pausedSB, s.heldCh
+	s.mu.Unlock()
 	var err error
-	if s.sb != nil {
-		err = s.sb.proc.Resume()
+	if sb != nil && sb.alive() {
+		err = sb.proc.Resume()
 	}
-	close(s.paused)
-	s.paused = nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pausedSB == sb {
+		s.pausedSB = nil
+	}
+	if s.heldCh == ch && ch != nil {
+		close(ch)
+		s.heldCh = nil
+	}
 	return err
 }
 
-// unpausedLocked ends the pause of a session whose sandbox is going away: the
-// calls waiting for it go on, and find it gone. On s.mu.
-func (s *Session) unpausedLocked() {
-	if s.paused != nil {
-		close(s.paused)
-		s.paused = nil
+// releaseHoldLocked ends the hold of a session that is being destroyed:
+// the waiting calls go on, and find it gone. On s.mu.
+func (s *Session) releaseHoldLocked() {
+	s.pausedSB = nil
+	if s.heldCh != nil {
+		close(s.heldCh)
+		s.heldCh = nil
 	}
 }
 
-func (s *Session) isPaused() bool {
+// pausedNow reports whether sb is the session's sandbox that a fence
+// paused.
+func (s *Session) pausedNow(sb *sandbox) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.paused != nil
+	return s.pausedSB == sb
 }
 
-// heldRecord is the session's record as this replica took it.
+func (s *Session) isHeld() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.heldCh != nil
+}
+
+// stopReason tells a call in flight why its sandbox is about to stop.
+func (s *Session) stopReason(why string) {
+	s.mu.Lock()
+	sb := s.sb
+	s.mu.Unlock()
+	if sb != nil {
+		sb.setStopReason(why)
+	}
+}
+
+// heldRecord is the session's record as this replica took it (nil for a
+// session the store never recorded).
 func (s *Session) heldRecord() *durable.Held {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
 	return s.d.held
 }
 
-// waitUnpaused waits, until deadline, for a paused session's sandbox to be
-// resumed (or stopped). A paused sandbox that died (a call in flight ran
-// out of time) leaves a session with no live sandbox, which a fence drops:
-// the caller then finds s is not current, and takes the session from the
-// store again.
-func (s *Session) waitUnpaused(ctx context.Context, deadline time.Time) error {
+// waitSettled waits, until deadline, for a held session to be settled.
+func (s *Session) waitSettled(ctx context.Context, deadline time.Time) error {
 	s.mu.Lock()
-	ch, since, sb := s.paused, s.pausedAt, s.sb
+	ch := s.heldCh
 	s.mu.Unlock()
 	if ch == nil {
-		return nil
-	}
-	if sb == nil || !sb.alive() {
-		s.m.forget(s)
-		s.destroy()
 		return nil
 	}
 	t := time.NewTimer(time.Until(deadline))
@@ -211,25 +290,17 @@ func (s *Session) waitUnpaused(ctx context.Context, deadline time.Time) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the session store: %w", ctx.Err())
 	case <-t.C:
-		return fmt.Errorf("%w: this sandbox replica has not reached the session store for %s, so the session's sandbox is paused until it does "+
-			"(its state is kept) or another replica takes the session over; retry the call",
-			ErrPaused, time.Since(since).Round(time.Second))
+		return fmt.Errorf("%w: this sandbox replica has not reached the session store for %s, so the session is held, its sandbox paused with its state kept, "+
+			"until the store answers or another replica takes the session over; retry the call",
+			ErrPaused, s.m.cfg.Durable.Replica.SinceRenewed().Round(time.Second))
 	}
 }
 
-// pausedCount is how many sessions have a paused sandbox.
-func (m *Manager) pausedCount() int {
-	m.mu.Lock()
+// sessionsLocked lists the sessions. On m.mu.
+func (m *Manager) sessionsLocked() []*Session {
 	all := make([]*Session, 0, len(m.sessions))
 	for _, s := range m.sessions {
 		all = append(all, s)
 	}
-	m.mu.Unlock()
-	n := 0
-	for _, s := range all {
-		if s.isPaused() {
-			n++
-		}
-	}
-	return n
+	return all
 }

@@ -70,10 +70,10 @@ type Manager struct {
 	// see room.go).
 	room room
 
-	// fenced is set (on mu) from a fence until every paused sandbox is
-	// resumed or stopped; fenceMu keeps fence and renewed apart (fence.go).
-	fenced  bool
-	fenceMu sync.Mutex
+	// fencing is set (on mu) from a fence until every held session is
+	// settled; fence is the worker that does both (fence.go).
+	fencing bool
+	fence   fenceWorker
 
 	pool     chan *sandbox
 	poolWake chan struct{}
@@ -117,7 +117,10 @@ func NewManager(ctx context.Context, cfg Config, logger *slog.Logger) (*Manager,
 		if d.CheckpointBytes <= 0 {
 			d.CheckpointBytes = DefaultCheckpointBytes
 		}
-		d.Replica.Start(ctx, m.fence, m.renewed)
+		m.fence.wake = make(chan struct{}, 1)
+		m.loops.Add(1)
+		go m.runFenceWorker(ctx)
+		d.Replica.Start(ctx, m.fenced, m.renewed)
 		m.loops.Add(1)
 		go m.expire(ctx)
 	}

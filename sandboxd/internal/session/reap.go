@@ -37,7 +37,9 @@ func (m *Manager) reapIdle(ctx context.Context) {
 	var idle []*Session
 	for id, s := range m.sessions {
 		s.mu.Lock()
-		if !s.busy && s.lastUsed.Before(cutoff) {
+		// A held session waits for the store (fence.go): stopping its
+		// sandbox would lose what its checkpoint lacks.
+		if !s.busy && s.heldCh == nil && s.lastUsed.Before(cutoff) {
 			idle = append(idle, s)
 			if m.cfg.Durable == nil {
 				delete(m.sessions, id)

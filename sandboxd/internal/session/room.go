@@ -132,7 +132,9 @@ func idleLongest(all []*Session, asker *Session, skip map[*Session]bool) (victim
 	var victimUsed time.Time
 	for _, s := range all {
 		s.mu.Lock()
-		live, running, used := s.sb != nil && s.sb.alive(), s.busy, s.lastUsed
+		// A session held by a fence is not stopped: it waits for the
+		// store, and its checkpoint may lack what its sandbox holds.
+		live, running, used := s.sb != nil && s.sb.alive() && s.heldCh == nil, s.busy, s.lastUsed
 		s.mu.Unlock()
 		if live && running {
 			busy++

@@ -38,10 +38,13 @@ type sandbox struct {
 	// has stored its last checkpoint and returned (durable sessions only).
 	committed chan struct{}
 
-	mu       sync.Mutex
-	readErr  error
-	waitErr  error
-	stderr   tail
+	mu      sync.Mutex
+	readErr error
+	waitErr error
+	stderr  tail
+	// stopWhy, when set, is why sandboxd is stopping the sandbox: the
+	// death a call in flight reports (see setStopReason).
+	stopWhy  string
 	nextExec int64
 	// sessionStarted is set once a session has sent this sandbox an exec
 	// (the pool's warm-up exec does not count).
@@ -314,6 +317,14 @@ func (sb *sandbox) onStop(killed, reaped func()) {
 	sb.mu.Unlock()
 }
 
+// setStopReason records why sandboxd is about to stop the sandbox, for the
+// call in flight to report.
+func (sb *sandbox) setStopReason(why string) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	sb.stopWhy = why
+}
+
 // kill stops the sandbox and waits for it to be reaped (bounded).
 func (sb *sandbox) kill() {
 	sb.runOnce(&sb.onKill)
@@ -349,6 +360,9 @@ func (sb *sandbox) describeDeath() string {
 	defer sb.mu.Unlock()
 	if u.OOMKilled {
 		return "the sandbox ran out of memory"
+	}
+	if sb.stopWhy != "" {
+		return "the sandbox was stopped: " + sb.stopWhy
 	}
 	parts := []string{"the sandbox died"}
 	if u.PidsLimitHit {

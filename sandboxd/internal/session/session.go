@@ -53,10 +53,10 @@ type Session struct {
 	lastUsed   time.Time
 	execCount  uint64
 	generation uint64
-	// paused is open while the sandbox is paused by a fence (fence.go),
-	// since pausedAt.
-	paused   chan struct{}
-	pausedAt time.Time
+	// heldCh is open while a fence holds the session (fence.go);
+	// pausedSB is its sandbox that the fence paused.
+	heldCh   chan struct{}
+	pausedSB *sandbox
 
 	// dmu guards d, the session's durable part (see durable.go).
 	dmu sync.Mutex
@@ -161,6 +161,10 @@ func (s *Session) ensureSandbox(ctx context.Context, env *ExecEnv, saved *savedT
 	if sb != nil {
 		sb.kill()
 	}
+	if s.isDurable() && s.m.cfg.Durable.Replica.Fenced() {
+		// No new sandbox while another replica may take the session.
+		return nil, nil, fmt.Errorf("%w: this sandbox replica cannot reach the session store, so it starts no sandbox for the session until it does; retry the call", ErrPaused)
+	}
 	place, err := s.m.makeRoom(ctx, s)
 	if err != nil {
 		return nil, nil, err
@@ -195,13 +199,23 @@ func (s *Session) ensureSandbox(ctx context.Context, env *ExecEnv, saved *savedT
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		go sb.kill()
 		return nil, nil, fmt.Errorf("%w: session %s was destroyed", ErrNotFound, s.id)
 	}
 	s.sb = sb
 	s.generation++
+	held := s.heldCh != nil
+	s.mu.Unlock()
+	if held {
+		// A fence came while the sandbox started: it is paused as the
+		// others are, and the call waits in it for the store.
+		if _, err := s.hold(); err != nil {
+			s.stopSandbox()
+			return nil, nil, fmt.Errorf("%w: the session's sandbox started as this replica lost the session store, and it could not be paused (%w); retry the call", ErrPaused, err)
+		}
+	}
 	return sb, report, nil
 }
 
@@ -221,7 +235,11 @@ func (s *Session) takeSandbox(closed bool) *sandbox {
 	s.closed = s.closed || closed
 	sb := s.sb
 	s.sb = nil
-	s.unpausedLocked()
+	if s.closed {
+		s.releaseHoldLocked()
+	} else if s.pausedSB == sb {
+		s.pausedSB = nil // the hold stays: the session is not settled
+	}
 	s.mu.Unlock()
 	if sb != nil {
 		sb.kill()

@@ -146,11 +146,22 @@ print("survived")`)
 
 	// A spare that died while it waited is skipped, and the server lets go
 	// of the socket it had kept for it.
+	fdDir := fmt.Sprintf("/proc/%d/fd", waitServer(t, e, nil).PID())
 	fds := func() int {
-		entries, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", waitServer(t, e, nil).PID()))
+		entries, _ := os.ReadDir(fdDir)
 		return len(entries)
 	}
-	held := fds()
+	// what lists the server's descriptors, for a failure's message.
+	what := func() string {
+		entries, _ := os.ReadDir(fdDir)
+		var out []string
+		for _, e := range entries {
+			target, _ := os.Readlink(filepath.Join(fdDir, e.Name()))
+			out = append(out, e.Name()+"→"+target)
+		}
+		return strings.Join(out, " ")
+	}
+	held, heldWhat := fds(), what()
 	for _, pid := range fresh {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -161,7 +172,7 @@ print("survived")`)
 	}
 	for deadline := time.Now().Add(10 * time.Second); fds() != held-2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the server holds %d descriptors after its 2 spares died, had %d", fds(), held)
+			t.Fatalf("the server holds %d descriptors after its 2 spares died, had %d\nbefore: %s\nafter: %s", fds(), held, heldWhat, what())
 		}
 	}
 	other.ID = "fork-after-dead-spares"

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,8 +23,10 @@ import (
 type Group struct {
 	v2   bool
 	dirs map[string]string
-	// frozen is set from Freeze until Thaw (see Kill).
-	frozen atomic.Bool
+	// fmu orders Freeze and Kill: a freeze after a kill would leave the
+	// killed processes frozen, their SIGKILL pending for good on v1.
+	fmu    sync.Mutex
+	killed bool
 }
 
 func (g *Group) dir(controller string) string {
@@ -184,10 +186,14 @@ func OfPID(pid int) *Group {
 }
 
 // Kill sends SIGKILL to every process in the cgroup. The pids controller is
-// the authoritative member list (threads and forks included). A frozen
-// group is thawed after the signals: on cgroup v1 a frozen process acts on
-// no signal, SIGKILL included, until it runs again.
+// the authoritative member list (threads and forks included). The group is
+// then thawed, in case it was frozen: on cgroup v1 a frozen process acts
+// on no signal, SIGKILL included, until it runs again; and it is not
+// frozen again (Freeze fails from now on).
 func (g *Group) Kill() {
+	g.fmu.Lock()
+	defer g.fmu.Unlock()
+	g.killed = true
 	for _, c := range []string{"pids", "memory", "cpu"} {
 		d := g.dir(c)
 		if d == "" {
@@ -198,8 +204,8 @@ func (g *Group) Kill() {
 		}
 		break
 	}
-	if g.frozen.Load() {
-		_ = g.Thaw()
+	if file, value, err := g.freezer(false); err == nil {
+		_ = writeFile(file, value)
 	}
 }
 

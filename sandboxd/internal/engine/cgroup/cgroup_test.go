@@ -2,10 +2,13 @@ package cgroup
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
@@ -295,5 +298,67 @@ func TestSelfJoinFiles(t *testing.T) {
 				t.Errorf("SelfJoinFiles() = %v, want [%s]", got, filepath.Join(g.dirs["memory"], tc.want))
 			}
 		})
+	}
+}
+
+// A sandbox left frozen by a sandboxd that died while it was paused is
+// thawed by the next one's clean-up, so that the kill its death signal
+// sent it takes effect, and its cgroup goes. Against the kernel's v1
+// freezer.
+func TestStaleFrozenSandboxIsThawed(t *testing.T) {
+	t.Parallel()
+	self, err := readSelfCgroups("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mount, ok := v1Mount("/sys/fs/cgroup", "freezer")
+	if !ok || self["freezer"] == "" {
+		t.Skip("no cgroup v1 freezer on this host")
+	}
+	// The stale parent goes in a directory of this test's own: in this
+	// process's cgroup, every sandboxd that starts on the machine (other
+	// test binaries) would clean it up, thawing it under the test.
+	dir := filepath.Join(mount, self["freezer"], "codeexec-test-"+strconv.Itoa(os.Getpid()))
+	stale := filepath.Join(dir, "codeexec-"+strconv.Itoa(1<<30)) // beyond pid_max: never alive
+	child := filepath.Join(stale, "sb-frozen")
+	if err := os.MkdirAll(child, 0o755); err != nil {
+		t.Skipf("cannot make a freezer cgroup here (not root?): %v", err)
+	}
+	t.Cleanup(func() {
+		_ = writeFile(filepath.Join(child, "freezer.state"), "THAWED")
+		_ = removeCgroupDir(child)
+		_ = removeCgroupDir(stale)
+		_ = removeCgroupDir(dir)
+	})
+	cmd := exec.Command("/usr/bin/sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	if err := writeFile(filepath.Join(child, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	g := &Group{dirs: map[string]string{"freezer": child}}
+	if err := g.Freeze(); err != nil {
+		t.Fatalf("Freeze: %v", err)
+	}
+	// What a dead sandboxd leaves: a frozen sandbox whose SIGKILL waits.
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		t.Fatal("a frozen process acted on SIGKILL: the freezer did not hold it")
+	case <-time.After(500 * time.Millisecond):
+	}
+	removeStaleParents(dir)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the frozen sandbox of a dead sandboxd was not thawed: its SIGKILL never took effect")
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale parent is still there: %v", err)
 	}
 }

@@ -29,20 +29,24 @@ func (g *Group) Freeze() error {
 	if err != nil {
 		return err
 	}
-	g.frozen.Store(true)
+	g.fmu.Lock()
+	defer g.fmu.Unlock()
+	if g.killed {
+		return errors.New("the sandbox is being stopped")
+	}
 	deadline := time.Now().Add(freezeWait)
 	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
 		// v1 may stay FREEZING when a task could not be stopped at the
 		// first try; writing FROZEN again retries those.
 		if err := writeFile(file, want); err != nil {
-			_ = g.Thaw()
+			g.thawLocked()
 			return fmt.Errorf("freeze the sandbox's cgroup: %w", err)
 		}
 		if g.isFrozen() {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			_ = g.Thaw()
+			g.thawLocked()
 			return fmt.Errorf("the sandbox's processes did not all stop within %s", freezeWait)
 		}
 		time.Sleep(delay)
@@ -50,17 +54,25 @@ func (g *Group) Freeze() error {
 }
 
 // Thaw lets the processes of a frozen group run on. Thawing a group that
-// is not frozen does nothing.
+// is not frozen, or is gone, does nothing.
 func (g *Group) Thaw() error {
 	file, value, err := g.freezer(false)
 	if err != nil {
 		return err
 	}
+	g.fmu.Lock()
+	defer g.fmu.Unlock()
 	if err := writeFile(file, value); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("thaw the sandbox's cgroup: %w", err)
 	}
-	g.frozen.Store(false)
 	return nil
+}
+
+// thawLocked undoes a freeze that failed. On fmu.
+func (g *Group) thawLocked() {
+	if file, value, err := g.freezer(false); err == nil {
+		_ = writeFile(file, value)
+	}
 }
 
 // freezer returns the file that freezes or thaws the group and what to

@@ -77,7 +77,9 @@ func releaseParent(dir string) error {
 
 // removeStaleParents deletes codeexec-<pid> parents under dir whose sandboxd
 // is gone (killed before Close). It only removes cgroups without
-// processes: a sandbox there would be a live one, not debris.
+// processes: a sandbox there would be a live one, not debris. A sandbox
+// left frozen (sandboxd died while it was paused) is thawed: the kill its
+// death signal sent it waits for that.
 func removeStaleParents(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -98,11 +100,28 @@ func removeStaleParents(dir string) {
 		children, _ := os.ReadDir(parent)
 		for _, c := range children {
 			if c.IsDir() {
-				_ = syscall.Rmdir(filepath.Join(parent, c.Name())) // EBUSY if in use
+				child := filepath.Join(parent, c.Name())
+				if thawStale(child) {
+					_ = removeCgroupDir(child) // its processes are dying
+					continue
+				}
+				_ = syscall.Rmdir(child) // EBUSY if in use
 			}
 		}
 		_ = syscall.Rmdir(parent)
 	}
+}
+
+// thawStale thaws the cgroup dir if it is frozen, and reports whether it
+// was.
+func thawStale(dir string) bool {
+	if b, err := os.ReadFile(filepath.Join(dir, "freezer.state")); err == nil && strings.TrimSpace(string(b)) != "THAWED" {
+		return writeFile(filepath.Join(dir, "freezer.state"), "THAWED") == nil
+	}
+	if readInt(filepath.Join(dir, "cgroup.freeze")) == 1 {
+		return writeFile(filepath.Join(dir, "cgroup.freeze"), "0") == nil
+	}
+	return false
 }
 
 // NewManager prepares the codeexec-<pid> parents under root (normally
