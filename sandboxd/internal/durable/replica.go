@@ -51,6 +51,7 @@ type Replica struct {
 	lastOK    time.Time // when the last heartbeat was written
 	onFenced  func()
 	onRenewed func()
+	watchdog  *time.Timer // fences fenceAfter after lastOK (armWatchdog)
 	fenced    bool
 	stopBeats context.CancelFunc
 	done      chan struct{}
@@ -83,8 +84,9 @@ func NewReplica(client memoryv1.SessionStoreServiceClient, address string, logge
 // that this replica's sessions may soon be taken over: the caller must
 // stop running them. onRenewed runs after every heartbeat written, when
 // the lease is fresh again, so that the caller can let what it stopped
-// run on (those sessions that no other replica took meanwhile). Both run
-// on the heartbeat's goroutine, one at a time: they must not block long.
+// run on (those sessions that no other replica took meanwhile). Neither
+// may block: onRenewed runs on the heartbeat's goroutine, onFenced on a
+// timer's.
 func (r *Replica) Start(ctx context.Context, onFenced, onRenewed func()) {
 	r.onFenced, r.onRenewed = onFenced, onRenewed
 	ctx, cancel := context.WithCancel(ctx)
@@ -155,6 +157,7 @@ func (r *Replica) loop(ctx context.Context) {
 			close(r.tried)
 		})
 		if err == nil {
+			r.armWatchdog(ctx)
 			if r.onRenewed != nil {
 				r.onRenewed()
 			}
@@ -166,23 +169,54 @@ func (r *Replica) loop(ctx context.Context) {
 		r.mu.Lock()
 		never := r.lastOK.IsZero()
 		since := r.now().Sub(r.lastOK)
-		fire := !never && since >= fenceAfter && !r.fenced
-		if fire {
-			r.fenced = true
-		}
 		r.mu.Unlock()
 		if never {
 			r.logger.Warn("waiting for the session store to take this replica's first heartbeat", logkeys.Error, err)
 			return
 		}
 		r.logger.Warn("cannot renew this replica's lease on its sessions", logkeys.Error, err, "since", since)
-		if fire && r.onFenced != nil {
-			r.logger.Error("lease not renewed for too long: stopping this replica's live sandboxes so that another replica can take their sessions over; their checkpoints are kept")
-			r.onFenced()
-		}
 	}
 	once() // the first at once: Ready waits for it
 	tick.Every(ctx.Done(), beat, once)
+	r.mu.Lock()
+	if r.watchdog != nil {
+		r.watchdog.Stop()
+	}
+	r.mu.Unlock()
+}
+
+// armWatchdog sets the fence to go off fenceAfter after the last heartbeat
+// the store took was sent. A timer, not the next failed attempt: an
+// attempt can hang for beatTimeout, and the ticker skips the beats it
+// missed meanwhile, so counting on the attempts could fence late.
+func (r *Replica) armWatchdog(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	d := fenceAfter - r.now().Sub(r.lastOK)
+	if r.watchdog == nil {
+		r.watchdog = time.AfterFunc(d, r.fence)
+		return
+	}
+	r.watchdog.Reset(d)
+}
+
+// fence runs when the watchdog goes off: unless a heartbeat came in
+// meanwhile, the lease may lapse soon, and the sessions must stop.
+func (r *Replica) fence() {
+	r.mu.Lock()
+	since := r.now().Sub(r.lastOK)
+	fire := since >= fenceAfter && !r.fenced
+	if fire {
+		r.fenced = true
+	}
+	r.mu.Unlock()
+	if fire && r.onFenced != nil {
+		r.logger.Error("lease not renewed for too long: holding this replica's sessions, their sandboxes paused, until the store takes a heartbeat again or another replica takes them over", "since", since)
+		r.onFenced()
+	}
 }
 
 func (r *Replica) heartbeat(ctx context.Context, until time.Time) error {

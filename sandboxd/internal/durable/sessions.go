@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -43,11 +42,24 @@ type Held struct {
 	// replica that had held it (Before.Owner, "" when it had been given
 	// up) and why it stopped (Before.Stopped).
 	Before State
-	// mu makes this replica's writes of the record one at a time: each
-	// is a compare-and-swap on revision, the one the last wrote.
-	mu       sync.Mutex
+	// turn makes this replica's writes of the record one at a time (each
+	// is a compare-and-swap on revision, the one the last wrote), and a
+	// writer waiting for it gives up when its context ends.
+	turn     chan struct{}
 	revision uint64
 }
+
+// lock waits for h's turn to write, until ctx ends.
+func (h *Held) lock(ctx context.Context) error {
+	select {
+	case h.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for this replica's previous write of the session record: %w", ctx.Err())
+	}
+}
+
+func (h *Held) unlock() { <-h.turn }
 
 func (s *Sessions) expiry() *timestamppb.Timestamp {
 	return timestamppb.New(s.replica.now().Add(s.TTL))
@@ -80,7 +92,7 @@ func (s *Sessions) CreateAs(ctx context.Context, tenant, h string, labels map[st
 	if err != nil {
 		return nil, fmt.Errorf("record a new session: %w", err)
 	}
-	return &Held{Tenant: tenant, Handle: h, State: st, revision: resp.GetSession().GetRevision()}, nil
+	return &Held{Tenant: tenant, Handle: h, State: st, revision: resp.GetSession().GetRevision(), turn: make(chan struct{}, 1)}, nil
 }
 
 // Claim takes a session for this replica: one that no live replica holds,
@@ -125,7 +137,7 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 		if err != nil {
 			return nil, fmt.Errorf("take the session: %w", err)
 		}
-		return &Held{Tenant: tenant, Handle: handle, State: st, Before: before, revision: put.GetSession().GetRevision()}, nil
+		return &Held{Tenant: tenant, Handle: handle, State: st, Before: before, revision: put.GetSession().GetRevision(), turn: make(chan struct{}, 1)}, nil
 	}
 }
 
@@ -138,8 +150,10 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 // lost, which only costs the live sandbox: the session comes back from
 // its checkpoint.
 func (s *Sessions) Reassert(ctx context.Context, h *Held) (bool, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	if err := h.lock(ctx); err != nil {
+		return false, err
+	}
+	defer h.unlock()
 	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
 		Tenant: h.Tenant, Handle: h.Handle, State: h.State.encode(), ExpireTime: s.expiry(), ExpectedRevision: h.revision,
 	})
@@ -211,8 +225,10 @@ func (s *Sessions) write(ctx context.Context, h *Held, st State, chunks *memoryv
 // than limit bytes together (0: no cap), so what a session keeps in the
 // store is bounded whatever its sandbox sends.
 func (s *Sessions) Commit(ctx context.Context, h *Held, manifest json.RawMessage, chunks map[string][]byte, seq uint64, limit int64) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	if err := h.lock(ctx); err != nil {
+		return err
+	}
+	defer h.unlock()
 	keep := chunkIDs(manifest)
 	named := make(map[string][]byte, len(chunks))
 	for id, c := range chunks {
@@ -289,8 +305,10 @@ func (s *Sessions) putChunks(ctx context.Context, h *Held, chunks map[string][]b
 // NotDurable records why the session's state could not be checkpointed;
 // the last checkpoint (if any) stays.
 func (s *Sessions) NotDurable(ctx context.Context, h *Held, why string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	if err := h.lock(ctx); err != nil {
+		return err
+	}
+	defer h.unlock()
 	st := h.State
 	st.NotDurable = why
 	return s.write(ctx, h, st, nil)
@@ -299,8 +317,10 @@ func (s *Sessions) NotDurable(ctx context.Context, h *Held, why string) error {
 // Release gives the session up (its sandbox is stopping, for the reason
 // why): any replica may take it at once.
 func (s *Sessions) Release(ctx context.Context, h *Held, why string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	if err := h.lock(ctx); err != nil {
+		return err
+	}
+	defer h.unlock()
 	st := h.State
 	st.Owner, st.Stopped = "", why
 	return s.write(ctx, h, st, nil)

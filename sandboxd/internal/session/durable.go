@@ -355,8 +355,12 @@ func (m *Manager) current(s *Session) bool {
 // forget drops s from the manager, if it is still the session of its ID.
 func (m *Manager) forget(s *Session) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.sessions[s.id] == s {
 		delete(m.sessions, s.id)
 	}
+	m.mu.Unlock()
+	// Calls held by a fence go on, and take the session from the store.
+	s.mu.Lock()
+	s.releaseHoldLocked()
+	s.mu.Unlock()
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,39 +34,31 @@ import (
 // dropped, as every session was before pausing existed: its next call
 // takes it from the store again.
 //
-// Pausing and settling run on the fence worker, one at a time and never
-// on the heartbeat's goroutine, whose next heartbeat must not wait for
-// a container runtime.
+// Pausing runs on a goroutine of each fence, settling on the fence
+// worker, and neither on the heartbeat's goroutine, whose next heartbeat
+// must not wait for a container runtime; a session's hold and its release
+// take turns (Session.holdMu), and a release checks that no fence came
+// since its settling began (Manager.fenceGen).
 
 // ErrPaused means that the session is held by a fence: nothing of it is
 // lost, and retrying later may succeed, here or on another replica.
 var ErrPaused = errors.New("session paused")
 
-// fenceWorker runs what the heartbeats ask for: a fence pauses every
-// session; after a heartbeat taken by the store, the paused sessions are
-// settled.
+// fenceWorker settles the held sessions after a heartbeat the store took.
 type fenceWorker struct {
-	pending atomic.Bool // a fence is to be done
-	wake    chan struct{}
+	wake chan struct{}
 }
 
-// fenced is the replica's onFenced: it hands the fence to the worker.
-func (m *Manager) fenced() {
-	m.fence.pending.Store(true)
-	m.wakeFenceWorker()
-}
+// fenced is the replica's onFenced: every recorded session is held.
+func (m *Manager) fenced() { go m.pauseAll() }
 
 // renewed is the replica's onRenewed, after each heartbeat the store took.
 func (m *Manager) renewed() {
 	if m.isFenced() {
-		m.wakeFenceWorker()
-	}
-}
-
-func (m *Manager) wakeFenceWorker() {
-	select {
-	case m.fence.wake <- struct{}{}:
-	default:
+		select {
+		case m.fence.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -75,7 +68,7 @@ func (m *Manager) isFenced() bool {
 	return m.fencing
 }
 
-// runFenceWorker pauses and settles until ctx ends.
+// runFenceWorker settles held sessions until ctx ends.
 func (m *Manager) runFenceWorker(ctx context.Context) {
 	defer m.loops.Done()
 	for {
@@ -83,9 +76,6 @@ func (m *Manager) runFenceWorker(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-m.fence.wake:
-		}
-		if m.fence.pending.Swap(false) {
-			m.pauseAll()
 		}
 		if m.isFenced() && !m.cfg.Durable.Replica.Fenced() {
 			m.settleAll(ctx)
@@ -98,50 +88,44 @@ func (m *Manager) runFenceWorker(ctx context.Context) {
 func (m *Manager) pauseAll() {
 	m.mu.Lock()
 	m.fencing = true
+	m.fenceGen++
 	all := m.sessionsLocked()
 	m.mu.Unlock()
 	var wg sync.WaitGroup
-	paused := atomic.Int32{}
 	for _, s := range all {
 		if s.heldRecord() == nil {
 			continue
 		}
 		wg.Go(func() {
-			ok, err := s.hold()
-			switch {
-			case err != nil:
+			if err := s.hold(); err != nil {
 				s.logger().Warn("could not pause the session's sandbox; stopping it", logkeys.Error, err)
 				m.forget(s)
 				s.destroy()
-			case ok:
-				paused.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	m.logger.Error("the session store has not taken this replica's heartbeat for too long: its sessions are held, their sandboxes paused, until it does or another replica takes them over",
-		"paused", paused.Load())
 }
 
 // settleAll settles every held session; one the store could not answer
 // for stays held until the next heartbeat.
 func (m *Manager) settleAll(ctx context.Context) {
 	m.mu.Lock()
+	gen := m.fenceGen
 	all := m.sessionsLocked()
 	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	var (
-		wg   sync.WaitGroup
-		left atomic.Int32
-		done atomic.Int32
+		wg         sync.WaitGroup
+		left, done atomic.Int32
 	)
 	for _, s := range all {
 		if !s.isHeld() {
 			continue
 		}
 		wg.Go(func() {
-			if m.settle(ctx, s) {
+			if m.settle(ctx, s, gen) {
 				done.Add(1)
 			} else {
 				left.Add(1)
@@ -149,10 +133,13 @@ func (m *Manager) settleAll(ctx context.Context) {
 		})
 	}
 	wg.Wait()
-	if left.Load() == 0 {
-		m.mu.Lock()
+	m.mu.Lock()
+	finished := left.Load() == 0 && m.fenceGen == gen
+	if finished {
 		m.fencing = false
-		m.mu.Unlock()
+	}
+	m.mu.Unlock()
+	if finished {
 		m.logger.Info("the session store takes this replica's heartbeats again: its held sessions are settled", "settled", done.Load())
 	}
 }
@@ -163,7 +150,7 @@ const settleTimeout = 2 * time.Second
 
 // settle resumes s if this replica still holds it, or drops it; false
 // leaves it held, to try again.
-func (m *Manager) settle(ctx context.Context, s *Session) bool {
+func (m *Manager) settle(ctx context.Context, s *Session, gen uint64) bool {
 	still, err := m.cfg.Durable.Sessions.Reassert(ctx, s.heldRecord())
 	switch {
 	case err != nil:
@@ -175,71 +162,86 @@ func (m *Manager) settle(ctx context.Context, s *Session) bool {
 		m.forget(s)
 		s.destroy()
 		return true
-	case m.cfg.Durable.Replica.Fenced():
-		// The lease went stale again meanwhile: running now could
-		// overlap another replica's takeover. The next fence holds it.
-		return false
 	}
-	if err := s.unhold(); err != nil {
-		s.logger().Warn("could not resume the session's sandbox; stopping it", logkeys.Error, err)
-		s.lost("its sandbox could not be resumed after the session store came back", true)
-		s.stopSandbox()
-	}
-	return true
+	return s.unhold(gen)
 }
 
-// hold marks s held and pauses its live sandbox; ok reports a sandbox
-// paused. The engine's pause runs outside s.mu: a container runtime takes
-// a while.
-func (s *Session) hold() (ok bool, err error) {
+// hold marks s held and pauses its sandbox, live or starting. The engine's
+// pause runs outside s.mu (a container runtime takes a while), and a
+// sandbox that died meanwhile needs none.
+func (s *Session) hold() error {
+	s.holdMu.Lock()
+	defer s.holdMu.Unlock()
 	s.mu.Lock()
 	if s.heldCh == nil {
 		s.heldCh = make(chan struct{})
 	}
-	sb := s.sb
-	if s.pausedSB != nil || sb == nil || !sb.alive() {
-		s.mu.Unlock()
-		return false, nil
-	}
+	sb := cmp.Or(s.sb, s.starting)
 	s.mu.Unlock()
+	return s.pauseLocked(sb)
+}
+
+// pauseIfHeld pauses sb, the session's sandbox just started, when a fence
+// holds the session (it may have come while the sandbox started).
+func (s *Session) pauseIfHeld(sb *sandbox) error {
+	s.holdMu.Lock()
+	defer s.holdMu.Unlock()
+	s.mu.Lock()
+	held := s.heldCh != nil
+	s.mu.Unlock()
+	if !held {
+		return nil
+	}
+	return s.pauseLocked(sb)
+}
+
+// pauseLocked pauses sb unless it is paused already or gone. On holdMu.
+func (s *Session) pauseLocked(sb *sandbox) error {
+	s.mu.Lock()
+	done := sb == nil || !sb.alive() || s.pausedSB == sb
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
 	if err := sb.proc.Pause(); err != nil {
-		return false, err
+		if !sb.alive() {
+			return nil
+		}
+		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.pausedSB = sb
-	return true, nil
+	s.mu.Unlock()
+	return nil
 }
 
-// unhold resumes the paused sandbox and lets the waiting calls go on.
-func (s *Session) unhold() error {
+// unhold, unless a fence came since gen or the lease is stale again,
+// resumes the paused sandbox and lets the waiting calls go on.
+func (s *Session) unhold(gen uint64) bool {
+	s.holdMu.Lock()
+	defer s.holdMu.Unlock()
+	s.m.mu.Lock()
+	fencedSince := s.m.fenceGen != gen
+	s.m.mu.Unlock()
+	if fencedSince || s.m.cfg.Durable.Replica.Fenced() {
+		// Running now could overlap another replica's takeover; the
+		// next heartbeat the store takes settles it again.
+		return false
+	}
 	s.mu.Lock()
-	sb, ch := s.pausedSB, s.heldCh
+	sb := s.pausedSB
 	s.mu.Unlock()
-	var err error
 	if sb != nil && sb.alive() {
-		err = sb.proc.Resume()
+		if err := sb.proc.Resume(); err != nil {
+			s.logger().Warn("could not resume the session's sandbox; stopping it", logkeys.Error, err)
+			s.lost("its sandbox could not be resumed after the session store came back", true)
+			s.stopSandbox()
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pausedSB == sb {
-		s.pausedSB = nil
-	}
-	if s.heldCh == ch && ch != nil {
-		close(ch)
-		s.heldCh = nil
-	}
-	return err
-}
-
-// releaseHoldLocked ends the hold of a session that is being destroyed:
-// the waiting calls go on, and find it gone. On s.mu.
-func (s *Session) releaseHoldLocked() {
-	s.pausedSB = nil
-	if s.heldCh != nil {
-		close(s.heldCh)
-		s.heldCh = nil
-	}
+	s.releaseHoldLocked()
+	return true
 }
 
 // pausedNow reports whether sb is the session's sandbox that a fence
@@ -248,6 +250,16 @@ func (s *Session) pausedNow(sb *sandbox) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pausedSB == sb
+}
+
+// releaseHoldLocked ends the hold of s: the waiting calls go on (and
+// find it settled, or gone). On s.mu.
+func (s *Session) releaseHoldLocked() {
+	s.pausedSB = nil
+	if s.heldCh != nil {
+		close(s.heldCh)
+		s.heldCh = nil
+	}
 }
 
 func (s *Session) isHeld() bool {

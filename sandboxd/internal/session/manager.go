@@ -71,9 +71,10 @@ type Manager struct {
 	room room
 
 	// fencing is set (on mu) from a fence until every held session is
-	// settled; fence is the worker that does both (fence.go).
-	fencing bool
-	fence   fenceWorker
+	// settled; fenceGen counts the fences; fence settles (fence.go).
+	fencing  bool
+	fenceGen uint64
+	fence    fenceWorker
 
 	pool     chan *sandbox
 	poolWake chan struct{}

@@ -53,6 +53,10 @@ func (m *Manager) reapIdle(ctx context.Context) {
 		if m.cfg.Durable != nil {
 			// The session stays, as a record: only its sandbox goes.
 			if s.tryAcquire() {
+				if s.isHeld() { // a fence came meanwhile
+					s.release()
+					continue
+				}
 				m.logger.Info("stopping an idle session's sandbox; its checkpoint is kept", logkeys.SessionID, s.id, "idle_for", idleFor)
 				m.release(ctx, s, fmt.Sprintf("the sandbox was stopped after being idle for %s", idleFor))
 				s.release()

@@ -115,6 +115,11 @@ func (m *Manager) makeRoom(ctx context.Context, asker *Session) (place func(sb *
 			skip[victim] = true // a call is about to run on it
 			continue
 		}
+		if victim.isHeld() { // a fence came meanwhile: it waits for the store
+			victim.release()
+			skip[victim] = true
+			continue
+		}
 		m.logger.InfoContext(ctx, "stopping the sandbox idle longest to make room; its checkpoint is kept", logkeys.SessionID, victim.id)
 		// This returns once the sandbox is reaped: its place is free.
 		m.release(ctx, victim, "its sandbox was stopped to make room for other sessions")

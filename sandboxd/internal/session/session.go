@@ -54,9 +54,13 @@ type Session struct {
 	execCount  uint64
 	generation uint64
 	// heldCh is open while a fence holds the session (fence.go);
-	// pausedSB is its sandbox that the fence paused.
+	// pausedSB is its sandbox that the fence paused; starting is the
+	// sandbox being started (restored) for it, not yet sb. holdMu orders
+	// a hold's pause and its release's resume.
 	heldCh   chan struct{}
 	pausedSB *sandbox
+	starting *sandbox
+	holdMu   sync.Mutex
 
 	// dmu guards d, the session's durable part (see durable.go).
 	dmu sync.Mutex
@@ -175,12 +179,20 @@ func (s *Session) ensureSandbox(ctx context.Context, env *ExecEnv, saved *savedT
 		return nil, nil, err
 	}
 	place(sb)
+	// A fence that comes during the restore pauses this sandbox too.
+	s.setStarting(sb)
+	defer s.setStarting(nil)
 	var report *RestoreReport
 	if s.isDurable() {
 		go s.m.commitLoop(s, sb)
 		if report, err = s.m.restore(ctx, s, sb, env, saved, deadline); errors.Is(err, errRestoreLater) {
 			sb.kill()
 			return nil, nil, fmt.Errorf("%w; its checkpoint is kept: retry the call", err)
+		} else if err != nil && s.isHeld() {
+			// A fence paused the restore: starting fresh would overwrite
+			// the checkpoint with nothing.
+			sb.kill()
+			return nil, nil, fmt.Errorf("%w: this sandbox replica lost the session store while it restored the session (%w); its checkpoint is kept: retry the call", ErrPaused, err)
 		} else if err != nil {
 			// A namespace half restored would mislead: start clean, and
 			// say what happened.
@@ -195,6 +207,7 @@ func (s *Session) ensureSandbox(ctx context.Context, env *ExecEnv, saved *savedT
 				return nil, nil, err
 			}
 			place(sb)
+			s.setStarting(sb)
 			go s.m.commitLoop(s, sb)
 		}
 	}
@@ -206,17 +219,22 @@ func (s *Session) ensureSandbox(ctx context.Context, env *ExecEnv, saved *savedT
 	}
 	s.sb = sb
 	s.generation++
-	held := s.heldCh != nil
 	s.mu.Unlock()
-	if held {
-		// A fence came while the sandbox started: it is paused as the
-		// others are, and the call waits in it for the store.
-		if _, err := s.hold(); err != nil {
-			s.stopSandbox()
-			return nil, nil, fmt.Errorf("%w: the session's sandbox started as this replica lost the session store, and it could not be paused (%w); retry the call", ErrPaused, err)
-		}
+	// A fence that came while the sandbox started holds it as the others:
+	// the call waits in it for the store.
+	if err := s.pauseIfHeld(sb); err != nil {
+		s.stopSandbox()
+		return nil, nil, fmt.Errorf("%w: the session's sandbox started as this replica lost the session store, and it could not be paused (%w); retry the call", ErrPaused, err)
 	}
 	return sb, report, nil
+}
+
+// setStarting records sb as the sandbox being started for s (nil when
+// done), for a fence to pause.
+func (s *Session) setStarting(sb *sandbox) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.starting = sb
 }
 
 // stopSandbox kills the current sandbox, losing the interpreter state, and

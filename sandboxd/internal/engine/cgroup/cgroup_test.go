@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -360,5 +361,33 @@ func TestStaleFrozenSandboxIsThawed(t *testing.T) {
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("the stale parent is still there: %v", err)
+	}
+}
+
+// Freeze after Kill fails, and leaves the group thawed: frozen, the killed
+// processes would never act on their SIGKILL (v1). Kill thaws a frozen
+// group. On files standing in for the v1 freezer.
+func TestFreezeAfterKillFails(t *testing.T) {
+	t.Parallel()
+	g := fakeCgroup(t, false, map[string]map[string]string{"freezer": {"freezer.state": "THAWED\n"}, "pids": {"cgroup.procs": ""}})
+	state := func() string {
+		b, err := os.ReadFile(filepath.Join(g.dirs["freezer"], "freezer.state"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if err := g.Freeze(); err != nil || state() != "FROZEN" {
+		t.Fatalf("Freeze: %v, state %q", err, state())
+	}
+	g.Kill()
+	if state() != "THAWED" {
+		t.Errorf("after Kill of a frozen group: %q, want THAWED", state())
+	}
+	if err := g.Freeze(); err == nil || state() != "THAWED" {
+		t.Errorf("Freeze after Kill: %v, state %q; want an error and the group left thawed", err, state())
+	}
+	if err := (&Group{dirs: map[string]string{}}).Freeze(); !errors.Is(err, ErrNoFreezer) {
+		t.Errorf("Freeze without a freezer: %v, want ErrNoFreezer", err)
 	}
 }
