@@ -186,21 +186,17 @@ func (p *process) killCLI() error {
 // Pause implements engine.Process: `docker pause` (or podman's), the
 // runtime's cgroup freezer. Kill's `rm -f` ends a paused container as it
 // is (docker 20.10 and podman 4.3 both), so it runs no code on the way.
-func (p *process) Pause() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := p.eng.cli(ctx, "pause", p.name); err != nil {
-		return fmt.Errorf("pause sandbox container %s: %w", p.name, err)
-	}
-	return nil
-}
+func (p *process) Pause() error { return p.onContainer("pause") }
 
 // Resume implements engine.Process.
-func (p *process) Resume() error {
+func (p *process) Resume() error { return p.onContainer("unpause") }
+
+// onContainer runs the runtime's command verb on the sandbox's container.
+func (p *process) onContainer(verb string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := p.eng.cli(ctx, "unpause", p.name); err != nil {
-		return fmt.Errorf("unpause sandbox container %s: %w", p.name, err)
+	if _, err := p.eng.cli(ctx, verb, p.name); err != nil {
+		return fmt.Errorf("%s sandbox container %s: %w", verb, p.name, err)
 	}
 	return nil
 }
