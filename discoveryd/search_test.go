@@ -19,7 +19,11 @@ func TestSearchAndDocs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "x.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := start(t, realServers(t, dir), nil)
+	// The wait for the servers' first listing is the default's 5 s in
+	// production; three Node servers starting beside the whole suite under
+	// the race detector took longer than that in CI. What is checked here
+	// is that the first search waits for them, not for how long.
+	e := start(t, realServers(t, dir), func(c *discoveryd.Config) { c.SearchIndexWait = time.Minute })
 	ctx := t.Context()
 
 	// Nothing is listed yet: an unfiltered search starts and indexes every
@@ -29,7 +33,7 @@ func TestSearchAndDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(resp.GetUnindexedServers()) != 0 || len(resp.GetDocs()) == 0 || resp.GetDocs()[0].GetServer()+"/"+resp.GetDocs()[0].GetTool() != "everything/echo" {
-		t.Errorf("first search: docs %v, unindexed %v; want everything/echo first and nothing unindexed", resp.GetDocs(), resp.GetUnindexedServers())
+		t.Fatalf("first search: docs %v, unindexed %v; want everything/echo first and nothing unindexed", resp.GetDocs(), resp.GetUnindexedServers())
 	}
 	if got := resp.GetDocs()[0].GetMatchReason(); got != "exact name" {
 		t.Errorf("match reason of everything/echo for \"echo\" = %q, want \"exact name\"", got)
