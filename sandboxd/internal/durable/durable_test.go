@@ -84,10 +84,22 @@ func TestOneLiveHolderAtATime(t *testing.T) {
 	if taken.State.Epoch != 2 || taken.State.Seq != 1 || taken.State.Labels["k"] != "v" {
 		t.Errorf("taken state: %+v", taken.State)
 	}
-	chunks, err := b.Chunks(ctx, taken)
-	if err != nil || string(chunks["c1"]) != "one" || string(chunks["c2"]) != "two" {
-		t.Errorf("chunks after the takeover: %v, %v", chunks, err)
+	st, chunks, err := b.Checkpoint(ctx, taken)
+	if err != nil || st.Seq != 1 || string(chunks["c1"]) != "one" || string(chunks["c2"]) != "two" {
+		t.Errorf("checkpoint after the takeover: seq %d, chunks %v, %v", st.Seq, chunks, err)
 	}
+	// The checkpoint is read in the session's turn: while a write of
+	// this replica's holds it, the read waits (here until its context
+	// ends) rather than read a state the write is replacing.
+	if err := taken.lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiting, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := b.Checkpoint(waiting, taken); !errors.Is(err, context.Canceled) {
+		t.Errorf("checkpoint read during a write: %v, want it to wait for the write's turn", err)
+	}
+	taken.unlock()
 	if err := a.Commit(ctx, held, manifest("c9"), map[string][]byte{"c9": []byte("late")}, 2, 0); !errors.Is(err, ErrLost) {
 		t.Errorf("a commit by the replica that lost the session: %v, want ErrLost", err)
 	}

@@ -332,24 +332,33 @@ func (s *Sessions) Delete(ctx context.Context, tenant, handle string) (bool, err
 	return resp.GetDeleted(), err
 }
 
-// Chunks fetches the chunks of the held session's checkpoint.
-func (s *Sessions) Chunks(ctx context.Context, h *Held) (map[string][]byte, error) {
-	ids := ChunkIDs(h.State.Manifest)
+// Checkpoint returns the held session's last stored checkpoint: the state
+// that names it and its chunks. It reads them in h's turn, so that a
+// commit still on its way (one an exec's wait gave up on) can neither
+// change the state between the two reads nor drop the chunks the state
+// names before they are read.
+func (s *Sessions) Checkpoint(ctx context.Context, h *Held) (State, map[string][]byte, error) {
+	if err := h.lock(ctx); err != nil {
+		return State{}, nil, err
+	}
+	defer h.unlock()
+	st := h.State
+	ids := ChunkIDs(st.Manifest)
 	out := make(map[string][]byte, len(ids))
 	if len(ids) == 0 {
-		return out, nil
+		return st, out, nil
 	}
 	stream, err := s.client.GetChunks(ctx, &memoryv1.GetChunksRequest{Tenant: h.Tenant, Handle: h.Handle, Ids: ids})
 	if err != nil {
-		return nil, err
+		return State{}, nil, err
 	}
 	for {
 		m, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return st, out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read checkpoint chunks: %w", err)
+			return State{}, nil, fmt.Errorf("read checkpoint chunks: %w", err)
 		}
 		out[m.GetChunk().GetId()] = m.GetChunk().GetData()
 	}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -52,20 +53,20 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *Exe
 	if held == nil {
 		return nil, nil
 	}
-	missed := missedCalls(s.Info().ExecCount, held.State.Seq, interrupted)
-	if len(held.State.Manifest) == 0 {
+	st, chunks, err := m.cfg.Durable.Sessions.Checkpoint(ctx, held)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read the session's checkpoint: %w", errRestoreLater, err)
+	}
+	missed := missedCalls(s.Info().ExecCount, st.Seq, interrupted)
+	if len(st.Manifest) == 0 {
 		if reason == "" || missed == 0 {
 			return nil, nil // nothing was lost, so there is nothing to say
 		}
 		// No checkpoint to restore, though calls ran: their effects are
 		// gone, and the session must not look as if it went on.
-		return &RestoreReport{Reason: reason, RolledBack: interrupted, Calls: held.State.Seq, Missed: missed, MissedWhy: why}, nil
+		return &RestoreReport{Reason: reason, RolledBack: interrupted, Calls: st.Seq, Missed: missed, MissedWhy: why}, nil
 	}
-	chunks, err := m.cfg.Durable.Sessions.Chunks(ctx, held)
-	if err != nil {
-		return nil, fmt.Errorf("%w: read the session's checkpoint: %w", errRestoreLater, err)
-	}
-	if err := sendRestore(sb, held, chunks, saved.wait(ctx, s)); err != nil {
+	if err := sendRestore(sb, st.Manifest, chunks, saved.wait(ctx, s)); err != nil {
 		return nil, fmt.Errorf("send the checkpoint to the sandbox: %w", err)
 	}
 	got, took, err := m.awaitRestored(ctx, s, sb, env, deadline)
@@ -80,7 +81,7 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *Exe
 	for i := range lost[len(r.Unsaved):] {
 		lost[len(r.Unsaved)+i].Type = "not restored"
 	}
-	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: held.State.Seq, Missed: missed, MissedWhy: why, callsTook: took}, nil
+	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: st.Seq, Missed: missed, MissedWhy: why, callsTook: took}, nil
 }
 
 // missedCalls counts the calls a checkpoint reflecting seq of the
@@ -190,9 +191,9 @@ var errRestoreLater = errors.New("the session could not be restored now")
 // under the channel's 64 MiB frame limit.
 const restoreFrameBytes = 24 << 20
 
-func sendRestore(sb *sandbox, held *durable.Held, chunks map[string][]byte, tools []channel.SavedTool) error {
+func sendRestore(sb *sandbox, manifest json.RawMessage, chunks map[string][]byte, tools []channel.SavedTool) error {
 	batch, size := map[string][]byte{}, 0
-	for _, id := range durable.ChunkIDs(held.State.Manifest) {
+	for _, id := range durable.ChunkIDs(manifest) {
 		c := chunks[id]
 		if len(batch) > 0 && size+len(c) > restoreFrameBytes {
 			if err := sb.conn.Write(&channel.Restore{Chunks: batch}); err != nil {
@@ -202,7 +203,7 @@ func sendRestore(sb *sandbox, held *durable.Held, chunks map[string][]byte, tool
 		}
 		batch[id], size = c, size+len(c)
 	}
-	msg := &channel.Restore{Chunks: batch, Last: true, Manifest: held.State.Manifest, SavedTools: tools}
+	msg := &channel.Restore{Chunks: batch, Last: true, Manifest: manifest, SavedTools: tools}
 	err := sb.conn.Write(msg)
 	if errors.Is(err, channel.ErrFrameTooLarge) && msg.SavedTools != nil {
 		// As sendExec: the agent asks for the tools if it needs them.
