@@ -291,3 +291,57 @@ func TestCommitKeepsWhatEachStoreNeeds(t *testing.T) {
 			has(c, held.Handle, "k1"), has(c, held.Handle, "big"))
 	}
 }
+
+// A session destroyed and created again under the same handle while its
+// old holder could not reach the store can reach the revision the old
+// holder last wrote. Reassert must tell it from the old holder's own
+// session, and leave it alone, though a compare-and-swap on the revision
+// alone would succeed.
+func TestReassertLeavesASessionMadeAgainAlone(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := store(t)
+	_, a := replica(t, c, "unix:/a.sock")
+	_, b := replica(t, c, "unix:/b.sock")
+	const handle = "0123456789abcdef0123456789abcdef"
+	old, err := a.CreateAs(ctx, "t", handle, map[string]string{"who": "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.Reassert(ctx, old); !ok || err != nil {
+		t.Fatalf("Reassert of the holder's own session: %v, %v; want true", ok, err)
+	}
+	// Revision 2 now. The session is destroyed, and made again on b,
+	// which writes it once: revision 2 again.
+	if deleted, err := a.Delete(ctx, "t", handle); !deleted || err != nil {
+		t.Fatalf("Delete: %v, %v", deleted, err)
+	}
+	again, err := b.CreateAs(ctx, "t", handle, map[string]string{"who": "new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(ctx, again, manifest("c1"), map[string][]byte{"c1": []byte("new")}, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if again.revision != old.revision {
+		t.Fatalf("the new session is at revision %d, the old holder wrote %d: the case is not set up", again.revision, old.revision)
+	}
+	if ok, err := a.Reassert(ctx, old); ok || err != nil {
+		t.Fatalf("Reassert of a session made again: %v, %v; want false", ok, err)
+	}
+	// The new session is b's still, with its own state.
+	st, chunks, err := b.Checkpoint(ctx, again)
+	if err != nil || st.Labels["who"] != "new" || string(chunks["c1"]) != "new" {
+		t.Fatalf("the new session after the old holder's Reassert: %+v, %v, %v", st, chunks, err)
+	}
+	if err := b.Commit(ctx, again, manifest("c2"), map[string][]byte{"c2": []byte("next")}, 2, 0); err != nil {
+		t.Errorf("b's next commit: %v, want it to hold the session still", err)
+	}
+	// Once the record is gone, the old holder's Reassert says so too.
+	if _, err := b.Delete(ctx, "t", handle); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.Reassert(ctx, old); ok || err != nil {
+		t.Fatalf("Reassert of a deleted session: %v, %v; want false", ok, err)
+	}
+}

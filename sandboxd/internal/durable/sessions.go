@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,11 +150,28 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 // or that it ended; so does a write of this replica's own whose answer was
 // lost, which only costs the live sandbox: the session comes back from
 // its checkpoint.
+//
+// The record is read first: a revision counts the writes of one record,
+// from 1 again when a record is deleted and made anew, so a session
+// destroyed and created again under the same ID (a chosen one) while this
+// replica could not reach the store may have come to the revision this
+// replica last wrote. The compare-and-swap alone would take it for this
+// one and overwrite it; its contents differ from what this replica wrote.
 func (s *Sessions) Reassert(ctx context.Context, h *Held) (bool, error) {
 	if err := h.lock(ctx); err != nil {
 		return false, err
 	}
 	defer h.unlock()
+	cur, err := s.client.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: h.Tenant, Handle: h.Handle})
+	if status.Code(err) == codes.NotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the session record: %w", err)
+	}
+	if rec := cur.GetSession(); rec.GetRevision() != h.revision || !bytes.Equal(rec.GetState(), h.State.encode()) {
+		return false, nil
+	}
 	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
 		Tenant: h.Tenant, Handle: h.Handle, State: h.State.encode(), ExpireTime: s.expiry(), ExpectedRevision: h.revision,
 	})
