@@ -31,8 +31,8 @@ import (
 //     seccomp option of their own.
 func (c *Engine) runArgs(spec engine.Spec) []string {
 	lim := spec.Limits
-	a := []string{"run", "-i", "--pull", "never", "--name", containerName(spec.ID),
-		"--label", LabelOwner + "=" + c.owner, "--label", LabelSession + "=" + spec.ID}
+	a := []string{"run", "-i", "--pull", "never", "--name", containerName(spec.ID), "--label", LabelSession + "=" + spec.ID}
+	a = append(a, c.ownerLabels()...)
 	for _, k := range slices.Sorted(maps.Keys(spec.Labels)) {
 		a = append(a, "--label", k+"="+spec.Labels[k])
 	}

@@ -30,6 +30,12 @@ const (
 	LabelOwner = "codeexec.owner"
 	// LabelSession is the sandbox ID (engine.Spec.ID).
 	LabelSession = "codeexec.session"
+	// LabelPIDSpace names the PID namespace of the sandboxd that started
+	// a container, as "<boot id>/<namespace inode>": a sandboxd in the
+	// same one can tell whether the owner's PID is still that owner's,
+	// whatever its host name (compose's replicas share the host's PIDs,
+	// each under a host name of its own).
+	LabelPIDSpace = "codeexec.pidspace"
 )
 
 // Config configures the podman and docker engines. cmd/ fills it;
@@ -87,6 +93,9 @@ type Engine struct {
 	lookErr error
 	owner   string
 	host    string
+	// pidSpace is LabelPIDSpace's value for this process, "" when it
+	// cannot be read (no label is set then).
+	pidSpace string
 	// workDir is the CLI's working directory: conmon (podman) drops files
 	// such as "oom" into it, which must not land in sandboxd's own.
 	workDir string
@@ -137,8 +146,9 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	host, _ := os.Hostname()
 	c := &Engine{
 		cfg: cfg, logger: logger.With("runtime", cfg.Runtime),
-		host:  host,
-		owner: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomid.Hex(4)),
+		host:     host,
+		owner:    fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomid.Hex(4)),
+		pidSpace: thisPIDSpace(),
 	}
 	// One fixed directory for every engine: a sandboxd that is killed
 	// leaves nothing behind.
@@ -175,6 +185,15 @@ func (c *Engine) Name() string { return c.cfg.Runtime }
 
 // Owner is the value of LabelOwner on this engine's containers.
 func (c *Engine) Owner() string { return c.owner }
+
+// ownerLabels are the labels naming this engine on a container it starts.
+func (c *Engine) ownerLabels() []string {
+	a := []string{"--label", LabelOwner + "=" + c.owner}
+	if c.pidSpace != "" {
+		a = append(a, "--label", LabelPIDSpace+"="+c.pidSpace)
+	}
+	return a
+}
 
 // cli runs the CLI with args and returns its stdout; a failure carries the
 // trimmed stderr.
@@ -292,8 +311,9 @@ func (c *Engine) Prepare(ctx context.Context, agentDir, python string) error {
 	defer cancel()
 	args := []string{"run", "--rm", "--pull", "never", "--network", "none", "--read-only",
 		"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "0:0", "--log-driver", "none",
-		"--label", LabelOwner + "=" + c.owner, "--name", containerName("compile-" + randomid.Hex(4)),
+		"--name", containerName("compile-" + randomid.Hex(4)),
 		"--mount", "type=bind,src=" + agentDir + ",dst=" + engine.AgentMount}
+	args = append(args, c.ownerLabels()...)
 	args = append(args, c.ulimits(engine.Limits{})...)
 	args = append(args, c.cfg.ExtraArgs...)
 	args = append(args, c.cfg.Image, python)

@@ -18,12 +18,16 @@ const staleAfter = time.Minute
 // reapOrphans removes containers labelled as codeexec's that nobody will
 // clean up:
 //   - at Close (all), every container this engine owns;
-//   - containers of an earlier sandboxd on this host: same hostname, other
-//     instance, and a PID that is gone, is now this process's own (PID 1
-//     in a container restarted under the same hostname), or is another
-//     process's, one started after the container was made (the PID was
-//     reused: a busy host wraps round its 32,768 PIDs in minutes), unless
-//     that owner is another engine still open in this process;
+//   - containers of an earlier sandboxd on this host: same hostname or
+//     same PID namespace (LabelPIDSpace: compose's replicas share the
+//     host's PIDs under host names of their own), other instance, and a
+//     PID that is gone, is now this process's own (PID 1 in a container
+//     restarted under the same hostname), or is another process's, one
+//     started after the container was made (the PID was reused: a busy
+//     host wraps round its 32,768 PIDs in minutes), unless that owner is
+//     another engine still open in this process. Such a container may be
+//     paused (its owner was cut off from the session store, then died):
+//     nothing else would ever end it;
 //   - exited containers of any owner, finished more than staleAfter ago
 //     (a sandboxd elsewhere, e.g. a compose replica, that died).
 //
@@ -46,11 +50,14 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 	var doomed []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Split(line, "|")
-		if len(f) != 5 {
+		if len(f) != 6 {
 			continue
 		}
 		name := strings.TrimPrefix(f[0], "/")
-		if c.orphan(f[1], f[2], f[3], f[4], all, time.Now()) {
+		// A label a container lacks prints as "" or, in some versions'
+		// templates, "<no value>".
+		space := strings.TrimPrefix(f[2], "<no value>")
+		if c.orphan(listed{owner: f[1], pidSpace: space, state: f[3], finished: f[4], created: f[5]}, all, time.Now()) {
 			doomed = append(doomed, name)
 		}
 	}
@@ -71,7 +78,7 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 func (c *Engine) inspectExisting(ctx context.Context, ids []string) (string, error) {
 	for {
 		out, err := c.cli(ctx, append([]string{"inspect", "--format",
-			`{{.Name}}|{{index .Config.Labels "` + LabelOwner + `"}}|{{.State.Status}}|{{.State.FinishedAt}}|{{.Created}}`}, ids...)...)
+			`{{.Name}}|{{index .Config.Labels "` + LabelOwner + `"}}|{{index .Config.Labels "` + LabelPIDSpace + `"}}|{{.State.Status}}|{{.State.FinishedAt}}|{{.Created}}`}, ids...)...)
 		if err == nil || out != "" {
 			return out, nil
 		}
@@ -90,27 +97,54 @@ func (c *Engine) inspectExisting(ctx context.Context, ids []string) (string, err
 	}
 }
 
-// orphan decides for one container (see reapOrphans), made at created.
-func (c *Engine) orphan(owner, state, finished, created string, all bool, now time.Time) bool {
-	if owner == c.owner {
+// listed is what reapOrphans reads of one container: its labels
+// LabelOwner and LabelPIDSpace ("" when it has none), its state, when it
+// finished and when it was made, as the engine prints them.
+type listed struct {
+	owner, pidSpace, state, finished, created string
+}
+
+// orphan decides for one container (see reapOrphans).
+func (c *Engine) orphan(k listed, all bool, now time.Time) bool {
+	if k.owner == c.owner {
 		return all
 	}
-	if _, open := liveOwners.Load(owner); open {
+	if _, open := liveOwners.Load(k.owner); open {
 		return false // another engine of this process
 	}
-	host, rest, _ := strings.Cut(owner, "/")
+	host, rest, _ := strings.Cut(k.owner, "/")
 	pidStr, _, _ := strings.Cut(rest, "/")
-	if host == c.host {
+	if host == c.host || (k.pidSpace != "" && k.pidSpace == c.pidSpace) {
 		pid, err := strconv.Atoi(pidStr)
-		if err == nil && (pid == os.Getpid() || !ownerAlive(pid) || startedAfter(pid, created)) {
+		if err == nil && (pid == os.Getpid() || !ownerAlive(pid) || startedAfter(pid, k.created)) {
 			return true
 		}
 	}
-	if state == "exited" || state == "dead" {
-		t, err := parseEngineTime(finished)
+	if k.state == "exited" || k.state == "dead" {
+		t, err := parseEngineTime(k.finished)
 		return err == nil && now.Sub(t) > staleAfter
 	}
 	return false
+}
+
+// thisPIDSpace is LabelPIDSpace's value for this process: the kernel's
+// boot id and the inode of its PID namespace, which together name that
+// namespace on every host. "" when either cannot be read.
+func thisPIDSpace() string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	// ns reads "pid:[4026531836]".
+	inode := strings.TrimSuffix(strings.TrimPrefix(ns, "pid:["), "]")
+	if inode == ns || inode == "" {
+		return ""
+	}
+	return strings.TrimSpace(string(boot)) + "/" + inode
 }
 
 // parseEngineTime reads a time as docker (RFC 3339) or podman prints it.

@@ -281,11 +281,38 @@ func TestContainerReapsOrphans(t *testing.T) {
 				t.Fatalf("%s create: %v: %s", rt, err, out)
 			}
 			t.Cleanup(func() { _ = exec.Command(rt, "rm", "-f", name).Run() })
+			// A paused one, left by a sandboxd of another host name in
+			// this PID namespace (a compose replica, cut off from the
+			// session store and then gone), and a paused one whose owner
+			// is in another PID namespace, which must stay.
+			// They are started through an engine, for the runtime's global
+			// arguments and ulimits on this host.
+			space := thisPIDSpace()
+			paused := map[string]string{"codeexec-orphan-" + randomid.Hex(4): space, "codeexec-other-" + randomid.Hex(4): "another-boot/1"}
+			starter := newTestContainer(t, rt)
+			for pname, pspace := range paused {
+				args := append([]string{"run", "-d", "--network", "none", "--name", pname,
+					"--label", LabelOwner + "=replica-2/" + deadPID(t) + "/dead", "--label", LabelPIDSpace + "=" + pspace},
+					starter.ulimits(engine.Limits{})...)
+				if _, err := starter.cli(t.Context(), append(args, testImage(), enginetest.Python, "-c", "import time; time.sleep(300)")...); err != nil {
+					t.Fatalf("%s run: %v", rt, err)
+				}
+				t.Cleanup(func() { _ = exec.Command(rt, "rm", "-f", pname).Run() })
+				if _, err := starter.cli(t.Context(), "pause", pname); err != nil {
+					t.Fatalf("%s pause: %v", rt, err)
+				}
+			}
 			c := newTestContainer(t, rt)
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			if _, err := c.cli(ctx, "inspect", "--format", "{{.Id}}", name); err == nil {
 				t.Fatalf("Check did not remove the orphan %s", name)
+			}
+			for pname, pspace := range paused {
+				_, err := c.cli(ctx, "inspect", "--format", "{{.Id}}", pname)
+				if gone := err != nil; gone != (pspace == space) {
+					t.Errorf("paused container %s (PID space %q, this one %q): removed %v, want %v", pname, pspace, space, gone, pspace == space)
+				}
 			}
 		})
 	}
