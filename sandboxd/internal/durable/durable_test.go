@@ -100,6 +100,18 @@ func TestOneLiveHolderAtATime(t *testing.T) {
 		t.Errorf("checkpoint read during a write: %v, want it to wait for the write's turn", err)
 	}
 	taken.unlock()
+	// A free turn is taken even by a read whose context has ended, and a
+	// session with no checkpoint needs nothing from the store: it reads
+	// as empty rather than failing.
+	fresh, err := b.Create(ctx, "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 { // select would have picked the ended context half the time
+		if st, chunks, err := b.Checkpoint(waiting, fresh); err != nil || len(st.Manifest) != 0 || len(chunks) != 0 {
+			t.Fatalf("checkpoint of a session without one, with an ended context: %+v, %v, %v", st, chunks, err)
+		}
+	}
 	if err := a.Commit(ctx, held, manifest("c9"), map[string][]byte{"c9": []byte("late")}, 2, 0); !errors.Is(err, ErrLost) {
 		t.Errorf("a commit by the replica that lost the session: %v, want ErrLost", err)
 	}
