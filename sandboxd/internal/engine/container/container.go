@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,11 @@ const (
 	// whatever its host name (compose's replicas share the host's PIDs,
 	// each under a host name of its own).
 	LabelPIDSpace = "codeexec.pidspace"
+	// LabelOwnerStart is when the sandboxd that started a container
+	// started: /proc/PID/stat's starttime, clock ticks since boot. In the
+	// same PID namespace it tells the owner from a process that took its
+	// PID after it died, with no wall clock, which may be stepped.
+	LabelOwnerStart = "codeexec.owner-start"
 )
 
 // Config configures the podman and docker engines. cmd/ fills it;
@@ -93,9 +99,10 @@ type Engine struct {
 	lookErr error
 	owner   string
 	host    string
-	// pidSpace is LabelPIDSpace's value for this process, "" when it
-	// cannot be read (no label is set then).
-	pidSpace string
+	// pidSpace and ownerStart are LabelPIDSpace's and LabelOwnerStart's
+	// values for this process; neither label is set when either cannot
+	// be read.
+	pidSpace, ownerStart string
 	// workDir is the CLI's working directory: conmon (podman) drops files
 	// such as "oom" into it, which must not land in sandboxd's own.
 	workDir string
@@ -150,6 +157,11 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 		owner:    fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomid.Hex(4)),
 		pidSpace: thisPIDSpace(),
 	}
+	if ticks, ok := processStartTicks(os.Getpid()); ok && c.pidSpace != "" {
+		c.ownerStart = strconv.FormatInt(ticks, 10)
+	} else {
+		c.pidSpace = ""
+	}
 	// One fixed directory for every engine: a sandboxd that is killed
 	// leaves nothing behind.
 	c.workDir = filepath.Join(os.TempDir(), "codeexec-engine-cwd")
@@ -190,7 +202,7 @@ func (c *Engine) Owner() string { return c.owner }
 func (c *Engine) ownerLabels() []string {
 	a := []string{"--label", LabelOwner + "=" + c.owner}
 	if c.pidSpace != "" {
-		a = append(a, "--label", LabelPIDSpace+"="+c.pidSpace)
+		a = append(a, "--label", LabelPIDSpace+"="+c.pidSpace, "--label", LabelOwnerStart+"="+c.ownerStart)
 	}
 	return a
 }

@@ -133,33 +133,44 @@ func TestContainerOrphanRules(t *testing.T) {
 		t.Fatalf("this process's PID space is %q: cannot test the rules that use it", c.pidSpace)
 	}
 	parent := strconv.Itoa(os.Getppid())
+	ticks, ok := processStartTicks(os.Getppid())
+	if !ok {
+		t.Fatal("cannot read the start of this process's parent")
+	}
+	parentStart, otherStart := strconv.FormatInt(ticks, 10), strconv.FormatInt(ticks+1, 10)
 	cases := []struct {
-		name, owner, space, state, finished string
-		created                             string
-		all, want                           bool
+		name, owner, space, start, state, finished string
+		created                                    string
+		all, want                                  bool
 	}{
-		{"ours while running", c.Owner(), "", "running", "", "", false, false},
-		{"ours at Close", c.Owner(), "", "running", "", "", true, true},
-		{"earlier sandboxd on this host, gone", c.host + "/" + dead + "/abcd", "", "running", "", "", false, true},
-		{"another engine open in this process", sibling.Owner(), "", "running", "", "", false, false},
-		{"earlier incarnation with our PID (PID 1 in a restarted container)", c.host + "/" + strconv.Itoa(os.Getpid()) + "/abcd", "", "running", "", "", false, true},
-		{"another live sandboxd on this host", c.host + "/1/abcd", "", "running", "", "", false, os.Getpid() == 1},
-		{"another host, running", "elsewhere/1/abcd", "", "running", "", "", true, false},
-		{"another host, exited long ago", "elsewhere/1/abcd", "", "exited", old, "", false, true},
-		{"another host, exited just now", "elsewhere/1/abcd", "", "exited", recent, "", false, false},
-		{"podman time format", "elsewhere/1/abcd", "", "exited", now.Add(-2 * staleAfter).Format("2006-01-02 15:04:05.999999999 -0700 MST"), "", false, true},
-		{"a live process that took a gone owner's PID", reused, "", "exited", recent, hourAgo, false, true},
-		{"the same, podman's time format", reused, "", "running", "", now.Add(-time.Hour).Format("2006-01-02 15:04:05.999999999 -0700 MST"), false, true},
-		{"a live owner that made the container after it started", reused, "", "running", "", now.Add(time.Minute).UTC().Format(time.RFC3339Nano), false, false},
-		{"a live owner, the container's time unreadable", reused, "", "exited", recent, "soon", false, false},
-		{"another host name in this PID space, owner gone", elsewhere + dead + "/abcd", c.pidSpace, "running", "", "", false, true},
-		{"the same, paused (cut off from the store, then died)", elsewhere + dead + "/abcd", c.pidSpace, "paused", "", "", false, true},
-		{"another host name in this PID space, owner alive", elsewhere + parent + "/abcd", c.pidSpace, "paused", "", now.UTC().Format(time.RFC3339Nano), false, false},
-		{"another host name in another PID space, its PID gone here", elsewhere + dead + "/abcd", otherSpace, "paused", "", "", false, false},
-		{"another host name, no PID space label (an older sandboxd)", elsewhere + dead + "/abcd", "", "paused", "", "", false, false},
+		{"ours while running", c.Owner(), "", "", "running", "", "", false, false},
+		{"ours at Close", c.Owner(), "", "", "running", "", "", true, true},
+		{"earlier sandboxd on this host, gone", c.host + "/" + dead + "/abcd", "", "", "running", "", "", false, true},
+		{"another engine open in this process", sibling.Owner(), "", "", "running", "", "", false, false},
+		{"earlier incarnation with our PID (PID 1 in a restarted container)", c.host + "/" + strconv.Itoa(os.Getpid()) + "/abcd", "", "", "running", "", "", false, true},
+		{"another live sandboxd on this host", c.host + "/1/abcd", "", "", "running", "", "", false, os.Getpid() == 1},
+		{"another host, running", "elsewhere/1/abcd", "", "", "running", "", "", true, false},
+		{"another host, exited long ago", "elsewhere/1/abcd", "", "", "exited", old, "", false, true},
+		{"another host, exited just now", "elsewhere/1/abcd", "", "", "exited", recent, "", false, false},
+		{"podman time format", "elsewhere/1/abcd", "", "", "exited", now.Add(-2 * staleAfter).Format("2006-01-02 15:04:05.999999999 -0700 MST"), "", false, true},
+		{"a live process that took a gone owner's PID", reused, "", "", "exited", recent, hourAgo, false, true},
+		{"the same, podman's time format", reused, "", "", "running", "", now.Add(-time.Hour).Format("2006-01-02 15:04:05.999999999 -0700 MST"), false, true},
+		{"a live owner that made the container after it started", reused, "", "", "running", "", now.Add(time.Minute).UTC().Format(time.RFC3339Nano), false, false},
+		{"a live owner, the container's time unreadable", reused, "", "", "exited", recent, "soon", false, false},
+		{"another host name in this PID space, owner gone", elsewhere + dead + "/abcd", c.pidSpace, "1", "running", "", "", false, true},
+		{"the same, paused (cut off from the store, then died)", elsewhere + dead + "/abcd", c.pidSpace, "1", "paused", "", "", false, true},
+		// The owner's start in clock ticks decides, not the wall clock
+		// (which may have been stepped): made "an hour ago", before the
+		// owner's start as the wall clock now puts it, it is still the
+		// owner's.
+		{"another host name in this PID space, owner alive", elsewhere + parent + "/abcd", c.pidSpace, parentStart, "paused", "", hourAgo, false, false},
+		{"another host name in this PID space, its PID another process's", elsewhere + parent + "/abcd", c.pidSpace, otherStart, "running", "", now.UTC().Format(time.RFC3339Nano), false, true},
+		{"in this PID space without the start label, owner alive", elsewhere + parent + "/abcd", c.pidSpace, "", "running", "", now.UTC().Format(time.RFC3339Nano), false, false},
+		{"another host name in another PID space, its PID gone here", elsewhere + dead + "/abcd", otherSpace, "1", "paused", "", "", false, false},
+		{"another host name, no PID space label (an older sandboxd)", elsewhere + dead + "/abcd", "", "", "paused", "", "", false, false},
 	}
 	for _, tc := range cases {
-		if got := c.orphan(listed{owner: tc.owner, pidSpace: tc.space, state: tc.state, finished: tc.finished, created: tc.created}, tc.all, now); got != tc.want {
+		if got := c.orphan(listed{owner: tc.owner, pidSpace: tc.space, ownerStart: tc.start, state: tc.state, finished: tc.finished, created: tc.created}, tc.all, now); got != tc.want {
 			t.Errorf("%s: orphan = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -297,7 +308,7 @@ inspect)
     if [ "$a" = gone0001 ]; then echo 'Error: inspecting object: no such object: "gone0001"' >&2; exit 125; fi
     if [ "$a" = broken ]; then echo 'Error: permission denied' >&2; exit 125; fi
   done
-  echo "/codeexec-kept|elsewhere/1/abcd||exited|2000-01-01T00:00:00Z|2000-01-01T00:00:00Z" ;;
+  echo "/codeexec-kept|elsewhere/1/abcd|||exited|2000-01-01T00:00:00Z|2000-01-01T00:00:00Z" ;;
 esac
 `
 	if err := os.WriteFile(cli, []byte(script), 0o755); err != nil {

@@ -18,16 +18,17 @@ const staleAfter = time.Minute
 // reapOrphans removes containers labelled as codeexec's that nobody will
 // clean up:
 //   - at Close (all), every container this engine owns;
-//   - containers of an earlier sandboxd on this host: same hostname or
-//     same PID namespace (LabelPIDSpace: compose's replicas share the
-//     host's PIDs under host names of their own), other instance, and a
-//     PID that is gone, is now this process's own (PID 1 in a container
-//     restarted under the same hostname), or is another process's, one
-//     started after the container was made (the PID was reused: a busy
-//     host wraps round its 32,768 PIDs in minutes), unless that owner is
-//     another engine still open in this process. Such a container may be
-//     paused (its owner was cut off from the session store, then died):
-//     nothing else would ever end it;
+//   - containers of an earlier sandboxd on this host: same PID namespace
+//     (LabelPIDSpace: compose's replicas share the host's PIDs under host
+//     names of their own) or same hostname, other instance, and a PID
+//     that is gone, is now this process's own (PID 1 in a container
+//     restarted under the same hostname), or is another process's (the
+//     PID was reused: a busy host wraps round its 32,768 PIDs in
+//     minutes): one whose start is not LabelOwnerStart or, for a
+//     container without that label, one started after the container was
+//     made; unless that owner is another engine still open in this
+//     process. Such a container may be paused (its owner was cut off from
+//     the session store, then died): nothing else would ever end it;
 //   - exited containers of any owner, finished more than staleAfter ago
 //     (a sandboxd elsewhere, e.g. a compose replica, that died).
 //
@@ -50,14 +51,18 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 	var doomed []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Split(line, "|")
-		if len(f) != 6 {
+		if len(f) != 7 {
 			continue
 		}
 		name := strings.TrimPrefix(f[0], "/")
-		// A label a container lacks prints as "" or, in some versions'
-		// templates, "<no value>".
-		space := strings.TrimPrefix(f[2], "<no value>")
-		if c.orphan(listed{owner: f[1], pidSpace: space, state: f[3], finished: f[4], created: f[5]}, all, time.Now()) {
+		// A label a container lacks prints as "" or, where the engine
+		// falls back to its raw JSON, "<no value>".
+		for i := range f {
+			if f[i] == "<no value>" {
+				f[i] = ""
+			}
+		}
+		if c.orphan(listed{owner: f[1], pidSpace: f[2], ownerStart: f[3], state: f[4], finished: f[5], created: f[6]}, all, time.Now()) {
 			doomed = append(doomed, name)
 		}
 	}
@@ -78,7 +83,7 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 func (c *Engine) inspectExisting(ctx context.Context, ids []string) (string, error) {
 	for {
 		out, err := c.cli(ctx, append([]string{"inspect", "--format",
-			`{{.Name}}|{{index .Config.Labels "` + LabelOwner + `"}}|{{index .Config.Labels "` + LabelPIDSpace + `"}}|{{.State.Status}}|{{.State.FinishedAt}}|{{.Created}}`}, ids...)...)
+			`{{.Name}}|{{index .Config.Labels "` + LabelOwner + `"}}|{{index .Config.Labels "` + LabelPIDSpace + `"}}|{{index .Config.Labels "` + LabelOwnerStart + `"}}|{{.State.Status}}|{{.State.FinishedAt}}|{{.Created}}`}, ids...)...)
 		if err == nil || out != "" {
 			return out, nil
 		}
@@ -98,10 +103,11 @@ func (c *Engine) inspectExisting(ctx context.Context, ids []string) (string, err
 }
 
 // listed is what reapOrphans reads of one container: its labels
-// LabelOwner and LabelPIDSpace ("" when it has none), its state, when it
-// finished and when it was made, as the engine prints them.
+// LabelOwner, LabelPIDSpace and LabelOwnerStart ("" when it has none),
+// its state, when it finished and when it was made, as the engine prints
+// them.
 type listed struct {
-	owner, pidSpace, state, finished, created string
+	owner, pidSpace, ownerStart, state, finished, created string
 }
 
 // orphan decides for one container (see reapOrphans).
@@ -114,9 +120,18 @@ func (c *Engine) orphan(k listed, all bool, now time.Time) bool {
 	}
 	host, rest, _ := strings.Cut(k.owner, "/")
 	pidStr, _, _ := strings.Cut(rest, "/")
-	if host == c.host || (k.pidSpace != "" && k.pidSpace == c.pidSpace) {
-		pid, err := strconv.Atoi(pidStr)
-		if err == nil && (pid == os.Getpid() || !ownerAlive(pid) || startedAfter(pid, k.created)) {
+	pid, err := strconv.Atoi(pidStr)
+	if err != nil {
+		pid = 0
+	}
+	switch {
+	case pid <= 0:
+	case k.pidSpace != "" && k.pidSpace == c.pidSpace:
+		if pid == os.Getpid() || !ownerAlive(pid) || reusedPID(pid, k.ownerStart, k.created) {
+			return true
+		}
+	case host == c.host:
+		if pid == os.Getpid() || !ownerAlive(pid) || startedAfter(pid, k.created) {
 			return true
 		}
 	}
@@ -174,22 +189,23 @@ func startedAfter(pid int, created string) bool {
 	return ok && started.After(made.Add(2*time.Second))
 }
 
+// reusedPID reports whether pid, alive in this PID namespace, is not the
+// owner that started at ownerStart (LabelOwnerStart) but a process that
+// took its PID after it died. A container without the label falls back
+// on startedAfter. Not knowing (the process went meanwhile) is false.
+func reusedPID(pid int, ownerStart, created string) bool {
+	if ownerStart == "" {
+		return startedAfter(pid, created)
+	}
+	ticks, ok := processStartTicks(pid)
+	return ok && strconv.FormatInt(ticks, 10) != ownerStart
+}
+
 // processStart is when pid started: /proc/PID/stat's starttime, in clock
 // ticks since boot (USER_HZ, 100 on Linux), plus /proc/stat's btime.
 func processStart(pid int) (time.Time, bool) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return time.Time{}, false
-	}
-	// The command name, in parentheses, may hold spaces: the fields
-	// counted are those after its closing parenthesis, from field 3 on.
-	i := bytes.LastIndexByte(stat, ')')
-	fields := strings.Fields(string(stat[i+1:]))
-	if i < 0 || len(fields) < 20 {
-		return time.Time{}, false
-	}
-	ticks, err := strconv.ParseInt(fields[19], 10, 64) // field 22, starttime
-	if err != nil {
+	ticks, ok := processStartTicks(pid)
+	if !ok {
 		return time.Time{}, false
 	}
 	boot, ok := bootTime()
@@ -197,7 +213,28 @@ func processStart(pid int) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	const userHZ = 100
-	return boot.Add(time.Duration(ticks) * time.Second / userHZ), true
+	return boot.Add(time.Duration(ticks) * (time.Second / userHZ)), true
+}
+
+// processStartTicks is /proc/PID/stat's starttime: when pid started, in
+// clock ticks since boot.
+func processStartTicks(pid int) (int64, bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name, in parentheses, may hold spaces: the fields
+	// counted are those after its closing parenthesis, from field 3 on.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 20 {
+		return 0, false
+	}
+	ticks, err := strconv.ParseInt(fields[19], 10, 64) // field 22, starttime
+	return ticks, err == nil
 }
 
 // bootTime is /proc/stat's btime.

@@ -292,7 +292,7 @@ func TestContainerReapsOrphans(t *testing.T) {
 			starter := newTestContainer(t, rt)
 			for pname, pspace := range paused {
 				args := append([]string{"run", "-d", "--network", "none", "--name", pname,
-					"--label", LabelOwner + "=replica-2/" + deadPID(t) + "/dead", "--label", LabelPIDSpace + "=" + pspace},
+					"--label", LabelOwner + "=replica-2/" + deadPID(t) + "/dead", "--label", LabelPIDSpace + "=" + pspace, "--label", LabelOwnerStart + "=1"},
 					starter.ulimits(engine.Limits{})...)
 				if _, err := starter.cli(t.Context(), append(args, testImage(), enginetest.Python, "-c", "import time; time.sleep(300)")...); err != nil {
 					t.Fatalf("%s run: %v", rt, err)
