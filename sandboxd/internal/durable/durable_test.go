@@ -357,3 +357,42 @@ func TestReassertLeavesASessionMadeAgainAlone(t *testing.T) {
 		t.Fatalf("Reassert of a deleted session: %v, %v; want false", ok, err)
 	}
 }
+
+// A Reassert whose write landed but whose answer was lost (its deadline
+// ran out as the store came back) leaves the record one revision on, with
+// this replica's own state: the next Reassert takes it for what it is and
+// keeps the session, and the commits after it go on.
+func TestReassertAfterItsOwnLostWrite(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := store(t)
+	_, a := replica(t, c, "unix:/a.sock")
+	held, err := a.Create(ctx, "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The write, as Reassert sends it, without its answer reaching held.
+	if _, err := c.PutSession(ctx, &memoryv1.PutSessionRequest{
+		Tenant: held.Tenant, Handle: held.Handle, State: held.State.encode(),
+		ExpireTime: timestamppb.New(time.Now().Add(time.Hour)), ExpectedRevision: held.revision,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.Reassert(ctx, held); !ok || err != nil {
+		t.Fatalf("Reassert after its own write's answer was lost: %v, %v; want true", ok, err)
+	}
+	if err := a.Commit(ctx, held, manifest("c1"), map[string][]byte{"c1": []byte("on")}, 1, 0); err != nil {
+		t.Fatalf("a commit after that: %v, want the session held still", err)
+	}
+	// Another replica's takeover is not taken for such a write: it
+	// changes the owner and the epoch.
+	if _, err := c.PutSession(ctx, &memoryv1.PutSessionRequest{
+		Tenant: held.Tenant, Handle: held.Handle, State: State{Owner: "b", Epoch: held.State.Epoch + 1, Created: held.State.Created}.encode(),
+		ExpireTime: timestamppb.New(time.Now().Add(time.Hour)), ExpectedRevision: held.revision,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.Reassert(ctx, held); ok || err != nil {
+		t.Fatalf("Reassert after another replica's write: %v, %v; want false", ok, err)
+	}
+}

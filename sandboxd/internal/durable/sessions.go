@@ -154,16 +154,23 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 // replica last wrote, so that a replica that read the record before (and
 // judged this one's lease lapsed) fails its own compare-and-swap and
 // looks again. false means that another replica took the session over,
-// or that it ended; so does a write of this replica's own whose answer was
-// lost, which only costs the live sandbox: the session comes back from
-// its checkpoint.
+// or that it ended. A checkpoint's commit of this replica's own whose
+// answer was lost is taken for another replica's write too, which only
+// costs the live sandbox: the session comes back from its checkpoint.
 //
-// The record is read first: a revision counts the writes of one record,
-// from 1 again when a record is deleted and made anew, so a session
-// destroyed and created again under the same ID (a chosen one) while this
-// replica could not reach the store may have come to the revision this
-// replica last wrote. The compare-and-swap alone would take it for this
-// one and overwrite it; its contents differ from what this replica wrote.
+// The record is read first, and rewritten only if it holds the very state
+// this replica last wrote:
+//   - a revision counts the writes of one record, from 1 again when a
+//     record is deleted and made anew, so a session destroyed and created
+//     again under the same ID (a chosen one) while this replica could not
+//     reach the store may have come to the revision this replica last
+//     wrote; the compare-and-swap alone would take it for this one and
+//     overwrite it;
+//   - a later revision with this replica's state is an earlier Reassert
+//     of its own whose answer was lost (its deadline ran out as the store
+//     came back): no other replica writes that state, as taking a session
+//     over changes its owner and epoch. The session is still this
+//     replica's.
 func (s *Sessions) Reassert(ctx context.Context, h *Held) (bool, error) {
 	if err := h.lock(ctx); err != nil {
 		return false, err
@@ -176,11 +183,14 @@ func (s *Sessions) Reassert(ctx context.Context, h *Held) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("read the session record: %w", err)
 	}
-	if rec := cur.GetSession(); rec.GetRevision() != h.revision || !bytes.Equal(rec.GetState(), h.State.encode()) {
+	state := h.State.encode()
+	rec := cur.GetSession()
+	if rec.GetRevision() < h.revision || !bytes.Equal(rec.GetState(), state) {
 		return false, nil
 	}
+	h.revision = rec.GetRevision()
 	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
-		Tenant: h.Tenant, Handle: h.Handle, State: h.State.encode(), ExpireTime: s.expiry(), ExpectedRevision: h.revision,
+		Tenant: h.Tenant, Handle: h.Handle, State: state, ExpireTime: s.expiry(), ExpectedRevision: h.revision,
 	})
 	if err == nil {
 		h.revision = resp.GetSession().GetRevision()
