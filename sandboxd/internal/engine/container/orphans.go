@@ -120,20 +120,17 @@ func (c *Engine) orphan(k listed, all bool, now time.Time) bool {
 	}
 	host, rest, _ := strings.Cut(k.owner, "/")
 	pidStr, _, _ := strings.Cut(rest, "/")
-	pid, err := strconv.Atoi(pidStr)
-	if err != nil {
-		pid = 0
+	// The owner's start is comparable only in its own PID namespace; on
+	// the same host name without it, the wall-clock rule decides.
+	samePIDs := k.pidSpace != "" && k.pidSpace == c.pidSpace
+	start := ""
+	if samePIDs {
+		start = k.ownerStart
 	}
-	switch {
-	case pid <= 0:
-	case k.pidSpace != "" && k.pidSpace == c.pidSpace:
-		if pid == os.Getpid() || !ownerAlive(pid) || reusedPID(pid, k.ownerStart, k.created) {
-			return true
-		}
-	case host == c.host:
-		if pid == os.Getpid() || !ownerAlive(pid) || startedAfter(pid, k.created) {
-			return true
-		}
+	pid, err := strconv.Atoi(pidStr)
+	if err == nil && pid > 0 && (samePIDs || host == c.host) &&
+		(pid == os.Getpid() || !ownerAlive(pid) || reusedPID(pid, start, k.created)) {
+		return true
 	}
 	if k.state == "exited" || k.state == "dead" {
 		t, err := parseEngineTime(k.finished)
