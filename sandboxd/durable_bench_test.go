@@ -2,7 +2,10 @@ package sandboxd_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,10 +19,21 @@ import (
 )
 
 // countingStore counts the bytes a replica stores, chunks and records,
-// and the records it writes.
+// and keeps the sequence number of each checkpoint it commits.
 type countingStore struct {
 	memoryv1.SessionStoreServiceClient
-	chunks, records, puts atomic.Int64
+	chunks, records atomic.Int64
+
+	mu      sync.Mutex
+	commits []uint64
+}
+
+// committed returns the sequence numbers of the checkpoints committed so
+// far (a record written with its chunks), in the order they were sent.
+func (c *countingStore) committed() []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.commits)
 }
 
 func (c *countingStore) PutChunks(ctx context.Context, in *memoryv1.PutChunksRequest, opts ...grpc.CallOption) (*memoryv1.PutChunksResponse, error) {
@@ -31,7 +45,17 @@ func (c *countingStore) PutChunks(ctx context.Context, in *memoryv1.PutChunksReq
 
 func (c *countingStore) PutSession(ctx context.Context, in *memoryv1.PutSessionRequest, opts ...grpc.CallOption) (*memoryv1.PutSessionResponse, error) {
 	c.records.Add(int64(len(in.GetState())))
-	c.puts.Add(1)
+	if in.GetChunks() != nil {
+		var st struct {
+			Seq uint64 `json:"seq"`
+		}
+		if err := json.Unmarshal(in.GetState(), &st); err != nil {
+			return nil, fmt.Errorf("the test's store could not read the session record: %w", err)
+		}
+		c.mu.Lock()
+		c.commits = append(c.commits, st.Seq)
+		c.mu.Unlock()
+	}
 	return c.SessionStoreServiceClient.PutSession(ctx, in, opts...)
 }
 
