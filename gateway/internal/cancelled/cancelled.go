@@ -12,7 +12,6 @@ package cancelled
 import (
 	"encoding/json"
 	"io"
-	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -36,14 +35,16 @@ const (
 // one Write call, a newline at its end; a Write of any other shape passes
 // through as it is.
 func Stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
-	c := &ids{set: map[string]bool{}}
-	return jsonl.Lines(in, maxLine, c.note), &answers{w: out, c: c}
+	r, w, _ := stdio(in, out)
+	return r, w
 }
 
-// ids holds the ids of the requests cancelled and not yet answered.
-type ids struct {
-	mu  sync.Mutex
-	set map[string]bool
+// stdio is Stdio, with the requests cancelled and not yet answered.
+func stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer, *jsonl.Pending[struct{}]) {
+	p := jsonl.NewPending[struct{}](maxCancelled)
+	note := func(line []byte) { noteLine(p, line) }
+	drop := func([]byte, struct{}) ([]byte, bool) { return nil, true }
+	return jsonl.Lines(in, maxLine, note), jsonl.Answers(out, p, drop), p
 }
 
 // message is what this package reads of a line from the client.
@@ -55,52 +56,20 @@ type message struct {
 	} `json:"params"`
 }
 
-func (c *ids) note(line []byte) {
+// noteLine notes the request a cancellation names, and forgets the id of
+// a new request.
+func noteLine(p *jsonl.Pending[struct{}], line []byte) {
 	var m message
 	if json.Unmarshal(line, &m) != nil || m.Method == "" {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if m.Method == string(mcp.MethodNotificationCancelled) {
-		if id, ok := jsonl.IDKey(m.Params.RequestID); ok && len(c.set) < maxCancelled {
-			c.set[id] = true
+		if id, ok := jsonl.IDKey(m.Params.RequestID); ok {
+			p.Add(id, struct{}{})
 		}
 		return
 	}
 	if id, ok := jsonl.IDKey(m.ID); ok {
-		delete(c.set, id)
+		p.Forget(id)
 	}
-}
-
-// take reports whether id was cancelled, and forgets it.
-func (c *ids) take(id string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	was := c.set[id]
-	delete(c.set, id)
-	return was
-}
-
-func (c *ids) empty() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.set) == 0
-}
-
-// answers drops the answers of the cancelled requests.
-type answers struct {
-	w io.Writer
-	c *ids
-}
-
-func (a *answers) Write(b []byte) (int, error) {
-	msg, ok := jsonl.Message(b)
-	if !ok || a.c.empty() {
-		return a.w.Write(b)
-	}
-	if id, ok := jsonl.ResponseID(msg); ok && a.c.take(id) {
-		return len(b), nil
-	}
-	return a.w.Write(b)
 }

@@ -1,7 +1,7 @@
 // Package jsonl reads the newline-delimited JSON-RPC stream of the stdio
 // transport as it passes: the lines read from the client, and the ids of
-// the messages written to it. The gateway's stdio filters (notfound,
-// cancelled) are built on it.
+// the messages written to it, and the requests whose answers are still to
+// come. The gateway's stdio filters (notfound, cancelled) are built on it.
 package jsonl
 
 import (

@@ -64,13 +64,11 @@ func TestStdioChunks(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
 		`{"jsonrpc":"2.0","id":2.0,"method":"resources/read","params":{"uri":"x://b"}}` + "\n"
 	for _, size := range []int{1, 7, 100, 4096, len(stream)} {
-		in, out := Stdio(&chunks{b: []byte(stream), size: size}, &bytes.Buffer{})
+		var buf bytes.Buffer
+		in, out, pending := stdio(&chunks{b: []byte(stream), size: size}, &buf)
 		if _, err := io.Copy(io.Discard, in); err != nil {
 			t.Fatal(err)
 		}
-		w := out.(*answers)
-		var buf bytes.Buffer
-		w.w = &buf
 		for _, id := range []string{`"a"`, `2`, `1`, `"zz"`} {
 			msg := strings.Replace(notFound, "%s", id, 1) + "\n"
 			if n, err := out.Write([]byte(msg)); err != nil || n != len(msg) {
@@ -92,8 +90,8 @@ func TestStdioChunks(t *testing.T) {
 				t.Errorf("chunks of %d: answer %d data %s, want %q", size, i, a.Error.Data, want[i])
 			}
 		}
-		if !w.p.empty() {
-			t.Errorf("chunks of %d: reads still pending after their answers: %v", size, w.p.reads)
+		if pending.Len() != 0 {
+			t.Errorf("chunks of %d: reads still pending after their answers: %v", size, pending.All())
 		}
 	}
 }
@@ -146,11 +144,11 @@ func FuzzScan(f *testing.F) {
 				want[id] = uri
 			}
 		}
-		in, out := Stdio(&chunks{b: stream, size: int(size%64) + 1}, io.Discard)
+		in, _, pending := stdio(&chunks{b: stream, size: int(size%64) + 1}, io.Discard)
 		if _, err := io.Copy(io.Discard, in); err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(want, out.(*answers).p.reads); d != "" {
+		if d := cmp.Diff(want, pending.All()); d != "" {
 			t.Errorf("(-whole lines +reads)\n%s", d)
 		}
 	})
