@@ -396,3 +396,110 @@ func TestReassertAfterItsOwnLostWrite(t *testing.T) {
 		t.Fatalf("Reassert after another replica's write: %v, %v; want false", ok, err)
 	}
 }
+
+// losingStore stores each PutSession it is asked to, but while armed
+// loses the answer: the caller is told its deadline ran out, as when the
+// store answers late.
+type losingStore struct {
+	memoryv1.SessionStoreServiceClient
+	lose bool
+}
+
+func (l *losingStore) PutSession(ctx context.Context, in *memoryv1.PutSessionRequest, opts ...grpc.CallOption) (*memoryv1.PutSessionResponse, error) {
+	resp, err := l.SessionStoreServiceClient.PutSession(ctx, in, opts...)
+	if err == nil && l.lose {
+		return nil, status.Error(codes.DeadlineExceeded, "context deadline exceeded (the answer was lost)")
+	}
+	return resp, err
+}
+
+// losingReplica is a replica on a losingStore, with a session it holds.
+func losingReplica(t *testing.T) (*losingStore, *Sessions, *Held) {
+	t.Helper()
+	c := &losingStore{SessionStoreServiceClient: store(t)}
+	_, a := replica(t, c, "unix:/a.sock")
+	held, err := a.Create(t.Context(), "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, a, held
+}
+
+// A checkpoint's commit that was stored, but whose answer was lost, is
+// the session's checkpoint: memoryd has dropped the chunks of the one
+// before it, so a restore from that one would miss them. The replica
+// finds out from the record before it next reads or writes it, and keeps
+// the session: a Reassert is true, the next commit is stored, and a
+// restore reads the lost commit's checkpoint.
+func TestACommitWhoseAnswerWasLost(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c, a, held := losingReplica(t)
+	if err := a.Commit(ctx, held, manifest("c1"), map[string][]byte{"c1": []byte("one")}, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.lose = true
+	if err := a.Commit(ctx, held, manifest("c2"), map[string][]byte{"c2": []byte("two")}, 2, 0); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("the commit whose answer is lost: %v; want its deadline exceeded", err)
+	}
+	c.lose = false
+
+	st, chunks, err := a.Checkpoint(ctx, held)
+	if err != nil {
+		t.Fatalf("Checkpoint after the lost answer: %v", err)
+	}
+	if st.Seq != 2 || string(chunks["c2"]) != "two" || len(chunks) != 1 {
+		t.Errorf("Checkpoint after the lost answer: seq %d, chunks %q; want the stored one, seq 2 with c2", st.Seq, chunks)
+	}
+	if ok, err := a.Reassert(ctx, held); !ok || err != nil {
+		t.Fatalf("Reassert after the lost answer: %v, %v; want the session still held", ok, err)
+	}
+	if err := a.Commit(ctx, held, manifest("c2", "c3"), map[string][]byte{"c2": []byte("two"), "c3": []byte("three")}, 3, 0); err != nil {
+		t.Fatalf("the next commit: %v; want it stored", err)
+	}
+	if st, chunks, err := a.Checkpoint(ctx, held); err != nil || st.Seq != 3 || len(chunks) != 2 {
+		t.Errorf("Checkpoint after the next commit: seq %d, chunks %q, %v; want seq 3 with c2 and c3", st.Seq, chunks, err)
+	}
+}
+
+// The same, when the next thing the replica does is write: a commit, or
+// giving the session up. Each finds the lost answer's write in the
+// record, and is stored after it.
+func TestAWriteAfterACommitWhoseAnswerWasLost(t *testing.T) {
+	t.Parallel()
+	for _, next := range []string{"commit", "release", "not durable"} {
+		t.Run(next, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			c, a, held := losingReplica(t)
+			c.lose = true
+			if err := a.Commit(ctx, held, manifest("c1"), map[string][]byte{"c1": []byte("one")}, 1, 0); err == nil {
+				t.Fatal("the commit whose answer is lost succeeded")
+			}
+			c.lose = false
+			var err error
+			switch next {
+			case "commit":
+				err = a.Commit(ctx, held, manifest("c1", "c2"), map[string][]byte{"c1": []byte("one"), "c2": []byte("two")}, 2, 0)
+			case "release":
+				err = a.Release(ctx, held, "idle")
+			case "not durable":
+				err = a.NotDurable(ctx, held, "too large")
+			}
+			if err != nil {
+				t.Fatalf("%s after the lost answer: %v; want it stored", next, err)
+			}
+			rec, err := c.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: held.Tenant, Handle: held.Handle})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeState(rec.GetSession().GetState())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids := ChunkIDs(got.Manifest); len(ids) == 0 || ids[0] != "c1" {
+				t.Errorf("%s after the lost answer left the record naming %v; want c1 first, from the lost answer's commit", next, ids)
+			}
+		})
+	}
+}

@@ -48,6 +48,32 @@ type Held struct {
 	// writer waiting for it gives up when its context ends.
 	turn     chan struct{}
 	revision uint64
+	// doubt is this replica's last write of the record when its answer
+	// did not come (its deadline ran out, the connection broke): the
+	// store may have stored it or not. The next read of the record tells
+	// (settle).
+	doubt *doubtfulWrite
+}
+
+// doubtfulWrite is a write whose answer did not come: the state it wrote,
+// and its encoding as stored.
+type doubtfulWrite struct {
+	state   State
+	encoded []byte
+}
+
+// adopt takes the record read from the store for h's doubtful write when
+// it holds that write's state at a later revision than h's: the write
+// was stored, so its state is h's, at the record's revision. Another
+// replica's write cannot hold that state (taking a session over changes
+// its owner and epoch).
+func (h *Held) adopt(rec *memoryv1.SessionRecord) bool {
+	d := h.doubt
+	if d == nil || rec.GetRevision() <= h.revision || !bytes.Equal(rec.GetState(), d.encoded) {
+		return false
+	}
+	h.State, h.revision, h.doubt = d.state, rec.GetRevision(), nil
+	return true
 }
 
 // lock waits for h's turn to write, until ctx ends. A turn that is free
@@ -154,12 +180,11 @@ func (s *Sessions) Claim(ctx context.Context, tenant, handle string) (*Held, err
 // replica last wrote, so that a replica that read the record before (and
 // judged this one's lease lapsed) fails its own compare-and-swap and
 // looks again. false means that another replica took the session over,
-// or that it ended. A checkpoint's commit of this replica's own whose
-// answer was lost is taken for another replica's write too, which only
-// costs the live sandbox: the session comes back from its checkpoint.
+// or that it ended.
 //
 // The record is read first, and rewritten only if it holds the very state
-// this replica last wrote:
+// this replica last wrote, or the state of a write of its own whose
+// answer was lost (see adopt):
 //   - a revision counts the writes of one record, from 1 again when a
 //     record is deleted and made anew, so a session destroyed and created
 //     again under the same ID (a chosen one) while this replica could not
@@ -183,12 +208,12 @@ func (s *Sessions) Reassert(ctx context.Context, h *Held) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("read the session record: %w", err)
 	}
-	state := h.State.encode()
 	rec := cur.GetSession()
-	if rec.GetRevision() < h.revision || !bytes.Equal(rec.GetState(), state) {
+	if !h.adopt(rec) && (rec.GetRevision() < h.revision || !bytes.Equal(rec.GetState(), h.State.encode())) {
 		return false, nil
 	}
 	h.revision = rec.GetRevision()
+	state := h.State.encode()
 	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
 		Tenant: h.Tenant, Handle: h.Handle, State: state, ExpireTime: s.expiry(), ExpectedRevision: h.revision,
 	})
@@ -239,17 +264,56 @@ func (s *Sessions) liveElsewhere(ctx context.Context, st State) (*ElsewhereError
 // revision that moved means another replica took it over: ErrLost. chunks,
 // when not nil, makes it a checkpoint's commit (see Commit).
 func (s *Sessions) write(ctx context.Context, h *Held, st State, chunks *memoryv1.SessionChunks) error {
+	encoded := st.encode()
 	resp, err := s.client.PutSession(ctx, &memoryv1.PutSessionRequest{
-		Tenant: h.Tenant, Handle: h.Handle, State: st.encode(), ExpireTime: s.expiry(), ExpectedRevision: h.revision,
+		Tenant: h.Tenant, Handle: h.Handle, State: encoded, ExpireTime: s.expiry(), ExpectedRevision: h.revision,
 		Chunks: chunks,
 	})
-	if status.Code(err) == codes.Aborted {
+	switch code := status.Code(err); {
+	case code == codes.Aborted:
 		return ErrLost
-	}
-	if err != nil {
+	case answerLost(code):
+		h.doubt = &doubtfulWrite{state: st, encoded: encoded}
+		return err
+	case err != nil:
 		return err
 	}
-	h.State, h.revision = st, resp.GetSession().GetRevision()
+	// Stored at a new revision: a doubtful write before it, a
+	// compare-and-swap on an older one, can no longer be.
+	h.State, h.revision, h.doubt = st, resp.GetSession().GetRevision(), nil
+	return nil
+}
+
+// answerLost reports whether a write that failed with code may have been
+// stored all the same: the call's deadline ran out, or the connection
+// broke, after the request may have reached the store.
+func answerLost(code codes.Code) bool {
+	switch code {
+	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable, codes.Unknown, codes.Internal:
+		return true
+	default:
+		return false
+	}
+}
+
+// settle finds out, when h's last write is doubtful, whether the store
+// has it (see adopt), before the state h holds is read or written anew:
+// a commit stored whose answer was lost has dropped the chunks of the
+// checkpoint before it, which h would otherwise still name. A write h
+// makes next fails as a takeover would if the doubtful one is stored
+// after this read.
+func (s *Sessions) settle(ctx context.Context, h *Held) error {
+	if h.doubt == nil {
+		return nil
+	}
+	resp, err := s.client.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: h.Tenant, Handle: h.Handle})
+	if status.Code(err) == codes.NotFound {
+		return nil // ended elsewhere: the next write says so
+	}
+	if err != nil {
+		return fmt.Errorf("read the session record to learn whether its last write was stored: %w", err)
+	}
+	h.adopt(resp.GetSession())
 	return nil
 }
 
@@ -264,6 +328,9 @@ func (s *Sessions) Commit(ctx context.Context, h *Held, manifest json.RawMessage
 		return err
 	}
 	defer h.unlock()
+	if err := s.settle(ctx, h); err != nil {
+		return err
+	}
 	keep := chunkIDs(manifest)
 	named := make(map[string][]byte, len(chunks))
 	for id, c := range chunks {
@@ -344,6 +411,9 @@ func (s *Sessions) NotDurable(ctx context.Context, h *Held, why string) error {
 		return err
 	}
 	defer h.unlock()
+	if err := s.settle(ctx, h); err != nil {
+		return err
+	}
 	st := h.State
 	st.NotDurable = why
 	return s.write(ctx, h, st, nil)
@@ -356,6 +426,9 @@ func (s *Sessions) Release(ctx context.Context, h *Held, why string) error {
 		return err
 	}
 	defer h.unlock()
+	if err := s.settle(ctx, h); err != nil {
+		return err
+	}
 	st := h.State
 	st.Owner, st.Stopped = "", why
 	return s.write(ctx, h, st, nil)
@@ -377,6 +450,9 @@ func (s *Sessions) Checkpoint(ctx context.Context, h *Held) (State, map[string][
 		return State{}, nil, err
 	}
 	defer h.unlock()
+	if err := s.settle(ctx, h); err != nil {
+		return State{}, nil, err
+	}
 	st := h.State
 	ids := ChunkIDs(st.Manifest)
 	out := make(map[string][]byte, len(ids))
