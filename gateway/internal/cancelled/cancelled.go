@@ -18,33 +18,18 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/jsonl"
 )
 
-const (
-	// maxLine is the longest line read as a possible cancellation or as
-	// the request whose id it clears; a longer one is a tool call, whose
-	// id is not read.
-	maxLine = 64 << 10
-	// maxCancelled bounds the cancellations awaiting their answer; past
-	// it, new ones are let through answered.
-	maxCancelled = 1024
-)
-
 // Stdio wraps the two ends of a newline-delimited JSON-RPC stream: the
 // requests cancelled on in are noted, and their answers written to out
 // are dropped. A request read afterwards with the id of a noted one is a
-// new request, so the note is cleared. mcp-go writes each message to out in
-// one Write call, a newline at its end; a Write of any other shape passes
+// new request, so the note is cleared. A cancellation longer than
+// jsonl.MaxLine, or past jsonl.MaxPending awaiting their answers, is not
+// noted: its request is answered. mcp-go writes each message to out in one
+// Write call, a newline at its end; a Write of any other shape passes
 // through as it is.
 func Stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
-	r, w, _ := stdio(in, out)
-	return r, w
-}
-
-// stdio is Stdio, with the requests cancelled and not yet answered.
-func stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer, *jsonl.Pending[struct{}]) {
-	p := jsonl.NewPending[struct{}](maxCancelled)
-	note := func(line []byte) { noteLine(p, line) }
 	drop := func([]byte, struct{}) ([]byte, bool) { return nil, true }
-	return jsonl.Lines(in, maxLine, note), jsonl.Answers(out, p, drop), p
+	r, w, _ := jsonl.Filter(in, out, noteLine, drop)
+	return r, w
 }
 
 // message is what this package reads of a line from the client.

@@ -6,6 +6,27 @@ import (
 	"sync"
 )
 
+const (
+	// MaxLine is the longest line a Filter hands to its note: a longer
+	// one is a tool call, whose code the filters do not read, so neither
+	// its id nor anything else of it is noted.
+	MaxLine = 64 << 10
+	// MaxPending bounds the requests a Filter holds awaiting their
+	// answer: past it, a new one is not noted, and its answer passes as
+	// it is.
+	MaxPending = 1024
+)
+
+// Filter wraps the two ends of a stdio stream: note is handed each line
+// read from in (of at most MaxLine bytes, without its newline) and may
+// note its request in the Pending, which holds at most MaxPending; the
+// answers written to out to the requests noted are handed to edit (see
+// Answers).
+func Filter[V any](in io.Reader, out io.Writer, note func(p *Pending[V], line []byte), edit func(msg []byte, v V) ([]byte, bool)) (io.Reader, io.Writer, *Pending[V]) {
+	p := NewPending[V](MaxPending)
+	return Lines(in, MaxLine, func(line []byte) { note(p, line) }), Answers(out, p, edit), p
+}
+
 // Pending holds requests seen on their way in whose answers have not gone
 // out yet, by id (in IDKey's form), each with what a filter noted of it.
 // It holds at most a set number: past it, a new request is not noted, and

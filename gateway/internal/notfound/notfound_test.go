@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/codeexec/codeexec/gateway/internal/jsonl"
 )
 
 const notFound = `{"jsonrpc":"2.0","id":%s,"error":{"code":-32002,"message":"handler not found for resource URI 'x://a': resource not found"}}`
@@ -54,11 +56,11 @@ func TestWithURI(t *testing.T) {
 
 // TestStdioChunks feeds requests through Stdio in pieces of every size
 // and wants each not-found answer to get its URI, and nothing else to
-// change: not a tool call longer than maxRequest that precedes a read,
+// change: not a tool call longer than jsonl.MaxLine that precedes a read,
 // nor the answer to a read that was not noted.
 func TestStdioChunks(t *testing.T) {
 	t.Parallel()
-	long := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"code":"` + strings.Repeat("resources/read ", maxRequest/10) + `"}}`
+	long := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"code":"` + strings.Repeat("resources/read ", jsonl.MaxLine/10) + `"}}`
 	stream := long + "\n" +
 		`{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"x://a"}}` + "\n" +
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
@@ -137,10 +139,10 @@ func FuzzScan(f *testing.F) {
 		want := map[string]string{}
 		lines := bytes.Split(stream, []byte("\n"))
 		for _, line := range lines[:len(lines)-1] { // the last has no end
-			if len(line) > maxRequest {
+			if len(line) > jsonl.MaxLine {
 				continue
 			}
-			if id, uri, ok := parseRead(line); ok && len(want) < maxPending {
+			if id, uri, ok := parseRead(line); ok && len(want) < jsonl.MaxPending {
 				want[id] = uri
 			}
 		}
