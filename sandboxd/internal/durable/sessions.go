@@ -296,6 +296,19 @@ func answerLost(code codes.Code) bool {
 	}
 }
 
+// hold takes h's turn to write (see lock) and settles a doubtful write
+// (see settle); the caller gives the turn back with h.unlock.
+func (s *Sessions) hold(ctx context.Context, h *Held) error {
+	if err := h.lock(ctx); err != nil {
+		return err
+	}
+	if err := s.settle(ctx, h); err != nil {
+		h.unlock()
+		return err
+	}
+	return nil
+}
+
 // settle finds out, when h's last write is doubtful, whether the store
 // has it (see adopt), before the state h holds is read or written anew:
 // a commit stored whose answer was lost has dropped the chunks of the
@@ -324,13 +337,10 @@ func (s *Sessions) settle(ctx context.Context, h *Held) error {
 // than limit bytes together (0: no cap), so what a session keeps in the
 // store is bounded whatever its sandbox sends.
 func (s *Sessions) Commit(ctx context.Context, h *Held, manifest json.RawMessage, chunks map[string][]byte, seq uint64, limit int64) error {
-	if err := h.lock(ctx); err != nil {
+	if err := s.hold(ctx, h); err != nil {
 		return err
 	}
 	defer h.unlock()
-	if err := s.settle(ctx, h); err != nil {
-		return err
-	}
 	keep := chunkIDs(manifest)
 	named := make(map[string][]byte, len(chunks))
 	for id, c := range chunks {
@@ -407,30 +417,24 @@ func (s *Sessions) putChunks(ctx context.Context, h *Held, chunks map[string][]b
 // NotDurable records why the session's state could not be checkpointed;
 // the last checkpoint (if any) stays.
 func (s *Sessions) NotDurable(ctx context.Context, h *Held, why string) error {
-	if err := h.lock(ctx); err != nil {
-		return err
-	}
-	defer h.unlock()
-	if err := s.settle(ctx, h); err != nil {
-		return err
-	}
-	st := h.State
-	st.NotDurable = why
-	return s.write(ctx, h, st, nil)
+	return s.change(ctx, h, func(st *State) { st.NotDurable = why })
 }
 
 // Release gives the session up (its sandbox is stopping, for the reason
 // why): any replica may take it at once.
 func (s *Sessions) Release(ctx context.Context, h *Held, why string) error {
-	if err := h.lock(ctx); err != nil {
+	return s.change(ctx, h, func(st *State) { st.Owner, st.Stopped = "", why })
+}
+
+// change writes h's state as edit changes it, if this replica still holds
+// the session.
+func (s *Sessions) change(ctx context.Context, h *Held, edit func(*State)) error {
+	if err := s.hold(ctx, h); err != nil {
 		return err
 	}
 	defer h.unlock()
-	if err := s.settle(ctx, h); err != nil {
-		return err
-	}
 	st := h.State
-	st.Owner, st.Stopped = "", why
+	edit(&st)
 	return s.write(ctx, h, st, nil)
 }
 
@@ -446,13 +450,10 @@ func (s *Sessions) Delete(ctx context.Context, tenant, handle string) (bool, err
 // change the state between the two reads nor drop the chunks the state
 // names before they are read.
 func (s *Sessions) Checkpoint(ctx context.Context, h *Held) (State, map[string][]byte, error) {
-	if err := h.lock(ctx); err != nil {
+	if err := s.hold(ctx, h); err != nil {
 		return State{}, nil, err
 	}
 	defer h.unlock()
-	if err := s.settle(ctx, h); err != nil {
-		return State{}, nil, err
-	}
 	st := h.State
 	ids := ChunkIDs(st.Manifest)
 	out := make(map[string][]byte, len(ids))
