@@ -89,6 +89,12 @@ print(late)`})
 // flood is answered. sandboxd used to start a goroutine for every call
 // frame, and a flood of them took gigabytes of its memory and starved the
 // replica's lease renewal, which stopped every tenant's sandboxes.
+//
+// The code waits for the flood's replies before its own call, so that
+// every flood call has reached discoveryd when the exec ends: the calls of
+// an exec that has ended are cancelled, and without the wait a flood call
+// whose goroutine ran 30 ms late (a sleep put in sandboxd to show it) was
+// never made, and discoveryd counted 600 calls.
 func TestCallFloodIsServedInTurns(t *testing.T) {
 	t.Parallel()
 	c, fd := newService(t, nil)
@@ -97,17 +103,21 @@ func TestCallFloodIsServedInTurns(t *testing.T) {
 	fd.mu.Unlock()
 	id := create(t, c, "")
 	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Servers: []string{"demo"}, Code: `
-import gc, json, os, codeexec_channel
+import asyncio, gc, json, os, codeexec_channel
 ch = [o for o in gc.get_objects() if isinstance(o, codeexec_channel.Channel)][0]
+loop, replies = asyncio.get_running_loop(), []
 frames = bytearray()
 for i in range(600):
     body = json.dumps({"t": "call", "id": 10**9 + i, "exec": ch.exec_id, "m": "call_tool",
                        "p": {"server": "demo", "tool": "echo", "arguments": {"text": "flood"}}}).encode()
     frames += len(body).to_bytes(4, "big") + body
+    replies.append(loop.create_future())
+    ch._waiters[10**9 + i] = (loop, replies[-1])
 with ch._wlock:
     view = memoryview(frames)
     while view:
         view = view[os.write(ch._wfd, view):]
+await asyncio.gather(*replies)
 res = await mcp_demo.echo(text="after the flood")
 print(res["content"][0]["text"])`, Timeout: durationpb.New(60 * time.Second)})
 	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {

@@ -39,20 +39,33 @@ func TestMaxSessionsWaitersGetTheSandboxesOfEndingCalls(t *testing.T) {
 	for i, id := range busy {
 		run(t, r.c, id, "mine = '"+string(rune('a'+i))+"'")
 	}
+	// The long calls wait in a tool call until both waiters below wait
+	// for a place, and end then: a waiter that is not woken when a call
+	// ends gives up after placeWait (2 s). They used to sleep 1 s, which
+	// a loaded machine stretched past the waiters' 2 s (ResourceExhausted
+	// in a run of this package beside two busy loops; a 2.5 s sleep fails
+	// it every time).
+	hold := make(chan struct{})
+	r.fd.mu.Lock()
+	r.fd.hold = hold
+	r.fd.mu.Unlock()
+	busyState := func(ids []string) func() bool {
+		return func() bool {
+			st := states(t, r.c)
+			return st[ids[0]] == sandboxv1.SessionState_SESSION_STATE_BUSY && st[ids[1]] == sandboxv1.SessionState_SESSION_STATE_BUSY
+		}
+	}
 	var wg sync.WaitGroup
 	for _, id := range busy {
 		wg.Go(func() {
-			// Under placeWait (2s), so that the waiters below outlast
-			// these calls only if they are woken when the calls end.
-			if _, err := execute(t.Context(), r.c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Code: "import time; time.sleep(1)"}); err != nil {
-				t.Errorf("the long call: %v", err)
+			res, err := execute(t.Context(), r.c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Servers: []string{"demo"}, Timeout: durationpb.New(time.Minute),
+				Code: "await mcp_demo.echo(text='held')"})
+			if err != nil || res.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
+				t.Errorf("the long call: %v, %v", err, res)
 			}
 		})
 	}
-	waitUntil(t, "both sessions to run their call", func() bool {
-		st := states(t, r.c)
-		return st[busy[0]] == sandboxv1.SessionState_SESSION_STATE_BUSY && st[busy[1]] == sandboxv1.SessionState_SESSION_STATE_BUSY
-	})
+	waitUntil(t, "both sessions to run their call", busyState(busy))
 	waiters := []string{create(t, r.c, "alice"), create(t, r.c, "alice")}
 	for _, id := range waiters {
 		wg.Go(func() {
@@ -62,6 +75,10 @@ func TestMaxSessionsWaitersGetTheSandboxesOfEndingCalls(t *testing.T) {
 			}
 		})
 	}
+	// A waiter is busy from when it asks for a sandbox, and has none to
+	// get until a long call ends.
+	waitUntil(t, "both waiters to wait for a sandbox", busyState(waiters))
+	close(hold)
 	wg.Wait()
 	for i, id := range busy {
 		if got := run(t, r.c, id, "print(mine)"); got.stdout != string(rune('a'+i))+"\n" {

@@ -42,6 +42,8 @@ func sessionStore(t testing.TB) *grpc.ClientConn {
 type replica struct {
 	c   sandboxv1.SandboxServiceClient
 	svc *sandboxd.Service
+	// fd is the discoveryd it calls.
+	fd *fakeDiscovery
 	// closed is set by stop, so that cleanup does not close twice.
 	closed bool
 }
@@ -74,7 +76,7 @@ func newReplicaWrapped(t testing.TB, store *grpc.ClientConn, addr string, mutate
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	r := &replica{}
+	r := &replica{fd: &fakeDiscovery{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		cancel()
@@ -85,7 +87,7 @@ func newReplicaWrapped(t testing.TB, store *grpc.ClientConn, addr string, mutate
 		}
 	})
 	ip := grpctest.New(t, grpctest.Options{Logger: logger})
-	discoveryv1.RegisterDiscoveryServiceServer(ip.Server.GRPC, &fakeDiscovery{})
+	discoveryv1.RegisterDiscoveryServiceServer(ip.Server.GRPC, r.fd)
 	var err error
 	deps := sandboxd.Deps{Discovery: discoveryv1.NewDiscoveryServiceClient(ip.Conn)}
 	if store != nil {

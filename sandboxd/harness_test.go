@@ -35,6 +35,8 @@ type fakeDiscovery struct {
 	// mostInFlight count the CallTools under way, now and at most.
 	slow                   time.Duration
 	inFlight, mostInFlight int
+	// hold, when set, keeps each CallTool until it is closed.
+	hold chan struct{}
 }
 
 func (f *fakeDiscovery) ListServers(ctx context.Context, _ *discoveryv1.ListServersRequest) (*discoveryv1.ListServersResponse, error) {
@@ -69,13 +71,20 @@ func (f *fakeDiscovery) CallTool(ctx context.Context, req *discoveryv1.CallToolR
 	f.calls = append(f.calls, req.GetServer()+"/"+req.GetTool())
 	f.inFlight++
 	f.mostInFlight = max(f.mostInFlight, f.inFlight)
-	slow := f.slow
+	slow, hold := f.slow, f.hold
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
 		f.inFlight--
 		f.mu.Unlock()
 	}()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 	if slow > 0 {
 		select {
 		case <-time.After(slow):

@@ -254,8 +254,14 @@ func TestSavedToolsThatDoNotFitWithTheCode(t *testing.T) {
 
 // An exec that waited its turn behind another one of its session does
 // not get the list fetched before that one ran: the other may have saved
-// a tool, and here it has, then timed out, so the waiting exec is the
-// first in a new sandbox and must see the tool.
+// a tool, and here it has, then lost its sandbox, so the waiting exec is
+// the first in a new sandbox and must see the tool.
+//
+// The first call kills its sandbox itself once the tool is saved. It used
+// to run into a 3 s timeout instead, but a call's timeout also covers the
+// wait for its servers, which this test holds until the second call has
+// started: on a loaded machine that wait took most of the 3 s, and the
+// call was stopped before it saved the tool (NameError in the second call).
 func TestSavedToolsFetchedBeforeAnotherExecRanAreNotUsed(t *testing.T) {
 	t.Parallel()
 	conn := sessionStore(t)
@@ -274,14 +280,14 @@ func TestSavedToolsFetchedBeforeAnotherExecRanAreNotUsed(t *testing.T) {
 	id := create(t, c, "alice")
 	first := make(chan *execResult, 1)
 	go func() {
-		r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Timeout: durationpb.New(3 * time.Second), Code: `
-import time
+		r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Tenant: "alice", Timeout: durationpb.New(time.Minute), Code: `
+import os, signal, time
 save_memory("running", True)
 time.sleep(1)
 def late():
     return "saved while the next call waited"
 save_tool(late)
-time.sleep(60)`})
+os.kill(os.getpid(), signal.SIGKILL)`})
 		if err != nil {
 			t.Errorf("first call: %v", err)
 		}
@@ -305,8 +311,8 @@ time.sleep(60)`})
 		return err == nil
 	})
 	gate <- struct{}{}
-	if r := <-first; r == nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT {
-		t.Fatalf("first call: %v, want it timed out", r)
+	if r := <-first; r == nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_KILLED || !r.result.GetStateLost() {
+		t.Fatalf("first call: %v, want its sandbox killed after it saved the tool", r)
 	}
 	r := <-second
 	if r == nil || r.stdout != "saved while the next call waited\n" {
