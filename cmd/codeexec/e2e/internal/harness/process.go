@@ -3,9 +3,11 @@ package harness
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,21 +76,45 @@ func stopWithin() time.Duration {
 
 // WaitHTTP waits until url answers, for up to 30 seconds. codeexec binds
 // its port before it starts its services, so a request may be accepted
-// and then wait for them; the client's timeout bounds that wait too.
+// and then wait for them: each request waits at most 5 s, and another is
+// sent on a new connection after it. (Once in CI a request accepted
+// during the start got no answer at all, while codeexec had served for
+// 24 s; what the sockets of the port were then is logged, should it
+// happen again.)
 func WaitHTTP(t *testing.T, url string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := (&http.Client{Timeout: max(time.Until(deadline), 100*time.Millisecond)}).Get(url)
+		wait := min(max(time.Until(deadline), 100*time.Millisecond), 5*time.Second)
+		client := &http.Client{Timeout: wait, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := client.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			return
+		}
+		if errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err) {
+			t.Logf("%s gave no answer in %s (%v); the port's sockets:\n%s", url, wait, err, portSockets(url))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s did not come up: %v", url, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// portSockets lists the TCP sockets of url's port and their processes
+// (ss), for a test's log.
+func portSockets(url string) string {
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return err.Error()
+	}
+	port := u.Port()
+	out, err := exec.Command("ss", "-tanp", "( sport = :"+port+" or dport = :"+port+" )").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("ss: %v %s", err, out)
+	}
+	return string(out)
 }
 
 // HTTPClient is an initialised MCP client of the server at base, over
