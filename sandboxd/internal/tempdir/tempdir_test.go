@@ -7,7 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
+
+// held keeps the holding process's directory, and so its lock, alive.
+var held *Dir
 
 // TestMain lets the test binary be the other process of the tests: with
 // TEMPDIR_HOLD set it makes a directory there, prints its path and waits
@@ -20,7 +24,13 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		fmt.Fprintln(os.Stdout, d.Path)
-		select {}
+		// Unreachable, d's lock file would be closed by its finalizer.
+		held = d
+		// Sleep rather than select{}: with no other goroutine, the runtime
+		// takes an empty select for a deadlock and exits, dropping the lock.
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 	os.Exit(m.Run())
 }
