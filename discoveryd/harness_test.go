@@ -12,6 +12,7 @@ import (
 	"github.com/codeexec/codeexec/discoveryd"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	"github.com/codeexec/codeexec/services/grpctest"
+	"github.com/codeexec/codeexec/services/testenv"
 )
 
 // env is one discoveryd reached through the generated client over bufconn.
@@ -106,6 +107,7 @@ func npmServer(t testing.TB, pkg string) string {
 // node returns the node binary.
 func node(t testing.TB) string {
 	t.Helper()
+	testenv.Node(t)
 	p, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node is not on PATH; install Node.js 18+ and run `npm ci` in the repo root: %v", err)
@@ -129,6 +131,7 @@ func python3(t testing.TB) string {
 // stdio returns a config entry for an npm server.
 func stdio(t *testing.T, pkg string, args ...string) map[string]any {
 	t.Helper()
+	testenv.Node(t)
 	a := []any{npmServer(t, pkg)}
 	for _, s := range args {
 		a = append(a, s)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/codeexec/codeexec/services/testenv"
 	"github.com/codeexec/codeexec/services/testport"
 )
 
@@ -66,6 +67,7 @@ type Server struct {
 // directory removed, when the test ends.
 func Start(tb testing.TB, opts Options) *Server {
 	tb.Helper()
+	testenv.Postgres(tb)
 	s, err := start(opts)
 	if err != nil {
 		tb.Fatal(err)

@@ -3,6 +3,8 @@ package pgtest
 import (
 	"sync"
 	"testing"
+
+	"github.com/codeexec/codeexec/services/testenv"
 )
 
 // shared is the one server of a test binary that Shared hands out.
@@ -33,6 +35,7 @@ func Main(m *testing.M) int {
 // that kills or stops a server starts its own with Start.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
+	testenv.Postgres(tb)
 	shared.Lock()
 	defer shared.Unlock()
 	if !shared.main {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/lexicon"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
+	"github.com/codeexec/codeexec/services/testenv"
 )
 
 // Benchmark targets from issue 3 and the field survey §10.
@@ -173,6 +174,7 @@ var builtFor = map[string]bool{"natural": true, "synonym": true, "typo": true, "
 // It asserts only deterministic figures (recall, exact-name rate); the
 // latency it prints is a measurement, not a pass condition.
 func TestSearchReport(t *testing.T) {
+	testenv.Slow(t)
 	ds := loadDataset(t)
 	ix := NewIndex(ds.docs)
 	ours := ix.Search

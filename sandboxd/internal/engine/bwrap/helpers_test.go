@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
+	"github.com/codeexec/codeexec/services/testenv"
 )
 
 const python = enginetest.Python
@@ -17,6 +18,7 @@ const python = enginetest.Python
 // need: root (for cgroups), bwrap and python3.
 func requireHost(t *testing.T) {
 	t.Helper()
+	testenv.Sandboxes(t)
 	if os.Geteuid() != 0 {
 		t.Fatal("these tests need root: cgroups are created under /sys/fs/cgroup")
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/codeexec/codeexec/services/pgtest"
+	"github.com/codeexec/codeexec/services/testenv"
 )
 
 // Main sets these.
@@ -38,6 +39,7 @@ var (
 // Main is a test package's TestMain: it builds the binary, runs the tests
 // (with the tests' PostgreSQL, services/pgtest) and exits.
 func Main(m *testing.M) {
+	testenv.ShortMain("the codeexec binary, real sandboxes, Node.js and PostgreSQL")
 	root, err := moduleRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
