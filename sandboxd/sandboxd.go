@@ -296,7 +296,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 	}
 	m, err := session.NewManager(ctx, session.Config{
 		Engine:   eng,
-		Broker:   &broker.Broker{Discovery: deps.Discovery, Memory: deps.Memory, Tools: deps.Tools},
+		Broker:   &broker.Broker{Discovery: deps.Discovery, Memory: deps.Memory, Tools: deps.Tools, Logger: logger},
 		AgentDir: dir,
 		Argv:     []string{cfg.Python, "-I", filepath.Join(engine.AgentMount, agent.Entry)},
 		Env: map[string]string{
