@@ -112,6 +112,7 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p
 	out.Notices = append(notices, out.Notices...)
 	if modern {
 		out.Session, out.NewSession = id, created
+		e.Handed()
 	}
 	return out
 }
