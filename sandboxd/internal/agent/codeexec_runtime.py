@@ -396,18 +396,25 @@ Discover (sync helpers read this call's metadata, async ones ask the host):
   runtime.query_tool_docs_sync("server", tool=None, detail="full")
   runtime.describe_server("server")            includes the server's cwd
 
-Call tools (async; results are CallToolResult dicts):
+Call tools (async; a result is a CallToolResult dict):
   res = await mcp_<alias>.<tool_alias>(arg=value)
   text = res["content"][0]["text"]
   await runtime.call_tool("server", "tool", {"arg": value})
-
-Sessions: the state is checkpointed after each call and comes back after a
-timeout or crash (what cannot be saved is named then).
-  runtime.end_session()    end this session and delete its checkpoint
+  runtime.call_tool_sync("server", "tool", {"arg": value})
+  A failed call raises runtime.ToolError (e.server, e.tool, e.message,
+  e.structured_content, e.result), also when the server answers isError;
+  raise_on_error=False returns the dict instead. Arguments are checked
+  against the tool's input schema first (InvalidArgumentError, a ToolError).
+  A configured server not listed in servers=[...] raises, saying so.
   asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError,
   as a subclass by kind (e.code): NotFoundError, InvalidArgumentError,
   PermissionDeniedError, UnavailableError, DeadlineExceededError, ...
   from mcp.servers.<alias> import *   one async function per tool.
+
+Sessions: variables, imports, functions and classes are checkpointed after
+each call and come back after a timeout or crash (what cannot be saved is
+named then).
+  runtime.end_session()    end this session and delete its checkpoint
 
 Memory (JSON values, kept across sessions):
   save_memory(key, value, *, metadata=None)  load_memory(key, *, default=None)
@@ -416,11 +423,17 @@ Memory (JSON values, kept across sessions):
 
 Saved tools (kept across sessions):
   save_tool(func)   then in any later session: func(...) or import user_tools
+  It carries the modules, constants and session functions func uses, or
+  refuses, naming what it cannot carry.
   runtime.list_saved_tools()   runtime.delete_saved_tool(name)
 
-Limits: no network; read-only root; /workspace and /tmp are small tmpfs;
-memory, process count and time are capped (a timeout loses the session);
-output is capped per call. Files written to /workspace last for the session.
+Limits: no network (MCP servers reach the outside); read-only root;
+/workspace and /tmp are small tmpfs; memory, process count and time are
+capped (by default 512 MiB, 128 processes and threads, a 30 s timeout of
+at most 120 s); output is capped per call (256 KiB per stream by default).
+A timeout stops the sandbox: the next call restores the checkpoint.
+Files in /workspace and /tmp last while the sandbox runs; a timeout or
+crash loses them (they are not in the checkpoint).
 """
 
 
