@@ -276,3 +276,54 @@ func TestE2ETruthHandleOutlivesACleanExit(t *testing.T) {
 		t.Errorf("after a clean exit, the handle's session printed %q; result %v", got, r.Results[0])
 	}
 }
+
+// TestE2ETruthNoticesOncePerCause: a value the checkpoint cannot hold is
+// named once, not again on later calls that add other such values.
+func TestE2ETruthNoticesOncePerCause(t *testing.T) {
+	t.Parallel()
+	r := sdkV1(t, nil, map[string]any{"calls": runCalls(
+		map[string]any{"code": "import threading\nlock = threading.Lock()"},
+		map[string]any{"code": "a = 1"},
+		map[string]any{"code": "import socket\nsock = socket.socket()"},
+		map[string]any{"code": "b = 2"},
+		map[string]any{"code": "c = 3"},
+	)})
+	var said []string
+	for i, res := range r.Results {
+		_, _, stderr := structuredOf(t, res)
+		said = append(said, stderr)
+		if n := strings.Count(stderr, "lock ("); (i == 1) != (n == 1) || n > 1 {
+			t.Errorf("call %d names the lock %d times: %q", i, n, stderr)
+		}
+		if n := strings.Count(stderr, "sock ("); (i == 3) != (n == 1) || n > 1 {
+			t.Errorf("call %d names the socket %d times: %q", i, n, stderr)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stderr of each call: %q", said)
+	}
+}
+
+// TestE2ETruthCaughtThreadLimitKeepsTheSession: code that reaches the
+// process cap, catches the RuntimeError and lets its threads end is not
+// killed or rolled back.
+func TestE2ETruthCaughtThreadLimitKeepsTheSession(t *testing.T) {
+	t.Parallel()
+	r := sdkV1(t, map[string]string{"MCP_BRIDGE_PIDS": "32"}, map[string]any{"calls": runCalls(
+		map[string]any{"code": "kept = 'before'"},
+		map[string]any{"code": "import threading\nev = threading.Event()\nts = []\ntry:\n" +
+			"    for _ in range(1000):\n        t = threading.Thread(target=ev.wait)\n        t.start()\n        ts.append(t)\n" +
+			"except RuntimeError as e:\n    print('caught:', e)\nev.set()\nfor t in ts:\n    t.join()\nkept = 'after'\nprint('finished')"},
+		map[string]any{"code": "print(kept)"},
+	)})
+	sc, stdout, stderr := structuredOf(t, r.Results[1])
+	if !strings.HasPrefix(stdout, "caught: can't start new thread") || !strings.HasSuffix(stdout, "finished") {
+		t.Fatalf("the code did not reach the cap and finish: %v", r.Results[1])
+	}
+	if sc["status"] == "error" || strings.Contains(stderr, "process limit") {
+		t.Errorf("a run that caught the thread limit and finished was failed: %v", r.Results[1])
+	}
+	if _, stdout, stderr := structuredOf(t, r.Results[2]); stdout != "after" || strings.Contains(stderr, "restored") {
+		t.Errorf("the session was not kept: %v", r.Results[2])
+	}
+}
