@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -55,6 +57,11 @@ func sdkV1(t *testing.T, env map[string]string, spec map[string]any) sdkV1Result
 	for _, kv := range harness.BaseEnv(t, env) {
 		k, v, _ := strings.Cut(kv, "=")
 		envMap[k] = v
+	}
+	for k, v := range env {
+		if v == "" { // an empty value removes the variable
+			delete(envMap, k)
+		}
 	}
 	spec["command"], spec["args"], spec["env"] = harness.Binary, []string{"serve"}, envMap
 	raw, err := json.Marshal(spec)
@@ -325,5 +332,108 @@ func TestE2ETruthCaughtThreadLimitKeepsTheSession(t *testing.T) {
 	}
 	if _, stdout, stderr := structuredOf(t, r.Results[2]); stdout != "after" || strings.Contains(stderr, "restored") {
 		t.Errorf("the session was not kept: %v", r.Results[2])
+	}
+}
+
+// TestE2ETruthCLI: the CLI refuses a flag where a name goes, says its
+// version from the build info, expands ${PWD} without a PWD variable, and
+// logs update_memory's expected retries at debug only.
+func TestE2ETruthCLI(t *testing.T) {
+	t.Parallel()
+	env := harness.BaseEnv(t, nil)
+	status, stdout, stderr := runBinary(t, env, "token", "add", "--help")
+	if status != 0 || !strings.HasPrefix(stdout, "usage:") || strings.Contains(stdout, "\nsha256:") || strings.Contains(stderr, "token for tenant") {
+		t.Errorf("token add --help: status %d, stdout %q, stderr %q", status, stdout, stderr)
+	}
+	status, stdout, stderr = runBinary(t, env, "token", "add", "--force")
+	if status != 2 || stdout != "" || !strings.Contains(stderr, `"--force" is not a tenant name`) {
+		t.Errorf("token add --force: status %d, stdout %q, stderr %q", status, stdout, stderr)
+	}
+	// The harness's binary may be built without VCS stamping (GOFLAGS
+	// -buildvcs=false); this one is stamped where the checkout allows it
+	// (Go stamps a clone, not a git worktree), as a release build is. What
+	// `go version -m` reads from it is what version must print.
+	stamped := filepath.Join(t.TempDir(), "codeexec")
+	build := exec.CommandContext(t.Context(), "go", "build", "-buildvcs=auto", "-o", stamped, "./cmd/codeexec")
+	build.Dir, build.Env = harness.Root, append(os.Environ(), "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	info, err := exec.CommandContext(t.Context(), "go", "version", "-m", stamped).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "codeexec (devel)"
+	for _, line := range strings.Split(string(info), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 3 && f[0] == "mod" && f[2] != "(devel)":
+			want = "codeexec " + f[2]
+		case len(f) == 2 && f[0] == "build" && strings.HasPrefix(f[1], "vcs.revision="):
+			want += " " + strings.TrimPrefix(f[1], "vcs.revision=")
+		case len(f) == 2 && f[0] == "build" && f[1] == "vcs.modified=true":
+			want += " modified"
+		}
+	}
+	versionOut, err := exec.CommandContext(t.Context(), stamped, "version").Output()
+	if err != nil || strings.TrimSpace(string(versionOut)) != want {
+		t.Errorf("version: %v, stdout %q; want %q (from go version -m)", err, versionOut, want)
+	}
+	t.Logf("version: %s", versionOut)
+
+	// ${PWD} in a project's .mcp.json, started without PWD (as a client
+	// that execs codeexec directly does).
+	project := t.TempDir()
+	if err := os.Mkdir(filepath.Join(project, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
+	mcpJSON, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"fs": map[string]any{"command": node, "args": []any{npmEntry(t, "server-filesystem"), "${PWD}/data"}}}})
+	if err := os.WriteFile(filepath.Join(project, ".mcp.json"), mcpJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := sdkV1(t, map[string]string{"PWD": ""}, map[string]any{"cwd": project, "calls": runCalls(map[string]any{
+		"code": "print((await mcp_fs.list_allowed_directories())['content'][0]['text'])", "servers": []any{"fs"}})})
+	sc, out, _ := structuredOf(t, r.Results[0])
+	if !strings.Contains(out, filepath.Join(project, "data")) {
+		t.Errorf("${PWD} without PWD: %v", sc)
+	}
+
+	// update_memory's retries on a conflict are expected: debug only. Two
+	// codeexecs on one state dir update one key at once.
+	state := harness.StateEnv(t.TempDir())
+	c1, logs1 := harness.StartStdio(t, state)
+	c2, logs2 := harness.StartStdio(t, state)
+	// Each waits for the other to be ready, so that their updates overlap.
+	bump := "import time\nsave_memory('ready%d', 1)\nwhile not memory_exists('ready%d'):\n    time.sleep(0.01)\n" +
+		"for _ in range(60):\n    update_memory('n', lambda v: (v or 0) + 1)\nprint('ok')"
+	done := make(chan error, 2)
+	for i, c := range []harness.MCPClient{c1, c2} {
+		go func() {
+			o, err := harness.CallRunPython(t.Context(), c, map[string]any{"code": fmt.Sprintf(bump, i, 1-i)})
+			if err == nil && harness.Joined(o.Stdout()) != "ok" {
+				err = fmt.Errorf("update_memory: %s", o.Text)
+			}
+			done <- err
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := harness.Joined(harness.Code(t, c1, "print(load_memory('n'))").Stdout()); got != "120" {
+		t.Fatalf("two codeexecs' update_memory: %q, want 120", got)
+	}
+	logs := logs1.String() + logs2.String()
+	aborted := regexp.MustCompile(`(?m)^.*grpc\.code=Aborted.*$`).FindAllString(logs, -1)
+	if len(aborted) == 0 {
+		t.Fatalf("no update_memory conflict was logged at all (debug level); the test shows nothing:\n%s", harness.TailOf(logs, 3000))
+	}
+	for _, line := range aborted {
+		if !strings.Contains(line, "level=DEBUG") {
+			t.Errorf("an expected retry is logged above debug: %s", line)
+		}
 	}
 }
