@@ -400,12 +400,9 @@ Call tools (async; a result is a CallToolResult dict):
   res = await mcp_<alias>.<tool_alias>(arg=value)
   text = res["content"][0]["text"]
   await runtime.call_tool("server", "tool", {"arg": value})
-  runtime.call_tool_sync("server", "tool", {"arg": value})
-  A failed call raises runtime.ToolError (e.server, e.tool, e.message,
-  e.structured_content, e.result), also when the server answers isError;
-  raise_on_error=False returns the dict instead. Arguments are checked
-  against the tool's input schema first (InvalidArgumentError, a ToolError).
-  A configured server not listed in servers=[...] raises, saying so.
+  A failed call (isError too) raises runtime.ToolError (.server .tool
+  .message .structured_content); raise_on_error=False returns the dict.
+  Arguments are checked against the tool's schema first.
   asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError,
   as a subclass by kind (e.code): NotFoundError, InvalidArgumentError,
   PermissionDeniedError, UnavailableError, DeadlineExceededError, ...
@@ -423,17 +420,13 @@ Memory (JSON values, kept across sessions):
 
 Saved tools (kept across sessions):
   save_tool(func)   then in any later session: func(...) or import user_tools
-  It carries the modules, constants and session functions func uses, or
-  refuses, naming what it cannot carry.
+  It carries the imports, constants and helpers func uses.
   runtime.list_saved_tools()   runtime.delete_saved_tool(name)
 
-Limits: no network (MCP servers reach the outside); read-only root;
-/workspace and /tmp are small tmpfs; memory, process count and time are
-capped (by default 512 MiB, 128 processes and threads, a 30 s timeout of
-at most 120 s); output is capped per call (256 KiB per stream by default).
-A timeout stops the sandbox: the next call restores the checkpoint.
-Files in /workspace and /tmp last while the sandbox runs; a timeout or
-crash loses them (they are not in the checkpoint).
+Limits (defaults): no network (MCP servers reach out); read-only root;
+512 MiB of memory, 128 processes, a 30 s timeout of at most 120 s, output
+capped per call (256 KiB per stream). Files in /workspace and /tmp are not
+checkpointed: a timeout or crash loses them.
 """
 
 
