@@ -98,7 +98,7 @@ func TestToolDefinition(t *testing.T) {
 	if diff := cmp.Diff([]string{"code"}, tool.InputSchema.Required); diff != "" {
 		t.Errorf("required (-want +got):\n%s", diff)
 	}
-	if props["code"]["type"] != "string" || props["servers"]["type"] != "array" || props["timeout"]["type"] != "integer" {
+	if props["code"]["type"] != "string" || props["servers"]["type"] != "array" || props["timeout"]["type"] != "number" {
 		t.Errorf("property types = %v", props)
 	}
 	if props["timeout"]["minimum"] != 1.0 || props["timeout"]["maximum"] != 90.0 || props["timeout"]["default"] != 30.0 {

@@ -187,9 +187,11 @@ def tool_error(exc, server, tool):
     return err
 
 
-for _cls in ERRORS + (ToolError,):
+# What mcp.runtime exports: the classes of the channel's error codes, and
+# ToolError, whose "tool_error" code is the agent's own (an isError result).
+EXPORTED = ERRORS + (ToolError,)
+for _cls in EXPORTED:
     _cls.__module__ = "mcp.runtime"  # where user code finds them
-ERRORS += (ToolError,)
 
 
 def error_from(method, err):

@@ -177,7 +177,7 @@ def install(chan, extra):
     names = list(rt.RUNTIME_NAMES)
     for n in names:
         setattr(runtime, n, getattr(rt, n))
-    for cls in codeexec_protocol.ERRORS:  # MCPError and one subclass per error code
+    for cls in codeexec_protocol.EXPORTED:  # MCPError, one subclass per error code, ToolError
         setattr(runtime, cls.__name__, cls)
         names.append(cls.__name__)
     for n, fn in extra.items():
