@@ -18,11 +18,11 @@ import (
 // the reference MCP servers from npm.
 
 // truthServers writes a config with the reference filesystem server (one
-// allowed directory) and server-everything, both over stdio.
-func truthServers(t *testing.T) (config, dir string) {
+// allowed directory, empty) and server-everything, both over stdio.
+func truthServers(t *testing.T) (config string) {
 	t.Helper()
 	node := lookTool(t, "node", "install Node.js 18+ and run `npm ci`")
-	dir = t.TempDir()
+	dir := t.TempDir()
 	servers := map[string]any{
 		"filesystem": map[string]any{"command": node, "args": []any{npmEntry(t, "server-filesystem"), dir}},
 		"everything": map[string]any{"command": node, "args": []any{npmEntry(t, "server-everything"), "stdio"}},
@@ -35,7 +35,7 @@ func truthServers(t *testing.T) (config, dir string) {
 	if err := os.WriteFile(config, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return config, dir
+	return config
 }
 
 // sdkV1Result is what testdata/sdkv1client.mjs prints.
@@ -105,7 +105,7 @@ func structuredOf(t *testing.T, res map[string]any) (sc map[string]any, stdout, 
 // opt-out returns the dict as upstream did.
 func TestE2ETruthToolErrorsRaise(t *testing.T) {
 	t.Parallel()
-	config, _ := truthServers(t)
+	config := truthServers(t)
 	fs := []any{"filesystem"}
 	r := sdkV1(t, map[string]string{"MCP_SERVERS_CONFIG": config}, map[string]any{"calls": runCalls(
 		map[string]any{"code": "res = await mcp_filesystem.read_text_file(path='/not/allowed')\nprint('carried on with', res)", "servers": fs},
@@ -137,7 +137,7 @@ func TestE2ETruthToolErrorsRaise(t *testing.T) {
 // schema before the call, naming the field and what is accepted.
 func TestE2ETruthArgumentsChecked(t *testing.T) {
 	t.Parallel()
-	config, _ := truthServers(t)
+	config := truthServers(t)
 	r := sdkV1(t, map[string]string{"MCP_SERVERS_CONFIG": config}, map[string]any{"calls": runCalls(
 		map[string]any{"code": "try:\n    await mcp_everything.echo(mesage='typo')\n" +
 			"except runtime.InvalidArgumentError as e:\n    print(isinstance(e, runtime.ToolError), e)\n" +
@@ -158,7 +158,7 @@ func TestE2ETruthArgumentsChecked(t *testing.T) {
 // in the call has a name that says how to load it, also in saved tools.
 func TestE2ETruthUnloadedServersSayHowToLoad(t *testing.T) {
 	t.Parallel()
-	config, _ := truthServers(t)
+	config := truthServers(t)
 	want := "Server 'everything' is not available: it is not loaded in this call; pass servers=[\"everything\"] to run_python"
 	r := sdkV1(t, map[string]string{"MCP_SERVERS_CONFIG": config}, map[string]any{"calls": runCalls(
 		map[string]any{"code": "await mcp_everything.echo(message='hi')"},

@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ func TestCheckArguments(t *testing.T) {
 				}
 				return
 			}
-			ce, ok := err.(*channel.Error)
+			ce, ok := errors.AsType[*channel.Error](err)
 			if !ok || ce.Code != channel.CodeInvalidArgument || !strings.Contains(ce.Message, tc.want) {
 				t.Fatalf("err = %#v, want invalid_argument containing %q", err, tc.want)
 			}
