@@ -159,7 +159,7 @@ func TestE2ETruthArgumentsChecked(t *testing.T) {
 func TestE2ETruthUnloadedServersSayHowToLoad(t *testing.T) {
 	t.Parallel()
 	config := truthServers(t)
-	want := "Server 'everything' is not available: it is not loaded in this call; pass servers=[\"everything\"] to run_python"
+	want := "Server 'everything' is not available: no servers are loaded in this call; pass servers=[\"everything\"] to run_python"
 	r := sdkV1(t, map[string]string{"MCP_SERVERS_CONFIG": config}, map[string]any{"calls": runCalls(
 		map[string]any{"code": "await mcp_everything.echo(message='hi')"},
 		map[string]any{"code": "async def shout(m):\n    return (await mcp_everything.echo(message=m))['content'][0]['text'].upper()\n" +

@@ -184,8 +184,12 @@ def not_loaded(name, tool=None):
     d = next((d for d in _discovered if d["name"] == name), None)
     names = [m["name"] for m in _servers] + [name]
     load = "servers=[%s]" % ", ".join(_quoted(n) for n in names)
-    loaded = " (loaded: %s)" % ", ".join(names[:-1]) if len(names) > 1 else ""
-    msg = "Server %r is not available: it is not loaded in this call%s; pass %s to run_python" % (name, loaded, load)
+    # In the broker's words (names.go), which a kept proxy's call gets.
+    if len(names) > 1:
+        where = "it is not loaded in this call (loaded: %s)" % ", ".join(_quoted(n) for n in names[:-1])
+    else:
+        where = "no servers are loaded in this call"
+    msg = "Server %r is not available: %s; pass %s to run_python" % (name, where, load)
     if d is not None and d.get("failed"):
         msg += "; note that its last start failed: %s" % d["failed"]
     why = _unloaded.get(name)

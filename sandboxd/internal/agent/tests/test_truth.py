@@ -124,9 +124,9 @@ class UnloadedServerTest(unittest.TestCase):
         self.assertEqual(r.stdout.splitlines(), [
             "<MCP server 'everything': not loaded in this call>",
             "PermissionDeniedError True Server 'everything' is not available: it is not loaded in this call "
-            "(loaded: filesystem); pass servers=[\"filesystem\", \"everything\"] to run_python",
+            "(loaded: \"filesystem\"); pass servers=[\"filesystem\", \"everything\"] to run_python",
             "PermissionDeniedError True Server 'broken-one' is not available: it is not loaded in this call "
-            "(loaded: filesystem); pass servers=[\"filesystem\", \"broken-one\"] to run_python; note that its "
+            "(loaded: \"filesystem\"); pass servers=[\"filesystem\", \"broken-one\"] to run_python; note that its "
             "last start failed: exit status 1",
             "PermissionDeniedError True Server 'gone' is not available: its config entry in /x/.mcp.json was not "
             "loaded (no command), so servers=[\"filesystem\", \"gone\"] would fail too",
@@ -153,7 +153,7 @@ class UnloadedServerTest(unittest.TestCase):
                         "except runtime.MCPError as e:\n"
                         "    print(e)\n", servers=[FS], discovered=self.discovered())
         self.assertEqual(r.stdout, "Server 'everything' is not available: it is not loaded in this call "
-                                   "(loaded: filesystem); pass servers=[\"filesystem\", \"everything\"] to "
+                                   "(loaded: \"filesystem\"); pass servers=[\"filesystem\", \"everything\"] to "
                                    "run_python\n", r)
 
 
