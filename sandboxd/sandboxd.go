@@ -9,6 +9,7 @@
 package sandboxd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,6 +90,11 @@ type Config struct {
 	// Advertise is where gateways reach this replica's SandboxService when
 	// another replica finds a session live here: host:port, or unix:/path.
 	Advertise string
+
+	// ToolErrors is what a failed tool call does in the sandbox: "raise"
+	// (or "") raises runtime.ToolError; "return" returns the failed
+	// CallToolResult as a dict, as upstream did, for code written for it.
+	ToolErrors string
 }
 
 // Limits bound one sandbox. Its fields are engine.Limits' (in
@@ -190,6 +196,8 @@ func (c Config) Validate() error {
 		return err
 	}
 	switch {
+	case c.ToolErrors != "" && c.ToolErrors != "raise" && c.ToolErrors != "return":
+		return fmt.Errorf("tool errors %q: use \"raise\" (a failed tool call raises runtime.ToolError) or \"return\" (it returns the result dict, as upstream did)", c.ToolErrors)
 	case c.Runtime != "" && c.Runtime != "bwrap" && c.Runtime != "podman" && c.Runtime != "docker":
 		return fmt.Errorf("runtime %q is not supported: use bwrap, podman or docker, or leave it empty to detect one", c.Runtime)
 	case (c.Runtime == "podman" || c.Runtime == "docker") && c.Image == "":
@@ -296,12 +304,14 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 	}
 	m, err := session.NewManager(ctx, session.Config{
 		Engine:   eng,
-		Broker:   &broker.Broker{Discovery: deps.Discovery, Memory: deps.Memory, Tools: deps.Tools},
+		Broker:   &broker.Broker{Discovery: deps.Discovery, Memory: deps.Memory, Tools: deps.Tools, Logger: logger},
 		AgentDir: dir,
 		Argv:     []string{cfg.Python, "-I", filepath.Join(engine.AgentMount, agent.Entry)},
 		Env: map[string]string{
 			"HOME": "/workspace", "PWD": "/workspace", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
 			"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
+			// Read by the agent at each tool call (codeexec_runtime).
+			"MCP_BRIDGE_TOOL_ERRORS": cmp.Or(cfg.ToolErrors, "raise"),
 		},
 		Limits:         lim,
 		OutputLimit:    cfg.OutputLimitBytes,

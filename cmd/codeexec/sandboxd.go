@@ -155,6 +155,7 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.Duration(&c.SessionTTL, "session-ttl", d.SessionTTL, "how long an unused session's state (and its handle) is kept", "CODEEXEC_SESSION_TTL")
 	fs.Bytes(&c.CheckpointBytes, "checkpoint-bytes", d.CheckpointBytes, "largest session checkpoint; a session whose state is larger is not durable until it shrinks", "CODEEXEC_CHECKPOINT_BYTES")
 	c.StartTimeout = d.StartTimeout
+	fs.String(&c.ToolErrors, "tool-errors", "raise", "what a failed MCP tool call does in the sandbox: raise (runtime.ToolError) or return (the result dict, as upstream did)", "MCP_BRIDGE_TOOL_ERRORS")
 	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes", "MCP_BRIDGE_IMAGE")
 	fs.String(&c.ContainerUser, "container-user", d.ContainerUser, "uid:gid inside containers", "MCP_BRIDGE_CONTAINER_USER")
 	bindContainers(fs, c, cs)

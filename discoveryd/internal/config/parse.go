@@ -176,7 +176,7 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 	if d, ok := e["description"].(string); ok && d != "" {
 		s.Description = d
 	}
-	x := expander{lookup: opts.Lookup, vars: vars}
+	x := expander{lookup: opts.Lookup, vars: vars, cwd: opts.Cwd}
 	s.Cwd = x.expand(str(e["cwd"]))
 	for _, k := range urlKeys {
 		if s.URL = x.expand(str(e[k])); s.URL != "" {

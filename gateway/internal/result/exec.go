@@ -29,7 +29,7 @@ type Outcome struct {
 	// Err is the RPC error that ended the call early, if any.
 	Err error
 	// TimeoutSeconds is the timeout the gateway asked for.
-	TimeoutSeconds int
+	TimeoutSeconds float64
 	// Servers are the servers the gateway asked for, reported when the
 	// sandbox did not report its own list.
 	Servers []string
@@ -131,13 +131,13 @@ func FromOutcome(o Outcome) Payload {
 	case sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT:
 		n := o.TimeoutSeconds
 		if d := r.GetTimeout(); d != nil && d.AsDuration() > 0 {
-			n = int(d.AsDuration().Seconds())
+			n = d.AsDuration().Seconds()
 		}
 		p.Status, p.TimeoutSeconds = StatusTimeout, n
-		p.Summary = fmt.Sprintf("Timeout: execution exceeded %ds", n)
-		p.Error = fmt.Sprintf("Execution exceeded the %ds timeout. %s", n, lostNote(r))
+		p.Summary = fmt.Sprintf("Timeout: execution exceeded %gs", n)
+		p.Error = fmt.Sprintf("Execution exceeded the %gs timeout. %s", n, lostNote(r))
 		if note := r.GetTimeoutNote(); note != "" {
-			p.Error = fmt.Sprintf("Execution exceeded the %ds timeout: %s. %s", n, note, lostNote(r))
+			p.Error = fmt.Sprintf("Execution exceeded the %gs timeout: %s. %s", n, note, lostNote(r))
 		}
 	case sandboxv1.ExecStatus_EXEC_STATUS_KILLED:
 		msg := r.GetError()

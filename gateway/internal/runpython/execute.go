@@ -55,7 +55,7 @@ const localCapFactor = 2
 // the handle back in the result; a legacy client's results are exactly as
 // they were before handles existed.
 func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p params.RunPython, progress func(string)) result.Outcome {
-	base := result.Outcome{TimeoutSeconds: p.TimeoutSeconds, Servers: p.Servers, OutputCapBytes: t.opts.OutputLimitBytes}
+	base := result.Outcome{TimeoutSeconds: p.Timeout.Seconds(), Servers: p.Servers, OutputCapBytes: t.opts.OutputLimitBytes}
 	if p.Session != "" || (mcpID == "" && modern) {
 		return t.executeHandle(ctx, tenant, p, base, progress)
 	}
@@ -112,6 +112,7 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p
 	out.Notices = append(notices, out.Notices...)
 	if modern {
 		out.Session, out.NewSession = id, created
+		e.Handed()
 	}
 	return out
 }
@@ -141,14 +142,14 @@ func (t *Tool) executeHandle(ctx context.Context, tenant string, p params.RunPyt
 // runOnce makes one Execute call and gathers its stream. A session that is
 // live on another replica is followed there.
 func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) (out result.Outcome) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.TimeoutSeconds)*time.Second+rpcGrace)
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout+rpcGrace)
 	defer cancel()
 	req := &sandboxv1.ExecuteRequest{
 		SessionId: sandboxID,
 		Tenant:    tenant,
 		Code:      p.Code,
 		Servers:   p.Servers,
-		Timeout:   durationpb.New(time.Duration(p.TimeoutSeconds) * time.Second),
+		Timeout:   durationpb.New(p.Timeout),
 	}
 	client, holder := t.opts.Sandbox, ""
 	holderGone := time.Time{}

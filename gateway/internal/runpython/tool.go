@@ -50,11 +50,11 @@ const description = "Run Python in a persistent sandbox, like a notebook kernel:
 const schema = `{"type":"object","properties":{` +
 	`"code":{"type":"string","description":"Python source. Helpers: runtime.discovered_servers(), ` +
 	`await runtime.search_tool_docs(query), await runtime.query_tool_docs(server, tool), save_memory(key, value)/load_memory(key), ` +
-	`save_tool(func) to keep a function for later sessions."},` +
+	`save_tool(func) keeps a function."},` +
 	`"servers":{"type":"array","items":{"type":"string"},"description":"MCP servers to expose as mcp_<alias> proxies"},` +
-	`"timeout":{"type":"integer","minimum":1,"maximum":%d,"default":%d,"description":"Timeout in seconds"},` +
+	`"timeout":{"type":"number","minimum":1,"maximum":%d,"default":%d,"description":"Timeout in seconds"},` +
 	`"session":{"type":"string","description":"Session handle from an earlier result, to continue that session"}},` +
-	`"required":["code"]}`
+	`"required":["code"],"additionalProperties":false}`
 
 // Options are what the tool needs from the gateway.
 type Options struct {
@@ -187,7 +187,7 @@ func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 		slog.String(logkeys.RequestID, reqID),
 		slog.String(logkeys.ExecStatus, payload.Status),
 		slog.Duration(logkeys.Duration, time.Since(start)),
-		slog.Int("timeout.seconds", p.TimeoutSeconds),
+		slog.Float64("timeout.seconds", p.Timeout.Seconds()),
 		slog.Any("servers", p.Servers))
 	return result.ToolResult(payload, mode), nil
 }

@@ -81,6 +81,11 @@ type Entry struct {
 	mu        sync.Mutex
 	sandboxID string
 	ended     bool
+	// handed says that the sandbox session's handle was given to the
+	// client (MCP 2026-07-28), which may continue it from any process
+	// until its TTL: ending the MCP session then forgets the entry but
+	// leaves the sandbox session alone.
+	handed bool
 	// Generation tracking, to notice a sandbox that was replaced between
 	// calls without the gateway being told (see Observe).
 	genKnown      bool
@@ -240,6 +245,15 @@ func (t *Table) createLocked(ctx context.Context, e *Entry) (id string, created 
 	return e.sandboxID, true, nil
 }
 
+// Handed marks the entry's sandbox session as one whose handle the client
+// holds: it outlives the MCP session and the gateway, until its TTL or an
+// explicit end (runtime.end_session()).
+func (e *Entry) Handed() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.handed = true
+}
+
 // Observe records the session generation reported by a result and reports
 // whether the sandbox was replaced since the previous call although neither
 // call said its state was lost (sandboxd reaped an idle sandbox, say). A
@@ -324,13 +338,17 @@ func (t *Table) endMatching(ctx context.Context, match func(key) bool, forgetKno
 // session's ID when it had one.
 func (t *Table) destroy(ctx context.Context, e *Entry) string {
 	e.mu.Lock()
-	id := e.sandboxID
+	id, handed := e.sandboxID, e.handed
 	e.ended, e.sandboxID = true, ""
 	e.mu.Unlock()
 	if id == "" {
 		return ""
 	}
 	t.release(e.Tenant)
+	if handed {
+		t.logger.InfoContext(ctx, "sandbox session kept: its client holds the handle", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id)
+		return ""
+	}
 	err := t.destroyOn(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: e.Tenant})
 	if err != nil && status.Code(err) != codes.NotFound {
 		t.logger.ErrorContext(ctx, "destroy sandbox session", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id, logkeys.Error, err)

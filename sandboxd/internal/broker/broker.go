@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 
@@ -26,6 +27,12 @@ type Broker struct {
 	Discovery discoveryv1.DiscoveryServiceClient
 	Memory    memoryv1.MemoryServiceClient
 	Tools     memoryv1.ToolServiceClient
+	// Logger says once per schema that a tool's input schema does not
+	// compile; nil logs nothing.
+	Logger *slog.Logger
+
+	// schemas checks tool call arguments against the tools' schemas.
+	schemas schemas
 }
 
 var _ session.Broker = (*Broker)(nil)
@@ -61,7 +68,11 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 	known := map[string]bool{}
 	aliases := map[string]string{}
 	for _, s := range list.GetServers() {
-		all = append(all, channel.DiscoveredServer{Name: s.GetName(), Description: s.GetDescription()})
+		d := channel.DiscoveredServer{Name: s.GetName(), Description: s.GetDescription(), Alias: s.GetAlias()}
+		if s.GetStatus() == discoveryv1.ServerStatus_SERVER_STATUS_FAILED {
+			d.Failed = s.GetLastError()
+		}
+		all = append(all, d)
 		known[s.GetName()] = true
 		aliases[s.GetName()] = s.GetAlias()
 	}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,9 +60,10 @@ type dstate struct {
 	// calls since the stored checkpoint are lost with the sandbox.
 	refusedWhy string
 	// unsaved are the names the last stored checkpoint could not hold;
-	// unsavedReported is what the caller was last told of them.
+	// unsavedReported are those the caller was told of (name and kind),
+	// so that each is said once, not again with every change of the list.
 	unsaved         []channel.LostName
-	unsavedReported string
+	unsavedReported map[[2]string]bool
 	// reason says why the session's sandbox went away, for the next
 	// restore's report; interrupted that the exec it was running did not
 	// finish, so its effects are lost.
@@ -259,20 +258,22 @@ func unsavedOf(manifest []byte) []channel.LostName {
 }
 
 // takeUncheckpointed returns the names the latest stored checkpoint could
-// not hold, to report with a result: once per change of the list, and
-// nothing once it is empty again.
+// not hold that the caller has not been told of, to report with a
+// result: each once, until it is saved again (or deleted) and comes back.
 func (s *Session) takeUncheckpointed() []channel.LostName {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
-	var key strings.Builder
+	var fresh []channel.LostName
+	now := make(map[[2]string]bool, len(s.d.unsaved))
 	for _, u := range s.d.unsaved {
-		key.WriteString(u.Name + "\x00" + u.Type + "\x00")
+		k := [2]string{u.Name, u.Type}
+		now[k] = true
+		if !s.d.unsavedReported[k] {
+			fresh = append(fresh, u)
+		}
 	}
-	if key.String() == s.d.unsavedReported {
-		return nil
-	}
-	s.d.unsavedReported = key.String()
-	return slices.Clone(s.d.unsaved)
+	s.d.unsavedReported = now
+	return fresh
 }
 
 // takeNotDurable returns the not-durable reason to report with a result:
@@ -341,7 +342,7 @@ func (m *Manager) clearCheckpoint(ctx context.Context, s *Session) error {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
 	s.d.reason, s.d.interrupted, s.d.notDurable, s.d.reported, s.d.refusedWhy = "", false, "", "", ""
-	s.d.unsaved, s.d.unsavedReported = nil, ""
+	s.d.unsaved, s.d.unsavedReported = nil, nil
 	return nil
 }
 

@@ -340,7 +340,10 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 		case msg := <-sb.msgs:
 			if handle(msg) {
 				res.Duration = time.Since(start)
-				if !runawayBefore && sb.proc.PidsLimitHit() {
+				// Only processes left running at the cap make a runaway: code
+				// that caught the thread-limit error and let its threads end
+				// keeps its session (an unknown count is taken for a runaway).
+				if !runawayBefore && sb.proc.PidsLimitHit() && runaway(sb.proc.Usage().PidsCurrent, m.cfg.Limits.Pids) {
 					// Runaway processes would keep the sandbox busy forever.
 					res.Status, res.StateLost = StatusError, true
 					res.Error = joinErr(res.Error, fmt.Sprintf(
@@ -441,3 +444,7 @@ func (m *Manager) serveCall(ctx context.Context, sb *sandbox, tenant string, env
 		m.logger.DebugContext(ctx, "reply to sandbox failed", logkeys.Error, err)
 	}
 }
+
+// runaway reports whether a sandbox that reached its process cap still
+// holds half of it once its exec has ended; a count of 0 is unknown.
+func runaway(current int64, limit int) bool { return current == 0 || 2*current >= int64(limit) }
