@@ -16,11 +16,6 @@ import (
 	"github.com/codeexec/codeexec/sandboxd"
 )
 
-// truthFilesEnv adds files (relative to the module root, separated by
-// commas) to the texts TestEveryTextTellsTheTruth reads, e.g. README.md
-// while it is being rewritten.
-const truthFilesEnv = "CODEEXEC_TRUTH_FILES"
-
 // claim is a statement about a behaviour that a text may make: every
 // match of pattern must agree with the code, and a required claim must be
 // made by each text the agent reads.
@@ -69,7 +64,7 @@ var falsehoods = []falsehood{
 
 // texts are what the agent and the user read: the tool's description and
 // schema, the capabilities resource, the sandbox's manual (the agent's
-// source), and docs/*.md; plus the files truthFilesEnv names.
+// source), the README and docs/*.md.
 func texts(t *testing.T) map[string]string {
 	t.Helper()
 	root, err := filepath.Abs("..")
@@ -82,6 +77,7 @@ func texts(t *testing.T) map[string]string {
 		"capabilities resource":  capabilities.Text,
 		"capability_summary()":   manual(t, filepath.Join(root, "sandboxd/internal/agent/codeexec_runtime.py")),
 		"agent README":           read(t, filepath.Join(root, "sandboxd/internal/agent/README.md")),
+		"README.md":              read(t, filepath.Join(root, "README.md")),
 		"tool schema (raw JSON)": string(tool.RawInputSchema),
 	}
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
@@ -90,11 +86,6 @@ func texts(t *testing.T) map[string]string {
 	}
 	for _, p := range docs {
 		out["docs/"+filepath.Base(p)] = read(t, p)
-	}
-	for _, f := range strings.Split(os.Getenv(truthFilesEnv), ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out[f] = read(t, filepath.Join(root, f))
-		}
 	}
 	return out
 }
