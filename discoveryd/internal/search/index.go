@@ -8,8 +8,8 @@ import (
 
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/fuzzy"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/lexicon"
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
+	"github.com/codeexec/codeexec/internal/porter"
 )
 
 // Fields of a document, each with its own weight and length normalisation.

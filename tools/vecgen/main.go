@@ -3,7 +3,7 @@
 // the list is sources in corpus.go) and writes what the search package
 // embeds. Run it through scripts/vectors.sh, which installs the packages:
 //
-//	go run ./discoveryd/internal/search/internal/vecgen -translations FILE -out FILE
+//	go run ./tools/vecgen -translations FILE -out FILE
 //
 // Training is skip-gram with negative sampling on one goroutine with a
 // fixed seed: the output is the same for the same inputs and flags.
@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+	"github.com/codeexec/codeexec/internal/porter"
 )
 
 // stemWords makes the corpus Porter stems, the search index's terms.

