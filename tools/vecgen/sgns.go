@@ -68,118 +68,165 @@ type sgnsParams struct {
 	sample   float64 // subsampling threshold for frequent words
 }
 
+// sigmoid is word2vec's table of the logistic function over
+// [-sigmoidMax, sigmoidMax], sigmoidSize entries.
+const sigmoidMax, sigmoidSize = 6, 1000
+
+// negativeTableSize is the number of slots of the negative-sampling table.
+const negativeTableSize = 1 << 24
+
+// trainer holds one training run's state. Every random draw comes from r,
+// in a fixed order, so the same corpus always gives the same vectors.
+type trainer struct {
+	p       sgnsParams
+	d       int
+	r       rng
+	in, out []float32
+	// table draws negative samples; keep is each word's probability of
+	// being kept by subsampling.
+	table []int32
+	keep  []float32
+	sig   [sigmoidSize]float32
+	grad  []float32
+}
+
 // trainSGNS learns word vectors from the corpus (word ids, -1 between
 // paragraphs) by skip-gram with negative sampling (Mikolov et al. 2013),
 // on one goroutine, so that the same corpus always gives the same
 // vectors. It returns the input and the output (context) vectors, dims
 // floats per word each.
 func trainSGNS(v *vocab, corpus []int32, p sgnsParams, progress func(float64)) (in, out []float32) {
-	n, d := len(v.words), p.dims
-	r := rng(1)
-	in = make([]float32, n*d)
-	for i := range in {
-		in[i] = (r.float() - 0.5) / float32(d)
-	}
-	out = make([]float32, n*d)
-
-	// Negative samples follow the unigram distribution to the 3/4 power.
-	const tableSize = 1 << 24
-	table := make([]int32, tableSize)
-	var z float64
-	for _, c := range v.count {
-		z += math.Pow(float64(c), 0.75)
-	}
-	w, acc := 0, math.Pow(float64(v.count[0]), 0.75)/z
-	for i := range table {
-		table[i] = int32(w)
-		if float64(i)/tableSize > acc && w < n-1 {
-			w++
-			acc += math.Pow(float64(v.count[w]), 0.75) / z
-		}
-	}
-	keep := make([]float32, n)
-	for i, c := range v.count {
-		f := float64(c) / float64(v.total)
-		k := (math.Sqrt(f/p.sample) + 1) * p.sample / f
-		keep[i] = float32(min(k, 1))
-	}
-
-	// sigmoid via a table, as word2vec does.
-	const maxExp, expSize = 6, 1000
-	var sig [expSize]float32
-	for i := range sig {
-		e := math.Exp((float64(i)/expSize*2 - 1) * maxExp)
-		sig[i] = float32(e / (e + 1))
-	}
-
-	grad := make([]float32, d)
+	t := newTrainer(v, p)
 	sent := make([]int32, 0, 1024)
 	total := int64(p.epochs) * int64(len(corpus))
 	var done int64
 	for range p.epochs {
 		for start := 0; start < len(corpus); {
-			// One paragraph, subsampled.
 			end := start
 			for end < len(corpus) && corpus[end] >= 0 {
 				end++
 			}
-			sent = sent[:0]
-			for _, id := range corpus[start:end] {
-				if keep[id] >= 1 || keep[id] > r.float() {
-					sent = append(sent, id)
-				}
-			}
+			sent = t.subsample(sent[:0], corpus[start:end])
 			done += int64(end - start + 1)
 			start = end + 1
-			alpha := p.alpha * max(1-float32(float64(done)/float64(total)), 0.0001)
-			for i, center := range sent {
-				b := int(r.next() % uint64(p.window))
-				for j := i - p.window + b; j <= i+p.window-b; j++ {
-					if j < 0 || j >= len(sent) || j == i {
-						continue
-					}
-					ctx := sent[j]
-					vi := in[int(ctx)*d : int(ctx)*d+d]
-					clear(grad)
-					for k := 0; k <= p.negative; k++ {
-						target, label := center, float32(1)
-						if k > 0 {
-							target = table[r.next()>>16%tableSize]
-							if target == center {
-								continue
-							}
-							label = 0
-						}
-						vo := out[int(target)*d : int(target)*d+d]
-						var f float32
-						for x := range vi {
-							f += vi[x] * vo[x]
-						}
-						var g float32
-						switch {
-						case f > maxExp:
-							g = (label - 1) * alpha
-						case f < -maxExp:
-							g = label * alpha
-						default:
-							g = (label - sig[int((f+maxExp)*(expSize/maxExp/2))]) * alpha
-						}
-						for x := range vi {
-							grad[x] += g * vo[x]
-							vo[x] += g * vi[x]
-						}
-					}
-					for x := range vi {
-						vi[x] += grad[x]
-					}
-				}
-			}
+			t.paragraph(sent, p.alpha*max(1-float32(float64(done)/float64(total)), 0.0001))
 			if progress != nil && start%(1<<20) < end-start+1 {
 				progress(float64(done) / float64(total))
 			}
 		}
 	}
-	return in, out
+	return t.in, t.out
+}
+
+// newTrainer draws the initial input vectors (the output vectors start at
+// zero) and builds the sampling and sigmoid tables.
+func newTrainer(v *vocab, p sgnsParams) *trainer {
+	n, d := len(v.words), p.dims
+	t := &trainer{p: p, d: d, r: rng(1), in: make([]float32, n*d), out: make([]float32, n*d), grad: make([]float32, d)}
+	for i := range t.in {
+		t.in[i] = (t.r.float() - 0.5) / float32(d)
+	}
+	t.table = negativeTable(v.count)
+	t.keep = make([]float32, n)
+	for i, c := range v.count {
+		f := float64(c) / float64(v.total)
+		k := (math.Sqrt(f/p.sample) + 1) * p.sample / f
+		t.keep[i] = float32(min(k, 1))
+	}
+	for i := range t.sig {
+		e := math.Exp((float64(i)/sigmoidSize*2 - 1) * sigmoidMax)
+		t.sig[i] = float32(e / (e + 1))
+	}
+	return t
+}
+
+// negativeTable spreads the words over the table's slots by the unigram
+// distribution to the 3/4 power, which negative samples follow.
+func negativeTable(count []int64) []int32 {
+	table := make([]int32, negativeTableSize)
+	var z float64
+	for _, c := range count {
+		z += math.Pow(float64(c), 0.75)
+	}
+	w, acc := 0, math.Pow(float64(count[0]), 0.75)/z
+	for i := range table {
+		table[i] = int32(w)
+		if float64(i)/negativeTableSize > acc && w < len(count)-1 {
+			w++
+			acc += math.Pow(float64(count[w]), 0.75) / z
+		}
+	}
+	return table
+}
+
+// subsample appends to sent the words of one paragraph that subsampling
+// keeps.
+func (t *trainer) subsample(sent, paragraph []int32) []int32 {
+	for _, id := range paragraph {
+		if t.keep[id] >= 1 || t.keep[id] > t.r.float() {
+			sent = append(sent, id)
+		}
+	}
+	return sent
+}
+
+// paragraph trains on every (center, context) pair of one subsampled
+// paragraph, in a window of random width around each center.
+func (t *trainer) paragraph(sent []int32, alpha float32) {
+	w := t.p.window
+	for i, center := range sent {
+		b := int(t.r.next() % uint64(w))
+		for j := i - w + b; j <= i+w-b; j++ {
+			if j < 0 || j >= len(sent) || j == i {
+				continue
+			}
+			t.pair(center, sent[j], alpha)
+		}
+	}
+}
+
+// pair moves the context word's input vector towards the center word's
+// output vector and away from those of negative samples.
+func (t *trainer) pair(center, ctx int32, alpha float32) {
+	d := t.d
+	vi := t.in[int(ctx)*d : int(ctx)*d+d]
+	clear(t.grad)
+	for k := 0; k <= t.p.negative; k++ {
+		target, label := center, float32(1)
+		if k > 0 {
+			target = t.table[t.r.next()>>16%negativeTableSize]
+			if target == center {
+				continue
+			}
+			label = 0
+		}
+		vo := t.out[int(target)*d : int(target)*d+d]
+		var f float32
+		for x := range vi {
+			f += vi[x] * vo[x]
+		}
+		g := (label - t.sigmoid(f)) * alpha
+		for x := range vi {
+			t.grad[x] += g * vo[x]
+			vo[x] += g * vi[x]
+		}
+	}
+	for x := range vi {
+		vi[x] += t.grad[x]
+	}
+}
+
+// sigmoid is the logistic function of f, from the table, saturating at 0
+// and 1 outside it.
+func (t *trainer) sigmoid(f float32) float32 {
+	switch {
+	case f > sigmoidMax:
+		return 1
+	case f < -sigmoidMax:
+		return 0
+	default:
+		return t.sig[int((f+sigmoidMax)*(sigmoidSize/sigmoidMax/2))]
+	}
 }
 
 // normalize scales each of the n vectors in vs to unit length.
