@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sharedstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sharedstore/v1"
 )
 
 // remote is a store.Store served by the owner of the database over its
@@ -18,7 +18,7 @@ import (
 // this" comes back as errRetry, and Store retries it, on the owner that
 // comes next, which may be this very process.
 type remote struct {
-	client memoryv1.StoreServiceClient
+	client sharedstorev1.StoreServiceClient
 }
 
 var _ store.Store = (*remote)(nil)
@@ -77,7 +77,7 @@ func answer(err error) error {
 	return fromStatus(err)
 }
 
-func fromProto(r *memoryv1.StoreRecord) store.Record {
+func fromProto(r *sharedstorev1.StoreRecord) store.Record {
 	return store.Record{
 		Key: r.GetKey(), Value: r.GetValue(), ValueLen: int(r.GetValueBytes()), Meta: r.GetMeta(),
 		Created: r.GetCreateTime().AsTime(), Updated: r.GetUpdateTime().AsTime(), Revision: r.GetRevision(),
@@ -86,7 +86,7 @@ func fromProto(r *memoryv1.StoreRecord) store.Record {
 
 // Get implements store.Store.
 func (r *remote) Get(ctx context.Context, tenant string, kind store.Kind, key string) (store.Record, error) {
-	resp, err := r.client.GetRecord(ctx, &memoryv1.GetRecordRequest{Tenant: tenant, Kind: string(kind), Key: key})
+	resp, err := r.client.GetRecord(ctx, &sharedstorev1.GetRecordRequest{Tenant: tenant, Kind: string(kind), Key: key})
 	if err != nil {
 		return store.Record{}, answer(err)
 	}
@@ -96,7 +96,7 @@ func (r *remote) Get(ctx context.Context, tenant string, kind store.Kind, key st
 // Put implements store.Store; Store gives every write through it a
 // request ID.
 func (r *remote) Put(ctx context.Context, tenant string, kind store.Kind, key string, w store.Write) (store.Record, error) {
-	resp, err := r.client.PutRecord(ctx, &memoryv1.PutRecordRequest{
+	resp, err := r.client.PutRecord(ctx, &sharedstorev1.PutRecordRequest{
 		Tenant: tenant, Kind: string(kind), Key: key, Value: w.Value, Meta: w.Meta, KeepMeta: w.KeepMeta,
 		CheckRevision: w.CheckRevision, Revision: w.Revision, RequestId: w.RequestID,
 		CreateTime: timestampOf(w.Created), UpdateTime: timestampOf(w.Updated),
@@ -109,7 +109,7 @@ func (r *remote) Put(ctx context.Context, tenant string, kind store.Kind, key st
 
 // Delete implements store.Store.
 func (r *remote) Delete(ctx context.Context, tenant string, kind store.Kind, key string, requestID []byte) (bool, error) {
-	resp, err := r.client.DeleteRecord(ctx, &memoryv1.DeleteRecordRequest{Tenant: tenant, Kind: string(kind), Key: key, RequestId: requestID})
+	resp, err := r.client.DeleteRecord(ctx, &sharedstorev1.DeleteRecordRequest{Tenant: tenant, Kind: string(kind), Key: key, RequestId: requestID})
 	if err != nil {
 		return false, answer(err)
 	}
@@ -118,7 +118,7 @@ func (r *remote) Delete(ctx context.Context, tenant string, kind store.Kind, key
 
 // List implements store.Store.
 func (r *remote) List(ctx context.Context, tenant string, kind store.Kind, withValues bool) ([]store.Record, error) {
-	resp, err := r.client.ListRecords(ctx, &memoryv1.ListRecordsRequest{Tenant: tenant, Kind: string(kind), WithValues: withValues})
+	resp, err := r.client.ListRecords(ctx, &sharedstorev1.ListRecordsRequest{Tenant: tenant, Kind: string(kind), WithValues: withValues})
 	if err != nil {
 		return nil, answer(err)
 	}
@@ -131,7 +131,7 @@ func (r *remote) List(ctx context.Context, tenant string, kind store.Kind, withV
 
 // Tenants implements store.Store.
 func (r *remote) Tenants(ctx context.Context) ([]string, error) {
-	resp, err := r.client.ListTenants(ctx, &memoryv1.ListTenantsRequest{})
+	resp, err := r.client.ListTenants(ctx, &sharedstorev1.ListTenantsRequest{})
 	if err != nil {
 		return nil, answer(err)
 	}
@@ -145,7 +145,7 @@ var errBackupInterrupted = errors.New("the database's owner went away during the
 // Backup implements store.Store. An owner that goes away before the first
 // byte is retried like any call; after it, the backup fails.
 func (r *remote) Backup(ctx context.Context, w io.Writer) (int64, error) {
-	stream, err := r.client.BackupStore(ctx, &memoryv1.BackupStoreRequest{})
+	stream, err := r.client.BackupStore(ctx, &sharedstorev1.BackupStoreRequest{})
 	if err != nil {
 		return 0, answer(err)
 	}

@@ -28,7 +28,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sharedstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sharedstore/v1"
 	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/logkeys"
@@ -146,7 +146,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.cur.Store(&storeBox{&remote{client: memoryv1.NewStoreServiceClient(s.conn)}})
+	s.cur.Store(&storeBox{&remote{client: sharedstorev1.NewStoreServiceClient(s.conn)}})
 	s.diagnose()
 	if info, ok := readOwner(opts.Path); ok && alive(info.PID) {
 		s.logger.Info("memory database is held by another codeexec; using it through its socket",
@@ -173,7 +173,7 @@ func (s *Store) own(b *store.Bolt) error {
 		return fmt.Errorf("serve the memory database to other processes: %w", err)
 	}
 	srv := grpcserver.New(s.logger, nil)
-	memoryv1.RegisterStoreServiceServer(srv.GRPC, &server{st: b, logger: s.logger})
+	sharedstorev1.RegisterStoreServiceServer(srv.GRPC, &server{st: b, logger: s.logger})
 	served := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { served <- srv.Serve(ctx, lis, 2*time.Second) }()

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sharedstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sharedstore/v1"
 	"github.com/codeexec/codeexec/services/grpctest"
 	"github.com/codeexec/codeexec/services/usersock"
 )
@@ -331,7 +331,7 @@ type flakyOwner struct {
 	seen map[string]bool
 }
 
-func (f *flakyOwner) PutRecord(ctx context.Context, req *memoryv1.PutRecordRequest) (*memoryv1.PutRecordResponse, error) {
+func (f *flakyOwner) PutRecord(ctx context.Context, req *sharedstorev1.PutRecordRequest) (*sharedstorev1.PutRecordResponse, error) {
 	resp, err := f.server.PutRecord(ctx, req)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -353,10 +353,10 @@ func TestRemoteRetriesALostAnswerOnce(t *testing.T) {
 	}
 	defer b.Close()
 	conn := grpctest.Start(t, func(g *grpc.Server) {
-		memoryv1.RegisterStoreServiceServer(g, &flakyOwner{server: &server{st: b, logger: testLogger(t)}, seen: map[string]bool{}})
+		sharedstorev1.RegisterStoreServiceServer(g, &flakyOwner{server: &server{st: b, logger: testLogger(t)}, seen: map[string]bool{}})
 	})
 	r := &Store{opts: Options{Path: filepath.Join(t.TempDir(), "none.db"), Wait: 5 * time.Second, Bolt: store.BoltOptions{Now: time.Now}}}
-	r.cur.Store(&storeBox{&remote{client: memoryv1.NewStoreServiceClient(conn)}})
+	r.cur.Store(&storeBox{&remote{client: sharedstorev1.NewStoreServiceClient(conn)}})
 	for i := range 3 {
 		rec, err := r.Put(t.Context(), "t", store.KindMemory, "n", store.Write{Value: fmt.Append(nil, i+1), CheckRevision: true, Revision: uint64(i)})
 		if err != nil {

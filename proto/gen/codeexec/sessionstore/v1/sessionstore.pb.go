@@ -2,9 +2,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: codeexec/memory/v1/session.proto
+// source: codeexec/sessionstore/v1/sessionstore.proto
 
-package memoryv1
+package sessionstorev1
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -44,7 +44,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[0]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -56,7 +56,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[0]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -69,7 +69,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{0}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *SessionRecord) GetHandle() string {
@@ -127,7 +127,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[1]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -139,7 +139,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[1]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -152,7 +152,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{1}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *GetSessionRequest) GetTenant() string {
@@ -180,7 +180,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[2]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -192,7 +192,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[2]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -205,7 +205,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{2}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GetSessionResponse) GetSession() *SessionRecord {
@@ -243,7 +243,7 @@ type PutSessionRequest struct {
 
 func (x *PutSessionRequest) Reset() {
 	*x = PutSessionRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[3]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +255,7 @@ func (x *PutSessionRequest) String() string {
 func (*PutSessionRequest) ProtoMessage() {}
 
 func (x *PutSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[3]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +268,7 @@ func (x *PutSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSessionRequest.ProtoReflect.Descriptor instead.
 func (*PutSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{3}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PutSessionRequest) GetTenant() string {
@@ -326,7 +326,7 @@ type SessionChunks struct {
 
 func (x *SessionChunks) Reset() {
 	*x = SessionChunks{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[4]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +338,7 @@ func (x *SessionChunks) String() string {
 func (*SessionChunks) ProtoMessage() {}
 
 func (x *SessionChunks) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[4]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +351,7 @@ func (x *SessionChunks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionChunks.ProtoReflect.Descriptor instead.
 func (*SessionChunks) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SessionChunks) GetIds() []string {
@@ -379,7 +379,7 @@ type PutSessionResponse struct {
 
 func (x *PutSessionResponse) Reset() {
 	*x = PutSessionResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[5]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -391,7 +391,7 @@ func (x *PutSessionResponse) String() string {
 func (*PutSessionResponse) ProtoMessage() {}
 
 func (x *PutSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[5]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -404,7 +404,7 @@ func (x *PutSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSessionResponse.ProtoReflect.Descriptor instead.
 func (*PutSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PutSessionResponse) GetSession() *SessionRecord {
@@ -427,7 +427,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[6]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +439,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[6]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +452,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteSessionRequest) GetTenant() string {
@@ -480,7 +480,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[7]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +492,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[7]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +505,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteSessionResponse) GetDeleted() bool {
@@ -528,7 +528,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[8]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +540,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[8]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +553,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Chunk) GetId() string {
@@ -585,7 +585,7 @@ type PutChunksRequest struct {
 
 func (x *PutChunksRequest) Reset() {
 	*x = PutChunksRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[9]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +597,7 @@ func (x *PutChunksRequest) String() string {
 func (*PutChunksRequest) ProtoMessage() {}
 
 func (x *PutChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[9]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +610,7 @@ func (x *PutChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutChunksRequest.ProtoReflect.Descriptor instead.
 func (*PutChunksRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PutChunksRequest) GetTenant() string {
@@ -643,7 +643,7 @@ type PutChunksResponse struct {
 
 func (x *PutChunksResponse) Reset() {
 	*x = PutChunksResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[10]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +655,7 @@ func (x *PutChunksResponse) String() string {
 func (*PutChunksResponse) ProtoMessage() {}
 
 func (x *PutChunksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[10]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +668,7 @@ func (x *PutChunksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutChunksResponse.ProtoReflect.Descriptor instead.
 func (*PutChunksResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{10}
 }
 
 // GetChunksRequest asks for chunks of one session.
@@ -686,7 +686,7 @@ type GetChunksRequest struct {
 
 func (x *GetChunksRequest) Reset() {
 	*x = GetChunksRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[11]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +698,7 @@ func (x *GetChunksRequest) String() string {
 func (*GetChunksRequest) ProtoMessage() {}
 
 func (x *GetChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[11]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +711,7 @@ func (x *GetChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChunksRequest.ProtoReflect.Descriptor instead.
 func (*GetChunksRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetChunksRequest) GetTenant() string {
@@ -746,7 +746,7 @@ type GetChunksResponse struct {
 
 func (x *GetChunksResponse) Reset() {
 	*x = GetChunksResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[12]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +758,7 @@ func (x *GetChunksResponse) String() string {
 func (*GetChunksResponse) ProtoMessage() {}
 
 func (x *GetChunksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[12]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +771,7 @@ func (x *GetChunksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChunksResponse.ProtoReflect.Descriptor instead.
 func (*GetChunksResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetChunksResponse) GetChunk() *Chunk {
@@ -796,7 +796,7 @@ type DeleteChunksRequest struct {
 
 func (x *DeleteChunksRequest) Reset() {
 	*x = DeleteChunksRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[13]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +808,7 @@ func (x *DeleteChunksRequest) String() string {
 func (*DeleteChunksRequest) ProtoMessage() {}
 
 func (x *DeleteChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[13]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +821,7 @@ func (x *DeleteChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteChunksRequest.ProtoReflect.Descriptor instead.
 func (*DeleteChunksRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteChunksRequest) GetTenant() string {
@@ -856,7 +856,7 @@ type DeleteChunksResponse struct {
 
 func (x *DeleteChunksResponse) Reset() {
 	*x = DeleteChunksResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[14]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +868,7 @@ func (x *DeleteChunksResponse) String() string {
 func (*DeleteChunksResponse) ProtoMessage() {}
 
 func (x *DeleteChunksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[14]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +881,7 @@ func (x *DeleteChunksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteChunksResponse.ProtoReflect.Descriptor instead.
 func (*DeleteChunksResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{14}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteChunksResponse) GetDeleted() uint32 {
@@ -900,7 +900,7 @@ type ExpireSessionsRequest struct {
 
 func (x *ExpireSessionsRequest) Reset() {
 	*x = ExpireSessionsRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[15]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +912,7 @@ func (x *ExpireSessionsRequest) String() string {
 func (*ExpireSessionsRequest) ProtoMessage() {}
 
 func (x *ExpireSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[15]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +925,7 @@ func (x *ExpireSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{15}
 }
 
 // ExpireSessionsResponse says how many sessions the sweep removed.
@@ -939,7 +939,7 @@ type ExpireSessionsResponse struct {
 
 func (x *ExpireSessionsResponse) Reset() {
 	*x = ExpireSessionsResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[16]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +951,7 @@ func (x *ExpireSessionsResponse) String() string {
 func (*ExpireSessionsResponse) ProtoMessage() {}
 
 func (x *ExpireSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[16]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +964,7 @@ func (x *ExpireSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ExpireSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{16}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExpireSessionsResponse) GetExpired() uint32 {
@@ -1000,7 +1000,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[17]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1012,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[17]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1025,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{17}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Replica) GetId() string {
@@ -1081,7 +1081,7 @@ type PutReplicaRequest struct {
 
 func (x *PutReplicaRequest) Reset() {
 	*x = PutReplicaRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[18]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1093,7 @@ func (x *PutReplicaRequest) String() string {
 func (*PutReplicaRequest) ProtoMessage() {}
 
 func (x *PutReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[18]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1106,7 @@ func (x *PutReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutReplicaRequest.ProtoReflect.Descriptor instead.
 func (*PutReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{18}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PutReplicaRequest) GetReplica() *Replica {
@@ -1125,7 +1125,7 @@ type PutReplicaResponse struct {
 
 func (x *PutReplicaResponse) Reset() {
 	*x = PutReplicaResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[19]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1137,7 @@ func (x *PutReplicaResponse) String() string {
 func (*PutReplicaResponse) ProtoMessage() {}
 
 func (x *PutReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[19]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1150,7 @@ func (x *PutReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutReplicaResponse.ProtoReflect.Descriptor instead.
 func (*PutReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{19}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{19}
 }
 
 // GetReplicaRequest names a replica.
@@ -1164,7 +1164,7 @@ type GetReplicaRequest struct {
 
 func (x *GetReplicaRequest) Reset() {
 	*x = GetReplicaRequest{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[20]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1176,7 @@ func (x *GetReplicaRequest) String() string {
 func (*GetReplicaRequest) ProtoMessage() {}
 
 func (x *GetReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[20]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1189,7 @@ func (x *GetReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplicaRequest.ProtoReflect.Descriptor instead.
 func (*GetReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{20}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetReplicaRequest) GetId() string {
@@ -1210,7 +1210,7 @@ type GetReplicaResponse struct {
 
 func (x *GetReplicaResponse) Reset() {
 	*x = GetReplicaResponse{}
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[21]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1222,7 @@ func (x *GetReplicaResponse) String() string {
 func (*GetReplicaResponse) ProtoMessage() {}
 
 func (x *GetReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_session_proto_msgTypes[21]
+	mi := &file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1235,7 @@ func (x *GetReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplicaResponse.ProtoReflect.Descriptor instead.
 func (*GetReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_session_proto_rawDescGZIP(), []int{21}
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetReplicaResponse) GetReplica() *Replica {
@@ -1245,11 +1245,11 @@ func (x *GetReplicaResponse) GetReplica() *Replica {
 	return nil
 }
 
-var File_codeexec_memory_v1_session_proto protoreflect.FileDescriptor
+var File_codeexec_sessionstore_v1_sessionstore_proto protoreflect.FileDescriptor
 
-const file_codeexec_memory_v1_session_proto_rawDesc = "" +
+const file_codeexec_sessionstore_v1_sessionstore_proto_rawDesc = "" +
 	"\n" +
-	" codeexec/memory/v1/session.proto\x12\x12codeexec.memory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x02\n" +
+	"+codeexec/sessionstore/v1/sessionstore.proto\x12\x18codeexec.sessionstore.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x02\n" +
 	"\rSessionRecord\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12;\n" +
@@ -1262,22 +1262,22 @@ const file_codeexec_memory_v1_session_proto_rawDesc = "" +
 	"updateTime\"C\n" +
 	"\x11GetSessionRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
-	"\x06handle\x18\x02 \x01(\tR\x06handle\"Q\n" +
-	"\x12GetSessionResponse\x12;\n" +
-	"\asession\x18\x01 \x01(\v2!.codeexec.memory.v1.SessionRecordR\asession\"\xfe\x01\n" +
+	"\x06handle\x18\x02 \x01(\tR\x06handle\"W\n" +
+	"\x12GetSessionResponse\x12A\n" +
+	"\asession\x18\x01 \x01(\v2'.codeexec.sessionstore.v1.SessionRecordR\asession\"\x84\x02\n" +
 	"\x11PutSessionRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
 	"\x06handle\x18\x02 \x01(\tR\x06handle\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\fR\x05state\x12;\n" +
 	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12+\n" +
-	"\x11expected_revision\x18\x05 \x01(\x04R\x10expectedRevision\x129\n" +
-	"\x06chunks\x18\x06 \x01(\v2!.codeexec.memory.v1.SessionChunksR\x06chunks\">\n" +
+	"\x11expected_revision\x18\x05 \x01(\x04R\x10expectedRevision\x12?\n" +
+	"\x06chunks\x18\x06 \x01(\v2'.codeexec.sessionstore.v1.SessionChunksR\x06chunks\">\n" +
 	"\rSessionChunks\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x1b\n" +
-	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"Q\n" +
-	"\x12PutSessionResponse\x12;\n" +
-	"\asession\x18\x01 \x01(\v2!.codeexec.memory.v1.SessionRecordR\asession\"F\n" +
+	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"W\n" +
+	"\x12PutSessionResponse\x12A\n" +
+	"\asession\x18\x01 \x01(\v2'.codeexec.sessionstore.v1.SessionRecordR\asession\"F\n" +
 	"\x14DeleteSessionRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
 	"\x06handle\x18\x02 \x01(\tR\x06handle\"1\n" +
@@ -1285,18 +1285,18 @@ const file_codeexec_memory_v1_session_proto_rawDesc = "" +
 	"\adeleted\x18\x01 \x01(\bR\adeleted\"+\n" +
 	"\x05Chunk\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"u\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"{\n" +
 	"\x10PutChunksRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
-	"\x06handle\x18\x02 \x01(\tR\x06handle\x121\n" +
-	"\x06chunks\x18\x03 \x03(\v2\x19.codeexec.memory.v1.ChunkR\x06chunks\"\x13\n" +
+	"\x06handle\x18\x02 \x01(\tR\x06handle\x127\n" +
+	"\x06chunks\x18\x03 \x03(\v2\x1f.codeexec.sessionstore.v1.ChunkR\x06chunks\"\x13\n" +
 	"\x11PutChunksResponse\"T\n" +
 	"\x10GetChunksRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
 	"\x06handle\x18\x02 \x01(\tR\x06handle\x12\x10\n" +
-	"\x03ids\x18\x03 \x03(\tR\x03ids\"D\n" +
-	"\x11GetChunksResponse\x12/\n" +
-	"\x05chunk\x18\x01 \x01(\v2\x19.codeexec.memory.v1.ChunkR\x05chunk\"W\n" +
+	"\x03ids\x18\x03 \x03(\tR\x03ids\"J\n" +
+	"\x11GetChunksResponse\x125\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x1f.codeexec.sessionstore.v1.ChunkR\x05chunk\"W\n" +
 	"\x13DeleteChunksRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
 	"\x06handle\x18\x02 \x01(\tR\x06handle\x12\x10\n" +
@@ -1313,99 +1313,99 @@ const file_codeexec_memory_v1_session_proto_rawDesc = "" +
 	"expireTime\x12\x12\n" +
 	"\x04host\x18\x04 \x01(\tR\x04host\x12\x10\n" +
 	"\x03pid\x18\x05 \x01(\x03R\x03pid\x12\x17\n" +
-	"\aboot_id\x18\x06 \x01(\tR\x06bootId\"J\n" +
-	"\x11PutReplicaRequest\x125\n" +
-	"\areplica\x18\x01 \x01(\v2\x1b.codeexec.memory.v1.ReplicaR\areplica\"\x14\n" +
+	"\aboot_id\x18\x06 \x01(\tR\x06bootId\"P\n" +
+	"\x11PutReplicaRequest\x12;\n" +
+	"\areplica\x18\x01 \x01(\v2!.codeexec.sessionstore.v1.ReplicaR\areplica\"\x14\n" +
 	"\x12PutReplicaResponse\"#\n" +
 	"\x11GetReplicaRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
-	"\x12GetReplicaResponse\x125\n" +
-	"\areplica\x18\x01 \x01(\v2\x1b.codeexec.memory.v1.ReplicaR\areplica2\xf1\x06\n" +
-	"\x13SessionStoreService\x12[\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"Q\n" +
+	"\x12GetReplicaResponse\x12;\n" +
+	"\areplica\x18\x01 \x01(\v2!.codeexec.sessionstore.v1.ReplicaR\areplica2\xdd\a\n" +
+	"\x13SessionStoreService\x12g\n" +
 	"\n" +
-	"GetSession\x12%.codeexec.memory.v1.GetSessionRequest\x1a&.codeexec.memory.v1.GetSessionResponse\x12[\n" +
+	"GetSession\x12+.codeexec.sessionstore.v1.GetSessionRequest\x1a,.codeexec.sessionstore.v1.GetSessionResponse\x12g\n" +
 	"\n" +
-	"PutSession\x12%.codeexec.memory.v1.PutSessionRequest\x1a&.codeexec.memory.v1.PutSessionResponse\x12d\n" +
-	"\rDeleteSession\x12(.codeexec.memory.v1.DeleteSessionRequest\x1a).codeexec.memory.v1.DeleteSessionResponse\x12X\n" +
-	"\tPutChunks\x12$.codeexec.memory.v1.PutChunksRequest\x1a%.codeexec.memory.v1.PutChunksResponse\x12Z\n" +
-	"\tGetChunks\x12$.codeexec.memory.v1.GetChunksRequest\x1a%.codeexec.memory.v1.GetChunksResponse0\x01\x12a\n" +
-	"\fDeleteChunks\x12'.codeexec.memory.v1.DeleteChunksRequest\x1a(.codeexec.memory.v1.DeleteChunksResponse\x12g\n" +
-	"\x0eExpireSessions\x12).codeexec.memory.v1.ExpireSessionsRequest\x1a*.codeexec.memory.v1.ExpireSessionsResponse\x12[\n" +
+	"PutSession\x12+.codeexec.sessionstore.v1.PutSessionRequest\x1a,.codeexec.sessionstore.v1.PutSessionResponse\x12p\n" +
+	"\rDeleteSession\x12..codeexec.sessionstore.v1.DeleteSessionRequest\x1a/.codeexec.sessionstore.v1.DeleteSessionResponse\x12d\n" +
+	"\tPutChunks\x12*.codeexec.sessionstore.v1.PutChunksRequest\x1a+.codeexec.sessionstore.v1.PutChunksResponse\x12f\n" +
+	"\tGetChunks\x12*.codeexec.sessionstore.v1.GetChunksRequest\x1a+.codeexec.sessionstore.v1.GetChunksResponse0\x01\x12m\n" +
+	"\fDeleteChunks\x12-.codeexec.sessionstore.v1.DeleteChunksRequest\x1a..codeexec.sessionstore.v1.DeleteChunksResponse\x12s\n" +
+	"\x0eExpireSessions\x12/.codeexec.sessionstore.v1.ExpireSessionsRequest\x1a0.codeexec.sessionstore.v1.ExpireSessionsResponse\x12g\n" +
 	"\n" +
-	"PutReplica\x12%.codeexec.memory.v1.PutReplicaRequest\x1a&.codeexec.memory.v1.PutReplicaResponse\x12[\n" +
+	"PutReplica\x12+.codeexec.sessionstore.v1.PutReplicaRequest\x1a,.codeexec.sessionstore.v1.PutReplicaResponse\x12g\n" +
 	"\n" +
-	"GetReplica\x12%.codeexec.memory.v1.GetReplicaRequest\x1a&.codeexec.memory.v1.GetReplicaResponseB\xd4\x01\n" +
-	"\x16com.codeexec.memory.v1B\fSessionProtoP\x01ZBgithub.com/codeexec/codeexec/proto/gen/codeexec/memory/v1;memoryv1\xa2\x02\x03CMX\xaa\x02\x12Codeexec.Memory.V1\xca\x02\x12Codeexec\\Memory\\V1\xe2\x02\x1eCodeexec\\Memory\\V1\\GPBMetadata\xea\x02\x14Codeexec::Memory::V1b\x06proto3"
+	"GetReplica\x12+.codeexec.sessionstore.v1.GetReplicaRequest\x1a,.codeexec.sessionstore.v1.GetReplicaResponseB\x83\x02\n" +
+	"\x1ccom.codeexec.sessionstore.v1B\x11SessionstoreProtoP\x01ZNgithub.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1;sessionstorev1\xa2\x02\x03CSX\xaa\x02\x18Codeexec.Sessionstore.V1\xca\x02\x18Codeexec\\Sessionstore\\V1\xe2\x02$Codeexec\\Sessionstore\\V1\\GPBMetadata\xea\x02\x1aCodeexec::Sessionstore::V1b\x06proto3"
 
 var (
-	file_codeexec_memory_v1_session_proto_rawDescOnce sync.Once
-	file_codeexec_memory_v1_session_proto_rawDescData []byte
+	file_codeexec_sessionstore_v1_sessionstore_proto_rawDescOnce sync.Once
+	file_codeexec_sessionstore_v1_sessionstore_proto_rawDescData []byte
 )
 
-func file_codeexec_memory_v1_session_proto_rawDescGZIP() []byte {
-	file_codeexec_memory_v1_session_proto_rawDescOnce.Do(func() {
-		file_codeexec_memory_v1_session_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_codeexec_memory_v1_session_proto_rawDesc), len(file_codeexec_memory_v1_session_proto_rawDesc)))
+func file_codeexec_sessionstore_v1_sessionstore_proto_rawDescGZIP() []byte {
+	file_codeexec_sessionstore_v1_sessionstore_proto_rawDescOnce.Do(func() {
+		file_codeexec_sessionstore_v1_sessionstore_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_codeexec_sessionstore_v1_sessionstore_proto_rawDesc), len(file_codeexec_sessionstore_v1_sessionstore_proto_rawDesc)))
 	})
-	return file_codeexec_memory_v1_session_proto_rawDescData
+	return file_codeexec_sessionstore_v1_sessionstore_proto_rawDescData
 }
 
-var file_codeexec_memory_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
-var file_codeexec_memory_v1_session_proto_goTypes = []any{
-	(*SessionRecord)(nil),          // 0: codeexec.memory.v1.SessionRecord
-	(*GetSessionRequest)(nil),      // 1: codeexec.memory.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 2: codeexec.memory.v1.GetSessionResponse
-	(*PutSessionRequest)(nil),      // 3: codeexec.memory.v1.PutSessionRequest
-	(*SessionChunks)(nil),          // 4: codeexec.memory.v1.SessionChunks
-	(*PutSessionResponse)(nil),     // 5: codeexec.memory.v1.PutSessionResponse
-	(*DeleteSessionRequest)(nil),   // 6: codeexec.memory.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),  // 7: codeexec.memory.v1.DeleteSessionResponse
-	(*Chunk)(nil),                  // 8: codeexec.memory.v1.Chunk
-	(*PutChunksRequest)(nil),       // 9: codeexec.memory.v1.PutChunksRequest
-	(*PutChunksResponse)(nil),      // 10: codeexec.memory.v1.PutChunksResponse
-	(*GetChunksRequest)(nil),       // 11: codeexec.memory.v1.GetChunksRequest
-	(*GetChunksResponse)(nil),      // 12: codeexec.memory.v1.GetChunksResponse
-	(*DeleteChunksRequest)(nil),    // 13: codeexec.memory.v1.DeleteChunksRequest
-	(*DeleteChunksResponse)(nil),   // 14: codeexec.memory.v1.DeleteChunksResponse
-	(*ExpireSessionsRequest)(nil),  // 15: codeexec.memory.v1.ExpireSessionsRequest
-	(*ExpireSessionsResponse)(nil), // 16: codeexec.memory.v1.ExpireSessionsResponse
-	(*Replica)(nil),                // 17: codeexec.memory.v1.Replica
-	(*PutReplicaRequest)(nil),      // 18: codeexec.memory.v1.PutReplicaRequest
-	(*PutReplicaResponse)(nil),     // 19: codeexec.memory.v1.PutReplicaResponse
-	(*GetReplicaRequest)(nil),      // 20: codeexec.memory.v1.GetReplicaRequest
-	(*GetReplicaResponse)(nil),     // 21: codeexec.memory.v1.GetReplicaResponse
+var file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_codeexec_sessionstore_v1_sessionstore_proto_goTypes = []any{
+	(*SessionRecord)(nil),          // 0: codeexec.sessionstore.v1.SessionRecord
+	(*GetSessionRequest)(nil),      // 1: codeexec.sessionstore.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),     // 2: codeexec.sessionstore.v1.GetSessionResponse
+	(*PutSessionRequest)(nil),      // 3: codeexec.sessionstore.v1.PutSessionRequest
+	(*SessionChunks)(nil),          // 4: codeexec.sessionstore.v1.SessionChunks
+	(*PutSessionResponse)(nil),     // 5: codeexec.sessionstore.v1.PutSessionResponse
+	(*DeleteSessionRequest)(nil),   // 6: codeexec.sessionstore.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),  // 7: codeexec.sessionstore.v1.DeleteSessionResponse
+	(*Chunk)(nil),                  // 8: codeexec.sessionstore.v1.Chunk
+	(*PutChunksRequest)(nil),       // 9: codeexec.sessionstore.v1.PutChunksRequest
+	(*PutChunksResponse)(nil),      // 10: codeexec.sessionstore.v1.PutChunksResponse
+	(*GetChunksRequest)(nil),       // 11: codeexec.sessionstore.v1.GetChunksRequest
+	(*GetChunksResponse)(nil),      // 12: codeexec.sessionstore.v1.GetChunksResponse
+	(*DeleteChunksRequest)(nil),    // 13: codeexec.sessionstore.v1.DeleteChunksRequest
+	(*DeleteChunksResponse)(nil),   // 14: codeexec.sessionstore.v1.DeleteChunksResponse
+	(*ExpireSessionsRequest)(nil),  // 15: codeexec.sessionstore.v1.ExpireSessionsRequest
+	(*ExpireSessionsResponse)(nil), // 16: codeexec.sessionstore.v1.ExpireSessionsResponse
+	(*Replica)(nil),                // 17: codeexec.sessionstore.v1.Replica
+	(*PutReplicaRequest)(nil),      // 18: codeexec.sessionstore.v1.PutReplicaRequest
+	(*PutReplicaResponse)(nil),     // 19: codeexec.sessionstore.v1.PutReplicaResponse
+	(*GetReplicaRequest)(nil),      // 20: codeexec.sessionstore.v1.GetReplicaRequest
+	(*GetReplicaResponse)(nil),     // 21: codeexec.sessionstore.v1.GetReplicaResponse
 	(*timestamppb.Timestamp)(nil),  // 22: google.protobuf.Timestamp
 }
-var file_codeexec_memory_v1_session_proto_depIdxs = []int32{
-	22, // 0: codeexec.memory.v1.SessionRecord.expire_time:type_name -> google.protobuf.Timestamp
-	22, // 1: codeexec.memory.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
-	22, // 2: codeexec.memory.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 3: codeexec.memory.v1.GetSessionResponse.session:type_name -> codeexec.memory.v1.SessionRecord
-	22, // 4: codeexec.memory.v1.PutSessionRequest.expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 5: codeexec.memory.v1.PutSessionRequest.chunks:type_name -> codeexec.memory.v1.SessionChunks
-	0,  // 6: codeexec.memory.v1.PutSessionResponse.session:type_name -> codeexec.memory.v1.SessionRecord
-	8,  // 7: codeexec.memory.v1.PutChunksRequest.chunks:type_name -> codeexec.memory.v1.Chunk
-	8,  // 8: codeexec.memory.v1.GetChunksResponse.chunk:type_name -> codeexec.memory.v1.Chunk
-	22, // 9: codeexec.memory.v1.Replica.expire_time:type_name -> google.protobuf.Timestamp
-	17, // 10: codeexec.memory.v1.PutReplicaRequest.replica:type_name -> codeexec.memory.v1.Replica
-	17, // 11: codeexec.memory.v1.GetReplicaResponse.replica:type_name -> codeexec.memory.v1.Replica
-	1,  // 12: codeexec.memory.v1.SessionStoreService.GetSession:input_type -> codeexec.memory.v1.GetSessionRequest
-	3,  // 13: codeexec.memory.v1.SessionStoreService.PutSession:input_type -> codeexec.memory.v1.PutSessionRequest
-	6,  // 14: codeexec.memory.v1.SessionStoreService.DeleteSession:input_type -> codeexec.memory.v1.DeleteSessionRequest
-	9,  // 15: codeexec.memory.v1.SessionStoreService.PutChunks:input_type -> codeexec.memory.v1.PutChunksRequest
-	11, // 16: codeexec.memory.v1.SessionStoreService.GetChunks:input_type -> codeexec.memory.v1.GetChunksRequest
-	13, // 17: codeexec.memory.v1.SessionStoreService.DeleteChunks:input_type -> codeexec.memory.v1.DeleteChunksRequest
-	15, // 18: codeexec.memory.v1.SessionStoreService.ExpireSessions:input_type -> codeexec.memory.v1.ExpireSessionsRequest
-	18, // 19: codeexec.memory.v1.SessionStoreService.PutReplica:input_type -> codeexec.memory.v1.PutReplicaRequest
-	20, // 20: codeexec.memory.v1.SessionStoreService.GetReplica:input_type -> codeexec.memory.v1.GetReplicaRequest
-	2,  // 21: codeexec.memory.v1.SessionStoreService.GetSession:output_type -> codeexec.memory.v1.GetSessionResponse
-	5,  // 22: codeexec.memory.v1.SessionStoreService.PutSession:output_type -> codeexec.memory.v1.PutSessionResponse
-	7,  // 23: codeexec.memory.v1.SessionStoreService.DeleteSession:output_type -> codeexec.memory.v1.DeleteSessionResponse
-	10, // 24: codeexec.memory.v1.SessionStoreService.PutChunks:output_type -> codeexec.memory.v1.PutChunksResponse
-	12, // 25: codeexec.memory.v1.SessionStoreService.GetChunks:output_type -> codeexec.memory.v1.GetChunksResponse
-	14, // 26: codeexec.memory.v1.SessionStoreService.DeleteChunks:output_type -> codeexec.memory.v1.DeleteChunksResponse
-	16, // 27: codeexec.memory.v1.SessionStoreService.ExpireSessions:output_type -> codeexec.memory.v1.ExpireSessionsResponse
-	19, // 28: codeexec.memory.v1.SessionStoreService.PutReplica:output_type -> codeexec.memory.v1.PutReplicaResponse
-	21, // 29: codeexec.memory.v1.SessionStoreService.GetReplica:output_type -> codeexec.memory.v1.GetReplicaResponse
+var file_codeexec_sessionstore_v1_sessionstore_proto_depIdxs = []int32{
+	22, // 0: codeexec.sessionstore.v1.SessionRecord.expire_time:type_name -> google.protobuf.Timestamp
+	22, // 1: codeexec.sessionstore.v1.SessionRecord.create_time:type_name -> google.protobuf.Timestamp
+	22, // 2: codeexec.sessionstore.v1.SessionRecord.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 3: codeexec.sessionstore.v1.GetSessionResponse.session:type_name -> codeexec.sessionstore.v1.SessionRecord
+	22, // 4: codeexec.sessionstore.v1.PutSessionRequest.expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 5: codeexec.sessionstore.v1.PutSessionRequest.chunks:type_name -> codeexec.sessionstore.v1.SessionChunks
+	0,  // 6: codeexec.sessionstore.v1.PutSessionResponse.session:type_name -> codeexec.sessionstore.v1.SessionRecord
+	8,  // 7: codeexec.sessionstore.v1.PutChunksRequest.chunks:type_name -> codeexec.sessionstore.v1.Chunk
+	8,  // 8: codeexec.sessionstore.v1.GetChunksResponse.chunk:type_name -> codeexec.sessionstore.v1.Chunk
+	22, // 9: codeexec.sessionstore.v1.Replica.expire_time:type_name -> google.protobuf.Timestamp
+	17, // 10: codeexec.sessionstore.v1.PutReplicaRequest.replica:type_name -> codeexec.sessionstore.v1.Replica
+	17, // 11: codeexec.sessionstore.v1.GetReplicaResponse.replica:type_name -> codeexec.sessionstore.v1.Replica
+	1,  // 12: codeexec.sessionstore.v1.SessionStoreService.GetSession:input_type -> codeexec.sessionstore.v1.GetSessionRequest
+	3,  // 13: codeexec.sessionstore.v1.SessionStoreService.PutSession:input_type -> codeexec.sessionstore.v1.PutSessionRequest
+	6,  // 14: codeexec.sessionstore.v1.SessionStoreService.DeleteSession:input_type -> codeexec.sessionstore.v1.DeleteSessionRequest
+	9,  // 15: codeexec.sessionstore.v1.SessionStoreService.PutChunks:input_type -> codeexec.sessionstore.v1.PutChunksRequest
+	11, // 16: codeexec.sessionstore.v1.SessionStoreService.GetChunks:input_type -> codeexec.sessionstore.v1.GetChunksRequest
+	13, // 17: codeexec.sessionstore.v1.SessionStoreService.DeleteChunks:input_type -> codeexec.sessionstore.v1.DeleteChunksRequest
+	15, // 18: codeexec.sessionstore.v1.SessionStoreService.ExpireSessions:input_type -> codeexec.sessionstore.v1.ExpireSessionsRequest
+	18, // 19: codeexec.sessionstore.v1.SessionStoreService.PutReplica:input_type -> codeexec.sessionstore.v1.PutReplicaRequest
+	20, // 20: codeexec.sessionstore.v1.SessionStoreService.GetReplica:input_type -> codeexec.sessionstore.v1.GetReplicaRequest
+	2,  // 21: codeexec.sessionstore.v1.SessionStoreService.GetSession:output_type -> codeexec.sessionstore.v1.GetSessionResponse
+	5,  // 22: codeexec.sessionstore.v1.SessionStoreService.PutSession:output_type -> codeexec.sessionstore.v1.PutSessionResponse
+	7,  // 23: codeexec.sessionstore.v1.SessionStoreService.DeleteSession:output_type -> codeexec.sessionstore.v1.DeleteSessionResponse
+	10, // 24: codeexec.sessionstore.v1.SessionStoreService.PutChunks:output_type -> codeexec.sessionstore.v1.PutChunksResponse
+	12, // 25: codeexec.sessionstore.v1.SessionStoreService.GetChunks:output_type -> codeexec.sessionstore.v1.GetChunksResponse
+	14, // 26: codeexec.sessionstore.v1.SessionStoreService.DeleteChunks:output_type -> codeexec.sessionstore.v1.DeleteChunksResponse
+	16, // 27: codeexec.sessionstore.v1.SessionStoreService.ExpireSessions:output_type -> codeexec.sessionstore.v1.ExpireSessionsResponse
+	19, // 28: codeexec.sessionstore.v1.SessionStoreService.PutReplica:output_type -> codeexec.sessionstore.v1.PutReplicaResponse
+	21, // 29: codeexec.sessionstore.v1.SessionStoreService.GetReplica:output_type -> codeexec.sessionstore.v1.GetReplicaResponse
 	21, // [21:30] is the sub-list for method output_type
 	12, // [12:21] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
@@ -1413,26 +1413,26 @@ var file_codeexec_memory_v1_session_proto_depIdxs = []int32{
 	0,  // [0:12] is the sub-list for field type_name
 }
 
-func init() { file_codeexec_memory_v1_session_proto_init() }
-func file_codeexec_memory_v1_session_proto_init() {
-	if File_codeexec_memory_v1_session_proto != nil {
+func init() { file_codeexec_sessionstore_v1_sessionstore_proto_init() }
+func file_codeexec_sessionstore_v1_sessionstore_proto_init() {
+	if File_codeexec_sessionstore_v1_sessionstore_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_memory_v1_session_proto_rawDesc), len(file_codeexec_memory_v1_session_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_sessionstore_v1_sessionstore_proto_rawDesc), len(file_codeexec_sessionstore_v1_sessionstore_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_codeexec_memory_v1_session_proto_goTypes,
-		DependencyIndexes: file_codeexec_memory_v1_session_proto_depIdxs,
-		MessageInfos:      file_codeexec_memory_v1_session_proto_msgTypes,
+		GoTypes:           file_codeexec_sessionstore_v1_sessionstore_proto_goTypes,
+		DependencyIndexes: file_codeexec_sessionstore_v1_sessionstore_proto_depIdxs,
+		MessageInfos:      file_codeexec_sessionstore_v1_sessionstore_proto_msgTypes,
 	}.Build()
-	File_codeexec_memory_v1_session_proto = out.File
-	file_codeexec_memory_v1_session_proto_goTypes = nil
-	file_codeexec_memory_v1_session_proto_depIdxs = nil
+	File_codeexec_sessionstore_v1_sessionstore_proto = out.File
+	file_codeexec_sessionstore_v1_sessionstore_proto_goTypes = nil
+	file_codeexec_sessionstore_v1_sessionstore_proto_depIdxs = nil
 }

@@ -2,9 +2,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: codeexec/memory/v1/store.proto
+// source: codeexec/sharedstore/v1/sharedstore.proto
 
-package memoryv1
+package sharedstorev1
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -47,7 +47,7 @@ type StoreRecord struct {
 
 func (x *StoreRecord) Reset() {
 	*x = StoreRecord{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[0]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -59,7 +59,7 @@ func (x *StoreRecord) String() string {
 func (*StoreRecord) ProtoMessage() {}
 
 func (x *StoreRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[0]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -72,7 +72,7 @@ func (x *StoreRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreRecord.ProtoReflect.Descriptor instead.
 func (*StoreRecord) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{0}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *StoreRecord) GetKey() string {
@@ -139,7 +139,7 @@ type GetRecordRequest struct {
 
 func (x *GetRecordRequest) Reset() {
 	*x = GetRecordRequest{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[1]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -151,7 +151,7 @@ func (x *GetRecordRequest) String() string {
 func (*GetRecordRequest) ProtoMessage() {}
 
 func (x *GetRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[1]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -164,7 +164,7 @@ func (x *GetRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecordRequest.ProtoReflect.Descriptor instead.
 func (*GetRecordRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{1}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *GetRecordRequest) GetTenant() string {
@@ -199,7 +199,7 @@ type GetRecordResponse struct {
 
 func (x *GetRecordResponse) Reset() {
 	*x = GetRecordResponse{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[2]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +211,7 @@ func (x *GetRecordResponse) String() string {
 func (*GetRecordResponse) ProtoMessage() {}
 
 func (x *GetRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[2]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +224,7 @@ func (x *GetRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRecordResponse.ProtoReflect.Descriptor instead.
 func (*GetRecordResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{2}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GetRecordResponse) GetRecord() *StoreRecord {
@@ -274,7 +274,7 @@ type PutRecordRequest struct {
 
 func (x *PutRecordRequest) Reset() {
 	*x = PutRecordRequest{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[3]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -286,7 +286,7 @@ func (x *PutRecordRequest) String() string {
 func (*PutRecordRequest) ProtoMessage() {}
 
 func (x *PutRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[3]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -299,7 +299,7 @@ func (x *PutRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRecordRequest.ProtoReflect.Descriptor instead.
 func (*PutRecordRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{3}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PutRecordRequest) GetTenant() string {
@@ -390,7 +390,7 @@ type PutRecordResponse struct {
 
 func (x *PutRecordResponse) Reset() {
 	*x = PutRecordResponse{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[4]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +402,7 @@ func (x *PutRecordResponse) String() string {
 func (*PutRecordResponse) ProtoMessage() {}
 
 func (x *PutRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[4]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +415,7 @@ func (x *PutRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRecordResponse.ProtoReflect.Descriptor instead.
 func (*PutRecordResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{4}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PutRecordResponse) GetRecord() *StoreRecord {
@@ -443,7 +443,7 @@ type DeleteRecordRequest struct {
 
 func (x *DeleteRecordRequest) Reset() {
 	*x = DeleteRecordRequest{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[5]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +455,7 @@ func (x *DeleteRecordRequest) String() string {
 func (*DeleteRecordRequest) ProtoMessage() {}
 
 func (x *DeleteRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[5]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +468,7 @@ func (x *DeleteRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{5}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeleteRecordRequest) GetTenant() string {
@@ -510,7 +510,7 @@ type DeleteRecordResponse struct {
 
 func (x *DeleteRecordResponse) Reset() {
 	*x = DeleteRecordResponse{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[6]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +522,7 @@ func (x *DeleteRecordResponse) String() string {
 func (*DeleteRecordResponse) ProtoMessage() {}
 
 func (x *DeleteRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[6]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +535,7 @@ func (x *DeleteRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{6}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteRecordResponse) GetDeleted() bool {
@@ -560,7 +560,7 @@ type ListRecordsRequest struct {
 
 func (x *ListRecordsRequest) Reset() {
 	*x = ListRecordsRequest{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[7]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +572,7 @@ func (x *ListRecordsRequest) String() string {
 func (*ListRecordsRequest) ProtoMessage() {}
 
 func (x *ListRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[7]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +585,7 @@ func (x *ListRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecordsRequest.ProtoReflect.Descriptor instead.
 func (*ListRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{7}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRecordsRequest) GetTenant() string {
@@ -620,7 +620,7 @@ type ListRecordsResponse struct {
 
 func (x *ListRecordsResponse) Reset() {
 	*x = ListRecordsResponse{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[8]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +632,7 @@ func (x *ListRecordsResponse) String() string {
 func (*ListRecordsResponse) ProtoMessage() {}
 
 func (x *ListRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[8]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +645,7 @@ func (x *ListRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRecordsResponse.ProtoReflect.Descriptor instead.
 func (*ListRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{8}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListRecordsResponse) GetRecords() []*StoreRecord {
@@ -664,7 +664,7 @@ type BackupStoreRequest struct {
 
 func (x *BackupStoreRequest) Reset() {
 	*x = BackupStoreRequest{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[9]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +676,7 @@ func (x *BackupStoreRequest) String() string {
 func (*BackupStoreRequest) ProtoMessage() {}
 
 func (x *BackupStoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[9]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +689,7 @@ func (x *BackupStoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupStoreRequest.ProtoReflect.Descriptor instead.
 func (*BackupStoreRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{9}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{9}
 }
 
 // BackupStoreResponse is the next piece of the database file.
@@ -703,7 +703,7 @@ type BackupStoreResponse struct {
 
 func (x *BackupStoreResponse) Reset() {
 	*x = BackupStoreResponse{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[10]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +715,7 @@ func (x *BackupStoreResponse) String() string {
 func (*BackupStoreResponse) ProtoMessage() {}
 
 func (x *BackupStoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[10]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +728,7 @@ func (x *BackupStoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupStoreResponse.ProtoReflect.Descriptor instead.
 func (*BackupStoreResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{10}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BackupStoreResponse) GetChunk() []byte {
@@ -747,7 +747,7 @@ type ListTenantsRequest struct {
 
 func (x *ListTenantsRequest) Reset() {
 	*x = ListTenantsRequest{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[11]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +759,7 @@ func (x *ListTenantsRequest) String() string {
 func (*ListTenantsRequest) ProtoMessage() {}
 
 func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[11]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +772,7 @@ func (x *ListTenantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsRequest.ProtoReflect.Descriptor instead.
 func (*ListTenantsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{11}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{11}
 }
 
 // ListTenantsResponse holds them.
@@ -786,7 +786,7 @@ type ListTenantsResponse struct {
 
 func (x *ListTenantsResponse) Reset() {
 	*x = ListTenantsResponse{}
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[12]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +798,7 @@ func (x *ListTenantsResponse) String() string {
 func (*ListTenantsResponse) ProtoMessage() {}
 
 func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_memory_v1_store_proto_msgTypes[12]
+	mi := &file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +811,7 @@ func (x *ListTenantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTenantsResponse.ProtoReflect.Descriptor instead.
 func (*ListTenantsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_memory_v1_store_proto_rawDescGZIP(), []int{12}
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListTenantsResponse) GetTenants() []string {
@@ -821,11 +821,11 @@ func (x *ListTenantsResponse) GetTenants() []string {
 	return nil
 }
 
-var File_codeexec_memory_v1_store_proto protoreflect.FileDescriptor
+var File_codeexec_sharedstore_v1_sharedstore_proto protoreflect.FileDescriptor
 
-const file_codeexec_memory_v1_store_proto_rawDesc = "" +
+const file_codeexec_sharedstore_v1_sharedstore_proto_rawDesc = "" +
 	"\n" +
-	"\x1ecodeexec/memory/v1/store.proto\x12\x12codeexec.memory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x80\x02\n" +
+	")codeexec/sharedstore/v1/sharedstore.proto\x12\x17codeexec.sharedstore.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x80\x02\n" +
 	"\vStoreRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1f\n" +
@@ -840,9 +840,9 @@ const file_codeexec_memory_v1_store_proto_rawDesc = "" +
 	"\x10GetRecordRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\tR\x03key\"L\n" +
-	"\x11GetRecordResponse\x127\n" +
-	"\x06record\x18\x01 \x01(\v2\x1f.codeexec.memory.v1.StoreRecordR\x06record\"\xf3\x02\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"Q\n" +
+	"\x11GetRecordResponse\x12<\n" +
+	"\x06record\x18\x01 \x01(\v2$.codeexec.sharedstore.v1.StoreRecordR\x06record\"\xf3\x02\n" +
 	"\x10PutRecordRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
@@ -858,9 +858,9 @@ const file_codeexec_memory_v1_store_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"L\n" +
-	"\x11PutRecordResponse\x127\n" +
-	"\x06record\x18\x01 \x01(\v2\x1f.codeexec.memory.v1.StoreRecordR\x06record\"r\n" +
+	"updateTime\"Q\n" +
+	"\x11PutRecordResponse\x12<\n" +
+	"\x06record\x18\x01 \x01(\v2$.codeexec.sharedstore.v1.StoreRecordR\x06record\"r\n" +
 	"\x13DeleteRecordRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
@@ -873,74 +873,73 @@ const file_codeexec_memory_v1_store_proto_rawDesc = "" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1f\n" +
 	"\vwith_values\x18\x03 \x01(\bR\n" +
-	"withValues\"P\n" +
-	"\x13ListRecordsResponse\x129\n" +
-	"\arecords\x18\x01 \x03(\v2\x1f.codeexec.memory.v1.StoreRecordR\arecords\"\x14\n" +
+	"withValues\"U\n" +
+	"\x13ListRecordsResponse\x12>\n" +
+	"\arecords\x18\x01 \x03(\v2$.codeexec.sharedstore.v1.StoreRecordR\arecords\"\x14\n" +
 	"\x12BackupStoreRequest\"+\n" +
 	"\x13BackupStoreResponse\x12\x14\n" +
 	"\x05chunk\x18\x01 \x01(\fR\x05chunk\"\x14\n" +
 	"\x12ListTenantsRequest\"/\n" +
 	"\x13ListTenantsResponse\x12\x18\n" +
-	"\atenants\x18\x01 \x03(\tR\atenants2\xc7\x04\n" +
-	"\fStoreService\x12X\n" +
-	"\tGetRecord\x12$.codeexec.memory.v1.GetRecordRequest\x1a%.codeexec.memory.v1.GetRecordResponse\x12X\n" +
-	"\tPutRecord\x12$.codeexec.memory.v1.PutRecordRequest\x1a%.codeexec.memory.v1.PutRecordResponse\x12a\n" +
-	"\fDeleteRecord\x12'.codeexec.memory.v1.DeleteRecordRequest\x1a(.codeexec.memory.v1.DeleteRecordResponse\x12^\n" +
-	"\vListRecords\x12&.codeexec.memory.v1.ListRecordsRequest\x1a'.codeexec.memory.v1.ListRecordsResponse\x12`\n" +
-	"\vBackupStore\x12&.codeexec.memory.v1.BackupStoreRequest\x1a'.codeexec.memory.v1.BackupStoreResponse0\x01\x12^\n" +
-	"\vListTenants\x12&.codeexec.memory.v1.ListTenantsRequest\x1a'.codeexec.memory.v1.ListTenantsResponseB\xd2\x01\n" +
-	"\x16com.codeexec.memory.v1B\n" +
-	"StoreProtoP\x01ZBgithub.com/codeexec/codeexec/proto/gen/codeexec/memory/v1;memoryv1\xa2\x02\x03CMX\xaa\x02\x12Codeexec.Memory.V1\xca\x02\x12Codeexec\\Memory\\V1\xe2\x02\x1eCodeexec\\Memory\\V1\\GPBMetadata\xea\x02\x14Codeexec::Memory::V1b\x06proto3"
+	"\atenants\x18\x01 \x03(\tR\atenants2\x83\x05\n" +
+	"\fStoreService\x12b\n" +
+	"\tGetRecord\x12).codeexec.sharedstore.v1.GetRecordRequest\x1a*.codeexec.sharedstore.v1.GetRecordResponse\x12b\n" +
+	"\tPutRecord\x12).codeexec.sharedstore.v1.PutRecordRequest\x1a*.codeexec.sharedstore.v1.PutRecordResponse\x12k\n" +
+	"\fDeleteRecord\x12,.codeexec.sharedstore.v1.DeleteRecordRequest\x1a-.codeexec.sharedstore.v1.DeleteRecordResponse\x12h\n" +
+	"\vListRecords\x12+.codeexec.sharedstore.v1.ListRecordsRequest\x1a,.codeexec.sharedstore.v1.ListRecordsResponse\x12j\n" +
+	"\vBackupStore\x12+.codeexec.sharedstore.v1.BackupStoreRequest\x1a,.codeexec.sharedstore.v1.BackupStoreResponse0\x01\x12h\n" +
+	"\vListTenants\x12+.codeexec.sharedstore.v1.ListTenantsRequest\x1a,.codeexec.sharedstore.v1.ListTenantsResponseB\xfb\x01\n" +
+	"\x1bcom.codeexec.sharedstore.v1B\x10SharedstoreProtoP\x01ZLgithub.com/codeexec/codeexec/proto/gen/codeexec/sharedstore/v1;sharedstorev1\xa2\x02\x03CSX\xaa\x02\x17Codeexec.Sharedstore.V1\xca\x02\x17Codeexec\\Sharedstore\\V1\xe2\x02#Codeexec\\Sharedstore\\V1\\GPBMetadata\xea\x02\x19Codeexec::Sharedstore::V1b\x06proto3"
 
 var (
-	file_codeexec_memory_v1_store_proto_rawDescOnce sync.Once
-	file_codeexec_memory_v1_store_proto_rawDescData []byte
+	file_codeexec_sharedstore_v1_sharedstore_proto_rawDescOnce sync.Once
+	file_codeexec_sharedstore_v1_sharedstore_proto_rawDescData []byte
 )
 
-func file_codeexec_memory_v1_store_proto_rawDescGZIP() []byte {
-	file_codeexec_memory_v1_store_proto_rawDescOnce.Do(func() {
-		file_codeexec_memory_v1_store_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_codeexec_memory_v1_store_proto_rawDesc), len(file_codeexec_memory_v1_store_proto_rawDesc)))
+func file_codeexec_sharedstore_v1_sharedstore_proto_rawDescGZIP() []byte {
+	file_codeexec_sharedstore_v1_sharedstore_proto_rawDescOnce.Do(func() {
+		file_codeexec_sharedstore_v1_sharedstore_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_codeexec_sharedstore_v1_sharedstore_proto_rawDesc), len(file_codeexec_sharedstore_v1_sharedstore_proto_rawDesc)))
 	})
-	return file_codeexec_memory_v1_store_proto_rawDescData
+	return file_codeexec_sharedstore_v1_sharedstore_proto_rawDescData
 }
 
-var file_codeexec_memory_v1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
-var file_codeexec_memory_v1_store_proto_goTypes = []any{
-	(*StoreRecord)(nil),           // 0: codeexec.memory.v1.StoreRecord
-	(*GetRecordRequest)(nil),      // 1: codeexec.memory.v1.GetRecordRequest
-	(*GetRecordResponse)(nil),     // 2: codeexec.memory.v1.GetRecordResponse
-	(*PutRecordRequest)(nil),      // 3: codeexec.memory.v1.PutRecordRequest
-	(*PutRecordResponse)(nil),     // 4: codeexec.memory.v1.PutRecordResponse
-	(*DeleteRecordRequest)(nil),   // 5: codeexec.memory.v1.DeleteRecordRequest
-	(*DeleteRecordResponse)(nil),  // 6: codeexec.memory.v1.DeleteRecordResponse
-	(*ListRecordsRequest)(nil),    // 7: codeexec.memory.v1.ListRecordsRequest
-	(*ListRecordsResponse)(nil),   // 8: codeexec.memory.v1.ListRecordsResponse
-	(*BackupStoreRequest)(nil),    // 9: codeexec.memory.v1.BackupStoreRequest
-	(*BackupStoreResponse)(nil),   // 10: codeexec.memory.v1.BackupStoreResponse
-	(*ListTenantsRequest)(nil),    // 11: codeexec.memory.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),   // 12: codeexec.memory.v1.ListTenantsResponse
+var file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_codeexec_sharedstore_v1_sharedstore_proto_goTypes = []any{
+	(*StoreRecord)(nil),           // 0: codeexec.sharedstore.v1.StoreRecord
+	(*GetRecordRequest)(nil),      // 1: codeexec.sharedstore.v1.GetRecordRequest
+	(*GetRecordResponse)(nil),     // 2: codeexec.sharedstore.v1.GetRecordResponse
+	(*PutRecordRequest)(nil),      // 3: codeexec.sharedstore.v1.PutRecordRequest
+	(*PutRecordResponse)(nil),     // 4: codeexec.sharedstore.v1.PutRecordResponse
+	(*DeleteRecordRequest)(nil),   // 5: codeexec.sharedstore.v1.DeleteRecordRequest
+	(*DeleteRecordResponse)(nil),  // 6: codeexec.sharedstore.v1.DeleteRecordResponse
+	(*ListRecordsRequest)(nil),    // 7: codeexec.sharedstore.v1.ListRecordsRequest
+	(*ListRecordsResponse)(nil),   // 8: codeexec.sharedstore.v1.ListRecordsResponse
+	(*BackupStoreRequest)(nil),    // 9: codeexec.sharedstore.v1.BackupStoreRequest
+	(*BackupStoreResponse)(nil),   // 10: codeexec.sharedstore.v1.BackupStoreResponse
+	(*ListTenantsRequest)(nil),    // 11: codeexec.sharedstore.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),   // 12: codeexec.sharedstore.v1.ListTenantsResponse
 	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
-var file_codeexec_memory_v1_store_proto_depIdxs = []int32{
-	13, // 0: codeexec.memory.v1.StoreRecord.create_time:type_name -> google.protobuf.Timestamp
-	13, // 1: codeexec.memory.v1.StoreRecord.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 2: codeexec.memory.v1.GetRecordResponse.record:type_name -> codeexec.memory.v1.StoreRecord
-	13, // 3: codeexec.memory.v1.PutRecordRequest.create_time:type_name -> google.protobuf.Timestamp
-	13, // 4: codeexec.memory.v1.PutRecordRequest.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 5: codeexec.memory.v1.PutRecordResponse.record:type_name -> codeexec.memory.v1.StoreRecord
-	0,  // 6: codeexec.memory.v1.ListRecordsResponse.records:type_name -> codeexec.memory.v1.StoreRecord
-	1,  // 7: codeexec.memory.v1.StoreService.GetRecord:input_type -> codeexec.memory.v1.GetRecordRequest
-	3,  // 8: codeexec.memory.v1.StoreService.PutRecord:input_type -> codeexec.memory.v1.PutRecordRequest
-	5,  // 9: codeexec.memory.v1.StoreService.DeleteRecord:input_type -> codeexec.memory.v1.DeleteRecordRequest
-	7,  // 10: codeexec.memory.v1.StoreService.ListRecords:input_type -> codeexec.memory.v1.ListRecordsRequest
-	9,  // 11: codeexec.memory.v1.StoreService.BackupStore:input_type -> codeexec.memory.v1.BackupStoreRequest
-	11, // 12: codeexec.memory.v1.StoreService.ListTenants:input_type -> codeexec.memory.v1.ListTenantsRequest
-	2,  // 13: codeexec.memory.v1.StoreService.GetRecord:output_type -> codeexec.memory.v1.GetRecordResponse
-	4,  // 14: codeexec.memory.v1.StoreService.PutRecord:output_type -> codeexec.memory.v1.PutRecordResponse
-	6,  // 15: codeexec.memory.v1.StoreService.DeleteRecord:output_type -> codeexec.memory.v1.DeleteRecordResponse
-	8,  // 16: codeexec.memory.v1.StoreService.ListRecords:output_type -> codeexec.memory.v1.ListRecordsResponse
-	10, // 17: codeexec.memory.v1.StoreService.BackupStore:output_type -> codeexec.memory.v1.BackupStoreResponse
-	12, // 18: codeexec.memory.v1.StoreService.ListTenants:output_type -> codeexec.memory.v1.ListTenantsResponse
+var file_codeexec_sharedstore_v1_sharedstore_proto_depIdxs = []int32{
+	13, // 0: codeexec.sharedstore.v1.StoreRecord.create_time:type_name -> google.protobuf.Timestamp
+	13, // 1: codeexec.sharedstore.v1.StoreRecord.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 2: codeexec.sharedstore.v1.GetRecordResponse.record:type_name -> codeexec.sharedstore.v1.StoreRecord
+	13, // 3: codeexec.sharedstore.v1.PutRecordRequest.create_time:type_name -> google.protobuf.Timestamp
+	13, // 4: codeexec.sharedstore.v1.PutRecordRequest.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 5: codeexec.sharedstore.v1.PutRecordResponse.record:type_name -> codeexec.sharedstore.v1.StoreRecord
+	0,  // 6: codeexec.sharedstore.v1.ListRecordsResponse.records:type_name -> codeexec.sharedstore.v1.StoreRecord
+	1,  // 7: codeexec.sharedstore.v1.StoreService.GetRecord:input_type -> codeexec.sharedstore.v1.GetRecordRequest
+	3,  // 8: codeexec.sharedstore.v1.StoreService.PutRecord:input_type -> codeexec.sharedstore.v1.PutRecordRequest
+	5,  // 9: codeexec.sharedstore.v1.StoreService.DeleteRecord:input_type -> codeexec.sharedstore.v1.DeleteRecordRequest
+	7,  // 10: codeexec.sharedstore.v1.StoreService.ListRecords:input_type -> codeexec.sharedstore.v1.ListRecordsRequest
+	9,  // 11: codeexec.sharedstore.v1.StoreService.BackupStore:input_type -> codeexec.sharedstore.v1.BackupStoreRequest
+	11, // 12: codeexec.sharedstore.v1.StoreService.ListTenants:input_type -> codeexec.sharedstore.v1.ListTenantsRequest
+	2,  // 13: codeexec.sharedstore.v1.StoreService.GetRecord:output_type -> codeexec.sharedstore.v1.GetRecordResponse
+	4,  // 14: codeexec.sharedstore.v1.StoreService.PutRecord:output_type -> codeexec.sharedstore.v1.PutRecordResponse
+	6,  // 15: codeexec.sharedstore.v1.StoreService.DeleteRecord:output_type -> codeexec.sharedstore.v1.DeleteRecordResponse
+	8,  // 16: codeexec.sharedstore.v1.StoreService.ListRecords:output_type -> codeexec.sharedstore.v1.ListRecordsResponse
+	10, // 17: codeexec.sharedstore.v1.StoreService.BackupStore:output_type -> codeexec.sharedstore.v1.BackupStoreResponse
+	12, // 18: codeexec.sharedstore.v1.StoreService.ListTenants:output_type -> codeexec.sharedstore.v1.ListTenantsResponse
 	13, // [13:19] is the sub-list for method output_type
 	7,  // [7:13] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
@@ -948,26 +947,26 @@ var file_codeexec_memory_v1_store_proto_depIdxs = []int32{
 	0,  // [0:7] is the sub-list for field type_name
 }
 
-func init() { file_codeexec_memory_v1_store_proto_init() }
-func file_codeexec_memory_v1_store_proto_init() {
-	if File_codeexec_memory_v1_store_proto != nil {
+func init() { file_codeexec_sharedstore_v1_sharedstore_proto_init() }
+func file_codeexec_sharedstore_v1_sharedstore_proto_init() {
+	if File_codeexec_sharedstore_v1_sharedstore_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_memory_v1_store_proto_rawDesc), len(file_codeexec_memory_v1_store_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_sharedstore_v1_sharedstore_proto_rawDesc), len(file_codeexec_sharedstore_v1_sharedstore_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_codeexec_memory_v1_store_proto_goTypes,
-		DependencyIndexes: file_codeexec_memory_v1_store_proto_depIdxs,
-		MessageInfos:      file_codeexec_memory_v1_store_proto_msgTypes,
+		GoTypes:           file_codeexec_sharedstore_v1_sharedstore_proto_goTypes,
+		DependencyIndexes: file_codeexec_sharedstore_v1_sharedstore_proto_depIdxs,
+		MessageInfos:      file_codeexec_sharedstore_v1_sharedstore_proto_msgTypes,
 	}.Build()
-	File_codeexec_memory_v1_store_proto = out.File
-	file_codeexec_memory_v1_store_proto_goTypes = nil
-	file_codeexec_memory_v1_store_proto_depIdxs = nil
+	File_codeexec_sharedstore_v1_sharedstore_proto = out.File
+	file_codeexec_sharedstore_v1_sharedstore_proto_goTypes = nil
+	file_codeexec_sharedstore_v1_sharedstore_proto_depIdxs = nil
 }

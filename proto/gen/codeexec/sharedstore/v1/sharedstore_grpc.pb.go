@@ -2,9 +2,9 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             (unknown)
-// source: codeexec/memory/v1/store.proto
+// source: codeexec/sharedstore/v1/sharedstore.proto
 
-package memoryv1
+package sharedstorev1
 
 import (
 	context "context"
@@ -19,12 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	StoreService_GetRecord_FullMethodName    = "/codeexec.memory.v1.StoreService/GetRecord"
-	StoreService_PutRecord_FullMethodName    = "/codeexec.memory.v1.StoreService/PutRecord"
-	StoreService_DeleteRecord_FullMethodName = "/codeexec.memory.v1.StoreService/DeleteRecord"
-	StoreService_ListRecords_FullMethodName  = "/codeexec.memory.v1.StoreService/ListRecords"
-	StoreService_BackupStore_FullMethodName  = "/codeexec.memory.v1.StoreService/BackupStore"
-	StoreService_ListTenants_FullMethodName  = "/codeexec.memory.v1.StoreService/ListTenants"
+	StoreService_GetRecord_FullMethodName    = "/codeexec.sharedstore.v1.StoreService/GetRecord"
+	StoreService_PutRecord_FullMethodName    = "/codeexec.sharedstore.v1.StoreService/PutRecord"
+	StoreService_DeleteRecord_FullMethodName = "/codeexec.sharedstore.v1.StoreService/DeleteRecord"
+	StoreService_ListRecords_FullMethodName  = "/codeexec.sharedstore.v1.StoreService/ListRecords"
+	StoreService_BackupStore_FullMethodName  = "/codeexec.sharedstore.v1.StoreService/BackupStore"
+	StoreService_ListTenants_FullMethodName  = "/codeexec.sharedstore.v1.StoreService/ListTenants"
 )
 
 // StoreServiceClient is the client API for StoreService service.
@@ -41,7 +41,9 @@ const (
 // memoryd's MemoryService and ToolService handlers in its own process,
 // which validate input and pick status codes, and only their storage
 // calls come here. When the owner exits or dies, another process takes the
-// lock and the socket over, and callers retry on it.
+// lock and the socket over, and callers retry on it. It is private to
+// memoryd (memoryd/internal/shared), versioned by that package's Protocol,
+// and kept out of the public codeexec.memory.v1.
 type StoreServiceClient interface {
 	// GetRecord returns one record, or NotFound.
 	GetRecord(ctx context.Context, in *GetRecordRequest, opts ...grpc.CallOption) (*GetRecordResponse, error)
@@ -149,7 +151,9 @@ func (c *storeServiceClient) ListTenants(ctx context.Context, in *ListTenantsReq
 // memoryd's MemoryService and ToolService handlers in its own process,
 // which validate input and pick status codes, and only their storage
 // calls come here. When the owner exits or dies, another process takes the
-// lock and the socket over, and callers retry on it.
+// lock and the socket over, and callers retry on it. It is private to
+// memoryd (memoryd/internal/shared), versioned by that package's Protocol,
+// and kept out of the public codeexec.memory.v1.
 type StoreServiceServer interface {
 	// GetRecord returns one record, or NotFound.
 	GetRecord(context.Context, *GetRecordRequest) (*GetRecordResponse, error)
@@ -318,7 +322,7 @@ func _StoreService_ListTenants_Handler(srv interface{}, ctx context.Context, dec
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var StoreService_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "codeexec.memory.v1.StoreService",
+	ServiceName: "codeexec.sharedstore.v1.StoreService",
 	HandlerType: (*StoreServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
@@ -349,5 +353,5 @@ var StoreService_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "codeexec/memory/v1/store.proto",
+	Metadata: "codeexec/sharedstore/v1/sharedstore.proto",
 }

@@ -2,9 +2,9 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             (unknown)
-// source: codeexec/memory/v1/session.proto
+// source: codeexec/sessionstore/v1/sessionstore.proto
 
-package memoryv1
+package sessionstorev1
 
 import (
 	context "context"
@@ -19,15 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SessionStoreService_GetSession_FullMethodName     = "/codeexec.memory.v1.SessionStoreService/GetSession"
-	SessionStoreService_PutSession_FullMethodName     = "/codeexec.memory.v1.SessionStoreService/PutSession"
-	SessionStoreService_DeleteSession_FullMethodName  = "/codeexec.memory.v1.SessionStoreService/DeleteSession"
-	SessionStoreService_PutChunks_FullMethodName      = "/codeexec.memory.v1.SessionStoreService/PutChunks"
-	SessionStoreService_GetChunks_FullMethodName      = "/codeexec.memory.v1.SessionStoreService/GetChunks"
-	SessionStoreService_DeleteChunks_FullMethodName   = "/codeexec.memory.v1.SessionStoreService/DeleteChunks"
-	SessionStoreService_ExpireSessions_FullMethodName = "/codeexec.memory.v1.SessionStoreService/ExpireSessions"
-	SessionStoreService_PutReplica_FullMethodName     = "/codeexec.memory.v1.SessionStoreService/PutReplica"
-	SessionStoreService_GetReplica_FullMethodName     = "/codeexec.memory.v1.SessionStoreService/GetReplica"
+	SessionStoreService_GetSession_FullMethodName     = "/codeexec.sessionstore.v1.SessionStoreService/GetSession"
+	SessionStoreService_PutSession_FullMethodName     = "/codeexec.sessionstore.v1.SessionStoreService/PutSession"
+	SessionStoreService_DeleteSession_FullMethodName  = "/codeexec.sessionstore.v1.SessionStoreService/DeleteSession"
+	SessionStoreService_PutChunks_FullMethodName      = "/codeexec.sessionstore.v1.SessionStoreService/PutChunks"
+	SessionStoreService_GetChunks_FullMethodName      = "/codeexec.sessionstore.v1.SessionStoreService/GetChunks"
+	SessionStoreService_DeleteChunks_FullMethodName   = "/codeexec.sessionstore.v1.SessionStoreService/DeleteChunks"
+	SessionStoreService_ExpireSessions_FullMethodName = "/codeexec.sessionstore.v1.SessionStoreService/ExpireSessions"
+	SessionStoreService_PutReplica_FullMethodName     = "/codeexec.sessionstore.v1.SessionStoreService/PutReplica"
+	SessionStoreService_GetReplica_FullMethodName     = "/codeexec.sessionstore.v1.SessionStoreService/GetReplica"
 )
 
 // SessionStoreServiceClient is the client API for SessionStoreService service.
@@ -41,6 +41,8 @@ const (
 // its only client: the sandbox never reaches it, and memoryd never looks
 // inside a record's state or a chunk (checkpoints are written by untrusted
 // code and are only ever loaded back inside a sandbox of the same tenant).
+// It is a private protocol of sandboxd and memoryd, kept out of the
+// public codeexec.memory.v1 so that it can change with them.
 type SessionStoreServiceClient interface {
 	// GetSession returns a session's record. An unknown or expired session
 	// is NotFound.
@@ -189,6 +191,8 @@ func (c *sessionStoreServiceClient) GetReplica(ctx context.Context, in *GetRepli
 // its only client: the sandbox never reaches it, and memoryd never looks
 // inside a record's state or a chunk (checkpoints are written by untrusted
 // code and are only ever loaded back inside a sandbox of the same tenant).
+// It is a private protocol of sandboxd and memoryd, kept out of the
+// public codeexec.memory.v1 so that it can change with them.
 type SessionStoreServiceServer interface {
 	// GetSession returns a session's record. An unknown or expired session
 	// is NotFound.
@@ -434,7 +438,7 @@ func _SessionStoreService_GetReplica_Handler(srv interface{}, ctx context.Contex
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var SessionStoreService_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "codeexec.memory.v1.SessionStoreService",
+	ServiceName: "codeexec.sessionstore.v1.SessionStoreService",
 	HandlerType: (*SessionStoreServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
@@ -477,5 +481,5 @@ var SessionStoreService_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "codeexec/memory/v1/session.proto",
+	Metadata: "codeexec/sessionstore/v1/sessionstore.proto",
 }
