@@ -3,7 +3,6 @@ package shared
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"google.golang.org/grpc/codes"
@@ -27,55 +26,6 @@ var _ store.Store = (*remote)(nil)
 // listens yet. A write that gets it may have committed; its retry carries
 // the same request ID.
 var errRetry = errors.New("no owner answered")
-
-// remoteError keeps the owner's message and unwraps to the store sentinel
-// its code stands for.
-type remoteError struct {
-	sentinel error
-	msg      string
-}
-
-func (e *remoteError) Error() string { return e.msg }
-func (e *remoteError) Unwrap() error { return e.sentinel }
-
-// fromStatus maps the owner's answer back to what a local store returns.
-func fromStatus(err error) error {
-	st, ok := status.FromError(err)
-	if !ok {
-		return err
-	}
-	switch st.Code() {
-	case codes.NotFound:
-		return &remoteError{store.ErrNotFound, st.Message()}
-	case codes.Aborted:
-		return &remoteError{store.ErrConflict, st.Message()}
-	case codes.InvalidArgument:
-		return &remoteError{store.ErrInvalid, st.Message()}
-	case codes.ResourceExhausted:
-		return &remoteError{store.ErrTooLarge, st.Message()}
-	case codes.Canceled:
-		return context.Canceled
-	case codes.DeadlineExceeded:
-		return context.DeadlineExceeded
-	default:
-		return fmt.Errorf("shared memory store: %s", st.Message())
-	}
-}
-
-// answer maps one attempt's error: UNAVAILABLE (no owner, or the owner
-// died handling the call) becomes errRetry, the rest what a local store
-// would return.
-func answer(err error) error {
-	if err == nil {
-		return nil
-	}
-	if status.Code(err) == codes.Unavailable {
-		// The status stays text: wrapped, it would be found again by
-		// status.FromError and mapped as the caller's own failure.
-		return fmt.Errorf("%w: %v", errRetry, err) //nolint:errorlint // see above
-	}
-	return fromStatus(err)
-}
 
 func fromProto(r *sharedstorev1.StoreRecord) store.Record {
 	return store.Record{

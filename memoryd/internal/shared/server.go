@@ -2,19 +2,15 @@ package shared
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/codeexec/codeexec/memoryd/internal/chunk"
 	"github.com/codeexec/codeexec/memoryd/internal/store"
 	sharedstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sharedstore/v1"
-	"github.com/codeexec/codeexec/services/logkeys"
 )
 
 // server serves StoreService from the owner's bbolt store.
@@ -22,32 +18,6 @@ type server struct {
 	sharedstorev1.UnimplementedStoreServiceServer
 	st     store.Store
 	logger *slog.Logger
-}
-
-// Store errors travel as these codes; remote.go maps them back to the
-// sentinels, so that the caller's handlers pick their own status codes as
-// they would over a local store.
-func storeStatus(ctx context.Context, logger *slog.Logger, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	case errors.Is(err, store.ErrNotFound):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, store.ErrConflict):
-		return status.Error(codes.Aborted, err.Error())
-	case errors.Is(err, store.ErrInvalid):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, store.ErrTooLarge):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, store.ErrClosed):
-		// The owner is closing: the caller retries on the next one.
-		return status.Error(codes.Unavailable, "the owner of the database is closing it")
-	default:
-		logger.ErrorContext(ctx, "shared store request failed", slog.Any(logkeys.Error, err))
-		return status.Error(codes.Internal, "the owner of the database failed; see its log: "+err.Error())
-	}
 }
 
 // optionalTime is the zero time for an unset timestamp.
