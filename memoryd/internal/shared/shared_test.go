@@ -15,12 +15,13 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
+	"github.com/codeexec/codeexec/memoryd/internal/store/bolt"
 	sharedstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sharedstore/v1"
 	"github.com/codeexec/codeexec/services/grpctest"
 	"github.com/codeexec/codeexec/services/usersock"
@@ -226,7 +227,7 @@ func TestHoldLock(t *testing.T) {
 	if path == "" {
 		return // only ever run as TestHolderThatDoesNotShare's child
 	}
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func (f *flakyOwner) PutRecord(ctx context.Context, req *sharedstorev1.PutRecord
 // not as a conflict with itself.
 func TestRemoteRetriesALostAnswerOnce(t *testing.T) {
 	t.Parallel()
-	b, err := store.OpenBolt(filepath.Join(t.TempDir(), "m.db"), store.BoltOptions{})
+	b, err := bolt.Open(filepath.Join(t.TempDir(), "m.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +356,7 @@ func TestRemoteRetriesALostAnswerOnce(t *testing.T) {
 	conn := grpctest.Start(t, func(g *grpc.Server) {
 		sharedstorev1.RegisterStoreServiceServer(g, &flakyOwner{server: &server{st: b, logger: testLogger(t)}, seen: map[string]bool{}})
 	})
-	r := &Store{opts: Options{Path: filepath.Join(t.TempDir(), "none.db"), Wait: 5 * time.Second, Bolt: store.BoltOptions{Now: time.Now}}}
+	r := &Store{opts: Options{Path: filepath.Join(t.TempDir(), "none.db"), Wait: 5 * time.Second, Bolt: bolt.Options{Now: time.Now}}}
 	r.cur.Store(&storeBox{&remote{client: sharedstorev1.NewStoreServiceClient(conn)}})
 	for i := range 3 {
 		rec, err := r.Put(t.Context(), "t", store.KindMemory, "n", store.Write{Value: fmt.Append(nil, i+1), CheckRevision: true, Revision: uint64(i)})

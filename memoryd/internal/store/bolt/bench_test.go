@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/memoryd/internal/store"
 )
 
 // BenchmarkDurablePut measures fsynced Puts per second straight on the
@@ -15,7 +17,7 @@ import (
 func BenchmarkDurablePut(b *testing.B) {
 	for _, writers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			s, err := OpenBolt(filepath.Join(b.TempDir(), "m.db"), BoltOptions{})
+			s, err := Open(filepath.Join(b.TempDir(), "m.db"), Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -34,7 +36,7 @@ func BenchmarkDurablePut(b *testing.B) {
 							return
 						}
 						key := fmt.Sprintf("w%d-%d", w, i)
-						if _, err := s.Put(b.Context(), "default", KindMemory, key, Write{Value: []byte(`{"n":1}`), Meta: []byte("{}")}); err != nil {
+						if _, err := s.Put(b.Context(), "default", store.KindMemory, key, store.Write{Value: []byte(`{"n":1}`), Meta: []byte("{}")}); err != nil {
 							b.Error(err)
 							return
 						}

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/codeexec/codeexec/memoryd/internal/store"
 )
 
 // Writes on PostgreSQL: Put and Delete, each one statement that also
@@ -60,20 +62,20 @@ SELECT meta, created, updated, revision FROM w`
 )
 
 // Put implements Store.
-func (s *Postgres) Put(ctx context.Context, tenant string, kind Kind, key string, w Write) (Record, error) {
+func (s *Store) Put(ctx context.Context, tenant string, kind store.Kind, key string, w store.Write) (store.Record, error) {
 	id, fresh, err := s.startWrite(ctx, w.RequestID)
 	if err != nil {
-		return Record{}, err
+		return store.Record{}, err
 	}
-	var rec Record
+	var rec store.Record
 	err = s.retry(ctx, func(ctx context.Context, attempt int) error {
 		if !fresh || attempt > 1 {
-			o, ok, err := s.findOutcome(ctx, id, outcomePut, tenant, kind, key)
+			o, ok, err := s.findOutcome(ctx, id, store.OutcomePut, tenant, kind, key)
 			if err != nil {
 				return err
 			}
 			if ok {
-				rec, err = s.replayPut(ctx, tenant, kind, key, o.rec)
+				rec, err = s.replayPut(ctx, tenant, kind, key, o.Record)
 				return err
 			}
 		}
@@ -88,20 +90,20 @@ func (s *Postgres) Put(ctx context.Context, tenant string, kind Kind, key string
 // write a request ID when the caller gave none: every write gets one,
 // since any attempt may lose its answer to a failover. fresh reports a new
 // ID, which no earlier attempt can have used; the caller's may have been.
-func (s *Postgres) startWrite(ctx context.Context, requestID []byte) (id []byte, fresh bool, err error) {
+func (s *Store) startWrite(ctx context.Context, requestID []byte) (id []byte, fresh bool, err error) {
 	if err := s.usable(ctx); err != nil {
 		return nil, false, err
 	}
-	if err := checkRequestID(requestID); err != nil {
+	if err := store.CheckRequestID(requestID); err != nil {
 		return nil, false, err
 	}
 	if len(requestID) == 0 {
-		return NewRequestID(time.Now()), true, nil
+		return store.NewRequestID(time.Now()), true, nil
 	}
 	return requestID, false, nil
 }
 
-func (s *Postgres) put(ctx context.Context, tenant string, kind Kind, key string, w Write, id []byte) (Record, error) {
+func (s *Store) put(ctx context.Context, tenant string, kind store.Kind, key string, w store.Write, id []byte) (store.Record, error) {
 	a := s.args(tenant, kind, key)
 	a["value"], a["meta"], a["keep_meta"] = nonNil(w.Value), nonNil(w.Meta), w.KeepMeta
 	a["id"], a["value_len"], a["now"] = id, len(w.Value), s.now()
@@ -113,28 +115,28 @@ func (s *Postgres) put(ctx context.Context, tenant string, kind Kind, key string
 		q = sqlPutCreate
 		if w.Revision != 0 {
 			q = sqlPutSwap
-			if w.Revision > maxRevision {
-				return Record{}, conflict(key, 0, w.Revision)
+			if w.Revision > store.MaxRevision {
+				return store.Record{}, store.Conflict(key, 0, w.Revision)
 			}
 			a["revision"] = int64(w.Revision)
 		}
 	}
-	rec := Record{Key: key, Value: w.Value, ValueLen: len(w.Value)}
+	rec := store.Record{Key: key, Value: w.Value, ValueLen: len(w.Value)}
 	err := s.pool.QueryRow(ctx, q, a).Scan(&rec.Meta, &rec.Created, &rec.Updated, &rec.Revision)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Only the compare-and-swap shapes return nothing. The current
 		// revision is read for the message only.
 		var have uint64
 		if err := s.pool.QueryRow(ctx, sqlRevision, a).Scan(&have); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return Record{}, err
+			return store.Record{}, err
 		}
 		if have == w.Revision {
 			have = 0 // deleted and written again meanwhile; say "changed"
 		}
-		return Record{}, conflict(key, have, w.Revision)
+		return store.Record{}, store.Conflict(key, have, w.Revision)
 	}
 	if err != nil {
-		return Record{}, err
+		return store.Record{}, err
 	}
 	return fixRecord(rec, false), nil
 }
@@ -147,9 +149,6 @@ func optionalTime(t time.Time) any {
 	return t.UTC()
 }
 
-// maxRevision is the largest revision a bigint column holds.
-const maxRevision = 1<<63 - 1
-
 func nonNil(b []byte) []byte {
 	if b == nil {
 		return []byte{}
@@ -157,17 +156,17 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// replayPut answers a retried write as Bolt's replayPut does: the record
+// replayPut answers a retried write as the bbolt store's does: the record
 // as it is now when nothing wrote the key since, else what the first
 // attempt wrote, without its value.
-func (s *Postgres) replayPut(ctx context.Context, tenant string, kind Kind, key string, first Record) (Record, error) {
-	var cur Record
+func (s *Store) replayPut(ctx context.Context, tenant string, kind store.Kind, key string, first store.Record) (store.Record, error) {
+	var cur store.Record
 	err := s.pool.QueryRow(ctx, sqlGet, s.args(tenant, kind, key)).Scan(&cur.Value, &cur.Meta, &cur.Created, &cur.Updated, &cur.Revision)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return first, nil
 	}
 	if err != nil {
-		return Record{}, err
+		return store.Record{}, err
 	}
 	if cur.Revision == first.Revision {
 		cur.Key = key
@@ -182,28 +181,28 @@ FROM codeexec_requests WHERE id = @id`
 
 // findOutcome returns the recorded outcome of id, if any, and refuses an
 // ID recorded for another write.
-func (s *Postgres) findOutcome(ctx context.Context, id []byte, op byte, tenant string, kind Kind, key string) (outcome, bool, error) {
+func (s *Store) findOutcome(ctx context.Context, id []byte, op byte, tenant string, kind store.Kind, key string) (store.Outcome, bool, error) {
 	var (
-		o               outcome
+		o               store.Outcome
 		gotTenant, key2 []byte
 		gotKind         string
 		gotOp           int16
 		valueLen        int
 	)
 	err := s.pool.QueryRow(ctx, sqlOutcome, pgx.NamedArgs{"id": id}).Scan(&gotOp, &gotTenant, &gotKind, &key2,
-		&o.deleted, &o.rec.Revision, &o.rec.Created, &o.rec.Updated, &valueLen)
+		&o.Deleted, &o.Record.Revision, &o.Record.Created, &o.Record.Updated, &valueLen)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return outcome{}, false, nil
+		return store.Outcome{}, false, nil
 	}
 	if err != nil {
-		return outcome{}, false, err
+		return store.Outcome{}, false, err
 	}
-	if byte(gotOp) != op || string(gotTenant) != tenant || Kind(gotKind) != kind || string(key2) != key {
-		return outcome{}, false, fmt.Errorf("%w: request ID %x was already used for another write", ErrInvalid, id)
+	if byte(gotOp) != op || string(gotTenant) != tenant || store.Kind(gotKind) != kind || string(key2) != key {
+		return store.Outcome{}, false, fmt.Errorf("%w: request ID %x was already used for another write", store.ErrInvalid, id)
 	}
-	o.kind, o.tenant, o.recKind, o.key = op, tenant, kind, key
-	o.rec.Key, o.rec.ValueLen = key, valueLen
-	o.rec.Created, o.rec.Updated = o.rec.Created.UTC(), o.rec.Updated.UTC()
+	o.Op, o.Tenant, o.Kind, o.Key = op, tenant, kind, key
+	o.Record.Key, o.Record.ValueLen = key, valueLen
+	o.Record.Created, o.Record.Updated = o.Record.Created.UTC(), o.Record.Updated.UTC()
 	return o, true, nil
 }
 
@@ -216,7 +215,7 @@ const sqlDelete = `WITH d AS (
 SELECT EXISTS (SELECT 1 FROM d)`
 
 // Delete implements Store.
-func (s *Postgres) Delete(ctx context.Context, tenant string, kind Kind, key string, requestID []byte) (bool, error) {
+func (s *Store) Delete(ctx context.Context, tenant string, kind store.Kind, key string, requestID []byte) (bool, error) {
 	id, fresh, err := s.startWrite(ctx, requestID)
 	if err != nil {
 		return false, err
@@ -224,9 +223,9 @@ func (s *Postgres) Delete(ctx context.Context, tenant string, kind Kind, key str
 	var deleted bool
 	err = s.retry(ctx, func(ctx context.Context, attempt int) error {
 		if !fresh || attempt > 1 {
-			o, ok, err := s.findOutcome(ctx, id, outcomeDelete, tenant, kind, key)
+			o, ok, err := s.findOutcome(ctx, id, store.OutcomeDelete, tenant, kind, key)
 			if err != nil || ok {
-				deleted = o.deleted
+				deleted = o.Deleted
 				return err
 			}
 		}

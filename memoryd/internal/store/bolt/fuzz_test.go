@@ -1,9 +1,11 @@
-package store
+package bolt
 
 import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/codeexec/codeexec/memoryd/internal/store"
 )
 
 // FuzzDecode reads arbitrary bytes as a stored record and as a request
@@ -11,9 +13,9 @@ import (
 // whose lengths do not add up; and what decode accepts encodes to bytes
 // that decode to the same record (varints may be written shorter).
 func FuzzDecode(f *testing.F) {
-	f.Add(encode(Record{Key: "k", Value: []byte(`{"a":1}`), Meta: []byte("{}"), Created: time.Unix(1, 2), Updated: time.Unix(3, 4), Revision: 5}))
+	f.Add(encode(store.Record{Key: "k", Value: []byte(`{"a":1}`), Meta: []byte("{}"), Created: time.Unix(1, 2), Updated: time.Unix(3, 4), Revision: 5}))
 	f.Add([]byte{codecVersion, 1, 2, 2, 200})
-	f.Add(encodeOutcome(outcome{kind: outcomeDelete, tenant: "t", recKind: KindMemory, key: "k", deleted: true}))
+	f.Add(encodeOutcome(store.Outcome{Op: store.OutcomeDelete, Tenant: "t", Kind: store.KindMemory, Key: "k", Deleted: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if rec, err := decode("k", b, true); err == nil {
 			if rec.ValueLen != len(rec.Value) {
@@ -25,8 +27,8 @@ func FuzzDecode(f *testing.F) {
 				t.Errorf("encode then decode changed the record %x: %+v, %v", b, again, err)
 			}
 		}
-		if o, err := decodeOutcome(b); err == nil && o.kind != outcomePut && o.kind != outcomeDelete {
-			t.Errorf("outcome of kind %d", o.kind)
+		if o, err := decodeOutcome(b); err == nil && o.Op != store.OutcomePut && o.Op != store.OutcomeDelete {
+			t.Errorf("outcome of kind %d", o.Op)
 		}
 	})
 }

@@ -1,12 +1,13 @@
-package store
+package bolt
 
 import (
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/codeexec/codeexec/memoryd/internal/store"
 )
 
 // maxGroup bounds how many writes share one transaction, so that one
@@ -31,7 +32,7 @@ const (
 // or write and return nil. Any other error aborts the whole group, which is
 // then retried one write per transaction; so a txFunc may run more than
 // once and must set its results afresh each time.
-type txFunc func(tx *bolt.Tx) error
+type txFunc func(tx *bbolt.Tx) error
 
 type pending struct {
 	fn   txFunc
@@ -40,7 +41,7 @@ type pending struct {
 
 // committer is a group commit: one goroutine runs every pending write in a
 // single bbolt transaction, so N concurrent writers share one fsync pair
-// instead of paying N. Unlike bolt.DB.Batch (which always waits 10ms for
+// instead of paying N. Unlike bbolt.DB.Batch (which always waits 10ms for
 // company) a lone writer commits at once. A group waits only for writers
 // it expects: as many as were in the previous group, or as many callers as
 // are already inside do. Writers woken by the last commit need a moment to
@@ -48,7 +49,7 @@ type pending struct {
 // commit alone and split every later group in two. See minLinger for how
 // long it waits.
 type committer struct {
-	db      *bolt.DB
+	db      *bbolt.DB
 	observe func(writes int, d time.Duration) // may be nil
 	ops     chan pending                      // unbuffered: a send succeeds only when the loop takes it
 	stop    chan struct{}
@@ -60,7 +61,7 @@ type committer struct {
 	writes   atomic.Uint64 // writes committed
 }
 
-func newCommitter(db *bolt.DB, observe func(writes int, d time.Duration)) *committer {
+func newCommitter(db *bbolt.DB, observe func(writes int, d time.Duration)) *committer {
 	c := &committer{db: db, observe: observe, ops: make(chan pending), stop: make(chan struct{})}
 	c.wg.Add(1)
 	go c.loop()
@@ -77,7 +78,7 @@ func (c *committer) do(fn txFunc) error {
 	select {
 	case c.ops <- p:
 	case <-c.stop:
-		return ErrClosed
+		return store.ErrClosed
 	}
 	return <-p.done
 }
@@ -138,10 +139,10 @@ func (c *committer) loop() {
 func (c *committer) commit(group []pending) time.Duration {
 	began := time.Now()
 	results := make([]error, len(group))
-	err := c.db.Update(func(tx *bolt.Tx) error {
+	err := c.db.Update(func(tx *bbolt.Tx) error {
 		for i, p := range group {
 			results[i] = p.fn(tx)
-			if results[i] != nil && !isDomain(results[i]) {
+			if results[i] != nil && !store.IsDomain(results[i]) {
 				return results[i]
 			}
 		}
@@ -167,9 +168,9 @@ func (c *committer) commit(group []pending) time.Duration {
 	}
 	for _, p := range group {
 		var res error
-		err := c.db.Update(func(tx *bolt.Tx) error {
+		err := c.db.Update(func(tx *bbolt.Tx) error {
 			res = p.fn(tx)
-			if res != nil && !isDomain(res) {
+			if res != nil && !store.IsDomain(res) {
 				return res
 			}
 			return nil
@@ -187,9 +188,4 @@ func (c *committer) commit(group []pending) time.Duration {
 func (c *committer) close() {
 	c.once.Do(func() { close(c.stop) })
 	c.wg.Wait()
-}
-
-func isDomain(err error) bool {
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) ||
-		errors.Is(err, ErrInvalid) || errors.Is(err, ErrTooLarge)
 }

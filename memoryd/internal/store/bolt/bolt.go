@@ -1,4 +1,6 @@
-package store
+// Package bolt is the store.Store of one bbolt file: memoryd's embedded
+// default, and the format of every backup.
+package bolt
 
 import (
 	"bytes"
@@ -11,8 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/codeexec/codeexec/memoryd/internal/store"
 )
 
 // Bucket layout: tenants/<tenant>/<kind>/<key> → encoded Record. Keys and
@@ -25,8 +29,8 @@ var (
 	schemaVersion = []byte("1")
 )
 
-// BoltOptions tune OpenBolt.
-type BoltOptions struct {
+// Options tune Open.
+type Options struct {
 	// LockTimeout bounds the wait for the file lock. Keep it short: a held
 	// lock means another process owns the file, and waiting does not help.
 	LockTimeout time.Duration
@@ -37,25 +41,25 @@ type BoltOptions struct {
 	OnCommit func(writes int, d time.Duration)
 }
 
-// Bolt is a Store on one bbolt file. Writes go through a group commit;
+// Store is a store.Store on one bbolt file. Writes go through a group commit;
 // NoSync stays false, so every acknowledged write has been fsynced.
-type Bolt struct {
-	db     *bolt.DB
+type Store struct {
+	db     *bbolt.DB
 	commit *committer
 	now    func() time.Time
 	// lastSweep is when expired request outcomes were last swept (Unix
 	// nanoseconds).
 	lastSweep atomic.Int64
-	// created is set when OpenBolt found no schema: the database is new.
+	// created is set when Open found no schema: the database is new.
 	created bool
 }
 
-var _ Store = (*Bolt)(nil)
+var _ store.Store = (*Store)(nil)
 
-// OpenBolt opens or creates the database at path with mode 0600, creating
+// Open opens or creates the database at path with mode 0600, creating
 // its directory with mode 0700. A file locked by another process fails
 // after opts.LockTimeout with a message that says so.
-func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
+func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = 250 * time.Millisecond
 	}
@@ -65,9 +69,9 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create directory for database %s: %w", path, err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
 		Timeout:        opts.LockTimeout,
-		FreelistType:   bolt.FreelistMapType,
+		FreelistType:   bbolt.FreelistMapType,
 		NoFreelistSync: true,
 		// Room to grow without remapping, since a remap waits for every
 		// reader, including a running backup.
@@ -86,7 +90,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		return nil, fmt.Errorf("set permissions of database %s: %w", path, err)
 	}
 	created := false
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bbolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketTenants); err != nil {
 			return err
 		}
@@ -105,7 +109,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("initialise database %s: %w", path, err)
 	}
-	return &Bolt{db: db, commit: newCommitter(db, opts.OnCommit), now: opts.Now, created: created}, nil
+	return &Store{db: db, commit: newCommitter(db, opts.OnCommit), now: opts.Now, created: created}, nil
 }
 
 // lockedError is ErrLocked with the file's name.
@@ -115,18 +119,18 @@ func (e lockedError) Error() string {
 	return fmt.Sprintf("database %s is locked by another process (is another memoryd or codeexec running?)", e.path)
 }
 
-func (e lockedError) Is(target error) bool { return target == ErrLocked }
+func (e lockedError) Is(target error) bool { return target == store.ErrLocked }
 
 // Path returns the database file's path.
-func (s *Bolt) Path() string { return s.db.Path() }
+func (s *Store) Path() string { return s.db.Path() }
 
-// Created reports whether this OpenBolt created the database, so that a
+// Created reports whether this Open created the database, so that a
 // first start can fill it (an upstream user's state, say). A file that an
 // earlier open initialised, even if empty, does not count.
-func (s *Bolt) Created() bool { return s.created }
+func (s *Store) Created() bool { return s.created }
 
 // kindBucket finds tenants/<tenant>/<kind>, or nil when it does not exist.
-func kindBucket(tx *bolt.Tx, tenant string, kind Kind) *bolt.Bucket {
+func kindBucket(tx *bbolt.Tx, tenant string, kind store.Kind) *bbolt.Bucket {
 	t := tx.Bucket(bucketTenants).Bucket([]byte(tenant))
 	if t == nil {
 		return nil
@@ -136,7 +140,7 @@ func kindBucket(tx *bolt.Tx, tenant string, kind Kind) *bolt.Bucket {
 
 // storedValue returns key's encoded record, or nil when the tenant, the
 // kind or the key does not exist.
-func storedValue(tx *bolt.Tx, tenant string, kind Kind, key string) []byte {
+func storedValue(tx *bbolt.Tx, tenant string, kind store.Kind, key string) []byte {
 	if b := kindBucket(tx, tenant, kind); b != nil {
 		return b.Get([]byte(key))
 	}
@@ -144,15 +148,15 @@ func storedValue(tx *bolt.Tx, tenant string, kind Kind, key string) []byte {
 }
 
 // Get implements Store.
-func (s *Bolt) Get(ctx context.Context, tenant string, kind Kind, key string) (Record, error) {
+func (s *Store) Get(ctx context.Context, tenant string, kind store.Kind, key string) (store.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return Record{}, err
+		return store.Record{}, err
 	}
-	var rec Record
-	err := s.db.View(func(tx *bolt.Tx) error {
+	var rec store.Record
+	err := s.db.View(func(tx *bbolt.Tx) error {
 		v := storedValue(tx, tenant, kind, key)
 		if v == nil {
-			return ErrNotFound
+			return store.ErrNotFound
 		}
 		var err error
 		rec, err = decode(key, v, true)
@@ -164,18 +168,18 @@ func (s *Bolt) Get(ctx context.Context, tenant string, kind Kind, key string) (R
 // closed turns bbolt's "database not open" into ErrClosed.
 func closed(err error) error {
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	return err
 }
 
 // Put implements Store.
-func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w Write) (Record, error) {
+func (s *Store) Put(ctx context.Context, tenant string, kind store.Kind, key string, w store.Write) (store.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return Record{}, err
+		return store.Record{}, err
 	}
-	if err := checkRequestID(w.RequestID); err != nil {
-		return Record{}, err
+	if err := store.CheckRequestID(w.RequestID); err != nil {
+		return store.Record{}, err
 	}
 	if w.CheckRevision {
 		// A stale revision fails here, on a cheap read, rather than in
@@ -183,14 +187,14 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 		// contention most compare-and-swaps are stale. The check is
 		// repeated inside the transaction, which is what makes it safe.
 		if err := s.checkRevision(tenant, kind, key, w.Revision, w.RequestID); err != nil {
-			return Record{}, err
+			return store.Record{}, err
 		}
 	}
-	var rec Record
-	err := s.commit.do(func(tx *bolt.Tx) error {
-		rec = Record{}
-		if o, ok, err := findOutcome(tx, w.RequestID, outcomePut, tenant, kind, key); err != nil || ok {
-			rec = replayPut(tx, tenant, kind, key, o.rec)
+	var rec store.Record
+	err := s.commit.do(func(tx *bbolt.Tx) error {
+		rec = store.Record{}
+		if o, ok, err := findOutcome(tx, w.RequestID, store.OutcomePut, tenant, kind, key); err != nil || ok {
+			rec = replayPut(tx, tenant, kind, key, o.Record)
 			return err
 		}
 		t, err := tx.Bucket(bucketTenants).CreateBucketIfNotExists([]byte(tenant))
@@ -202,14 +206,14 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 			return err
 		}
 		now := s.now().UTC()
-		next := Record{Key: key, Value: w.Value, ValueLen: len(w.Value), Meta: w.Meta, Created: now, Updated: now, Revision: 1}
+		next := store.Record{Key: key, Value: w.Value, ValueLen: len(w.Value), Meta: w.Meta, Created: now, Updated: now, Revision: 1}
 		if v := b.Get([]byte(key)); v != nil {
 			old, err := decode(key, v, false)
 			if err != nil {
 				return err
 			}
 			if w.CheckRevision && old.Revision != w.Revision {
-				return conflict(key, old.Revision, w.Revision)
+				return store.Conflict(key, old.Revision, w.Revision)
 			}
 			next.Created = old.Created
 			next.Revision = old.Revision + 1
@@ -217,7 +221,7 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 				next.Meta = old.Meta
 			}
 		} else if w.CheckRevision && w.Revision != 0 {
-			return conflict(key, 0, w.Revision)
+			return store.Conflict(key, 0, w.Revision)
 		}
 		if !w.Created.IsZero() {
 			next.Created = w.Created.UTC()
@@ -228,7 +232,7 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 		if err := b.Put([]byte(key), encode(next)); err != nil {
 			return err
 		}
-		if err := s.recordOutcome(tx, w.RequestID, outcome{kind: outcomePut, tenant: tenant, recKind: kind, key: key, rec: next}); err != nil {
+		if err := s.recordOutcome(tx, w.RequestID, store.Outcome{Op: store.OutcomePut, Tenant: tenant, Kind: kind, Key: key, Record: next}); err != nil {
 			return err
 		}
 		rec = next
@@ -239,7 +243,7 @@ func (s *Bolt) Put(ctx context.Context, tenant string, kind Kind, key string, w 
 
 // replayPut answers a retried write: the record as it is now when nothing
 // wrote the key since, else what the first attempt wrote, without its value.
-func replayPut(tx *bolt.Tx, tenant string, kind Kind, key string, first Record) Record {
+func replayPut(tx *bbolt.Tx, tenant string, kind store.Kind, key string, first store.Record) store.Record {
 	if v := storedValue(tx, tenant, kind, key); v != nil {
 		if cur, err := decode(key, v, true); err == nil && cur.Revision == first.Revision {
 			return cur
@@ -252,9 +256,9 @@ func replayPut(tx *bolt.Tx, tenant string, kind Kind, key string, first Record) 
 // absent) is not want, unless requestID was already committed: then the
 // write is a retry whose first attempt moved the revision on, and the
 // transaction answers it.
-func (s *Bolt) checkRevision(tenant string, kind Kind, key string, want uint64, requestID []byte) error {
+func (s *Store) checkRevision(tenant string, kind store.Kind, key string, want uint64, requestID []byte) error {
 	var have uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bbolt.Tx) error {
 		if b := tx.Bucket(bucketRequests); len(requestID) > 0 && b != nil && b.Get(requestID) != nil {
 			have = want
 			return nil
@@ -271,42 +275,34 @@ func (s *Bolt) checkRevision(tenant string, kind Kind, key string, want uint64, 
 		return closed(err)
 	}
 	if have != want {
-		return conflict(key, have, want)
+		return store.Conflict(key, have, want)
 	}
 	return nil
 }
 
-// conflict describes a failed compare-and-swap.
-func conflict(key string, have, want uint64) error {
-	if have == 0 {
-		return fmt.Errorf("%w: %q no longer exists (expected revision %d); reload and retry", ErrConflict, key, want)
-	}
-	return fmt.Errorf("%w: %q is at revision %d, not %d; reload and retry", ErrConflict, key, have, want)
-}
-
 // Delete implements Store.
-func (s *Bolt) Delete(ctx context.Context, tenant string, kind Kind, key string, requestID []byte) (bool, error) {
+func (s *Store) Delete(ctx context.Context, tenant string, kind store.Kind, key string, requestID []byte) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if err := checkRequestID(requestID); err != nil {
+	if err := store.CheckRequestID(requestID); err != nil {
 		return false, err
 	}
 	// A read first keeps deletes of missing keys off the commit path. A
 	// retried delete goes to the transaction, which knows whether its
 	// first attempt deleted something.
 	if len(requestID) == 0 {
-		if _, err := s.Get(ctx, tenant, kind, key); errors.Is(err, ErrNotFound) {
+		if _, err := s.Get(ctx, tenant, kind, key); errors.Is(err, store.ErrNotFound) {
 			return false, nil
 		} else if err != nil {
 			return false, err
 		}
 	}
 	var deleted bool
-	err := s.commit.do(func(tx *bolt.Tx) error {
+	err := s.commit.do(func(tx *bbolt.Tx) error {
 		deleted = false
-		if o, ok, err := findOutcome(tx, requestID, outcomeDelete, tenant, kind, key); err != nil || ok {
-			deleted = o.deleted
+		if o, ok, err := findOutcome(tx, requestID, store.OutcomeDelete, tenant, kind, key); err != nil || ok {
+			deleted = o.Deleted
 			return err
 		}
 		b := kindBucket(tx, tenant, kind)
@@ -316,18 +312,18 @@ func (s *Bolt) Delete(ctx context.Context, tenant string, kind Kind, key string,
 				return err
 			}
 		}
-		return s.recordOutcome(tx, requestID, outcome{kind: outcomeDelete, tenant: tenant, recKind: kind, key: key, deleted: deleted})
+		return s.recordOutcome(tx, requestID, store.Outcome{Op: store.OutcomeDelete, Tenant: tenant, Kind: kind, Key: key, Deleted: deleted})
 	})
 	return deleted, err
 }
 
 // List implements Store.
-func (s *Bolt) List(ctx context.Context, tenant string, kind Kind, withValues bool) ([]Record, error) {
+func (s *Store) List(ctx context.Context, tenant string, kind store.Kind, withValues bool) ([]store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var out []Record
-	err := s.db.View(func(tx *bolt.Tx) error {
+	var out []store.Record
+	err := s.db.View(func(tx *bbolt.Tx) error {
 		b := kindBucket(tx, tenant, kind)
 		if b == nil {
 			return nil
@@ -345,12 +341,12 @@ func (s *Bolt) List(ctx context.Context, tenant string, kind Kind, withValues bo
 }
 
 // Tenants implements Store.
-func (s *Bolt) Tenants(ctx context.Context) ([]string, error) {
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var out []string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketTenants).ForEach(func(k, _ []byte) error {
 			out = append(out, string(k))
 			return nil
@@ -361,12 +357,12 @@ func (s *Bolt) Tenants(ctx context.Context) ([]string, error) {
 
 // Backup implements Store with bbolt's Tx.WriteTo: a read transaction sees
 // one committed state, and writers keep committing while it runs.
-func (s *Bolt) Backup(ctx context.Context, w io.Writer) (int64, error) {
+func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	var n int64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bbolt.Tx) error {
 		var err error
 		n, err = tx.WriteTo(writerFunc(func(p []byte) (int, error) {
 			// Stop a long copy when the caller goes away.
@@ -382,7 +378,7 @@ func (s *Bolt) Backup(ctx context.Context, w io.Writer) (int64, error) {
 
 // Close implements Store: it lets the commit in progress finish, then
 // closes the file and releases the lock.
-func (s *Bolt) Close() error {
+func (s *Store) Close() error {
 	s.commit.close()
 	return s.db.Close()
 }
@@ -394,6 +390,6 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // CommitStats reports how many transactions the group commit ran and how
 // many writes they carried; writes/commits is the mean group size.
-func (s *Bolt) CommitStats() (commits, writes uint64) {
+func (s *Store) CommitStats() (commits, writes uint64) {
 	return s.commit.commits.Load(), s.commit.writes.Load()
 }

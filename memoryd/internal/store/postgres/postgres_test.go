@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"bytes"
@@ -11,12 +11,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/codeexec/codeexec/services/grpctls/grpctlstest"
 	"github.com/codeexec/codeexec/services/pgtest"
+
+	"github.com/codeexec/codeexec/memoryd/internal/store"
+	"github.com/codeexec/codeexec/memoryd/internal/store/bolt"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// openPostgres opens a store on a new database of the test binary's
+// PostgreSQL server.
+func openPostgres(t testing.TB, now func() time.Time) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), pgtest.NewDatabase(t), Options{Now: now, Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
 
 // Eight processes' worth of stores open one new database at once: the
 // advisory lock lets one create the schema, the others find it done, and
@@ -30,9 +46,9 @@ func TestMigrateConcurrently(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := OpenPostgres(t.Context(), url, PostgresOptions{Wait: 10 * time.Second})
+			s, err := Open(t.Context(), url, Options{Wait: 10 * time.Second})
 			if err == nil {
-				_, err = s.Put(t.Context(), "t", KindMemory, fmt.Sprint(i), Write{Value: []byte("1")})
+				_, err = s.Put(t.Context(), "t", store.KindMemory, fmt.Sprint(i), store.Write{Value: []byte("1")})
 				_ = s.Close()
 			}
 			errs[i] = err
@@ -58,7 +74,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), "INSERT INTO codeexec_schema (version, name, by) VALUES (99, '0099_future.sql', 'codeexec 9')"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenPostgres(t.Context(), url, PostgresOptions{Wait: time.Second})
+	_, err = Open(t.Context(), url, Options{Wait: time.Second})
 	if err == nil || !strings.Contains(err.Error(), "schema is at version 99") || !strings.Contains(err.Error(), "upgrade codeexec") {
 		t.Errorf("open of a newer schema: %v", err)
 	}
@@ -70,7 +86,7 @@ func TestPostgresLargeValue(t *testing.T) {
 	t.Parallel()
 	s := openPostgres(t, nil)
 	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, 8<<20) // 32 MiB, binary
-	if _, err := s.Put(t.Context(), "t", "checkpoints", "session-1", Write{Value: big, Meta: []byte("{}")}); err != nil {
+	if _, err := s.Put(t.Context(), "t", "checkpoints", "session-1", store.Write{Value: big, Meta: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Get(t.Context(), "t", "checkpoints", "session-1")
@@ -90,8 +106,8 @@ func TestPostgresLargeValue(t *testing.T) {
 func TestPostgresSweep(t *testing.T) {
 	t.Parallel()
 	s := openPostgres(t, nil)
-	id := NewRequestID(time.Now())
-	if _, err := s.Put(t.Context(), "t", KindMemory, "k", Write{Value: []byte("1"), RequestID: id}); err != nil {
+	id := store.NewRequestID(time.Now())
+	if _, err := s.Put(t.Context(), "t", store.KindMemory, "k", store.Write{Value: []byte("1"), RequestID: id}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.sweep(t.Context(), time.Hour); err != nil || n != 0 {
@@ -102,84 +118,9 @@ func TestPostgresSweep(t *testing.T) {
 		t.Fatalf("sweep of old outcomes removed %d (%v), want 1", n, err)
 	}
 	// Once swept, the ID is free again: a write with it is a new write.
-	rec, err := s.Put(t.Context(), "t", KindMemory, "k", Write{Value: []byte("2"), RequestID: id})
+	rec, err := s.Put(t.Context(), "t", store.KindMemory, "k", store.Write{Value: []byte("2"), RequestID: id})
 	if err != nil || rec.Revision != 2 {
 		t.Errorf("write after the sweep: %+v, %v", rec, err)
-	}
-}
-
-// Records move between the stores with their revisions and times, and a
-// copy run again changes nothing; a key that differs is left alone
-// unless replace is set.
-func TestCopyBetweenStores(t *testing.T) {
-	t.Parallel()
-	clock := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
-	src := open(t, func() time.Time { clock = clock.Add(time.Second); return clock })
-	ctx := t.Context()
-	for i, k := range []string{"a", "b", "a\x00b", "ключ"} {
-		for range i + 1 {
-			if _, err := src.Put(ctx, "alice", KindMemory, k, Write{Value: []byte(fmt.Sprint(i)), Meta: []byte(`{"m":1}`)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if _, err := src.Put(ctx, "bob", KindTool, "f", Write{Value: []byte("def f(): pass"), Meta: []byte("doc")}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := src.Put(ctx, "bob", "checkpoints", "s1", Write{Value: []byte{0, 1, 2}}); err != nil {
-		t.Fatal(err)
-	}
-	pg := openPostgres(t, nil)
-	count := func(from, to Transfer, replace bool) map[ImportResult]int {
-		t.Helper()
-		got := map[ImportResult]int{}
-		if err := Copy(ctx, from, to, replace, func(_ Entry, r ImportResult) { got[r]++ }); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	if got := count(src, pg, false); got[Added] != 6 || len(got) != 1 {
-		t.Fatalf("first copy: %v, want 6 added", got)
-	}
-	if got := count(src, pg, false); got[Unchanged] != 6 || len(got) != 1 {
-		t.Fatalf("copy run again: %v, want 6 unchanged", got)
-	}
-	for _, c := range []struct {
-		tenant string
-		kind   Kind
-		key    string
-	}{{"alice", KindMemory, "a\x00b"}, {"bob", KindTool, "f"}, {"bob", "checkpoints", "s1"}} {
-		want, _ := src.Get(ctx, c.tenant, c.kind, c.key)
-		got, err := pg.Get(ctx, c.tenant, c.kind, c.key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want.Created, want.Updated = want.Created.Truncate(time.Microsecond), want.Updated.Truncate(time.Microsecond)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s/%s/%q after the copy (-bolt +postgres):\n%s", c.tenant, c.kind, c.key, diff)
-		}
-	}
-	// The key goes on in PostgreSQL: the next copy leaves it alone.
-	if _, err := pg.Put(ctx, "alice", KindMemory, "a", Write{Value: []byte(`"newer"`)}); err != nil {
-		t.Fatal(err)
-	}
-	if got := count(src, pg, false); got[Differs] != 1 || got[Unchanged] != 5 {
-		t.Fatalf("copy over a changed key: %v, want 1 differs and 5 unchanged", got)
-	}
-	if got, _ := pg.Get(ctx, "alice", KindMemory, "a"); string(got.Value) != `"newer"` {
-		t.Errorf("a copy without replace overwrote %q", got.Value)
-	}
-	if got := count(src, pg, true); got[Replaced] != 1 {
-		t.Fatalf("copy with replace: %v, want 1 replaced", got)
-	}
-	// And back: PostgreSQL into a new bbolt file.
-	back := open(t, nil)
-	if got := count(pg, back, false); got[Added] != 6 {
-		t.Fatalf("copy back: %v", got)
-	}
-	rec, err := back.Get(ctx, "alice", KindMemory, "ключ")
-	if err != nil || rec.Revision != 4 {
-		t.Errorf("copied back: %+v, %v; want revision 4", rec, err)
 	}
 }
 
@@ -188,9 +129,9 @@ func TestPostgresBackupIsABoltFile(t *testing.T) {
 	t.Parallel()
 	pg := openPostgres(t, nil)
 	now := time.Now()
-	var entries []Entry // more than one batch of the backup's copy
+	var entries []store.Entry // more than one batch of the backup's copy
 	for i := range 3000 {
-		entries = append(entries, Entry{Tenant: "t", Kind: KindMemory, Record: Record{
+		entries = append(entries, store.Entry{Tenant: "t", Kind: store.KindMemory, Record: store.Record{
 			Key: fmt.Sprintf("k%05d", i), Value: []byte(fmt.Sprint(i)), Meta: []byte("{}"), Created: now, Updated: now, Revision: 1,
 		}})
 	}
@@ -206,12 +147,12 @@ func TestPostgresBackupIsABoltFile(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenBolt(path, BoltOptions{})
+	b, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	list, err := b.List(t.Context(), "t", KindMemory, true)
+	list, err := b.List(t.Context(), "t", store.KindMemory, true)
 	if err != nil || len(list) != 3000 || string(list[2999].Value) != "2999" {
 		t.Fatalf("backup holds %d records (%v)", len(list), err)
 	}
@@ -239,11 +180,11 @@ func TestPostgresPasswordFileAndTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	tlsURL := base + "?sslmode=verify-full&sslrootcert=" + ca.CAFile
-	s, err := OpenPostgres(t.Context(), tlsURL, PostgresOptions{PasswordFile: pwFile, Wait: 5 * time.Second})
+	s, err := Open(t.Context(), tlsURL, Options{PasswordFile: pwFile, Wait: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("TLS with a password file: %v", err)
 	}
-	if _, err := s.Put(t.Context(), "t", KindMemory, "k", Write{Value: []byte("1")}); err != nil {
+	if _, err := s.Put(t.Context(), "t", store.KindMemory, "k", store.Write{Value: []byte("1")}); err != nil {
 		t.Fatal(err)
 	}
 	var ssl bool
@@ -261,7 +202,7 @@ func TestPostgresPasswordFileAndTLS(t *testing.T) {
 		{"untrusted CA", base + "?sslmode=verify-full", pwFile, "certificate"},
 		{"empty password file", tlsURL, writeFile(t, ""), "is empty"},
 	} {
-		_, err := OpenPostgres(t.Context(), c.url, PostgresOptions{PasswordFile: c.pwFile, Wait: 20 * time.Second})
+		_, err := Open(t.Context(), c.url, Options{PasswordFile: c.pwFile, Wait: 20 * time.Second})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
 		}

@@ -1,4 +1,6 @@
-package store
+// Package postgres is the store.Store of a PostgreSQL database, which any
+// number of memoryd processes share past one machine.
+package postgres
 
 import (
 	"context"
@@ -16,28 +18,30 @@ import (
 
 	"github.com/codeexec/codeexec/services/logkeys"
 	"github.com/codeexec/codeexec/services/tick"
+
+	"github.com/codeexec/codeexec/memoryd/internal/store"
 )
 
-// DefaultPostgresWait bounds how long a call waits for an unreachable
+// DefaultWait bounds how long a call waits for an unreachable
 // database. A managed database's failover to a standby takes from a few
 // seconds to about a minute; half a minute covers the usual case without
 // holding calls forever.
-const DefaultPostgresWait = 30 * time.Second
+const DefaultWait = 30 * time.Second
 
 // defaultPoolConns is the pool size unless the URL sets pool_max_conns:
 // enough for 16 concurrent writers per memoryd, since each write holds a
 // connection only for its one statement.
 const defaultPoolConns = 16
 
-// PostgresOptions tune OpenPostgres.
-type PostgresOptions struct {
+// Options tune Open.
+type Options struct {
 	// PasswordFile, when set, holds the password (a trailing newline is
 	// dropped). It is read again for every new connection, so that a
 	// rotated secret is picked up without a restart.
 	PasswordFile string
 	// Wait bounds how long a call retries while the database cannot be
-	// reached, or is failing over; 0 means DefaultPostgresWait. It also
-	// bounds OpenPostgres's wait for the database.
+	// reached, or is failing over; 0 means DefaultWait. It also
+	// bounds Open's wait for the database.
 	Wait time.Duration
 	// Now is the clock. Nil means the database's clock, which every
 	// memoryd sharing the database reads alike.
@@ -51,15 +55,15 @@ type PostgresOptions struct {
 	Logger *slog.Logger
 }
 
-// Postgres is a Store on a PostgreSQL database. It keeps no state of its
+// Store is a store.Store on a PostgreSQL database. It keeps no state of its
 // own, so any number of processes can use one database at once: each
 // write is one statement, atomic in the database, and compare-and-swap is
 // a conditional UPDATE. Every acknowledged write has been committed with
 // the server's synchronous_commit (forced on when the server has it off),
 // and carries a request ID so that a retry across a failover applies once.
-type Postgres struct {
+type Store struct {
 	pool   *pgxpool.Pool
-	opts   PostgresOptions
+	opts   Options
 	logger *slog.Logger
 
 	closed    atomic.Bool
@@ -72,14 +76,14 @@ type Postgres struct {
 	lastWarn atomic.Int64
 }
 
-var _ Store = (*Postgres)(nil)
+var _ store.Store = (*Store)(nil)
 
-// OpenPostgres connects to the database at url (postgres://…; libpq's
+// Open connects to the database at url (postgres://…; libpq's
 // PG* environment variables fill in what it leaves out), waiting up to
 // opts.Wait for it to come up, and creates or migrates the schema.
-func OpenPostgres(ctx context.Context, url string, opts PostgresOptions) (*Postgres, error) {
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Wait <= 0 {
-		opts.Wait = DefaultPostgresWait
+		opts.Wait = DefaultWait
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -136,7 +140,7 @@ func OpenPostgres(ctx context.Context, url string, opts PostgresOptions) (*Postg
 	if err != nil {
 		return nil, fmt.Errorf("memory database: %w", err)
 	}
-	s := &Postgres{pool: pool, opts: opts, logger: opts.Logger, stop: make(chan struct{}), sweepDone: make(chan struct{})}
+	s := &Store{pool: pool, opts: opts, logger: opts.Logger, stop: make(chan struct{}), sweepDone: make(chan struct{})}
 	var applied []int
 	err = s.retry(ctx, func(ctx context.Context, _ int) error {
 		var err error
@@ -145,7 +149,7 @@ func OpenPostgres(ctx context.Context, url string, opts PostgresOptions) (*Postg
 	})
 	if err != nil {
 		pool.Close()
-		if errors.Is(err, ErrUnavailable) {
+		if errors.Is(err, store.ErrUnavailable) {
 			return nil, fmt.Errorf("memory database: no answer within %s (%s): %w", opts.Wait, describeHosts(cfg), err)
 		}
 		return nil, fmt.Errorf("memory database (%s): %w", describeHosts(cfg), err)
@@ -185,12 +189,12 @@ func describeHosts(cfg *pgxpool.Config) string {
 }
 
 // args are the named parameters of the statements below.
-func (s *Postgres) args(tenant string, kind Kind, key string) pgx.NamedArgs {
+func (s *Store) args(tenant string, kind store.Kind, key string) pgx.NamedArgs {
 	return pgx.NamedArgs{"tenant": []byte(tenant), "kind": string(kind), "key": []byte(key)}
 }
 
 // now is the time a write stamps, or nil for the database's clock.
-func (s *Postgres) now() any {
+func (s *Store) now() any {
 	if s.opts.Now == nil {
 		return nil
 	}
@@ -200,7 +204,7 @@ func (s *Postgres) now() any {
 const sqlTenants = `SELECT DISTINCT tenant FROM codeexec_records ORDER BY tenant`
 
 // Tenants implements Store.
-func (s *Postgres) Tenants(ctx context.Context) ([]string, error) {
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
@@ -228,28 +232,28 @@ const sqlGet = `SELECT value, meta, created, updated, revision FROM codeexec_rec
 WHERE tenant = @tenant AND kind = @kind AND key = @key`
 
 // Get implements Store.
-func (s *Postgres) Get(ctx context.Context, tenant string, kind Kind, key string) (Record, error) {
+func (s *Store) Get(ctx context.Context, tenant string, kind store.Kind, key string) (store.Record, error) {
 	if err := s.usable(ctx); err != nil {
-		return Record{}, err
+		return store.Record{}, err
 	}
-	var rec Record
+	var rec store.Record
 	err := s.retry(ctx, func(ctx context.Context, _ int) error {
-		rec = Record{Key: key}
+		rec = store.Record{Key: key}
 		err := s.pool.QueryRow(ctx, sqlGet, s.args(tenant, kind, key)).Scan(&rec.Value, &rec.Meta, &rec.Created, &rec.Updated, &rec.Revision)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
+			return store.ErrNotFound
 		}
 		return err
 	})
 	if err != nil {
-		return Record{}, err
+		return store.Record{}, err
 	}
 	return fixRecord(rec, true), nil
 }
 
 // fixRecord makes a scanned record look like one that bbolt returns:
 // times in UTC, non-nil slices, ValueLen set.
-func fixRecord(r Record, withValue bool) Record {
+func fixRecord(r store.Record, withValue bool) store.Record {
 	r.Created, r.Updated = r.Created.UTC(), r.Updated.UTC()
 	if r.Meta == nil {
 		r.Meta = []byte{}
@@ -267,11 +271,11 @@ const sqlList = `SELECT key, CASE WHEN @with_values::boolean THEN value END, oct
 FROM codeexec_records WHERE tenant = @tenant AND kind = @kind ORDER BY key`
 
 // List implements Store.
-func (s *Postgres) List(ctx context.Context, tenant string, kind Kind, withValues bool) ([]Record, error) {
+func (s *Store) List(ctx context.Context, tenant string, kind store.Kind, withValues bool) ([]store.Record, error) {
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	var out []Record
+	var out []store.Record
 	err := s.retry(ctx, func(ctx context.Context, _ int) error {
 		out = nil
 		a := s.args(tenant, kind, "")
@@ -282,7 +286,7 @@ func (s *Postgres) List(ctx context.Context, tenant string, kind Kind, withValue
 		}
 		for rows.Next() {
 			var (
-				r   Record
+				r   store.Record
 				key []byte
 			)
 			if err := rows.Scan(&key, &r.Value, &r.ValueLen, &r.Meta, &r.Created, &r.Updated, &r.Revision); err != nil {
@@ -298,16 +302,16 @@ func (s *Postgres) List(ctx context.Context, tenant string, kind Kind, withValue
 }
 
 // usable fails calls after Close and calls whose context is done.
-func (s *Postgres) usable(ctx context.Context) error {
+func (s *Store) usable(ctx context.Context) error {
 	if s.closed.Load() {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	return ctx.Err()
 }
 
 // Close implements Store: it stops the sweeper and closes the pool,
 // after the calls in progress have returned their connections.
-func (s *Postgres) Close() error {
+func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		close(s.stop)
@@ -317,13 +321,13 @@ func (s *Postgres) Close() error {
 	return nil
 }
 
-// sweepLoop removes expired request outcomes every sweepEvery. Every
+// sweepLoop removes expired request outcomes every SweepEvery. Every
 // memoryd on the database sweeps; the deletes are idempotent.
-func (s *Postgres) sweepLoop() {
+func (s *Store) sweepLoop() {
 	defer close(s.sweepDone)
-	tick.Every(s.stop, sweepEvery, func() {
+	tick.Every(s.stop, store.SweepEvery, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		n, err := s.sweep(ctx, requestRetention)
+		n, err := s.sweep(ctx, store.RequestRetention)
 		cancel()
 		if err != nil {
 			s.logger.Debug("sweeping expired request outcomes failed", slog.Any(logkeys.Error, err))
@@ -337,17 +341,17 @@ const sqlSweep = `DELETE FROM codeexec_requests WHERE id IN (
 	SELECT id FROM codeexec_requests WHERE at < statement_timestamp() - @age::interval LIMIT @batch
 )`
 
-// sweep removes outcomes older than age, sweepBatch at a time, and
+// sweep removes outcomes older than age, SweepBatch at a time, and
 // returns how many it removed.
-func (s *Postgres) sweep(ctx context.Context, age time.Duration) (int64, error) {
+func (s *Store) sweep(ctx context.Context, age time.Duration) (int64, error) {
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, sqlSweep, pgx.NamedArgs{"age": age, "batch": sweepBatch})
+		tag, err := s.pool.Exec(ctx, sqlSweep, pgx.NamedArgs{"age": age, "batch": store.SweepBatch})
 		if err != nil {
 			return total, err
 		}
 		total += tag.RowsAffected()
-		if tag.RowsAffected() < sweepBatch {
+		if tag.RowsAffected() < store.SweepBatch {
 			return total, nil
 		}
 		select {

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/codeexec/codeexec/services/logkeys"
+
+	"github.com/codeexec/codeexec/memoryd/internal/store"
 )
 
 // Retries. When the database goes away (a failover, a restart, a network
@@ -35,7 +37,7 @@ const (
 
 // retry runs fn until it succeeds, fails for good, ctx ends, or the wait
 // runs out. attempt counts from 1.
-func (s *Postgres) retry(ctx context.Context, fn func(ctx context.Context, attempt int) error) error {
+func (s *Store) retry(ctx context.Context, fn func(ctx context.Context, attempt int) error) error {
 	var (
 		firstFail time.Time
 		pause     = retryFirstPause
@@ -46,7 +48,7 @@ func (s *Postgres) retry(ctx context.Context, fn func(ctx context.Context, attem
 			return nil
 		}
 		if s.closed.Load() {
-			return ErrClosed
+			return store.ErrClosed
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -69,7 +71,7 @@ func (s *Postgres) retry(ctx context.Context, fn func(ctx context.Context, attem
 		}
 		if now.Sub(firstFail) >= s.opts.Wait {
 			s.logger.Error("memory database unreachable; giving up on a call", slog.Duration("store.waited", now.Sub(firstFail)), slog.Any(logkeys.Error, err))
-			return fmt.Errorf("%w: the memory database did not answer for %s; try again later", ErrUnavailable, s.opts.Wait.Round(time.Second))
+			return fmt.Errorf("%w: the memory database did not answer for %s; try again later", store.ErrUnavailable, s.opts.Wait.Round(time.Second))
 		}
 		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
 		select {
@@ -83,7 +85,7 @@ func (s *Postgres) retry(ctx context.Context, fn func(ctx context.Context, attem
 }
 
 // warn logs a call's first failure, at most once a second for all calls.
-func (s *Postgres) warn(err error) {
+func (s *Store) warn(err error) {
 	now := time.Now().UnixNano()
 	last := s.lastWarn.Load()
 	if now-last < int64(time.Second) || !s.lastWarn.CompareAndSwap(last, now) {
@@ -98,7 +100,7 @@ func (s *Postgres) warn(err error) {
 // request holds its ID. Domain errors and errors in the statement itself
 // are not.
 func transient(err error) bool {
-	if isDomain(err) || errors.Is(err, ErrClosed) {
+	if store.IsDomain(err) || errors.Is(err, store.ErrClosed) {
 		return false
 	}
 	var pgErr *pgconn.PgError
