@@ -82,15 +82,48 @@ var _ store.Store = (*Store)(nil)
 // PG* environment variables fill in what it leaves out), waiting up to
 // opts.Wait for it to come up, and creates or migrates the schema.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
-	if opts.Wait <= 0 {
-		opts.Wait = DefaultWait
+	opts = opts.withDefaults()
+	cfg, err := poolConfig(url, opts)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("memory database: %w", err)
 	}
-	if opts.Version == "" {
-		opts.Version = "dev"
+	s := &Store{pool: pool, opts: opts, logger: opts.Logger, stop: make(chan struct{}), sweepDone: make(chan struct{})}
+	if err := s.migrateSchema(ctx); err != nil {
+		pool.Close()
+		if errors.Is(err, store.ErrUnavailable) {
+			return nil, fmt.Errorf("memory database: no answer within %s (%s): %w", opts.Wait, describeHosts(cfg), err)
+		}
+		return nil, fmt.Errorf("memory database (%s): %w", describeHosts(cfg), err)
 	}
+	var fsync string
+	if err := pool.QueryRow(ctx, "SHOW fsync").Scan(&fsync); err == nil && fsync == "off" {
+		s.logger.Warn("the memory database server runs with fsync off: a crash of its host can lose acknowledged writes")
+	}
+	go s.sweepLoop()
+	return s, nil
+}
+
+// withDefaults fills in the zero fields of o.
+func (o Options) withDefaults() Options {
+	if o.Wait <= 0 {
+		o.Wait = DefaultWait
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	return o
+}
+
+// poolConfig parses url and sets up the pool's connections: their size,
+// name, password file and durability.
+func poolConfig(url string, opts Options) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx quotes the connection string in parse errors, redacting
@@ -118,51 +151,45 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return err
 		}
 	}
-	var syncWarn sync.Once
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		// An acknowledged write must be durable: a server (or role)
-		// with synchronous_commit off acknowledges before the WAL is
-		// flushed, so this session turns it back on.
+	cfg.AfterConnect = synchronousCommit(opts.Logger)
+	return cfg, nil
+}
+
+// synchronousCommit returns the hook that makes each new connection's
+// writes durable: a server (or role) with synchronous_commit off
+// acknowledges a commit before the WAL is flushed, so the session turns
+// it back on, warning once.
+func synchronousCommit(logger *slog.Logger) func(context.Context, *pgx.Conn) error {
+	var warn sync.Once
+	return func(ctx context.Context, c *pgx.Conn) error {
 		var sc string
 		if err := c.QueryRow(ctx, "SELECT current_setting('synchronous_commit')").Scan(&sc); err != nil {
 			return err
 		}
-		if sc == "off" {
-			syncWarn.Do(func() {
-				opts.Logger.Warn("the memory database has synchronous_commit off; memoryd's sessions turn it on, so that every acknowledged write is flushed")
-			})
-			_, err := c.Exec(ctx, "SET synchronous_commit = on")
-			return err
+		if sc != "off" {
+			return nil
 		}
-		return nil
+		warn.Do(func() {
+			logger.Warn("the memory database has synchronous_commit off; memoryd's sessions turn it on, so that every acknowledged write is flushed")
+		})
+		_, err := c.Exec(ctx, "SET synchronous_commit = on")
+		return err
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("memory database: %w", err)
-	}
-	s := &Store{pool: pool, opts: opts, logger: opts.Logger, stop: make(chan struct{}), sweepDone: make(chan struct{})}
+}
+
+// migrateSchema creates or migrates the schema, retrying while the database is
+// unreachable, and logs the migrations it applied.
+func (s *Store) migrateSchema(ctx context.Context) error {
 	var applied []int
-	err = s.retry(ctx, func(ctx context.Context, _ int) error {
+	err := s.retry(ctx, func(ctx context.Context, _ int) error {
 		var err error
-		applied, err = migrate(ctx, pool, "codeexec "+opts.Version)
+		applied, err = migrate(ctx, s.pool, "codeexec "+s.opts.Version)
 		return err
 	})
-	if err != nil {
-		pool.Close()
-		if errors.Is(err, store.ErrUnavailable) {
-			return nil, fmt.Errorf("memory database: no answer within %s (%s): %w", opts.Wait, describeHosts(cfg), err)
-		}
-		return nil, fmt.Errorf("memory database (%s): %w", describeHosts(cfg), err)
-	}
-	if len(applied) > 0 {
+	if err == nil && len(applied) > 0 {
 		s.logger.Info("memory database schema migrated", slog.Any("store.schema.applied", applied), slog.Int("store.schema.version", SchemaVersion()))
 	}
-	var fsync string
-	if err := pool.QueryRow(ctx, "SHOW fsync").Scan(&fsync); err == nil && fsync == "off" {
-		s.logger.Warn("the memory database server runs with fsync off: a crash of its host can lose acknowledged writes")
-	}
-	go s.sweepLoop()
-	return s, nil
+	return err
 }
 
 // readPassword reads a password file.
