@@ -16,15 +16,11 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
-	"github.com/codeexec/codeexec/gateway/internal/batch"
-	"github.com/codeexec/codeexec/gateway/internal/cancelled"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
-	"github.com/codeexec/codeexec/gateway/internal/cursor"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/guard"
-	"github.com/codeexec/codeexec/gateway/internal/listenack"
+	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
-	"github.com/codeexec/codeexec/gateway/internal/notfound"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
 	"github.com/codeexec/codeexec/gateway/internal/replicas"
@@ -220,10 +216,9 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 	})
 
 	hooks := &server.Hooks{}
-	hooks.AddBeforeCallTool(runpython.RouteUnknown)
-	// Holds a listen stream's result back until its acknowledgement is
-	// written; see listenack and HTTPHandler.
-	hooks.AddAfterSubscriptionsListen(listenack.AfterListen)
+	// Unknown tools get a tool result, and a listen stream's result waits
+	// for its acknowledgement; see mcpfix.
+	mcpfix.AddHooks(hooks, runpython.Name)
 	// Sessions seen starting here are "known"; see sessions.Table.IsKnown.
 	// Registration covers stdio and in-process sessions; streamable HTTP
 	// registers only after answering initialize, so initialize is hooked
@@ -264,17 +259,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	// mcp-go logs through the standard log package; route it into slog
 	// (never stdout, which carries the protocol).
 	s.SetErrorLogger(slog.NewLogLogger(g.logger.Handler(), slog.LevelError))
-	// mcp-go answers a JSON-RPC batch with a parse error; see batch.
-	in, out = batch.Stdio(in, out)
-	// Its answer to a list cursor it did not give names base64; see
-	// cursor.
-	out = cursor.Writer(out)
-	// mcp-go's answer to a read of an unknown resource lacks the URI; see
-	// notfound.
-	in, out = notfound.Stdio(in, out)
-	// Nor does mcp-go keep from answering a request the client
-	// cancelled; see cancelled.
-	in, out = cancelled.Stdio(in, out)
+	// Batches, foreign cursors, unknown resources and cancelled requests
+	// get the answers mcp-go does not give; see mcpfix.
+	in, out = mcpfix.Stdio(in, out)
 	err := s.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil

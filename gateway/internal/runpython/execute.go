@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/codeexec/codeexec/gateway/internal/detach"
+	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/replicas"
 	"github.com/codeexec/codeexec/gateway/internal/result"
@@ -270,7 +270,7 @@ func (t *Tool) progress(ctx context.Context, req mcp.CallToolRequest) func(strin
 		mu.Lock()
 		defer mu.Unlock()
 		chunks++
-		if time.Since(last) < progressInterval || detach.Gone(ctx) {
+		if time.Since(last) < progressInterval || mcpfix.Gone(ctx) {
 			return
 		}
 		last = time.Now()

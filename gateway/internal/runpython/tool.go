@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -20,8 +19,8 @@ import (
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
-	"github.com/codeexec/codeexec/gateway/internal/detach"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
+	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
@@ -96,34 +95,11 @@ func (t *Tool) Definition() mcp.Tool {
 	return mcp.NewToolWithRawSchema(Name, description, json.RawMessage(s))
 }
 
-// UnknownToolHeader carries the name of a tool the client asked for that
-// does not exist. mcp-go answers such calls with a protocol error before
-// any handler runs; upstream answers with a tool result ("Unknown tool:
-// x"), which the model can read and act on. The before-call hook reroutes
-// the call to run_python's handler and leaves the name here. The header
-// field is never filled from the wire body, and the hook always rewrites
-// it, so a client cannot set it.
-const UnknownToolHeader = "X-Codeexec-Unknown-Tool"
-
-// RouteUnknown is an mcp-go before-call hook; see UnknownToolHeader.
-func RouteUnknown(_ context.Context, _ any, req *mcp.CallToolRequest) {
-	h := http.Header{}
-	if req.Header != nil {
-		h = req.Header.Clone()
-	}
-	h.Del(UnknownToolHeader)
-	if req.Params.Name != Name {
-		h.Set(UnknownToolHeader, req.Params.Name)
-		req.Params.Name = Name
-	}
-	req.Header = h
-}
-
 // Handle is the tool handler. Every failure becomes a tool result; it
 // never returns a Go error.
 func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	mode := t.opts.Mode
-	if name := req.Header.Get(UnknownToolHeader); name != "" {
+	if name := mcpfix.UnknownTool(req); name != "" {
 		t.opts.Logger.WarnContext(ctx, "call to unknown tool", logkeys.MCPTool, name)
 		return result.ToolResult(result.UnknownTool(name), mode), nil
 	}
@@ -171,9 +147,9 @@ func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 	}
 	defer release()
 	out := t.Execute(ctx, tenant, mcpID, server.IsModernRequest(ctx), p, t.progress(ctx, req))
-	if ctx.Err() != nil && !detach.Gone(ctx) {
-		// The client cancelled the call; see detach.Cancelled.
-		detach.Cancelled(ctx)
+	if ctx.Err() != nil && !mcpfix.Gone(ctx) {
+		// The client cancelled the call; see mcpfix.MarkCancelled.
+		mcpfix.MarkCancelled(ctx)
 	}
 	payload := result.FromOutcome(out)
 	status := payload.Status

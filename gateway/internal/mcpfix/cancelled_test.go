@@ -1,4 +1,4 @@
-package cancelled
+package mcpfix
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 // TestStdio: the answer to a cancelled request is dropped, once; the
 // answers to other requests pass, and so does the answer to a request that
 // reuses the id of a cancelled one whose answer had already gone out.
-func TestStdio(t *testing.T) {
+func TestCancelledStdio(t *testing.T) {
 	t.Parallel()
 	stream := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python"}}`,
@@ -21,7 +21,7 @@ func TestStdio(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2.0}}`,
 	}, "\n") + "\n"
 	var buf bytes.Buffer
-	in, out := Stdio(strings.NewReader(stream), &buf)
+	in, out := CancelledStdio(strings.NewReader(stream), &buf)
 	if _, err := io.Copy(io.Discard, in); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package notfound
+package mcpfix
 
 import (
 	"bytes"
@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/codeexec/codeexec/gateway/internal/jsonl"
 )
 
 const notFound = `{"jsonrpc":"2.0","id":%s,"error":{"code":-32002,"message":"handler not found for resource URI 'x://a': resource not found"}}`
@@ -56,18 +54,18 @@ func TestWithURI(t *testing.T) {
 
 // TestStdioChunks feeds requests through Stdio in pieces of every size
 // and wants each not-found answer to get its URI, and nothing else to
-// change: not a tool call longer than jsonl.MaxLine that precedes a read,
+// change: not a tool call longer than maxLine that precedes a read,
 // nor the answer to a read that was not noted.
-func TestStdioChunks(t *testing.T) {
+func TestNotFoundStdioChunks(t *testing.T) {
 	t.Parallel()
-	long := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"code":"` + strings.Repeat("resources/read ", jsonl.MaxLine/10) + `"}}`
+	long := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"code":"` + strings.Repeat("resources/read ", maxLine/10) + `"}}`
 	stream := long + "\n" +
 		`{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"x://a"}}` + "\n" +
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
 		`{"jsonrpc":"2.0","id":2.0,"method":"resources/read","params":{"uri":"x://b"}}` + "\n"
 	for _, size := range []int{1, 7, 100, 4096, len(stream)} {
 		var buf bytes.Buffer
-		in, out, pending := stdio(&chunks{b: []byte(stream), size: size}, &buf)
+		in, out, pending := notFoundFilter(&chunks{b: []byte(stream), size: size}, &buf)
 		if _, err := io.Copy(io.Discard, in); err != nil {
 			t.Fatal(err)
 		}
@@ -115,12 +113,12 @@ func (c *chunks) Read(p []byte) (int, error) {
 
 // TestHandlerPassesBodyErrors: a body that fails to read reaches the next
 // handler as the same bytes and then the same error.
-func TestHandlerPassesBodyErrors(t *testing.T) {
+func TestNotFoundHandlerPassesBodyErrors(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
 	var got []byte
 	var gotErr error
-	h := Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+	h := NotFoundHandler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		got, gotErr = io.ReadAll(r.Body)
 	}))
 	r := httptest.NewRequest(http.MethodPost, "/mcp", io.MultiReader(strings.NewReader(`{"jsonrpc"`), errReader{boom}))
@@ -132,21 +130,21 @@ func TestHandlerPassesBodyErrors(t *testing.T) {
 
 // FuzzScan: however a stream is cut into reads, the noted reads are those
 // of its whole lines.
-func FuzzScan(f *testing.F) {
+func FuzzNotFoundScan(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"x://a"}}`+"\n"), uint8(3))
 	f.Add([]byte("\n\n{\"id\":\"q\",\"method\":\"resources/read\"}\n{"), uint8(1))
 	f.Fuzz(func(t *testing.T, stream []byte, size uint8) {
 		want := map[string]string{}
 		lines := bytes.Split(stream, []byte("\n"))
 		for _, line := range lines[:len(lines)-1] { // the last has no end
-			if len(line) > jsonl.MaxLine {
+			if len(line) > maxLine {
 				continue
 			}
-			if id, uri, ok := parseRead(line); ok && len(want) < jsonl.MaxPending {
+			if id, uri, ok := parseRead(line); ok && len(want) < maxPending {
 				want[id] = uri
 			}
 		}
-		in, _, pending := stdio(&chunks{b: stream, size: int(size%64) + 1}, io.Discard)
+		in, _, pending := notFoundFilter(&chunks{b: stream, size: int(size%64) + 1}, io.Discard)
 		if _, err := io.Copy(io.Discard, in); err != nil {
 			t.Fatal(err)
 		}

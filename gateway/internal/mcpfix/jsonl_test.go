@@ -1,4 +1,4 @@
-package jsonl
+package mcpfix
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // makes room again.
 func TestPendingHoldsAtMostItsLimit(t *testing.T) {
 	t.Parallel()
-	p := NewPending[string](2)
+	p := newPending[string](2)
 	p.Add("1", "a")
 	p.Add("2", "b")
 	p.Add("3", "c")
@@ -21,7 +21,7 @@ func TestPendingHoldsAtMostItsLimit(t *testing.T) {
 		t.Errorf("noted (-want +got):\n%s", d)
 	}
 	var buf bytes.Buffer
-	w := Answers(&buf, p, func(_ []byte, v string) ([]byte, bool) {
+	w := editAnswers(&buf, p, func(_ []byte, v string) ([]byte, bool) {
 		return []byte(`{"noted":"` + v + `"}`), true
 	})
 	for _, msg := range []string{`{"id":3,"result":{}}`, `{"id":1,"result":{}}`, `{"id":1,"result":{}}`} {
@@ -45,12 +45,12 @@ func TestPendingHoldsAtMostItsLimit(t *testing.T) {
 // is the Write's error.
 func TestAnswersPassesWhatItDoesNotEdit(t *testing.T) {
 	t.Parallel()
-	p := NewPending[bool](8)
+	p := newPending[bool](8)
 	for _, id := range []string{"1", "2", "3", `"s"`} {
 		p.Add(id, id == "2")
 	}
 	var buf bytes.Buffer
-	w := Answers(&buf, p, func(msg []byte, drop bool) ([]byte, bool) {
+	w := editAnswers(&buf, p, func(msg []byte, drop bool) ([]byte, bool) {
 		if drop {
 			return nil, true
 		}
@@ -83,7 +83,7 @@ func TestAnswersPassesWhatItDoesNotEdit(t *testing.T) {
 
 	boom := errors.New("boom")
 	p.Add("4", false)
-	w = Answers(failing{boom}, p, func([]byte, bool) ([]byte, bool) { return []byte(`{}`), true })
+	w = editAnswers(failing{boom}, p, func([]byte, bool) ([]byte, bool) { return []byte(`{}`), true })
 	if n, err := w.Write([]byte(`{"id":4,"result":{}}` + "\n")); n != 0 || !errors.Is(err, boom) {
 		t.Errorf("Write of an edited answer to a failing writer = %d, %v; want 0, boom", n, err)
 	}

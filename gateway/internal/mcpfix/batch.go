@@ -1,8 +1,12 @@
-// Package batch refuses JSON-RPC batches (a JSON array of messages) with an
-// Invalid Request error that says to send one message at a time. MCP
-// 2025-03-26 allowed batches and 2025-06-18 removed them; codeexec takes
-// none, and mcp-go answers one with a parse error, though it is valid JSON.
-package batch
+// Batches. MCP 2025-03-26 allowed JSON-RPC batches (a JSON array of
+// messages) and 2025-06-18 removed them; codeexec takes none, and mcp-go
+// answers one with a parse error, though it is valid JSON. BatchHandler
+// and BatchStdio refuse a batch with an Invalid Request error that says to
+// send one message at a time.
+//
+// Delete when: TestE2EBatchIsRefusedSayingSo passes without them.
+
+package mcpfix
 
 import (
 	"bufio"
@@ -15,27 +19,27 @@ import (
 )
 
 const (
-	refused = "JSON-RPC batches (a JSON array of messages) are not accepted: MCP 2025-06-18 removed them, " +
+	batchRefused = "JSON-RPC batches (a JSON array of messages) are not accepted: MCP 2025-06-18 removed them, " +
 		"and this server does not take them under 2025-03-26 either"
-	// PerPOST ends the answer to a batch over HTTP.
-	PerPOST = "; send each request or notification in a POST of its own"
-	// PerLine ends the answer to a batch over stdio.
-	PerLine = "; send each request or notification as a line of its own"
+	// batchPerPOST ends the answer to a batch over HTTP.
+	batchPerPOST = "; send each request or notification in a POST of its own"
+	// batchPerLine ends the answer to a batch over stdio.
+	batchPerLine = "; send each request or notification as a line of its own"
 )
 
-// answer is the error that refuses a batch; its id is null, as a batch
+// batchRefusal is the error that refuses a batch; its id is null, as a batch
 // has no single id.
-func answer(hint string) []byte {
-	b, _ := json.Marshal(mcp.NewJSONRPCError(mcp.NewRequestId(nil), mcp.INVALID_REQUEST, refused+hint, nil))
+func batchRefusal(hint string) []byte {
+	b, _ := json.Marshal(mcp.NewJSONRPCError(mcp.NewRequestId(nil), mcp.INVALID_REQUEST, batchRefused+hint, nil))
 	return b
 }
 
-// space reports whether c is JSON whitespace.
-func space(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+// jsonSpace reports whether c is JSON whitespace.
+func jsonSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-// Handler answers a POST whose body is a JSON array with 400 and the
+// BatchHandler answers a POST whose body is a JSON array with 400 and the
 // Invalid Request error; other requests go to next, their bodies whole.
-func Handler(next http.Handler) http.Handler {
+func BatchHandler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			next.ServeHTTP(w, r)
@@ -44,7 +48,7 @@ func Handler(next http.Handler) http.Handler {
 		body := bufio.NewReader(r.Body)
 		for {
 			c, err := body.Peek(1)
-			if err != nil || !space(c[0]) {
+			if err != nil || !jsonSpace(c[0]) {
 				break
 			}
 			_, _ = body.Discard(1)
@@ -52,7 +56,7 @@ func Handler(next http.Handler) http.Handler {
 		if c, err := body.Peek(1); err == nil && c[0] == '[' {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write(answer(PerPOST))
+			_, _ = w.Write(batchRefusal(batchPerPOST))
 			return
 		}
 		r.Body = struct {
@@ -63,14 +67,14 @@ func Handler(next http.Handler) http.Handler {
 	})
 }
 
-// Stdio wraps the two ends of a newline-delimited JSON-RPC stream (the
+// BatchStdio wraps the two ends of a newline-delimited JSON-RPC stream (the
 // stdio transport): a line that is a JSON array is taken out of in, and
 // the Invalid Request error is written to out in its place. out is
 // locked, so that the error and the server's messages, each written in one
 // Write call, do not interleave.
-func Stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
+func BatchStdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 	w := &locked{w: out}
-	return &lines{r: in, out: w, start: true}, w
+	return &batchLines{r: in, out: w, start: true}, w
 }
 
 type locked struct {
@@ -84,15 +88,15 @@ func (l *locked) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-// lines passes the bytes of in on but those of batch lines.
-type lines struct {
+// batchLines passes the bytes of in on but those of batch lines.
+type batchLines struct {
 	r     io.Reader
 	out   io.Writer
 	start bool // the next byte begins a line, or follows only whitespace of its start
 	batch bool // the bytes are those of a batch line, up to its newline
 }
 
-func (q *lines) Read(b []byte) (int, error) {
+func (q *batchLines) Read(b []byte) (int, error) {
 	for {
 		n, err := q.r.Read(b)
 		kept := q.filter(b[:n])
@@ -109,7 +113,7 @@ func (q *lines) Read(b []byte) (int, error) {
 
 // filter keeps the bytes of b that are not a batch line's at its start,
 // and returns how many.
-func (q *lines) filter(b []byte) int {
+func (q *batchLines) filter(b []byte) int {
 	kept := 0
 	for _, c := range b {
 		switch {
@@ -124,7 +128,7 @@ func (q *lines) filter(b []byte) int {
 			continue
 		case c == '\n':
 			q.start = true
-		case q.start && !space(c):
+		case q.start && !jsonSpace(c):
 			q.start = false
 		}
 		b[kept] = c
@@ -133,6 +137,6 @@ func (q *lines) filter(b []byte) int {
 	return kept
 }
 
-func (q *lines) refuse() {
-	_, _ = q.out.Write(append(answer(PerLine), '\n'))
+func (q *batchLines) refuse() {
+	_, _ = q.out.Write(append(batchRefusal(batchPerLine), '\n'))
 }

@@ -1,7 +1,11 @@
-// Package bodylimit caps the body of a request to the MCP endpoint, so that
-// an over-size POST is refused before it is read into memory (mcp-go reads
-// a whole body at once and has no limit of its own).
-package bodylimit
+// Body size. mcp-go reads a request's whole body into memory and has no
+// limit of its own. BodyLimitHandler refuses an over-size POST with 413
+// before it is read.
+//
+// Delete when: mcp-go bounds bodies itself and answers as
+// TestE2EHTTPBodyOverTheLimitIs413 expects without BodyLimitHandler.
+
+package mcpfix
 
 import (
 	"bytes"
@@ -14,13 +18,13 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// Handler serves next with bodies of at most limit bytes; a larger one is
+// BodyLimitHandler serves next with bodies of at most limit bytes; a larger one is
 // answered with 413 and a JSON-RPC error that gives the limit. hint, if
 // set, follows the limit in that message and says what to send instead.
-func Handler(next http.Handler, limit int64, hint string) http.Handler {
+func BodyLimitHandler(next http.Handler, limit int64, hint string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
-			refuse(w, limit, hint)
+			refuseBody(w, limit, hint)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
@@ -34,7 +38,7 @@ func Handler(next http.Handler, limit int64, hint string) http.Handler {
 		// limit gets the same answer rather than mcp-go's parse error.
 		body, err := io.ReadAll(r.Body)
 		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
-			refuse(w, limit, hint)
+			refuseBody(w, limit, hint)
 			return
 		}
 		rest := io.Reader(bytes.NewReader(body))
@@ -47,8 +51,8 @@ func Handler(next http.Handler, limit int64, hint string) http.Handler {
 	})
 }
 
-// refuse answers an over-size request.
-func refuse(w http.ResponseWriter, limit int64, hint string) {
+// refuseBody answers an over-size request.
+func refuseBody(w http.ResponseWriter, limit int64, hint string) {
 	msg := fmt.Sprintf("the request body is over %d bytes (%d MiB), the most this endpoint accepts", limit, limit>>20)
 	if hint != "" {
 		msg += "; " + hint
@@ -62,6 +66,8 @@ func refuse(w http.ResponseWriter, limit int64, hint string) {
 	_, _ = w.Write(body)
 }
 
+// errReader fails every read with err: what follows the bytes of a body
+// read ahead of the handler whose reading failed.
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }

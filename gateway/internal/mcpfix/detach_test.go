@@ -1,4 +1,4 @@
-package detach
+package mcpfix
 
 import (
 	"context"
@@ -20,13 +20,13 @@ func TestCancelledIsNotAnswered(t *testing.T) {
 			r.Header.Set(k, v)
 		}
 		rec := httptest.NewRecorder()
-		w, r := Request(rec, r)
+		w, r := Detach(rec, r)
 		return rec, w, r
 	}
 	session := map[string]string{"Mcp-Session-Id": "mcp-session-1", "Mcp-Protocol-Version": "2025-06-18"}
 
 	rec, w, r := post(session)
-	Cancelled(r.Context())
+	MarkCancelled(r.Context())
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", "40")
 	w.WriteHeader(http.StatusOK)
@@ -39,7 +39,7 @@ func TestCancelledIsNotAnswered(t *testing.T) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte("event: message\ndata: progress\n\n"))
-	Cancelled(r.Context())
+	MarkCancelled(r.Context())
 	_, _ = w.Write([]byte("event: message\ndata: result\n\n"))
 	if rec.Code != http.StatusOK || rec.Body.String() != "event: message\ndata: progress\n\n" {
 		t.Errorf("a cancelled event stream = %d %q; want what came before the cancellation only", rec.Code, rec.Body)
