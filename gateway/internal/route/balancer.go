@@ -1,4 +1,4 @@
-// Package replicas spreads sandbox sessions over several sandboxd replicas.
+// Balancer spreads sandbox sessions over several sandboxd replicas.
 //
 // A Balancer implements sandboxv1.SandboxServiceClient, so the gateway uses
 // it in place of one connection. New sessions go to the healthy replica
@@ -8,7 +8,8 @@
 // get codes.NotFound with "session lost: …": the gateway then starts a new
 // session, on a healthy replica, and tells the client that the state is
 // gone. The Balancer never fails because one replica did.
-package replicas
+
+package route
 
 import (
 	"context"
@@ -81,9 +82,9 @@ type replica struct {
 	live    int // sessions routed to it
 }
 
-// New resolves the replicas once and starts the refresh loop; Close stops
+// NewBalancer resolves the replicas once and starts the refresh loop; Close stops
 // it. It fails only when the first resolution fails or finds nothing.
-func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Balancer, error) {
+func NewBalancer(ctx context.Context, cfg Config, logger *slog.Logger) (*Balancer, error) {
 	if cfg.Resolve == nil || cfg.Dial == nil {
 		return nil, errors.New("replicas: Resolve and Dial are required")
 	}

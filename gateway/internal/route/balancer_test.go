@@ -1,4 +1,4 @@
-package replicas
+package route
 
 import (
 	"context"
@@ -211,11 +211,11 @@ func TestDNSReresolution(t *testing.T) {
 
 func TestNewFailsWithoutReplicas(t *testing.T) {
 	t.Parallel()
-	_, err := New(t.Context(), Config{Resolve: Static(nil), Dial: dialTest}, slog.New(slog.DiscardHandler))
+	_, err := NewBalancer(t.Context(), Config{Resolve: Static(nil), Dial: dialTest}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "no addresses") {
 		t.Fatalf("New with no replicas: %v", err)
 	}
-	if _, err := New(t.Context(), Config{Resolve: Static([]string{"a:1"}), Dial: dialTest, Policy: "random"}, slog.New(slog.DiscardHandler)); err == nil {
+	if _, err := NewBalancer(t.Context(), Config{Resolve: Static([]string{"a:1"}), Dial: dialTest, Policy: "random"}, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("an unknown policy was accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package replicas
+package route
 
 import (
 	"context"
@@ -29,6 +29,9 @@ type fakeSandboxd struct {
 	// adopt makes Execute take any session it does not hold, as sandboxd
 	// takes a durable session over from the session store.
 	adopt bool
+	// elsewhere names, by session, the replica that Execute and
+	// DestroySession send the caller to (SessionElsewhere), so many times.
+	elsewhere map[string]redirect
 
 	mu       sync.Mutex
 	n        int
@@ -42,7 +45,7 @@ func startFake(t *testing.T) *fakeSandboxd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeSandboxd{addr: lis.Addr().String(), srv: grpc.NewServer(), sessions: map[string]bool{}}
+	f := &fakeSandboxd{addr: lis.Addr().String(), srv: grpc.NewServer(), sessions: map[string]bool{}, elsewhere: map[string]redirect{}}
 	sandboxv1.RegisterSandboxServiceServer(f.srv, f)
 	healthpb.RegisterHealthServer(f.srv, health.NewServer())
 	go func() { _ = f.srv.Serve(lis) }()
@@ -59,8 +62,33 @@ func (f *fakeSandboxd) CreateSession(context.Context, *sandboxv1.CreateSessionRe
 	return &sandboxv1.CreateSessionResponse{Session: &sandboxv1.Session{Id: id}}, nil
 }
 
+// redirect sends a caller to addr, times more times.
+type redirect struct {
+	addr  string
+	times int
+}
+
+// redirected returns the SessionElsewhere answer for session id, if any
+// is due. f.mu is held.
+func (f *fakeSandboxd) redirected(id string) error {
+	r, ok := f.elsewhere[id]
+	if !ok || r.times == 0 {
+		return nil
+	}
+	r.times--
+	f.elsewhere[id] = r
+	st, _ := status.New(codes.FailedPrecondition, "the session is live on replica "+r.addr).
+		WithDetails(&sandboxv1.SessionElsewhere{Replica: r.addr, Address: r.addr})
+	return st.Err()
+}
+
 func (f *fakeSandboxd) Execute(req *sandboxv1.ExecuteRequest, stream grpc.ServerStreamingServer[sandboxv1.ExecuteResponse]) error {
 	f.mu.Lock()
+	if err := f.redirected(req.GetSessionId()); err != nil {
+		f.execs = append(f.execs, req.GetSessionId())
+		f.mu.Unlock()
+		return err
+	}
 	known := f.sessions[req.GetSessionId()] || f.adopt
 	f.sessions[req.GetSessionId()] = known
 	f.execs = append(f.execs, req.GetSessionId())
@@ -82,6 +110,9 @@ func (f *fakeSandboxd) Execute(req *sandboxv1.ExecuteRequest, stream grpc.Server
 func (f *fakeSandboxd) DestroySession(_ context.Context, req *sandboxv1.DestroySessionRequest) (*sandboxv1.DestroySessionResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.redirected(req.GetSessionId()); err != nil {
+		return nil, err
+	}
 	delete(f.sessions, req.GetSessionId())
 	return &sandboxv1.DestroySessionResponse{}, nil
 }
@@ -102,7 +133,7 @@ func dialTest(addr string) (*grpc.ClientConn, error) {
 
 func newBalancer(t *testing.T, resolve func(context.Context) ([]string, error), policy Policy) *Balancer {
 	t.Helper()
-	b, err := New(t.Context(), Config{Resolve: resolve, Dial: dialTest, Policy: policy, Interval: time.Hour}, slog.New(slog.DiscardHandler))
+	b, err := NewBalancer(t.Context(), Config{Resolve: resolve, Dial: dialTest, Policy: policy, Interval: time.Hour}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,10 @@
-package replicas
+package route
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -238,62 +237,4 @@ func (b *Balancer) ListSessions(ctx context.Context, in *sandboxv1.ListSessionsR
 		return nil, firstErr
 	}
 	return out, nil
-}
-
-// MaxHops bounds how often one call follows SessionElsewhere to the
-// replica that holds its session (a session moves at most once per call,
-// so two hops mean the routing is broken).
-const MaxHops = 2
-
-// ElsewhereAddress returns the address of the replica a SessionElsewhere
-// error names, or "".
-func ElsewhereAddress(err error) string {
-	if status.Code(err) != codes.FailedPrecondition {
-		return ""
-	}
-	for _, d := range status.Convert(err).Details() {
-		if se, ok := d.(*sandboxv1.SessionElsewhere); ok {
-			return se.GetAddress()
-		}
-	}
-	return ""
-}
-
-// ByAddress keeps one connection per replica address, for the replicas a
-// SessionElsewhere answer names: another replica of this deployment, or
-// the sandboxd of another codeexec process on this machine.
-type ByAddress struct {
-	dial  func(addr string) (*grpc.ClientConn, error)
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-}
-
-// NewByAddress returns an empty set that dials with dial.
-func NewByAddress(dial func(addr string) (*grpc.ClientConn, error)) *ByAddress {
-	return &ByAddress{dial: dial, conns: map[string]*grpc.ClientConn{}}
-}
-
-// Client returns a client of the replica at addr, connecting on first use.
-func (b *ByAddress) Client(addr string) (sandboxv1.SandboxServiceClient, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c, ok := b.conns[addr]; ok {
-		return sandboxv1.NewSandboxServiceClient(c), nil
-	}
-	c, err := b.dial(addr)
-	if err != nil {
-		return nil, err
-	}
-	b.conns[addr] = c
-	return sandboxv1.NewSandboxServiceClient(c), nil
-}
-
-// Close closes every connection.
-func (b *ByAddress) Close() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for addr, c := range b.conns {
-		_ = c.Close()
-		delete(b.conns, addr)
-	}
 }
