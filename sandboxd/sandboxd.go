@@ -22,6 +22,7 @@ import (
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/broker"
 	"github.com/codeexec/codeexec/sandboxd/internal/durable"
@@ -237,7 +238,7 @@ type Deps struct {
 	// Sessions, when set, makes sessions durable: checkpointed to it after
 	// each call, restored from it into a new sandbox, shared by every
 	// replica that uses the same store.
-	Sessions memoryv1.SessionStoreServiceClient
+	Sessions sessionstorev1.SessionStoreServiceClient
 	// Registry receives sandboxd's metrics; nil leaves them unregistered.
 	Registry prometheus.Registerer
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
 )
@@ -71,7 +72,7 @@ func (u *sandboxdUnit) start(ctx context.Context, p *process.Process) error {
 		deps.Memory, deps.Tools = memoryv1.NewMemoryServiceClient(mem), memoryv1.NewToolServiceClient(mem)
 		// Sessions are durable wherever memoryd is: their checkpoints live
 		// beside memory and saved tools.
-		deps.Sessions = memoryv1.NewSessionStoreServiceClient(mem)
+		deps.Sessions = sessionstorev1.NewSessionStoreServiceClient(mem)
 	}
 	if p.InProc != nil && u.socketDir != "" {
 		if err := u.sock.Prepare(u.socketDir, p.Logger); err != nil {

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/codeexec/codeexec/memoryd"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1" //nolint:importas // renamed sessionstorev1 once the durable package split (issue 34) lands
 	"github.com/codeexec/codeexec/services/grpctest"
 )
 

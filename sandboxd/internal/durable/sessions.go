@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1" //nolint:importas // renamed sessionstorev1 once the durable package split (issue 34) lands
 )
 
 // maxPutChunksBytes bounds one PutChunks request, under the suite's

@@ -147,7 +147,7 @@ func (s *server) toStatus(ctx context.Context, err error) error {
 		return st.Err()
 	}
 	s.logger.ErrorContext(ctx, "sandbox request failed", logkeys.Error, err)
-	return status.Error(codes.Internal, "sandbox failure: "+err.Error())
+	return status.Error(codes.Internal, "sandboxd internal error; see the sandboxd log")
 }
 
 func toProto(info session.Info) *sandboxv1.Session {
