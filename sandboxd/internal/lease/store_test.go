@@ -1,4 +1,4 @@
-package durable
+package lease
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func store(t *testing.T) memoryv1.SessionStoreServiceClient {
 	return memoryv1.NewSessionStoreServiceClient(grpctest.Start(t, svc.Register))
 }
 
-func replica(t *testing.T, c memoryv1.SessionStoreServiceClient, addr string) (*Replica, *Sessions) {
+func replica(t *testing.T, c memoryv1.SessionStoreServiceClient, addr string) (*Replica, *Store) {
 	t.Helper()
 	r := NewReplica(c, addr, slog.New(slog.DiscardHandler))
 	r.Start(t.Context(), nil, nil)
@@ -43,7 +43,7 @@ func replica(t *testing.T, c memoryv1.SessionStoreServiceClient, addr string) (*
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Stop(context.Background()) })
-	return r, NewSessions(c, r, time.Hour)
+	return r, NewStore(c, r, time.Hour)
 }
 
 func manifest(chunks ...string) json.RawMessage {
@@ -217,20 +217,21 @@ func TestFencing(t *testing.T) {
 	r := NewReplica(c, "a", slog.New(slog.DiscardHandler))
 	clock := time.Now()
 	r.now = func() time.Time { return clock }
-	if err := r.heartbeat(t.Context(), clock.Add(lease)); err != nil {
+	tm := DefaultTiming
+	if err := r.heartbeat(t.Context(), clock.Add(tm.Lease)); err != nil {
 		t.Fatal(err)
 	}
 	if r.Fenced() {
 		t.Fatal("fenced right after a heartbeat")
 	}
-	clock = clock.Add(fenceAfter)
+	clock = clock.Add(tm.FenceAfter)
 	if !r.Fenced() {
-		t.Error("not fenced after fenceAfter without a heartbeat")
+		t.Error("not fenced after FenceAfter without a heartbeat")
 	}
-	// The owner stops before others may start: lease+skew after its
-	// last heartbeat, they may; fenceAfter after it, it must stop.
-	if fenceAfter >= lease {
-		t.Fatalf("fenceAfter %v is not before the lease %v runs out", fenceAfter, lease)
+	// The owner stops before others may start: Lease+Skew after its
+	// last heartbeat, they may; FenceAfter after it, it must stop.
+	if tm.FenceAfter >= tm.Lease || tm.BeatTimeout >= tm.FenceAfter {
+		t.Fatalf("FenceAfter %v is not before the lease %v runs out, or after a heartbeat's timeout %v", tm.FenceAfter, tm.Lease, tm.BeatTimeout)
 	}
 }
 
@@ -414,7 +415,7 @@ func (l *losingStore) PutSession(ctx context.Context, in *memoryv1.PutSessionReq
 }
 
 // losingReplica is a replica on a losingStore, with a session it holds.
-func losingReplica(t *testing.T) (*losingStore, *Sessions, *Held) {
+func losingReplica(t *testing.T) (*losingStore, *Store, *Lease) {
 	t.Helper()
 	c := &losingStore{SessionStoreServiceClient: store(t)}
 	_, a := replica(t, c, "unix:/a.sock")
