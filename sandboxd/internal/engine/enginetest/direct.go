@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 )
 
@@ -183,3 +184,20 @@ func (p *direct) PidsLimitHit() bool { return false }
 
 // PID implements engine.Process.
 func (p *direct) PID() int { return p.pid }
+
+// Agent writes the real agent into a new directory of t and returns it,
+// with the Argv and environment sandboxd runs it with: a sandbox of the
+// Direct engine then runs the agent as sandboxd's sandboxes do.
+func Agent(t testing.TB) (dir string, argv []string, env map[string]string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := agent.WriteTo(dir); err != nil {
+		t.Fatal(err)
+	}
+	argv = []string{Python, "-I", filepath.Join(engine.AgentMount, agent.Entry)}
+	env = map[string]string{
+		"HOME": "/workspace", "PWD": "/workspace", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+		"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
+	}
+	return dir, argv, env
+}
