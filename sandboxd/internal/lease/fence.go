@@ -110,6 +110,7 @@ func (f *Fence) holdAll() {
 			if err := l.hold(); err != nil {
 				l.logger.Warn("could not pause the session's sandbox; stopping it", logkeys.Error, err)
 				l.owner.Drop("")
+				l.EndHold()
 			}
 		})
 	}
@@ -167,6 +168,7 @@ func (f *Fence) settle(ctx context.Context, l *Lease, gen uint64) bool {
 	case !still:
 		l.logger.Warn("a held session was taken over by another replica meanwhile, or ended there; stopping its sandbox here")
 		l.owner.Drop("the session was taken over by another sandbox replica while this one could not reach the session store; retry the call, which goes there")
+		l.EndHold() // its calls go on, and find it gone
 		return true
 	}
 	return f.unhold(l, gen)
