@@ -69,6 +69,7 @@ func newReplica(t testing.TB, store *grpc.ClientConn, addr string, mutate func(*
 func newReplicaWrapped(t testing.TB, store *grpc.ClientConn, addr string, mutate func(*sandboxd.Config),
 	wrap func(memoryv1.SessionStoreServiceClient) memoryv1.SessionStoreServiceClient) *replica {
 	t.Helper()
+	needsSandboxes(t)
 	logger := slog.New(slog.DiscardHandler)
 	cfg := sandboxd.DefaultConfig()
 	cfg.PoolSize = 1
