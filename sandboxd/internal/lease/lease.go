@@ -122,9 +122,6 @@ func stoppedReason(before State) string {
 // session is shared.
 func (l *Lease) SetOwner(o Owner) { l.owner = o }
 
-// Logger logs for the lease's session.
-func (l *Lease) Logger() *slog.Logger { return l.logger }
-
 // doubtfulWrite is a write whose answer did not come: the state it wrote,
 // and its encoding as stored.
 type doubtfulWrite struct {

@@ -133,9 +133,6 @@ func (sb *Sandbox) reap() {
 	close(sb.done)
 }
 
-// ID is the sandbox's engine ID.
-func (sb *Sandbox) ID() string { return sb.id }
-
 // SetAfterFirstExec sets f to run once the first exec of a session in
 // the sandbox is done (FirstExecDone).
 func (sb *Sandbox) SetAfterFirstExec(f func()) {
