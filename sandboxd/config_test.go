@@ -176,6 +176,7 @@ func TestLimitsReachTheSandbox(t *testing.T) {
 // capability in the host's user namespace starts.
 func TestNewRefusesACapItCannotSet(t *testing.T) {
 	t.Parallel()
+	needsSandboxes(t)
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)

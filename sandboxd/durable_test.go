@@ -70,6 +70,7 @@ func newReplica(t testing.TB, store *grpc.ClientConn, addr string, mutate func(*
 func newReplicaWrapped(t testing.TB, store *grpc.ClientConn, addr string, mutate func(*sandboxd.Config),
 	wrap func(sessionstorev1.SessionStoreServiceClient) sessionstorev1.SessionStoreServiceClient) *replica {
 	t.Helper()
+	needsSandboxes(t)
 	logger := slog.New(slog.DiscardHandler)
 	cfg := sandboxd.DefaultConfig()
 	cfg.PoolSize = 1

@@ -1,10 +1,13 @@
 // Package sandboxd is the sandbox service: it runs Python in isolated,
 // persistent sessions and brokers the sandbox's requests to discoveryd and
 // memoryd. Details live under sandboxd/internal: server (the gRPC
-// handlers), session (sessions, the warm pool, idle reaping), engine (the
-// runtimes: bwrap, podman and docker, chosen by engine/detect), channel
-// and broker (the framed channel to the in-sandbox agent and the requests
-// it carries), and agent (the Python that runs in the sandbox). Other
+// handlers), session (sessions and the sequence of a call), sandbox (one
+// live sandbox: exec, restore, output, calls), lease (a session's hold on
+// the session store: fencing, checkpoints, takeover), capacity (the warm
+// pool, --max-sessions, idle reaping), engine (the runtimes: bwrap, podman
+// and docker, chosen by engine/detect), channel and broker (the framed
+// channel to the in-sandbox agent and the requests it carries), and agent
+// (the Python that runs in the sandbox). Other
 // services reach sandboxd only through the generated gRPC client.
 package sandboxd
 
@@ -25,11 +28,12 @@ import (
 	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/broker"
-	"github.com/codeexec/codeexec/sandboxd/internal/durable"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/bwrap"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/container"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/detect"
+	"github.com/codeexec/codeexec/sandboxd/internal/lease"
+	"github.com/codeexec/codeexec/sandboxd/internal/metrics"
 	"github.com/codeexec/codeexec/sandboxd/internal/server"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 	"github.com/codeexec/codeexec/sandboxd/internal/tempdir"
@@ -295,10 +299,9 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 	}
 	var dur *session.Durability
 	if deps.Sessions != nil {
-		replica := durable.NewReplica(deps.Sessions, cfg.Advertise, logger)
+		replica := lease.NewReplica(deps.Sessions, cfg.Advertise, logger)
 		dur = &session.Durability{
-			Sessions:        durable.NewSessions(deps.Sessions, replica, cfg.SessionTTL),
-			Replica:         replica,
+			Store:           lease.NewStore(deps.Sessions, replica, cfg.SessionTTL),
 			CheckpointBytes: cfg.CheckpointBytes,
 		}
 		logger.Info("sessions are durable", "replica", replica.ID, "advertise", cfg.Advertise, "session_ttl", cfg.SessionTTL)
@@ -322,7 +325,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		IdleTimeout:    cfg.IdleTimeout,
 		PoolSize:       cfg.PoolSize,
 		MaxSessions:    cfg.MaxSessions,
-		Metrics:        session.NewMetrics(deps.Registry),
+		Metrics:        metrics.New(deps.Registry),
 		Durable:        dur,
 	}, logger)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
+	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 )
 
@@ -38,8 +39,8 @@ type Broker struct {
 var _ session.Broker = (*Broker)(nil)
 
 // Prepare resolves the servers allowed for one exec.
-func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (*session.ExecEnv, error) {
-	env := &session.ExecEnv{Allowed: []string{}, Servers: []channel.Server{}, Discovered: []channel.DiscoveredServer{}}
+func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (*sandbox.ExecEnv, error) {
+	env := &sandbox.ExecEnv{Allowed: []string{}, Servers: []channel.Server{}, Discovered: []channel.DiscoveredServer{}}
 	// Never nil: list_servers() sends this list, and the code expects an
 	// empty list (upstream's ()), not null, when no servers were asked for.
 	names := []string{}

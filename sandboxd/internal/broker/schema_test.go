@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
-	"github.com/codeexec/codeexec/sandboxd/internal/session"
+	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
 )
 
 func TestCheckArguments(t *testing.T) {
 	t.Parallel()
-	env := &session.ExecEnv{Servers: []channel.Server{{Name: "everything", Alias: "everything", Tools: []channel.Tool{
+	env := &sandbox.ExecEnv{Servers: []channel.Server{{Name: "everything", Alias: "everything", Tools: []channel.Tool{
 		{Name: "echo", Alias: "echo", InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"],"additionalProperties":false}`)},
 		{Name: "pick", Alias: "pick", InputSchema: json.RawMessage(`{"type":"object","properties":{"mode":{"enum":["a","b"]},"n":{"type":"integer"},"opts":{"type":"object","properties":{"deep":{"type":"boolean"}}}}}`)},
 		{Name: "open", Alias: "open", InputSchema: json.RawMessage(`{"type":"object"}`)},
@@ -54,7 +54,7 @@ func TestCheckArguments(t *testing.T) {
 
 func TestUncompilableSchemaIsLoggedOnce(t *testing.T) {
 	t.Parallel()
-	env := &session.ExecEnv{Servers: []channel.Server{{Name: "s", Alias: "s", Tools: []channel.Tool{
+	env := &sandbox.ExecEnv{Servers: []channel.Server{{Name: "s", Alias: "s", Tools: []channel.Tool{
 		{Name: "t", Alias: "t", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"#/nowhere"}}}`)},
 	}}}}
 	var logs bytes.Buffer

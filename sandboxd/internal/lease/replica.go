@@ -1,4 +1,4 @@
-package durable
+package lease
 
 import (
 	"context"
@@ -19,39 +19,50 @@ import (
 	"github.com/codeexec/codeexec/services/tick"
 )
 
-// Lease timing. A heartbeat every beat keeps the lease, which runs lease
-// past the last one written. The owner fences itself (stops running its
-// sessions) when it has not written one for fenceAfter; others take over
-// only after lease plus skew, so the two never overlap even with clocks
-// that disagree by up to skew.
+// Timing is a replica's lease timing. A heartbeat every Beat keeps the
+// lease, which runs Lease past the last one written. The owner fences
+// itself (stops running its sessions) when it has not written one for
+// FenceAfter; others take over only after Lease plus Skew, so the two
+// never overlap even with clocks that disagree by up to Skew. BeatTimeout
+// bounds one heartbeat: less than FenceAfter, so that one slow write
+// cannot fence a replica whose store is only busy.
 //
-// A replica that dies costs its sessions at most lease plus skew (7 s)
+// With DefaultTiming a replica that dies costs its sessions at most 7 s
 // before another takes them over (at once on the same host, where a dead
 // process is known for dead); a replica cut off from the store pauses its
 // sandboxes after 4 s, and resumes those it still holds when the store
-// answers again (see the session package's fence.go).
-const (
-	beat       = time.Second
-	lease      = 6 * time.Second
-	fenceAfter = 4 * time.Second
-	skew       = time.Second
-)
+// answers again (see Fence).
+type Timing struct {
+	Beat, Lease, FenceAfter, Skew, BeatTimeout time.Duration
+}
+
+// DefaultTiming is the timing of every replica but in tests, which
+// shorten it to see a fence in milliseconds.
+var DefaultTiming = Timing{
+	Beat:        time.Second,
+	Lease:       6 * time.Second,
+	FenceAfter:  4 * time.Second,
+	Skew:        time.Second,
+	BeatTimeout: 3 * time.Second,
+}
 
 // Replica is this sandboxd's identity and heartbeat.
 type Replica struct {
 	ID      string
 	Address string
-	client  memoryv1.SessionStoreServiceClient
-	logger  *slog.Logger
-	host    string
-	bootID  string
-	now     func() time.Time
+	// Timing is DefaultTiming unless changed before Start.
+	Timing Timing
+	client memoryv1.SessionStoreServiceClient
+	logger *slog.Logger
+	host   string
+	bootID string
+	now    func() time.Time
 
 	mu        sync.Mutex
 	lastOK    time.Time // when the last heartbeat was written
 	onFenced  func()
 	onRenewed func()
-	watchdog  *time.Timer // fences fenceAfter after lastOK (armWatchdog)
+	watchdog  *time.Timer // fences FenceAfter after lastOK (armWatchdog)
 	fenced    bool
 	stopBeats context.CancelFunc
 	done      chan struct{}
@@ -72,12 +83,12 @@ func NewReplica(client memoryv1.SessionStoreServiceClient, address string, logge
 	host, _ := os.Hostname()
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	return &Replica{
-		ID: "r-" + NewHandle()[:16], Address: address, client: client, logger: logger,
+		ID: "r-" + NewHandle()[:16], Address: address, Timing: DefaultTiming, client: client, logger: logger,
 		host: host, bootID: strings.TrimSpace(string(boot)), now: time.Now, done: make(chan struct{}), up: make(chan struct{}), tried: make(chan struct{}),
 	}
 }
 
-// Start begins the heartbeats: the first at once, then one every beat
+// Start begins the heartbeats: the first at once, then one every Beat
 // until ctx ends or Stop. It does not wait for the store, which may not
 // serve yet (in one process, memoryd's server starts after sandboxd);
 // Ready does. onFenced runs (once) when heartbeats have failed for so long
@@ -98,10 +109,6 @@ func (r *Replica) Start(ctx context.Context, onFenced, onRenewed func()) {
 // store may be starting, or memoryd taking its database over, or the host
 // busy.
 const readyGrace = 10 * time.Second
-
-// beatTimeout bounds one heartbeat: less than fenceAfter, so that one slow
-// write cannot fence a replica whose store is only busy.
-const beatTimeout = 3 * time.Second
 
 // Ready waits until the store has taken this replica's first heartbeat:
 // before that, other replicas would take a session it claimed for one held
@@ -144,8 +151,8 @@ func (r *Replica) Ready(ctx context.Context) error {
 func (r *Replica) loop(ctx context.Context) {
 	defer close(r.done)
 	once := func() {
-		hctx, cancel := context.WithTimeout(ctx, beatTimeout)
-		err := r.heartbeat(hctx, r.now().Add(lease))
+		hctx, cancel := context.WithTimeout(ctx, r.Timing.BeatTimeout)
+		err := r.heartbeat(hctx, r.now().Add(r.Timing.Lease))
 		cancel()
 		r.mu.Lock()
 		r.lastErr = err
@@ -177,7 +184,7 @@ func (r *Replica) loop(ctx context.Context) {
 		r.logger.Warn("cannot renew this replica's lease on its sessions", logkeys.Error, err, "since", since)
 	}
 	once() // the first at once: Ready waits for it
-	tick.Every(ctx.Done(), beat, once)
+	tick.Every(ctx.Done(), r.Timing.Beat, once)
 	r.mu.Lock()
 	if r.watchdog != nil {
 		r.watchdog.Stop()
@@ -185,9 +192,9 @@ func (r *Replica) loop(ctx context.Context) {
 	r.mu.Unlock()
 }
 
-// armWatchdog sets the fence to go off fenceAfter after the last heartbeat
+// armWatchdog sets the fence to go off FenceAfter after the last heartbeat
 // the store took was sent. A timer, not the next failed attempt: an
-// attempt can hang for beatTimeout, and the ticker skips the beats it
+// attempt can hang for BeatTimeout, and the ticker skips the beats it
 // missed meanwhile, so counting on the attempts could fence late.
 func (r *Replica) armWatchdog(ctx context.Context) {
 	r.mu.Lock()
@@ -195,7 +202,7 @@ func (r *Replica) armWatchdog(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	d := fenceAfter - r.now().Sub(r.lastOK)
+	d := r.Timing.FenceAfter - r.now().Sub(r.lastOK)
 	if r.watchdog == nil {
 		r.watchdog = time.AfterFunc(d, r.fence)
 		return
@@ -208,7 +215,7 @@ func (r *Replica) armWatchdog(ctx context.Context) {
 func (r *Replica) fence() {
 	r.mu.Lock()
 	since := r.now().Sub(r.lastOK)
-	fire := since >= fenceAfter && !r.fenced
+	fire := since >= r.Timing.FenceAfter && !r.fenced
 	if fire {
 		r.fenced = true
 	}
@@ -249,7 +256,7 @@ func (r *Replica) SinceRenewed() time.Duration {
 func (r *Replica) Fenced() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.fenced || r.now().Sub(r.lastOK) >= fenceAfter
+	return r.fenced || r.now().Sub(r.lastOK) >= r.Timing.FenceAfter
 }
 
 // Stop ends the heartbeats and gives the lease up at once, so that other
@@ -274,7 +281,7 @@ func (r *Replica) alive(h *memoryv1.Replica) bool {
 	if h == nil {
 		return false
 	}
-	if exp := h.GetExpireTime().AsTime(); !exp.After(time.Unix(0, 0)) || !exp.Add(skew).After(r.now()) {
+	if exp := h.GetExpireTime().AsTime(); !exp.After(time.Unix(0, 0)) || !exp.Add(r.Timing.Skew).After(r.now()) {
 		return false
 	}
 	if h.GetBootId() != "" && h.GetBootId() == r.bootID && h.GetHost() == r.host && h.GetPid() > 0 {

@@ -1,4 +1,6 @@
-package session
+// Package metrics holds sandboxd's Prometheus metrics, which the session,
+// capacity and sandbox packages each add to.
+package metrics
 
 import (
 	"time"
@@ -16,8 +18,8 @@ type Metrics struct {
 	reg        prometheus.Registerer
 }
 
-// NewMetrics registers sandboxd's metrics on reg (nil: not registered).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// New registers sandboxd's metrics on reg (nil: not registered).
+func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		execs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "codeexec_sandbox_exec_seconds",
@@ -54,11 +56,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) sessionsFunc(f func() int) {
+// SessionsFunc registers the gauge of live sessions, which f reads.
+func (m *Metrics) SessionsFunc(f func() int) {
 	m.gaugeFunc("codeexec_sandbox_sessions", "Live sandbox sessions.", f)
 }
 
-func (m *Metrics) poolFunc(f func() int) {
+// PoolFunc registers the gauge of the warm pool, which f reads.
+func (m *Metrics) PoolFunc(f func() int) {
 	m.gaugeFunc("codeexec_sandbox_warm_pool", "Ready sandboxes waiting in the warm pool.", f)
 }
 
@@ -70,14 +74,13 @@ func (m *Metrics) gaugeFunc(name, help string, f func() int) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) }))
 }
 
-var statusNames = map[Status]string{StatusOK: "ok", StatusError: "error", StatusTimeout: "timeout", StatusKilled: "killed"}
-
-func (s Status) String() string { return statusNames[s] }
-
-func (m *Metrics) observe(r *Result) {
-	m.execs.WithLabelValues(r.Status.String()).Observe(r.Duration.Seconds())
+// Exec observes one exec that ended with status ("ok", "error", ...).
+func (m *Metrics) Exec(status string, d time.Duration) {
+	m.execs.WithLabelValues(status).Observe(d.Seconds())
 }
-func (m *Metrics) started(warm bool, d time.Duration) {
+
+// Started observes one sandbox start, for the pool (warm) or a session.
+func (m *Metrics) Started(warm bool, d time.Duration) {
 	m.starts.WithLabelValues(startFor(warm)).Observe(d.Seconds())
 }
 
@@ -88,6 +91,13 @@ func startFor(warm bool) string {
 	}
 	return "session"
 }
-func (m *Metrics) startFailed() { m.startFails.Inc() }
-func (m *Metrics) poolHit()     { m.poolHits.Inc() }
-func (m *Metrics) reaped()      { m.reaps.Inc() }
+
+// StartFailed counts a sandbox that failed to start.
+func (m *Metrics) StartFailed() { m.startFails.Inc() }
+
+// PoolHit counts a sandbox taken from the warm pool.
+func (m *Metrics) PoolHit() { m.poolHits.Inc() }
+
+// Reaped counts a session whose sandbox was stopped for being idle or to
+// make room.
+func (m *Metrics) Reaped() { m.reaps.Inc() }

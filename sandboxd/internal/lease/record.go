@@ -1,17 +1,4 @@
-// Package durable keeps what lets a session outlive its sandbox, in
-// memoryd's SessionStoreService: a record per session naming the replica
-// that holds it live and the manifest of its last checkpoint, the
-// checkpoint's chunks, and this replica's heartbeat.
-//
-// Ownership is a lease. A replica takes a session by a compare-and-swap on
-// its record (bumping its epoch), and keeps it while its own heartbeat is
-// fresh. Another replica may take the session over only when that
-// heartbeat has expired, or when the owner is on the same host and its
-// process is gone; the owner, for its part, stops running its sessions
-// before its heartbeat could expire (see Replica.Fenced). So there is
-// never more than one live sandbox for a session, and a replica that lost
-// a session cannot commit a checkpoint for it: the compare-and-swap fails.
-package durable
+package lease
 
 import (
 	"encoding/json"
@@ -22,7 +9,7 @@ import (
 	"github.com/codeexec/codeexec/services/randomid"
 )
 
-// Errors. They wrap the session package's sentinels at the call sites.
+// Errors of the store; the session package turns them into its own.
 var (
 	// ErrUnknown means the handle names no session of this tenant (or an
 	// expired one): the one answer for all of them.
