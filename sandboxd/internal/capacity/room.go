@@ -194,7 +194,7 @@ func (r *Room) evict(ctx context.Context, victim Session, skip map[Session]bool)
 		skip[victim] = true
 		return
 	}
-	r.logger.InfoContext(ctx, "stopped the sandbox idle longest to make room; its checkpoint is kept", logkeys.SessionID, victim.ID())
+	r.logger.InfoContext(ctx, "stopping the sandbox idle longest to make room; its checkpoint is kept", logkeys.SessionID, victim.ID())
 	r.metrics.Reaped()
 }
 
