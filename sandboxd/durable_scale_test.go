@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/testenv"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Sizes of the scale runs, as issue 12 asks: at most 64 live sandboxes, a
@@ -79,7 +80,7 @@ func (f scaleFigures) String() string {
 		f.sampled.Round(time.Millisecond), f.restored, f.maxLive, f.peakRSSMiB)
 }
 
-// runAtScale runs sessions sessions through one replica, as a busy
+// runAtScale runs that many sessions through one replica, as a busy
 // server's would (as many at a time as there are sandboxes), checks what
 // the test above says, and returns the figures.
 func runAtScale(tb testing.TB, sessions int) scaleFigures {
@@ -161,7 +162,7 @@ func runAtScale(tb testing.TB, sessions int) scaleFigures {
 	return f
 }
 
-// fillSessions creates sessions sessions, scaleWorkers at a time, each with
+// fillSessions creates that many sessions, scaleWorkers at a time, each with
 // state of its own, and returns their IDs ("" for one that failed).
 func fillSessions(tb testing.TB, c sandboxv1.SandboxServiceClient, sessions int) []string {
 	ids := make([]string, sessions)
