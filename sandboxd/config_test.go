@@ -23,7 +23,8 @@ func TestValidateRuntime(t *testing.T) {
 		{"bwrap", "", ""},
 		{"podman", "localhost/codeexec-sandbox:latest", ""},
 		{"docker", "localhost/codeexec-sandbox:latest", ""},
-		{"docker", "", "needs an image: set MCP_BRIDGE_IMAGE"},
+		{"docker", "", ""}, // the environment's image
+
 		{"lxc", "img", `runtime "lxc" is not supported: use bwrap, podman or docker`},
 	}
 	for _, tc := range cases {

@@ -27,6 +27,9 @@ type Sessions struct {
 	replica *Replica
 	// TTL is how long an unused session is kept.
 	TTL time.Duration
+	// Env is the ID of the environment this replica's sandboxes run in,
+	// which each checkpoint records (State.Env).
+	Env string
 }
 
 // NewSessions returns the store of sessions held by replica.
@@ -355,7 +358,7 @@ func (s *Sessions) Commit(ctx context.Context, h *Held, manifest json.RawMessage
 	}
 	prev := chunkIDs(h.State.Manifest)
 	st := h.State
-	st.Manifest, st.Seq, st.NotDurable = manifest, seq, ""
+	st.Manifest, st.Seq, st.NotDurable, st.Env = manifest, seq, "", s.Env
 	err := s.write(ctx, h, st, &memoryv1.SessionChunks{Ids: ChunkIDs(manifest), MaxBytes: uint64(max(limit, 0))})
 	switch {
 	case status.Code(err) == codes.InvalidArgument:

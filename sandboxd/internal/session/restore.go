@@ -29,6 +29,9 @@ type RestoreReport struct {
 	// effects are gone; MissedWhy is why the last of them was not stored.
 	Missed    uint64
 	MissedWhy string
+	// Environment says what changed when the checkpoint was made in
+	// another environment than the one it is restored into, or "".
+	Environment string
 	// callsTook is how long calls the restore made were in flight: the
 	// call's time, not the restore's.
 	callsTook time.Duration
@@ -81,7 +84,8 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *Exe
 	for i := range lost[len(r.Unsaved):] {
 		lost[len(r.Unsaved)+i].Type = "not restored"
 	}
-	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: st.Seq, Missed: missed, MissedWhy: why, callsTook: took}, nil
+	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: st.Seq, Missed: missed, MissedWhy: why,
+		Environment: m.envChange(st.Env), callsTook: took}, nil
 }
 
 // missedCalls counts the calls a checkpoint reflecting seq of the

@@ -86,8 +86,18 @@ type Config struct {
 	Env map[string]string
 	// Seccomp is the BPF filter every sandbox installs (package seccomp).
 	Seccomp []byte
-	// Passwd and Group are the sandbox's /etc/passwd and /etc/group.
+	// Passwd and Group are the sandbox's /etc/passwd and /etc/group on
+	// the host's /usr; an environment has its own.
 	Passwd, Group string
+	// Root is the environment's root file system that the server and its
+	// sandboxes run in (Python is then a path inside it); "" is the
+	// host's /usr with Etc, the host's /etc pieces (engine.HostEtc).
+	Root string
+	Etc  []string
+	// Preload are modules the server imports before it forks, beside the
+	// agent: an environment's heavy modules, whose import every sandbox
+	// then skips. One that fails to import is logged and left out.
+	Preload []string
 	// Logger receives what the server writes to its stderr.
 	Logger *slog.Logger
 }
@@ -103,6 +113,23 @@ type Server struct {
 	sendMu sync.Mutex // serialises a write deadline with its write
 	ctl    *net.UnixConn
 }
+
+// bootScript starts a server in an environment. It runs in the
+// environment's tree (the exec's chroot), imports what the server needs
+// before it has a root of its own again (the host's /usr may have no
+// such Python), returns to the host's root through fd 7, and runs the
+// server's script (argv[1]) as __main__.
+const bootScript = `import os, sys
+import _socket, atexit, builtins, ctypes, fcntl, gc, resource, select, signal
+os.fchdir(7)
+os.chroot(".")
+os.close(7)
+sys.argv = sys.argv[1:]
+path = sys.argv[0]
+with open(path, "rb") as f:
+    code = compile(f.read(), path, "exec")
+exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": builtins})
+`
 
 // Start starts a server and waits until it is ready to fork. ctx bounds
 // the start only.
@@ -190,14 +217,33 @@ func (s *Server) start(ctx context.Context) error {
 			return fmt.Errorf("agent dir: %w", err)
 		}
 	}
+	script := filepath.Join(s.dir, "codeexec_forkserver.py")
+	args := []string{s.cfg.Python, "-I", script, root, s.cfg.AgentDir, s.cfg.Root,
+		strings.Join(s.cfg.Etc, "\n"), strings.Join(s.cfg.Preload, ",")}
+	files := append([]*os.File{theirs}, inputs...) // fds 3 (control), 4 (seccomp), 5 (passwd), 6 (group)
+	var chroot string
+	if s.cfg.Root != "" {
+		// The environment's interpreter runs with the environment's
+		// loader and libraries: it is executed inside the tree, then
+		// returns to the host's root through fd 7 to build its own
+		// (bootScript).
+		host, err := os.Open("/")
+		if err != nil {
+			return err
+		}
+		defer host.Close()
+		files = append(files, host)
+		chroot = s.cfg.Root
+		args = append([]string{s.cfg.Python, "-I", "-c", bootScript}, args[2:]...)
+	}
 	s.cmd = &exec.Cmd{
 		Path:       s.cfg.Python,
-		Args:       []string{s.cfg.Python, "-I", filepath.Join(s.dir, "codeexec_forkserver.py"), root, s.cfg.AgentDir},
+		Args:       args,
 		Env:        envList(s.cfg.Env),
 		Dir:        "/",
 		Stdout:     readyW,
 		Stderr:     errW,
-		ExtraFiles: append([]*os.File{theirs}, inputs...), // fds 3 (control), 4 (seccomp), 5 (passwd), 6 (group)
+		ExtraFiles: files,
 		SysProcAttr: &syscall.SysProcAttr{
 			// The server's own user namespace, owned by root: uid and gid 0
 			// inside are 65534 outside, no other id is mapped, and the
@@ -208,6 +254,7 @@ func (s *Server) start(ctx context.Context) error {
 			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}},
 			GidMappingsEnableSetgroups: true,
 			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}},
+			Chroot:                     chroot,
 		},
 	}
 	err = engine.StartChild(s.cmd)

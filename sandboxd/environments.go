@@ -1,0 +1,29 @@
+package sandboxd
+
+import "github.com/codeexec/codeexec/sandboxd/internal/environment"
+
+// The environments sandboxes run in (package environment): cmd's `env`
+// commands build, list and remove them through these.
+type (
+	// EnvStore is a directory of environments.
+	EnvStore = environment.Store
+	// EnvBuildSpec is what `codeexec env build` asks for.
+	EnvBuildSpec = environment.BuildSpec
+	// Env is one built environment.
+	Env = environment.Env
+)
+
+// OpenEnvStore returns the environment store in dir ("" for the default,
+// /var/lib/codeexec/environments).
+func OpenEnvStore(dir string) *EnvStore { return environment.Open(dir) }
+
+// Environment names and places every command shares.
+const (
+	DefaultEnv      = environment.DefaultName
+	HostEnv         = environment.Host
+	DefaultEnvDir   = environment.DefaultDir
+	DefaultCacheDir = environment.DefaultCacheDir
+)
+
+// DefaultEnvPackages are the Debian packages every environment gets.
+func DefaultEnvPackages() []string { return append([]string(nil), environment.DefaultPackages...) }
