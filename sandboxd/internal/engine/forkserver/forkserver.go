@@ -117,13 +117,18 @@ type Server struct {
 // bootScript starts a server in an environment. It runs in the
 // environment's tree (the exec's chroot), imports what the server needs
 // before it has a root of its own again (the host's /usr may have no
-// such Python), returns to the host's root through fd 7, and runs the
+// such Python), and returns to the root of its mount namespace: a chroot
+// into a directory below its working directory leaves that directory
+// outside the root, from where ".." climbs to the namespace's root (its
+// capabilities in its own user namespace allow both). Then it runs the
 // server's script (argv[1]) as __main__.
 const bootScript = `import os, sys
 import _socket, atexit, builtins, ctypes, fcntl, gc, resource, select, signal
-os.fchdir(7)
+os.chdir("/")
+os.chroot("/tmp")
+for _ in range(256):
+    os.chdir("..")
 os.chroot(".")
-os.close(7)
 sys.argv = sys.argv[1:]
 path = sys.argv[0]
 with open(path, "rb") as f:
@@ -225,14 +230,8 @@ func (s *Server) start(ctx context.Context) error {
 	if s.cfg.Root != "" {
 		// The environment's interpreter runs with the environment's
 		// loader and libraries: it is executed inside the tree, then
-		// returns to the host's root through fd 7 to build its own
+		// returns to its mount namespace's root to build its own
 		// (bootScript).
-		host, err := os.Open("/")
-		if err != nil {
-			return err
-		}
-		defer host.Close()
-		files = append(files, host)
 		chroot = s.cfg.Root
 		args = append([]string{s.cfg.Python, "-I", "-c", bootScript}, args[2:]...)
 	}
