@@ -1,6 +1,11 @@
 package sandboxd
 
-import "github.com/codeexec/codeexec/sandboxd/internal/environment"
+import (
+	"context"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/container"
+	"github.com/codeexec/codeexec/sandboxd/internal/environment"
+)
 
 // The environments sandboxes run in (package environment): cmd's `env`
 // commands build, list and remove them through these.
@@ -27,3 +32,10 @@ const (
 
 // DefaultEnvPackages are the Debian packages every environment gets.
 func DefaultEnvPackages() []string { return append([]string(nil), environment.DefaultPackages...) }
+
+// ImportEnvImage makes the container image tag for runtime ("docker" or
+// "podman") from env's tree, unless it already holds that environment,
+// and reports whether it imported it.
+func ImportEnvImage(ctx context.Context, runtime string, env *Env, tag string) (bool, error) {
+	return container.ImportRoot(ctx, runtime, env.Root, tag, env.ID)
+}

@@ -19,6 +19,7 @@ const envUsage = `usage:
       --requirements F   pip requirements, from --wheels DIR or the package index
   codeexec env list                   the environments built, their IDs, Python and size
   codeexec env rm NAME|ID             remove an environment
+  codeexec env image NAME RUNTIME TAG make container image TAG for docker or podman from NAME's tree
 Every command takes --env-dir DIR (CODEEXEC_ENV_DIR, default /var/lib/codeexec/environments).
 `
 
@@ -32,6 +33,8 @@ func runEnv(ctx context.Context, args []string, e cli.Env) error {
 			return cli.Flagged("env list", func() cli.Command { return &envListCommand{} })(ctx, args[1:], e)
 		case "rm", "remove":
 			return cli.Flagged("env rm", func() cli.Command { return &envRmCommand{} })(ctx, args[1:], e)
+		case "image":
+			return cli.Flagged("env image", func() cli.Command { return &envImageCommand{} })(ctx, args[1:], e)
 		case "-h", "--help", "help":
 			fmt.Fprint(e.Stdout, envUsage)
 			return nil
@@ -131,5 +134,34 @@ func (c *envRmCommand) Run(_ context.Context, args []string, e cli.Env) error {
 		return err
 	}
 	fmt.Fprintf(e.Stderr, "removed %s\n", what)
+	return nil
+}
+
+// envImageCommand is `codeexec env image`: the container image of an
+// environment, as deploy/build-images.sh makes the sandbox image.
+type envImageCommand struct{ dir string }
+
+func (c *envImageCommand) Bind(fs *flagenv.Set, _ cli.Env) { bindEnvDir(fs, &c.dir) }
+
+func (c *envImageCommand) TakesArgs() {}
+
+func (c *envImageCommand) Run(ctx context.Context, args []string, e cli.Env) error {
+	if len(args) != 3 || (args[1] != "docker" && args[1] != "podman") {
+		fmt.Fprint(e.Stderr, "codeexec env image: give NAME, docker or podman, and the image's TAG, e.g. default docker localhost/codeexec-sandbox:latest\n")
+		return cli.ErrUsage
+	}
+	env, err := sandboxd.OpenEnvStore(c.dir).Get(args[0])
+	if err != nil {
+		return err
+	}
+	imported, err := sandboxd.ImportEnvImage(ctx, args[1], env, args[2])
+	if err != nil {
+		return err
+	}
+	if imported {
+		fmt.Fprintf(e.Stderr, "imported %s as %s into %s\n", env.Label(), args[2], args[1])
+	} else {
+		fmt.Fprintf(e.Stderr, "%s in %s already holds %s\n", args[2], args[1], env.Label())
+	}
 	return nil
 }

@@ -237,9 +237,22 @@ func (b *builder) finish() error {
 	for _, pattern := range []string{
 		"var/cache/apt/*", "var/lib/apt/lists/*", "var/log/*", "usr/share/doc/*", "usr/share/man", "usr/share/info",
 		"usr/share/locale/*", "etc/shadow*", "etc/gshadow*", "etc/passwd-", "etc/group-", "etc/resolv.conf",
-		"root/.cache", "tmp/*", "etc/machine-id",
+		"tmp/*", "etc/machine-id",
+		// What a sandbox has no use for, and what names the machine the
+		// build ran on (debootstrap copies its host name): a sandbox sees
+		// the same root file system whatever ran the build.
+		"root", "home", "srv", "mnt", "media", "run", "sys", "var", "boot",
+		"etc/hostname", "etc/localtime", "etc/timezone",
 	} {
 		if err := removeAll(b.root, pattern); err != nil {
+			return err
+		}
+	}
+	// The sandbox user's home is its workspace, as on the host's /usr.
+	passwd := filepath.Join(b.root, "etc/passwd")
+	if data, err := os.ReadFile(passwd); err == nil {
+		fixed := strings.Replace(string(data), "nobody:x:65534:65534:nobody:/nonexistent:", "nobody:x:65534:65534:nobody:/workspace:", 1)
+		if err := os.WriteFile(passwd, []byte(fixed), 0o644); err != nil {
 			return err
 		}
 	}

@@ -51,6 +51,11 @@ var ErrNotFound = errors.New("environment not found")
 // format are listed but not used.
 const formatVersion = 1
 
+// recipe counts the changes to what a build makes of the same packages
+// (what it trims, what it configures): it is part of the ID, so that a
+// tree made another way is another environment.
+const recipe = 2
+
 // Manifest says what an environment holds. Its ID is a hash of what it
 // holds (Suite, Debs, Dists), so two builds that installed the same
 // versions have the same ID.
@@ -82,7 +87,7 @@ type Manifest struct {
 // computeID hashes what the environment holds.
 func (m *Manifest) computeID() string {
 	h := sha256.New()
-	fmt.Fprintf(h, "codeexec environment %d\nsuite %s\n", formatVersion, m.Suite)
+	fmt.Fprintf(h, "codeexec environment %d recipe %d\nsuite %s\n", formatVersion, recipe, m.Suite)
 	for _, k := range slices.Sorted(maps.Keys(m.Debs)) {
 		fmt.Fprintf(h, "deb %s %s\n", k, m.Debs[k])
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -37,7 +38,7 @@ func wheelFits(name string) error {
 	cp := "cp" + strings.ReplaceAll(PythonVersion, ".", "")
 	pyOK, abiOK, platOK := false, false, false
 	for _, t := range strings.Split(py, ".") {
-		if t == "py3" || t == cp || t == "py"+cp[2:] || (abi == "abi3" && strings.HasPrefix(t, "cp3") && t <= cp && len(t) <= len(cp)) {
+		if t == "py3" || t == cp || t == "py"+cp[2:] || (abi == "abi3" && stableABIFits(t)) {
 			pyOK = true
 		}
 	}
@@ -59,4 +60,13 @@ func wheelFits(name string) error {
 		return fmt.Errorf("wheel %s is built for %s, not x86-64 Linux (glibc): get a manylinux x86_64 or pure-Python wheel; nothing was changed", name, plat)
 	}
 	return nil
+}
+
+// stableABIFits reports whether an abi3 wheel's tag cp3N asks for a
+// Python no newer than PythonVersion.
+func stableABIFits(tag string) bool {
+	n, err := strconv.Atoi(strings.TrimPrefix(tag, "cp3"))
+	_, want, _ := strings.Cut(PythonVersion, ".")
+	w, _ := strconv.Atoi(want)
+	return strings.HasPrefix(tag, "cp3") && err == nil && n <= w
 }
