@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -132,5 +135,34 @@ func TestE2EEnvironmentOwnRandomState(t *testing.T) {
 	first, second := draw(harness.HTTPClient(t, base)), draw(harness.HTTPClient(t, base))
 	if first == "" || first == second {
 		t.Fatalf("two sessions drew %q and %q, want different numbers", first, second)
+	}
+}
+
+// Bad input to the environment commands, and to serve --env, fails at
+// once, saying what was wrong and what to do; nothing is built or changed.
+func TestE2EEnvironmentBadInput(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "envs")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--env", "nope", "--env-dir", dir}, `no environment "nope" in ` + dir + ` (none is built): build it with ` + "`codeexec env build nope`"},
+		{[]string{"serve", "--env", "Bad/Name"}, "is not accepted: use 1 to 63 lower-case letters"},
+		{[]string{"env", "build", "--env-dir", dir, "--apt", "-o=Dpkg::x", "x"}, "is not a Debian package name"},
+		{[]string{"env", "build", "--env-dir", dir, "host"}, "it means the host's /usr"},
+		{[]string{"env", "build", "--env-dir", dir, "--wheels", "/nonexistent", "x"}, "is not a directory"},
+		{[]string{"env", "rm", "--env-dir", dir, "nope"}, `no environment "nope"`},
+		{[]string{"env", "frobnicate"}, `unknown command "frobnicate"`},
+	} {
+		cmd := exec.Command(harness.Binary, tc.args...)
+		cmd.Env = harness.BaseEnv(t, map[string]string{"CODEEXEC_ENV": ""})
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("codeexec %s: %v: %s\nwant it to fail saying %q", strings.Join(tc.args, " "), err, out, tc.want)
+		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused command made %s: %v", dir, err)
 	}
 }

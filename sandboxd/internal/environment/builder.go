@@ -242,7 +242,7 @@ func (b *builder) finish() error {
 		// build ran on (debootstrap copies its host name): a sandbox sees
 		// the same root file system whatever ran the build.
 		"root", "home", "srv", "mnt", "media", "run", "sys", "var", "boot",
-		"etc/hostname", "etc/localtime", "etc/timezone",
+		"etc/hostname", "etc/localtime", "etc/timezone", "etc/ssl/private",
 	} {
 		if err := removeAll(b.root, pattern); err != nil {
 			return err

@@ -54,7 +54,7 @@ const formatVersion = 1
 // recipe counts the changes to what a build makes of the same packages
 // (what it trims, what it configures): it is part of the ID, so that a
 // tree made another way is another environment.
-const recipe = 2
+const recipe = 3
 
 // Manifest says what an environment holds. Its ID is a hash of what it
 // holds (Suite, Debs, Dists), so two builds that installed the same
@@ -302,6 +302,9 @@ func (s *Store) List() ([]Listed, error) {
 func (s *Store) Remove(nameOrID string) (string, error) {
 	if err := CheckName(nameOrID); err != nil {
 		return "", err
+	}
+	if _, err := os.Stat(s.Dir); err != nil {
+		return "", s.notFound(nameOrID)
 	}
 	unlock, err := s.lock()
 	if err != nil {

@@ -307,10 +307,16 @@ type rootFS struct {
 
 // args are bwrap's options that build the root file system.
 func (fs rootFS) args() []string {
+	synthetic := []string{
+		"--ro-bind-data", strconv.Itoa(passwdFD), "/etc/passwd",
+		"--ro-bind-data", strconv.Itoa(groupFD), "/etc/group"}
 	if fs.root != "" {
 		// The tree has every mount point a sandbox needs (/proc, /dev,
 		// /tmp, /workspace, /opt/codeexec), as environment builds make it.
-		return []string{"--ro-bind", fs.root, "/"}
+		// passwd and group are the synthetic ones here too: bwrap reads
+		// their descriptors, which would otherwise stay open in the
+		// sandbox, and the environment's own say the same of uid 65534.
+		return append([]string{"--ro-bind", fs.root, "/"}, synthetic...)
 	}
 	a := []string{
 		"--ro-bind", "/usr", "/usr",
@@ -324,7 +330,5 @@ func (fs rootFS) args() []string {
 	for _, p := range fs.etc {
 		a = append(a, "--ro-bind-try", p, p)
 	}
-	return append(a,
-		"--ro-bind-data", strconv.Itoa(passwdFD), "/etc/passwd",
-		"--ro-bind-data", strconv.Itoa(groupFD), "/etc/group")
+	return append(a, synthetic...)
 }
