@@ -46,7 +46,7 @@ func runEnv(ctx context.Context, args []string, e cli.Env) error {
 }
 
 func bindEnvDir(fs *flagenv.Set, dir *string) {
-	fs.String(dir, "env-dir", sandboxd.DefaultEnvDir, "directory of the environments", "CODEEXEC_ENV_DIR")
+	fs.Path(dir, "env-dir", "directory of the environments; default "+sandboxd.DefaultEnvDir, "CODEEXEC_ENV_DIR")
 }
 
 // envBuildCommand is `codeexec env build`.
@@ -96,12 +96,13 @@ type envListCommand struct{ dir string }
 func (c *envListCommand) Bind(fs *flagenv.Set, _ cli.Env) { bindEnvDir(fs, &c.dir) }
 
 func (c *envListCommand) Run(_ context.Context, _ []string, e cli.Env) error {
-	envs, err := sandboxd.OpenEnvStore(c.dir).List()
+	store := sandboxd.OpenEnvStore(c.dir)
+	envs, err := store.List()
 	if err != nil {
 		return err
 	}
 	if len(envs) == 0 {
-		fmt.Fprintf(e.Stderr, "no environment is built in %s: `codeexec env build` builds the default one\n", c.dir)
+		fmt.Fprintf(e.Stderr, "no environment is built in %s: `codeexec env build` builds the default one\n", store.Dir)
 		return nil
 	}
 	w := tabwriter.NewWriter(e.Stdout, 2, 8, 2, ' ', 0)

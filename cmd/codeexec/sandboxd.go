@@ -138,7 +138,7 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	d := sandboxd.DefaultConfig()
 	fs.String(&c.Runtime, "runtime", "", "sandbox runtime: bwrap, podman or docker; empty detects one in that order", "MCP_BRIDGE_RUNTIME")
 	fs.String(&c.Env, "env", "", "environment the sandboxes run in (codeexec env list); empty: \"default\" once built, else the host's /usr; \"host\": the host's /usr", "CODEEXEC_ENV")
-	fs.String(&c.EnvDir, "env-dir", sandboxd.DefaultEnvDir, "directory of the environments", "CODEEXEC_ENV_DIR")
+	fs.Path(&c.EnvDir, "env-dir", "directory of the environments; default "+sandboxd.DefaultEnvDir, "CODEEXEC_ENV_DIR")
 	fs.String(&c.Python, "python", d.Python, "Python interpreter inside the sandbox", "CODEEXEC_PYTHON")
 	fs.Bytes(&c.MemoryBytes, "memory", d.MemoryBytes, "memory limit per sandbox, e.g. 512m", "MCP_BRIDGE_MEMORY")
 	fs.Int(&c.Pids, "pids", d.Pids, "process and thread limit per sandbox", "MCP_BRIDGE_PIDS")
