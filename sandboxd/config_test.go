@@ -173,7 +173,7 @@ func TestNewRefusesACapItCannotSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := sandboxd.DefaultConfig()
-	cfg.Runtime, cfg.PoolSize, cfg.LaunchSpares = "bwrap", 0, 0
+	cfg.Runtime, cfg.PoolSize, cfg.LaunchSpares, cfg.Env = "bwrap", 0, 0, sandboxd.HostEnv
 	cfg.OpenFiles = int(lim.Max) + 1
 	svc, err := sandboxd.New(t.Context(), cfg, sandboxd.Deps{}, slog.New(slog.DiscardHandler))
 	if err == nil {
