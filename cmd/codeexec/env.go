@@ -78,9 +78,7 @@ func (c *envBuildCommand) Run(ctx context.Context, args []string, e cli.Env) err
 		return cli.ErrUsage
 	}
 	for _, a := range c.apt {
-		for _, p := range strings.FieldsFunc(a, func(r rune) bool { return r == ',' || r == ' ' }) {
-			c.spec.Apt = append(c.spec.Apt, p)
-		}
+		c.spec.Apt = append(c.spec.Apt, strings.FieldsFunc(a, func(r rune) bool { return r == ',' || r == ' ' })...)
 	}
 	env, err := sandboxd.OpenEnvStore(c.dir).Build(ctx, c.spec, e.Stderr)
 	if err != nil {

@@ -120,7 +120,7 @@ func checkFree(dir string) error {
 	for {
 		var st unix.Statfs_t
 		if err := unix.Statfs(p, &st); err == nil {
-			free := int64(st.Bavail) * st.Bsize //nolint:gosec // block counts fit
+			free := int64(st.Bavail) * st.Bsize
 			if free < minFreeBytes {
 				return fmt.Errorf("not enough free disk for a build at %s: %d MiB free, a build needs about %d MiB: free some space, or build elsewhere (--env-dir, CODEEXEC_ENV_DIR; --cache-dir)",
 					dir, free>>20, minFreeBytes>>20)

@@ -29,7 +29,7 @@ type builder struct {
 	dir, root string
 }
 
-func (b *builder) step(format string, args ...any) {
+func (b *builder) stepf(format string, args ...any) {
 	fmt.Fprintf(b.out, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
@@ -70,11 +70,11 @@ func (b *builder) base(ctx context.Context) error {
 		return err
 	}
 	if _, err := os.Stat(tarball); err == nil {
-		b.step("unpacking the cached Debian %s base (%s)", Suite, tarball)
+		b.stepf("unpacking the cached Debian %s base (%s)", Suite, tarball)
 		if err := b.cmd(ctx, nil, "tar", "-C", b.root, "-xf", tarball); err == nil {
 			return nil
 		}
-		b.step("the cached base is damaged: removing it and debootstrapping again")
+		b.stepf("the cached base is damaged: removing it and debootstrapping again")
 		_ = os.Remove(tarball)
 		_ = os.RemoveAll(b.root)
 		_ = os.Mkdir(b.root, 0o755)
@@ -83,13 +83,13 @@ func (b *builder) base(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(debs, "partial"), 0o755); err != nil {
 		return err
 	}
-	b.step("debootstrap --variant=minbase %s from %s (.debs cached in %s)", Suite, b.spec.Mirror, debs)
+	b.stepf("debootstrap --variant=minbase %s from %s (.debs cached in %s)", Suite, b.spec.Mirror, debs)
 	if err := b.cmd(ctx, debootstrapPhases, "debootstrap", "--variant=minbase", "--include=python3", "--cache-dir="+debs,
 		Suite, b.root, b.spec.Mirror); err != nil {
 		return fmt.Errorf("debootstrap %s from %s: %w", Suite, b.spec.Mirror, err)
 	}
 	_ = removeAll(b.root, "var/cache/apt/archives/*.deb")
-	b.step("caching the base as %s", tarball)
+	b.stepf("caching the base as %s", tarball)
 	if err := b.cmd(ctx, nil, "tar", "-C", b.root, "-cf", tarball+".part", "."); err != nil {
 		_ = os.Remove(tarball + ".part")
 		return fmt.Errorf("cache the base: %w", err)
@@ -101,7 +101,7 @@ var unknownPackage = regexp.MustCompile(`(?m)^E: (?:Unable to locate package |Pa
 
 // apt installs pkgs in the root, checking first that Debian has each.
 func (b *builder) apt(ctx context.Context, pkgs []string) error {
-	b.step("checking that Debian %s has the %d packages asked for", Suite, len(pkgs))
+	b.stepf("checking that Debian %s has the %d packages asked for", Suite, len(pkgs))
 	var out bytes.Buffer
 	sim := append([]string{"apt-get", "install", "--simulate", "-q", "--no-install-recommends"}, pkgs...)
 	if err := b.chroot(ctx, &out, nil, sim...); err != nil {
@@ -110,12 +110,12 @@ func (b *builder) apt(ctx context.Context, pkgs []string) error {
 			for _, x := range m {
 				names = append(names, x[1])
 			}
-			return fmt.Errorf("Debian %s (main) has no package %s: check the name with `apt-cache search WORD` on a %s system, or give a Python package as a wheel (--wheels DIR) or a requirement (--requirements FILE); nothing was changed",
-				Suite, strings.Join(names, ", "), Suite)
+			return fmt.Errorf("no package %[2]s in Debian %[1]s (main): check the name with `apt-cache search WORD` on a %[1]s system, or give a Python package as a wheel (--wheels DIR) or a requirement (--requirements FILE); nothing was changed",
+				Suite, strings.Join(names, ", "))
 		}
 		return fmt.Errorf("apt-get could not plan the install: %w: %s", err, tail(out.String(), 1500))
 	}
-	b.step("apt-get install %d packages with their dependencies (.debs cached in %s)", len(pkgs), filepath.Join(b.spec.CacheDir, "debs"))
+	b.stepf("apt-get install %d packages with their dependencies (.debs cached in %s)", len(pkgs), filepath.Join(b.spec.CacheDir, "debs"))
 	args := append([]string{"apt-get", "install", "-y", "-q", "--no-install-recommends", "-o", "Dpkg::Use-Pty=0"}, pkgs...)
 	if err := b.chroot(ctx, b.filtered("Setting up ", "E: ", "W: ", "Need to get", "After this operation"), nil, args...); err != nil {
 		return fmt.Errorf("apt-get install: %w", err)
@@ -141,7 +141,7 @@ func (b *builder) pip(ctx context.Context) error {
 			args = append(args, "/tmp/codeexec-wheels/"+filepath.Base(w))
 		}
 	}
-	b.step("pip install %s", strings.Join(args[9:], " "))
+	b.stepf("pip install %s", strings.Join(args[9:], " "))
 	if err := b.chroot(ctx, b.filtered("Successfully", "ERROR", "Processing", "Collecting"), binds, args...); err != nil {
 		return fmt.Errorf("pip install: %w", err)
 	}
@@ -151,7 +151,7 @@ func (b *builder) pip(ctx context.Context) error {
 // inspect checks that the data stack imports and computes, and makes the
 // manifest of what the root holds.
 func (b *builder) inspect(ctx context.Context) (*Manifest, error) {
-	b.step("checking that the data stack imports and computes, and listing what is installed")
+	b.stepf("checking that the data stack imports and computes, and listing what is installed")
 	var out bytes.Buffer
 	if err := b.chroot(ctx, &out, nil, "python3", "-I", "-c", inspectScript); err != nil {
 		return nil, fmt.Errorf("the environment's Python failed its check: %w: %s", err, tail(out.String(), 2000))
@@ -233,7 +233,7 @@ func preloadList() string {
 // finish trims the root to what sandboxes need and adds their mount
 // points: no package lists, caches, documentation, logs or shadow files.
 func (b *builder) finish() error {
-	b.step("trimming the root (documentation, caches, shadow files) and adding the sandbox's mount points")
+	b.stepf("trimming the root (documentation, caches, shadow files) and adding the sandbox's mount points")
 	for _, pattern := range []string{
 		"var/cache/apt/*", "var/lib/apt/lists/*", "var/log/*", "usr/share/doc/*", "usr/share/man", "usr/share/info",
 		"usr/share/locale/*", "etc/shadow*", "etc/gshadow*", "etc/passwd-", "etc/group-", "etc/resolv.conf",
@@ -252,7 +252,7 @@ func (b *builder) finish() error {
 	passwd := filepath.Join(b.root, "etc/passwd")
 	if data, err := os.ReadFile(passwd); err == nil {
 		fixed := strings.Replace(string(data), "nobody:x:65534:65534:nobody:/nonexistent:", "nobody:x:65534:65534:nobody:/workspace:", 1)
-		if err := os.WriteFile(passwd, []byte(fixed), 0o644); err != nil {
+		if err := os.WriteFile(passwd, []byte(fixed), 0o644); err != nil { //nolint:gosec // the build's own tree, below its temporary directory
 			return err
 		}
 	}
@@ -292,7 +292,7 @@ func (b *builder) install(m *Manifest) (*Env, error) {
 	}
 	final := filepath.Join(b.store.Dir, "ids", m.ID)
 	if _, err := os.Stat(filepath.Join(final, "manifest.json")); err == nil {
-		b.step("an identical environment %s is already built: naming it %s", m.ID, b.spec.Name)
+		b.stepf("an identical environment %s is already built: naming it %s", m.ID, b.spec.Name)
 	} else {
 		_ = os.RemoveAll(final) // an incomplete one
 		if err := os.Rename(b.dir, final); err != nil {
@@ -310,7 +310,7 @@ func (b *builder) install(m *Manifest) (*Env, error) {
 	if err := os.Rename(link, filepath.Join(b.store.Dir, "names", b.spec.Name)); err != nil {
 		return nil, err
 	}
-	b.step("built %s: Python %s, %d Debian packages, %d Python packages, %d MiB, in %.0f s",
+	b.stepf("built %s: Python %s, %d Debian packages, %d Python packages, %d MiB, in %.0f s",
 		b.spec.Name+" ("+m.ID+")", m.Python, len(m.Debs), len(m.Dists), m.Bytes>>20, m.BuildSeconds)
 	return b.store.Get(b.spec.Name)
 }
@@ -322,7 +322,7 @@ func (b *builder) chroot(ctx context.Context, out io.Writer, binds map[string]st
 	debs := filepath.Join(b.spec.CacheDir, "debs")
 	script := `set -e
 r=$1; debs=$2; shift 2
-mount -t proc proc "$r/proc"
+mount -t proc none "$r/proc"
 mount --bind "$debs" "$r/var/cache/apt/archives"
 while [ "$1" != -- ]; do mkdir -p "$r$2"; [ -d "$1" ] || { rmdir "$r$2"; touch "$r$2"; }; mount --bind "$1" "$r$2"; shift 2; done
 shift

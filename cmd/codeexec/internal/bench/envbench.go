@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -60,7 +61,7 @@ func envBench(ctx context.Context, s Settings, stdout io.Writer) error {
 	}
 	row("`import pandas` in a new session (fork server)", imports.p50, cold.p50, "baseline: the same import in a cold interpreter of the environment (n=5)")
 	row("new session → first result, no pool, fork server", firsts.p50, spawn.p50, fmt.Sprintf("n=%d, %s apart; baseline: the bare spawn", s.Fresh, s.FreshGap))
-	if err := envStarts(ctx, logger, s, stdout, row, spawn.p50); err != nil {
+	if err := envStarts(ctx, logger, s, row, spawn.p50); err != nil {
 		return err
 	}
 	return envMemory(ctx, logger, s, stdout)
@@ -76,7 +77,7 @@ func envConfig(s Settings, pool, maxSessions int, fork bool) sandboxd.Config {
 
 // envStarts measures the bwrap start, a burst against its CPU bound and
 // the warm round trip beside the host's.
-func envStarts(ctx context.Context, logger *slog.Logger, s Settings, stdout io.Writer, row func(string, time.Duration, time.Duration, string), spawn time.Duration) error {
+func envStarts(ctx context.Context, logger *slog.Logger, s Settings, row func(string, time.Duration, time.Duration, string), spawn time.Duration) error {
 	c, stop, err := settledSandbox(ctx, logger, envConfig(s, 0, s.Fresh+8, false))
 	if err != nil {
 		return err
@@ -276,7 +277,7 @@ func cpuTree() time.Duration {
 		if err != nil {
 			continue
 		}
-		i := strings.LastIndexByte(string(b), ')')
+		i := bytes.LastIndexByte(b, ')')
 		f := strings.Fields(string(b[i+2:]))
 		if len(f) < 13 || f[1] != me {
 			continue
