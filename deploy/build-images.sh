@@ -97,7 +97,7 @@ build() { # tag dockerfile
   echo "built $1" >&2
 }
 # The sandbox image is the default environment, built first if need be
-# (a few minutes the first time; scripts/build-environments.sh builds it
+# (a few minutes the first time; scripts/test-environments.sh builds it
 # beside other work in CI).
 env_dir=(--env-dir "${CODEEXEC_ENV_DIR:-/var/lib/codeexec/environments}")
 if ! "$ctx/codeexec" env list "${env_dir[@]}" 2>/dev/null | grep -q '^default '; then

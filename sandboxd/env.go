@@ -63,9 +63,9 @@ func (se *sandboxEnv) image(ctx context.Context, cfg Config, logger *slog.Logger
 	case se.env == nil:
 		return upstreamImage, nil
 	}
-	image := "localhost/codeexec-env:" + se.env.ID
+	image := EnvImage(se.env)
 	if container {
-		logger.Info("importing the environment into the container runtime, unless it has it", "env", se.env.Label(), "image", image, "runtime", cfg.Runtime)
+		logger.Info("importing the environment into the container runtime, unless it has it (a minute or more; `codeexec env image NAME RUNTIME` does it ahead)", "env", se.env.Label(), "image", image, "runtime", cfg.Runtime)
 		imported, err := importRoot(ctx, cfg.Runtime, se.env.Root, image, se.env.ID)
 		if err != nil {
 			return "", fmt.Errorf("environment %s: %w", se.env.Label(), err)

@@ -39,3 +39,7 @@ func DefaultEnvPackages() []string { return append([]string(nil), environment.De
 func ImportEnvImage(ctx context.Context, runtime string, env *Env, tag string) (bool, error) {
 	return container.ImportRoot(ctx, runtime, env.Root, tag, env.ID)
 }
+
+// EnvImage is the image sandboxd runs for env under podman or docker when
+// no --image is given: content-addressed, as env is.
+func EnvImage(env *Env) string { return "localhost/codeexec-env:" + env.ID }

@@ -19,7 +19,8 @@ const envUsage = `usage:
       --requirements F   pip requirements, from --wheels DIR or the package index
   codeexec env list                   the environments built, their IDs, Python and size
   codeexec env rm NAME|ID             remove an environment
-  codeexec env image NAME RUNTIME TAG make container image TAG for docker or podman from NAME's tree
+  codeexec env image NAME RUNTIME [TAG]  make NAME's container image for docker or podman ahead of
+                                      serve (default TAG: localhost/codeexec-env:ID, which serve runs)
 Every command takes --env-dir DIR (CODEEXEC_ENV_DIR, default /var/lib/codeexec/environments).
 `
 
@@ -145,15 +146,20 @@ func (c *envImageCommand) Bind(fs *flagenv.Set, _ cli.Env) { bindEnvDir(fs, &c.d
 func (c *envImageCommand) TakesArgs() {}
 
 func (c *envImageCommand) Run(ctx context.Context, args []string, e cli.Env) error {
-	if len(args) != 3 || (args[1] != "docker" && args[1] != "podman") {
-		fmt.Fprint(e.Stderr, "codeexec env image: give NAME, docker or podman, and the image's TAG, e.g. default docker localhost/codeexec-sandbox:latest\n")
+	if len(args) < 2 || len(args) > 3 || (args[1] != "docker" && args[1] != "podman") {
+		fmt.Fprint(e.Stderr, "codeexec env image: give NAME, docker or podman, and optionally the image's TAG (default: the one sandboxd runs, localhost/codeexec-env:ID), e.g. default docker localhost/codeexec-sandbox:latest\n")
 		return cli.ErrUsage
 	}
 	env, err := sandboxd.OpenEnvStore(c.dir).Get(args[0])
 	if err != nil {
 		return err
 	}
-	imported, err := sandboxd.ImportEnvImage(ctx, args[1], env, args[2])
+	tag := sandboxd.EnvImage(env)
+	if len(args) == 3 {
+		tag = args[2]
+	}
+	args = append(args[:2], tag)
+	imported, err := sandboxd.ImportEnvImage(ctx, args[1], env, tag)
 	if err != nil {
 		return err
 	}

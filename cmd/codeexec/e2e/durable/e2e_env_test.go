@@ -3,6 +3,7 @@ package durable
 import (
 	"cmp"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,8 +30,13 @@ func TestE2EEnvironmentPinnedSession(t *testing.T) {
 		for k, v := range state {
 			extra[k] = v
 		}
-		if harness.ContainerRuntime() != "" {
-			extra["MCP_BRIDGE_IMAGE"] = "" // the environment's own image
+		if rt := harness.ContainerRuntime(); rt != "" && env == second {
+			// The second environment's own image, made ahead: its import
+			// takes longer than a server may take to answer.
+			extra["MCP_BRIDGE_IMAGE"] = ""
+			if out, err := exec.Command(harness.Binary, "env", "image", second, rt).CombinedOutput(); err != nil {
+				t.Fatalf("codeexec env image %s %s: %v: %s", second, rt, err, out)
+			}
 		}
 		return harness.BaseEnv(t, extra)
 	}
