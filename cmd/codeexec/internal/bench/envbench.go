@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,6 +108,17 @@ func envStarts(ctx context.Context, logger *slog.Logger, s Settings, row func(st
 	if err != nil {
 		return err
 	}
+	hostCfg := envConfig(s, 0, s.Fresh+8, true)
+	hostCfg.Env = sandboxd.HostEnv
+	if c, stop, err = settledSandbox(ctx, logger, hostCfg); err != nil {
+		return err
+	}
+	hostStart, err := cpuPerStart(ctx, c, s.Fresh)
+	stop()
+	if err != nil {
+		return err
+	}
+	row("  … the same on the host's /usr (nothing preloaded)", hostStart, spawn, "baseline: the bare spawn's wall time")
 	warmEnv, warmHost, err := warmTurns(ctx, logger, s)
 	if err != nil {
 		return err
@@ -165,12 +178,18 @@ func envMemory(ctx context.Context, logger *slog.Logger, s Settings, stdout io.W
 			return err
 		}
 		m, err := runIdle(ctx, c, s.IdleSessions)
+		kinds := memoryByKind()
 		stop()
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "\nmemory per idle forked session in %s: %.2f MiB PSS (%d sandboxes, the fork server and its spares counted in); each of the second half added %.2f MiB",
+		fmt.Fprintf(stdout, "\nmemory per idle forked session in %s: %.2f MiB PSS (%d sandboxes, the fork server and its spares counted in); each of the second half added %.2f MiB\n",
 			what, m.perSession/(1<<20), m.sandboxes, m.further/(1<<20))
+		for _, name := range slices.Sorted(maps.Keys(kinds)) {
+			k := kinds[name]
+			fmt.Fprintf(stdout, "  %-16s ×%-3d PSS %6.2f MiB each, private dirty %6.2f MiB each\n",
+				name, k.n, float64(k.pss)/float64(k.n)/(1<<20), float64(k.privateDirty)/float64(k.n)/(1<<20))
+		}
 	}
 	fmt.Fprintln(stdout)
 	return nil
