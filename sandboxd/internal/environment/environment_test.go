@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeEnv writes a complete environment (a manifest and an empty root)
@@ -159,5 +161,27 @@ func TestBuildRefusesBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(s.Dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused build made %s: %v", s.Dir, err)
+	}
+}
+
+// A build where the disk is nearly full fails before it starts, saying
+// how much is free and how much it needs, and leaves nothing behind.
+func TestBuildRefusesAFullDisk(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts a small tmpfs: run it as root")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mount a 64 MiB tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	s := Open(filepath.Join(dir, "envs"))
+	_, err := s.Build(t.Context(), BuildSpec{Name: "x", CacheDir: filepath.Join(dir, "cache")}, &strings.Builder{})
+	if err == nil || !strings.Contains(err.Error(), "not enough free disk for a build at "+s.Dir) || !strings.Contains(err.Error(), "a build needs about 3072 MiB") {
+		t.Fatalf("Build on a 64 MiB disk = %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the refused build left %v", entries)
 	}
 }
