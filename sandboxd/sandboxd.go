@@ -32,6 +32,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/bwrap"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/container"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/detect"
+	"github.com/codeexec/codeexec/sandboxd/internal/environment"
 	"github.com/codeexec/codeexec/sandboxd/internal/lease"
 	"github.com/codeexec/codeexec/sandboxd/internal/metrics"
 	"github.com/codeexec/codeexec/sandboxd/internal/server"
@@ -45,10 +46,19 @@ type Config struct {
 	// Runtime selects the engine: "bwrap", "podman", "docker", or "" to
 	// detect one (bwrap, then podman, then docker).
 	Runtime string
+	// Env names the environment sandboxes run in (package environment):
+	// "" is the default one when it is built, else the host's /usr;
+	// "host" is always the host's /usr.
+	Env string
+	// EnvDir is where environments are kept ("" is
+	// /var/lib/codeexec/environments).
+	EnvDir string
 	// Python is the interpreter path inside the sandbox (for podman and
-	// docker: inside the image).
+	// docker: inside the image; in an environment: inside its tree).
 	Python string
-	// Image is the image the podman and docker engines run.
+	// Image is the image the podman and docker engines run; "" is the
+	// environment's (imported from its tree), or on the host's /usr
+	// upstream's python:3.14-slim.
 	Image string
 	// ContainerUser is uid:gid inside containers.
 	ContainerUser string
@@ -172,7 +182,6 @@ func narrowLimit(lim Limits) error {
 func DefaultConfig() Config {
 	return Config{
 		Python:        "/usr/bin/python3",
-		Image:         "python:3.14-slim",
 		ContainerUser: "65534:65534",
 		Limits: Limits{
 			MemoryBytes: 512 << 20, Pids: 128,
@@ -205,8 +214,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("tool errors %q: use \"raise\" (a failed tool call raises runtime.ToolError) or \"return\" (it returns the result dict, as upstream did)", c.ToolErrors)
 	case c.Runtime != "" && c.Runtime != "bwrap" && c.Runtime != "podman" && c.Runtime != "docker":
 		return fmt.Errorf("runtime %q is not supported: use bwrap, podman or docker, or leave it empty to detect one", c.Runtime)
-	case (c.Runtime == "podman" || c.Runtime == "docker") && c.Image == "":
-		return fmt.Errorf("the %s runtime needs an image: set MCP_BRIDGE_IMAGE (--image), e.g. localhost/codeexec-sandbox:latest from deploy/build-images.sh", c.Runtime)
+	case (c.Runtime == "podman" || c.Runtime == "docker") && c.Image == "" && c.Env == environment.Host:
+		return fmt.Errorf("the %s runtime needs an image on the host's /usr (--env host): set MCP_BRIDGE_IMAGE (--image), e.g. localhost/codeexec-sandbox:latest from deploy/build-images.sh, or run in an environment (--env NAME), whose image is made from its tree", c.Runtime)
+	case c.Env != "" && c.Env != environment.Host && environment.CheckName(c.Env) != nil:
+		return fmt.Errorf("--env (CODEEXEC_ENV): %w", environment.CheckName(c.Env))
 	case c.Python == "":
 		return errors.New("python path is empty: set CODEEXEC_PYTHON (--python) to the interpreter inside the sandbox, e.g. /usr/bin/python3")
 	case c.MemoryBytes < 0 || (c.MemoryBytes > 0 && c.MemoryBytes < 32<<20):
@@ -266,8 +277,20 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		logger.Warn("the default timeout is above the maximum; calls are clamped to the maximum",
 			"timeout.default", cfg.DefaultTimeout, "timeout.max", cfg.MaxTimeout)
 	}
-	eng, err := detect.Engine(ctx, cfg.Runtime, bwrap.Config{Spares: cfg.LaunchSpares, ForkServer: cfg.ForkServer}, container.Config{
-		Image:     cfg.Image,
+	senv, err := selectEnv(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	image, err := senv.image(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	bcfg := bwrap.Config{Spares: cfg.LaunchSpares, ForkServer: cfg.ForkServer}
+	if senv.env != nil {
+		bcfg.Root, bcfg.Preload = senv.env.Root, senv.env.Preload
+	}
+	eng, err := detect.Engine(ctx, cfg.Runtime, bcfg, container.Config{
+		Image:     image,
 		User:      cfg.ContainerUser,
 		ExtraArgs: cfg.RuntimeArgs,
 		CheckArgv: []string{cfg.Python, "-c", "pass"},
@@ -300,8 +323,11 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 	var dur *session.Durability
 	if deps.Sessions != nil {
 		replica := lease.NewReplica(deps.Sessions, cfg.Advertise, logger)
+		store := lease.NewStore(deps.Sessions, replica, cfg.SessionTTL)
+		store.Env = senv.id // each checkpoint records its environment
 		dur = &session.Durability{
-			Store:           lease.NewStore(deps.Sessions, replica, cfg.SessionTTL),
+			Store:           store,
+			EnvChange:       senv.envChange,
 			CheckpointBytes: cfg.CheckpointBytes,
 		}
 		logger.Info("sessions are durable", "replica", replica.ID, "advertise", cfg.Advertise, "session_ttl", cfg.SessionTTL)
@@ -316,6 +342,9 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 			"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
 			// Read by the agent at each tool call (codeexec_runtime).
 			"MCP_BRIDGE_TOOL_ERRORS": cmp.Or(cfg.ToolErrors, "raise"),
+			// Charts go to files, never a screen; matplotlib's cache
+			// (its font list) to the sandbox's own /tmp.
+			"MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib",
 		},
 		Limits:         lim,
 		OutputLimit:    cfg.OutputLimitBytes,

@@ -138,6 +138,8 @@ type containerSettings struct {
 func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	d := sandboxd.DefaultConfig()
 	fs.String(&c.Runtime, "runtime", "", "sandbox runtime: bwrap, podman or docker; empty detects one in that order", "MCP_BRIDGE_RUNTIME")
+	fs.String(&c.Env, "env", "", "environment the sandboxes run in (codeexec env list); empty: \"default\" once built, else the host's /usr; \"host\": the host's /usr", "CODEEXEC_ENV")
+	fs.Path(&c.EnvDir, "env-dir", "directory of the environments; default "+sandboxd.DefaultEnvDir, "CODEEXEC_ENV_DIR")
 	fs.String(&c.Python, "python", d.Python, "Python interpreter inside the sandbox", "CODEEXEC_PYTHON")
 	fs.Bytes(&c.MemoryBytes, "memory", d.MemoryBytes, "memory limit per sandbox, e.g. 512m", "MCP_BRIDGE_MEMORY")
 	fs.Int(&c.Pids, "pids", d.Pids, "process and thread limit per sandbox", "MCP_BRIDGE_PIDS")
@@ -157,7 +159,7 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.Bytes(&c.CheckpointBytes, "checkpoint-bytes", d.CheckpointBytes, "largest session checkpoint; a session whose state is larger is not durable until it shrinks", "CODEEXEC_CHECKPOINT_BYTES")
 	c.StartTimeout = d.StartTimeout
 	fs.String(&c.ToolErrors, "tool-errors", "raise", "what a failed MCP tool call does in the sandbox: raise (runtime.ToolError) or return (the result dict, as upstream did)", "MCP_BRIDGE_TOOL_ERRORS")
-	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes", "MCP_BRIDGE_IMAGE")
+	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes; default: the environment's, imported from its tree, or python:3.14-slim on the host's /usr", "MCP_BRIDGE_IMAGE")
 	fs.String(&c.ContainerUser, "container-user", d.ContainerUser, "uid:gid inside containers", "MCP_BRIDGE_CONTAINER_USER")
 	bindContainers(fs, c, cs)
 	fs.Duration(&cs.runtimeIdleTimeout, "runtime-idle-timeout", 300*time.Second, "upstream's podman-machine idle stop (macOS/Windows); accepted for compatibility", "MCP_BRIDGE_RUNTIME_IDLE_TIMEOUT")

@@ -225,6 +225,9 @@ func RestoreNotice(r *sandboxv1.RestoreReport) string {
 	if r.GetRolledBack() {
 		b.WriteString("; the interrupted call's effects were rolled back")
 	}
+	if env := r.GetEnvironment(); env != "" {
+		b.WriteString("; " + env)
+	}
 	return b.String()
 }
 

@@ -144,6 +144,8 @@ func TestRestoreNotice(t *testing.T) {
 			"restored the session from its checkpoint (crash): nothing to restore; the effects of the 3 calls after that checkpoint are gone too, as none of their checkpoints was stored"},
 		{"no checkpoint, one call", &sandboxv1.RestoreReport{Reason: "crash", Missed: 1, MissedWhy: "too big", RolledBack: true},
 			"the session's sandbox was replaced (crash) before any checkpoint of it was stored: the effects of its earlier call are gone and it starts fresh (too big)"},
+		{"another environment", &sandboxv1.RestoreReport{Reason: "idle", Names: []string{"df"}, Calls: 2, Environment: "the checkpoint was made in environment a and is restored into b: +toolz 1.0.0"},
+			"restored the session from its checkpoint (idle): df; the checkpoint was made in environment a and is restored into b: +toolz 1.0.0"},
 		{"no checkpoint, calls", &sandboxv1.RestoreReport{Missed: 4},
 			"the session's sandbox was replaced before any checkpoint of it was stored: the effects of its 4 earlier calls are gone and it starts fresh"},
 	} {

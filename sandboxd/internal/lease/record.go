@@ -47,6 +47,9 @@ type State struct {
 	Manifest json.RawMessage `json:"manifest,omitempty"`
 	// Seq is the number of execs the checkpoint reflects.
 	Seq uint64 `json:"seq"`
+	// Env is the ID of the environment the checkpoint was made in
+	// (package environment), "" before environments were recorded.
+	Env string `json:"env,omitempty"`
 	// NotDurable says why the last checkpoint could not be made, or "".
 	NotDurable string `json:"not_durable,omitempty"`
 	// Created is when the session began.

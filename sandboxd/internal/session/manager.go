@@ -78,6 +78,10 @@ type Durability struct {
 	// CheckpointBytes caps one checkpoint; a larger state is reported as
 	// not durable.
 	CheckpointBytes int64
+	// EnvChange says what changed from the environment a checkpoint was
+	// made in (its ID) to this replica's, or "" when nothing did; nil
+	// says nothing.
+	EnvChange func(from string) string
 }
 
 // DefaultCheckpointBytes is the default cap on a checkpoint. It is the

@@ -28,6 +28,9 @@ type RestoreReport struct {
 	// effects are gone; MissedWhy is why the last of them was not stored.
 	Missed    uint64
 	MissedWhy string
+	// Environment says what changed when the checkpoint was made in
+	// another environment than the one it is restored into, or "".
+	Environment string
 	// callsTook is how long calls the restore made were in flight: the
 	// call's time, not the restore's.
 	callsTook time.Duration
@@ -84,6 +87,7 @@ func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox
 		lost[len(r.Unsaved)+i].Type = "not restored"
 	}
 	report.Names, report.Lost, report.callsTook = r.Restored, lost, took
+	report.Environment = s.m.envChange(st.Env)
 	return report, nil
 }
 

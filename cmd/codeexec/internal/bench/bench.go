@@ -41,6 +41,9 @@ type Settings struct {
 	Runtimes string
 	Image    string
 	Idle     int
+	// Env, when set, measures that environment instead of the usual
+	// table (envbench.go).
+	Env string
 	// Version names the benchmark's MCP client.
 	Version string
 }
@@ -85,6 +88,7 @@ func Bind(fs *flagenv.Set, s *Settings) {
 	fs.String(&s.Runtimes, "runtimes", "", "instead of the usual table, compare these sandbox runtimes side by side, e.g. bwrap,podman,docker")
 	fs.String(&s.Image, "image", "localhost/codeexec-sandbox:latest", "image for the container runtimes (with --runtimes; build it with deploy/build-images.sh)")
 	fs.Int(&s.Idle, "idle", 8, "idle sessions for the memory figure (with --runtimes)")
+	fs.String(&s.Env, "env", "", "instead of the usual table, measure this environment (codeexec env list) beside the host's /usr: imports, starts, a burst, memory")
 }
 
 // Run measures the figures in docs/PERFORMANCE.md and prints a table.
@@ -97,6 +101,9 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 	}
 	if s.Runtimes != "" {
 		return runtimes(ctx, s, stdout)
+	}
+	if s.Env != "" {
+		return envBench(ctx, s, stdout)
 	}
 	if s.FreshGap < 10*time.Millisecond {
 		return fmt.Errorf("--fresh-gap %s is too short: give at least 10ms, such as 100ms or 1s (under about 100ms a new session may find the spares not yet refilled)", s.FreshGap)
@@ -159,6 +166,9 @@ func benchSpawn(python string, n int) (stats, error) {
 func sandboxConfig(python string, pool, maxSessions int) sandboxd.Config {
 	cfg := sandboxd.DefaultConfig()
 	cfg.Python, cfg.PoolSize, cfg.MaxSessions = python, pool, maxSessions
+	// The host's /usr, as the baseline spawns the host's python; --env
+	// measures an environment (envbench.go).
+	cfg.Env = sandboxd.HostEnv
 	return cfg
 }
 

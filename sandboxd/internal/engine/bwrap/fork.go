@@ -55,6 +55,7 @@ func (b *Engine) forkServer(ctx context.Context, spec engine.Spec) (*forkserver.
 			sup = forkserver.Supervise(forkserver.Config{
 				Python: python, AgentDir: b.agentDir, Env: maps.Clone(spec.Env), Seccomp: b.seccomp,
 				Passwd: passwdData, Group: groupData, Logger: b.logger,
+				Root: b.fs.root, Etc: b.fs.etc, Preload: b.cfg.Preload,
 			}, b.forkTrial)
 			b.forks = sup
 		}

@@ -86,8 +86,18 @@ type Config struct {
 	Env map[string]string
 	// Seccomp is the BPF filter every sandbox installs (package seccomp).
 	Seccomp []byte
-	// Passwd and Group are the sandbox's /etc/passwd and /etc/group.
+	// Passwd and Group are the sandbox's /etc/passwd and /etc/group on
+	// the host's /usr; an environment has its own.
 	Passwd, Group string
+	// Root is the environment's root file system that the server and its
+	// sandboxes run in (Python is then a path inside it); "" is the
+	// host's /usr with Etc, the host's /etc pieces (engine.HostEtc).
+	Root string
+	Etc  []string
+	// Preload are modules the server imports before it forks, beside the
+	// agent: an environment's heavy modules, whose import every sandbox
+	// then skips. One that fails to import is logged and left out.
+	Preload []string
 	// Logger receives what the server writes to its stderr.
 	Logger *slog.Logger
 }
@@ -103,6 +113,28 @@ type Server struct {
 	sendMu sync.Mutex // serialises a write deadline with its write
 	ctl    *net.UnixConn
 }
+
+// bootScript starts a server in an environment. It runs in the
+// environment's tree (the exec's chroot), imports what the server needs
+// before it has a root of its own again (the host's /usr may have no
+// such Python), and returns to the root of its mount namespace: a chroot
+// into a directory below its working directory leaves that directory
+// outside the root, from where ".." climbs to the namespace's root (its
+// capabilities in its own user namespace allow both). Then it runs the
+// server's script (argv[1]) as __main__.
+const bootScript = `import os, sys
+import _socket, atexit, builtins, ctypes, fcntl, gc, resource, select, signal
+os.chdir("/")
+os.chroot("/tmp")
+for _ in range(256):
+    os.chdir("..")
+os.chroot(".")
+sys.argv = sys.argv[1:]
+path = sys.argv[0]
+with open(path, "rb") as f:
+    code = compile(f.read(), path, "exec")
+exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": builtins})
+`
 
 // Start starts a server and waits until it is ready to fork. ctx bounds
 // the start only.
@@ -236,9 +268,21 @@ func (s *Server) openControl() (*os.File, error) {
 // socket, the seccomp filter, passwd, group), it says it is ready on
 // ready and writes its diagnostics to stderr.
 func (s *Server) command(root string, extra []*os.File, ready, stderr *os.File) *exec.Cmd {
+	script := filepath.Join(s.dir, "codeexec_forkserver.py")
+	args := []string{s.cfg.Python, "-I", script, root, s.cfg.AgentDir, s.cfg.Root,
+		strings.Join(s.cfg.Etc, "\n"), strings.Join(s.cfg.Preload, ",")}
+	var chroot string
+	if s.cfg.Root != "" {
+		// The environment's interpreter runs with the environment's
+		// loader and libraries: it is executed inside the tree, then
+		// returns to its mount namespace's root to build its own
+		// (bootScript).
+		chroot = s.cfg.Root
+		args = append([]string{s.cfg.Python, "-I", "-c", bootScript}, args[2:]...)
+	}
 	return &exec.Cmd{
 		Path:       s.cfg.Python,
-		Args:       []string{s.cfg.Python, "-I", filepath.Join(s.dir, "codeexec_forkserver.py"), root, s.cfg.AgentDir},
+		Args:       args,
 		Env:        envList(s.cfg.Env),
 		Dir:        "/",
 		Stdout:     ready,
@@ -254,6 +298,7 @@ func (s *Server) command(root string, extra []*os.File, ready, stderr *os.File) 
 			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}},
 			GidMappingsEnableSetgroups: true,
 			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}},
+			Chroot:                     chroot,
 		},
 	}
 }

@@ -97,6 +97,10 @@ func BaseEnv(t testing.TB, extra map[string]string) []string {
 		"CODEEXEC_POOL_SIZE":   "1",
 		"MCP_BRIDGE_LOG_LEVEL": "debug",
 	}
+	// CODEEXEC_E2E_ENV=NAME runs the sandboxes in that environment (see
+	// codeexec env); unset, on the host's /usr, whatever is built here,
+	// so that a build beside the suite changes no test's outcome.
+	env["CODEEXEC_ENV"] = cmp.Or(os.Getenv("CODEEXEC_E2E_ENV"), "host")
 	// CODEEXEC_E2E_RUNTIME=podman|docker runs the whole suite in containers
 	// (image CODEEXEC_E2E_IMAGE, default localhost/codeexec-sandbox:latest from
 	// deploy/build-images.sh); unset, the default runtime (bwrap) is used.

@@ -884,7 +884,11 @@ type RestoreReport struct {
 	// interrupted call (rolled_back) is not among them.
 	Missed uint64 `protobuf:"varint,6,opt,name=missed,proto3" json:"missed,omitempty"`
 	// missed_why is why the last of those checkpoints was not stored.
-	MissedWhy     string `protobuf:"bytes,7,opt,name=missed_why,json=missedWhy,proto3" json:"missed_why,omitempty"`
+	MissedWhy string `protobuf:"bytes,7,opt,name=missed_why,json=missedWhy,proto3" json:"missed_why,omitempty"`
+	// environment says, when the checkpoint was made in another
+	// environment (its Python and packages) than the one it was restored
+	// into, which two and what changed; empty when they are the same.
+	Environment   string `protobuf:"bytes,8,opt,name=environment,proto3" json:"environment,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -964,6 +968,13 @@ func (x *RestoreReport) GetMissed() uint64 {
 func (x *RestoreReport) GetMissedWhy() string {
 	if x != nil {
 		return x.MissedWhy
+	}
+	return ""
+}
+
+func (x *RestoreReport) GetEnvironment() string {
+	if x != nil {
+		return x.Environment
 	}
 	return ""
 }
@@ -1542,7 +1553,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\adurable\x18\r \x01(\bR\adurable\x12\x14\n" +
 	"\x05ended\x18\x0e \x01(\bR\x05ended\x12E\n" +
 	"\x0euncheckpointed\x18\x0f \x03(\v2\x1d.codeexec.sandbox.v1.LostNameR\x0euncheckpointed\x12!\n" +
-	"\ftimeout_note\x18\x10 \x01(\tR\vtimeoutNote\"\xde\x01\n" +
+	"\ftimeout_note\x18\x10 \x01(\tR\vtimeoutNote\"\x80\x02\n" +
 	"\rRestoreReport\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
@@ -1552,7 +1563,8 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05calls\x18\x05 \x01(\x04R\x05calls\x12\x16\n" +
 	"\x06missed\x18\x06 \x01(\x04R\x06missed\x12\x1d\n" +
 	"\n" +
-	"missed_why\x18\a \x01(\tR\tmissedWhy\"D\n" +
+	"missed_why\x18\a \x01(\tR\tmissedWhy\x12 \n" +
+	"\venvironment\x18\b \x01(\tR\venvironment\"D\n" +
 	"\bLostName\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
