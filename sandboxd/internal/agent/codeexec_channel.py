@@ -170,6 +170,12 @@ class Channel:
         # can be sent without \u escapes (smaller, faster).
         self.send({"t": "out", "id": exec_id, "s": stream, "d": text}, ascii=False)
 
+    def send_display(self, exec_id, mime, width, height, data):
+        """Sends an image of exec exec_id: its bytes travel as the frame's
+        one blob, "image"."""
+        self.send_blobs({"t": "display", "id": exec_id, "mime": mime, "w": width, "h": height},
+                        [("image", data)])
+
     def send_done(self, exec_id, ok, exit_code, error, dropped, end=False):
         """Ends exec exec_id: nothing more is sent for it. end asks sandboxd
         to end the session (runtime.end_session())."""
