@@ -23,6 +23,7 @@ import (
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/broker"
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 	"github.com/codeexec/codeexec/sandboxd/internal/durable"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/bwrap"
@@ -59,8 +60,16 @@ type Config struct {
 	// Limits bound each sandbox: memory, pids, CPU, the /tmp and
 	// /workspace sizes, file size, open files (see Limits).
 	Limits
-	// OutputLimitBytes caps each output stream per call.
+	// OutputLimitBytes caps each output stream per call, when
+	// OutputBudget is zero.
 	OutputLimitBytes int64
+	// OutputBudget bounds the characters of output a call sends back (its
+	// head, and the tail of each stream), the whole of a stream over it
+	// kept in a file in the session's workspace; zero uses
+	// OutputLimitBytes instead.
+	OutputBudget int
+	// Images bound the images a call shows (display(), figures).
+	Images ImageLimits
 
 	DefaultTimeout time.Duration
 	MaxTimeout     time.Duration
@@ -89,6 +98,14 @@ type Config struct {
 	// Advertise is where gateways reach this replica's SandboxService when
 	// another replica finds a session live here: host:port, or unix:/path.
 	Advertise string
+}
+
+// ImageLimits bound the images of one call: the longest side in pixels,
+// the bytes of one encoded image, and the bytes and count of one call's.
+type ImageLimits struct {
+	Side             int
+	Bytes, CallBytes int64
+	PerCall          int
 }
 
 // Limits bound one sandbox. Its fields are engine.Limits' (in
@@ -168,16 +185,25 @@ func DefaultConfig() Config {
 			TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, // OpenFiles 0: DefaultOpenFiles
 		},
 		OutputLimitBytes: 256 << 10,
-		DefaultTimeout:   30 * time.Second,
-		MaxTimeout:       120 * time.Second,
-		StartTimeout:     30 * time.Second,
-		IdleTimeout:      30 * time.Minute,
-		PoolSize:         2,
-		LaunchSpares:     2,
-		ForkServer:       true,
-		MaxSessions:      64,
-		SessionTTL:       7 * 24 * time.Hour,
-		CheckpointBytes:  session.DefaultCheckpointBytes,
+		// About 10k tokens: the size of result Claude Code warns about
+		// (it cuts at 25k), and a tenth of a 100k-token context.
+		OutputBudget: 40000,
+		// Claude scales down any image whose long side is over 1568 px
+		// (so more pixels cost latency and no quality), and refuses over
+		// 2000 px once a request holds 20 images. Claude Desktop refuses
+		// a result over 1 MiB of JSON, which base64 images of 768 KiB
+		// and 40k characters of text stay under.
+		Images:          ImageLimits{Side: 1568, Bytes: 512 << 10, CallBytes: 768 << 10, PerCall: 10},
+		DefaultTimeout:  30 * time.Second,
+		MaxTimeout:      120 * time.Second,
+		StartTimeout:    30 * time.Second,
+		IdleTimeout:     30 * time.Minute,
+		PoolSize:        2,
+		LaunchSpares:    2,
+		ForkServer:      true,
+		MaxSessions:     64,
+		SessionTTL:      7 * 24 * time.Hour,
+		CheckpointBytes: session.DefaultCheckpointBytes,
 	}
 }
 
@@ -206,6 +232,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max timeout %s is too short: set MCP_BRIDGE_MAX_TIMEOUT (--max-timeout) to at least 1s, e.g. 120s", c.MaxTimeout)
 	case c.OutputLimitBytes < 0:
 		return fmt.Errorf("output limit %d bytes is negative: set CODEEXEC_OUTPUT_LIMIT (--output-limit) to a size, e.g. 1m, or to 0 for no cap", c.OutputLimitBytes)
+	case c.OutputBudget != 0 && (c.OutputBudget < 1000 || c.OutputBudget > 10_000_000):
+		return fmt.Errorf("output budget %d characters is out of range: set CODEEXEC_OUTPUT_BUDGET (--output-budget) to 1000 to 10000000, or to 0 to cap output at CODEEXEC_OUTPUT_LIMIT bytes instead", c.OutputBudget)
+	case c.Images.Side < 64 || c.Images.Side > 8000:
+		return fmt.Errorf("image side %d px is out of range: set CODEEXEC_IMAGE_SIDE (--image-side) to 64 to 8000 (Claude refuses images over 8000 px)", c.Images.Side)
+	case c.Images.Bytes < 1<<10 || c.Images.Bytes > 5<<20:
+		return fmt.Errorf("image size %d bytes is out of range: set CODEEXEC_IMAGE_BYTES (--image-bytes) to 1k to 5m, with its unit (Claude refuses images over 5 MB)", c.Images.Bytes)
+	case c.Images.CallBytes < c.Images.Bytes || c.Images.CallBytes > 32<<20:
+		return fmt.Errorf("images per call %d bytes is out of range: set CODEEXEC_CALL_IMAGE_BYTES (--call-image-bytes) to at least --image-bytes (%d) and at most 32m", c.Images.CallBytes, c.Images.Bytes)
+	case c.Images.PerCall < 1 || c.Images.PerCall > 100:
+		return fmt.Errorf("images per call %d is out of range: set CODEEXEC_CALL_IMAGES (--call-images) to 1 to 100", c.Images.PerCall)
 	case c.PoolSize < 0 || c.PoolSize > 64:
 		return fmt.Errorf("warm pool size %d is out of range: set CODEEXEC_POOL_SIZE (--pool) to 0 to 64", c.PoolSize)
 	case c.LaunchSpares < 0 || c.LaunchSpares > 16:
@@ -303,8 +339,11 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 			"HOME": "/workspace", "PWD": "/workspace", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
 			"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
 		},
-		Limits:         lim,
-		OutputLimit:    cfg.OutputLimitBytes,
+		Limits:      lim,
+		OutputLimit: cfg.OutputLimitBytes,
+		Results: session.Results{Budget: int64(cfg.OutputBudget), Display: channel.DisplayLimits{
+			Side: int64(cfg.Images.Side), Bytes: cfg.Images.Bytes, CallBytes: cfg.Images.CallBytes, CallImages: int64(cfg.Images.PerCall),
+		}},
 		DefaultTimeout: cfg.DefaultTimeout,
 		MaxTimeout:     cfg.MaxTimeout,
 		StartTimeout:   cfg.StartTimeout,

@@ -42,6 +42,8 @@ type Outcome struct {
 	// NewSession whether the call began it.
 	Session    string
 	NewSession bool
+	// Images are the images the code showed, in order.
+	Images []Image
 }
 
 // Validation is the payload for bad tool arguments.
@@ -68,6 +70,7 @@ func FromOutcome(o Outcome) Payload {
 		Servers:    o.Servers,
 		Session:    o.Session,
 		NewSession: o.NewSession,
+		Images:     o.Images,
 	}
 	if r := o.Result; r != nil {
 		if rr := r.GetRestored(); rr != nil {
@@ -115,7 +118,7 @@ func FromOutcome(o Outcome) Payload {
 	case sandboxv1.ExecStatus_EXEC_STATUS_OK:
 		p.Status, p.ExitCode = StatusSuccess, &exit
 		p.Summary = "Success"
-		if len(p.Stdout) == 0 && len(p.Stderr) == 0 {
+		if len(p.Stdout) == 0 && len(p.Stderr) == 0 && len(p.Images) == 0 {
 			p.Summary = "Success (no output)"
 		}
 	case sandboxv1.ExecStatus_EXEC_STATUS_ERROR:

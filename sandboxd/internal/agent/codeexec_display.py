@@ -22,7 +22,7 @@ import sys
 # longest side, bytes per image, bytes of images per call, images per call.
 SIDE = 1568
 IMAGE_BYTES = 512 << 10
-CALL_BYTES = 768 << 10
+CALL_BYTES = 640 << 10
 CALL_IMAGES = 10
 # The longest text one display prints; the output budget bounds the rest.
 TEXT_LIMIT = 10000

@@ -58,6 +58,11 @@ func (s *server) Execute(req *sandboxv1.ExecuteRequest, stream sandboxv1.Sandbox
 		Code:      req.GetCode(),
 		Servers:   req.GetServers(),
 		Timeout:   req.GetTimeout().AsDuration(),
+		Display: func(d *channel.Display) error {
+			return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Display{
+				Display: &sandboxv1.DisplayData{MimeType: d.MIME, Data: d.Image(), Width: int32(d.Width), Height: int32(d.Height)},
+			}})
+		},
 	}, func(name, text string) error {
 		st := sandboxv1.Stream_STREAM_STDOUT
 		if name == "stderr" {

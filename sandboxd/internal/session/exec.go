@@ -35,6 +35,8 @@ type Request struct {
 	// Timeout is the wall-clock limit; zero means the default. It is
 	// clamped to the maximum.
 	Timeout time.Duration
+	// Display, when set, receives the images the code shows.
+	Display Display
 }
 
 // Result is how an exec ended. Failures of user code are data here.
@@ -140,7 +142,7 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	if report != nil {
 		spent.restoring = report.callsTook
 	}
-	res := m.run(ctx, s, sb, req.Code, env, saved, timeout, spent, out)
+	res := m.run(ctx, s, sb, req, env, saved, timeout, spent, out)
 	sb.firstExecDone()
 	res.Servers = env.Allowed
 	res.Timeout = timeout
@@ -217,7 +219,7 @@ func (t spentTime) note() string {
 
 // run drives one exec on a live sandbox until done, death or timeout: the
 // code gets the part of the call's timeout that spent left it.
-func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string, env *ExecEnv, saved *savedTools, timeout time.Duration, spent spentTime, out Output) *Result {
+func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, req Request, env *ExecEnv, saved *savedTools, timeout time.Duration, spent spentTime, out Output) *Result {
 	sb.mu.Lock()
 	sb.nextExec++
 	id := sb.nextExec
@@ -233,6 +235,13 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 	callCtx, cancelCalls := context.WithCancel(ctx)
 	defer cancelCalls()
 	limit := m.cfg.OutputLimit
+	// With a budget the agent sends at most that many characters (4
+	// bytes each at most) and ignores the cap; the backstop follows.
+	backstop := limit
+	if b := m.cfg.Results.Budget; b > 0 && limit > 0 {
+		backstop = max(limit, 4*b)
+	}
+	gate := newDisplayGate(m.cfg.Results)
 	counted := map[string]int64{}
 	res := &Result{Dropped: map[string]int64{}}
 	runawayBefore := sb.proc.PidsLimitHit()
@@ -249,7 +258,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 		sb.expectCheckpoint(id)
 	}
 	start := time.Now()
-	if err := sendExec(sb, id, code, env, limit, first, tools, checkpoint); err != nil {
+	if err := sendExec(sb, id, req.Code, env, limit, first, tools, checkpoint, m.cfg.Results); err != nil {
 		if checkpoint > 0 {
 			s.cancelCheckpoint()
 		}
@@ -277,7 +286,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			}
 			// The agent applies the cap; this is a backstop against an agent
 			// that does not.
-			if limit > 0 && counted[stream]+int64(len(msg.Data)) > limit+(64<<10) {
+			if backstop > 0 && counted[stream]+int64(len(msg.Data)) > backstop+(64<<10) {
 				res.Dropped[stream] += int64(len(msg.Data))
 				return false
 			}
@@ -285,6 +294,12 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, code string,
 			if out != nil {
 				if err := out(stream, msg.Data); err != nil {
 					s.logger().DebugContext(ctx, "output receiver failed", logkeys.Error, err)
+				}
+			}
+		case *channel.Display:
+			if msg.Exec == id && req.Display != nil && gate.admit(msg) {
+				if err := req.Display(msg); err != nil {
+					s.logger().DebugContext(ctx, "display receiver failed", logkeys.Error, err)
 				}
 			}
 		case *channel.Call:

@@ -37,6 +37,8 @@ type Config struct {
 	Limits   engine.Limits
 	// OutputLimit caps the bytes of each output stream per exec.
 	OutputLimit int64
+	// Results bounds output and images for a model (results.go).
+	Results Results
 	// DefaultTimeout and MaxTimeout bound each exec.
 	DefaultTimeout, MaxTimeout time.Duration
 	// StartTimeout bounds starting one sandbox.

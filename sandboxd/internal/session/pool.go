@@ -142,7 +142,7 @@ func (m *Manager) warmUp(ctx context.Context, sb *sandbox) error {
 	sb.nextExec++
 	id := sb.nextExec
 	sb.mu.Unlock()
-	if err := sendExec(sb, id, "pass", &ExecEnv{}, 0, false, nil, 0); err != nil {
+	if err := sendExec(sb, id, "pass", &ExecEnv{}, 0, false, nil, 0, Results{}); err != nil {
 		return err
 	}
 	for {

@@ -272,7 +272,7 @@ func (s *Session) logger() *slog.Logger {
 // sendExec writes an exec frame; a first exec carries the saved tools
 // fetched for it (nil: none fetched), and a positive checkpoint asks for
 // a checkpoint of at most that many bytes after it.
-func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, first bool, tools []channel.SavedTool, checkpoint int64) error {
+func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, first bool, tools []channel.SavedTool, checkpoint int64, results Results) error {
 	// Never null: the agent reads an empty list as no servers.
 	servers, discovered := env.Servers, env.Discovered
 	if servers == nil {
@@ -284,6 +284,7 @@ func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, fir
 	msg := &channel.Exec{
 		ID: id, Code: code, Servers: servers, Discovered: discovered, Unloaded: env.Unloaded, Limit: limit, First: first, SavedTools: tools, Checkpoint: checkpoint,
 	}
+	results.apply(msg)
 	err := sb.conn.Write(msg)
 	if errors.Is(err, channel.ErrFrameTooLarge) && msg.SavedTools != nil {
 		// The code and the tools together are too large for one frame

@@ -532,6 +532,7 @@ type ExecuteResponse struct {
 	//
 	//	*ExecuteResponse_Output
 	//	*ExecuteResponse_Result
+	//	*ExecuteResponse_Display
 	Event         isExecuteResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -592,6 +593,15 @@ func (x *ExecuteResponse) GetResult() *ExecResult {
 	return nil
 }
 
+func (x *ExecuteResponse) GetDisplay() *DisplayData {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteResponse_Display); ok {
+			return x.Display
+		}
+	}
+	return nil
+}
+
 type isExecuteResponse_Event interface {
 	isExecuteResponse_Event()
 }
@@ -606,9 +616,91 @@ type ExecuteResponse_Result struct {
 	Result *ExecResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
 }
 
+type ExecuteResponse_Display struct {
+	// display is an image the code showed: display(x), a matplotlib
+	// figure open at the end of the call, plt.show().
+	Display *DisplayData `protobuf:"bytes,3,opt,name=display,proto3,oneof"`
+}
+
 func (*ExecuteResponse_Output) isExecuteResponse_Event() {}
 
 func (*ExecuteResponse_Result) isExecuteResponse_Event() {}
+
+func (*ExecuteResponse_Display) isExecuteResponse_Event() {}
+
+// DisplayData is one image a call showed, bounded in size by sandboxd's
+// display limits.
+type DisplayData struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// mime_type is "image/png" or "image/jpeg".
+	MimeType string `protobuf:"bytes,1,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// data is the encoded image.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// width is the image's width in pixels.
+	Width int32 `protobuf:"varint,3,opt,name=width,proto3" json:"width,omitempty"`
+	// height is the image's height in pixels.
+	Height        int32 `protobuf:"varint,4,opt,name=height,proto3" json:"height,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisplayData) Reset() {
+	*x = DisplayData{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisplayData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisplayData) ProtoMessage() {}
+
+func (x *DisplayData) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisplayData.ProtoReflect.Descriptor instead.
+func (*DisplayData) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DisplayData) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *DisplayData) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *DisplayData) GetWidth() int32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *DisplayData) GetHeight() int32 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
 
 // OutputChunk is a piece of output text.
 type OutputChunk struct {
@@ -623,7 +715,7 @@ type OutputChunk struct {
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +727,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +740,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OutputChunk) GetStream() Stream {
@@ -723,7 +815,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +827,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +840,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExecResult) GetStatus() ExecStatus {
@@ -891,7 +983,7 @@ type RestoreReport struct {
 
 func (x *RestoreReport) Reset() {
 	*x = RestoreReport{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +995,7 @@ func (x *RestoreReport) String() string {
 func (*RestoreReport) ProtoMessage() {}
 
 func (x *RestoreReport) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1008,7 @@ func (x *RestoreReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreReport.ProtoReflect.Descriptor instead.
 func (*RestoreReport) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RestoreReport) GetReason() string {
@@ -983,7 +1075,7 @@ type LostName struct {
 
 func (x *LostName) Reset() {
 	*x = LostName{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1087,7 @@ func (x *LostName) String() string {
 func (*LostName) ProtoMessage() {}
 
 func (x *LostName) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1100,7 @@ func (x *LostName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LostName.ProtoReflect.Descriptor instead.
 func (*LostName) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LostName) GetName() string {
@@ -1047,7 +1139,7 @@ type SessionElsewhere struct {
 
 func (x *SessionElsewhere) Reset() {
 	*x = SessionElsewhere{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1151,7 @@ func (x *SessionElsewhere) String() string {
 func (*SessionElsewhere) ProtoMessage() {}
 
 func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1164,7 @@ func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionElsewhere.ProtoReflect.Descriptor instead.
 func (*SessionElsewhere) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionElsewhere) GetReplica() string {
@@ -1102,7 +1194,7 @@ type ResetSessionRequest struct {
 
 func (x *ResetSessionRequest) Reset() {
 	*x = ResetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1206,7 @@ func (x *ResetSessionRequest) String() string {
 func (*ResetSessionRequest) ProtoMessage() {}
 
 func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1219,7 @@ func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResetSessionRequest) GetSessionId() string {
@@ -1155,7 +1247,7 @@ type ResetSessionResponse struct {
 
 func (x *ResetSessionResponse) Reset() {
 	*x = ResetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1259,7 @@ func (x *ResetSessionResponse) String() string {
 func (*ResetSessionResponse) ProtoMessage() {}
 
 func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1272,7 @@ func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResetSessionResponse) GetSession() *Session {
@@ -1203,7 +1295,7 @@ type DestroySessionRequest struct {
 
 func (x *DestroySessionRequest) Reset() {
 	*x = DestroySessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1307,7 @@ func (x *DestroySessionRequest) String() string {
 func (*DestroySessionRequest) ProtoMessage() {}
 
 func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1320,7 @@ func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionRequest.ProtoReflect.Descriptor instead.
 func (*DestroySessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DestroySessionRequest) GetSessionId() string {
@@ -1254,7 +1346,7 @@ type DestroySessionResponse struct {
 
 func (x *DestroySessionResponse) Reset() {
 	*x = DestroySessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1358,7 @@ func (x *DestroySessionResponse) String() string {
 func (*DestroySessionResponse) ProtoMessage() {}
 
 func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1371,7 @@ func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionResponse.ProtoReflect.Descriptor instead.
 func (*DestroySessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 // GetSessionRequest names a session.
@@ -1295,7 +1387,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1399,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1412,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1348,7 +1440,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1452,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1465,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1395,7 +1487,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1499,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1512,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListSessionsRequest) GetTenant() string {
@@ -1441,7 +1533,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1545,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1558,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1514,11 +1606,17 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x18\n" +
 	"\aservers\x18\x04 \x03(\tR\aservers\x123\n" +
-	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x91\x01\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xcf\x01\n" +
 	"\x0fExecuteResponse\x12:\n" +
 	"\x06output\x18\x01 \x01(\v2 .codeexec.sandbox.v1.OutputChunkH\x00R\x06output\x129\n" +
-	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06resultB\a\n" +
-	"\x05event\"V\n" +
+	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06result\x12<\n" +
+	"\adisplay\x18\x03 \x01(\v2 .codeexec.sandbox.v1.DisplayDataH\x00R\adisplayB\a\n" +
+	"\x05event\"l\n" +
+	"\vDisplayData\x12\x1b\n" +
+	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x14\n" +
+	"\x05width\x18\x03 \x01(\x05R\x05width\x12\x16\n" +
+	"\x06height\x18\x04 \x01(\x05R\x06height\"V\n" +
 	"\vOutputChunk\x123\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x1b.codeexec.sandbox.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"\xb4\x05\n" +
@@ -1620,7 +1718,7 @@ func file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_codeexec_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_codeexec_sandbox_v1_sandbox_proto_goTypes = []any{
 	(SessionState)(0),              // 0: codeexec.sandbox.v1.SessionState
 	(Stream)(0),                    // 1: codeexec.sandbox.v1.Stream
@@ -1630,62 +1728,64 @@ var file_codeexec_sandbox_v1_sandbox_proto_goTypes = []any{
 	(*CreateSessionResponse)(nil),  // 5: codeexec.sandbox.v1.CreateSessionResponse
 	(*ExecuteRequest)(nil),         // 6: codeexec.sandbox.v1.ExecuteRequest
 	(*ExecuteResponse)(nil),        // 7: codeexec.sandbox.v1.ExecuteResponse
-	(*OutputChunk)(nil),            // 8: codeexec.sandbox.v1.OutputChunk
-	(*ExecResult)(nil),             // 9: codeexec.sandbox.v1.ExecResult
-	(*RestoreReport)(nil),          // 10: codeexec.sandbox.v1.RestoreReport
-	(*LostName)(nil),               // 11: codeexec.sandbox.v1.LostName
-	(*SessionElsewhere)(nil),       // 12: codeexec.sandbox.v1.SessionElsewhere
-	(*ResetSessionRequest)(nil),    // 13: codeexec.sandbox.v1.ResetSessionRequest
-	(*ResetSessionResponse)(nil),   // 14: codeexec.sandbox.v1.ResetSessionResponse
-	(*DestroySessionRequest)(nil),  // 15: codeexec.sandbox.v1.DestroySessionRequest
-	(*DestroySessionResponse)(nil), // 16: codeexec.sandbox.v1.DestroySessionResponse
-	(*GetSessionRequest)(nil),      // 17: codeexec.sandbox.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 18: codeexec.sandbox.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),    // 19: codeexec.sandbox.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),   // 20: codeexec.sandbox.v1.ListSessionsResponse
-	nil,                            // 21: codeexec.sandbox.v1.Session.LabelsEntry
-	nil,                            // 22: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
+	(*DisplayData)(nil),            // 8: codeexec.sandbox.v1.DisplayData
+	(*OutputChunk)(nil),            // 9: codeexec.sandbox.v1.OutputChunk
+	(*ExecResult)(nil),             // 10: codeexec.sandbox.v1.ExecResult
+	(*RestoreReport)(nil),          // 11: codeexec.sandbox.v1.RestoreReport
+	(*LostName)(nil),               // 12: codeexec.sandbox.v1.LostName
+	(*SessionElsewhere)(nil),       // 13: codeexec.sandbox.v1.SessionElsewhere
+	(*ResetSessionRequest)(nil),    // 14: codeexec.sandbox.v1.ResetSessionRequest
+	(*ResetSessionResponse)(nil),   // 15: codeexec.sandbox.v1.ResetSessionResponse
+	(*DestroySessionRequest)(nil),  // 16: codeexec.sandbox.v1.DestroySessionRequest
+	(*DestroySessionResponse)(nil), // 17: codeexec.sandbox.v1.DestroySessionResponse
+	(*GetSessionRequest)(nil),      // 18: codeexec.sandbox.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),     // 19: codeexec.sandbox.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),    // 20: codeexec.sandbox.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),   // 21: codeexec.sandbox.v1.ListSessionsResponse
+	nil,                            // 22: codeexec.sandbox.v1.Session.LabelsEntry
+	nil,                            // 23: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),  // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 25: google.protobuf.Duration
 }
 var file_codeexec_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	0,  // 0: codeexec.sandbox.v1.Session.state:type_name -> codeexec.sandbox.v1.SessionState
-	23, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	23, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
-	21, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
-	22, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	24, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	24, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
+	22, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
+	23, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
 	3,  // 5: codeexec.sandbox.v1.CreateSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	24, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	8,  // 7: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
-	9,  // 8: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
-	1,  // 9: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
-	2,  // 10: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
-	24, // 11: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
-	24, // 12: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
-	3,  // 13: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
-	10, // 14: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
-	11, // 15: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
-	11, // 16: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
-	3,  // 17: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 18: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 19: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
-	4,  // 20: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
-	6,  // 21: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
-	13, // 22: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
-	15, // 23: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
-	17, // 24: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
-	19, // 25: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
-	5,  // 26: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
-	7,  // 27: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
-	14, // 28: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
-	16, // 29: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
-	18, // 30: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
-	20, // 31: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	25, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	9,  // 7: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
+	10, // 8: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
+	8,  // 9: codeexec.sandbox.v1.ExecuteResponse.display:type_name -> codeexec.sandbox.v1.DisplayData
+	1,  // 10: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
+	2,  // 11: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
+	25, // 12: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	25, // 13: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
+	3,  // 14: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
+	11, // 15: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
+	12, // 16: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
+	12, // 17: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
+	3,  // 18: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	3,  // 19: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	3,  // 20: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
+	4,  // 21: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
+	6,  // 22: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
+	14, // 23: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
+	16, // 24: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
+	18, // 25: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
+	20, // 26: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
+	5,  // 27: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
+	7,  // 28: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
+	15, // 29: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
+	17, // 30: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
+	19, // 31: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
+	21, // 32: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_sandbox_v1_sandbox_proto_init() }
@@ -1696,6 +1796,7 @@ func file_codeexec_sandbox_v1_sandbox_proto_init() {
 	file_codeexec_sandbox_v1_sandbox_proto_msgTypes[4].OneofWrappers = []any{
 		(*ExecuteResponse_Output)(nil),
 		(*ExecuteResponse_Result)(nil),
+		(*ExecuteResponse_Display)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1703,7 +1804,7 @@ func file_codeexec_sandbox_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_sandbox_v1_sandbox_proto_rawDesc), len(file_codeexec_sandbox_v1_sandbox_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/base64"
+	"image"
+	_ "image/jpeg" // decodes the JPEG images a result may carry
+	_ "image/png"  // and the PNG ones
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
+)
+
+// resultCalls are the calls TestE2EResultsForAModel makes, in order.
+var resultCalls = []map[string]any{
+	pyCall("import matplotlib.pyplot as plt\nplt.figure(figsize=(4, 3), dpi=100)\nplt.plot([1, 3, 2])\nplt.title('t')"),
+	pyCall("from PIL import Image\ndisplay(Image.new('RGB', (300, 200), 'red'))"),
+	pyCall("a = 6\na * 7"),
+	pyCall("for i in range(1_000_000):\n    print('line %07d' % i)\nprint('answer=42')"),
+	pyCall("import glob\nf = sorted(glob.glob('/workspace/.codeexec/output/*.stdout'))[-1]\n" +
+		"lines = open(f).read().splitlines()\nprint(len(lines), lines[-1])"),
+}
+
+// The official SDK client, over stdio and over HTTP, gets a matplotlib
+// figure and a PIL image as image content of their own sizes, a bare last
+// expression's value, and a 10 MB print as a result under the output
+// budget whose tail is kept and whose whole output the next call reads.
+func TestE2EResultsForAModel(t *testing.T) {
+	t.Parallel()
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			spec := map[string]any{"calls": resultCalls}
+			if transport == "stdio" {
+				spec["transport"], spec["command"], spec["args"] = "stdio", harness.Binary, []string{"serve"}
+				spec["env"] = envMap(harness.BaseEnv(t, nil))
+			} else {
+				spec["transport"], spec["url"] = "http", harness.StartHTTP(t, nil)+"/mcp"
+			}
+			checkResults(t, harness.SDKClient(t, spec))
+		})
+	}
+}
+
+func checkResults(t *testing.T, out harness.SDKResult) {
+	t.Helper()
+	if len(out.Results) != len(resultCalls) {
+		t.Fatalf("got %d results, want %d", len(out.Results), len(resultCalls))
+	}
+	for i, want := range [][2]int{{400, 300}, {300, 200}} {
+		res := out.Results[i]
+		images := imagesOf(t, res)
+		if len(images) != 1 || images[0].Bounds().Dx() != want[0] || images[0].Bounds().Dy() != want[1] {
+			t.Errorf("call %d: images %v, want one of %dx%d; result %.500v", i, boundsOf(images), want[0], want[1], res)
+		}
+		if _, ok := res["structuredContent"]; ok {
+			t.Errorf("call %d: a result with an image carries structuredContent, which Claude Code would show instead", i)
+		}
+	}
+	if got := textOf(out.Results[2]); got != "42" {
+		t.Errorf("last expression: text %q, want 42", got)
+	}
+
+	big := textOf(out.Results[3])
+	if len(big) > 40000+600 {
+		t.Errorf("the 10 MB print gave %d characters of text, over the 40,000 budget", len(big))
+	}
+	if !strings.HasPrefix(big, "line 0000000\n") || !strings.HasSuffix(big, "line 0999999\nanswer=42") {
+		t.Errorf("the 10 MB print lost its head or tail: %q … %q", big[:min(80, len(big))], big[max(0, len(big)-80):])
+	}
+	marker := regexp.MustCompile(`\[… [\d,]+ characters of stdout left out: the whole stdout of this call is in (/workspace/\.codeexec/output/\S+\.stdout); read or grep it in the next call …\]`)
+	if !marker.MatchString(big) {
+		t.Errorf("no marker naming the file in %q", big[19000:min(21000, len(big))])
+	}
+	if _, ok := out.Results[3]["structuredContent"]; ok {
+		t.Error("the large result carries its text twice (structuredContent too)")
+	}
+	if got := textOf(out.Results[4]); got != "1000001 answer=42" {
+		t.Errorf("reading the kept output: %q", got)
+	}
+}
+
+// textOf joins the text content of a result.
+func textOf(res map[string]any) string {
+	var b strings.Builder
+	for _, c := range contentOf(res) {
+		if c["type"] == "text" {
+			s, _ := c["text"].(string)
+			b.WriteString(s)
+		}
+	}
+	return b.String()
+}
+
+func contentOf(res map[string]any) []map[string]any {
+	list, _ := res["content"].([]any)
+	out := make([]map[string]any, 0, len(list))
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// imagesOf decodes the image content of a result.
+func imagesOf(t *testing.T, res map[string]any) []image.Image {
+	t.Helper()
+	var out []image.Image
+	for _, c := range contentOf(res) {
+		if c["type"] != "image" {
+			continue
+		}
+		data, _ := c["data"].(string)
+		raw, err := base64.StdEncoding.DecodeString(data)
+		if err != nil {
+			t.Fatalf("image data is not base64: %v", err)
+		}
+		im, format, err := image.Decode(bytes.NewReader(raw))
+		if err != nil || "image/"+format != c["mimeType"] {
+			t.Fatalf("image of %q does not decode as such: %v (%s)", c["mimeType"], err, format)
+		}
+		out = append(out, im)
+	}
+	return out
+}
+
+func boundsOf(images []image.Image) []image.Rectangle {
+	out := make([]image.Rectangle, len(images))
+	for i, im := range images {
+		out[i] = im.Bounds()
+	}
+	return out
+}
+
+// pyCall is one run_python call.
+func pyCall(code string) map[string]any {
+	return map[string]any{"name": "run_python", "arguments": map[string]any{"code": code}}
+}
+
+// envMap is an environment list as a map.
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
