@@ -191,9 +191,9 @@ func DefaultConfig() Config {
 		// Claude scales down any image whose long side is over 1568 px
 		// (so more pixels cost latency and no quality), and refuses over
 		// 2000 px once a request holds 20 images. Claude Desktop refuses
-		// a result over 1 MiB of JSON, which base64 images of 768 KiB
-		// and 40k characters of text stay under.
-		Images:          ImageLimits{Side: 1568, Bytes: 512 << 10, CallBytes: 768 << 10, PerCall: 10},
+		// a result over 1 MiB of JSON: 640 KiB of images is 853 KiB in
+		// base64, which leaves room for the 40k characters of text.
+		Images:          ImageLimits{Side: 1568, Bytes: 512 << 10, CallBytes: 640 << 10, PerCall: 10},
 		DefaultTimeout:  30 * time.Second,
 		MaxTimeout:      120 * time.Second,
 		StartTimeout:    30 * time.Second,
