@@ -95,6 +95,10 @@ type Config struct {
 	// CheckpointBytes caps one session checkpoint; over it the session is
 	// reported as not durable.
 	CheckpointBytes int64
+	// WorkspaceCheckpointBytes caps the files of /workspace a checkpoint
+	// holds, on top of CheckpointBytes; files over it are named in the
+	// result and the restore notice, not kept. Zero keeps no files.
+	WorkspaceCheckpointBytes int64
 	// Advertise is where gateways reach this replica's SandboxService when
 	// another replica finds a session live here: host:port, or unix:/path.
 	Advertise string
@@ -204,6 +208,9 @@ func DefaultConfig() Config {
 		MaxSessions:     64,
 		SessionTTL:      7 * 24 * time.Hour,
 		CheckpointBytes: session.DefaultCheckpointBytes,
+		// The default /workspace: all of it fits, and restoring that
+		// much stays around a second (docs/PERFORMANCE.md).
+		WorkspaceCheckpointBytes: 128 << 20,
 	}
 }
 
@@ -232,6 +239,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max timeout %s is too short: set MCP_BRIDGE_MAX_TIMEOUT (--max-timeout) to at least 1s, e.g. 120s", c.MaxTimeout)
 	case c.OutputLimitBytes < 0:
 		return fmt.Errorf("output limit %d bytes is negative: set CODEEXEC_OUTPUT_LIMIT (--output-limit) to a size, e.g. 1m, or to 0 for no cap", c.OutputLimitBytes)
+	case c.WorkspaceCheckpointBytes < 0 || c.WorkspaceCheckpointBytes > 1<<30:
+		return fmt.Errorf("workspace checkpoint cap %d bytes is out of range: set CODEEXEC_WORKSPACE_CHECKPOINT_BYTES (--workspace-checkpoint-bytes) to 0 (files are not kept) up to 1g, with its unit, e.g. 128m", c.WorkspaceCheckpointBytes)
 	case c.OutputBudget != 0 && (c.OutputBudget < 1000 || c.OutputBudget > 10_000_000):
 		return fmt.Errorf("output budget %d characters is out of range: set CODEEXEC_OUTPUT_BUDGET (--output-budget) to 1000 to 10000000, or to 0 to cap output at CODEEXEC_OUTPUT_LIMIT bytes instead", c.OutputBudget)
 	case c.Images.Side < 64 || c.Images.Side > 8000:
@@ -327,6 +336,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 			Sessions:        durable.NewSessions(deps.Sessions, replica, cfg.SessionTTL),
 			Replica:         replica,
 			CheckpointBytes: cfg.CheckpointBytes,
+			WorkspaceBytes:  cfg.WorkspaceCheckpointBytes,
 		}
 		logger.Info("sessions are durable", "replica", replica.ID, "advertise", cfg.Advertise, "session_ttl", cfg.SessionTTL)
 	}

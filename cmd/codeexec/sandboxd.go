@@ -158,6 +158,7 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.Bool(&c.ForkServer, "fork-server", d.ForkServer, "fork bwrap sandboxes from a server that has Python started and the agent imported; false starts each with bwrap", "CODEEXEC_FORK_SERVER")
 	fs.Int(&c.MaxSessions, "max-sessions", d.MaxSessions, "most live sandboxes; more sessions than that are kept as checkpoints and restored when used; 0 means no cap", "CODEEXEC_MAX_SESSIONS")
 	fs.Duration(&c.SessionTTL, "session-ttl", d.SessionTTL, "how long an unused session's state (and its handle) is kept", "CODEEXEC_SESSION_TTL")
+	fs.Bytes(&c.WorkspaceCheckpointBytes, "workspace-checkpoint-bytes", d.WorkspaceCheckpointBytes, "bytes of /workspace's files kept with a session's checkpoint; files over it are named, not kept; 0 keeps none", "CODEEXEC_WORKSPACE_CHECKPOINT_BYTES")
 	fs.Bytes(&c.CheckpointBytes, "checkpoint-bytes", d.CheckpointBytes, "largest session checkpoint; a session whose state is larger is not durable until it shrinks", "CODEEXEC_CHECKPOINT_BYTES")
 	c.StartTimeout = d.StartTimeout
 	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes", "MCP_BRIDGE_IMAGE")

@@ -198,8 +198,16 @@ func RestoreNotice(r *sandboxv1.RestoreReport) string {
 	}
 	if names := r.GetNames(); len(names) > 0 {
 		b.WriteString(": " + listed(names, 12))
-	} else {
+	} else if len(r.GetFiles()) == 0 {
 		b.WriteString(": nothing to restore")
+	}
+	if files := r.GetFiles(); len(files) > 0 {
+		if len(r.GetNames()) > 0 {
+			b.WriteString(";")
+		} else {
+			b.WriteString(":")
+		}
+		b.WriteString(" files " + listed(files, 12))
 	}
 	if lost := r.GetLost(); len(lost) > 0 {
 		b.WriteString("; not restored: " + lostList(lost))

@@ -59,7 +59,7 @@ class Exec:
     """An `exec` frame: code to run and what it may use."""
 
     __slots__ = ("id", "code", "servers", "discovered", "unloaded", "limit", "first", "saved_tools", "checkpoint",
-                 "display", "budget")
+                 "display", "budget", "workspace")
 
     def __init__(self, msg):
         self.id = msg.get("id")
@@ -88,6 +88,10 @@ class Exec:
         self.display = msg.get("display") if isinstance(msg.get("display"), dict) else None
         budget = msg.get("budget")
         self.budget = budget if type(budget) is int and budget > 0 else 0
+        # workspace, with checkpoint, caps the bytes of the workspace's
+        # files the checkpoint holds; 0 keeps no files.
+        ws = msg.get("workspace")
+        self.workspace = ws if type(ws) is int and ws > 0 else 0
 
 
 class Restore:

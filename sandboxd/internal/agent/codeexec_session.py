@@ -208,7 +208,7 @@ class Session:
             self.chan.send_done(exec_id, ok, exit_code, error, self._fence(token), end=end)
         # After the result is out, so that it costs the call nothing.
         if msg.checkpoint and not end:
-            self.durable.checkpoint(exec_id, msg.checkpoint)
+            self.durable.checkpoint(exec_id, msg.checkpoint, msg.workspace)
 
     @staticmethod
     def _leave_forked_child(code):

@@ -96,6 +96,9 @@ type Exec struct {
 	// Checkpoint, when positive, asks the agent for a checkpoint of the
 	// session after the exec's done, of at most this many bytes.
 	Checkpoint int64 `json:"checkpoint,omitempty"`
+	// Workspace, with Checkpoint, caps the bytes of /workspace's files
+	// the checkpoint holds; zero keeps no files in it.
+	Workspace int64 `json:"workspace,omitempty"`
 	// Display bounds the images the exec sends; nil leaves the agent's
 	// defaults.
 	Display *DisplayLimits `json:"display,omitempty"`
@@ -195,9 +198,11 @@ type Restored struct {
 // RestoreReport says what came back: names restored, names that failed
 // to restore, and names the checkpoint could not hold at all.
 type RestoreReport struct {
-	Restored []string   `json:"restored"`
-	Failed   []LostName `json:"failed"`
-	Unsaved  []LostName `json:"unsaved"`
+	Restored []string `json:"restored"`
+	// Files are the paths of the workspace's files written back.
+	Files   []string   `json:"files,omitempty"`
+	Failed  []LostName `json:"failed"`
+	Unsaved []LostName `json:"unsaved"`
 	// Error, when set, means the restore failed as a whole.
 	Error string `json:"error,omitempty"`
 }

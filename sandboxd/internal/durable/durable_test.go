@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -501,5 +502,16 @@ func TestAWriteAfterACommitWhoseAnswerWasLost(t *testing.T) {
 				t.Errorf("%s after the lost answer left the record naming %v; want c1 first, from the lost answer's commit", next, ids)
 			}
 		})
+	}
+}
+
+// A checkpoint's chunks are its values' and its workspace files', so that
+// the store keeps the files' chunks and the cap counts them.
+func TestChunkIDsNameValuesAndFiles(t *testing.T) {
+	t.Parallel()
+	m := json.RawMessage(`{"v":1,"values":{"x":{"chunk":"c2","bytes":5}},` +
+		`"workspace":{"files":{"a":{"chunks":["c1","c3"],"bytes":9},"b":{"chunks":["c3"],"bytes":4}},"dirs":["d"],"bytes":13}}`)
+	if got, want := ChunkIDs(m), []string{"c1", "c2", "c3"}; !slices.Equal(got, want) {
+		t.Errorf("ChunkIDs = %v, want %v", got, want)
 	}
 }

@@ -26,7 +26,15 @@ type Durability struct {
 	// CheckpointBytes caps one checkpoint; a larger state is reported as
 	// not durable.
 	CheckpointBytes int64
+	// WorkspaceBytes caps the bytes of /workspace's files a checkpoint
+	// holds on top of CheckpointBytes; files over it are named, not
+	// kept. Zero keeps no files.
+	WorkspaceBytes int64
 }
+
+// storeCap is the most bytes of chunks one session holds in the store:
+// its values and its files.
+func (d *Durability) storeCap() int64 { return d.CheckpointBytes + d.WorkspaceBytes }
 
 // DefaultCheckpointBytes is the default cap on a checkpoint. It is the
 // suite's gRPC message limit: far above what a notebook-style session
@@ -142,7 +150,7 @@ func (m *Manager) commitLoop(s *Session, sb *sandbox) {
 	chunks := map[string][]byte{}
 	// The agent keeps to the cap, but code in the sandbox can write frames
 	// of its own: sandboxd holds no more than the cap for one checkpoint.
-	size, limit := 0, int(m.cfg.Durable.CheckpointBytes)
+	size, limit := 0, int(m.cfg.Durable.storeCap())
 	for {
 		var f *channel.Checkpoint
 		select {
@@ -197,7 +205,7 @@ func (m *Manager) commit(s *Session, sb *sandbox, f *channel.Checkpoint, chunks 
 	if f.Error != "" {
 		ok, notDurable, why = false, refusedText(f.Error), f.Error
 		_ = m.cfg.Durable.Sessions.NotDurable(ctx, held, f.Error)
-	} else if err := m.cfg.Durable.Sessions.Commit(ctx, held, f.Manifest, chunks, seq, m.cfg.Durable.CheckpointBytes); errors.Is(err, durable.ErrLost) {
+	} else if err := m.cfg.Durable.Sessions.Commit(ctx, held, f.Manifest, chunks, seq, m.cfg.Durable.storeCap()); errors.Is(err, durable.ErrLost) {
 		// Another replica took the session: this copy must not run on.
 		s.logger().Warn("the session was taken over by another replica, or ended there; stopping this replica's sandbox for it")
 		go func() { sb.kill(); m.forget(s) }()

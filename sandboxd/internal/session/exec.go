@@ -258,7 +258,11 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, req Request,
 		sb.expectCheckpoint(id)
 	}
 	start := time.Now()
-	if err := sendExec(sb, id, req.Code, env, limit, first, tools, checkpoint, m.cfg.Results); err != nil {
+	results := m.cfg.Results
+	if checkpoint > 0 {
+		results.workspace = m.cfg.Durable.WorkspaceBytes
+	}
+	if err := sendExec(sb, id, req.Code, env, limit, first, tools, checkpoint, results); err != nil {
 		if checkpoint > 0 {
 			s.cancelCheckpoint()
 		}

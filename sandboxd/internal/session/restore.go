@@ -18,6 +18,8 @@ type RestoreReport struct {
 	Reason string
 	// Names are the names restored.
 	Names []string
+	// Files are the paths of the workspace's files restored.
+	Files []string
 	// Lost are the names that did not come back.
 	Lost []channel.LostName
 	// RolledBack is set when the call before did not finish.
@@ -81,7 +83,7 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *Exe
 	for i := range lost[len(r.Unsaved):] {
 		lost[len(r.Unsaved)+i].Type = "not restored"
 	}
-	return &RestoreReport{Reason: reason, Names: r.Restored, Lost: lost, RolledBack: interrupted, Calls: st.Seq, Missed: missed, MissedWhy: why, callsTook: took}, nil
+	return &RestoreReport{Reason: reason, Names: r.Restored, Files: r.Files, Lost: lost, RolledBack: interrupted, Calls: st.Seq, Missed: missed, MissedWhy: why, callsTook: took}, nil
 }
 
 // missedCalls counts the calls a checkpoint reflecting seq of the

@@ -11,11 +11,15 @@ type Results struct {
 	Budget int64
 	// Display bounds the images; zero fields leave the agent's defaults.
 	Display channel.DisplayLimits
+	// workspace is the exec's Durability.WorkspaceBytes, when it asks for
+	// a checkpoint.
+	workspace int64
 }
 
 // apply puts the bounds on an exec frame.
 func (r Results) apply(msg *channel.Exec) {
 	msg.Budget = r.Budget
+	msg.Workspace = r.workspace
 	if r.Display != (channel.DisplayLimits{}) {
 		d := r.Display
 		msg.Display = &d

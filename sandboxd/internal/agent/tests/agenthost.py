@@ -218,7 +218,7 @@ class Agent:
         self.send({"t": "reply", "id": cid, "error": {"code": code, "message": message}})
 
     def start(self, code, servers=(), discovered=None, limit=0, first=False, checkpoint=0, saved_tools=None,
-              unloaded=None, display=None, budget=0):
+              unloaded=None, display=None, budget=0, workspace=0):
         self._next += 1
         if discovered is None:
             discovered = [{"name": s["name"], "description": s.get("description", "")} for s in servers]
@@ -238,6 +238,8 @@ class Agent:
             msg["display"] = display
         if budget:
             msg["budget"] = budget
+        if workspace:
+            msg["workspace"] = workspace
         self.send(msg)
         return self._next
 
@@ -270,9 +272,9 @@ class Agent:
                 return Result(msg, chunks, self.calls[ncalls:], displays)
 
     def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False, checkpoint=0, saved_tools=None,
-             unloaded=None, display=None, budget=0):
+             unloaded=None, display=None, budget=0, workspace=0):
         return self.wait(self.start(code, servers, discovered, limit, first, checkpoint, saved_tools, unloaded,
-                                    display, budget), timeout)
+                                    display, budget, workspace), timeout)
 
     def wait_checkpoint(self, exec_id, timeout=60):
         """Gathers the checkpoint frames after exec_id's done: (manifest,
