@@ -19,6 +19,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/batch"
 	"github.com/codeexec/codeexec/gateway/internal/cancelled"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
+	"github.com/codeexec/codeexec/gateway/internal/files"
 	"github.com/codeexec/codeexec/gateway/internal/cursor"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/guard"
@@ -249,6 +250,8 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 	)
 	g.mcp.AddTool(g.tool.Definition(), g.tool.Handle)
 	g.mcp.AddResource(capabilities.Resource(), capabilities.Read)
+	// Files under /workspace/out, linked from results.
+	g.mcp.AddResourceTemplate(files.Template(), (&files.Reader{Sandbox: sandbox, Tenant: cfg.Tenant}).Read)
 	return g, nil
 }
 

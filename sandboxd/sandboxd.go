@@ -281,7 +281,10 @@ type Deps struct {
 
 // Service is a running sandboxd.
 type Service struct {
-	m        *session.Manager
+	m *session.Manager
+	// files reads the workspace files of durable sessions; nil without
+	// a session store.
+	files    *durable.Sessions
 	eng      engine.Engine
 	agentDir *tempdir.Dir
 	logger   *slog.Logger
@@ -368,12 +371,20 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		_ = eng.Close()
 		return nil, err
 	}
-	return &Service{m: m, eng: eng, agentDir: agentDir, logger: logger}, nil
+	svc := &Service{m: m, eng: eng, agentDir: agentDir, logger: logger}
+	if dur != nil {
+		svc.files = dur.Sessions
+	}
+	return svc, nil
 }
 
 // Register adds SandboxService to g.
 func (s *Service) Register(g *grpc.Server) {
-	server.Register(g, s.m, s.logger)
+	var files server.Files
+	if s.files != nil {
+		files = s.files
+	}
+	server.Register(g, s.m, files, s.logger)
 }
 
 // Close stops every session and sandbox and removes the agent files.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"image"
 	_ "image/jpeg" // decodes the JPEG images a result may carry
 	_ "image/png"  // and the PNG ones
@@ -148,4 +149,62 @@ func envMap(env []string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// Files a call writes under /workspace/out come back as resource_link
+// content; resources/read serves them, text as text and binary as a
+// blob, to the tenant that owns the session, and another tenant's read
+// of the same URI is refused as an unknown resource.
+func TestE2EOutFilesAreResources(t *testing.T) {
+	t.Parallel()
+	tokens := harness.TokensFile(t, map[string]string{"alpha-token": "alpha", "beta-token": "beta"})
+	base := harness.StartAuthHTTP(t, map[string]string{"CODEEXEC_TOKENS_FILE": tokens})
+	spec := func(token string) map[string]any {
+		return map[string]any{"transport": "http", "url": base + "/mcp", "headers": map[string]string{"Authorization": "Bearer " + token}}
+	}
+	alpha := spec("alpha-token")
+	alpha["calls"] = []map[string]any{pyCall("import os\nos.makedirs('/workspace/out/sub', exist_ok=True)\n" +
+		"open('/workspace/out/report.csv', 'w').write('a,b\\n1,2\\n')\n" +
+		"open('/workspace/out/sub/blob.bin', 'wb').write(bytes(range(256)))")}
+	alpha["readLinks"] = true
+	out := harness.SDKClient(t, alpha)
+	res := out.Results[0]
+	var links []map[string]any
+	for _, c := range contentOf(res) {
+		if c["type"] == "resource_link" {
+			links = append(links, c)
+		}
+	}
+	if len(links) != 2 {
+		t.Fatalf("want 2 resource links, got %v", res)
+	}
+	if links[0]["name"] != "report.csv" || links[0]["mimeType"] != "text/csv; charset=utf-8" && links[0]["mimeType"] != "text/csv" ||
+		links[0]["size"] != float64(8) || !strings.HasPrefix(links[0]["uri"].(string), "codeexec://session/") {
+		t.Errorf("first link: %v", links[0])
+	}
+	if !strings.Contains(textOf(res), "[files in /workspace/out: report.csv (8 bytes), sub/blob.bin (256 bytes)]") {
+		t.Errorf("the text does not name the files: %q", textOf(res))
+	}
+	if _, ok := res["structuredContent"]; ok {
+		t.Error("a result with links carries structuredContent, which Claude Code would show instead")
+	}
+	if len(out.Reads) != 2 || out.Reads[0].Result == nil || out.Reads[1].Result == nil {
+		t.Fatalf("reads: %+v", out.Reads)
+	}
+	if got := out.Reads[0].Result.Contents[0]["text"]; got != "a,b\n1,2\n" {
+		t.Errorf("report.csv read as %v", out.Reads[0].Result.Contents[0])
+	}
+	blob, _ := base64.StdEncoding.DecodeString(fmt.Sprint(out.Reads[1].Result.Contents[0]["blob"]))
+	if len(blob) != 256 || blob[255] != 255 {
+		t.Errorf("blob.bin read as %v", out.Reads[1].Result.Contents[0])
+	}
+
+	beta := spec("beta-token")
+	beta["reads"] = []string{links[0]["uri"].(string), "codeexec://session/0123/out/x"}
+	other := harness.SDKClient(t, beta)
+	for _, r := range other.Reads {
+		if r.Error == nil || !strings.Contains(r.Error.Message, "unknown session") {
+			t.Errorf("another tenant read %s: %+v", r.URI, r)
+		}
+	}
 }

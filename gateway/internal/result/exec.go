@@ -82,6 +82,7 @@ func FromOutcome(o Outcome) Payload {
 		if u := r.GetUncheckpointed(); len(u) > 0 {
 			o.Notices = append(o.Notices, UncheckpointedNotice(u))
 		}
+		p.Links, p.FilesLine = outFiles(r)
 		if r.GetEnded() {
 			// The handle names nothing any more: do not hand it out.
 			p.Session, p.NewSession = "", false
@@ -118,7 +119,7 @@ func FromOutcome(o Outcome) Payload {
 	case sandboxv1.ExecStatus_EXEC_STATUS_OK:
 		p.Status, p.ExitCode = StatusSuccess, &exit
 		p.Summary = "Success"
-		if len(p.Stdout) == 0 && len(p.Stderr) == 0 && len(p.Images) == 0 {
+		if len(p.Stdout) == 0 && len(p.Stderr) == 0 && len(p.Images) == 0 && p.FilesLine == "" {
 			p.Summary = "Success (no output)"
 		}
 	case sandboxv1.ExecStatus_EXEC_STATUS_ERROR:

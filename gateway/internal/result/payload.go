@@ -47,6 +47,10 @@ type Payload struct {
 	NewSession bool `json:"-"`
 	// Images go into the result as image content, not into the JSON.
 	Images []Image `json:"-"`
+	// Links are resource links to files under /workspace/out, and
+	// FilesLine names those files in the text.
+	Links     []Link `json:"-"`
+	FilesLine string `json:"-"`
 }
 
 // Image is one image a call showed.

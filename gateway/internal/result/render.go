@@ -51,7 +51,7 @@ func (m Mode) String() string {
 // images of content (anthropics/claude-code#54737, #55677, #79944);
 // others give it content alone (Open WebUI, kimi-code), or both. So a
 // result carries structuredContent only when it adds little: never with
-// images, which Claude Code would drop, and never past this many
+// images or resource links, which Claude Code would drop, and never past this many
 // characters of text, which would reach a model twice. Without it every
 // client gives the model content, where the text and the images are.
 const StructuredTextLimit = 4096
@@ -72,8 +72,13 @@ func ToolResult(p Payload, mode Mode) *mcp.CallToolResult {
 	for _, im := range p.Images {
 		content = append(content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(im.Data), im.MIME))
 	}
+	for _, l := range p.Links {
+		link := mcp.NewResourceLink(l.URI, l.Name, "a file the call wrote: /workspace/out/"+l.Name, l.MIME)
+		link.Size = &l.Size
+		content = append(content, link)
+	}
 	res := &mcp.CallToolResult{Content: content, IsError: p.IsError()}
-	if len(p.Images) == 0 && len(text) <= StructuredTextLimit {
+	if len(content) == 1 && len(text) <= StructuredTextLimit {
 		res.StructuredContent = structured
 	}
 	return res
@@ -106,6 +111,9 @@ func compactText(p Payload) string {
 	}
 	if len(p.Images) > 0 {
 		parts = append(parts, imagesLine(p.Images))
+	}
+	if p.FilesLine != "" {
+		parts = append(parts, p.FilesLine)
 	}
 	// Upstream adds the one-line error unless the status is error and
 	// something was shown, assuming a traceback in stderr, or the summary,

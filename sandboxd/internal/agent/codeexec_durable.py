@@ -118,4 +118,9 @@ class Durable:
             self._checkpointer.stored = ckpt.chunk_ids(r.manifest)
         except Exception as exc:  # noqa: BLE001 - reported to sandboxd, which starts fresh
             report = {"error": "%s: %s" % (type(exc).__name__, exc)}
+        try:
+            # Restored files under out/ were made by earlier calls.
+            self.session.outfiles.seen_all()
+        except Exception:  # noqa: BLE001
+            pass
         self.session.chan.send_restored(report)

@@ -21,6 +21,7 @@ import codeexec_runtime
 import codeexec_servers
 import codeexec_source
 import codeexec_stdio
+import codeexec_workspace
 
 PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, without importing ast
 PyCF_ONLY_AST = 0x400  # ast.PyCF_ONLY_AST
@@ -127,6 +128,7 @@ class Session:
     def __init__(self, cin, cout, diag_fd):
         self.chan = codeexec_channel.Channel(cin, cout, diag_fd)
         self.capture = codeexec_output.Capture(self.chan)
+        self.outfiles = codeexec_workspace.OutFiles(os.getcwd())
         self.shower = codeexec_display.Shower(self.chan)
         codeexec_display.set_shower(self.shower)
         codeexec_display.install()
@@ -205,10 +207,17 @@ class Session:
             # Even if something above failed (a SIGINT at the wrong moment),
             # the exec must end with a fence and a done.
             end = codeexec_runtime.take_end()
-            self.chan.send_done(exec_id, ok, exit_code, error, self._fence(token), end=end)
+            files = self._out_files()
+            self.chan.send_done(exec_id, ok, exit_code, error, self._fence(token), end=end, files=files)
         # After the result is out, so that it costs the call nothing.
         if msg.checkpoint and not end:
             self.durable.checkpoint(exec_id, msg.checkpoint, msg.workspace)
+
+    def _out_files(self):
+        try:
+            return self.outfiles.changed()
+        except Exception:  # noqa: BLE001 - never in the way of the done
+            return [], 0
 
     @staticmethod
     def _leave_forked_child(code):

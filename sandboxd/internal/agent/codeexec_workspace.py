@@ -205,3 +205,68 @@ def chunk_ids(part):
     for f in ((part or {}).get("files") or {}).values():
         ids.update(f.get("chunks", ()))
     return ids
+
+
+# Files under /workspace/out come back with the result as resource links.
+OUT = "out"
+# The most files one result names; the most bytes one file may have to be
+# named (resources/read returns it whole).
+OUT_FILES = 20
+OUT_FILE_BYTES = 8 << 20
+
+
+class OutFiles:
+    """Finds the files under out/ that an exec made or changed."""
+
+    def __init__(self, root):
+        self.root = root
+        self._seen = {}  # rel -> (size, mtime_ns, ctime_ns, ino)
+
+    def changed(self):
+        """[{"path", "bytes", "mime"}] of the files new or changed since the
+        last call, at most OUT_FILES, and how many more there were."""
+        seen, found = {}, []
+        top = os.path.join(self.root, OUT)
+        stack = [""]
+        n = 0
+        while stack and n < MAX_ENTRIES:
+            sub = stack.pop()
+            try:
+                it = os.scandir(os.path.join(top, sub) if sub else top)
+            except OSError:
+                continue
+            with it:
+                for e in it:
+                    n += 1
+                    rel = OUT + "/" + (sub + "/" + e.name if sub else e.name)
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(rel[len(OUT) + 1:])
+                            continue
+                        if not e.is_file(follow_symlinks=False):
+                            continue
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                    seen[rel] = key
+                    if self._seen.get(rel) != key:
+                        found.append((rel, st.st_size))
+        self._seen = seen
+        if not found:
+            return [], 0
+        import mimetypes
+
+        found.sort()
+        out = [{"path": rel, "bytes": size, "mime": mimetypes.guess_type(rel)[0] or "application/octet-stream"}
+               for rel, size in found[:OUT_FILES]]
+        return out, len(found) - len(out)
+
+    def forget(self, rel, key):
+        """Notes a file as seen (a restored one), so that it is not named
+        as made by the next exec."""
+        self._seen[rel] = key
+
+    def seen_all(self):
+        """Notes every file there is now as seen."""
+        self.changed()

@@ -57,6 +57,8 @@ var wireExamples = []struct {
 	{&Checkpoint{Exec: 3, Last: true, Error: "the session's state is 70.0 MiB, over the 64.0 MiB checkpoint limit"},
 		`{"t":"checkpoint","id":3,"last":true,"error":"the session's state is 70.0 MiB, over the 64.0 MiB checkpoint limit"}`},
 	{&Checkpointed{Exec: 2, OK: true}, `{"t":"checkpointed","id":2,"ok":true}`},
+	{&Done{Exec: 4, OK: true, Files: []OutFile{{Path: "out/a.png", Bytes: 3, MIME: "image/png"}}, FilesMore: 2},
+		`{"t":"done","id":4,"ok":true,"exit":0,"files":[{"path":"out/a.png","bytes":3,"mime":"image/png"}],"files_more":2}`},
 	{&Exec{ID: 3, Code: "x", Servers: []Server{}, Discovered: []DiscoveredServer{}, Checkpoint: 8, Workspace: 9, Display: &DisplayLimits{Side: 1568, Bytes: 524288}, Budget: 40000},
 		`{"t":"exec","id":3,"code":"x","servers":[],"discovered":[],"limit":0,"checkpoint":8,"workspace":9,"display":{"side":1568,"bytes":524288},"budget":40000}`},
 	{&Restored{Report: RestoreReport{Restored: []string{}, Files: []string{"/workspace/a"}, Failed: []LostName{}, Unsaved: []LostName{}}},

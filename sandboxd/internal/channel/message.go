@@ -64,6 +64,18 @@ type Done struct {
 	Dropped map[string]int64 `json:"dropped,omitempty"`
 	// End asks for the session to end (runtime.end_session()).
 	End bool `json:"end,omitempty"`
+	// Files are the files under /workspace/out the exec made or changed,
+	// at most 20; FilesMore counts the others.
+	Files     []OutFile `json:"files,omitempty"`
+	FilesMore int       `json:"files_more,omitempty"`
+}
+
+// OutFile is one file under /workspace/out.
+type OutFile struct {
+	// Path is relative to /workspace: "out/chart.png".
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+	MIME  string `json:"mime"`
 }
 
 // Exec asks the agent to run code in the session's namespace. Only one is

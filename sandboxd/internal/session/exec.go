@@ -67,6 +67,10 @@ type Result struct {
 	// Uncheckpointed, when set, are (once) the names the latest checkpoint
 	// could not hold.
 	Uncheckpointed []channel.LostName
+	// Files are the files under /workspace/out the call made or changed,
+	// and FilesMore how many more there were.
+	Files     []channel.OutFile
+	FilesMore int
 }
 
 // Execute runs code in a session and streams its output to out. A durable
@@ -331,6 +335,7 @@ func (m *Manager) run(ctx context.Context, s *Session, sb *sandbox, req Request,
 				}
 			}
 			res.Ended = msg.End
+			res.Files, res.FilesMore = outFiles(msg)
 			if checkpoint > 0 && msg.End {
 				// The agent takes no checkpoint of a session it ends.
 				s.cancelCheckpoint()

@@ -1,6 +1,11 @@
 package session
 
-import "github.com/codeexec/codeexec/sandboxd/internal/channel"
+import (
+	"path"
+	"strings"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
+)
 
 // Results bounds what one exec sends back for a model's context: the
 // characters of its output (the rest kept in a file in the workspace)
@@ -72,4 +77,25 @@ func (g *displayGate) admit(d *channel.Display) bool {
 	g.images++
 	g.bytes += n
 	return true
+}
+
+// maxOutFiles is the most files under /workspace/out one result names, as
+// the agent sends them.
+const maxOutFiles = 20
+
+// outFiles are the files a done frame names, those with a clean path
+// under out/ and at most maxOutFiles: code in the sandbox can write the
+// frame too. The count of the others is kept, never negative.
+func outFiles(d *channel.Done) ([]channel.OutFile, int) {
+	var files []channel.OutFile
+	more := max(d.FilesMore, 0)
+	for _, f := range d.Files {
+		clean := path.Clean(f.Path)
+		if clean != f.Path || !strings.HasPrefix(clean, "out/") || len(clean) > 4096 || f.Bytes < 0 || len(files) == maxOutFiles {
+			more++
+			continue
+		}
+		files = append(files, f)
+	}
+	return files, more
 }

@@ -94,5 +94,36 @@ class WorkspaceTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(os.path.dirname(fresh.cwd), "escape")))
 
 
+
+class OutFilesTest(unittest.TestCase):
+    def setUp(self):
+        self.a = Agent()
+        self.addCleanup(self.a.close)
+
+    def test_files_made_or_changed_under_out_are_named_once(self):
+        r = self.a.exec("import os\nos.makedirs('out/sub')\nopen('out/a.csv', 'w').write('x,y')\n"
+                        "open('out/sub/b.png', 'wb').write(b'png')\nopen('not-out.txt', 'w').write('z')")
+        self.assertEqual(r.done["files"], [{"path": "out/a.csv", "bytes": 3, "mime": "text/csv"},
+                                           {"path": "out/sub/b.png", "bytes": 3, "mime": "image/png"}])
+        r = self.a.exec("x = 1")
+        self.assertNotIn("files", r.done)
+        r = self.a.exec("open('out/a.csv', 'a').write(',z')")
+        self.assertEqual(r.done["files"], [{"path": "out/a.csv", "bytes": 5, "mime": "text/csv"}])
+
+    def test_at_most_twenty_are_named(self):
+        r = self.a.exec("import os\nos.makedirs('out')\nfor i in range(25):\n    open('out/%02d.txt' % i, 'w').write('x')")
+        self.assertEqual(len(r.done["files"]), 20)
+        self.assertEqual(r.done["files_more"], 5)
+
+    def test_restored_files_are_not_named_as_new(self):
+        r = self.a.exec("import os\nos.makedirs('out')\nopen('out/a.txt', 'w').write('a')", checkpoint=1 << 30,
+                        workspace=1 << 20)
+        manifest, chunks, _, _ = self.a.wait_checkpoint(r.done["id"])
+        fresh = Agent()
+        self.addCleanup(fresh.close)
+        fresh.restore(manifest, chunks)
+        self.assertNotIn("files", fresh.exec("x = 1").done)
+
+
 if __name__ == "__main__":
     unittest.main()
