@@ -70,6 +70,9 @@ type Config struct {
 	OutputBudget int
 	// Images bound the images a call shows (display(), figures).
 	Images ImageLimits
+	// Mounts are host directories exposed in every sandbox, read-only
+	// unless marked writable (engine.ParseMount reads them).
+	Mounts []Mount
 
 	DefaultTimeout time.Duration
 	MaxTimeout     time.Duration
@@ -102,6 +105,18 @@ type Config struct {
 	// Advertise is where gateways reach this replica's SandboxService when
 	// another replica finds a session live here: host:port, or unix:/path.
 	Advertise string
+}
+
+// Mount is a host directory exposed in every sandbox (engine.Mount).
+type Mount = engine.Mount
+
+// ParseMount reads HOST_DIR[:SANDBOX_DIR][:rw|:ro], as --mount takes it.
+func ParseMount(spec string) (Mount, error) { return engine.ParseMount(spec) }
+
+// CheckMounts refuses mounts that overlap in the sandbox or overlap one
+// of protected on the host (the state dir).
+func CheckMounts(mounts []Mount, protected ...string) error {
+	return engine.CheckMounts(mounts, protected...)
 }
 
 // ImageLimits bound the images of one call: the longest side in pixels,
@@ -354,6 +369,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		},
 		Limits:      lim,
 		OutputLimit: cfg.OutputLimitBytes,
+		Mounts:      cfg.Mounts,
 		Results: session.Results{Budget: int64(cfg.OutputBudget), Display: channel.DisplayLimits{
 			Side: int64(cfg.Images.Side), Bytes: cfg.Images.Bytes, CallBytes: cfg.Images.CallBytes, CallImages: int64(cfg.Images.PerCall),
 		}},

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -36,9 +38,19 @@ type sandboxdUnit struct {
 	shutdown func()
 }
 
-func (u *sandboxdUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
+func (u *sandboxdUnit) bind(fs *flagenv.Set, e cli.Env, alone bool) {
 	u.cfg = sandboxd.DefaultConfig()
 	bindSandbox(fs, &u.cfg, &u.cs)
+	// Mounts: CODEEXEC_MOUNTS, comma-separated, then each --mount.
+	u.cs.mounts = nil
+	if v := e.Getenv("CODEEXEC_MOUNTS"); v != "" {
+		for _, m := range strings.Split(v, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				u.cs.mounts = append(u.cs.mounts, m)
+			}
+		}
+	}
+	fs.Var(&u.cs.mounts, "mount", "HOST_DIR[:SANDBOX_DIR][:rw]: a host directory in every sandbox, read-only unless :rw, at /mnt/<basename> by default; repeat for more (env CODEEXEC_MOUNTS, comma-separated)")
 	if !alone {
 		return // in serve, the gateway's settings give the timeouts
 	}
@@ -51,7 +63,20 @@ func (u *sandboxdUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 
 func (u *sandboxdUnit) check() error {
 	u.cs.apply(&u.cfg)
-	return u.cfg.Validate()
+	var errs []error
+	u.cfg.Mounts = nil
+	for _, spec := range u.cs.mounts {
+		m, err := sandboxd.ParseMount(spec)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--mount (CODEEXEC_MOUNTS): %w", err))
+			continue
+		}
+		u.cfg.Mounts = append(u.cfg.Mounts, m)
+	}
+	if len(errs) == 0 {
+		errs = append(errs, sandboxd.CheckMounts(u.cfg.Mounts))
+	}
+	return errors.Join(append(errs, u.cfg.Validate())...)
 }
 
 func (u *sandboxdUnit) start(ctx context.Context, p *process.Process) error {
@@ -72,6 +97,11 @@ func (u *sandboxdUnit) start(ctx context.Context, p *process.Process) error {
 		// Sessions are durable wherever memoryd is: their checkpoints live
 		// beside memory and saved tools.
 		deps.Sessions = memoryv1.NewSessionStoreServiceClient(mem)
+	}
+	// In serve the state dir holds the store, the tokens and the
+	// sockets: no mount may show it to a sandbox.
+	if err := sandboxd.CheckMounts(u.cfg.Mounts, u.socketDir); err != nil {
+		return fmt.Errorf("--mount (CODEEXEC_MOUNTS): %w", err)
 	}
 	if p.InProc != nil && u.socketDir != "" {
 		if err := u.sock.Prepare(u.socketDir, p.Logger); err != nil {
@@ -128,6 +158,7 @@ func (u *sandboxdUnit) serve(ctx context.Context, p *process.Process, _ cli.Env)
 // containerSettings are upstream's container options that sandboxd.Config
 // does not hold.
 type containerSettings struct {
+	mounts             stringList // --mount, repeated, after CODEEXEC_MOUNTS
 	runtimeIdleTimeout time.Duration
 	runtimeArgs        string     // CODEEXEC_RUNTIME_ARGS, space-separated
 	runtimeArg         stringList // --runtime-arg, repeated

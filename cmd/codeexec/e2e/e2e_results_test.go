@@ -7,6 +7,9 @@ import (
 	"image"
 	_ "image/jpeg" // decodes the JPEG images a result may carry
 	_ "image/png"  // and the PNG ones
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -205,6 +208,60 @@ func TestE2EOutFilesAreResources(t *testing.T) {
 	for _, r := range other.Reads {
 		if r.Error == nil || !strings.Contains(r.Error.Message, "unknown session") {
 			t.Errorf("another tenant read %s: %+v", r.URI, r)
+		}
+	}
+}
+
+// `serve --mount` shows a host directory read-only at /mnt/<basename>,
+// and a :rw one writable; a mount that is missing, not a directory, or
+// overlaps the state dir is refused at start, saying which.
+func TestE2EMounts(t *testing.T) {
+	t.Parallel()
+	top := t.TempDir()
+	data, out := filepath.Join(top, "data"), filepath.Join(top, "out")
+	for _, d := range []string{top, data, out} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = os.Chmod(filepath.Dir(top), 0o755)
+	if err := os.Chmod(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "in.csv"), []byte("a,b\n1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_MOUNTS": data + "," + out + ":/mnt/results:rw"})
+	o := harness.Code(t, c, "import errno\nprint(open('/mnt/data/in.csv').read().splitlines()[1])\n"+
+		"try:\n    open('/mnt/data/new', 'w')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])\n"+
+		"open('/mnt/results/r.txt', 'w').write('done');")
+	if got := harness.Joined(o.Stdout()); got != "1,2\nEROFS" {
+		t.Errorf("read-only mount: %q", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "r.txt")); err != nil || string(b) != "done" {
+		t.Errorf("the :rw mount's file on the host: %q, %v", b, err)
+	}
+
+	state := t.TempDir()
+	file := filepath.Join(top, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ mount, want string }{
+		{filepath.Join(top, "missing"), "no such file or directory"},
+		{file, "is not a directory"},
+		{state, "overlaps the state directory"},
+	} {
+		env := harness.BaseEnv(t, map[string]string{"MCP_BRIDGE_STATE_DIR": state})
+		cmd := exec.Command(harness.Binary, "serve", "--mount", tc.mount)
+		cmd.Env = env
+		cmd.Stdin = strings.NewReader("")
+		outb, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(outb), tc.want) {
+			t.Errorf("serve --mount %s: %v, want a refusal with %q:\n%s", tc.mount, err, tc.want, harness.TailOf(string(outb), 2000))
 		}
 	}
 }

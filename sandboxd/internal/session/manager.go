@@ -39,6 +39,8 @@ type Config struct {
 	OutputLimit int64
 	// Results bounds output and images for a model (results.go).
 	Results Results
+	// Mounts are the operator's host directories, in every sandbox.
+	Mounts []engine.Mount
 	// DefaultTimeout and MaxTimeout bound each exec.
 	DefaultTimeout, MaxTimeout time.Duration
 	// StartTimeout bounds starting one sandbox.

@@ -51,6 +51,7 @@ func (m *Manager) startSandbox(ctx context.Context, warm bool) (*sandbox, error)
 		Argv:     m.cfg.Argv,
 		Env:      m.cfg.Env,
 		Limits:   m.cfg.Limits,
+		Mounts:   m.cfg.Mounts,
 		Warm:     warm,
 	}
 	start := time.Now()

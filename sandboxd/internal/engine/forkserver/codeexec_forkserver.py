@@ -351,7 +351,9 @@ def _keep(*fds):
 def _start():
     root_dir, agent_dir = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
     z.prctl(z.PR_SET_NO_NEW_PRIVS, 1)
-    root.build_server_root(root_dir, agent_dir, _read_all(PASSWD_FD), _read_all(GROUP_FD))
+    rest = [os.fsencode(a) for a in sys.argv[3:]]
+    mounts = [(rest[i], rest[i + 1], rest[i + 2] == b"rw") for i in range(0, len(rest) - 2, 3)]
+    root.build_server_root(root_dir, agent_dir, _read_all(PASSWD_FD), _read_all(GROUP_FD), mounts)
     agent = None
     if agent_dir:
         sys.path.insert(0, root.AGENT_MOUNT.decode())

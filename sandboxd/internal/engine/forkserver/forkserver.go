@@ -88,6 +88,9 @@ type Config struct {
 	Seccomp []byte
 	// Passwd and Group are the sandbox's /etc/passwd and /etc/group.
 	Passwd, Group string
+	// Mounts are bound into the template every sandbox's root copies:
+	// the server serves only specs with exactly these mounts.
+	Mounts []engine.Mount
 	// Logger receives what the server writes to its stderr.
 	Logger *slog.Logger
 }
@@ -192,7 +195,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	s.cmd = &exec.Cmd{
 		Path:       s.cfg.Python,
-		Args:       []string{s.cfg.Python, "-I", filepath.Join(s.dir, "codeexec_forkserver.py"), root, s.cfg.AgentDir},
+		Args:       append([]string{s.cfg.Python, "-I", filepath.Join(s.dir, "codeexec_forkserver.py"), root, s.cfg.AgentDir}, mountArgs(s.cfg.Mounts)...),
 		Env:        envList(s.cfg.Env),
 		Dir:        "/",
 		Stdout:     readyW,
@@ -329,4 +332,18 @@ func filledPipe(data []byte) (*os.File, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// mountArgs are the server's arguments after the agent directory: host
+// path, sandbox path and "ro" or "rw" for each mount.
+func mountArgs(mounts []engine.Mount) []string {
+	var out []string
+	for _, m := range mounts {
+		mode := "ro"
+		if m.Writable {
+			mode = "rw"
+		}
+		out = append(out, m.Host, m.Sandbox, mode)
+	}
+	return out
 }
