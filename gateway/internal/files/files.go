@@ -7,6 +7,7 @@
 package files
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -46,7 +47,7 @@ func URI(session string, execCount uint64, p string) string {
 	return u.String()
 }
 
-// ErrBadURI: a URI that is not one of ours.
+// ErrBadURI is the error of a URI that is not one of ours.
 var ErrBadURI = errors.New("not a codeexec file URI")
 
 // Parse splits a URI made by URI.
@@ -106,7 +107,7 @@ func (r *Reader) Read(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.R
 // tenant's session reads as an unknown one.
 func readError(uri string, err error) error {
 	st := status.Convert(err)
-	switch st.Code() {
+	switch st.Code() { //nolint:exhaustive // every other code reads as its message
 	case codes.NotFound:
 		return fmt.Errorf("resource not found: %s: %s", uri, st.Message())
 	case codes.FailedPrecondition, codes.InvalidArgument:
@@ -139,5 +140,5 @@ func isText(mt string, data []byte) bool {
 	case "image", "audio", "video":
 		return false
 	}
-	return !strings.ContainsRune(string(data), 0)
+	return !bytes.ContainsRune(data, 0)
 }

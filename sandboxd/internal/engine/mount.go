@@ -94,12 +94,12 @@ func CheckMounts(mounts []Mount, protected ...string) error {
 			if p == "" {
 				continue
 			}
-			real, err := filepath.EvalSymlinks(p)
+			dir, err := filepath.EvalSymlinks(p)
 			if err != nil {
-				real = filepath.Clean(p)
+				dir = filepath.Clean(p)
 			}
-			if within(m.Host, real) || within(real, m.Host) {
-				errs = append(errs, fmt.Errorf("mount of %s overlaps the state directory %s, which holds the store and the tokens; mount a directory outside it", m.Host, real))
+			if within(m.Host, dir) || within(dir, m.Host) {
+				errs = append(errs, fmt.Errorf("mount of %s overlaps the state directory %s, which holds the store and the tokens; mount a directory outside it", m.Host, dir))
 			}
 		}
 	}

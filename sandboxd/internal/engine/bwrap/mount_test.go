@@ -68,7 +68,9 @@ print("ok" if {"nosuid", "nodev", "ro"} <= ro and {"nosuid", "nodev", "rw"} <= r
 		{"no way out", `
 import os, sys
 seen = []
-for p in ["/mnt/ro/escape", "/mnt/ro/etc", "/mnt/ro/up" + sys.argv[1], sys.argv[1], "/mnt/ro/../../" + sys.argv[1].lstrip("/")]:
+hidden = sys.argv[1]
+ways = ["/mnt/ro/escape", "/mnt/ro/etc", "/mnt/ro/up" + hidden, "/mnt/ro/../../" + hidden.lstrip("/")]
+for p in ways + [hidden]:
     try:
         open(os.path.join(p, "secret") if os.path.isdir(p) else p).read()
         seen.append(p)
