@@ -176,12 +176,22 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 		row(name, b.st, fmt.Sprintf("slowest %s, p99 ÷ p50 %.1f", ms(b.max), float64(b.st.p99)/float64(b.st.p50)))
 	}
 
-	load, err := benchLoad(ctx, logger, s.Python, s.Sessions, s.PerSession)
+	// Checkpoints off first, then on (as serve runs), in the same run.
+	off, err := benchLoad(ctx, logger, s.Python, s.Sessions, s.PerSession, false)
+	if err != nil {
+		return fmt.Errorf("load without checkpoints: %w", err)
+	}
+	load, err := benchLoad(ctx, logger, s.Python, s.Sessions, s.PerSession, true)
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
 	row(fmt.Sprintf("%d sessions × %d execs, concurrent: latency", s.Sessions, s.PerSession), load.latency,
-		fmt.Sprintf("%.0f execs/s, %d errors, %d lost outputs", load.throughput, load.errors, load.lost))
+		fmt.Sprintf("%.0f execs/s (%.2f× the row below), %d errors, %d lost outputs; once started: p50 %s, p99 %s (%.1f× p50)",
+			load.throughput, load.throughput/off.throughput, load.errors, load.lost,
+			ms(load.started.p50), ms(load.started.p99), float64(load.started.p99)/float64(load.started.p50)))
+	row("  … checkpoints off (a bench-only switch)", off.latency,
+		fmt.Sprintf("%.0f execs/s, %d errors, %d lost outputs; once started: p50 %s, p99 %s (%.1f× p50)",
+			off.throughput, off.errors, off.lost, ms(off.started.p50), ms(off.started.p99), float64(off.started.p99)/float64(off.started.p50)))
 	fmt.Fprint(stdout, restNote)
 	fmt.Fprintf(stdout, "\nmemory under load: %.1f MiB PSS per session (%d sandboxes), server RSS %.1f MiB (peak %.1f MiB)\n",
 		load.pssPerSandbox/(1<<20), load.sandboxes, float64(load.serverRSS)/(1<<20), float64(load.serverPeak)/(1<<20))
@@ -309,25 +319,27 @@ func timeFresh(ctx context.Context, c sandboxv1.SandboxServiceClient, n int, gap
 }
 
 type loadResult struct {
-	latency                 stats
+	// latency is every exec's; started leaves out each session's first,
+	// which includes its sandbox's start.
+	latency, started        stats
 	throughput              float64
 	errors, lost, sandboxes int
 	pssPerSandbox           float64
 	serverRSS, serverPeak   int64
 }
 
-func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions, execs int) (loadResult, error) {
-	c, stop, err := inprocSandbox(ctx, logger, sandboxConfig(python, 4, sessions+8))
+func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions, execs int, durable bool) (loadResult, error) {
+	c, stop, err := inprocSandboxDurable(ctx, logger, sandboxConfig(python, 4, sessions+8), durable)
 	if err != nil {
 		return loadResult{}, err
 	}
 	defer stop()
 	var (
-		mu  sync.Mutex
-		lat []time.Duration
-		res loadResult
-		wg  sync.WaitGroup
-		ids = make([]string, sessions)
+		mu       sync.Mutex
+		lat, run []time.Duration
+		res      loadResult
+		wg       sync.WaitGroup
+		ids      = make([]string, sessions)
 	)
 	start := time.Now()
 	for i := range sessions {
@@ -349,6 +361,9 @@ func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions
 				d := time.Since(t0)
 				mu.Lock()
 				lat = append(lat, d)
+				if j > 0 {
+					run = append(run, d)
+				}
 				switch {
 				case err != nil:
 					res.errors++
@@ -361,7 +376,7 @@ func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	res.latency = summarize(lat)
+	res.latency, res.started = summarize(lat), summarize(run)
 	res.throughput = float64(len(lat)) / elapsed.Seconds()
 	time.Sleep(500 * time.Millisecond) // let the pool refill so the count is stable
 	res.pssPerSandbox, res.sandboxes = sandboxMemory()
