@@ -216,7 +216,8 @@ func replicas(ctx context.Context) error {
 			return err
 		}
 		defer clients[i].c.Close()
-		if _, err := clients[i].must(ctx, fmt.Sprintf("x = %d", i)); err != nil {
+		// The workspace is part of the session too: its file moves with it.
+		if _, err := clients[i].must(ctx, fmt.Sprintf("x = %d\nopen('/workspace/keep.txt', 'w').write(str(x));", i)); err != nil {
 			return err
 		}
 	}
@@ -264,19 +265,22 @@ func replicas(ctx context.Context) error {
 	// another once its lease lapses.
 	restored := 0
 	for i, s := range clients {
-		text, out, isErr, err := s.run(ctx, "print(x)")
+		text, out, isErr, err := s.run(ctx, "print(x, open('/workspace/keep.txt').read())")
 		switch {
 		case err != nil:
 			return fmt.Errorf("client %d after the kill: the gateway failed: %w", i, err)
-		case !isErr && out == fmt.Sprint(i):
+		case !isErr && out == fmt.Sprintf("%d %d", i, i):
 			if strings.Contains(text, "restored the session") {
+				if !strings.Contains(text, "files /workspace/keep.txt") {
+					return fmt.Errorf("client %d was restored on another replica without naming its file: %s", i, text)
+				}
 				restored++
 			}
 		default:
 			return fmt.Errorf("client %d after the kill lost its state: %s", i, text)
 		}
 	}
-	fmt.Printf("after the kill: every session kept its state; %d were restored from their checkpoints on another replica\n", restored)
+	fmt.Printf("after the kill: every session kept its state and its workspace file; %d were restored from their checkpoints on another replica\n", restored)
 	if restored != counts[victim] {
 		return fmt.Errorf("%d sessions were restored, want the %d that were on %s", restored, counts[victim], rs[victim].name)
 	}
