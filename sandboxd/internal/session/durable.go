@@ -78,6 +78,8 @@ type dstate struct {
 	// finish, so its effects are lost.
 	reason      string
 	interrupted bool
+	// same lets a checkpoint equal to the stored one go unwritten.
+	same unchanged
 }
 
 // durableReason says why a session just claimed from the store needs a
@@ -198,11 +200,14 @@ func (m *Manager) commit(s *Session, sb *sandbox, f *channel.Checkpoint, chunks 
 	if len(s.d.seqs) > 0 {
 		seq = s.d.seqs[0]
 	}
+	// A checkpoint equal to the stored one needs no write (unchanged.go).
+	skip := f.Error == "" && s.skipSame(f.Manifest, len(chunks), seq, m.cfg.Durable.maxUnwritten())
 	s.dmu.Unlock()
 	ok, notDurable, why := true, "", ""
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StartTimeout)
 	defer cancel()
-	if f.Error != "" {
+	if skip { //nolint:revive // the equal checkpoint is stored already: nothing to write
+	} else if f.Error != "" {
 		ok, notDurable, why = false, refusedText(f.Error), f.Error
 		_ = m.cfg.Durable.Sessions.NotDurable(ctx, held, f.Error)
 	} else if err := m.cfg.Durable.Sessions.Commit(ctx, held, f.Manifest, chunks, seq, m.cfg.Durable.storeCap()); errors.Is(err, durable.ErrLost) {
@@ -217,6 +222,13 @@ func (m *Manager) commit(s *Session, sb *sandbox, f *channel.Checkpoint, chunks 
 	}
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
+	switch {
+	case skip:
+	case ok:
+		s.stored(f.Manifest, seq)
+	default:
+		s.stored(nil, 0)
+	}
 	if !sb.supersededBy(f.Exec) {
 		s.d.notDurable, s.d.refusedWhy = notDurable, why
 		if ok {
@@ -350,6 +362,7 @@ func (m *Manager) clearCheckpoint(ctx context.Context, s *Session) error {
 	defer s.dmu.Unlock()
 	s.d.reason, s.d.interrupted, s.d.notDurable, s.d.reported, s.d.refusedWhy = "", false, "", "", ""
 	s.d.unsaved, s.d.unsavedReported = nil, ""
+	s.stored(nil, 0)
 	return nil
 }
 

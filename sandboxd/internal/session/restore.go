@@ -59,6 +59,9 @@ func (m *Manager) restore(ctx context.Context, s *Session, sb *sandbox, env *Exe
 	if err != nil {
 		return nil, fmt.Errorf("%w: read the session's checkpoint: %w", errRestoreLater, err)
 	}
+	s.dmu.Lock()
+	st.Seq = s.heldSeq(st.Manifest, st.Seq) // equal checkpoints went unwritten
+	s.dmu.Unlock()
 	missed := missedCalls(s.Info().ExecCount, st.Seq, interrupted)
 	if len(st.Manifest) == 0 {
 		if reason == "" || missed == 0 {
