@@ -9,18 +9,19 @@ import (
 )
 
 // makeFiles puts files in the workspace: a text file, a binary one under
-// out/, and a 3 MiB one; readFiles prints what they hold.
+// sub/ (not out/, whose files make a result without structuredContent,
+// where the tests read the handle), and a 3 MiB one; readFiles prints what they hold.
 const (
 	makeFiles = `import os, hashlib
-os.makedirs('out', exist_ok=True)
+os.makedirs('sub', exist_ok=True)
 open('keep.txt', 'w').write('kept')
-open('out/data.bin', 'wb').write(bytes(range(256)) * 4)
+open('sub/data.bin', 'wb').write(bytes(range(256)) * 4)
 big = os.urandom(3 << 20)
 open('big.bin', 'wb').write(big)
 digest = hashlib.sha256(big).hexdigest()
 del big`
 	readFiles = `import hashlib
-print(open('/workspace/keep.txt').read(), len(open('/workspace/out/data.bin', 'rb').read()),
+print(open('/workspace/keep.txt').read(), len(open('/workspace/sub/data.bin', 'rb').read()),
       hashlib.sha256(open('/workspace/big.bin', 'rb').read()).hexdigest() == digest)`
 	wantFiles = "kept 1024 True"
 )
@@ -45,7 +46,7 @@ func TestE2EWorkspaceSurvivesEveryDeath(t *testing.T) {
 		if got := harness.Joined(after.Stdout()); got != wantFiles || after.IsError {
 			t.Fatalf("after the %s: %q (%s), want %q", death.name, got, after.Text, wantFiles)
 		}
-		for _, s := range []string{"restored", "files", "/workspace/keep.txt", "/workspace/out/data.bin", "/workspace/big.bin"} {
+		for _, s := range []string{"restored", "files", "/workspace/keep.txt", "/workspace/sub/data.bin", "/workspace/big.bin"} {
 			if !strings.Contains(after.Text, s) {
 				t.Errorf("after the %s the result does not mention %q: %s", death.name, s, after.Text)
 			}
@@ -94,7 +95,7 @@ func TestE2EWorkspaceSurvivesARestart(t *testing.T) {
 	if got := harness.ResultStdout(t, out, 0); got != wantFiles {
 		t.Fatalf("after the restart: %q, want %q (%s)", got, wantFiles, harness.ResultText(out.Results[0]))
 	}
-	if text := harness.ResultText(out.Results[0]); !strings.Contains(text, "files /workspace/big.bin, /workspace/keep.txt, /workspace/out/data.bin") {
+	if text := harness.ResultText(out.Results[0]); !strings.Contains(text, "files /workspace/big.bin, /workspace/keep.txt, /workspace/sub/data.bin") {
 		t.Errorf("the restore notice does not name the files: %s", text)
 	}
 }
