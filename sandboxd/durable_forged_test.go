@@ -11,8 +11,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/codeexec/codeexec/memoryd"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/grpctest"
 )
@@ -69,7 +69,7 @@ func TestForgedCheckpointsStayWithinTheCap(t *testing.T) {
 	r := newReplicaWrapped(t, grpctest.Start(t, svc.Register), "unix:/r1.sock", func(c *sandboxd.Config) {
 		c.CheckpointBytes, c.WorkspaceCheckpointBytes = limit-(1<<20), 1<<20
 	},
-		func(c memoryv1.SessionStoreServiceClient) memoryv1.SessionStoreServiceClient {
+		func(c sessionstorev1.SessionStoreServiceClient) sessionstorev1.SessionStoreServiceClient {
 			counter.SessionStoreServiceClient = c
 			return counter
 		})

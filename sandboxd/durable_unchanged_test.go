@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 )
 
 // A call that changes nothing the checkpoint holds (its variables, its
@@ -16,7 +16,7 @@ import (
 func TestUnchangedCheckpointsAreNotWritten(t *testing.T) {
 	t.Parallel()
 	counter := &countingStore{}
-	r := newReplicaWrapped(t, sessionStore(t), "unix:/unchanged.sock", nil, func(c memoryv1.SessionStoreServiceClient) memoryv1.SessionStoreServiceClient {
+	r := newReplicaWrapped(t, sessionStore(t), "unix:/unchanged.sock", nil, func(c sessionstorev1.SessionStoreServiceClient) sessionstorev1.SessionStoreServiceClient {
 		counter.SessionStoreServiceClient = c
 		return counter
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/suite"
@@ -56,7 +57,7 @@ func inprocSandboxDurable(ctx context.Context, logger *slog.Logger, cfg sandboxd
 		Tools:  memoryv1.NewToolServiceClient(store.Conn),
 	}
 	if durable {
-		deps.Sessions = memoryv1.NewSessionStoreServiceClient(store.Conn)
+		deps.Sessions = sessionstorev1.NewSessionStoreServiceClient(store.Conn)
 	}
 	svc, err := sandboxd.New(ctx, cfg, deps, logger)
 	if err != nil {
