@@ -238,8 +238,28 @@ func TestE2EMounts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "in.csv"), []byte("a,b\n1,2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_MOUNTS": data + "," + out + ":/mnt/results:rw"})
-	o := harness.Code(t, c, "import errno\nprint(open('/mnt/data/in.csv').read().splitlines()[1])\n"+
+	// Hostile links in the mount lead nowhere: they resolve in the
+	// sandbox, where neither the host's files nor the state dir exist.
+	home := t.TempDir()
+	for name, target := range map[string]string{"shadow": "/etc/shadow", "state": filepath.Join(home, "MCPs"), "up": "../../.."} {
+		if err := os.Symlink(target, filepath.Join(data, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_MOUNTS": data + "," + out + ":/mnt/results:rw",
+		"HOME": home, "MCP_BRIDGE_STATE_DIR": filepath.Join(home, "MCPs")})
+	o := harness.Code(t, c, fmt.Sprintf(`seen = []
+for p in ['/mnt/data/shadow', '/mnt/data/state/codeexec.db', '/mnt/data/up%[1]s/MCPs/codeexec.db', '%[1]s/MCPs/codeexec.db']:
+    try:
+        open(p, 'rb').read(1)
+        seen.append(p)
+    except OSError:
+        pass
+print(seen)`, home))
+	if got := harness.Joined(o.Stdout()); got != "[]" {
+		t.Errorf("links in a mount reached host files: %s", got)
+	}
+	o = harness.Code(t, c, "import errno\nprint(open('/mnt/data/in.csv').read().splitlines()[1])\n"+
 		"try:\n    open('/mnt/data/new', 'w')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])\n"+
 		"open('/mnt/results/r.txt', 'w').write('done');")
 	if got := harness.Joined(o.Stdout()); got != "1,2\nEROFS" {
