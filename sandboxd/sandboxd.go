@@ -361,16 +361,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		logger.Warn("could not precompile the sandbox agent; sandboxes will start slower",
 			logkeys.Runtime, eng.Name(), logkeys.Error, err)
 	}
-	var dur *session.Durability
-	if deps.Sessions != nil {
-		replica := lease.NewReplica(deps.Sessions, cfg.Advertise, logger)
-		dur = &session.Durability{
-			Store:           lease.NewStore(deps.Sessions, replica, cfg.SessionTTL),
-			CheckpointBytes: cfg.CheckpointBytes,
-			WorkspaceBytes:  cfg.WorkspaceCheckpointBytes,
-		}
-		logger.Info("sessions are durable", "replica", replica.ID, "advertise", cfg.Advertise, "session_ttl", cfg.SessionTTL)
-	}
+	dur := durability(cfg, deps, logger)
 	m, err := session.NewManager(ctx, session.Config{
 		Engine:   eng,
 		Broker:   &broker.Broker{Discovery: deps.Discovery, Memory: deps.Memory, Tools: deps.Tools, Logger: logger},
@@ -382,12 +373,10 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 			// Read by the agent at each tool call (codeexec_runtime).
 			"MCP_BRIDGE_TOOL_ERRORS": cmp.Or(cfg.ToolErrors, "raise"),
 		},
-		Limits:      lim,
-		OutputLimit: cfg.OutputLimitBytes,
-		Mounts:      cfg.Mounts,
-		Results: sandbox.Results{Budget: int64(cfg.OutputBudget), Display: channel.DisplayLimits{
-			Side: int64(cfg.Images.Side), Bytes: cfg.Images.Bytes, CallBytes: cfg.Images.CallBytes, CallImages: int64(cfg.Images.PerCall),
-		}},
+		Limits:         lim,
+		OutputLimit:    cfg.OutputLimitBytes,
+		Mounts:         cfg.Mounts,
+		Results:        cfg.results(),
 		DefaultTimeout: cfg.DefaultTimeout,
 		MaxTimeout:     cfg.MaxTimeout,
 		StartTimeout:   cfg.StartTimeout,
@@ -407,6 +396,28 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		svc.files = dur.Store
 	}
 	return svc, nil
+}
+
+// durability is how sessions outlive their sandboxes: in the session
+// store, when there is one; nil without.
+func durability(cfg Config, deps Deps, logger *slog.Logger) *session.Durability {
+	if deps.Sessions == nil {
+		return nil
+	}
+	replica := lease.NewReplica(deps.Sessions, cfg.Advertise, logger)
+	logger.Info("sessions are durable", "replica", replica.ID, "advertise", cfg.Advertise, "session_ttl", cfg.SessionTTL)
+	return &session.Durability{
+		Store:           lease.NewStore(deps.Sessions, replica, cfg.SessionTTL),
+		CheckpointBytes: cfg.CheckpointBytes,
+		WorkspaceBytes:  cfg.WorkspaceCheckpointBytes,
+	}
+}
+
+// results are the bounds of what a call sends back for a model.
+func (c Config) results() sandbox.Results {
+	return sandbox.Results{Budget: int64(c.OutputBudget), Display: channel.DisplayLimits{
+		Side: int64(c.Images.Side), Bytes: c.Images.Bytes, CallBytes: c.Images.CallBytes, CallImages: int64(c.Images.PerCall),
+	}}
 }
 
 // Register adds SandboxService to g.
