@@ -428,9 +428,18 @@ Saved tools (kept across sessions):
   runtime.list_saved_tools()   runtime.delete_saved_tool(name)
 
 Limits (defaults): no network (MCP servers reach out); read-only root;
-512 MiB of memory, 128 processes, a 30 s timeout of at most 120 s, output
-capped per call (256 KiB per stream). Files in /workspace and /tmp are not
-checkpointed: a timeout or crash loses them.
+512 MiB of memory, 128 processes, a 30 s timeout of at most 120 s. A
+result keeps the head and the tail of 40,000 characters of output; the
+whole output is in the file its marker names (with --output-budget 0,
+output is capped at 256 KiB per stream instead). Files in /workspace come
+back with the session after a timeout or crash (128 MiB of them); /tmp
+does not.
+
+Results: the last expression's value is shown (a trailing ; hides it);
+display(x) and the matplotlib figures open at the end of a call come back
+as images, DataFrames and lists of dicts as tables; files written under
+/workspace/out come back as resources. Host directories an operator
+mounted are under /mnt, read-only unless mounted :rw.
 """
 
 
