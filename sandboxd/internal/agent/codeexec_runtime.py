@@ -429,17 +429,11 @@ Saved tools (kept across sessions):
 
 Limits (defaults): no network (MCP servers reach out); read-only root;
 512 MiB of memory, 128 processes, a 30 s timeout of at most 120 s. A
-result keeps the head and the tail of 40,000 characters of output; the
-whole output is in the file its marker names (with --output-budget 0,
-output is capped at 256 KiB per stream instead). Files in /workspace come
-back with the session after a timeout or crash (128 MiB of them); /tmp
-does not.
-
-Results: the last expression's value is shown (a trailing ; hides it);
-display(x) and the matplotlib figures open at the end of a call come back
-as images, DataFrames and lists of dicts as tables; files written under
-/workspace/out come back as resources. Host directories an operator
-mounted are under /mnt, read-only unless mounted :rw.
+result keeps the head and tail of 40,000 characters of output, the whole
+in the file its marker names. /workspace files come back with the
+session (128 MiB); /tmp's do not. The last expression is shown (a
+trailing ; hides it); display(x) and figures come back as images,
+/workspace/out files as resources; host mounts are under /mnt.
 """
 
 
