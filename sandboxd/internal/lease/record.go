@@ -79,12 +79,17 @@ func (st State) encode() []byte {
 }
 
 // Chunk IDs of a manifest, to know which chunks a new checkpoint no longer
-// needs.
+// needs: its values' and its workspace files' (docs/PROTOCOL.md).
 func chunkIDs(manifest json.RawMessage) map[string]bool {
 	var m struct {
 		Values map[string]struct {
 			Chunk string `json:"chunk"`
 		} `json:"values"`
+		Workspace struct {
+			Files map[string]struct {
+				Chunks []string `json:"chunks"`
+			} `json:"files"`
+		} `json:"workspace"`
 	}
 	ids := map[string]bool{}
 	if len(manifest) == 0 || json.Unmarshal(manifest, &m) != nil {
@@ -92,6 +97,11 @@ func chunkIDs(manifest json.RawMessage) map[string]bool {
 	}
 	for _, v := range m.Values {
 		ids[v.Chunk] = true
+	}
+	for _, f := range m.Workspace.Files {
+		for _, c := range f.Chunks {
+			ids[c] = true
+		}
 	}
 	return ids
 }

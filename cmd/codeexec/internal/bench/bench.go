@@ -245,25 +245,27 @@ func timeFresh(ctx context.Context, c sandboxv1.SandboxServiceClient, n int, gap
 }
 
 type loadResult struct {
-	latency                 stats
+	// latency is every exec's; started leaves out each session's first,
+	// which includes its sandbox's start.
+	latency, started        stats
 	throughput              float64
 	errors, lost, sandboxes int
 	pssPerSandbox           float64
 	serverRSS, serverPeak   int64
 }
 
-func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions, execs int) (loadResult, error) {
-	c, stop, err := inprocSandbox(ctx, logger, sandboxConfig(python, 4, sessions+8))
+func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions, execs int, durable bool) (loadResult, error) {
+	c, stop, err := inprocSandboxDurable(ctx, logger, sandboxConfig(python, 4, sessions+8), durable)
 	if err != nil {
 		return loadResult{}, err
 	}
 	defer stop()
 	var (
-		mu  sync.Mutex
-		lat []time.Duration
-		res loadResult
-		wg  sync.WaitGroup
-		ids = make([]string, sessions)
+		mu       sync.Mutex
+		lat, run []time.Duration
+		res      loadResult
+		wg       sync.WaitGroup
+		ids      = make([]string, sessions)
 	)
 	start := time.Now()
 	for i := range sessions {
@@ -285,6 +287,9 @@ func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions
 				d := time.Since(t0)
 				mu.Lock()
 				lat = append(lat, d)
+				if j > 0 {
+					run = append(run, d)
+				}
 				switch {
 				case err != nil:
 					res.errors++
@@ -297,7 +302,7 @@ func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	res.latency = summarize(lat)
+	res.latency, res.started = summarize(lat), summarize(run)
 	res.throughput = float64(len(lat)) / elapsed.Seconds()
 	time.Sleep(500 * time.Millisecond) // let the pool refill so the count is stable
 	res.pssPerSandbox, res.sandboxes = sandboxMemory()

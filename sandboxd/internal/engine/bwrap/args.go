@@ -112,6 +112,14 @@ func bwrapArgs(fs rootFS, spec engine.Spec, seccomp bool) (argv []string, data [
 	if spec.AgentDir != "" {
 		opts = append(opts, "--ro-bind", spec.AgentDir, engine.AgentMount)
 	}
+	for _, m := range spec.Mounts {
+		// bwrap's binds are nosuid and nodev; --ro-bind also read-only.
+		bind := "--ro-bind"
+		if m.Writable {
+			bind = "--bind"
+		}
+		opts = append(opts, bind, m.Host, m.Sandbox)
+	}
 	// /dev/shm (POSIX semaphores and shared memory, used by
 	// multiprocessing) would otherwise live on bwrap's unsized /dev tmpfs;
 	// it gets its own tmpfs with the /tmp size.

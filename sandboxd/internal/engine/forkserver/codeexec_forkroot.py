@@ -33,13 +33,14 @@ def _bind_ro(src, dst):
     z.bind(src, dst)
 
 
-def build_server_root(root, agent_dir, passwd, group, env_root=b"", etc=()):
+def build_server_root(root, agent_dir, passwd, group, env_root=b"", etc=(), mounts=()):
     """Makes root the server's own root and pivots into it: /usr (an
     environment's, or the host's with the /etc pieces in etc) and the
     agent, /dev's nodes to bind from, the host's /proc (a new /proc may
     only be mounted where a full one is visible), a small /tmp of its own
-    (for what its preloaded modules cache) and the template. Nothing else
-    of the host stays in the server's mount namespace."""
+    (for what its preloaded modules cache) and the template, with the
+    operator's mounts, [(host, sandbox path, writable)], in it. Nothing
+    else of the host stays in the server's mount namespace."""
     z.mount(None, b"/", None, z.MS_REC | z.MS_PRIVATE)
     z.mount(b"tmpfs", root, b"tmpfs", TMPFS, b"mode=0755")
     for d in (b"usr", b"etc", b"dev", b"proc", b"tmp", NEWROOT[1:], b".old", AGENT_MOUNT[1:]):
@@ -73,6 +74,11 @@ def build_server_root(root, agent_dir, passwd, group, env_root=b"", etc=()):
         _host_template(root, new, passwd, group, etc)
     if agent_dir:
         z.mount(root + AGENT_MOUNT, new + AGENT_MOUNT, None, z.MS_BIND | z.MS_REC | z.MS_SILENT)
+    for host, path, writable in mounts:
+        # As bwrap --ro-bind / --bind: nosuid, nodev, read-only unless
+        # asked for.
+        os.makedirs(new + path, 0o755, exist_ok=True)
+        z.bind(host, new + path, readonly=not writable)
     z.mount(None, new, None, z.MS_BIND | z.MS_REMOUNT | z.MS_RDONLY | TMPFS)
     z.pivot_root(root, root + b"/.old")
     os.chdir(b"/")

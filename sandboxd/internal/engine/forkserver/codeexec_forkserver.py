@@ -372,7 +372,9 @@ def _start():
     etc = [os.fsencode(p) for p in sys.argv[4].split("\n") if p]
     preload = [m for m in sys.argv[5].split(",") if m]
     z.prctl(z.PR_SET_NO_NEW_PRIVS, 1)
-    root.build_server_root(root_dir, agent_dir, _read_all(PASSWD_FD), _read_all(GROUP_FD), env_root, etc)
+    rest = [os.fsencode(a) for a in sys.argv[6:]]
+    mounts = [(rest[i], rest[i + 1], rest[i + 2] == b"rw") for i in range(0, len(rest) - 2, 3)]
+    root.build_server_root(root_dir, agent_dir, _read_all(PASSWD_FD), _read_all(GROUP_FD), env_root, etc, mounts)
     agent = None
     if agent_dir:
         sys.path.insert(0, root.AGENT_MOUNT.decode())

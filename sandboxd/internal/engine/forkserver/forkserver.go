@@ -98,6 +98,9 @@ type Config struct {
 	// agent: an environment's heavy modules, whose import every sandbox
 	// then skips. One that fails to import is logged and left out.
 	Preload []string
+	// Mounts are bound into the template every sandbox's root copies:
+	// the server serves only specs with exactly these mounts.
+	Mounts []engine.Mount
 	// Logger receives what the server writes to its stderr.
 	Logger *slog.Logger
 }
@@ -271,6 +274,7 @@ func (s *Server) command(root string, extra []*os.File, ready, stderr *os.File) 
 	script := filepath.Join(s.dir, "codeexec_forkserver.py")
 	args := []string{s.cfg.Python, "-I", script, root, s.cfg.AgentDir, s.cfg.Root,
 		strings.Join(s.cfg.Etc, "\n"), strings.Join(s.cfg.Preload, ",")}
+	args = append(args, mountArgs(s.cfg.Mounts)...)
 	var chroot string
 	if s.cfg.Root != "" {
 		// The environment's interpreter runs with the environment's
@@ -402,4 +406,18 @@ func filledPipe(data []byte) (*os.File, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// mountArgs are the server's arguments after the agent directory: host
+// path, sandbox path and "ro" or "rw" for each mount.
+func mountArgs(mounts []engine.Mount) []string {
+	var out []string
+	for _, m := range mounts {
+		mode := "ro"
+		if m.Writable {
+			mode = "rw"
+		}
+		out = append(out, m.Host, m.Sandbox, mode)
+	}
+	return out
 }
