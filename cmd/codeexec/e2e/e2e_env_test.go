@@ -43,9 +43,11 @@ fig, ax = plt.subplots()
 ax.plot(df.x, df.y)
 png = io.BytesIO()
 fig.savefig(png, format="png")
+plt.close(fig)  # an open figure would come back as an image too
 print(sys.version_info[:2], x.round(6).tolist(), df.groupby(df.x % 2).y.sum().tolist(),
       round(fit.slope, 6), round(best, 4), png.getvalue()[:4] == b"\x89PNG", matplotlib.get_backend().lower())`
-	wantStack = "(3, 13) [1.0, 1.0] [12.0, 8.0] 2.0 3.0 True agg"
+	// The backend is the agent's, whose show() sends figures back.
+	wantStack = "(3, 13) [1.0, 1.0] [12.0, 8.0] 2.0 3.0 True module://codeexec_mpl"
 )
 
 func TestE2EEnvironmentDataStack(t *testing.T) {

@@ -29,10 +29,10 @@ func (m Mount) String() string {
 	return s
 }
 
-// reserved are the sandbox paths a mount may neither be nor lie under or
-// above: the sandbox's own file system, and /workspace, which is
-// checkpointed with the session.
-var reserved = []string{"/usr", "/etc", "/proc", "/dev", "/tmp", "/workspace", AgentMount, "/lib", "/lib64", "/bin", "/sbin"}
+// MountsDir is where mounts go in a sandbox: a tmpfs of its own in an
+// environment, whose read-only tree has only the empty directory, so that
+// any path below it can be made.
+const MountsDir = "/mnt"
 
 // ParseMount reads HOST_DIR[:SANDBOX_DIR][:rw|:ro]. The sandbox path
 // defaults to /mnt/<basename of HOST_DIR>. The host directory must exist
@@ -66,13 +66,11 @@ func ParseMount(spec string) (Mount, error) {
 	if len(parts) == 2 {
 		m.Sandbox = parts[1]
 	}
-	if !filepath.IsAbs(m.Sandbox) || filepath.Clean(m.Sandbox) != m.Sandbox || m.Sandbox == "/" {
-		return Mount{}, fmt.Errorf("mount %q: the sandbox path %q must be a clean absolute path other than /, such as /mnt/data", spec, m.Sandbox)
-	}
-	for _, r := range reserved {
-		if within(m.Sandbox, r) || within(r, m.Sandbox) {
-			return Mount{}, fmt.Errorf("mount %q: the sandbox path %s overlaps the sandbox's own %s; put it under /mnt", spec, m.Sandbox, r)
-		}
+	// Below /mnt only: the rest of the sandbox's tree is its own (/usr,
+	// /etc, /tmp, the checkpointed /workspace), and an environment's tree
+	// is read-only everywhere else.
+	if !filepath.IsAbs(m.Sandbox) || filepath.Clean(m.Sandbox) != m.Sandbox || !strings.HasPrefix(m.Sandbox, MountsDir+"/") {
+		return Mount{}, fmt.Errorf("mount %q: the sandbox path %q must be a clean absolute path below %s, such as %s/data", spec, m.Sandbox, MountsDir, MountsDir)
 	}
 	return m, nil
 }

@@ -262,7 +262,9 @@ func (b *builder) finish() error {
 		_, _ = f.WriteString("\n# codeexec: sandboxes have no display\nbackend: Agg\n")
 		_ = f.Close()
 	}
-	for dir, mode := range map[string]os.FileMode{"workspace": 0o1777, "opt/codeexec": 0o755, "tmp": 0o1777} {
+	// mnt is the mount point of the operator's --mount directories (an
+	// empty directory that sandboxd covers with a tmpfs to bind them in).
+	for dir, mode := range map[string]os.FileMode{"workspace": 0o1777, "opt/codeexec": 0o755, "tmp": 0o1777, "mnt": 0o755} {
 		p := filepath.Join(b.root, dir)
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			return err

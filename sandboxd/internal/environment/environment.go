@@ -54,7 +54,7 @@ const formatVersion = 1
 // recipe counts the changes to what a build makes of the same packages
 // (what it trims, what it configures): it is part of the ID, so that a
 // tree made another way is another environment.
-const recipe = 3
+const recipe = 4
 
 // Manifest says what an environment holds. Its ID is a hash of what it
 // holds (Suite, Debs, Dists), so two builds that installed the same

@@ -112,6 +112,11 @@ func bwrapArgs(fs rootFS, spec engine.Spec, seccomp bool) (argv []string, data [
 	if spec.AgentDir != "" {
 		opts = append(opts, "--ro-bind", spec.AgentDir, engine.AgentMount)
 	}
+	if fs.root != "" && len(spec.Mounts) > 0 {
+		// An environment's tree is read-only: its empty /mnt gets a small
+		// tmpfs in which bwrap can make the mount points.
+		opts = append(opts, "--size", "65536", "--tmpfs", engine.MountsDir)
+	}
 	for _, m := range spec.Mounts {
 		// bwrap's binds are nosuid and nodev; --ro-bind also read-only.
 		bind := "--ro-bind"

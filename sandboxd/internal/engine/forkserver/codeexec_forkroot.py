@@ -74,6 +74,10 @@ def build_server_root(root, agent_dir, passwd, group, env_root=b"", etc=(), moun
         _host_template(root, new, passwd, group, etc)
     if agent_dir:
         z.mount(root + AGENT_MOUNT, new + AGENT_MOUNT, None, z.MS_BIND | z.MS_REC | z.MS_SILENT)
+    if env_root and mounts:
+        # An environment's tree is read-only: its empty /mnt gets a small
+        # tmpfs in which the mount points can be made.
+        z.mount(b"tmpfs", new + b"/mnt", b"tmpfs", TMPFS, b"mode=0755,size=64k")
     for host, path, writable in mounts:
         # As bwrap --ro-bind / --bind: nosuid, nodev, read-only unless
         # asked for.
