@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/codeexec/codeexec/discoveryd/internal/embed"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/fuzzy"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/lexicon"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
@@ -72,11 +73,17 @@ type Index struct {
 	fields   [][]termFields     // by doc, sorted by term: where each term occurs
 	surface  []string           // by term id: its shortest word, to explain hits
 	docVec   []float32          // by doc, dims each: the direction of its words' vectors
+	model    *embed.Model       // the sentence model's distillation, or nil
+	sem      []float32          // by doc, model.Dims() each: its unit vector by the model
 	pool     sync.Pool          // *scratch
 }
 
-// NewIndex builds an index over a copy of docs. Hits point into that copy.
-func NewIndex(docs []Doc) *Index {
+// NewIndex builds an index over a copy of docs, ranking by words alone.
+// Hits point into that copy.
+func NewIndex(docs []Doc) *Index { return NewIndexWith(docs, Options{}) }
+
+// NewIndexWith builds an index over a copy of docs with opts.
+func NewIndexWith(docs []Doc, opts Options) *Index {
 	ix := &Index{
 		docs:  append([]Doc(nil), docs...),
 		terms: map[string]int32{},
@@ -86,7 +93,11 @@ func NewIndex(docs []Doc) *Index {
 		loose: map[string][]int32{},
 	}
 	n := len(ix.docs)
-	ix.pool.New = func() any { return newScratch(n) }
+	ix.pool.New = func() any { return newScratch(n, opts.Model) }
+	if opts.Model != nil {
+		ix.model = opts.Model
+		ix.embedDocs(opts.Model)
+	}
 
 	ix.nameLen = make([]uint8, n)
 	ix.fields = make([][]termFields, n)
