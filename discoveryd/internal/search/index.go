@@ -75,6 +75,7 @@ type Index struct {
 	docVec   []float32          // by doc, dims each: the direction of its words' vectors
 	model    *embed.Model       // the sentence model's distillation, or nil
 	sem      []float32          // by doc, model.Dims() each: its unit vector by the model
+	semBits  []uint64           // by doc: the signs of sem's components (semantic.go)
 	pool     sync.Pool          // *scratch
 }
 

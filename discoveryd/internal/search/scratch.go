@@ -32,9 +32,10 @@ type scratch struct {
 	// For the model (semantic.go):
 	svec    []float32 // the query's vector
 	ids     []int32   // the query's tokens
-	cos     []float32 // by doc: its cosine with the query
 	pre     []float32 // by doc: its score before the fusion
-	near    []cand    // the nearest docs
+	near    []cand    // the docs nearest by sign bits
+	nearTop []cand    // the nearest of them by cosine
+	qbits   []uint64  // the signs of svec's components
 	semOnly []int32   // docs only the model found
 }
 
@@ -58,7 +59,7 @@ func newScratch(n int, m *embed.Model) *scratch {
 	}
 	if m != nil {
 		s.svec = make([]float32, m.Dims())
-		s.cos = make([]float32, n)
+		s.qbits = make([]uint64, (m.Dims()+63)/64)
 		s.pre = make([]float32, n)
 	}
 	return s

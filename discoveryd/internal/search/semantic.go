@@ -1,6 +1,7 @@
 package search
 
 import (
+	"math/bits"
 	"strings"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/embed"
@@ -28,6 +29,13 @@ var (
 	semNameWeight float32 = 2
 	// semParamWeight weighs the parameter names' tokens.
 	semParamWeight float32 = 0.3
+	// semPool is how many of the best untiered word matches get a cosine;
+	// the others keep their word score, scaled as the pool's are.
+	semPool = 50
+	// semShortlist is how many documents, nearest the query by the signs
+	// of their vectors' components, get an exact cosine when looking for
+	// the semNearest: the sign bits are a cheap first cut.
+	semShortlist = 200
 )
 
 // Options configure an index.
@@ -60,6 +68,29 @@ func (ix *Index) embedDocs(m *embed.Model) {
 		}
 		embed.Unitize(v)
 	}
+	ix.semBits = signBits(ix.sem, dims)
+}
+
+// signBits packs the sign of each component of each dims-long vector in
+// vecs, one bit a component, words per vector rounded up.
+func signBits(vecs []float32, dims int) []uint64 {
+	words := (dims + 63) / 64
+	n := len(vecs) / dims
+	out := make([]uint64, n*words)
+	for d := range n {
+		appendSigns(out[d*words:(d+1)*words], vecs[d*dims:(d+1)*dims])
+	}
+	return out
+}
+
+// appendSigns sets bit i of dst when v[i] is positive.
+func appendSigns(dst []uint64, v []float32) {
+	clear(dst)
+	for i, x := range v {
+		if x > 0 {
+			dst[i/64] |= 1 << (i % 64)
+		}
+	}
 }
 
 // splitName spells an identifier as words: "listPullRequests" and
@@ -87,11 +118,13 @@ func splitName(s string) string {
 }
 
 // fuse mixes each candidate's cosine into s.acc. The candidates are the
-// untiered documents the words matched and the semNearest documents
-// nearest the query that keep accepts; a candidate's score becomes
+// semPool best untiered documents by their words and the semNearest
+// documents nearest the query (among the semShortlist nearest by sign
+// bits) that keep accepts. A candidate scores
 // (1-semWeight)·acc + semWeight·best·g(cos), where best is the highest
-// untiered word score (1 when no word matched) and g maps semFloor..1
-// to 0..1. The documents only the model found are marked in s.semOnly.
+// untiered word score (1 when no word matched) and g maps semFloor..1 to
+// 0..1; any other document (1-semWeight)·acc. The documents only the
+// model found are marked in s.semOnly.
 func (ix *Index) fuse(s *scratch, q string, keep func(*Doc) bool) {
 	m := ix.model
 	dims := m.Dims()
@@ -104,49 +137,83 @@ func (ix *Index) fuse(s *scratch, q string, keep func(*Doc) bool) {
 	if !embed.Unitize(qv) {
 		return
 	}
+	g := func(c float32) float32 { return max(0, (c-semFloor)/(1-semFloor)) }
+	cos := func(d int32) float32 { return embed.Dot(qv, ix.sem[int(d)*dims:int(d+1)*dims]) }
+	// The pool of word matches, by a min-heap.
+	h := s.top[:0]
 	var best float32
 	for _, d := range s.touched {
-		if s.tier[d] == tierNone {
-			best = max(best, s.acc[d])
+		if s.tier[d] != tierNone {
+			continue
 		}
+		best = max(best, s.acc[d])
+		h = pushBest(h, cand{doc: d, score: s.acc[d]}, semPool)
 	}
 	if best == 0 {
 		best = 1
 	}
-	// The nearest documents, by a min-heap of semNearest.
-	h := s.near[:0]
-	for d := range ix.docs {
-		c := cand{doc: int32(d), score: embed.Dot(qv, ix.sem[d*dims:(d+1)*dims])}
-		s.cos[d] = c.score
-		if len(h) < semNearest {
-			h = append(h, c)
-			if len(h) == semNearest {
-				for i := len(h)/2 - 1; i >= 0; i-- {
-					siftDown(h, i)
-				}
-			}
-		} else if better(c, h[0]) {
-			h[0] = c
-			siftDown(h, 0)
-		}
-	}
-	s.near = h[:0]
-	g := func(c float32) float32 { return max(0, (c-semFloor)/(1-semFloor)) }
 	for _, d := range s.touched {
 		if s.tier[d] == tierNone {
-			s.acc[d] = (1-semWeight)*s.acc[d] + semWeight*best*g(s.cos[d])
+			s.acc[d] *= 1 - semWeight
 		}
 	}
 	for _, c := range h {
+		s.acc[c.doc] += semWeight * best * g(cos(c.doc))
+	}
+	s.top = h[:0]
+	for _, c := range ix.nearest(s, qv, cos, keep) {
 		d := c.doc
-		if s.acc[d] != 0 || s.tier[d] != tierNone || g(c.score) == 0 || (keep != nil && !keep(&ix.docs[d])) {
-			continue
+		if s.acc[d] != 0 || s.tier[d] != tierNone || g(c.score) == 0 {
+			continue // a word match, pooled above or not
 		}
 		s.touch(d)
 		s.acc[d] = semWeight * best * g(c.score)
 		s.pre[d] = 0
 		s.semOnly = append(s.semOnly, d)
 	}
+}
+
+// nearest returns the semNearest documents that keep accepts with the
+// highest cosine, among the semShortlist whose sign bits differ least
+// from the query's.
+func (ix *Index) nearest(s *scratch, qv []float32, cos func(int32) float32, keep func(*Doc) bool) []cand {
+	words := len(s.qbits)
+	appendSigns(s.qbits, qv)
+	short := s.near[:0]
+	for d := range ix.docs {
+		dist := 0
+		for i, w := range ix.semBits[d*words : (d+1)*words] {
+			dist += bits.OnesCount64(w ^ s.qbits[i])
+		}
+		short = pushBest(short, cand{doc: int32(d), score: -float32(dist)}, semShortlist)
+	}
+	top := s.nearTop[:0]
+	for _, c := range short {
+		if keep != nil && !keep(&ix.docs[c.doc]) {
+			continue
+		}
+		top = pushBest(top, cand{doc: c.doc, score: cos(c.doc)}, semNearest)
+	}
+	s.near, s.nearTop = short[:0], top[:0]
+	return top
+}
+
+// pushBest adds c to the min-heap h of at most n best candidates.
+func pushBest(h []cand, c cand, n int) []cand {
+	if len(h) < n {
+		h = append(h, c)
+		if len(h) == n {
+			for i := len(h)/2 - 1; i >= 0; i-- {
+				siftDown(h, i)
+			}
+		}
+		return h
+	}
+	if n > 0 && better(c, h[0]) {
+		h[0] = c
+		siftDown(h, 0)
+	}
+	return h
 }
 
 // liftedByModel appends to s.lifted the hits of top that the fusion put
