@@ -69,6 +69,10 @@ func TestSearchFromTheCatalogueStartsNothing(t *testing.T) {
 	if err != nil || len(resp.GetDocs()) == 0 || resp.GetDocs()[0].GetServer() != "memory" || resp.GetDocs()[0].GetInputSchemaJson() == "" {
 		t.Errorf("search of the memory server from the catalogue, full detail: %v, %v", resp, err)
 	}
+	resp, err = second.client.SearchTools(t.Context(), &discoveryv1.SearchToolsRequest{Query: "echo", Servers: []string{"everything"}})
+	if err != nil || len(resp.GetDocs()) == 0 || resp.GetDocs()[0].GetTool() != "echo" || len(resp.GetUnindexedServers()) != 0 {
+		t.Errorf("search of one server from the catalogue: %v, %v", resp, err)
+	}
 	docs, err := second.client.GetToolDocs(t.Context(), &discoveryv1.GetToolDocsRequest{Server: "memory", Tool: "read_graph", KnownOnly: true})
 	if err != nil || len(docs.GetDocs()) != 1 || docs.GetDocs()[0].GetTool() != "read_graph" {
 		t.Errorf("known-only docs of memory/read_graph: %v, %v", docs, err)

@@ -209,11 +209,19 @@ func (s *Server) searchTools(ctx context.Context, req *discoveryv1.SearchToolsRe
 				return nil, err
 			}
 		}
-		failed := s.listAll(ctx, scope)
+		// Servers whose tools the catalogue knows are not started.
+		s.fromCatalog(ctx, scope)
+		var unknown []string
+		for _, n := range scope {
+			if _, known := s.knownTools(n); !known {
+				unknown = append(unknown, n)
+			}
+		}
+		failed := s.listAll(ctx, unknown)
 		in := map[string]bool{}
 		for _, n := range scope {
 			in[n] = true
-			if _, listed := s.mgr.CachedTools(n); !listed || failed[n] {
+			if _, known := s.knownTools(n); !known || failed[n] {
 				resp.UnindexedServers = append(resp.UnindexedServers, n)
 			}
 		}
