@@ -1,6 +1,7 @@
 package search
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -39,6 +40,12 @@ func TestSemanticGrid(t *testing.T) {
 			name string
 			qs   []labelledQuery
 		}{"blind-para", kindOf(ds.blind, "paraphrase")})
+		for _, k := range []string{"multi", "keyword", "exact", "typo"} {
+			sets = append(sets, struct {
+				name string
+				qs   []labelledQuery
+			}{"blind-" + k, kindOf(ds.blind, k)})
+		}
 	}
 	saved := [...]any{semWeight, semFloor, semNearest, semNameWeight, semParamWeight, semDescTokens}
 	defer func() {
@@ -90,4 +97,60 @@ func kindOf(qs []labelledQuery, kind string) []labelledQuery {
 		}
 	}
 	return out
+}
+
+// TestDumpEngine writes, for scripts/search-model-compare.sh, the corpus's
+// tools and the engine's 50 best hits (by words, no model) for every
+// query of every set, to the file SEARCH_DUMP names. The script keeps the
+// blind set's rows out of every choice and prints them only with BLIND=1.
+func TestDumpEngine(t *testing.T) {
+	path := os.Getenv("SEARCH_DUMP")
+	if path == "" {
+		t.Skip("set SEARCH_DUMP")
+	}
+	ds := loadDataset(t)
+	ix := NewIndex(ds.docs)
+	type hit struct {
+		ID    string  `json:"id"`
+		Score float64 `json:"score"`
+		Why   string  `json:"why"`
+	}
+	type query struct {
+		Set      string   `json:"set"`
+		Kind     string   `json:"kind"`
+		Query    string   `json:"query"`
+		Relevant []string `json:"relevant"`
+		Hits     []hit    `json:"hits"`
+	}
+	type doc struct {
+		Server      string `json:"Server"`
+		Tool        string `json:"Tool"`
+		Description string `json:"Description"`
+	}
+	var out struct {
+		Docs    []doc   `json:"docs"`
+		Queries []query `json:"queries"`
+	}
+	for _, d := range ds.docs {
+		out.Docs = append(out.Docs, doc{d.Server, d.Tool, d.Description})
+	}
+	for _, set := range []struct {
+		name string
+		qs   []labelledQuery
+	}{{"tuned", ds.queries}, {"holdout", ds.holdout}, {"dev", ds.dev}, {"blind", ds.blind}} {
+		for _, q := range set.qs {
+			var hs []hit
+			for _, h := range ix.Search(q.Query, 50).Hits {
+				hs = append(hs, hit{h.Doc.Server + "/" + h.Doc.Tool, h.Score, h.Why})
+			}
+			out.Queries = append(out.Queries, query{set.name, q.Kind, q.Query, q.Relevant, hs})
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

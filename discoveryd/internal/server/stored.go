@@ -129,7 +129,7 @@ func (s *Server) fromCatalog(ctx context.Context, names []string) {
 			// the private key: a private list is never taken from an
 			// entry whose credentials may differ.
 			old, ok := s.stored[n]
-			if l.hints.Scope == "private" && configKey(mustConfig(s, n), true) != c.GetKey() {
+			if cfg, err := s.mgr.Config(n); err != nil || l.hints.Scope == "private" && configKey(cfg, true) != c.GetKey() {
 				continue
 			}
 			if !ok || old.hints.ListedAt.Before(l.hints.ListedAt) {
@@ -138,11 +138,6 @@ func (s *Server) fromCatalog(ctx context.Context, names []string) {
 		}
 	}
 	s.indexDirty.Store(true)
-}
-
-func mustConfig(s *Server, name string) config.Server {
-	cfg, _ := s.mgr.Config(name)
-	return cfg
 }
 
 // knownTools returns a server's tools as this process listed them, else
