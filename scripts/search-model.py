@@ -54,9 +54,12 @@ class Bert:
         v = ((x - m) ** 2).mean(-1, keepdims=True)
         return (x - m) / np.sqrt(v + 1e-12) * self.w[name + ".weight"] + self.w[name + ".bias"]
 
-    def forward(self, ids):
+    def forward(self, ids, mask=None):
+        """The last layer's outputs for token ids (batch x length); mask
+        (1 for a token, 0 for padding) keeps padding out of attention."""
         w = self.w
         b, t = ids.shape
+        pad = 0 if mask is None else (1 - mask[:, None, None, :]) * -1e9
         x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:t][None]
         x = self.norm(x + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
         d = x.shape[-1] // self.heads
@@ -69,7 +72,7 @@ class Bert:
             q = heads(self.lin(x, p + "attention.self.query"))
             k = heads(self.lin(x, p + "attention.self.key"))
             v = heads(self.lin(x, p + "attention.self.value"))
-            a = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)
+            a = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + pad
             a = np.exp(a - a.max(-1, keepdims=True))
             a /= a.sum(-1, keepdims=True)
             c = (a @ v).transpose(0, 2, 1, 3).reshape(b, t, -1)
