@@ -153,3 +153,38 @@ func TestAStaleCatalogueEntryIsNotUsed(t *testing.T) {
 		t.Errorf("%d servers started past their entries' ttlMs, want 2", n)
 	}
 }
+
+// TestAPrivateListIsSharedOnlyWithTheSameCredentials: a server that
+// calls its tool list private (cacheScope) has its entry keyed by its
+// environment's values too, so a process whose entry differs only in a
+// value (another token) lists the server itself; one whose list is
+// public shares the entry.
+func TestAPrivateListIsSharedOnlyWithTheSameCredentials(t *testing.T) {
+	t.Parallel()
+	for _, scope := range []string{"private", "public"} {
+		t.Run(scope, func(t *testing.T) {
+			t.Parallel()
+			cat := catalogue(t, t.TempDir())
+			withCat := func(c *discoveryd.Config) { c.Catalog, c.SearchIndexWait = cat, time.Minute }
+			fake := func(token string) map[string]any {
+				f := fakeServer(t)
+				f["env"] = map[string]any{"FAKESERVER_CACHE_SCOPE": scope, "TOKEN": token}
+				return map[string]any{"fake": f}
+			}
+			first := start(t, fake("alice's"), withCat)
+			if _, err := first.client.SearchTools(t.Context(), &discoveryv1.SearchToolsRequest{Query: "environment"}); err != nil {
+				t.Fatal(err)
+			}
+			first.close(t)
+			second := start(t, fake("bob's"), withCat)
+			resp, err := second.client.SearchTools(t.Context(), &discoveryv1.SearchToolsRequest{Query: "environment"})
+			if err != nil || len(resp.GetDocs()) == 0 {
+				t.Fatalf("search: %v, %v", resp, err)
+			}
+			want := map[string]int{"private": 1, "public": 0}[scope]
+			if n := len(marked(second.mark)); n != want {
+				t.Errorf("%s list, another token: %d servers started, want %d", scope, n, want)
+			}
+		})
+	}
+}
