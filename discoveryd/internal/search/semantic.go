@@ -118,7 +118,8 @@ func splitName(s string) string {
 }
 
 // fuse mixes each candidate's cosine into s.acc. The candidates are the
-// semPool best untiered documents by their words and the semNearest
+// semPool best untiered documents by their words that keep accepts, and
+// the semNearest
 // documents nearest the query (among the semShortlist nearest by sign
 // bits) that keep accepts. A candidate scores
 // (1-semWeight)·acc + semWeight·best·g(cos), where best is the highest
@@ -143,7 +144,7 @@ func (ix *Index) fuse(s *scratch, q string, keep func(*Doc) bool) {
 	h := s.top[:0]
 	var best float32
 	for _, d := range s.touched {
-		if s.tier[d] != tierNone {
+		if s.tier[d] != tierNone || (keep != nil && !keep(&ix.docs[d])) {
 			continue
 		}
 		best = max(best, s.acc[d])
