@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/codeexec/codeexec/memoryd/internal/catalog"
 	"github.com/codeexec/codeexec/memoryd/internal/migrate"
 	"github.com/codeexec/codeexec/memoryd/internal/server"
 	"github.com/codeexec/codeexec/memoryd/internal/shared"
@@ -213,10 +214,12 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	return svc, nil
 }
 
-// Register adds MemoryService, ToolService and SessionStoreService to g.
+// Register adds MemoryService, ToolService, SessionStoreService and
+// CatalogService to g.
 func (s *Service) Register(g *grpc.Server) {
 	server.Register(g, s.memory, s.tools)
 	server.RegisterSessions(g, server.NewSessions(s.memory))
+	catalog.New(s.store, s.logger).Register(g)
 }
 
 // Collectors returns the service's Prometheus collectors: the operation

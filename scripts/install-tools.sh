@@ -58,3 +58,10 @@ go install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/c
 if [ -z "${CODEEXEC_SKIP_GOLANGCI_LINT:-}" ]; then
   install_golangci_lint
 fi
+
+# Tool search's model (docs/SEARCH.md): a few minutes the first time,
+# nothing after. Search works without it; its tests that rank by meaning
+# need it.
+if [ -z "${CODEEXEC_SKIP_SEARCH_MODEL:-}" ]; then
+  bash scripts/search-model.sh
+fi

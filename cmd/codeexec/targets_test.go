@@ -22,7 +22,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		grpcAlone = join(logging, tls, []string{"listen", "metrics"})
 		database  = []string{"state-dir", "db", "store", "store-password-file", "store-wait"}
 		memory    = join(database, []string{"owner-wait", "max-value"})
-		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "server-start-timeout"}
+		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "search-model", "server-start-timeout"}
 		sandbox   = []string{"runtime", "env", "env-dir", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit", "mount", "output-budget", "workspace-checkpoint-bytes", "image-side", "image-bytes", "call-image-bytes", "call-images",
 			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
 			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors"}
@@ -39,7 +39,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		{[]string{"serve"}, suite},
 		{[]string{"run"}, suite},
 		{[]string{"memoryd"}, join(grpcAlone, memory)},
-		{[]string{"discoveryd"}, join(grpcAlone, discovery)},
+		{[]string{"discoveryd"}, join(grpcAlone, discovery, []string{"memory-addr"})},
 		{[]string{"sandboxd"}, join(grpcAlone, sandbox, []string{"timeout", "max-timeout", "shutdown-grace", "discovery", "memory-addr", "advertise"})},
 		{[]string{"gateway"}, join(logging, tls, mcp, http, []string{"output-limit", "idle-timeout", "sandbox", "balance"})},
 		{[]string{"memoryd", "backup"}, join(database, tls, []string{"memory"})},

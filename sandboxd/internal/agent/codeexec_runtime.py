@@ -234,7 +234,10 @@ def _detail(detail):
 
 
 async def query_tool_docs(server, tool=None, detail="summary"):
-    """Docs for a server's tools (one dict when `tool` names exactly one)."""
+    """Docs for a server's tools (one dict when `tool` names exactly one).
+    A server this call did not load is answered from what is known of its
+    tools (its last listing, kept across processes) without starting it;
+    one never listed raises the error that says how to load it."""
     p = {"server": server, "detail": _detail(detail)}
     if tool is not None:
         p["tool"] = tool
@@ -256,8 +259,10 @@ class ToolDocs(list):
     limit (`truncated`), and which servers could not be searched because
     they had not listed their tools yet (`unindexed`). Each doc's `match`
     says in a few words why the search returned it ("exact name",
-    "name: screenshot (for picture)", "name: get; ranked up by meaning"),
-    so that a weak hit shows as one."""
+    "name: screenshot (for picture)", "name: get; ranked up by meaning",
+    or, when the search model found it without a word in common, "meaning
+    only: no word in common with the query"), so that a weak hit shows as
+    one."""
 
     def __init__(self, docs=(), total=None, truncated=False, unindexed=()):
         super().__init__(docs)
