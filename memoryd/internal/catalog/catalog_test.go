@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
+	"github.com/codeexec/codeexec/memoryd/internal/store/bolt"
+	"github.com/codeexec/codeexec/memoryd/internal/store/postgres"
 	catalogv1 "github.com/codeexec/codeexec/proto/gen/codeexec/catalog/v1"
 	"github.com/codeexec/codeexec/services/grpctest"
 	"github.com/codeexec/codeexec/services/pgtest"
@@ -35,7 +37,7 @@ func eachStore(t *testing.T, test func(t *testing.T, reopen func() catalogv1.Cat
 			if last != nil {
 				_ = last.Close()
 			}
-			st, err := store.OpenBolt(path, store.BoltOptions{})
+			st, err := bolt.Open(path, bolt.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +50,7 @@ func eachStore(t *testing.T, test func(t *testing.T, reopen func() catalogv1.Cat
 		t.Parallel()
 		url := pgtest.NewDatabase(t)
 		test(t, func() catalogv1.CatalogServiceClient {
-			st, err := store.OpenPostgres(t.Context(), url, store.PostgresOptions{Wait: 5 * time.Second})
+			st, err := postgres.Open(t.Context(), url, postgres.Options{Wait: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
