@@ -46,7 +46,9 @@ func claims() []claim {
 		{name: "memory limit", want: strconv.Itoa(int(d.MemoryBytes >> 20)),
 			pattern: regexp.MustCompile(`(?i)\b(\d+) ?(?:MiB|MB)(?: of)? memory\b|memory (?:limit|cap)(?: of| is)? (\d+) ?(?:MiB|MB|m)\b|by default (\d+) ?MiB`)},
 		{name: "process limit", want: strconv.Itoa(d.Pids),
-			pattern: regexp.MustCompile(`(?i)\b(\d+) processes`)},
+			// A limit: "512 MiB of memory, 128 processes, …", not a count
+			// such as "a search started 0 processes".
+			pattern: regexp.MustCompile(`(?i)\b(\d+) processes and threads|(?:memory|limits?)[^.]{0,40}?\b(\d+) processes`)},
 		{name: "output cap", want: strconv.Itoa(int(d.OutputLimitBytes >> 10)),
 			pattern: regexp.MustCompile(`(?i)output is capped[^.]{0,40}?\b(\d+) ?KiB|\b(\d+) ?KiB per stream`)},
 		{name: "session TTL", want: strconv.Itoa(int(d.SessionTTL / time.Hour)),
