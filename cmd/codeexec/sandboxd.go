@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -145,11 +146,12 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.Bytes(&c.TmpBytes, "tmp-size", d.TmpBytes, "size of the sandbox's /tmp", "CODEEXEC_TMP_SIZE")
 	fs.Bytes(&c.WorkspaceBytes, "workspace-size", d.WorkspaceBytes, "size of the sandbox's /workspace", "CODEEXEC_WORKSPACE_SIZE")
 	fs.Bytes(&c.FileBytes, "file-size", d.FileBytes, "largest file a sandbox may write, at least 64k, e.g. 16m; 0 means no cap but the sizes of /tmp and /workspace", "CODEEXEC_FILE_SIZE")
-	fs.Int(&c.OpenFiles, "open-files", sandboxd.DefaultOpenFiles, "open file descriptors per sandbox process, 32 to 1048576; 0 is the default", "CODEEXEC_OPEN_FILES")
+	fs.Int(&c.OpenFiles, "open-files", 0, fmt.Sprintf("open file descriptors per sandbox process, 32 to 1048576; 0 is %d, or fewer where the host's file table (fs.file-max) cannot hold that many for every sandbox", sandboxd.DefaultOpenFiles), "CODEEXEC_OPEN_FILES")
 	fs.Bytes(&c.OutputLimitBytes, "output-limit", d.OutputLimitBytes, "bytes of stdout and of stderr kept per call; 0 means no cap", "CODEEXEC_OUTPUT_LIMIT")
 	fs.Duration(&c.IdleTimeout, "idle-timeout", d.IdleTimeout, "destroy sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
 	fs.Int(&c.PoolSize, "pool", d.PoolSize, "sandboxes kept started and ready for new sessions", "CODEEXEC_POOL_SIZE")
 	fs.Int(&c.LaunchSpares, "launch-spares", d.LaunchSpares, "sandboxes kept set up and waiting for their command: the fork server's, or bwrap launchers while it is down; 0 keeps none", "CODEEXEC_LAUNCH_SPARES")
+	fs.Int(&c.SandboxUID, "sandbox-uid", d.SandboxUID, "host uid of bwrap sandboxes and the fork server when codeexec runs as root; it owns their user namespaces, so nothing else may use it", "CODEEXEC_SANDBOX_UID")
 	fs.Bool(&c.ForkServer, "fork-server", d.ForkServer, "fork bwrap sandboxes from a server that has Python started and the agent imported; false starts each with bwrap", "CODEEXEC_FORK_SERVER")
 	fs.Int(&c.MaxSessions, "max-sessions", d.MaxSessions, "most live sandboxes; more sessions than that are kept as checkpoints and restored when used; 0 means no cap", "CODEEXEC_MAX_SESSIONS")
 	fs.Duration(&c.SessionTTL, "session-ttl", d.SessionTTL, "how long an unused session's state (and its handle) is kept", "CODEEXEC_SESSION_TTL")

@@ -14,12 +14,18 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 )
 
-// sandboxUID and sandboxGID are the ids the sandboxed code runs as, inside
-// the sandbox and (when sandboxd is root) on the host too: nobody/nogroup.
+// sandboxUID and sandboxGID are the ids the sandboxed code runs as inside
+// the sandbox: nobody/nogroup. On the host (when sandboxd is root) it runs
+// as Config.HostUID, which owns its user namespaces.
 const (
 	sandboxUID = 65534
 	sandboxGID = 65534
 )
+
+// prlimitPath is util-linux's prlimit inside the sandbox (the host's /usr):
+// bwrap's sandboxes set their NsRlimits with it, inside their user
+// namespaces (nsRlimits).
+const prlimitPath = "/usr/bin/prlimit"
 
 // Inside the sandbox the root file system is an empty, read-only tmpfs with
 // only these parts of the host: /usr (read-only), the dynamic linker cache,
@@ -102,6 +108,13 @@ func bwrapArgs(spec engine.Spec, seccomp bool) (argv []string, data []byte) {
 		"--args", strconv.Itoa(argsFD),
 		"--remount-ro", "/",
 		"--")
+	if ns := nsRlimits(spec.Limits); len(ns) > 0 {
+		argv = append(argv, prlimitPath)
+		for _, l := range ns {
+			argv = append(argv, fmt.Sprintf("--%s=%d", prlimitName[l.resource], l.value))
+		}
+		argv = append(argv, "--")
+	}
 	switch pwd, ok := spec.Env["PWD"]; {
 	case ok && pwd == workDir:
 		// bwrap's own PWD is the one asked for: no wrapper, which saves a
@@ -177,6 +190,25 @@ func rlimits(lim engine.Limits, memCgroup, pidsCgroup bool) []rlimit {
 	return r
 }
 
+// nsRlimits are the limits set inside the sandbox's user namespace, once it
+// is made (engine.Limits.PendingSignals and LockedBytes): the kernel
+// checks what a namespace's users hold, at each level above, against the
+// limit its creator had, so the namespaces are made with the host's and
+// the sandbox then takes its own share.
+func nsRlimits(lim engine.Limits) []rlimit {
+	var r []rlimit
+	if lim.PendingSignals > 0 {
+		r = append(r, rlimit{unix.RLIMIT_SIGPENDING, uint64(lim.PendingSignals)})
+	}
+	if lim.LockedBytes > 0 {
+		r = append(r, rlimit{unix.RLIMIT_MEMLOCK, uint64(lim.LockedBytes)})
+	}
+	return r
+}
+
+// prlimitName is prlimit(1)'s option for each of nsRlimits.
+var prlimitName = map[int]string{unix.RLIMIT_SIGPENDING: "sigpending", unix.RLIMIT_MEMLOCK: "memlock"}
+
 // rlimitSetting says, for each rlimit a sandbox's limits can set above
 // zero, what it is called (a format for its value), which setting gives
 // it and how its hard limit is raised.
@@ -186,6 +218,10 @@ var rlimitSetting = map[int]struct{ what, setting, raise string }{
 	unix.RLIMIT_CPU:    {"CPU-time cap of %d s", "--cpu-time, CODEEXEC_CPU_TIME", "ulimit -Ht, LimitCPU= under systemd, --ulimit cpu= for a container"},
 	unix.RLIMIT_AS:     {"memory cap of %d bytes", "--memory, MCP_BRIDGE_MEMORY", "ulimit -Hv (in KiB), LimitAS= under systemd"},
 	unix.RLIMIT_NPROC:  {"process cap of %d", "--pids, MCP_BRIDGE_PIDS", "ulimit -Hu, LimitNPROC= under systemd, --ulimit nproc= for a container"},
+	unix.RLIMIT_SIGPENDING: {"queued-signals share of %d", "--max-sessions, CODEEXEC_MAX_SESSIONS (the host's limit is shared out among them)",
+		"ulimit -Hi, LimitSIGPENDING= under systemd"},
+	unix.RLIMIT_MEMLOCK: {"locked-memory share of %d bytes", "--max-sessions, CODEEXEC_MAX_SESSIONS (the host's limit is shared out among them)",
+		"ulimit -Hl (in KiB), LimitMEMLOCK= under systemd"},
 }
 
 // hostLimits are what bounds the rlimits this process can give a sandbox.
@@ -289,14 +325,16 @@ exec "$@"`
 
 // shimArgv returns the complete host command line (the sh shim, setpriv
 // when dropping root, then bwrap) and bwrap's --args data.
-func shimArgv(sh, setpriv, bwrap string, seccomp bool, spec engine.Spec) (argv []string, data []byte) {
+func shimArgv(sh, setpriv, bwrap string, hostUID int, seccomp bool, spec engine.Spec) (argv []string, data []byte) {
 	a := []string{sh, "-c", gateShim, "codeexec-shim"}
 	if setpriv != "" {
-		// Drop root before bwrap: the sandbox's processes are then uid
-		// 65534 on the host too, so a namespace escape lands as nobody, and
-		// RLIMIT_NPROC (ignored for root) can work as a fallback.
+		// Drop root before bwrap: the sandbox's processes are then
+		// hostUID on the host too, so a namespace escape lands as a user
+		// that owns nothing, RLIMIT_NPROC (ignored for root) can work as a
+		// fallback, and the user namespaces bwrap makes are hostUID's:
+		// the kernel charges to their owner what is made in them.
 		a = append(a, setpriv,
-			"--reuid", strconv.Itoa(sandboxUID), "--regid", strconv.Itoa(sandboxGID),
+			"--reuid", strconv.Itoa(hostUID), "--regid", strconv.Itoa(hostUID),
 			"--clear-groups", "--")
 	}
 	a = append(a, bwrap)

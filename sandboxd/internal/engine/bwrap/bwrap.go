@@ -42,6 +42,13 @@ type Config struct {
 	// whenever it has died, until it is restarted.
 	ForkServer bool
 
+	// HostUID is the host uid (and gid) that sandboxes, bwrap and the fork
+	// server run as when sandboxd is root, and that owns their user
+	// namespaces: the kernel charges to it, against its host-wide
+	// limits, what the sandboxes make (queued signals, processes). It
+	// must be used by nothing else. Default engine.DefaultHostUID.
+	HostUID int
+
 	// forkOnly, for tests, makes Start wait for the fork server and fail
 	// rather than use bwrap.
 	forkOnly bool
@@ -54,7 +61,7 @@ type Config struct {
 // capabilities and uid 65534. Memory and pids are capped with cgroups when
 // sandboxd may create them (it must be root for that), else with rlimits.
 //
-// When sandboxd runs as root, bwrap itself is started as uid 65534, so
+// When sandboxd runs as root, bwrap itself is started as Config.HostUID, so
 // engine.Spec.AgentDir and every directory above it must be readable and
 // searchable by "others".
 //
@@ -66,7 +73,7 @@ type Engine struct {
 	logger *slog.Logger
 
 	// dropRoot is set when sandboxd is root: bwrap and the sandbox then run
-	// as uid 65534 on the host too (see shimArgv).
+	// as Config.HostUID on the host (see shimArgv).
 	dropRoot bool
 	// host bounds the rlimits a sandbox can be given, as read at New.
 	host hostLimits
@@ -112,6 +119,9 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
+	if cfg.HostUID == 0 {
+		cfg.HostUID = engine.DefaultHostUID
+	}
 	b := &Engine{cfg: cfg, logger: logger, host: thisHost()}
 	b.spares = spare.New[launchKey](spare.Config[*launcher]{
 		Size: cfg.Spares, Discard: (*launcher).discard,
@@ -151,6 +161,12 @@ func (b *Engine) lookPaths() error {
 		if b.setpriv, err = engine.LookPath("setpriv"); err != nil {
 			return fmt.Errorf("%w: setpriv is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", engine.ErrUnavailable)
 		}
+		if err := engine.CheckHostUID(b.cfg.HostUID); err != nil {
+			return fmt.Errorf("%w: %w", engine.ErrUnavailable, err)
+		}
+	}
+	if _, err := os.Stat(prlimitPath); err != nil {
+		return fmt.Errorf("%w: %s is missing, with which each sandbox takes its share of the queued-signals and locked-memory limits: run `apt-get install util-linux`", engine.ErrUnavailable, prlimitPath)
 	}
 	return nil
 }
@@ -228,6 +244,9 @@ func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, e
 // (engine.Engine), and says once at start when only bwrap's path can give
 // them.
 func (b *Engine) CheckLimits(lim engine.Limits) error {
+	if err := b.host.check(nsRlimits(lim)); err != nil {
+		return err
+	}
 	limits := b.rlimitsFor(lim)
 	if err := b.host.check(limits); err != nil {
 		return err
@@ -267,7 +286,7 @@ func (b *Engine) plan(ctx context.Context, spec engine.Spec) (*startPlan, error)
 		return nil, err
 	}
 	if spec.AgentDir != "" && b.dropRoot {
-		if err := readableByNobody(spec.AgentDir); err != nil {
+		if err := readableByNobody(spec.AgentDir, b.cfg.HostUID); err != nil {
 			return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 		}
 	}
@@ -282,7 +301,7 @@ func (b *Engine) plan(ctx context.Context, spec engine.Spec) (*startPlan, error)
 	if b.host.canRaise { // else the check above was the fork server's too
 		unforkable = b.host.forked().check(limits)
 	}
-	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, b.seccomp != nil, spec)
+	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, b.cfg.HostUID, b.seccomp != nil, spec)
 	return &startPlan{spec: spec, argv: argv, data: data, key: newLaunchKey(argv, spec.Limits),
 		unforkable: unforkable, logger: b.logger.With("sandbox.id", spec.ID)}, nil
 }
@@ -338,11 +357,11 @@ func (b *Engine) track(p *process) error {
 	return nil
 }
 
-// readableByNobody checks that uid 65534, which bwrap runs as when sandboxd
-// is root, can bind dir: "others" may search every directory on the way and
-// read dir. Without this, bwrap fails inside the sandbox with a terse
-// "Can't find source path".
-func readableByNobody(dir string) error {
+// readableByNobody checks that Config.HostUID, which bwrap runs as when
+// sandboxd is root, can bind dir: "others" may search every directory on
+// the way and read dir. Without this, bwrap fails inside the sandbox with
+// a terse "Can't find source path".
+func readableByNobody(dir string, uid int) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("agent dir: %w", err)
@@ -358,7 +377,7 @@ func readableByNobody(dir string) error {
 		}
 		if fi.Mode().Perm()&need != need {
 			return fmt.Errorf("agent dir %s: %s is %v; the sandbox runs as uid %d and needs o+%s on it (chmod o+rx)",
-				abs, p, fi.Mode().Perm(), sandboxUID, map[os.FileMode]string{1: "x", 5: "rx"}[need])
+				abs, p, fi.Mode().Perm(), uid, map[os.FileMode]string{1: "x", 5: "rx"}[need])
 		}
 		if p == "/" {
 			return nil

@@ -4,8 +4,9 @@
 // isolation bwrapArgs asks bwrap for (package bwrap).
 //
 // The server (codeexec_forkserver.py) runs as uid 0 in a user namespace of
-// its own that maps only host uid 65534, with no groups; it never runs user
-// code. For each sandbox it clones:
+// its own that maps only the host uid it was started as (Config.UID), with
+// no groups, and that uid owns; it never runs user code. For each sandbox
+// it clones:
 //
 //   - the monitor, with CLONE_PARENT, so that it is sandboxd's own child:
 //     sandboxd waits for it and kills it, its death signal fires when
@@ -68,9 +69,6 @@ import (
 //go:embed *.py
 var scripts embed.FS
 
-// sandboxUID is the host uid the server and every sandbox run as.
-const sandboxUID = 65534
-
 // Config is what one server is made for.
 type Config struct {
 	// Python is the interpreter the server runs (a host path; sandboxes
@@ -88,6 +86,11 @@ type Config struct {
 	Seccomp []byte
 	// Passwd and Group are the sandbox's /etc/passwd and /etc/group.
 	Passwd, Group string
+	// UID is the host uid (and gid) the server and every sandbox run as,
+	// which owns their user namespaces: the kernel charges what the
+	// sandboxes make to it. It must be used by nothing else. 0 is
+	// engine.DefaultHostUID.
+	UID int
 	// Logger receives what the server writes to its stderr.
 	Logger *slog.Logger
 }
@@ -111,6 +114,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fork server: %w", err)
 	}
+	if cfg.UID == 0 {
+		cfg.UID = engine.DefaultHostUID
+	}
 	s := &Server{cfg: cfg, dir: tmp.Path, tmp: tmp, done: make(chan struct{})}
 	if err := s.start(ctx); err != nil {
 		if s.ctl != nil {
@@ -123,7 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (s *Server) start(ctx context.Context) error {
-	// uid 65534 reads the scripts and mounts its root below dir.
+	// The server's uid reads the scripts and mounts its root below dir.
 	if err := os.Chmod(s.dir, 0o755); err != nil {
 		return err
 	}
@@ -199,15 +205,15 @@ func (s *Server) start(ctx context.Context) error {
 		Stderr:     errW,
 		ExtraFiles: append([]*os.File{theirs}, inputs...), // fds 3 (control), 4 (seccomp), 5 (passwd), 6 (group)
 		SysProcAttr: &syscall.SysProcAttr{
-			// The server's own user namespace, owned by root: uid and gid 0
-			// inside are 65534 outside, no other id is mapped, and the
-			// supplementary groups go. Its capabilities there let it make
-			// the sandboxes' namespaces and mounts; on the host it has none.
-			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}},
-			GidMappingsEnableSetgroups: true,
-			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}},
+			// The server starts as cfg.UID, without groups, and makes its
+			// own user and mount namespaces (codeexec_forkserver.py,
+			// _own_namespaces), where it is uid 0 and cfg.UID alone is
+			// mapped. The namespace is then cfg.UID's, not root's, as it
+			// would be were it made here: the kernel charges to a user
+			// namespace's owner what is made in it and below it (inotify
+			// instances, queued signals), against that owner's host-wide
+			// limits.
+			Credential: &syscall.Credential{Uid: uint32(s.cfg.UID), Gid: uint32(s.cfg.UID), Groups: []uint32{}},
 		},
 	}
 	err = engine.StartChild(s.cmd)
