@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,9 +65,12 @@ const (
 //     0.8) stops the code from creating nested user namespaces, where it
 //     would regain capabilities and reach much more kernel surface.
 //   - tmpfs mounts (--tmpfs, the root, /dev) get nosuid,nodev from bwrap
-//     itself. bwrap 0.8 has no option for noexec, so /tmp and /workspace are
-//     executable; that is harmless here because the code is already
-//     arbitrary Python with no capabilities and no_new_privs.
+//     itself. bwrap has no option for noexec, so when sandboxd is root the
+//     shim mounts /tmp, /dev/shm and /workspace noexec under scratch, in a
+//     mount namespace of its own, and bwrap binds them (noexecShim): a
+//     bind keeps the flags of its source, locked, since it crosses into a
+//     less privileged user namespace. Otherwise (scratch is "") they are
+//     bwrap's tmpfs, executable.
 //   - --remount-ro / must come after every mount under / (the synthetic
 //     files are created on the root tmpfs; data's mounts are parsed where
 //     --args stands, before it).
@@ -82,7 +86,7 @@ const (
 // workDir is the sandbox's working directory, a tmpfs.
 const workDir = "/workspace"
 
-func bwrapArgs(spec engine.Spec, seccomp bool) (argv []string, data []byte) {
+func bwrapArgs(spec engine.Spec, seccomp bool, scratch string) (argv []string, data []byte) {
 	argv = []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session",
@@ -135,16 +139,17 @@ func bwrapArgs(spec engine.Spec, seccomp bool) (argv []string, data []byte) {
 	// /dev/shm (POSIX semaphores and shared memory, used by
 	// multiprocessing) would otherwise live on bwrap's unsized /dev tmpfs;
 	// it gets its own tmpfs with the /tmp size.
-	for _, dir := range []string{"/tmp", "/dev/shm"} {
-		if spec.Limits.TmpBytes > 0 {
-			opts = append(opts, "--size", strconv.FormatInt(spec.Limits.TmpBytes, 10))
+	for _, m := range scratchMounts(spec.Limits) {
+		switch {
+		case scratch != "":
+			opts = append(opts, "--bind", filepath.Join(scratch, m.name), m.dir)
+		case m.size > 0:
+			opts = append(opts, "--size", strconv.FormatInt(m.size, 10), "--tmpfs", m.dir)
+		default:
+			opts = append(opts, "--tmpfs", m.dir)
 		}
-		opts = append(opts, "--tmpfs", dir)
 	}
-	if spec.Limits.WorkspaceBytes > 0 {
-		opts = append(opts, "--size", strconv.FormatInt(spec.Limits.WorkspaceBytes, 10))
-	}
-	opts = append(opts, "--tmpfs", workDir, "--chdir", workDir, "--clearenv")
+	opts = append(opts, "--chdir", workDir, "--clearenv")
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		opts = append(opts, "--setenv", k, spec.Env[k])
 	}
@@ -323,10 +328,55 @@ const gateShim = `read -r go <&6 && [ "$go" = go ] || exit 125
 exec 6<&-
 exec "$@"`
 
+// noexecShim, before gateShim, mounts the sandbox's /tmp, /dev/shm and
+// /workspace as it is started, while it waits for its gate: tmpfs of the
+// sizes asked for, noexec, nosuid and nodev as a container runtime mounts
+// them, owned by the sandbox uid, on $4, $5 and $6 (below the engine's
+// scratch directory, in the shim's own mount namespace: the host sees
+// none of them, and they go with the sandbox), with mount(8) at $7.
+const noexecShim = `"$7" -t tmpfs -o "$1" tmpfs "$4" && "$7" -t tmpfs -o "$2" tmpfs "$5" && "$7" -t tmpfs -o "$3" tmpfs "$6" || exit 124
+shift 7
+`
+
+// scratchMount is one of a sandbox's writable tmpfs.
+type scratchMount struct {
+	name, dir string // below scratch, and in the sandbox
+	size      int64  // 0: unsized
+}
+
+// scratchMounts are a sandbox's writable tmpfs with lim's sizes.
+func scratchMounts(lim engine.Limits) []scratchMount {
+	return []scratchMount{{"tmp", "/tmp", lim.TmpBytes}, {"shm", "/dev/shm", lim.TmpBytes}, {"workspace", workDir, lim.WorkspaceBytes}}
+}
+
+// shim is what a sandbox's host command line is made of.
+type shim struct {
+	sh, setpriv, bwrap string
+	// mount and scratch are set when sandboxd is root: mount(8), and an
+	// empty directory whose subdirectories each shim mounts its noexec
+	// tmpfs on, in a mount namespace of its own (noexecShim).
+	mount, scratch string
+	hostUID        int
+	seccomp        bool
+}
+
 // shimArgv returns the complete host command line (the sh shim, setpriv
 // when dropping root, then bwrap) and bwrap's --args data.
-func shimArgv(sh, setpriv, bwrap string, hostUID int, seccomp bool, spec engine.Spec) (argv []string, data []byte) {
-	a := []string{sh, "-c", gateShim, "codeexec-shim"}
+func shimArgv(c shim, spec engine.Spec) (argv []string, data []byte) {
+	a := []string{c.sh, "-c", gateShim, "codeexec-shim"}
+	if c.scratch != "" {
+		a = []string{c.sh, "-c", noexecShim + gateShim, "codeexec-shim"}
+		var dirs []string
+		for _, m := range scratchMounts(spec.Limits) {
+			o := fmt.Sprintf("noexec,nosuid,nodev,mode=0755,uid=%d,gid=%d", c.hostUID, c.hostUID)
+			if m.size > 0 {
+				o += ",size=" + strconv.FormatInt(m.size, 10)
+			}
+			a, dirs = append(a, o), append(dirs, filepath.Join(c.scratch, m.name))
+		}
+		a = append(append(a, dirs...), c.mount)
+	}
+	hostUID, setpriv := c.hostUID, c.setpriv
 	if setpriv != "" {
 		// Drop root before bwrap: the sandbox's processes are then
 		// hostUID on the host too, so a namespace escape lands as a user
@@ -337,7 +387,7 @@ func shimArgv(sh, setpriv, bwrap string, hostUID int, seccomp bool, spec engine.
 			"--reuid", strconv.Itoa(hostUID), "--regid", strconv.Itoa(hostUID),
 			"--clear-groups", "--")
 	}
-	a = append(a, bwrap)
-	args, data := bwrapArgs(spec, seccomp)
+	a = append(a, c.bwrap)
+	args, data := bwrapArgs(spec, c.seccomp, c.scratch)
 	return append(a, args...), data
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/forkserver"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/spare"
+	"github.com/codeexec/codeexec/sandboxd/internal/tempdir"
 )
 
 // Config configures the bubblewrap engine. cmd/ fills it; nothing in
@@ -77,9 +78,13 @@ type Engine struct {
 	dropRoot bool
 	// host bounds the rlimits a sandbox can be given, as read at New.
 	host hostLimits
-	// Host programs, resolved once. setpriv is used only with dropRoot.
-	bwrap, sh, setpriv string
-	lookErr            error
+	// Host programs, resolved once. setpriv and mount are used only with
+	// dropRoot.
+	bwrap, sh, setpriv, mount string
+	lookErr                   error
+	// scratch, with dropRoot, is the empty directory below which each
+	// sandbox's shim mounts its noexec tmpfs (noexecShim).
+	scratch *tempdir.Dir
 	// seccomp is the filter every sandbox gets (package seccomp); nil if this
 	// architecture has none.
 	seccomp []byte
@@ -162,6 +167,12 @@ func (b *Engine) lookPaths() error {
 			return fmt.Errorf("%w: setpriv is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", engine.ErrUnavailable)
 		}
 		if err := engine.CheckHostUID(b.cfg.HostUID); err != nil {
+			return fmt.Errorf("%w: %w", engine.ErrUnavailable, err)
+		}
+		if b.mount, err = engine.LookPath("mount"); err != nil {
+			return fmt.Errorf("%w: mount is not installed: run `apt-get install mount` (Debian/Ubuntu) or `dnf install util-linux`", engine.ErrUnavailable)
+		}
+		if b.scratch, err = makeScratch(); err != nil {
 			return fmt.Errorf("%w: %w", engine.ErrUnavailable, err)
 		}
 	}
@@ -301,7 +312,7 @@ func (b *Engine) plan(ctx context.Context, spec engine.Spec) (*startPlan, error)
 	if b.host.canRaise { // else the check above was the fork server's too
 		unforkable = b.host.forked().check(limits)
 	}
-	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, b.cfg.HostUID, b.seccomp != nil, spec)
+	argv, data := shimArgv(b.shim(), spec)
 	return &startPlan{spec: spec, argv: argv, data: data, key: newLaunchKey(argv, spec.Limits),
 		unforkable: unforkable, logger: b.logger.With("sandbox.id", spec.ID)}, nil
 }
@@ -339,7 +350,7 @@ func (b *Engine) launch(plan *startPlan, id string) (*launcher, error) {
 			return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
 		}
 	}
-	l, err := launch(plan.argv, b.seccomp, cg, rlimits(plan.spec.Limits, cg.HasMemory(), cg.HasPids()))
+	l, err := launch(plan.argv, b.seccomp, cg, rlimits(plan.spec.Limits, cg.HasMemory(), cg.HasPids()), b.scratch != nil)
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
 	}
@@ -355,6 +366,36 @@ func (b *Engine) track(p *process) error {
 		return engine.ErrClosed
 	}
 	return nil
+}
+
+// shim is what sandboxes' host command lines are made of here.
+func (b *Engine) shim() shim {
+	c := shim{sh: b.sh, setpriv: b.setpriv, bwrap: b.bwrap, mount: b.mount, hostUID: b.cfg.HostUID, seccomp: b.seccomp != nil}
+	if b.scratch != nil {
+		c.scratch = b.scratch.Path
+	}
+	return c
+}
+
+// makeScratch makes the directory under which each shim mounts its
+// sandbox's tmpfs, in its own mount namespace: on the host it stays empty.
+func makeScratch() (*tempdir.Dir, error) {
+	d, err := tempdir.Make("", "codeexec-scratch-")
+	if err != nil {
+		return nil, fmt.Errorf("scratch mount points: %w", err)
+	}
+	for _, m := range scratchMounts(engine.Limits{}) {
+		if err := os.Mkdir(filepath.Join(d.Path, m.name), 0o755); err != nil {
+			_ = d.Remove()
+			return nil, fmt.Errorf("scratch mount points: %w", err)
+		}
+	}
+	// bwrap, as the sandbox uid, binds them.
+	if err := os.Chmod(d.Path, 0o755); err != nil {
+		_ = d.Remove()
+		return nil, fmt.Errorf("scratch mount points: %w", err)
+	}
+	return d, nil
 }
 
 // readableByNobody checks that Config.HostUID, which bwrap runs as when
@@ -410,6 +451,9 @@ func (b *Engine) Close() error {
 	}
 	for _, p := range live {
 		_ = p.Wait()
+	}
+	if b.scratch != nil {
+		_ = b.scratch.Remove()
 	}
 	if b.cgroups == nil {
 		return nil
