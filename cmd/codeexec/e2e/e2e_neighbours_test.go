@@ -25,6 +25,7 @@ import (
 type neighbours struct {
 	base        string
 	alpha, beta *client.Client
+	logs        *harness.LockedBuffer // the server's log
 }
 
 // startNeighbours starts `codeexec serve --http` with tenants alpha and
@@ -35,8 +36,11 @@ func startNeighbours(t *testing.T, extra map[string]string, args ...string) neig
 	for k, v := range extra {
 		env[k] = v
 	}
-	base := harness.StartAuthHTTP(t, env, args...)
-	return neighbours{base: base, alpha: tokenClient(t, base, "alpha-token"), beta: tokenClient(t, base, "beta-token")}
+	addr := harness.FreeAddr(t)
+	logs := harness.StartProcess(t, harness.BaseEnv(t, env), append([]string{"serve", "--http", addr}, args...)...)
+	base := "http://" + addr
+	harness.WaitHTTP(t, base+"/healthz")
+	return neighbours{base: base, alpha: tokenClient(t, base, "alpha-token"), beta: tokenClient(t, base, "beta-token"), logs: logs}
 }
 
 // bystander times a tenant's ordinary calls, so that a test can show them

@@ -14,6 +14,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/ratelog"
 )
 
 // sandbox is one live sandbox process with its agent.
@@ -65,6 +66,11 @@ type sandbox struct {
 	// frame outside them was dropped and logged.
 	ckptDue, ckptOpen int64
 	strayWarned       bool
+	// strange counts frames of types an agent never sends (code in the
+	// sandbox wrote them); see strangeFrame.
+	strange int
+	// logs limits what the sandbox can make sandboxd log.
+	logs ratelog.Limiter
 	// afterFirstExec, when set, runs once the first exec of the session
 	// that took this sandbox from the pool is done (deferredWake).
 	afterFirstExec func()
@@ -199,11 +205,35 @@ func (sb *sandbox) readLoop() {
 			select {
 			case sb.restored <- m:
 			default:
-				sb.logger.Warn("a restored frame nobody asked for")
+				sb.logs.Warn(context.Background(), sb.logger, "a restored frame nobody asked for")
 			}
-		default:
+		case *channel.Out, *channel.Call:
 			sb.msgs <- m
+		default:
+			sb.strangeFrame(m)
 		}
+	}
+}
+
+// maxStrangeFrames bounds the frames of types an agent never sends that a
+// sandbox may send before it is stopped: code in the sandbox can reach the
+// channel, and each such frame cost a log line as long as its type.
+const maxStrangeFrames = 100
+
+// strangeFrame logs a frame of a type the agent never sends (rate-limited,
+// cut short) and stops the sandbox at the maxStrangeFrames-th.
+func (sb *sandbox) strangeFrame(m channel.Message) {
+	sb.mu.Lock()
+	sb.strange++
+	n := sb.strange
+	sb.mu.Unlock()
+	switch {
+	case n < maxStrangeFrames:
+		sb.logs.Warn(context.Background(), sb.logger, "dropped a frame of a type the agent never sends (code in the sandbox wrote it)", "type", m.Type(), "count", n)
+	case n == maxStrangeFrames:
+		sb.logger.Warn("stopping the sandbox: its code sent frames of unknown type to sandboxd", "count", n)
+		sb.setStopReason(fmt.Sprintf("its code sent %d frames of unknown type to sandboxd over the agent's channel", n))
+		go sb.kill()
 	}
 }
 
@@ -287,7 +317,7 @@ func (sb *sandbox) readStderr() {
 		sb.mu.Lock()
 		sb.stderr.add(line)
 		sb.mu.Unlock()
-		sb.logger.Debug("sandbox stderr", "line", line)
+		sb.logs.Log(context.Background(), sb.logger, slog.LevelDebug, "sandbox stderr", "line", line)
 	}
 	_, _ = io.Copy(io.Discard, sb.proc.Stderr())
 }
