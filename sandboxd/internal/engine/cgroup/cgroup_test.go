@@ -57,9 +57,12 @@ func TestCgroupLimitsAndUsage(t *testing.T) {
 			wantFiles: map[string]string{
 				// An eighth of the memory limit for socket buffers, the rest
 				// for everything else.
-				"memory/memory.limit_in_bytes": "117440512", "memory/memory.memsw.limit_in_bytes": "117440512",
+				"memory/memory.limit_in_bytes":          "117440512",
+				"memory/memory.memsw.limit_in_bytes":    "117440512",
 				"memory/memory.kmem.tcp.limit_in_bytes": "16777216",
-				"pids/pids.max": "32", "cpu/cpu.cfs_period_us": "100000", "cpu/cpu.cfs_quota_us": "50000",
+				"pids/pids.max":                         "32",
+				"cpu/cpu.cfs_period_us":                 "100000",
+				"cpu/cpu.cfs_quota_us":                  "50000",
 			},
 			wantUsage: engine.Usage{MemoryPeakBytes: 1234, OOMKilled: true, PidsLimitHit: true},
 		},
