@@ -36,6 +36,8 @@ func toStatus(ctx context.Context, logger *slog.Logger, op string, err error) er
 		// A value over the cap is bad input, not a full server: retrying
 		// cannot help, so InvalidArgument rather than ResourceExhausted.
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, errQuota):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, store.ErrConflict):
 		// Aborted is gRPC's code for a failed optimistic-concurrency
 		// check: the client should retry the whole read-modify-write.
