@@ -52,7 +52,10 @@ func (g *Gateway) Serve(ctx context.Context, lis net.Listener, grace time.Durati
 	// Metrics name every upstream server, including tenant-limited ones.
 	mux.Handle("/metrics", g.MetricsGuard(promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// The header read, an idle keep-alive connection, a body (bodylimit)
+	// and each write of an answer (writeDeadline) each have a bound, so
+	// that a client that stalls holds nothing for long.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: g.cfg.HTTP.IdleTimeout}
 	g.logger.InfoContext(ctx, "serving MCP over streamable HTTP", logkeys.Address, "http://"+lis.Addr().String()+"/mcp")
 	if !g.Authenticates() {
 		g.logger.WarnContext(ctx, "MCP over HTTP without authentication: every local process can run code as the default tenant; "+
@@ -121,10 +124,16 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		mcpHandler = nosession.Handler(mcpHandler)
 		// It answers a JSON-RPC batch with a parse error; see batch.
 		mcpHandler = batch.Handler(mcpHandler)
-		// mcp-go reads a whole body into memory, with no limit.
-		mcpHandler = bodylimit.Handler(mcpHandler, MaxBodyBytes, fmt.Sprintf(
-			"run_python takes at most %d bytes (%d MiB) of code: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
-			params.MaxCodeBytes, params.MaxCodeBytes>>20))
+		// mcp-go reads a whole body into memory and parses it, with no
+		// limit; the body is read, bounded and counted here first.
+		mcpHandler = bodylimit.Handler(mcpHandler, bodylimit.Options{
+			Limits: g.cfg.HTTP.bodyLimits(), Budget: g.bodies,
+			Tenant:  func(r *http.Request) string { return auth.Tenant(r.Context(), g.cfg.Tenant) },
+			Refused: func(reason string) { g.metrics.BodyRefused.WithLabelValues(reason).Inc() },
+			Hint: fmt.Sprintf(
+				"run_python takes at most %d bytes (%d MiB) of code, as JSON with its escapes within this body: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
+				params.MaxCodeBytes, params.MaxCodeBytes>>20),
+		})
 		g.http = g.guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodGet && r.Header.Get(server.HeaderKeySessionID) == "" &&
 				!mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
@@ -137,6 +146,7 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			// An MCP session over HTTP has a derived handle; see
 			// sessions.HandleFor.
 			r = r.WithContext(sessions.OverHTTP(r.Context()))
+			w = withWriteDeadline(w, g.cfg.HTTP.WriteTimeout)
 			// A session-based client's call outlives its connection;
 			// see detach.
 			w, r = detach.Request(w, r)

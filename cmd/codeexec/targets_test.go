@@ -29,7 +29,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		mcp  = []string{"timeout", "max-timeout", "output-mode", "tenant"}
 		http = []string{"http", "tokens-file", "jwt-issuer", "jwks-url", "jwt-audience", "jwt-tenant-claim", "resource-url",
 			"insecure-no-auth", "allowed-hosts", "allowed-origins", "metrics-tenants", "quota-sessions", "quota-execs",
-			"quota-execs-per-minute", "shutdown-grace"}
+			"quota-execs-per-minute", "shutdown-grace", "http-max-inflight", "http-tenant-inflight", "http-body-timeout", "http-idle-timeout", "http-write-timeout"}
 		suite = join(logging, memory, discovery, sandbox, mcp, http)
 	)
 	for _, tc := range []struct {

@@ -26,6 +26,7 @@ type neighbours struct {
 	base        string
 	alpha, beta *client.Client
 	logs        *harness.LockedBuffer // the server's log
+	pid         int                   // the server's
 }
 
 // startNeighbours starts `codeexec serve --http` with tenants alpha and
@@ -37,10 +38,10 @@ func startNeighbours(t *testing.T, extra map[string]string, args ...string) neig
 		env[k] = v
 	}
 	addr := harness.FreeAddr(t)
-	logs := harness.StartProcess(t, harness.BaseEnv(t, env), append([]string{"serve", "--http", addr}, args...)...)
+	cmd, logs := harness.StartCommand(t, harness.BaseEnv(t, env), append([]string{"serve", "--http", addr}, args...)...)
 	base := "http://" + addr
 	harness.WaitHTTP(t, base+"/healthz")
-	return neighbours{base: base, alpha: tokenClient(t, base, "alpha-token"), beta: tokenClient(t, base, "beta-token"), logs: logs}
+	return neighbours{base: base, alpha: tokenClient(t, base, "alpha-token"), beta: tokenClient(t, base, "beta-token"), logs: logs, pid: cmd.Process.Pid}
 }
 
 // bystander times a tenant's ordinary calls, so that a test can show them
