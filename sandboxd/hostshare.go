@@ -28,6 +28,12 @@ const (
 // sandboxes together may hold; the rest stays the host's.
 const fileTableShare = 0.9
 
+// mappedFileBytes is what a file held only by a memory mapping (opened,
+// mapped, its descriptor closed) costs a sandbox's memory cgroup: its file
+// and its mapping. One sandbox of 512 MiB held 1,066,777 such files
+// before it ran out of memory (docs/SANDBOX.md).
+const mappedFileBytes = 440
+
 // hostLimits are what the host shares out among the sandboxes.
 type hostLimits struct {
 	// fileMax is fs.file-max and filesInUse the files allocated at start
@@ -80,6 +86,24 @@ func shareOut(lim Limits, n int, h hostLimits) (Limits, error) {
 			h.sigPending, n, minPendingSignals)
 	}
 	return fitFileTable(lim, n, h)
+}
+
+// mappedFilesWarning says, when n sandboxes could fill the free part of the
+// host's file table with files held only by memory mappings (which no
+// descriptor cap counts; their memory limit bounds them), what to raise.
+func mappedFilesWarning(lim Limits, n int, h hostLimits) string {
+	if n <= 0 || lim.MemoryBytes <= 0 || h.fileMax == 0 || h.fileMax > math.MaxInt64/2 || h.fileMax <= h.filesInUse {
+		return ""
+	}
+	per := uint64(lim.MemoryBytes) / mappedFileBytes
+	if lim.Pids > 0 {
+		per += uint64(lim.Pids) * uint64(lim.OpenFiles)
+	}
+	if all := per * uint64(n); all > h.fileMax-h.filesInUse {
+		return fmt.Sprintf("%d sandboxes could hold %d files between them (descriptors, and files held by memory mappings up to their memory limit), more than the %d the host's file table (fs.file-max %d) has free: "+
+			"raise fs.file-max (sysctl; systemd sets it to its maximum), or lower CODEEXEC_MAX_SESSIONS (--max-sessions) or MCP_BRIDGE_MEMORY (--memory)", n, all, h.fileMax-h.filesInUse, h.fileMax)
+	}
+	return ""
 }
 
 // fitFileTable bounds the files n sandboxes hold through descriptors: one

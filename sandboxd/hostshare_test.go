@@ -61,3 +61,18 @@ func TestShareOut(t *testing.T) {
 		})
 	}
 }
+
+func TestMappedFilesWarning(t *testing.T) {
+	t.Parallel()
+	lim := Limits{MemoryBytes: 512 << 20, Pids: 128, OpenFiles: 262}
+	host := hostLimits{fileMax: 2_466_246, filesInUse: 2_000}
+	if w := mappedFilesWarning(lim, 65, host); !strings.Contains(w, "raise fs.file-max") {
+		t.Errorf("65 sandboxes of 512 MiB on a table of 2.5 million: %q, want advice to raise fs.file-max", w)
+	}
+	if w := mappedFilesWarning(lim, 1, host); w != "" {
+		t.Errorf("1 sandbox: %q, want no warning", w)
+	}
+	if w := mappedFilesWarning(lim, 65, hostLimits{fileMax: math.MaxInt64}); w != "" {
+		t.Errorf("an endless table: %q, want no warning", w)
+	}
+}

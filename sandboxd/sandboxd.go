@@ -263,9 +263,13 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		logger.Warn("the default timeout is above the maximum; calls are clamped to the maximum",
 			"timeout.default", cfg.DefaultTimeout, "timeout.max", cfg.MaxTimeout)
 	}
-	lim, err := shareOut(cfg.Limits, sandboxCount(cfg), readHostLimits())
+	host := readHostLimits()
+	lim, err := shareOut(cfg.Limits, sandboxCount(cfg), host)
 	if err != nil {
 		return nil, err
+	}
+	if w := mappedFilesWarning(lim, sandboxCount(cfg), host); w != "" {
+		logger.Warn("the host's file table may not hold every sandbox at its limits", "advice", w)
 	}
 	eng, err := detect.Engine(ctx, cfg.Runtime, bwrap.Config{Spares: cfg.LaunchSpares, ForkServer: cfg.ForkServer, HostUID: cfg.SandboxUID}, container.Config{
 		Image:     cfg.Image,
