@@ -123,6 +123,7 @@ func (l *Limiter) cut(a slog.Attr) slog.Attr {
 		if err, ok := v.Any().(error); ok {
 			return l.cut(slog.String(a.Key, err.Error()))
 		}
+	default: // numbers, times, durations: short already
 	}
 	return slog.Attr{Key: a.Key, Value: v}
 }

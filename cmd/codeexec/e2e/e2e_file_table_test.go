@@ -72,7 +72,7 @@ func TestE2ESandboxOpenFilesFitTheHostTable(t *testing.T) {
 	t.Parallel()
 	const sessions, pool, pids = 64, 1, 128 // the defaults of --max-sessions and --pids; the tests' pool
 	n := startNeighbours(t, nil)
-	beta := newBystander(t, n.beta, "print('ok')", 3)
+	beta := newBystander(t, n.beta, "print('ok')")
 	before := filesInUse(t)
 	var children, opened, most, during int
 	beta.alongside(t, "alpha opening every file it may", func() {

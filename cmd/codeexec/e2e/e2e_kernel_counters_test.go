@@ -124,7 +124,7 @@ func TestE2ESandboxKernelObjectsStayInTheirShare(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			n := startNeighbours(t, tc.env)
-			beta := newBystander(t, n.beta, hostBetaProbe, 3)
+			beta := newBystander(t, n.beta, hostBetaProbe)
 			rootSigQ := sigQueued(t)
 			var got string
 			beta.alongside(t, "alpha hoarding kernel objects", func() {

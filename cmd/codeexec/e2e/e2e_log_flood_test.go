@@ -31,7 +31,7 @@ time.sleep(5)`
 func TestE2EUnknownFramesStopTheSandboxAndDoNotFloodTheLog(t *testing.T) {
 	t.Parallel()
 	n := startNeighbours(t, nil)
-	beta := newBystander(t, n.beta, "print('ok')", 3)
+	beta := newBystander(t, n.beta, "print('ok')")
 	before := len(n.logs.String())
 	var o harness.Outcome
 	beta.alongside(t, "alpha's flood of unknown frames", func() {

@@ -56,12 +56,15 @@ type bystander struct {
 	errs     []string
 }
 
-// newBystander warms c's session up and takes its baseline: n calls of
-// code, which must print "ok".
-func newBystander(t *testing.T, c *client.Client, code string, n int) *bystander {
+// baselineCalls is how many of the bystander's calls make its baseline.
+const baselineCalls = 3
+
+// newBystander warms c's session up and takes its baseline: baselineCalls
+// calls of code, which must print "ok".
+func newBystander(t *testing.T, c *client.Client, code string) *bystander {
 	t.Helper()
 	b := &bystander{c: c, code: code}
-	for range n + 1 {
+	for range baselineCalls + 1 {
 		d, err := b.call(t.Context())
 		if err != "" {
 			t.Fatalf("the bystander's baseline call failed: %s", err)

@@ -14,7 +14,7 @@ import (
 func TestE2EAThreadOfAnEarlierCallStaysOutOfALaterOne(t *testing.T) {
 	t.Parallel()
 	n := startNeighbours(t, map[string]string{"MCP_SERVERS_CONFIG": memoryUpstream(t, "e2e-belongs")})
-	beta := newBystander(t, n.beta, "print('ok')", 3)
+	beta := newBystander(t, n.beta, "print('ok')")
 	harness.Code(t, n.alpha, `
 import asyncio, threading, time
 go, report = threading.Event(), []

@@ -90,7 +90,7 @@ func tcpMemoryPages(t *testing.T) int {
 func TestE2ESocketBuffersCountAgainstTheSandbox(t *testing.T) {
 	t.Parallel()
 	n := startNeighbours(t, nil)
-	beta := newBystander(t, n.beta, tcpLoopbackProbe, 3)
+	beta := newBystander(t, n.beta, tcpLoopbackProbe)
 	before := tcpMemoryPages(t)
 	var queued, during int
 	beta.alongside(t, "alpha filling socket buffers", func() {

@@ -56,7 +56,7 @@ func Handler(next http.Handler, opts Options) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, taken, readErr, ref := read(w, r, opts)
+		body, taken, ref, readErr := read(w, r, opts)
 		defer opts.Budget.give(opts.Tenant(r), taken)
 		if ref != nil {
 			if opts.Refused != nil {
@@ -81,10 +81,10 @@ func Handler(next http.Handler, opts Options) http.Handler {
 // read reads r's body within opts' bounds and returns it with the bytes
 // it took from the budget (to give back once the request is answered),
 // and the error that ended a body cut short.
-func read(w http.ResponseWriter, r *http.Request, opts Options) (body []byte, taken int64, readErr error, ref *refusal) {
+func read(w http.ResponseWriter, r *http.Request, opts Options) (body []byte, taken int64, ref *refusal, readErr error) {
 	lim, tenant := opts.Limits, opts.Tenant(r)
 	if lim.Request > 0 && r.ContentLength > lim.Request {
-		return nil, 0, nil, tooLarge(lim, opts.Hint)
+		return nil, 0, tooLarge(lim, opts.Hint), nil
 	}
 	if lim.ReadTimeout > 0 {
 		// Lifted once the body is in; a refused body keeps it, so that
@@ -101,7 +101,7 @@ func read(w http.ResponseWriter, r *http.Request, opts Options) (body []byte, ta
 	if r.ContentLength > 0 {
 		// Known up front: counted whole before a byte is read.
 		if ref := opts.Budget.take(tenant, r.ContentLength); ref != nil {
-			return nil, 0, nil, ref
+			return nil, 0, ref, nil
 		}
 		taken = r.ContentLength
 		buf.Grow(int(r.ContentLength))
@@ -115,30 +115,30 @@ func read(w http.ResponseWriter, r *http.Request, opts Options) (body []byte, ta
 		if r.ContentLength < 0 {
 			// Counted as it arrives, a chunk at a time.
 			if ref := opts.Budget.take(tenant, n); ref != nil {
-				return nil, taken, nil, ref
+				return nil, taken, ref, nil
 			}
 			taken += n
 		}
 		if lim.Request > 0 && int64(buf.Len()) > lim.Request {
-			return nil, taken, nil, tooLarge(lim, opts.Hint)
+			return nil, taken, tooLarge(lim, opts.Hint), nil
 		}
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, taken, nil, &refusal{reason: RefusedTimeout, status: http.StatusRequestTimeout, msg: fmt.Sprintf(
-				"the request body did not arrive within %s, the most this endpoint waits for one", lim.ReadTimeout)}
+			return nil, taken, &refusal{reason: RefusedTimeout, status: http.StatusRequestTimeout, msg: fmt.Sprintf(
+				"the request body did not arrive within %s, the most this endpoint waits for one", lim.ReadTimeout)}, nil
 		}
 		if err != nil {
-			return buf.Bytes(), taken, err, nil
+			return buf.Bytes(), taken, nil, err
 		}
 	}
 	if lim.Outside > 0 {
 		if out := outsideLongestString(buf.Bytes()); int64(out) > lim.Outside {
-			return nil, taken, nil, &refusal{reason: RefusedOutside, status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf(
+			return nil, taken, &refusal{reason: RefusedOutside, status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf(
 				"the request body holds %d bytes outside the longest string in it, more than the %d bytes (%d KiB) this endpoint takes there: "+
 					"run_python's code may be long, but its other arguments are short; do not put large data in them",
-				out, lim.Outside, lim.Outside>>10)}
+				out, lim.Outside, lim.Outside>>10)}, nil
 		}
 	}
 	return buf.Bytes(), taken, nil, nil

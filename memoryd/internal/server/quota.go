@@ -37,12 +37,24 @@ const (
 
 // tenantLocks serialises one tenant's quota-checked writes in this
 // process, so that a check and the write after it see each other.
-type tenantLocks struct{ m sync.Map }
+type tenantLocks struct {
+	mu sync.Mutex
+	m  map[string]*sync.Mutex
+}
 
 func (l *tenantLocks) lock(tenant string) func() {
-	mu, _ := l.m.LoadOrStore(tenant, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	return mu.(*sync.Mutex).Unlock
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*sync.Mutex{}
+	}
+	mu := l.m[tenant]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		l.m[tenant] = mu
+	}
+	l.mu.Unlock()
+	mu.Lock()
+	return mu.Unlock
 }
 
 // lockQuota takes the tenant's lock for a quota-checked memory write when
