@@ -86,9 +86,11 @@
 // This package wires the pieces under internal/ together: runpython (the
 // tool handler and the running of one call), capabilities (the resource),
 // params and result (arguments in, tool results out, with toon), sessions
-// (MCP session to sandbox session, and who owns each), replicas (sessions
-// over several sandboxd), guard and auth (the HTTP checks, tokens and
-// JWTs), quota and drain (admission), and metrics.
+// (MCP session to sandbox session, and who owns each), route (which
+// sandboxd replica holds a session: the Balancer over several, and the
+// Router that follows the session store's answer), mcpfix (the gaps of
+// mcp-go, closed at the transport), guard and auth (the HTTP checks,
+// tokens and JWTs), quota and drain (admission), and metrics.
 //
 // # Logging
 //

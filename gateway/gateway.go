@@ -16,20 +16,16 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
-	"github.com/codeexec/codeexec/gateway/internal/batch"
 	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
-	"github.com/codeexec/codeexec/gateway/internal/cancelled"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
-	"github.com/codeexec/codeexec/gateway/internal/cursor"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/guard"
-	"github.com/codeexec/codeexec/gateway/internal/listenack"
+	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
-	"github.com/codeexec/codeexec/gateway/internal/notfound"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
-	"github.com/codeexec/codeexec/gateway/internal/replicas"
 	"github.com/codeexec/codeexec/gateway/internal/result"
+	"github.com/codeexec/codeexec/gateway/internal/route"
 	"github.com/codeexec/codeexec/gateway/internal/runpython"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
@@ -163,7 +159,7 @@ type Gateway struct {
 	guard    *guard.Guard
 	quota    *quota.Execs
 	calls    drain.Tracker
-	others   *replicas.ByAddress // replicas reached through SessionElsewhere
+	router   *route.Router
 	metrics  *metrics.Metrics
 	bodies   *bodylimit.Budget // HTTP request bytes in flight
 
@@ -185,10 +181,14 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 	}
 	cfg = cfg.withDefaults()
 	m := metrics.New()
+	// Every call on a session goes to the replica that holds it; see
+	// route.
+	router := route.NewRouter(sandbox, cfg.DialReplica)
 	g := &Gateway{
 		cfg:      cfg,
 		logger:   logger,
-		sessions: sessions.NewTable(sandbox, cfg.Quotas.Sessions, cfg.SessionIdleTimeout, logger),
+		router:   router,
+		sessions: sessions.NewTable(router, cfg.Quotas.Sessions, cfg.SessionIdleTimeout, logger),
 		owners:   sessions.NewOwners(),
 		quota:    quota.NewExecs(cfg.Quotas),
 		metrics:  m,
@@ -204,61 +204,69 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 			return nil, fmt.Errorf("gateway metrics: %w", err)
 		}
 	}
+	g.tool = runpython.New(runpython.Options{
+		Limits: limitsOf(cfg, logger), Mode: modeOf(cfg, logger), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
+		Sandbox: g.router, Sessions: g.sessions, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
+	})
+	g.mcp = server.NewMCPServer(ServerName, cfg.Version,
+		server.WithToolCapabilities(false),
+		server.WithResourceCapabilities(false, false),
+		server.WithHooks(g.hooks()),
+		server.WithRecovery(),
+	)
+	g.mcp.AddTool(g.tool.Definition(), g.tool.Handle)
+	g.mcp.AddResource(capabilities.Resource(), capabilities.Read)
+	return g, nil
+}
+
+// limitsOf is a call's timeout limits in whole seconds. A default above
+// the maximum is clamped per call, as upstream does, with a warning here.
+func limitsOf(cfg Config, logger *slog.Logger) params.Limits {
 	limits := params.Limits{DefaultSeconds: seconds(cfg.DefaultTimeout), MaxSeconds: seconds(cfg.MaxTimeout)}
 	if limits.DefaultSeconds > limits.MaxSeconds {
 		logger.Warn("default timeout exceeds the maximum; calls without a timeout get the maximum",
 			"default", cfg.DefaultTimeout, "max", cfg.MaxTimeout)
 	}
+	return limits
+}
+
+// modeOf is how results are rendered. Upstream renders TOON for any value
+// but compact, and a client's config written for it must still start; a
+// misspelt compact would otherwise go unnoticed, so it is warned of.
+func modeOf(cfg Config, logger *slog.Logger) result.Mode {
 	mode, known := result.ParseMode(cfg.OutputMode)
 	if !known {
-		// Upstream renders TOON for any value but compact, and a client's
-		// config written for it must still start; a misspelt compact would
-		// otherwise go unnoticed.
 		logger.Warn("unknown output mode; rendering TOON, as upstream does for any value but compact",
 			"setting", "MCP_BRIDGE_OUTPUT_MODE (--output-mode)", "value", cfg.OutputMode, "accepted", "compact, toon")
 	}
-	var elsewhere func(string) (sandboxv1.SandboxServiceClient, error)
-	if cfg.DialReplica != nil {
-		g.others = replicas.NewByAddress(cfg.DialReplica)
-		elsewhere = g.others.Client
-		g.sessions.FollowElsewhere(elsewhere)
-	}
-	g.tool = runpython.New(runpython.Options{
-		Limits: limits, Mode: mode, OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
-		Sandbox: sandbox, Sessions: g.sessions, Elsewhere: elsewhere, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
-	})
+	return mode
+}
 
+// hooks are the gateway's mcp-go hooks: mcpfix's, and those that track
+// MCP sessions. Sessions seen starting here are "known" (see
+// sessions.Table.IsKnown). Registration covers stdio and in-process
+// sessions; streamable HTTP registers only after answering initialize,
+// so initialize is hooked too, as it runs before the client can send
+// anything else.
+func (g *Gateway) hooks() *server.Hooks {
 	hooks := &server.Hooks{}
-	hooks.AddBeforeCallTool(runpython.RouteUnknown)
-	// Holds a listen stream's result back until its acknowledgement is
-	// written; see listenack and HTTPHandler.
-	hooks.AddAfterSubscriptionsListen(listenack.AfterListen)
-	// Sessions seen starting here are "known"; see sessions.Table.IsKnown.
-	// Registration covers stdio and in-process sessions; streamable HTTP
-	// registers only after answering initialize, so initialize is hooked
-	// too, as it runs before the client can send anything else.
+	// Unknown tools get a tool result, and a listen stream's result waits
+	// for its acknowledgement; see mcpfix.
+	mcpfix.AddHooks(hooks, runpython.Name)
 	hooks.AddOnRegisterSession(func(_ context.Context, s server.ClientSession) {
 		g.sessions.Started(s.SessionID())
 	})
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		if s := server.ClientSessionFromContext(ctx); s != nil {
 			g.sessions.Started(s.SessionID())
-			g.owners.Set(s.SessionID(), auth.Tenant(ctx, cfg.Tenant))
+			g.owners.Set(s.SessionID(), auth.Tenant(ctx, g.cfg.Tenant))
 		}
 	})
 	hooks.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) {
 		g.sessions.End(ctx, s.SessionID())
 		g.owners.Drop(s.SessionID())
 	})
-	g.mcp = server.NewMCPServer(ServerName, cfg.Version,
-		server.WithToolCapabilities(false),
-		server.WithResourceCapabilities(false, false),
-		server.WithHooks(hooks),
-		server.WithRecovery(),
-	)
-	g.mcp.AddTool(g.tool.Definition(), g.tool.Handle)
-	g.mcp.AddResource(capabilities.Resource(), capabilities.Read)
-	return g, nil
+	return hooks
 }
 
 // MCPServer returns the underlying MCP server, for in-process clients and
@@ -273,17 +281,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	// mcp-go logs through the standard log package; route it into slog
 	// (never stdout, which carries the protocol).
 	s.SetErrorLogger(slog.NewLogLogger(g.logger.Handler(), slog.LevelError))
-	// mcp-go answers a JSON-RPC batch with a parse error; see batch.
-	in, out = batch.Stdio(in, out)
-	// Its answer to a list cursor it did not give names base64; see
-	// cursor.
-	out = cursor.Writer(out)
-	// mcp-go's answer to a read of an unknown resource lacks the URI; see
-	// notfound.
-	in, out = notfound.Stdio(in, out)
-	// Nor does mcp-go keep from answering a request the client
-	// cancelled; see cancelled.
-	in, out = cancelled.Stdio(in, out)
+	// Batches, foreign cursors, unknown resources and cancelled requests
+	// get the answers mcp-go does not give; see mcpfix.
+	in, out = mcpfix.Stdio(in, out)
 	err := s.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
@@ -317,9 +317,7 @@ func (g *Gateway) Drain(ctx context.Context) error {
 // tool error.
 func (g *Gateway) Close(ctx context.Context) error {
 	err := g.sessions.CloseAll(ctx)
-	if g.others != nil {
-		g.others.Close()
-	}
+	g.router.Close()
 	return err
 }
 
@@ -333,9 +331,9 @@ func ValidTenant(t string) error { return auth.ValidTenant(t) }
 const (
 	// BalanceLeastLoaded picks the replica with the fewest live sessions
 	// (the default).
-	BalanceLeastLoaded = string(replicas.LeastLoaded)
+	BalanceLeastLoaded = string(route.LeastLoaded)
 	// BalanceRoundRobin takes the healthy replicas in turn.
-	BalanceRoundRobin = string(replicas.RoundRobin)
+	BalanceRoundRobin = string(route.RoundRobin)
 )
 
 // DialSandbox connects to sandboxd at addr, for New. A single address
@@ -345,21 +343,21 @@ const (
 // and pins each session to the replica that holds it. release closes the
 // connections.
 func DialSandbox(ctx context.Context, addr, balance string, logger *slog.Logger, opts ...grpc.DialOption) (client sandboxv1.SandboxServiceClient, release func(), err error) {
-	if !replicas.IsMulti(addr) {
+	if !route.IsMulti(addr) {
 		conn, err := dial.New(addr, nil, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
 		return sandboxv1.NewSandboxServiceClient(conn), func() { _ = conn.Close() }, nil
 	}
-	resolve, err := replicas.Parse(addr)
+	resolve, err := route.Parse(addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := replicas.New(ctx, replicas.Config{
+	b, err := route.NewBalancer(ctx, route.Config{
 		Resolve: resolve,
 		Dial:    func(addr string) (*grpc.ClientConn, error) { return dial.New(addr, nil, opts...) },
-		Policy:  replicas.Policy(balance),
+		Policy:  route.Policy(balance),
 	}, logger.With("component", "replicas"))
 	if err != nil {
 		return nil, nil, err

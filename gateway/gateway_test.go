@@ -98,7 +98,7 @@ func TestToolDefinition(t *testing.T) {
 	if diff := cmp.Diff([]string{"code"}, tool.InputSchema.Required); diff != "" {
 		t.Errorf("required (-want +got):\n%s", diff)
 	}
-	if props["code"]["type"] != "string" || props["servers"]["type"] != "array" || props["timeout"]["type"] != "integer" {
+	if props["code"]["type"] != "string" || props["servers"]["type"] != "array" || props["timeout"]["type"] != "number" {
 		t.Errorf("property types = %v", props)
 	}
 	if props["timeout"]["minimum"] != 1.0 || props["timeout"]["maximum"] != 90.0 || props["timeout"]["default"] != 30.0 {
@@ -134,9 +134,12 @@ func TestValidation(t *testing.T) {
 		{"blank code", map[string]any{"code": "  \n"}, "Missing 'code' argument"},
 		{"code a number", map[string]any{"code": 42}, "'code' must be a string of Python source, not a number"},
 		{"servers not a list", map[string]any{"code": "1", "servers": "github"}, "'servers' must be a list"},
-		{"timeout fraction", map[string]any{"code": "1", "timeout": 2.5}, "'timeout' must be an integer"},
-		{"timeout bool", map[string]any{"code": "1", "timeout": true}, "'timeout' must be an integer"},
-		{"timeout string", map[string]any{"code": "1", "timeout": "5"}, "'timeout' must be an integer"},
+		{"timeout zero", map[string]any{"code": "1", "timeout": 0}, "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not 0"},
+		{"timeout negative", map[string]any{"code": "1", "timeout": -5}, "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not -5"},
+		{"timeout above the maximum", map[string]any{"code": "1", "timeout": 100000}, "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not 100000"},
+		{"timeout bool", map[string]any{"code": "1", "timeout": true}, "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not a boolean"},
+		{"timeout string", map[string]any{"code": "1", "timeout": "5"}, "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not the string \"5\""},
+		{"unknown argument", map[string]any{"code": "1", "timeout_seconds": 5}, "run_python does not take \"timeout_seconds\"; it accepts: code, servers, timeout, session"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,7 +184,7 @@ func TestUnknownTool(t *testing.T) {
 	}
 }
 
-func TestTimeoutClamping(t *testing.T) {
+func TestTimeouts(t *testing.T) {
 	t.Parallel()
 	g, f := newTestGateway(t, Config{DefaultTimeout: 20 * time.Second, MaxTimeout: 60 * time.Second})
 	c := connect(t, g)
@@ -193,9 +196,8 @@ func TestTimeoutClamping(t *testing.T) {
 		{"default", map[string]any{"code": "1"}, 20 * time.Second},
 		{"given", map[string]any{"code": "1", "timeout": 5}, 5 * time.Second},
 		{"integral float", map[string]any{"code": "1", "timeout": 7.0}, 7 * time.Second},
-		{"above max", map[string]any{"code": "1", "timeout": 500}, 60 * time.Second},
-		{"zero", map[string]any{"code": "1", "timeout": 0}, time.Second},
-		{"negative", map[string]any{"code": "1", "timeout": -3}, time.Second},
+		{"fraction", map[string]any{"code": "1", "timeout": 2.5}, 2500 * time.Millisecond},
+		{"the maximum", map[string]any{"code": "1", "timeout": 60}, 60 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

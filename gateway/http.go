@@ -9,19 +9,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
-	"github.com/codeexec/codeexec/gateway/internal/batch"
 	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
-	"github.com/codeexec/codeexec/gateway/internal/cursor"
-	"github.com/codeexec/codeexec/gateway/internal/detach"
-	"github.com/codeexec/codeexec/gateway/internal/listenack"
-	"github.com/codeexec/codeexec/gateway/internal/nosession"
-	"github.com/codeexec/codeexec/gateway/internal/notfound"
+	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	"github.com/codeexec/codeexec/services/logkeys"
@@ -99,7 +93,7 @@ func (g *Gateway) Serve(ctx context.Context, lis net.Listener, grace time.Durati
 //
 // A request in an MCP session runs to its end even if its connection
 // drops, as the session-based revisions ask; under 2026-07-28 a dropped
-// stream cancels its request. See detach.
+// stream cancels its request. See mcpfix.Detach.
 //
 // Requests pass the guard first: Host and Origin checks against DNS
 // rebinding, then authentication when Config.Auth enables it (see
@@ -112,45 +106,30 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			// The guard checks Host itself, against a configurable list.
 			server.WithDisableLocalhostProtection(true),
 		)
-		// mcp-go v1.2.1 can drop the acknowledgement that opens a
-		// subscriptions/listen stream; see listenack.
-		// Its answer to a read of an unknown resource lacks the URI; see
-		// notfound.
-		mcpHandler := notfound.Handler(listenack.Handler(inner))
-		// Its answer to a cursor it did not give names base64; see cursor.
-		mcpHandler = cursor.Handler(mcpHandler)
-		// It answers a request outside any MCP session 404, as if the
-		// session had expired; see nosession.
-		mcpHandler = nosession.Handler(mcpHandler)
-		// It answers a JSON-RPC batch with a parse error; see batch.
-		mcpHandler = batch.Handler(mcpHandler)
-		// mcp-go reads a whole body into memory and parses it, with no
-		// limit; the body is read, bounded and counted here first.
-		mcpHandler = bodylimit.Handler(mcpHandler, bodylimit.Options{
-			Limits: g.cfg.HTTP.bodyLimits(), Budget: g.bodies,
-			Tenant:  func(r *http.Request) string { return auth.Tenant(r.Context(), g.cfg.Tenant) },
-			Refused: func(reason string) { g.metrics.BodyRefused.WithLabelValues(reason).Inc() },
-			Hint: fmt.Sprintf(
-				"run_python takes at most %d bytes (%d MiB) of code, as JSON with its escapes within this body: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
-				params.MaxCodeBytes, params.MaxCodeBytes>>20),
+		// The answers mcp-go does not give (batches, requests outside a
+		// session, foreign cursors, unknown resources, listen
+		// acknowledgements; see mcpfix), behind the body limiter: mcp-go
+		// reads a whole body into memory and parses it, with no limit, so
+		// each body is read, bounded and counted first (bodylimit).
+		mcpHandler := mcpfix.HTTP(inner, func(next http.Handler) http.Handler {
+			return bodylimit.Handler(next, bodylimit.Options{
+				Limits: g.cfg.HTTP.bodyLimits(), Budget: g.bodies,
+				Tenant:  func(r *http.Request) string { return auth.Tenant(r.Context(), g.cfg.Tenant) },
+				Refused: func(reason string) { g.metrics.BodyRefused.WithLabelValues(reason).Inc() },
+				Hint: fmt.Sprintf(
+					"run_python takes at most %d bytes (%d MiB) of code, as JSON with its escapes within this body: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
+					params.MaxCodeBytes, params.MaxCodeBytes>>20),
+			})
 		})
 		g.http = g.guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet && r.Header.Get(server.HeaderKeySessionID) == "" &&
-				!mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
-				// mcp-go would open a stream of a new, empty session that
-				// nothing is ever sent on: a client of the old HTTP+SSE
-				// transport would wait for its endpoint event forever.
-				http.Error(w, getWithoutSession, http.StatusBadRequest)
-				return
-			}
 			// An MCP session over HTTP has a derived handle; see
 			// sessions.HandleFor.
 			r = r.WithContext(sessions.OverHTTP(r.Context()))
 			w = withWriteDeadline(w, g.cfg.HTTP.WriteTimeout)
 			// A session-based client's call outlives its connection;
-			// see detach.
-			w, r = detach.Request(w, r)
-			stop, _ := detach.OnGone(r.Context(), func() {
+			// see mcpfix.Detach.
+			w, r = mcpfix.Detach(w, r)
+			stop, _ := mcpfix.OnGone(r.Context(), func() {
 				g.logger.Info("the client's connection closed before the answer was sent; the request runs to its end, since before MCP 2026-07-28 only notifications/cancelled cancels one",
 					logkeys.MCPSession, r.Header.Get(server.HeaderKeySessionID))
 			})
@@ -167,12 +146,6 @@ func (g *Gateway) HTTPHandler() http.Handler {
 	})
 	return g.http
 }
-
-// getWithoutSession answers a GET stream asked for outside any MCP session.
-const getWithoutSession = "a GET of /mcp opens the event stream of an MCP session, and this request has no Mcp-Session-Id header: " +
-	"a client of streamable HTTP POSTs initialize first and sends the Mcp-Session-Id header of its answer on every request. " +
-	"A client configured for the older HTTP+SSE transport (type \"sse\", revision 2024-11-05) must be configured for " +
-	"streamable HTTP (type \"http\" or \"streamable-http\") at this same URL, which codeexec serves instead"
 
 // ProtectedResourceHandler serves the OAuth protected-resource metadata
 // (RFC 9728) that MCP clients read to find the authorization server. Mount

@@ -19,7 +19,7 @@ import (
 
 func mustParams(t *testing.T) params.RunPython {
 	t.Helper()
-	return params.RunPython{Code: "x", TimeoutSeconds: 5}
+	return params.RunPython{Code: "x", Timeout: 5 * time.Second}
 }
 
 // blockingRespond makes Execute wait until release is closed; started

@@ -15,8 +15,9 @@ import (
 // TestHTTPListenStreamIsAcknowledged opens subscriptions/listen streams as a
 // 2026-07-28 client does and wants each to begin with
 // notifications/subscriptions/acknowledged, then the result. codeexec has
-// nothing to subscribe to, so each stream ends at once; without listenack,
-// mcp-go v1.2.1 lost the acknowledgement of about one in twenty.
+// nothing to subscribe to, so each stream ends at once; without mcpfix's
+// listenack.go, mcp-go v1.2.1 lost the acknowledgement of about one in
+// twenty.
 func TestHTTPListenStreamIsAcknowledged(t *testing.T) {
 	t.Parallel()
 	g, _ := newTestGateway(t, Config{})

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/runpython"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
 )
@@ -161,7 +162,7 @@ func TestHTTPClientCannotForgeUnknownTool(t *testing.T) {
 	g, _ := newTestGateway(t, Config{})
 	srv := httptest.NewServer(g.HTTPHandler())
 	t.Cleanup(srv.Close)
-	c, err := client.NewStreamableHttpClient(srv.URL, transport.WithHTTPHeaders(map[string]string{runpython.UnknownToolHeader: "forged"}))
+	c, err := client.NewStreamableHttpClient(srv.URL, transport.WithHTTPHeaders(map[string]string{mcpfix.UnknownToolHeader: "forged"}))
 	if err != nil {
 		t.Fatal(err)
 	}

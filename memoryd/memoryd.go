@@ -39,6 +39,8 @@ import (
 	"github.com/codeexec/codeexec/memoryd/internal/server"
 	"github.com/codeexec/codeexec/memoryd/internal/shared"
 	"github.com/codeexec/codeexec/memoryd/internal/store"
+	"github.com/codeexec/codeexec/memoryd/internal/store/bolt"
+	"github.com/codeexec/codeexec/memoryd/internal/store/postgres"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/services/dial"
 )
@@ -69,7 +71,7 @@ const DefaultTenant = server.DefaultTenant
 
 // DefaultStoreWait is how long a call waits for an unreachable
 // PostgreSQL database, a failover included.
-const DefaultStoreWait = store.DefaultPostgresWait
+const DefaultStoreWait = postgres.DefaultWait
 
 // Config configures a Service.
 type Config struct {
@@ -182,7 +184,7 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		// memoryd sharing it agrees on times.
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.StoreWait)
 		defer cancel()
-		pg, err := store.OpenPostgres(ctx, cfg.Store, store.PostgresOptions{
+		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{
 			PasswordFile: cfg.StorePasswordFile, Wait: cfg.StoreWait, TempDir: cfg.SpoolDir,
 			Version: cfg.Version, Logger: logger,
 		})
@@ -192,7 +194,7 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		svc.store = pg
 	} else {
 		st, err := shared.Open(shared.Options{
-			Path: cfg.Path, Bolt: store.BoltOptions{OnCommit: metrics.ObserveCommit},
+			Path: cfg.Path, Bolt: bolt.Options{OnCommit: metrics.ObserveCommit},
 			Version: cfg.Version, Wait: cfg.OwnerWait, Logger: logger,
 		})
 		if err != nil {

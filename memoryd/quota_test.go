@@ -12,6 +12,7 @@ import (
 
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 )
 
 func TestMemoryQuotas(t *testing.T) {
@@ -100,18 +101,18 @@ func TestCheckpointQuota(t *testing.T) {
 func testCheckpointQuota(t *testing.T, cfg memoryd.Config) {
 	cfg.Quotas = memoryd.Quotas{CheckpointBytes: 2500}
 	e := start(t, cfg)
-	s := memoryv1.NewSessionStoreServiceClient(e.conn)
+	s := sessionstorev1.NewSessionStoreServiceClient(e.conn)
 	ctx := t.Context()
 	later := timestamppb.New(time.Now().Add(time.Hour))
 	commit := func(tenant, handle string, ids ...string) error {
 		t.Helper()
-		resp, err := s.GetSession(ctx, &memoryv1.GetSessionRequest{Tenant: tenant, Handle: handle})
+		resp, err := s.GetSession(ctx, &sessionstorev1.GetSessionRequest{Tenant: tenant, Handle: handle})
 		rev := uint64(0)
 		switch status.Code(err) {
 		case codes.OK:
 			rev = resp.GetSession().GetRevision()
 		case codes.NotFound:
-			r, err := s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: tenant, Handle: handle, ExpireTime: later})
+			r, err := s.PutSession(ctx, &sessionstorev1.PutSessionRequest{Tenant: tenant, Handle: handle, ExpireTime: later})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,15 +120,15 @@ func testCheckpointQuota(t *testing.T, cfg memoryd.Config) {
 		default:
 			t.Fatal(err)
 		}
-		var chunks []*memoryv1.Chunk
+		var chunks []*sessionstorev1.Chunk
 		for _, id := range ids {
-			chunks = append(chunks, &memoryv1.Chunk{Id: id, Data: make([]byte, 1000)})
+			chunks = append(chunks, &sessionstorev1.Chunk{Id: id, Data: make([]byte, 1000)})
 		}
-		if _, err := s.PutChunks(ctx, &memoryv1.PutChunksRequest{Tenant: tenant, Handle: handle, Chunks: chunks}); err != nil {
+		if _, err := s.PutChunks(ctx, &sessionstorev1.PutChunksRequest{Tenant: tenant, Handle: handle, Chunks: chunks}); err != nil {
 			t.Fatal(err)
 		}
-		_, err = s.PutSession(ctx, &memoryv1.PutSessionRequest{Tenant: tenant, Handle: handle, ExpireTime: later, ExpectedRevision: rev,
-			Chunks: &memoryv1.SessionChunks{Ids: ids}})
+		_, err = s.PutSession(ctx, &sessionstorev1.PutSessionRequest{Tenant: tenant, Handle: handle, ExpireTime: later, ExpectedRevision: rev,
+			Chunks: &sessionstorev1.SessionChunks{Ids: ids}})
 		return err
 	}
 	if err := commit("t", "one", "a", "b"); err != nil {

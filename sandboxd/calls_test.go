@@ -26,10 +26,11 @@ print(res["content"][0]["text"], LOADED_MCP_SERVERS, sorted(mcp_servers))`})
 	if got := r.result.GetServers(); len(got) != 1 || got[0] != "demo" {
 		t.Fatalf("result servers = %v", got)
 	}
-	// The next call does not name the server: its proxy is gone and a direct
-	// call is refused by sandboxd, naming what to do.
+	// The next call does not name the server: its proxy is gone (its name
+	// says how to load it) and a direct call is refused by sandboxd,
+	// naming what to do.
 	r, err = execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: `
-print("mcp_demo" in globals())
+print(type(mcp_demo).__name__ == "UnloadedServer")
 try:
     await runtime.call_tool("demo", "echo", {"text": "x"})
 except runtime.MCPError as e:
@@ -37,7 +38,7 @@ except runtime.MCPError as e:
 	if err != nil || r.result.GetStatus() != sandboxv1.ExecStatus_EXEC_STATUS_OK {
 		t.Fatalf("refused call: %+v %s, %v", r.result, r.stderr, err)
 	}
-	if !strings.Contains(r.stdout, "False\nrefused: PermissionDeniedError permission_denied Server 'demo' is not available") ||
+	if !strings.Contains(r.stdout, "True\nrefused: PermissionDeniedError permission_denied Server 'demo' is not available") ||
 		!strings.Contains(r.stdout, `pass servers=["demo"]`) {
 		t.Fatalf("stdout = %q, want the proxy gone and a PermissionDeniedError naming servers=[\"demo\"]", r.stdout)
 	}

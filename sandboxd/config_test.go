@@ -14,6 +14,18 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
 
+func TestValidateToolErrors(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]string{"": "", "raise": "", "return": "", "ignore": `tool errors "ignore": use "raise"`} {
+		cfg := sandboxd.DefaultConfig()
+		cfg.ToolErrors = v
+		err := cfg.Validate()
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("ToolErrors %q: %v, want %q", v, err, want)
+		}
+	}
+}
+
 func TestValidateRuntime(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -166,6 +178,7 @@ func TestLimitsReachTheSandbox(t *testing.T) {
 // capability in the host's user namespace starts.
 func TestNewRefusesACapItCannotSet(t *testing.T) {
 	t.Parallel()
+	needsSandboxes(t)
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)

@@ -15,13 +15,14 @@ import (
 
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 )
 
 // countingStore counts the bytes a replica stores, chunks and records,
 // and keeps the sequence number of each checkpoint it commits.
 type countingStore struct {
-	memoryv1.SessionStoreServiceClient
+	sessionstorev1.SessionStoreServiceClient
 	chunks, records atomic.Int64
 
 	mu      sync.Mutex
@@ -36,14 +37,14 @@ func (c *countingStore) committed() []uint64 {
 	return slices.Clone(c.commits)
 }
 
-func (c *countingStore) PutChunks(ctx context.Context, in *memoryv1.PutChunksRequest, opts ...grpc.CallOption) (*memoryv1.PutChunksResponse, error) {
+func (c *countingStore) PutChunks(ctx context.Context, in *sessionstorev1.PutChunksRequest, opts ...grpc.CallOption) (*sessionstorev1.PutChunksResponse, error) {
 	for _, ch := range in.GetChunks() {
 		c.chunks.Add(int64(len(ch.GetData())))
 	}
 	return c.SessionStoreServiceClient.PutChunks(ctx, in, opts...)
 }
 
-func (c *countingStore) PutSession(ctx context.Context, in *memoryv1.PutSessionRequest, opts ...grpc.CallOption) (*memoryv1.PutSessionResponse, error) {
+func (c *countingStore) PutSession(ctx context.Context, in *sessionstorev1.PutSessionRequest, opts ...grpc.CallOption) (*sessionstorev1.PutSessionResponse, error) {
 	c.records.Add(int64(len(in.GetState())))
 	if in.GetChunks() != nil {
 		var st struct {
@@ -100,7 +101,7 @@ func BenchmarkWarmRoundTrip(b *testing.B) {
 					store = sessionStore(b)
 				}
 				counter := &countingStore{}
-				r := newReplicaWrapped(b, store, "unix:/bench.sock", nil, func(c memoryv1.SessionStoreServiceClient) memoryv1.SessionStoreServiceClient {
+				r := newReplicaWrapped(b, store, "unix:/bench.sock", nil, func(c sessionstorev1.SessionStoreServiceClient) sessionstorev1.SessionStoreServiceClient {
 					counter.SessionStoreServiceClient = c
 					return counter
 				})

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 )
 
 // cuttable is a connection to the session store that can be cut: while it
@@ -42,8 +42,8 @@ func (c *cuttable) NewStream(ctx context.Context, desc *grpc.StreamDesc, method 
 func newCuttableReplica(t *testing.T, store *grpc.ClientConn, addr string) (*replica, *cuttable) {
 	t.Helper()
 	c := &cuttable{ClientConnInterface: store}
-	r := newReplicaWrapped(t, store, addr, nil, func(memoryv1.SessionStoreServiceClient) memoryv1.SessionStoreServiceClient {
-		return memoryv1.NewSessionStoreServiceClient(c)
+	r := newReplicaWrapped(t, store, addr, nil, func(sessionstorev1.SessionStoreServiceClient) sessionstorev1.SessionStoreServiceClient {
+		return sessionstorev1.NewSessionStoreServiceClient(c)
 	})
 	return r, c
 }

@@ -11,8 +11,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/codeexec/codeexec/memoryd"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/grpctest"
 )
@@ -65,7 +65,7 @@ func TestForgedCheckpointsStayWithinTheCap(t *testing.T) {
 	t.Cleanup(closeStore)
 	counter := &countingStore{}
 	r := newReplicaWrapped(t, grpctest.Start(t, svc.Register), "unix:/r1.sock", func(c *sandboxd.Config) { c.CheckpointBytes = limit },
-		func(c memoryv1.SessionStoreServiceClient) memoryv1.SessionStoreServiceClient {
+		func(c sessionstorev1.SessionStoreServiceClient) sessionstorev1.SessionStoreServiceClient {
 			counter.SessionStoreServiceClient = c
 			return counter
 		})

@@ -18,6 +18,7 @@ import (
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/grpctest"
 )
@@ -67,8 +68,9 @@ func newReplica(t testing.TB, store *grpc.ClientConn, addr string, mutate func(*
 // (to count what it stores); a nil store makes a replica without memoryd,
 // whose sessions are not durable.
 func newReplicaWrapped(t testing.TB, store *grpc.ClientConn, addr string, mutate func(*sandboxd.Config),
-	wrap func(memoryv1.SessionStoreServiceClient) memoryv1.SessionStoreServiceClient) *replica {
+	wrap func(sessionstorev1.SessionStoreServiceClient) sessionstorev1.SessionStoreServiceClient) *replica {
 	t.Helper()
+	needsSandboxes(t)
 	logger := slog.New(slog.DiscardHandler)
 	cfg := sandboxd.DefaultConfig()
 	cfg.PoolSize = 1
@@ -93,7 +95,7 @@ func newReplicaWrapped(t testing.TB, store *grpc.ClientConn, addr string, mutate
 	if store != nil {
 		deps.Memory = memoryv1.NewMemoryServiceClient(store)
 		deps.Tools = memoryv1.NewToolServiceClient(store)
-		deps.Sessions = memoryv1.NewSessionStoreServiceClient(store)
+		deps.Sessions = sessionstorev1.NewSessionStoreServiceClient(store)
 		if wrap != nil {
 			deps.Sessions = wrap(deps.Sessions)
 		}

@@ -43,6 +43,7 @@ func forkServers(t *testing.T) []int {
 // sandboxd starts a new server that later sessions come from. Not
 // parallel: it tells this service's server from others by which appeared.
 func TestForkServerKilled(t *testing.T) {
+	needsSandboxes(t)
 	before := forkServers(t)
 	c, _ := newService(t, func(cfg *sandboxd.Config) { cfg.PoolSize = 0 })
 	ctx := t.Context()

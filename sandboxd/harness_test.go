@@ -115,6 +115,7 @@ func newServiceWithMetrics(t *testing.T, mutate func(*sandboxd.Config)) (sandbox
 // completes (memoryd's clients, for instance).
 func newServiceWithDeps(t testing.TB, mutate func(*sandboxd.Config), deps func(*sandboxd.Deps)) (sandboxv1.SandboxServiceClient, *fakeDiscovery, *prometheus.Registry) {
 	t.Helper()
+	needsSandboxes(t)
 	logger := slog.New(slog.DiscardHandler)
 	cfg := sandboxd.DefaultConfig()
 	cfg.PoolSize = 1
@@ -150,6 +151,17 @@ func newServiceWithDeps(t testing.TB, mutate func(*sandboxd.Config), deps func(*
 	svc.Register(ip.Server.GRPC)
 	ip.Start()
 	return sandboxv1.NewSandboxServiceClient(ip.Conn), fd, reg
+}
+
+// needsSandboxes skips t under -short: sandboxd's own tests run real
+// sandboxes, which need bubblewrap (or podman or docker), and take
+// minutes. The session, lease, capacity and sandbox packages test the
+// same logic without them, in the fast tier.
+func needsSandboxes(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs real sandboxes, which need bubblewrap (or podman or docker): run without -short")
+	}
 }
 
 // gauge reads one unlabelled metric from reg.

@@ -1,14 +1,18 @@
 // Package sandboxd is the sandbox service: it runs Python in isolated,
 // persistent sessions and brokers the sandbox's requests to discoveryd and
 // memoryd. Details live under sandboxd/internal: server (the gRPC
-// handlers), session (sessions, the warm pool, idle reaping), engine (the
-// runtimes: bwrap, podman and docker, chosen by engine/detect), channel
-// and broker (the framed channel to the in-sandbox agent and the requests
-// it carries), and agent (the Python that runs in the sandbox). Other
+// handlers), session (sessions and the sequence of a call), sandbox (one
+// live sandbox: exec, restore, output, calls), lease (a session's hold on
+// the session store: fencing, checkpoints, takeover), capacity (the warm
+// pool, --max-sessions, idle reaping), engine (the runtimes: bwrap, podman
+// and docker, chosen by engine/detect), channel and broker (the framed
+// channel to the in-sandbox agent and the requests it carries), and agent
+// (the Python that runs in the sandbox). Other
 // services reach sandboxd only through the generated gRPC client.
 package sandboxd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,13 +25,15 @@ import (
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/broker"
-	"github.com/codeexec/codeexec/sandboxd/internal/durable"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/bwrap"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/container"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/detect"
+	"github.com/codeexec/codeexec/sandboxd/internal/lease"
+	"github.com/codeexec/codeexec/sandboxd/internal/metrics"
 	"github.com/codeexec/codeexec/sandboxd/internal/server"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 	"github.com/codeexec/codeexec/sandboxd/internal/tempdir"
@@ -94,6 +100,11 @@ type Config struct {
 	// Advertise is where gateways reach this replica's SandboxService when
 	// another replica finds a session live here: host:port, or unix:/path.
 	Advertise string
+
+	// ToolErrors is what a failed tool call does in the sandbox: "raise"
+	// (or "") raises runtime.ToolError; "return" returns the failed
+	// CallToolResult as a dict, as upstream did, for code written for it.
+	ToolErrors string
 }
 
 // Limits bound one sandbox. Its fields are engine.Limits' (in
@@ -198,6 +209,8 @@ func (c Config) Validate() error {
 		return err
 	}
 	switch {
+	case c.ToolErrors != "" && c.ToolErrors != "raise" && c.ToolErrors != "return":
+		return fmt.Errorf("tool errors %q: use \"raise\" (a failed tool call raises runtime.ToolError) or \"return\" (it returns the result dict, as upstream did)", c.ToolErrors)
 	case c.Runtime != "" && c.Runtime != "bwrap" && c.Runtime != "podman" && c.Runtime != "docker":
 		return fmt.Errorf("runtime %q is not supported: use bwrap, podman or docker, or leave it empty to detect one", c.Runtime)
 	case (c.Runtime == "podman" || c.Runtime == "docker") && c.Image == "":
@@ -239,7 +252,7 @@ type Deps struct {
 	// Sessions, when set, makes sessions durable: checkpointed to it after
 	// each call, restored from it into a new sandbox, shared by every
 	// replica that uses the same store.
-	Sessions memoryv1.SessionStoreServiceClient
+	Sessions sessionstorev1.SessionStoreServiceClient
 	// Registry receives sandboxd's metrics; nil leaves them unregistered.
 	Registry prometheus.Registerer
 }
@@ -303,22 +316,23 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 	}
 	var dur *session.Durability
 	if deps.Sessions != nil {
-		replica := durable.NewReplica(deps.Sessions, cfg.Advertise, logger)
+		replica := lease.NewReplica(deps.Sessions, cfg.Advertise, logger)
 		dur = &session.Durability{
-			Sessions:        durable.NewSessions(deps.Sessions, replica, cfg.SessionTTL),
-			Replica:         replica,
+			Store:           lease.NewStore(deps.Sessions, replica, cfg.SessionTTL),
 			CheckpointBytes: cfg.CheckpointBytes,
 		}
 		logger.Info("sessions are durable", "replica", replica.ID, "advertise", cfg.Advertise, "session_ttl", cfg.SessionTTL)
 	}
 	m, err := session.NewManager(ctx, session.Config{
 		Engine:   eng,
-		Broker:   &broker.Broker{Discovery: deps.Discovery, Memory: deps.Memory, Tools: deps.Tools},
+		Broker:   &broker.Broker{Discovery: deps.Discovery, Memory: deps.Memory, Tools: deps.Tools, Logger: logger},
 		AgentDir: dir,
 		Argv:     []string{cfg.Python, "-I", filepath.Join(engine.AgentMount, agent.Entry)},
 		Env: map[string]string{
 			"HOME": "/workspace", "PWD": "/workspace", "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
 			"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
+			// Read by the agent at each tool call (codeexec_runtime).
+			"MCP_BRIDGE_TOOL_ERRORS": cmp.Or(cfg.ToolErrors, "raise"),
 		},
 		Limits:         lim,
 		OutputLimit:    cfg.OutputLimitBytes,
@@ -328,7 +342,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		IdleTimeout:    cfg.IdleTimeout,
 		PoolSize:       cfg.PoolSize,
 		MaxSessions:    cfg.MaxSessions,
-		Metrics:        session.NewMetrics(deps.Registry),
+		Metrics:        metrics.New(deps.Registry),
 		Durable:        dur,
 	}, logger)
 	if err != nil {

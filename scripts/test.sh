@@ -58,6 +58,22 @@ python_tests=$!
 step "checking generated protobuf code"
 buf lint
 buf format -d --exit-code
+# No change may break the protos' wire or generated-code compatibility
+# against the commit before HEAD (its first parent: on main, main's
+# previous commit, with all a merge brought in). A change that breaks it
+# on purpose lists what it breaks under breaking.ignore in buf.yaml. A
+# shallow clone is deepened by one commit to have that parent.
+if [ "$(git rev-parse --is-shallow-repository)" = true ] && ! git rev-parse -q --verify 'HEAD~1^{commit}' >/dev/null; then
+  git fetch -q --deepen=1 || true
+fi
+if git rev-parse -q --verify 'HEAD~1^{commit}' >/dev/null; then
+  buf breaking --against '.git#ref=HEAD~1'
+elif [ "$(git rev-parse --is-shallow-repository)" = true ]; then
+  echo "buf breaking needs the commit before HEAD, which this shallow clone lacks and could not fetch: clone with --depth 2 or more" >&2
+  exit 1
+else
+  echo "buf breaking: HEAD is the first commit; nothing to compare against"
+fi
 buf generate
 if ! git diff --exit-code --stat -- proto/gen; then
   echo "proto/gen is stale: run 'buf generate' and commit the result" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates discoveryd/internal/search/internal/wordvec/vectors.bin: word
-# vectors trained by internal/vecgen on software documentation that ships in
+# vectors trained by tools/vecgen on software documentation that ships in
 # Debian bookworm (package descriptions, reference manuals, API
 # documentation; the list and licences are in vecgen's corpus.go and
 # VECTORS-NOTICE). Building or
@@ -31,6 +31,6 @@ index=$(ls /var/lib/apt/lists/*_debian_dists_bookworm_main_i18n_Translation-en*)
 /usr/lib/apt/apt-helper cat-file "$index" >"$tmp/Translation-en"
 sha256sum "$tmp/Translation-en" >&2
 
-go run ./discoveryd/internal/search/internal/vecgen \
+go run ./tools/vecgen \
   -translations "$tmp/Translation-en" \
   -out discoveryd/internal/search/internal/wordvec/vectors.bin "$@"

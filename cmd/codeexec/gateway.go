@@ -51,7 +51,7 @@ func (u *gatewayUnit) check() error {
 		return err
 	}
 	u.addr = addr
-	u.cfg.Version = version
+	u.cfg.Version = buildVersion()
 	return u.cfg.Validate()
 }
 

@@ -4,12 +4,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -21,8 +23,32 @@ import (
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/memdb"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=…"; left
+// empty, buildVersion reads the build info.
+var version = ""
+
+// buildVersion is version, or the module version and VCS revision that
+// the Go toolchain recorded in the binary ("v1.2.0", "(devel) 3f2a9c1d0b7e
+// modified"), or "dev" when the binary has no build info.
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	parts := []string{cmp.Or(bi.Main.Version, "(devel)")}
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			parts = append(parts, s.Value)
+		case s.Key == "vcs.modified" && s.Value == "true":
+			parts = append(parts, "modified")
+		}
+	}
+	return strings.Join(parts, " ")
+}
 
 func main() {
 	// An MCP client may close our stderr (or stdout) when it goes away. A
@@ -140,7 +166,7 @@ func usage() string {
 
 // run is main without the process: tests call it directly.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	e := cli.Env{Getenv: getenv, Stdin: stdin, Stdout: stdout, Stderr: stderr, Version: version}
+	e := cli.Env{Getenv: getenv, Stdin: stdin, Stdout: stdout, Stderr: stderr, Version: buildVersion()}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage())
 		return cli.ErrUsage

@@ -14,6 +14,7 @@ import (
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
 )
@@ -72,7 +73,7 @@ func (u *sandboxdUnit) start(ctx context.Context, p *process.Process) error {
 		deps.Memory, deps.Tools = memoryv1.NewMemoryServiceClient(mem), memoryv1.NewToolServiceClient(mem)
 		// Sessions are durable wherever memoryd is: their checkpoints live
 		// beside memory and saved tools.
-		deps.Sessions = memoryv1.NewSessionStoreServiceClient(mem)
+		deps.Sessions = sessionstorev1.NewSessionStoreServiceClient(mem)
 	}
 	if p.InProc != nil && u.socketDir != "" {
 		if err := u.sock.Prepare(u.socketDir, p.Logger); err != nil {
@@ -157,6 +158,7 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.Duration(&c.SessionTTL, "session-ttl", d.SessionTTL, "how long an unused session's state (and its handle) is kept", "CODEEXEC_SESSION_TTL")
 	fs.Bytes(&c.CheckpointBytes, "checkpoint-bytes", d.CheckpointBytes, "largest session checkpoint; a session whose state is larger is not durable until it shrinks", "CODEEXEC_CHECKPOINT_BYTES")
 	c.StartTimeout = d.StartTimeout
+	fs.String(&c.ToolErrors, "tool-errors", "raise", "what a failed MCP tool call does in the sandbox: raise (runtime.ToolError) or return (the result dict, as upstream did)", "MCP_BRIDGE_TOOL_ERRORS")
 	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes", "MCP_BRIDGE_IMAGE")
 	fs.String(&c.ContainerUser, "container-user", d.ContainerUser, "uid:gid inside containers", "MCP_BRIDGE_CONTAINER_USER")
 	bindContainers(fs, c, cs)

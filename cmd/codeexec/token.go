@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/cli"
@@ -16,7 +17,14 @@ import (
 // random token, prints it once on stderr and the line to append on stdout;
 // `codeexec token hash` reads a token from stdin and prints its hash.
 func runToken(_ context.Context, args []string, e cli.Env) error {
+	help := slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" })
 	switch {
+	case help:
+	case len(args) == 2 && args[0] == "add" && strings.HasPrefix(args[1], "-"):
+		// A flag where the tenant goes is a mistake, not a tenant called
+		// "--force": say so rather than make a token for it.
+		fmt.Fprintf(e.Stderr, "codeexec token add: %q is not a tenant name (it starts with '-'); token add takes no flags\n", args[1])
+		return cli.ErrUsage
 	case len(args) == 2 && args[0] == "add":
 		if err := gateway.ValidTenant(args[1]); err != nil {
 			return err
@@ -37,7 +45,6 @@ func runToken(_ context.Context, args []string, e cli.Env) error {
 		fmt.Fprintln(e.Stdout, gateway.HashToken(token))
 		return nil
 	}
-	help := len(args) == 1 && (args[0] == "-h" || args[0] == "--help")
 	out := e.Stderr
 	if help {
 		out = e.Stdout

@@ -32,10 +32,52 @@ func storeMode(ctx context.Context) error {
 		return fmt.Errorf("%d memoryd replicas are running, want 2", len(mds))
 	}
 	fmt.Printf("memoryd replicas: %d\n", len(mds))
-	const sessions, perSession, perReplica = 4, 10, 20
+	want, err := incrementEverywhere(ctx, mds)
+	if err != nil {
+		return err
+	}
+	s, err := open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.c.Close()
+	out, err := s.must(ctx, "print(load_memory('pg-counter'))")
+	if err != nil {
+		return err
+	}
+	if out != strconv.Itoa(want) {
+		return fmt.Errorf("counter = %s after %d increments through sandboxes and both replicas", out, want)
+	}
+	fmt.Printf("counter exact: %d increments through %d sessions and %d memoryd replicas\n", want, counterSessions, len(mds))
+	if _, err := s.must(ctx, "save_memory('e2e', {'from': 0})\ndef e2e_tool(v):\n    return v * 2\nsave_tool(e2e_tool)"); err != nil {
+		return err
+	}
+	fmt.Printf("killing memoryd replica %s\n", mds[0].name)
+	if out, err := exec.CommandContext(ctx, *engine, "kill", mds[0].name).CombinedOutput(); err != nil {
+		return fmt.Errorf("kill %s: %w: %s", mds[0].name, err, out)
+	}
+	if err := recallWithin(ctx, 30*time.Second); err != nil {
+		return fmt.Errorf("after killing a memoryd replica: %w", err)
+	}
+	if err := saveWhileTheDatabaseRestarts(ctx, s, want); err != nil {
+		return err
+	}
+	fmt.Println("e2e: store: PASS")
+	return nil
+}
+
+// How storeMode's counter is incremented: so many sessions each so many
+// times through update_memory, and so many times straight through each
+// memoryd replica.
+const counterSessions, perSession, perReplica = 4, 10, 20
+
+// incrementEverywhere increments one counter from sandboxes and straight
+// through every memoryd replica at once, and returns the count it must
+// come to.
+func incrementEverywhere(ctx context.Context, mds []replica) (want int, err error) {
 	var wg sync.WaitGroup
-	errs := make(chan error, sessions+len(mds))
-	for i := range sessions {
+	errs := make(chan error, counterSessions+len(mds))
+	for i := range counterSessions {
 		wg.Go(func() {
 			s, err := open(ctx)
 			if err != nil {
@@ -69,34 +111,15 @@ func storeMode(ctx context.Context) error {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		return err
+		return 0, err
 	}
-	s, err := open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.c.Close()
-	want := sessions*perSession + len(mds)*perReplica
-	out, err := s.must(ctx, "print(load_memory('pg-counter'))")
-	if err != nil {
-		return err
-	}
-	if out != strconv.Itoa(want) {
-		return fmt.Errorf("counter = %s after %d increments through sandboxes and both replicas", out, want)
-	}
-	fmt.Printf("counter exact: %d increments through %d sessions and %d memoryd replicas\n", want, sessions, len(mds))
-	if _, err := s.must(ctx, "save_memory('e2e', {'from': 0})\ndef e2e_tool(v):\n    return v * 2\nsave_tool(e2e_tool)"); err != nil {
-		return err
-	}
+	return counterSessions*perSession + len(mds)*perReplica, nil
+}
 
-	fmt.Printf("killing memoryd replica %s\n", mds[0].name)
-	if out, err := exec.CommandContext(ctx, *engine, "kill", mds[0].name).CombinedOutput(); err != nil {
-		return fmt.Errorf("kill %s: %w: %s", mds[0].name, err, out)
-	}
-	if err := recallWithin(ctx, 30*time.Second); err != nil {
-		return fmt.Errorf("after killing a memoryd replica: %w", err)
-	}
-
+// saveWhileTheDatabaseRestarts kills the database and starts it again
+// while s saves: the save waits, then succeeds in the same sandbox, and
+// memory is reachable afterwards.
+func saveWhileTheDatabaseRestarts(ctx context.Context, s *session, want int) error {
 	pgs, err := findService(ctx, "postgres", "5432")
 	if err != nil {
 		return err
@@ -123,7 +146,7 @@ func storeMode(ctx context.Context) error {
 	// The save starts while the database goes down.
 	time.Sleep(200 * time.Millisecond)
 	began := time.Now()
-	out, err = s.must(ctx, "save_memory('during-restart', 1)\nprint(load_memory('pg-counter'))")
+	out, err := s.must(ctx, "save_memory('during-restart', 1)\nprint(load_memory('pg-counter'))")
 	if err != nil {
 		return fmt.Errorf("a save while the database was down: %w", err)
 	}
@@ -137,7 +160,6 @@ func storeMode(ctx context.Context) error {
 	if err := recallWithin(ctx, 30*time.Second); err != nil {
 		return fmt.Errorf("after the database's restart: %w", err)
 	}
-	fmt.Println("e2e: store: PASS")
 	return nil
 }
 

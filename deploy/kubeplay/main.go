@@ -58,20 +58,9 @@ func main() {
 }
 
 func run(in io.Reader, out, stderr io.Writer) error {
-	var docs []obj
-	dec := yaml.NewDecoder(in)
-	for {
-		var o obj
-		err := dec.Decode(&o)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if d, ok := normalise(o).(obj); ok {
-			docs = append(docs, d)
-		}
+	docs, err := readDocs(in)
+	if err != nil {
+		return err
 	}
 	var (
 		configs   []obj
@@ -97,13 +86,61 @@ func run(in io.Reader, out, stderr io.Writer) error {
 	for _, c := range configs {
 		patchConfig(c)
 	}
-	// One pod per replica, each with its address.
-	type pod struct {
-		name, ip string
-		labels   obj
-		spec     obj
-		meta     obj
+	pods, err := podsOf(workloads)
+	if err != nil {
+		return err
 	}
+	aliases, names := serviceAliases(services, pods)
+	for _, c := range configs {
+		if err := emit(out, c); err != nil {
+			return err
+		}
+	}
+	var f files
+	f.script.WriteString("set -eu\n")
+	for _, p := range pods {
+		if err := f.add(out, p, aliases); err != nil {
+			return err
+		}
+	}
+	if err := f.write(); err != nil {
+		return err
+	}
+	sort.Strings(skipped)
+	fmt.Fprintf(stderr, "kubeplay: %d pods; services %s\nkubeplay: not run by podman: %s\n", len(pods), strings.Join(names, " "), strings.Join(skipped, ", "))
+	return nil
+}
+
+// readDocs reads every document of the rendered manifests.
+func readDocs(in io.Reader) ([]obj, error) {
+	var docs []obj
+	dec := yaml.NewDecoder(in)
+	for {
+		var o obj
+		err := dec.Decode(&o)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if d, ok := normalise(o).(obj); ok {
+			docs = append(docs, d)
+		}
+	}
+}
+
+// pod is one replica of a workload, with its address.
+type pod struct {
+	name, ip string
+	labels   obj
+	spec     obj
+	meta     obj
+}
+
+// podsOf makes one pod per replica of each workload, each with its
+// address; a StatefulSet's volume claims become emptyDirs.
+func podsOf(workloads []obj) ([]pod, error) {
 	var pods []pod
 	for _, w := range workloads {
 		n := 1
@@ -114,7 +151,7 @@ func run(in io.Reader, out, stderr io.Writer) error {
 			tmpl, _ := deepCopy(get(w, "spec", "template")).(obj)
 			spec := mapping(tmpl, "spec")
 			if spec == nil {
-				return fmt.Errorf("%s/%s has no spec.template.spec", kind(w), name(w))
+				return nil, fmt.Errorf("%s/%s has no spec.template.spec", kind(w), name(w))
 			}
 			for _, vct := range list(w, "spec", "volumeClaimTemplates") {
 				vols, _ := spec["volumes"].([]any)
@@ -125,9 +162,12 @@ func run(in io.Reader, out, stderr io.Writer) error {
 			pods = append(pods, pod{name: fmt.Sprintf("%s-%d", name(w), i), ip: fmt.Sprintf("%s.%d", *subnet, 10+len(pods)), labels: labels, spec: spec, meta: meta})
 		}
 	}
-	// Service name → the addresses of its pods.
-	var aliases []any
-	var names []string
+	return pods, nil
+}
+
+// serviceAliases resolves each Service's name to the addresses of the
+// pods its selector picks, as hostAliases, and describes each for the log.
+func serviceAliases(services []obj, pods []pod) (aliases []any, names []string) {
 	for _, s := range services {
 		sel, _ := get(s, "spec", "selector").(obj)
 		var ips []string
@@ -141,63 +181,67 @@ func run(in io.Reader, out, stderr io.Writer) error {
 		}
 		names = append(names, fmt.Sprintf("%s=%s", name(s), strings.Join(ips, ",")))
 	}
-	for _, c := range configs {
-		if err := emit(out, c); err != nil {
-			return err
+	return aliases, names
+}
+
+// files gathers what kubeplay writes beside the manifests: the addresses
+// for kube play, the pods, and the podman commands of the pods kube play
+// cannot start.
+type files struct {
+	ipList, podList, script bytes.Buffer
+}
+
+// add emits p as a single-replica Deployment on out, or, when kube play
+// cannot start it, as podman commands in the script.
+func (f *files) add(out io.Writer, p pod, aliases []any) error {
+	if needsRun(p.spec) {
+		if err := podmanRun(&f.script, p.name, p.ip, p.spec, aliases); err != nil {
+			return fmt.Errorf("pod %s: %w", p.name, err)
+		}
+		fmt.Fprintf(&f.podList, "%s %s\n", p.name, p.ip)
+		return nil
+	}
+	secretVolumesToConfigMaps(p.spec)
+	// podman publishes a containerPort on the host, where two
+	// replicas would collide; in a cluster it only names the port.
+	for _, c := range list(p.spec, "containers") {
+		if c, ok := c.(obj); ok {
+			delete(c, "ports")
 		}
 	}
-	var ipList, podList, script bytes.Buffer
-	script.WriteString("set -eu\n")
-	for _, p := range pods {
-		if needsRun(p.spec) {
-			if err := podmanRun(&script, p.name, p.ip, p.spec, aliases); err != nil {
-				return fmt.Errorf("pod %s: %w", p.name, err)
-			}
-			fmt.Fprintf(&podList, "%s %s\n", p.name, p.ip)
+	p.spec["hostAliases"] = aliases
+	p.spec["hostname"] = p.name
+	d := obj{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": obj{"name": p.name, "labels": p.labels},
+		"spec": obj{
+			"replicas": 1,
+			"selector": obj{"matchLabels": p.labels},
+			"template": obj{"metadata": p.meta, "spec": p.spec},
+		},
+	}
+	if err := emit(out, d); err != nil {
+		return err
+	}
+	fmt.Fprintln(&f.ipList, p.ip)
+	fmt.Fprintf(&f.podList, "%s %s\n", p.name, p.ip)
+	return nil
+}
+
+// write writes the files the flags name.
+func (f *files) write() error {
+	for _, w := range []struct {
+		path string
+		data *bytes.Buffer
+		mode os.FileMode
+	}{{*ipsFile, &f.ipList, 0o644}, {*runScript, &f.script, 0o755}, {*podsFile, &f.podList, 0o644}} {
+		if w.path == "" {
 			continue
 		}
-		secretVolumesToConfigMaps(p.spec)
-		// podman publishes a containerPort on the host, where two
-		// replicas would collide; in a cluster it only names the port.
-		for _, c := range list(p.spec, "containers") {
-			if c, ok := c.(obj); ok {
-				delete(c, "ports")
-			}
-		}
-		p.spec["hostAliases"] = aliases
-		p.spec["hostname"] = p.name
-		d := obj{
-			"apiVersion": "apps/v1", "kind": "Deployment",
-			"metadata": obj{"name": p.name, "labels": p.labels},
-			"spec": obj{
-				"replicas": 1,
-				"selector": obj{"matchLabels": p.labels},
-				"template": obj{"metadata": p.meta, "spec": p.spec},
-			},
-		}
-		if err := emit(out, d); err != nil {
-			return err
-		}
-		fmt.Fprintln(&ipList, p.ip)
-		fmt.Fprintf(&podList, "%s %s\n", p.name, p.ip)
-	}
-	if *ipsFile != "" {
-		if err := os.WriteFile(*ipsFile, ipList.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(w.path, w.data.Bytes(), w.mode); err != nil {
 			return err
 		}
 	}
-	if *runScript != "" {
-		if err := os.WriteFile(*runScript, script.Bytes(), 0o755); err != nil {
-			return err
-		}
-	}
-	if *podsFile != "" {
-		if err := os.WriteFile(*podsFile, podList.Bytes(), 0o644); err != nil {
-			return err
-		}
-	}
-	sort.Strings(skipped)
-	fmt.Fprintf(stderr, "kubeplay: %d pods; services %s\nkubeplay: not run by podman: %s\n", len(pods), strings.Join(names, " "), strings.Join(skipped, ", "))
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -172,7 +173,9 @@ func logCall(ctx context.Context, logger *slog.Logger, method string, start time
 		return
 	}
 	level := slog.LevelDebug
-	if err != nil {
+	// Aborted is a lost race that the caller retries (update_memory's
+	// revision check), part of normal work, so it stays at debug too.
+	if err != nil && status.Code(err) != codes.Aborted {
 		level = slog.LevelInfo
 	}
 	logger.Log(ctx, level, "grpc call",

@@ -138,7 +138,7 @@ try:
     await runtime.call_tool("filesystem", "list_directory", {"path": DIR})
 except runtime.MCPError as e:
     err = str(e)
-print(json.dumps({"Proxies": sorted(n for n in globals() if n.startswith("mcp_") and n != "mcp_servers"), "Loaded": list(LOADED_MCP_SERVERS), "Error": err}))`
+print(json.dumps({"Proxies": sorted(n for n in globals() if n.startswith("mcp_") and n != "mcp_servers" and type(globals()[n]).__name__ != "UnloadedServer"), "Loaded": list(LOADED_MCP_SERVERS), "Error": err}))`
 		src := strings.ReplaceAll(probe, "DIR", strconv.Quote(u.dir))
 		pyJSON(t, c, []string{"filesystem"}, "keep = mcp_filesystem\n"+src, &one)
 		pyJSON(t, c, []string{"filesystem", "memory"}, src, &two)

@@ -215,12 +215,19 @@ print(json.dumps(out))`
 		}
 	})
 
-	t.Run("tool error is a result", func(t *testing.T) {
+	t.Run("tool error raises, or is a result when asked", func(t *testing.T) {
 		var got map[string]any
 		o := pyJSON(t, c, []string{"filesystem"}, `import json
-print(json.dumps(await mcp_filesystem.read_text_file(path="/etc/passwd")))`, &got)
-		if got["isError"] != true || !strings.Contains(harness.ResultText(got), "denied") || o.IsError {
-			t.Errorf("reading outside the allowed dir = %v (run_python isError %v), want isError true with 'denied', and no exception", got, o.IsError)
+try:
+    await mcp_filesystem.read_text_file(path="/etc/passwd")
+    raised = None
+except runtime.ToolError as e:
+    raised = e.message
+res = await mcp_filesystem.read_text_file(path="/etc/passwd", raise_on_error=False)
+print(json.dumps(dict(res, raised=raised)))`, &got)
+		raised, _ := got["raised"].(string)
+		if got["isError"] != true || !strings.Contains(harness.ResultText(got), "denied") || !strings.Contains(raised, "denied") || o.IsError {
+			t.Errorf("reading outside the allowed dir = %v (run_python isError %v), want ToolError with 'denied', then with raise_on_error=False isError true", got, o.IsError)
 		}
 	})
 

@@ -112,7 +112,7 @@ func TestE2ESurface(t *testing.T) {
 	}{
 		{map[string]any{"code": "  "}, "Missing 'code' argument"},
 		{map[string]any{"code": "pass", "servers": "github"}, "'servers' must be a list"},
-		{map[string]any{"code": "pass", "timeout": "soon"}, "'timeout' must be an integer"},
+		{map[string]any{"code": "pass", "timeout": "soon"}, "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not the string \"soon\""},
 	} {
 		o := harness.RunPython(t, c, tc.args)
 		if !o.IsError || o.Str("status") != "validation_error" || !strings.Contains(o.Text, tc.want) {

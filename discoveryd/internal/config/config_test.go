@@ -714,3 +714,18 @@ func TestStamp(t *testing.T) {
 		t.Errorf("with ~/MCPs/x.json removed the stamp is\n%s\nwant the one before it came:\n%s", got, stamps["~/.claude.json edited"])
 	}
 }
+
+// TestPWDFallsBackToTheWorkingDirectory: a client that starts the bridge
+// without a shell passes no PWD; ${PWD} in a project's .mcp.json is then
+// the directory the bridge runs in, not an undefined variable.
+func TestPWDFallsBackToTheWorkingDirectory(t *testing.T) {
+	t.Parallel()
+	x := expander{lookup: func(string) (string, bool) { return "", false }, cwd: "/work/project"}
+	if got := x.expand("${PWD}/data:${env:PWD}"); got != "/work/project/data:/work/project" || len(x.missing) != 0 {
+		t.Errorf("expand = %q, missing %q; want the working directory", got, x.missing)
+	}
+	x = expander{lookup: func(k string) (string, bool) { return "/from/env", k == "PWD" }, cwd: "/work/project"}
+	if got := x.expand("${PWD}"); got != "/from/env" {
+		t.Errorf("with PWD set: expand = %q, want the variable's value", got)
+	}
+}

@@ -24,7 +24,11 @@ type expander struct {
 	// vars are the predefined variables of VS Code and Cursor
 	// (predefinedVars), which no environment variable overrides, as in
 	// those clients.
-	vars    map[string]string
+	vars map[string]string
+	// cwd answers ${PWD} when the environment has no PWD: a client that
+	// starts the bridge without a shell passes none, and the directory
+	// it started it in is what the config's author meant.
+	cwd     string
 	missing []string
 	// inputs are the ${input:ID} references met, which the bridge cannot
 	// answer: the client prompts the user for them.
@@ -58,6 +62,9 @@ func (x *expander) expand(s string) string {
 			if v, ok := x.lookup(name); ok && (v != "" || !hasDefault) {
 				return v
 			}
+		}
+		if name == "PWD" && x.cwd != "" {
+			return x.cwd
 		}
 		if hasDefault {
 			return def

@@ -155,38 +155,72 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 	if !ok {
 		return s, "", fmt.Errorf("entry must be an object, got %s", kind(raw))
 	}
-	if src, _ := e["source"].(string); src == "extension" {
-		return s, "a Zed extension's server (\"source\": \"extension\"), which only Zed can start", nil
-	}
-	disabled, err := switchOf(e, "disabled")
-	if err != nil {
-		return s, "", err
-	}
-	if disabled == "true" {
-		return s, "disabled: true", nil
-	}
-	enabled, err := switchOf(e, "enabled") // OpenCode's and Codex's
-	if err != nil {
-		return s, "", err
-	}
-	if enabled == "false" {
-		return s, "enabled: false", nil
+	if skip, err := skipReason(e); skip != "" || err != nil {
+		return s, skip, err
 	}
 	s = Server{Name: name, Description: fileDesc}
 	if d, ok := e["description"].(string); ok && d != "" {
 		s.Description = d
 	}
-	x := expander{lookup: opts.Lookup, vars: vars}
+	x := expander{lookup: opts.Lookup, vars: vars, cwd: opts.Cwd}
 	s.Cwd = x.expand(str(e["cwd"]))
 	for _, k := range urlKeys {
 		if s.URL = x.expand(str(e[k])); s.URL != "" {
 			break
 		}
 	}
+	if e, err = x.command(&s, e); err != nil {
+		return s, "", err
+	}
+	if err := x.maps(&s, e, opts); err != nil {
+		return s, "", err
+	}
+	if s.Tenants, err = stringList(e, "tenants"); err != nil {
+		return s, "", err
+	}
+	if s.Transport, err = transportOf(e, s); err != nil {
+		return s, "", err
+	}
+	if err := x.unresolved(); err != nil {
+		return s, "", err
+	}
+	if !opts.AllowSelf && (looksLikeSelf(s) || startsSelf(s, opts)) {
+		return s, "points at this bridge itself (set MCP_BRIDGE_ALLOW_SELF_SERVER=1 to allow)", nil
+	}
+	return s, "", nil
+}
+
+// skipReason says why an entry is left out on purpose ("" to keep it): a
+// Zed extension's server, or one switched off.
+func skipReason(e map[string]any) (string, error) {
+	if src, _ := e["source"].(string); src == "extension" {
+		return "a Zed extension's server (\"source\": \"extension\"), which only Zed can start", nil
+	}
+	disabled, err := switchOf(e, "disabled")
+	if err != nil {
+		return "", err
+	}
+	if disabled == "true" {
+		return "disabled: true", nil
+	}
+	enabled, err := switchOf(e, "enabled") // OpenCode's and Codex's
+	if err != nil {
+		return "", err
+	}
+	if enabled == "false" {
+		return "enabled: false", nil
+	}
+	return "", nil
+}
+
+// command sets s's program and arguments from the entry's "command" in
+// any layout, and "args". Zed's command object moves its "args" and
+// "env" into the entry it returns.
+func (x *expander) command(s *Server, e map[string]any) (map[string]any, error) {
 	switch c := e["command"].(type) {
 	case []any: // OpenCode: the program and its arguments in one list
 		if len(c) == 0 {
-			return s, "", errors.New("\"command\" is an empty list")
+			return e, errors.New("\"command\" is an empty list")
 		}
 		s.Command = x.expand(str(c[0]))
 		for _, a := range c[1:] {
@@ -195,11 +229,12 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 	case map[string]any: // Zed's older layout: {"path", "args", "env"}
 		path, ok := c["path"].(string)
 		if !ok || path == "" {
-			return s, "", fmt.Errorf("\"command\" is an object without a \"path\"; accepted: a string, a list, or Zed's {\"path\": …, \"args\": […], \"env\": {…}}")
+			return e, fmt.Errorf("\"command\" is an object without a \"path\"; accepted: a string, a list, or Zed's {\"path\": …, \"args\": […], \"env\": {…}}")
 		}
 		s.Command = x.expand(path)
+		var err error
 		if e, err = zedCommand(e, c); err != nil {
-			return s, "", err
+			return e, err
 		}
 	default:
 		s.Command = x.expand(str(c))
@@ -209,42 +244,43 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 			s.Args = append(s.Args, x.expand(str(a)))
 		}
 	} else if e["args"] != nil {
-		return s, "", fmt.Errorf("\"args\" must be a list, got %s", kind(e["args"]))
+		return e, fmt.Errorf("\"args\" must be a list, got %s", kind(e["args"]))
 	}
-	if s.Env, err = stringMap(e, "env", &x); err != nil {
-		return s, "", err
+	return e, nil
+}
+
+// maps sets s's environment (from "env", OpenCode's "environment" and an
+// env file) and HTTP headers.
+func (x *expander) maps(s *Server, e map[string]any, opts Options) error {
+	var err error
+	if s.Env, err = stringMap(e, "env", x); err != nil {
+		return err
 	}
 	if s.Env == nil { // OpenCode calls it "environment"
-		if s.Env, err = stringMap(e, "environment", &x); err != nil {
-			return s, "", err
+		if s.Env, err = stringMap(e, "environment", x); err != nil {
+			return err
 		}
 	}
-	if s.Env, err = envFile(e, s.Env, opts.Cwd, &x); err != nil {
-		return s, "", err
+	if s.Env, err = envFile(e, s.Env, opts.Cwd, x); err != nil {
+		return err
 	}
-	if s.Headers, err = stringMap(e, "headers", &x); err != nil {
-		return s, "", err
-	}
-	if s.Tenants, err = stringList(e, "tenants"); err != nil {
-		return s, "", err
-	}
-	if s.Transport, err = transportOf(e, s); err != nil {
-		return s, "", err
-	}
+	s.Headers, err = stringMap(e, "headers", x)
+	return err
+}
+
+// unresolved reports the variables the expansions could not resolve.
+func (x *expander) unresolved() error {
 	if len(x.missing) > 0 {
-		return s, "", fmt.Errorf("undefined variable(s) %s; set them in the environment or remove the references", strings.Join(x.missing, ", "))
+		return fmt.Errorf("undefined variable(s) %s; set them in the environment or remove the references", strings.Join(x.missing, ", "))
 	}
 	if len(x.inputs) > 0 {
 		refs := make([]string, len(x.inputs))
 		for i, id := range x.inputs {
 			refs[i] = "${input:" + id + "}"
 		}
-		return s, "", fmt.Errorf("uses %s, which VS Code asks the user for and codeexec cannot; write the value in its place, or use ${env:NAME} and set NAME where codeexec starts", strings.Join(refs, ", "))
+		return fmt.Errorf("uses %s, which VS Code asks the user for and codeexec cannot; write the value in its place, or use ${env:NAME} and set NAME where codeexec starts", strings.Join(refs, ", "))
 	}
-	if !opts.AllowSelf && (looksLikeSelf(s) || startsSelf(s, opts)) {
-		return s, "points at this bridge itself (set MCP_BRIDGE_ALLOW_SELF_SERVER=1 to allow)", nil
-	}
-	return s, "", nil
+	return nil
 }
 
 // zedCommand moves the "args" and "env" of Zed's command object into a

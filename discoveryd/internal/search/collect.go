@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+	"github.com/codeexec/codeexec/internal/porter"
 )
 
 // cand is a matched document awaiting ranking.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+	"github.com/codeexec/codeexec/internal/porter"
 )
 
 // The experiments with the dense rerank itself (see vecexp_test.go for how

@@ -1,15 +1,12 @@
 package search
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/fuzzy"
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/lexicon"
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
+	"github.com/codeexec/codeexec/internal/porter"
 )
 
 // Fields of a document, each with its own weight and length normalisation.
@@ -73,162 +70,6 @@ type Index struct {
 	surface  []string           // by term id: its shortest word, to explain hits
 	docVec   []float32          // by doc, dims each: the direction of its words' vectors
 	pool     sync.Pool          // *scratch
-}
-
-// NewIndex builds an index over a copy of docs. Hits point into that copy.
-func NewIndex(docs []Doc) *Index {
-	ix := &Index{
-		docs:  append([]Doc(nil), docs...),
-		terms: map[string]int32{},
-		words: map[string]int32{},
-		names: map[string][]int32{},
-		exact: map[string][]int32{},
-		loose: map[string][]int32{},
-	}
-	n := len(ix.docs)
-	ix.pool.New = func() any { return newScratch(n) }
-
-	ix.nameLen = make([]uint8, n)
-	ix.fields = make([][]termFields, n)
-	docTerms := make([][]termFreq, n)
-	lengths := make([][numFields]float64, n)
-	var totals [numFields]float64
-	var buf []string
-	slot := map[int32]int{} // term → index in the current doc's termFreq slice
-	wv := wordvec.Embedded()
-	wordRow := map[string]int32{} // surface word → vector row, or -1
-	// The words of every document that have a vector, document after
-	// document: doc i's are vw[vwEnd[i-1]:vwEnd[i]].
-	var vw []vecWord
-	vwEnd := make([]int, n)
-	for i := range ix.docs {
-		d := &ix.docs[i]
-		var tfs []termFreq
-		clear(slot)
-		for f, text := range docFields(d) {
-			buf = buf[:0]
-			for _, t := range text {
-				buf = appendWords(buf, t)
-			}
-			if f == fieldName || f == fieldServer {
-				buf = dedupe(buf) // name and alias mostly repeat each other
-			}
-			if f == fieldName {
-				if s := squash(d.Tool); s != "" {
-					buf = append(buf, s)
-				}
-			}
-			for _, w := range buf {
-				id := ix.termID(w)
-				if vecFieldWeight[f] > 0 && !stopwords[w] {
-					row, ok := wordRow[w]
-					if !ok {
-						row = wv.Find(w)
-						wordRow[w] = row
-					}
-					if row >= 0 {
-						vw = append(vw, vecWord{uint32(row)<<3 | uint32(f), id})
-					}
-				}
-				k, ok := slot[id]
-				if !ok {
-					k = len(tfs)
-					slot[id] = k
-					tfs = append(tfs, termFreq{term: id})
-				}
-				if tfs[k].tf[f] < math.MaxUint16 {
-					tfs[k].tf[f]++
-				}
-			}
-			lengths[i][f] = float64(len(buf))
-			totals[f] += float64(len(buf))
-		}
-		docTerms[i] = tfs
-		vwEnd[i] = len(vw)
-		ix.fields[i] = fieldsOf(tfs)
-		ix.nameLen[i] = uint8(min(nameWords(d.Tool), math.MaxUint8))
-		ix.addNames(int32(i), d)
-	}
-
-	var avg [numFields]float64
-	for f := range avg {
-		avg[f] = max(totals[f]/float64(max(n, 1)), 1)
-	}
-	df := make([]int, len(ix.terms))
-	for _, tfs := range docTerms {
-		for _, t := range tfs {
-			df[t.term]++
-		}
-	}
-	ix.postings = make([][]posting, len(ix.terms))
-	ix.idf = make([]float32, len(ix.terms))
-	for id := range ix.postings {
-		ix.postings[id] = make([]posting, 0, df[id])
-		ix.idf[id] = float32(math.Log(1 + (float64(n)-float64(df[id])+0.5)/(float64(df[id])+0.5)))
-	}
-	for i, tfs := range docTerms {
-		for _, t := range tfs {
-			idf := float64(ix.idf[t.term])
-			var x float64
-			for f := range numFields {
-				if t.tf[f] == 0 {
-					continue
-				}
-				norm := 1 - fieldB[f] + fieldB[f]*lengths[i][f]/avg[f]
-				x += fieldWeight[f] * float64(t.tf[f]) / norm
-			}
-			w := idf * x * (k1 + 1) / (k1 + x)
-			ix.postings[t.term] = append(ix.postings[t.term], posting{doc: int32(i), weight: float32(w), name: t.tf[fieldName] > 0})
-		}
-	}
-	// Postings were filled in document order because docTerms is iterated
-	// by index; keep them so for deterministic tie-breaking.
-
-	// Each document's vector: its words' vectors, each weighted by its
-	// field and its term's idf, summed and scaled to unit length.
-	dims := wv.Dims()
-	ix.docVec = make([]float32, n*dims)
-	for i, end := range vwEnd {
-		v := ix.docVec[i*dims : i*dims+dims]
-		begin := 0
-		if i > 0 {
-			begin = vwEnd[i-1]
-		}
-		for _, w := range vw[begin:end] {
-			wv.AddTo(v, int32(w.rowField>>3), vecFieldWeight[w.rowField&7]*ix.idf[w.term])
-		}
-		wordvec.Unitize(v)
-	}
-
-	surface := make([]string, 0, len(ix.words))
-	ix.wordTerm = make([]int32, 0, len(ix.words))
-	ix.surface = make([]string, len(ix.terms))
-	for w, id := range ix.words {
-		surface = append(surface, w)
-		ix.wordTerm = append(ix.wordTerm, id)
-		if cur := ix.surface[id]; cur == "" || len(w) < len(cur) || (len(w) == len(cur) && w < cur) {
-			ix.surface[id] = w
-		}
-	}
-	ix.vocab = fuzzy.New(surface)
-
-	lx := lexicon.Embedded()
-	ix.lexTerm = make([]int32, lx.Len())
-	for i := range ix.lexTerm {
-		ix.lexTerm[i] = -1
-	}
-	for t, id := range ix.terms {
-		if k := lx.Find(t); k >= 0 {
-			ix.lexTerm[k] = id
-		}
-	}
-	// A query's stopwords are ignored, so no other word may stand for one.
-	for w := range stopwords {
-		if k := lx.Find(porter.Stem(w)); k >= 0 {
-			ix.lexTerm[k] = -1
-		}
-	}
-	return ix
 }
 
 // vecWord is one word of a document that has a vector: its row in

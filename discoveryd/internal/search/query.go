@@ -6,7 +6,7 @@ import (
 	"unicode"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/lexicon"
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+	"github.com/codeexec/codeexec/internal/porter"
 )
 
 // Query-side weights of a term relative to the word the query used.

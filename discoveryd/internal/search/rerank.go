@@ -3,8 +3,8 @@ package search
 import (
 	"strings"
 
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
+	"github.com/codeexec/codeexec/internal/porter"
 )
 
 // Dense reranking: the best-scored documents are rescored by how close

@@ -26,7 +26,7 @@
 //     "delete", "repo" for "repository") match at a lower weight;
 //   - words and phrases ("get rid of") that the lexicon relates to a query
 //     word match at the weight of the relation: a lexicon generated from
-//     WordNet and GloVe word vectors by internal/lexgen (see internal/lexicon).
+//     WordNet and GloVe word vectors by tools/lexgen (see internal/lexicon).
 //     A unit matched through a weaker relation also counts as less of a
 //     match for the coordination factor.
 //

@@ -1,6 +1,6 @@
 package search
 
-import "github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+import "github.com/codeexec/codeexec/internal/porter"
 
 // stopwords are dropped from queries (not from documents) unless the query
 // has nothing else: they match almost every description and only add noise.

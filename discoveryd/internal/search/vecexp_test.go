@@ -3,7 +3,7 @@ package search
 // The experiments behind the dense rerank (docs/SEARCH.md, "tried"): the
 // raw vectors they read, and query and document expansion here; the
 // rerank's own in densexp_test.go. They need raw vectors from
-// internal/vecgen's -raw flag, or the variables below, and are skipped
+// tools/vecgen's -raw flag, or the variables below, and are skipped
 // without them:
 //
 //	VEC=/tmp/raw.bin VEC_PCS=1 VEC_RERANK=1 go test -run TestVecExperiment -v .   # rerank by cosine, by weight
@@ -26,7 +26,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+	"github.com/codeexec/codeexec/internal/porter"
 )
 
 type rawVecs struct {

@@ -26,7 +26,7 @@ const HelperSummary = `Sandboxed code has these globals, in a session that persi
   - ` + "`list_servers_sync()`" + `, ` + "`list_tools_sync(server)`" + `, ` + "`describe_server(name)`" + `, ` + "`list_loaded_server_metadata()`" + `: servers loaded for this call.
   - ` + "`search_tool_docs_sync(query, limit=5, detail=\"summary\")`" + ` and ` + "`query_tool_docs_sync(server, tool=None, detail=\"summary\"|\"full\")`" + `: tool docs; ` + "`detail=\"full\"`" + ` adds the input schema. Search spans every configured server; each hit says ` + "`loaded`" + ` and the ` + "`loadWith`" + ` (` + "`servers=[\"name\"]`" + `) that loads it.
   - ` + "`await call_tool(server, tool, arguments)`" + `; async variants of the helpers above; ` + "`capability_summary()`" + ` returns the manual as text: ` + "`print(runtime.capability_summary())`" + ` shows it.
-- ` + "`mcp_<alias>`" + ` for each server passed in ` + "`servers=[...]`" + `: ` + "`await mcp_<alias>.<tool>(**kwargs)`" + ` returns the CallToolResult as a dict.
+- ` + "`mcp_<alias>`" + ` for each server passed in ` + "`servers=[...]`" + `: ` + "`await mcp_<alias>.<tool>(**kwargs)`" + ` returns the CallToolResult as a dict; a failed call (also ` + "`isError`" + `) raises ` + "`runtime.ToolError`" + `, unless ` + "`raise_on_error=False`" + `. Arguments are checked against the tool's input schema first. A configured server not passed in ` + "`servers=[...]`" + ` raises on use, saying how to load it.
 - Memory that outlives sessions: ` + "`save_memory(key, value, *, metadata=None)`" + `, ` + "`load_memory(key, *, default=None)`" + `, ` + "`update_memory(key, fn)`" + `, ` + "`delete_memory`" + `, ` + "`list_memories`" + `, ` + "`memory_exists`" + `, ` + "`get_memory_info`" + `.
 - ` + "`save_tool(func)`" + ` keeps a function for later sessions, which call it by name or ` + "`import user_tools`" + `.`
 
@@ -41,7 +41,8 @@ var Text = fmt.Sprintf(`# Code Execution MCP Capabilities
 - `+"`import mcp.runtime as runtime`"+` works too; the global `+"`runtime`"+` is the same module.
 - Prefer the `+"`_sync`"+` helpers: all but `+"`search_tool_docs_sync`"+` read metadata already in the sandbox and need no round trip.
 - A server's configuration may set `+"`cwd`"+`, the directory it runs in. Check `+"`runtime.describe_server(name)`"+` or `+"`runtime.list_loaded_server_metadata()`"+` for its `+"`cwd`"+` before passing relative paths.
-- Variables, imports and functions persist between calls. A timeout stops the sandbox: its state is lost and the next call starts fresh.
+- Variables, imports and functions persist between calls. A timeout stops the sandbox; the next call restores the session from its checkpoint (variables, imports, functions and classes; what could not be saved is named). Files in /workspace are not in the checkpoint: a timeout or crash loses them.
+- The sandbox has no network: MCP servers (`+"`servers=[...]`"+`) reach the outside.
 - Output is capped; write large data to a file in /workspace and print a summary.
 
 Resource: %s

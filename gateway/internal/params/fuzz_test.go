@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzParse feeds run_python arbitrary JSON arguments, decoded as mcp-go
@@ -50,7 +51,7 @@ func FuzzParse(f *testing.F) {
 		// Servers may read differently (json.Number keeps "5.0" apart from
 		// "5", as Python's str() does); everything else must agree.
 		q, qmsg, qok := Parse(numbers, lim)
-		if qok != ok || qmsg != msg || q.Code != p.Code || q.TimeoutSeconds != p.TimeoutSeconds || len(q.Servers) != len(p.Servers) {
+		if qok != ok || qmsg != msg || q.Code != p.Code || q.Timeout != p.Timeout || len(q.Servers) != len(p.Servers) {
 			t.Errorf("with json.Number: %+v %q %v; with float64: %+v %q %v", q, qmsg, qok, p, msg, ok)
 		}
 		if !ok {
@@ -62,8 +63,8 @@ func FuzzParse(f *testing.F) {
 		if list, _ := args["servers"].([]any); len(p.Servers) != len(list) {
 			t.Errorf("%d servers from a list of %d", len(p.Servers), len(list))
 		}
-		if p.TimeoutSeconds < 1 || (maxSeconds >= 1 && p.TimeoutSeconds > maxSeconds) {
-			t.Errorf("timeout %ds outside [1, %d]", p.TimeoutSeconds, maxSeconds)
+		if p.Timeout < time.Second || (maxSeconds >= 1 && p.Timeout > time.Duration(maxSeconds)*time.Second) {
+			t.Errorf("timeout %s outside [1s, %ds]", p.Timeout, maxSeconds)
 		}
 	})
 }

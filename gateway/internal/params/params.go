@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -20,8 +22,20 @@ import (
 const (
 	MsgMissingCode    = "Missing 'code' argument"
 	MsgServersNotList = "'servers' must be a list"
-	MsgTimeoutNotInt  = "'timeout' must be an integer"
 )
+
+// MsgTimeout is the message for a timeout that is not a number of seconds
+// within the accepted range; %s is what was given, %d the maximum.
+// Upstream clamped 0, -5 and 100000 silently and refused 2.5; a value the
+// call cannot honour is refused here with the range instead.
+const MsgTimeout = "'timeout' must be a number of seconds from 1 to %d (fractions accepted), not %s"
+
+// MsgUnknownArgument is the message for arguments run_python does not
+// take; %s lists them, then the accepted ones.
+const MsgUnknownArgument = "run_python does not take %s; it accepts: %s"
+
+// Accepted are run_python's arguments, as its schema lists them.
+var Accepted = []string{"code", "servers", "timeout", "session"}
 
 // MsgSessionNotString is the message for a session value that is not a
 // string.
@@ -54,8 +68,8 @@ type RunPython struct {
 	Code string
 	// Servers lists the MCP servers to expose, each coerced to a string.
 	Servers []string
-	// TimeoutSeconds is the effective timeout, within [1, max].
-	TimeoutSeconds int
+	// Timeout is the call's timeout, within [1 s, max].
+	Timeout time.Duration
 	// Session is the handle of the session to continue, or "" for the
 	// caller's MCP session (or, without one, a new session).
 	Session string
@@ -73,14 +87,26 @@ type Limits struct {
 // for the model (one of the Msg constants) and ok=false.
 //
 // Deliberate choices where upstream's Python semantics do not carry over:
-//   - A timeout arrives as a JSON number, so integral floats (5, 5.0) are
-//     accepted and 5.5 is rejected. Booleans are rejected, although Python's
-//     isinstance(True, int) let upstream accept them: a boolean timeout is
-//     always a mistake. Strings such as "5" are rejected, as upstream does.
+//   - A timeout is any number of seconds from 1 to the maximum, fractions
+//     included; anything else (0, -5, 2×max, true, "5") is refused with
+//     the range (MsgTimeout), where upstream clamped out-of-range numbers
+//     without a word and refused fractions.
+//   - An argument the tool does not take is refused with the accepted
+//     list (MsgUnknownArgument), where upstream ignored it.
 //   - An explicit null for code, servers or timeout means "not given".
 //   - A code value that is not a string says so (MsgCodeNotString), where
 //     upstream reports it as missing.
 func Parse(args map[string]any, lim Limits) (p RunPython, msg string, ok bool) {
+	var unknown []string
+	for k := range args {
+		if !slices.Contains(Accepted, k) {
+			unknown = append(unknown, strconv.Quote(k))
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return RunPython{}, fmt.Sprintf(MsgUnknownArgument, strings.Join(unknown, ", "), strings.Join(Accepted, ", ")), false
+	}
 	raw := args["code"]
 	code, isString := raw.(string)
 	if !isString && raw != nil {
@@ -112,15 +138,15 @@ func Parse(args map[string]any, lim Limits) (p RunPython, msg string, ok bool) {
 		}
 	}
 
-	timeout := lim.DefaultSeconds
+	maxSeconds := max(1, lim.MaxSeconds)
+	p.Timeout = time.Duration(Clamp(lim.DefaultSeconds, maxSeconds)) * time.Second
 	if raw, present := args["timeout"]; present && raw != nil {
-		n, isInt := integer(raw)
-		if !isInt {
-			return RunPython{}, MsgTimeoutNotInt, false
+		n, isNumber := number(raw)
+		if !isNumber || n < 1 || n > float64(maxSeconds) {
+			return RunPython{}, fmt.Sprintf(MsgTimeout, maxSeconds, given(raw)), false
 		}
-		timeout = n
+		p.Timeout = time.Duration(n * float64(time.Second))
 	}
-	p.TimeoutSeconds = Clamp(timeout, lim.MaxSeconds)
 
 	if raw, present := args["session"]; present && raw != nil {
 		h, isString := raw.(string)
@@ -177,42 +203,42 @@ func Clamp(seconds, maxSeconds int) int {
 	return max(1, min(seconds, maxSeconds))
 }
 
-// integer reports v as an int when it holds a whole number. Values beyond
-// the int range saturate, since they are clamped anyway.
-func integer(v any) (int, bool) {
+// number reports v as a float64 when it is a finite JSON number.
+func number(v any) (float64, bool) {
+	var f float64
 	switch n := v.(type) {
 	case float64:
-		if math.IsNaN(n) || math.IsInf(n, 0) || n != math.Trunc(n) {
+		f = n
+	case float32:
+		f = float64(n)
+	case int:
+		f = float64(n)
+	case int32:
+		f = float64(n)
+	case int64:
+		f = float64(n)
+	case json.Number:
+		x, err := n.Float64()
+		if err != nil {
 			return 0, false
 		}
-		return saturate(n), true
-	case float32:
-		return integer(float64(n))
-	case int:
-		return n, true
-	case int32:
-		return int(n), true
-	case int64:
-		return saturate(float64(n)), true
-	case json.Number:
-		if i, err := n.Int64(); err == nil {
-			return saturate(float64(i)), true
-		}
-		if f, err := n.Float64(); err == nil {
-			return integer(f)
-		}
+		f = x
+	default:
+		return 0, false
 	}
-	return 0, false
+	return f, !math.IsNaN(f) && !math.IsInf(f, 0)
 }
 
-func saturate(f float64) int {
-	switch {
-	case f > math.MaxInt32:
-		return math.MaxInt32
-	case f < math.MinInt32:
-		return math.MinInt32
+// given renders a refused value for a message: numbers as JSON has them,
+// anything else with its JSON type.
+func given(v any) string {
+	if f, ok := number(v); ok {
+		return strconv.FormatFloat(f, 'g', -1, 64)
 	}
-	return int(f)
+	if s, ok := v.(string); ok {
+		return "the string " + strconv.Quote(s)
+	}
+	return jsonType(v)
 }
 
 // pyStr turns a JSON value into text the way Python's str() would, since

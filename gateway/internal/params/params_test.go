@@ -15,7 +15,7 @@ func TestParse(t *testing.T) {
 		name        string
 		args        map[string]any
 		wantMsg     string
-		wantTimeout int
+		wantTimeout float64
 		wantServers []string
 	}{
 		{name: "no args", args: nil, wantMsg: MsgMissingCode},
@@ -35,13 +35,18 @@ func TestParse(t *testing.T) {
 		{name: "timeout int", args: map[string]any{"code": "x", "timeout": 5}, wantTimeout: 5},
 		{name: "timeout integral float", args: map[string]any{"code": "x", "timeout": 5.0}, wantTimeout: 5},
 		{name: "timeout json number", args: map[string]any{"code": "x", "timeout": json.Number("7")}, wantTimeout: 7},
-		{name: "timeout fraction", args: map[string]any{"code": "x", "timeout": 5.5}, wantMsg: MsgTimeoutNotInt},
-		{name: "timeout bool", args: map[string]any{"code": "x", "timeout": true}, wantMsg: MsgTimeoutNotInt},
-		{name: "timeout string", args: map[string]any{"code": "x", "timeout": "5"}, wantMsg: MsgTimeoutNotInt},
-		{name: "timeout clamped high", args: map[string]any{"code": "x", "timeout": 1e9}, wantTimeout: 120},
-		{name: "timeout huge", args: map[string]any{"code": "x", "timeout": 1e300}, wantTimeout: 120},
-		{name: "timeout clamped zero", args: map[string]any{"code": "x", "timeout": 0}, wantTimeout: 1},
-		{name: "timeout clamped negative", args: map[string]any{"code": "x", "timeout": -4.0}, wantTimeout: 1},
+		{name: "timeout fraction", args: map[string]any{"code": "x", "timeout": 2.5}, wantTimeout: 2.5},
+		{name: "timeout the maximum", args: map[string]any{"code": "x", "timeout": 120}, wantTimeout: 120},
+		{name: "timeout one", args: map[string]any{"code": "x", "timeout": 1}, wantTimeout: 1},
+		{name: "timeout bool", args: map[string]any{"code": "x", "timeout": true}, wantMsg: "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not a boolean"},
+		{name: "timeout string", args: map[string]any{"code": "x", "timeout": "5"}, wantMsg: "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not the string \"5\""},
+		{name: "timeout above the maximum", args: map[string]any{"code": "x", "timeout": 100000}, wantMsg: "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not 100000"},
+		{name: "timeout huge", args: map[string]any{"code": "x", "timeout": 1e300}, wantMsg: "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not 1e+300"},
+		{name: "timeout zero", args: map[string]any{"code": "x", "timeout": 0}, wantMsg: "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not 0"},
+		{name: "timeout negative", args: map[string]any{"code": "x", "timeout": -5.0}, wantMsg: "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not -5"},
+		{name: "timeout below one", args: map[string]any{"code": "x", "timeout": 0.5}, wantMsg: "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not 0.5"},
+		{name: "unknown argument", args: map[string]any{"code": "x", "timeout_seconds": 5}, wantMsg: "run_python does not take \"timeout_seconds\"; it accepts: code, servers, timeout, session"},
+		{name: "unknown arguments", args: map[string]any{"code": "x", "b": 1, "a": 2}, wantMsg: "run_python does not take \"a\", \"b\"; it accepts: code, servers, timeout, session"},
 		{name: "a handle", args: map[string]any{"code": "x", "session": " 0f3a9c2e1b7d4e6f8a0b1c2d3e4f5a6b "}, wantTimeout: 30},
 		{name: "a handle with a slash", args: map[string]any{"code": "x", "session": "not a handle / at all"},
 			wantMsg: "'session' holds the character U+0020 at byte 3, which no session handle has; pass the handle an earlier result gave (structuredContent.session: letters, digits, '-', '_' and '.'), or leave 'session' out to start a new session"},
@@ -60,8 +65,8 @@ func TestParse(t *testing.T) {
 			if !ok {
 				return
 			}
-			if p.TimeoutSeconds != tt.wantTimeout {
-				t.Errorf("timeout = %d, want %d", p.TimeoutSeconds, tt.wantTimeout)
+			if got := p.Timeout.Seconds(); got != tt.wantTimeout {
+				t.Errorf("timeout = %gs, want %gs", got, tt.wantTimeout)
 			}
 			if !slices.Equal(p.Servers, tt.wantServers) {
 				t.Errorf("servers = %q, want %q", p.Servers, tt.wantServers)

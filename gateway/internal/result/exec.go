@@ -29,7 +29,7 @@ type Outcome struct {
 	// Err is the RPC error that ended the call early, if any.
 	Err error
 	// TimeoutSeconds is the timeout the gateway asked for.
-	TimeoutSeconds int
+	TimeoutSeconds float64
 	// Servers are the servers the gateway asked for, reported when the
 	// sandbox did not report its own list.
 	Servers []string
@@ -69,6 +69,31 @@ func FromOutcome(o Outcome) Payload {
 		Session:    o.Session,
 		NewSession: o.NewSession,
 	}
+	addNotices(&p, o)
+	r := o.Result
+	if o.Err != nil || r == nil {
+		msg := RPCErrorMessage(o.Err)
+		p.Status, p.Summary, p.Error = StatusError, "Sandbox error: "+msg, msg
+		return p
+	}
+	if len(r.GetServers()) > 0 {
+		p.Servers = r.GetServers()
+	}
+	if n := r.GetStdoutDroppedBytes(); n > 0 {
+		p.Stdout = append(p.Stdout, TruncationNote(n, o.OutputCapBytes))
+	}
+	if n := r.GetStderrDroppedBytes(); n > 0 {
+		p.Stderr = append(p.Stderr, TruncationNote(n, o.OutputCapBytes))
+	}
+	setStatus(&p, r, o.TimeoutSeconds)
+	return p
+}
+
+// addNotices opens stderr with the gateway's notices and those the
+// result calls for (a restore, a checkpoint not stored, values not
+// checkpointed, an ended session), each in brackets. An ended session's
+// handle names nothing any more, so it is not handed out.
+func addNotices(p *Payload, o Outcome) {
 	if r := o.Result; r != nil {
 		if rr := r.GetRestored(); rr != nil {
 			o.Notices = append(o.Notices, RestoreNotice(rr))
@@ -80,37 +105,24 @@ func FromOutcome(o Outcome) Payload {
 			o.Notices = append(o.Notices, UncheckpointedNotice(u))
 		}
 		if r.GetEnded() {
-			// The handle names nothing any more: do not hand it out.
 			p.Session, p.NewSession = "", false
 			o.Notices = append(o.Notices, EndedNotice)
 		}
 	}
-	if len(o.Notices) > 0 {
-		notes := make([]string, 0, len(o.Notices)+len(p.Stderr))
-		for _, n := range o.Notices {
-			notes = append(notes, "["+n+"]")
-		}
-		p.Stderr = append(notes, p.Stderr...)
+	if len(o.Notices) == 0 {
+		return
 	}
+	notes := make([]string, 0, len(o.Notices)+len(p.Stderr))
+	for _, n := range o.Notices {
+		notes = append(notes, "["+n+"]")
+	}
+	p.Stderr = append(notes, p.Stderr...)
+}
 
-	r := o.Result
-	if o.Err != nil || r == nil {
-		msg := RPCErrorMessage(o.Err)
-		p.Status, p.Summary, p.Error = StatusError, "Sandbox error: "+msg, msg
-		return p
-	}
-
-	if len(r.GetServers()) > 0 {
-		p.Servers = r.GetServers()
-	}
-	if n := r.GetStdoutDroppedBytes(); n > 0 {
-		p.Stdout = append(p.Stdout, TruncationNote(n, o.OutputCapBytes))
-	}
-	if n := r.GetStderrDroppedBytes(); n > 0 {
-		p.Stderr = append(p.Stderr, TruncationNote(n, o.OutputCapBytes))
-	}
+// setStatus sets the status, summary, error and exit code of a call that
+// ended with result r; timeoutSeconds is what the gateway asked for.
+func setStatus(p *Payload, r *sandboxv1.ExecResult, timeoutSeconds float64) {
 	exit := int(r.GetExitCode())
-
 	switch r.GetStatus() {
 	case sandboxv1.ExecStatus_EXEC_STATUS_OK:
 		p.Status, p.ExitCode = StatusSuccess, &exit
@@ -129,15 +141,15 @@ func FromOutcome(o Outcome) Payload {
 			p.Error += ". " + lostNote(r)
 		}
 	case sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT:
-		n := o.TimeoutSeconds
+		n := timeoutSeconds
 		if d := r.GetTimeout(); d != nil && d.AsDuration() > 0 {
-			n = int(d.AsDuration().Seconds())
+			n = d.AsDuration().Seconds()
 		}
 		p.Status, p.TimeoutSeconds = StatusTimeout, n
-		p.Summary = fmt.Sprintf("Timeout: execution exceeded %ds", n)
-		p.Error = fmt.Sprintf("Execution exceeded the %ds timeout. %s", n, lostNote(r))
+		p.Summary = fmt.Sprintf("Timeout: execution exceeded %gs", n)
+		p.Error = fmt.Sprintf("Execution exceeded the %gs timeout. %s", n, lostNote(r))
 		if note := r.GetTimeoutNote(); note != "" {
-			p.Error = fmt.Sprintf("Execution exceeded the %ds timeout: %s. %s", n, note, lostNote(r))
+			p.Error = fmt.Sprintf("Execution exceeded the %gs timeout: %s. %s", n, note, lostNote(r))
 		}
 	case sandboxv1.ExecStatus_EXEC_STATUS_KILLED:
 		msg := r.GetError()
@@ -154,7 +166,6 @@ func FromOutcome(o Outcome) Payload {
 		p.Summary = "Sandbox error: the sandbox service returned no status"
 		p.Error = "the sandbox service returned no status"
 	}
-	return p
 }
 
 // lostNote says what a stopped sandbox costs: the call's effects when the

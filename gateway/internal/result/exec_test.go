@@ -37,7 +37,7 @@ func TestFromOutcome(t *testing.T) {
 		wantStdout  []string
 		wantStderr  []string
 		wantExit    *int
-		wantTimeout int
+		wantTimeout float64
 	}{
 		{name: "ok", in: Outcome{Stdout: "hi\n", Result: okResult()}, wantStatus: "success", wantSummary: "Success",
 			wantStdout: []string{"hi"}, wantExit: intp(0)},
@@ -93,7 +93,7 @@ func TestFromOutcome(t *testing.T) {
 				t.Errorf("exitCode = %v, want %v", p.ExitCode, tt.wantExit)
 			}
 			if p.TimeoutSeconds != tt.wantTimeout {
-				t.Errorf("timeoutSeconds = %d, want %d", p.TimeoutSeconds, tt.wantTimeout)
+				t.Errorf("timeoutSeconds = %g, want %g", p.TimeoutSeconds, tt.wantTimeout)
 			}
 		})
 	}

@@ -37,7 +37,7 @@ type Payload struct {
 	// Error says what went wrong.
 	Error string `json:"error,omitempty"`
 	// TimeoutSeconds is the timeout that expired, for status timeout.
-	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
 	// Session is the handle of the session the call ran in, for clients
 	// that continue sessions by handle (MCP 2026-07-28, or a call that
 	// named one). Legacy session-based calls leave it empty.

@@ -2,26 +2,18 @@ package runpython
 
 import (
 	"context"
-	"errors"
-	"io"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/codeexec/codeexec/gateway/internal/detach"
 	"github.com/codeexec/codeexec/gateway/internal/params"
-	"github.com/codeexec/codeexec/gateway/internal/replicas"
 	"github.com/codeexec/codeexec/gateway/internal/result"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
-	"github.com/codeexec/codeexec/services/logkeys"
 	"github.com/codeexec/codeexec/services/requestid"
 )
 
@@ -55,47 +47,78 @@ const localCapFactor = 2
 // the handle back in the result; a legacy client's results are exactly as
 // they were before handles existed.
 func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p params.RunPython, progress func(string)) result.Outcome {
-	base := result.Outcome{TimeoutSeconds: p.TimeoutSeconds, Servers: p.Servers, OutputCapBytes: t.opts.OutputLimitBytes}
+	base := result.Outcome{TimeoutSeconds: p.Timeout.Seconds(), Servers: p.Servers, OutputCapBytes: t.opts.OutputLimitBytes}
 	if p.Session != "" || (mcpID == "" && modern) {
 		return t.executeHandle(ctx, tenant, p, base, progress)
 	}
+	s, err := t.sessionOf(ctx, tenant, mcpID)
+	if s.done != nil {
+		defer s.done()
+	}
+	if err != nil {
+		base.Err = err
+		return base
+	}
+	return t.runInSession(ctx, s, modern, p, base, progress)
+}
+
+// mcpSession is the sandbox session of the caller's MCP session, as one
+// call finds it.
+type mcpSession struct {
+	entry   *sessions.Entry
+	id      string
+	created bool
+	// notices open the call's result.
+	notices []string
+	// done ends a throwaway session once the call is over; nil for any
+	// other.
+	done func()
+}
+
+// sessionOf finds, or starts, the sandbox session of the MCP session
+// mcpID. An MCP session over HTTP has a handle derived from it, so that it
+// outlives this gateway; over stdio the process is the session. A legacy
+// request without a session (a stateless client of the older revisions)
+// gets a throwaway sandbox, as before handles.
+func (t *Tool) sessionOf(ctx context.Context, tenant, mcpID string) (*mcpSession, error) {
 	table := t.opts.Sessions
-	var notices []string
-	// An MCP session over HTTP has a handle derived from it, so that it
-	// outlives this gateway; over stdio the process is the session.
+	s := &mcpSession{}
 	derived := sessions.IsOverHTTP(ctx) && mcpID != ""
 	if mcpID == "" {
-		// A legacy request without a session (a stateless client of the
-		// older revisions): a throwaway sandbox, as before handles.
 		mcpID = ephemeralPrefix + requestid.New()
-		notices = append(notices, "no MCP session: this call ran in a fresh sandbox, and its state is not kept")
-		defer table.End(ctx, mcpID)
+		s.notices = append(s.notices, "no MCP session: this call ran in a fresh sandbox, and its state is not kept")
+		s.done = func() { table.End(ctx, mcpID) }
 	}
 	e, err := table.Entry(tenant, mcpID, derived)
 	if err != nil {
-		base.Err = err
-		return base
+		return s, err
 	}
-	id, created, err := table.SandboxID(ctx, e)
-	if err != nil {
-		base.Err = err
-		return base
+	s.entry = e
+	if s.id, s.created, err = table.SandboxID(ctx, e); err != nil {
+		return s, err
 	}
-	if created && !table.IsKnown(mcpID) && !strings.HasPrefix(mcpID, ephemeralPrefix) {
+	if s.created && !table.IsKnown(mcpID) && !strings.HasPrefix(mcpID, ephemeralPrefix) {
 		// The client's session began before this gateway process did,
 		// and no sandbox session of it is left (over HTTP its derived
 		// handle would have found it): whatever state it had is out of
 		// reach.
-		notices = append(notices, NoticeSessionLost)
+		s.notices = append(s.notices, NoticeSessionLost)
 	}
+	return s, nil
+}
+
+// runInSession runs p in s's sandbox session. NotFound before any output
+// means sandboxd no longer knows the session, typically because it
+// restarted: the call starts over once, in a new one, and says why
+// (sandboxd's message: reaped when idle, its replica went away).
+func (t *Tool) runInSession(ctx context.Context, s *mcpSession, modern bool, p params.RunPython, base result.Outcome, progress func(string)) result.Outcome {
+	table, e, id := t.opts.Sessions, s.entry, s.id
+	notices := s.notices
 	out := t.runOnce(ctx, e.Tenant, id, p, base, progress)
 	switch {
 	case status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "":
-		// NotFound before any output means sandboxd no longer knows the
-		// session, typically because it restarted. Start over once.
-		// sandboxd's message says why (reaped when idle, its replica went
-		// away); the model and the user deserve the reason.
 		why := status.Convert(out.Err).Message()
+		var err error
 		if id, err = table.Replace(ctx, e, id); err != nil {
 			base.Err = err
 			return base
@@ -111,7 +134,8 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p
 	}
 	out.Notices = append(notices, out.Notices...)
 	if modern {
-		out.Session, out.NewSession = id, created
+		out.Session, out.NewSession = id, s.created
+		e.Handed()
 	}
 	return out
 }
@@ -138,156 +162,21 @@ func (t *Tool) executeHandle(ctx context.Context, tenant string, p params.RunPyt
 	return out
 }
 
-// runOnce makes one Execute call and gathers its stream. A session that is
-// live on another replica is followed there.
-func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) (out result.Outcome) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.TimeoutSeconds)*time.Second+rpcGrace)
+// runOnce makes one Execute call, on the replica that holds the session
+// (see route.Router), and gathers its stream.
+func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) result.Outcome {
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout+rpcGrace)
 	defer cancel()
-	req := &sandboxv1.ExecuteRequest{
+	stream, err := t.opts.Sandbox.Execute(ctx, &sandboxv1.ExecuteRequest{
 		SessionId: sandboxID,
 		Tenant:    tenant,
 		Code:      p.Code,
 		Servers:   p.Servers,
-		Timeout:   durationpb.New(time.Duration(p.TimeoutSeconds) * time.Second),
-	}
-	client, holder := t.opts.Sandbox, ""
-	holderGone := time.Time{}
-	for hop := 0; ; hop++ {
-		out = t.stream(ctx, client, req, base, progress)
-		if holder != "" && status.Code(out.Err) == codes.Unavailable && out.Stdout == "" && out.Stderr == "" {
-			// The replica the store names as the session's holder does
-			// not answer: once its lease lapses (seconds), any replica
-			// takes the session over from its checkpoint. Ask again.
-			if holderGone.IsZero() {
-				holderGone = time.Now()
-			}
-			if time.Since(holderGone) < holderWait {
-				select {
-				case <-time.After(holderRetry):
-				case <-ctx.Done():
-					return out
-				}
-				client, holder, hop = t.opts.Sandbox, "", -1
-				continue
-			}
-			out.Err = status.Errorf(codes.Unavailable, "the session is live on the sandbox replica at %s, which this gateway cannot reach, and its lease has not lapsed after %s: %v", holder, holderWait, status.Convert(out.Err).Message())
-			return out
-		}
-		addr := replicas.ElsewhereAddress(out.Err)
-		if addr == "" || hop >= replicas.MaxHops || t.opts.Elsewhere == nil {
-			return out
-		}
-		c, err := t.opts.Elsewhere(addr)
-		if err != nil {
-			out.Err = status.Errorf(codes.Unavailable, "the session is live on the sandbox replica at %s, which this gateway cannot reach: %v", addr, err)
-			return out
-		}
-		client, holder = c, addr
-	}
-}
-
-// holderWait bounds how long a call waits for the lease of a session's
-// unreachable holder to lapse (sandboxd's lease is 6s, plus 1s for clock
-// skew), asking again every holderRetry.
-const (
-	holderWait  = 15 * time.Second
-	holderRetry = 500 * time.Millisecond
-)
-
-// stream makes one Execute call on client and gathers its stream.
-func (t *Tool) stream(ctx context.Context, client sandboxv1.SandboxServiceClient, req *sandboxv1.ExecuteRequest, base result.Outcome, progress func(string)) (out result.Outcome) {
-	out = base
-	stream, err := client.Execute(ctx, req)
+		Timeout:   durationpb.New(p.Timeout),
+	})
 	if err != nil {
-		out.Err = err
-		return out
+		base.Err = err
+		return base
 	}
-	limit := int(t.opts.OutputLimitBytes) * localCapFactor
-	var stdout, stderr capped
-	stdout.limit, stderr.limit = limit, limit
-	defer func() { out.Stdout, out.Stderr = stdout.String(), stderr.String() }()
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			out.Err = errors.New("the sandbox service ended the call without a result")
-			return out
-		}
-		if err != nil {
-			out.Err = err
-			return out
-		}
-		switch ev := msg.GetEvent().(type) {
-		case *sandboxv1.ExecuteResponse_Output:
-			if ev.Output.GetStream() == sandboxv1.Stream_STREAM_STDERR {
-				stderr.write(ev.Output.GetText())
-			} else {
-				stdout.write(ev.Output.GetText())
-			}
-			progress(ev.Output.GetText())
-		case *sandboxv1.ExecuteResponse_Result:
-			r := ev.Result
-			// Count what the gateway itself had to drop as dropped too.
-			r.StdoutDroppedBytes += stdout.dropped
-			r.StderrDroppedBytes += stderr.dropped
-			out.Result = r
-			return out
-		}
-	}
-}
-
-// capped is a string builder that stops growing at limit bytes (0: no limit).
-type capped struct {
-	strings.Builder
-	limit   int
-	dropped uint64
-}
-
-func (c *capped) write(s string) {
-	if c.limit > 0 && c.Len()+len(s) > c.limit {
-		keep := max(0, c.limit-c.Len())
-		c.dropped += uint64(len(s) - keep)
-		s = s[:keep]
-	}
-	c.WriteString(s)
-}
-
-// progressInterval spaces out progress notifications.
-const progressInterval = 250 * time.Millisecond
-
-// progress returns a callback that sends notifications/progress for output
-// chunks when the client asked for progress with a progressToken. The
-// message is the latest output line, so a client can show live output.
-func (t *Tool) progress(ctx context.Context, req mcp.CallToolRequest) func(string) {
-	srv := server.ServerFromContext(ctx)
-	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil || srv == nil {
-		return func(string) {}
-	}
-	token := req.Params.Meta.ProgressToken
-	var mu sync.Mutex
-	var chunks int
-	var last time.Time
-	return func(text string) {
-		mu.Lock()
-		defer mu.Unlock()
-		chunks++
-		if time.Since(last) < progressInterval || detach.Gone(ctx) {
-			return
-		}
-		last = time.Now()
-		line := strings.TrimRight(text, "\n")
-		if i := strings.LastIndexByte(line, '\n'); i >= 0 {
-			line = line[i+1:]
-		}
-		if len(line) > 200 {
-			line = strings.ToValidUTF8(line[:200], "") + "…"
-		}
-		err := srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{
-			"progressToken": token,
-			"progress":      chunks,
-			"message":       line,
-		})
-		if err != nil {
-			t.opts.Logger.DebugContext(ctx, "progress notification not sent", logkeys.Error, err)
-		}
-	}
+	return t.gather(stream, base, progress)
 }

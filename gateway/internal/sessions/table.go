@@ -1,15 +1,14 @@
-// Package sessions is the gateway's routing: which sandbox session serves
-// each MCP session, for each tenant, and which tenant owns each MCP
-// session. It is all the state the gateway has, and it rebuilds itself:
-// an MCP session over HTTP finds its sandbox session again by the handle
-// HandleFor derives, and any other lost entry means a fresh sandbox
-// session on the next call.
+// Package sessions maps MCP sessions to sandbox sessions: which sandbox
+// session serves each MCP session, for each tenant, and which tenant owns
+// each MCP session. Which replica holds a sandbox session is route's to
+// answer. The map rebuilds itself: an MCP session over HTTP finds its
+// sandbox session again by the handle HandleFor derives, and any other
+// lost entry means a fresh sandbox session on the next call.
 package sessions
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
-	"github.com/codeexec/codeexec/gateway/internal/replicas"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
@@ -56,9 +54,6 @@ type Table struct {
 	entries map[key]*Entry
 	// live counts each tenant's sandbox sessions, created or being created.
 	live map[string]int
-	// elsewhere reaches the replica a SessionElsewhere answer names; nil
-	// follows none (see FollowElsewhere).
-	elsewhere func(addr string) (sandboxv1.SandboxServiceClient, error)
 	// known holds the MCP sessions this process saw start. A call from any
 	// other session comes from a client of an earlier gateway process,
 	// whose sandbox session (and state) this one cannot reach.
@@ -81,6 +76,11 @@ type Entry struct {
 	mu        sync.Mutex
 	sandboxID string
 	ended     bool
+	// handed says that the sandbox session's handle was given to the
+	// client (MCP 2026-07-28), which may continue it from any process
+	// until its TTL: ending the MCP session then forgets the entry but
+	// leaves the sandbox session alone.
+	handed bool
 	// Generation tracking, to notice a sandbox that was replaced between
 	// calls without the gateway being told (see Observe).
 	genKnown      bool
@@ -88,20 +88,14 @@ type Entry struct {
 	lastStateLost bool
 }
 
-// NewTable returns an empty table that creates sandbox sessions through
-// client. maxPerTenant caps each tenant's sandbox sessions (zero: no cap);
+// NewTable returns an empty table that creates and ends sandbox sessions
+// through client, which reaches the replica that holds each (a
+// route.Router). maxPerTenant caps each tenant's sandbox sessions (zero: no cap);
 // idleHint, the idle timeout of HTTP sessions, is quoted when the cap
 // refuses one.
 func NewTable(client sandboxv1.SandboxServiceClient, maxPerTenant int, idleHint time.Duration, logger *slog.Logger) *Table {
 	return &Table{client: client, logger: logger, maxPerTenant: maxPerTenant, idleHint: idleHint,
 		entries: map[key]*Entry{}, live: map[string]int{}, known: map[string]bool{}}
-}
-
-// FollowElsewhere makes the table end a sandbox session that turns out to
-// be live on another replica (SessionElsewhere) on that replica, reached
-// through f. Call it before the table is used.
-func (t *Table) FollowElsewhere(f func(addr string) (sandboxv1.SandboxServiceClient, error)) {
-	t.elsewhere = f
 }
 
 // Started records that an MCP session began in this process.
@@ -240,6 +234,15 @@ func (t *Table) createLocked(ctx context.Context, e *Entry) (id string, created 
 	return e.sandboxID, true, nil
 }
 
+// Handed marks the entry's sandbox session as one whose handle the client
+// holds: it outlives the MCP session and the gateway, until its TTL or an
+// explicit end (runtime.end_session()).
+func (e *Entry) Handed() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.handed = true
+}
+
 // Observe records the session generation reported by a result and reports
 // whether the sandbox was replaced since the previous call although neither
 // call said its state was lost (sandboxd reaped an idle sandbox, say). A
@@ -280,7 +283,7 @@ func (t *Table) EndFor(ctx context.Context, tenant, mcpID string) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
 	defer cancel()
-	err := t.destroyOn(ctx, &sandboxv1.DestroySessionRequest{SessionId: h, Tenant: tenant})
+	_, err := t.client.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: h, Tenant: tenant})
 	switch {
 	case err == nil:
 		t.logger.InfoContext(ctx, "sandbox session destroyed", logkeys.MCPSession, mcpID, logkeys.SessionID, h)
@@ -324,37 +327,24 @@ func (t *Table) endMatching(ctx context.Context, match func(key) bool, forgetKno
 // session's ID when it had one.
 func (t *Table) destroy(ctx context.Context, e *Entry) string {
 	e.mu.Lock()
-	id := e.sandboxID
+	id, handed := e.sandboxID, e.handed
 	e.ended, e.sandboxID = true, ""
 	e.mu.Unlock()
 	if id == "" {
 		return ""
 	}
 	t.release(e.Tenant)
-	err := t.destroyOn(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: e.Tenant})
+	if handed {
+		t.logger.InfoContext(ctx, "sandbox session kept: its client holds the handle", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id)
+		return ""
+	}
+	_, err := t.client.DestroySession(ctx, &sandboxv1.DestroySessionRequest{SessionId: id, Tenant: e.Tenant})
 	if err != nil && status.Code(err) != codes.NotFound {
 		t.logger.ErrorContext(ctx, "destroy sandbox session", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id, logkeys.Error, err)
 		return id
 	}
 	t.logger.InfoContext(ctx, "sandbox session destroyed", logkeys.MCPSession, e.mcpID, logkeys.SessionID, id)
 	return id
-}
-
-// destroyOn ends a sandbox session on the replica that holds it: a
-// session that moved to another replica is followed there, since ending
-// it only in the store would leave its sandbox running.
-func (t *Table) destroyOn(ctx context.Context, req *sandboxv1.DestroySessionRequest) error {
-	client := t.client
-	for hop := 0; ; hop++ {
-		_, err := client.DestroySession(ctx, req)
-		addr := replicas.ElsewhereAddress(err)
-		if addr == "" || hop >= replicas.MaxHops || t.elsewhere == nil {
-			return err
-		}
-		if client, err = t.elsewhere(addr); err != nil {
-			return fmt.Errorf("the session is live on the sandbox replica at %s, which this gateway cannot reach: %w", addr, err)
-		}
-	}
 }
 
 // CloseAll refuses new sessions and destroys every existing one but those

@@ -41,6 +41,9 @@ func Encode(fields []Field) (string, error) {
 			b.WriteString(key + ": " + strconv.Itoa(v))
 		case int64:
 			b.WriteString(key + ": " + strconv.FormatInt(v, 10))
+		case float64:
+			// TOON numbers are JSON's: 2.5, and 30 for a whole number.
+			b.WriteString(key + ": " + strconv.FormatFloat(v, 'f', -1, 64))
 		case bool:
 			b.WriteString(key + ": " + strconv.FormatBool(v))
 		case []string:

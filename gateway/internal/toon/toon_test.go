@@ -40,7 +40,10 @@ func TestEncode(t *testing.T) {
 
 func TestEncodeUnsupported(t *testing.T) {
 	t.Parallel()
-	if _, err := Encode([]Field{{"x", 1.5}}); err == nil {
-		t.Fatal("Encode(float) succeeded; want an error")
+	if _, err := Encode([]Field{{"x", map[string]int{"a": 1}}}); err == nil {
+		t.Fatal("Encode(map) succeeded; want an error")
+	}
+	if got, err := Encode([]Field{{"t", 2.5}, {"u", 30.0}}); err != nil || got != "t: 2.5\nu: 30" {
+		t.Fatalf("Encode(floats) = %q, %v; want t: 2.5, u: 30", got, err)
 	}
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/codeexec/codeexec/memoryd/internal/shared"
 	"github.com/codeexec/codeexec/memoryd/internal/store"
+	"github.com/codeexec/codeexec/memoryd/internal/store/bolt"
+	"github.com/codeexec/codeexec/memoryd/internal/store/postgres"
 )
 
 // CopyOptions configure Copy.
@@ -108,7 +110,7 @@ func (r CopyReport) String() string {
 func Copy(ctx context.Context, opts CopyOptions) (CopyReport, error) {
 	rep := CopyReport{Kinds: map[string]*CopyCount{}, Replace: opts.Replace}
 	if opts.Wait <= 0 {
-		opts.Wait = store.DefaultPostgresWait
+		opts.Wait = postgres.DefaultWait
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -218,7 +220,7 @@ func isPostgres(loc string) bool {
 func openPostgres(ctx context.Context, url, side string, opts CopyOptions) (store.Transfer, func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.Wait)
 	defer cancel()
-	pg, err := store.OpenPostgres(ctx, url, store.PostgresOptions{PasswordFile: opts.PasswordFile, Wait: opts.Wait, Version: opts.Version, Logger: opts.Logger})
+	pg, err := postgres.Open(ctx, url, postgres.Options{PasswordFile: opts.PasswordFile, Wait: opts.Wait, Version: opts.Version, Logger: opts.Logger})
 	if err != nil {
 		return nil, nil, fmt.Errorf("copy %s PostgreSQL: %w", side, err)
 	}
@@ -252,7 +254,7 @@ func openSource(ctx context.Context, opts CopyOptions) (store.Transfer, func(), 
 		remove()
 		return nil, nil, fmt.Errorf("copy: snapshot of %s: %w", opts.From, err)
 	}
-	b, err := store.OpenBolt(snap.Name(), store.BoltOptions{})
+	b, err := bolt.Open(snap.Name(), bolt.Options{})
 	if err != nil {
 		remove()
 		return nil, nil, err
@@ -265,7 +267,7 @@ func openDestination(ctx context.Context, opts CopyOptions) (store.Transfer, fun
 	if isPostgres(opts.To) {
 		return openPostgres(ctx, opts.To, "to", opts)
 	}
-	b, err := store.OpenBolt(opts.To, store.BoltOptions{})
+	b, err := bolt.Open(opts.To, bolt.Options{})
 	if errors.Is(err, store.ErrLocked) {
 		return nil, nil, fmt.Errorf("copy: %s is in use by a running codeexec; stop it first, or copy into another file", opts.To)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
@@ -21,7 +21,7 @@ import (
 // unnamedChunks checks a commit's named chunks against its cap and returns
 // the session's other chunks, which the commit deletes once the record is
 // written.
-func (s *Sessions) unnamedChunks(ctx context.Context, tenant, handle string, c *memoryv1.SessionChunks) ([]string, error) {
+func (s *Sessions) unnamedChunks(ctx context.Context, tenant, handle string, c *sessionstorev1.SessionChunks) ([]string, error) {
 	named := make(map[string]bool, len(c.GetIds()))
 	for _, id := range c.GetIds() {
 		named[id] = true

@@ -35,6 +35,8 @@ func toStatus(ctx context.Context, logger *slog.Logger, op string, err error) er
 	case errors.Is(err, store.ErrTooLarge):
 		// A value over the cap is bad input, not a full server: retrying
 		// cannot help, so InvalidArgument rather than ResourceExhausted.
+		// (The shared store's protocol carries it as ResourceExhausted,
+		// only to tell it from ErrInvalid; see shared.sentinelCodes.)
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errQuota):
 		return status.Error(codes.ResourceExhausted, err.Error())

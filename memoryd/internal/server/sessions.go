@@ -15,10 +15,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 )
 
-// Sessions implements memoryv1.SessionStoreServiceServer on the same store
+// Sessions implements sessionstorev1.SessionStoreServiceServer on the same store
 // as memory and tools. A session is a record of KindSession whose Value is
 // sandboxd's opaque state and whose Meta is its expiry (8 bytes of Unix
 // nanoseconds); its chunks are records of the kind ChunkKind(handle), so
@@ -26,7 +26,7 @@ import (
 // Replica heartbeats live under the reserved tenant replicaTenant, which no
 // authenticated tenant name can spell (they may not contain '#').
 type Sessions struct {
-	memoryv1.UnimplementedSessionStoreServiceServer
+	sessionstorev1.UnimplementedSessionStoreServiceServer
 	h   *handler
 	now func() time.Time
 }
@@ -53,8 +53,21 @@ func ChunkKind(handle string) store.Kind { return store.Kind(chunkKindPrefix + h
 // NewSessions returns the session store server on the handlers' store.
 func NewSessions(m *Memory) *Sessions { return &Sessions{h: m.h, now: time.Now} }
 
-// RegisterSessions adds SessionStoreService to g.
-func RegisterSessions(g *grpc.Server, s *Sessions) { memoryv1.RegisterSessionStoreServiceServer(g, s) }
+// RegisterSessions adds SessionStoreService to g, under its name and
+// under the name it had before it left codeexec.memory.v1.
+func RegisterSessions(g *grpc.Server, s *Sessions) {
+	sessionstorev1.RegisterSessionStoreServiceServer(g, s)
+	former := sessionstorev1.SessionStoreService_ServiceDesc
+	former.ServiceName = formerSessionStoreName
+	g.RegisterService(&former, s)
+}
+
+// formerSessionStoreName is SessionStoreService's name while it was part
+// of codeexec.memory.v1. memoryd answers to it too, so that a sandboxd of
+// an earlier release keeps its sessions durable while a split deployment
+// rolls over to this one. Delete it (and TestSessionStoreAnswersItsFormerName)
+// one release later.
+const formerSessionStoreName = "codeexec.memory.v1.SessionStoreService"
 
 // tenantHandle checks a request's tenant and session handle together.
 func tenantHandle(tenant, handle string) (string, error) {
@@ -84,10 +97,10 @@ func expiryMeta(t time.Time) []byte {
 
 // sessionRecords are records of KindSession. Only PutSession goes through
 // it: the others also look at expiry or at the session's chunks.
-var sessionRecords = records[*memoryv1.SessionRecord]{kind: KindSession, noun: "session", check: tenantHandle, encode: sessionOf}
+var sessionRecords = records[*sessionstorev1.SessionRecord]{kind: KindSession, noun: "session", check: tenantHandle, encode: sessionOf}
 
-func sessionOf(r store.Record) *memoryv1.SessionRecord {
-	return &memoryv1.SessionRecord{
+func sessionOf(r store.Record) *sessionstorev1.SessionRecord {
+	return &sessionstorev1.SessionRecord{
 		Handle: r.Key, State: r.Value, ExpireTime: timestamppb.New(expiryOf(r)), Revision: r.Revision,
 		CreateTime: timestamppb.New(r.Created), UpdateTime: timestamppb.New(r.Updated),
 	}
@@ -114,20 +127,20 @@ func (s *Sessions) current(ctx context.Context, tenant, handle string) (store.Re
 	return rec, err
 }
 
-// GetSession implements memoryv1.SessionStoreServiceServer.
-func (s *Sessions) GetSession(ctx context.Context, req *memoryv1.GetSessionRequest) (*memoryv1.GetSessionResponse, error) {
-	return handle(ctx, s.h, "session.get", func() (*memoryv1.GetSessionResponse, error) {
+// GetSession implements sessionstorev1.SessionStoreServiceServer.
+func (s *Sessions) GetSession(ctx context.Context, req *sessionstorev1.GetSessionRequest) (*sessionstorev1.GetSessionResponse, error) {
+	return handle(ctx, s.h, "session.get", func() (*sessionstorev1.GetSessionResponse, error) {
 		rec, err := s.current(ctx, req.GetTenant(), req.GetHandle())
 		if err != nil {
 			return nil, err
 		}
-		return &memoryv1.GetSessionResponse{Session: sessionOf(rec)}, nil
+		return &sessionstorev1.GetSessionResponse{Session: sessionOf(rec)}, nil
 	})
 }
 
-// PutSession implements memoryv1.SessionStoreServiceServer.
-func (s *Sessions) PutSession(ctx context.Context, req *memoryv1.PutSessionRequest) (*memoryv1.PutSessionResponse, error) {
-	return handle(ctx, s.h, "session.put", func() (*memoryv1.PutSessionResponse, error) {
+// PutSession implements sessionstorev1.SessionStoreServiceServer.
+func (s *Sessions) PutSession(ctx context.Context, req *sessionstorev1.PutSessionRequest) (*sessionstorev1.PutSessionResponse, error) {
+	return handle(ctx, s.h, "session.put", func() (*sessionstorev1.PutSessionResponse, error) {
 		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
 		if err != nil {
 			return nil, err
@@ -157,19 +170,19 @@ func (s *Sessions) PutSession(ctx context.Context, req *memoryv1.PutSessionReque
 		if err == nil && len(drop) > 0 {
 			s.dropChunks(ctx, tenant, req.GetHandle(), drop)
 		}
-		return &memoryv1.PutSessionResponse{Session: rec}, err
+		return &sessionstorev1.PutSessionResponse{Session: rec}, err
 	})
 }
 
-// DeleteSession implements memoryv1.SessionStoreServiceServer.
-func (s *Sessions) DeleteSession(ctx context.Context, req *memoryv1.DeleteSessionRequest) (*memoryv1.DeleteSessionResponse, error) {
-	return handle(ctx, s.h, "session.delete", func() (*memoryv1.DeleteSessionResponse, error) {
+// DeleteSession implements sessionstorev1.SessionStoreServiceServer.
+func (s *Sessions) DeleteSession(ctx context.Context, req *sessionstorev1.DeleteSessionRequest) (*sessionstorev1.DeleteSessionResponse, error) {
+	return handle(ctx, s.h, "session.delete", func() (*sessionstorev1.DeleteSessionResponse, error) {
 		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
 		if err != nil {
 			return nil, err
 		}
 		deleted, err := s.deleteSession(ctx, tenant, req.GetHandle())
-		return &memoryv1.DeleteSessionResponse{Deleted: deleted}, err
+		return &sessionstorev1.DeleteSessionResponse{Deleted: deleted}, err
 	})
 }
 
@@ -212,9 +225,9 @@ func fanOut(ctx context.Context, n int, fn func(ctx context.Context, i int) erro
 	return eg.Wait()
 }
 
-// PutChunks implements memoryv1.SessionStoreServiceServer.
-func (s *Sessions) PutChunks(ctx context.Context, req *memoryv1.PutChunksRequest) (*memoryv1.PutChunksResponse, error) {
-	return handle(ctx, s.h, "session.put_chunks", func() (*memoryv1.PutChunksResponse, error) {
+// PutChunks implements sessionstorev1.SessionStoreServiceServer.
+func (s *Sessions) PutChunks(ctx context.Context, req *sessionstorev1.PutChunksRequest) (*sessionstorev1.PutChunksResponse, error) {
+	return handle(ctx, s.h, "session.put_chunks", func() (*sessionstorev1.PutChunksResponse, error) {
 		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
 		if err != nil {
 			return nil, err
@@ -237,19 +250,19 @@ func (s *Sessions) PutChunks(ctx context.Context, req *memoryv1.PutChunksRequest
 		if err != nil {
 			return nil, err
 		}
-		return &memoryv1.PutChunksResponse{}, nil
+		return &sessionstorev1.PutChunksResponse{}, nil
 	})
 }
 
-func checkChunk(c *memoryv1.Chunk) error {
+func checkChunk(c *sessionstorev1.Chunk) error {
 	if err := checkName("chunk id", c.GetId(), maxHandleBytes); err != nil {
 		return err
 	}
 	return checkSize("chunk "+c.GetId(), len(c.GetData()), MaxChunkBytes)
 }
 
-// GetChunks implements memoryv1.SessionStoreServiceServer.
-func (s *Sessions) GetChunks(req *memoryv1.GetChunksRequest, stream grpc.ServerStreamingServer[memoryv1.GetChunksResponse]) error {
+// GetChunks implements sessionstorev1.SessionStoreServiceServer.
+func (s *Sessions) GetChunks(req *sessionstorev1.GetChunksRequest, stream grpc.ServerStreamingServer[sessionstorev1.GetChunksResponse]) error {
 	ctx := stream.Context()
 	_, err := handle(ctx, s.h, "session.get_chunks", func() (struct{}, error) {
 		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
@@ -264,7 +277,7 @@ func (s *Sessions) GetChunks(req *memoryv1.GetChunksRequest, stream grpc.ServerS
 			if err != nil {
 				return struct{}{}, err
 			}
-			if err := stream.Send(&memoryv1.GetChunksResponse{Chunk: &memoryv1.Chunk{Id: id, Data: rec.Value}}); err != nil {
+			if err := stream.Send(&sessionstorev1.GetChunksResponse{Chunk: &sessionstorev1.Chunk{Id: id, Data: rec.Value}}); err != nil {
 				return struct{}{}, err
 			}
 		}
@@ -273,9 +286,9 @@ func (s *Sessions) GetChunks(req *memoryv1.GetChunksRequest, stream grpc.ServerS
 	return err
 }
 
-// DeleteChunks implements memoryv1.SessionStoreServiceServer.
-func (s *Sessions) DeleteChunks(ctx context.Context, req *memoryv1.DeleteChunksRequest) (*memoryv1.DeleteChunksResponse, error) {
-	return handle(ctx, s.h, "session.delete_chunks", func() (*memoryv1.DeleteChunksResponse, error) {
+// DeleteChunks implements sessionstorev1.SessionStoreServiceServer.
+func (s *Sessions) DeleteChunks(ctx context.Context, req *sessionstorev1.DeleteChunksRequest) (*sessionstorev1.DeleteChunksResponse, error) {
+	return handle(ctx, s.h, "session.delete_chunks", func() (*sessionstorev1.DeleteChunksResponse, error) {
 		tenant, err := tenantHandle(req.GetTenant(), req.GetHandle())
 		if err != nil {
 			return nil, err
@@ -292,13 +305,13 @@ func (s *Sessions) DeleteChunks(ctx context.Context, req *memoryv1.DeleteChunksR
 		if err != nil {
 			return nil, err
 		}
-		return &memoryv1.DeleteChunksResponse{Deleted: n.Load()}, nil
+		return &sessionstorev1.DeleteChunksResponse{Deleted: n.Load()}, nil
 	})
 }
 
-// ExpireSessions implements memoryv1.SessionStoreServiceServer.
-func (s *Sessions) ExpireSessions(ctx context.Context, _ *memoryv1.ExpireSessionsRequest) (*memoryv1.ExpireSessionsResponse, error) {
-	return handle(ctx, s.h, "session.expire", func() (*memoryv1.ExpireSessionsResponse, error) {
+// ExpireSessions implements sessionstorev1.SessionStoreServiceServer.
+func (s *Sessions) ExpireSessions(ctx context.Context, _ *sessionstorev1.ExpireSessionsRequest) (*sessionstorev1.ExpireSessionsResponse, error) {
+	return handle(ctx, s.h, "session.expire", func() (*sessionstorev1.ExpireSessionsResponse, error) {
 		tenants, err := s.h.store.Tenants(ctx)
 		if err != nil {
 			return nil, err
@@ -321,13 +334,13 @@ func (s *Sessions) ExpireSessions(ctx context.Context, _ *memoryv1.ExpireSession
 				}
 			}
 		}
-		return &memoryv1.ExpireSessionsResponse{Expired: n}, nil
+		return &sessionstorev1.ExpireSessionsResponse{Expired: n}, nil
 	})
 }
 
-// PutReplica implements memoryv1.SessionStoreServiceServer.
-func (s *Sessions) PutReplica(ctx context.Context, req *memoryv1.PutReplicaRequest) (*memoryv1.PutReplicaResponse, error) {
-	return handle(ctx, s.h, "session.put_replica", func() (*memoryv1.PutReplicaResponse, error) {
+// PutReplica implements sessionstorev1.SessionStoreServiceServer.
+func (s *Sessions) PutReplica(ctx context.Context, req *sessionstorev1.PutReplicaRequest) (*sessionstorev1.PutReplicaResponse, error) {
+	return handle(ctx, s.h, "session.put_replica", func() (*sessionstorev1.PutReplicaResponse, error) {
 		r := req.GetReplica()
 		if err := checkName("replica id", r.GetId(), maxHandleBytes); err != nil {
 			return nil, err
@@ -339,13 +352,13 @@ func (s *Sessions) PutReplica(ctx context.Context, req *memoryv1.PutReplicaReque
 		if _, err := s.h.store.Put(ctx, replicaTenant, kindReplica, r.GetId(), store.Write{Value: data}); err != nil {
 			return nil, err
 		}
-		return &memoryv1.PutReplicaResponse{}, nil
+		return &sessionstorev1.PutReplicaResponse{}, nil
 	})
 }
 
-// GetReplica implements memoryv1.SessionStoreServiceServer.
-func (s *Sessions) GetReplica(ctx context.Context, req *memoryv1.GetReplicaRequest) (*memoryv1.GetReplicaResponse, error) {
-	return handle(ctx, s.h, "session.get_replica", func() (*memoryv1.GetReplicaResponse, error) {
+// GetReplica implements sessionstorev1.SessionStoreServiceServer.
+func (s *Sessions) GetReplica(ctx context.Context, req *sessionstorev1.GetReplicaRequest) (*sessionstorev1.GetReplicaResponse, error) {
+	return handle(ctx, s.h, "session.get_replica", func() (*sessionstorev1.GetReplicaResponse, error) {
 		rec, err := s.h.store.Get(ctx, replicaTenant, kindReplica, req.GetId())
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("%w: no heartbeat from replica %q", store.ErrNotFound, req.GetId())
@@ -353,10 +366,10 @@ func (s *Sessions) GetReplica(ctx context.Context, req *memoryv1.GetReplicaReque
 		if err != nil {
 			return nil, err
 		}
-		var r memoryv1.Replica
+		var r sessionstorev1.Replica
 		if err := proto.Unmarshal(rec.Value, &r); err != nil {
 			return nil, fmt.Errorf("decode heartbeat of replica %q: %w", req.GetId(), err)
 		}
-		return &memoryv1.GetReplicaResponse{Replica: &r}, nil
+		return &sessionstorev1.GetReplicaResponse{Replica: &r}, nil
 	})
 }

@@ -3,14 +3,13 @@ package shared
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	sharedstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sharedstore/v1"
 )
 
 // remote is a store.Store served by the owner of the database over its
@@ -18,7 +17,7 @@ import (
 // this" comes back as errRetry, and Store retries it, on the owner that
 // comes next, which may be this very process.
 type remote struct {
-	client memoryv1.StoreServiceClient
+	client sharedstorev1.StoreServiceClient
 }
 
 var _ store.Store = (*remote)(nil)
@@ -28,56 +27,7 @@ var _ store.Store = (*remote)(nil)
 // the same request ID.
 var errRetry = errors.New("no owner answered")
 
-// remoteError keeps the owner's message and unwraps to the store sentinel
-// its code stands for.
-type remoteError struct {
-	sentinel error
-	msg      string
-}
-
-func (e *remoteError) Error() string { return e.msg }
-func (e *remoteError) Unwrap() error { return e.sentinel }
-
-// fromStatus maps the owner's answer back to what a local store returns.
-func fromStatus(err error) error {
-	st, ok := status.FromError(err)
-	if !ok {
-		return err
-	}
-	switch st.Code() {
-	case codes.NotFound:
-		return &remoteError{store.ErrNotFound, st.Message()}
-	case codes.Aborted:
-		return &remoteError{store.ErrConflict, st.Message()}
-	case codes.InvalidArgument:
-		return &remoteError{store.ErrInvalid, st.Message()}
-	case codes.ResourceExhausted:
-		return &remoteError{store.ErrTooLarge, st.Message()}
-	case codes.Canceled:
-		return context.Canceled
-	case codes.DeadlineExceeded:
-		return context.DeadlineExceeded
-	default:
-		return fmt.Errorf("shared memory store: %s", st.Message())
-	}
-}
-
-// answer maps one attempt's error: UNAVAILABLE (no owner, or the owner
-// died handling the call) becomes errRetry, the rest what a local store
-// would return.
-func answer(err error) error {
-	if err == nil {
-		return nil
-	}
-	if status.Code(err) == codes.Unavailable {
-		// The status stays text: wrapped, it would be found again by
-		// status.FromError and mapped as the caller's own failure.
-		return fmt.Errorf("%w: %v", errRetry, err) //nolint:errorlint // see above
-	}
-	return fromStatus(err)
-}
-
-func fromProto(r *memoryv1.StoreRecord) store.Record {
+func fromProto(r *sharedstorev1.StoreRecord) store.Record {
 	return store.Record{
 		Key: r.GetKey(), Value: r.GetValue(), ValueLen: int(r.GetValueBytes()), Meta: r.GetMeta(),
 		Created: r.GetCreateTime().AsTime(), Updated: r.GetUpdateTime().AsTime(), Revision: r.GetRevision(),
@@ -86,7 +36,7 @@ func fromProto(r *memoryv1.StoreRecord) store.Record {
 
 // Get implements store.Store.
 func (r *remote) Get(ctx context.Context, tenant string, kind store.Kind, key string) (store.Record, error) {
-	resp, err := r.client.GetRecord(ctx, &memoryv1.GetRecordRequest{Tenant: tenant, Kind: string(kind), Key: key})
+	resp, err := r.client.GetRecord(ctx, &sharedstorev1.GetRecordRequest{Tenant: tenant, Kind: string(kind), Key: key})
 	if err != nil {
 		return store.Record{}, answer(err)
 	}
@@ -96,7 +46,7 @@ func (r *remote) Get(ctx context.Context, tenant string, kind store.Kind, key st
 // Put implements store.Store; Store gives every write through it a
 // request ID.
 func (r *remote) Put(ctx context.Context, tenant string, kind store.Kind, key string, w store.Write) (store.Record, error) {
-	resp, err := r.client.PutRecord(ctx, &memoryv1.PutRecordRequest{
+	resp, err := r.client.PutRecord(ctx, &sharedstorev1.PutRecordRequest{
 		Tenant: tenant, Kind: string(kind), Key: key, Value: w.Value, Meta: w.Meta, KeepMeta: w.KeepMeta,
 		CheckRevision: w.CheckRevision, Revision: w.Revision, RequestId: w.RequestID,
 		CreateTime: timestampOf(w.Created), UpdateTime: timestampOf(w.Updated),
@@ -109,7 +59,7 @@ func (r *remote) Put(ctx context.Context, tenant string, kind store.Kind, key st
 
 // Delete implements store.Store.
 func (r *remote) Delete(ctx context.Context, tenant string, kind store.Kind, key string, requestID []byte) (bool, error) {
-	resp, err := r.client.DeleteRecord(ctx, &memoryv1.DeleteRecordRequest{Tenant: tenant, Kind: string(kind), Key: key, RequestId: requestID})
+	resp, err := r.client.DeleteRecord(ctx, &sharedstorev1.DeleteRecordRequest{Tenant: tenant, Kind: string(kind), Key: key, RequestId: requestID})
 	if err != nil {
 		return false, answer(err)
 	}
@@ -118,7 +68,7 @@ func (r *remote) Delete(ctx context.Context, tenant string, kind store.Kind, key
 
 // List implements store.Store.
 func (r *remote) List(ctx context.Context, tenant string, kind store.Kind, withValues bool) ([]store.Record, error) {
-	resp, err := r.client.ListRecords(ctx, &memoryv1.ListRecordsRequest{Tenant: tenant, Kind: string(kind), WithValues: withValues})
+	resp, err := r.client.ListRecords(ctx, &sharedstorev1.ListRecordsRequest{Tenant: tenant, Kind: string(kind), WithValues: withValues})
 	if err != nil {
 		return nil, answer(err)
 	}
@@ -131,7 +81,7 @@ func (r *remote) List(ctx context.Context, tenant string, kind store.Kind, withV
 
 // Tenants implements store.Store.
 func (r *remote) Tenants(ctx context.Context) ([]string, error) {
-	resp, err := r.client.ListTenants(ctx, &memoryv1.ListTenantsRequest{})
+	resp, err := r.client.ListTenants(ctx, &sharedstorev1.ListTenantsRequest{})
 	if err != nil {
 		return nil, answer(err)
 	}
@@ -145,7 +95,7 @@ var errBackupInterrupted = errors.New("the database's owner went away during the
 // Backup implements store.Store. An owner that goes away before the first
 // byte is retried like any call; after it, the backup fails.
 func (r *remote) Backup(ctx context.Context, w io.Writer) (int64, error) {
-	stream, err := r.client.BackupStore(ctx, &memoryv1.BackupStoreRequest{})
+	stream, err := r.client.BackupStore(ctx, &sharedstorev1.BackupStoreRequest{})
 	if err != nil {
 		return 0, answer(err)
 	}

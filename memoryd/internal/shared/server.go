@@ -2,52 +2,22 @@ package shared
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/codeexec/codeexec/memoryd/internal/chunk"
 	"github.com/codeexec/codeexec/memoryd/internal/store"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
-	"github.com/codeexec/codeexec/services/logkeys"
+	sharedstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sharedstore/v1"
 )
 
 // server serves StoreService from the owner's bbolt store.
 type server struct {
-	memoryv1.UnimplementedStoreServiceServer
+	sharedstorev1.UnimplementedStoreServiceServer
 	st     store.Store
 	logger *slog.Logger
-}
-
-// Store errors travel as these codes; remote.go maps them back to the
-// sentinels, so that the caller's handlers pick their own status codes as
-// they would over a local store.
-func storeStatus(ctx context.Context, logger *slog.Logger, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	case errors.Is(err, store.ErrNotFound):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, store.ErrConflict):
-		return status.Error(codes.Aborted, err.Error())
-	case errors.Is(err, store.ErrInvalid):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, store.ErrTooLarge):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, store.ErrClosed):
-		// The owner is closing: the caller retries on the next one.
-		return status.Error(codes.Unavailable, "the owner of the database is closing it")
-	default:
-		logger.ErrorContext(ctx, "shared store request failed", slog.Any(logkeys.Error, err))
-		return status.Error(codes.Internal, "the owner of the database failed; see its log: "+err.Error())
-	}
 }
 
 // optionalTime is the zero time for an unset timestamp.
@@ -66,22 +36,22 @@ func timestampOf(t time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(t)
 }
 
-func toProto(r store.Record) *memoryv1.StoreRecord {
-	return &memoryv1.StoreRecord{
+func toProto(r store.Record) *sharedstorev1.StoreRecord {
+	return &sharedstorev1.StoreRecord{
 		Key: r.Key, Value: r.Value, ValueBytes: uint64(r.ValueLen), Meta: r.Meta,
 		CreateTime: timestamppb.New(r.Created), UpdateTime: timestamppb.New(r.Updated), Revision: r.Revision,
 	}
 }
 
-func (s *server) GetRecord(ctx context.Context, req *memoryv1.GetRecordRequest) (*memoryv1.GetRecordResponse, error) {
+func (s *server) GetRecord(ctx context.Context, req *sharedstorev1.GetRecordRequest) (*sharedstorev1.GetRecordResponse, error) {
 	rec, err := s.st.Get(ctx, req.GetTenant(), store.Kind(req.GetKind()), req.GetKey())
 	if err != nil {
 		return nil, storeStatus(ctx, s.logger, err)
 	}
-	return &memoryv1.GetRecordResponse{Record: toProto(rec)}, nil
+	return &sharedstorev1.GetRecordResponse{Record: toProto(rec)}, nil
 }
 
-func (s *server) PutRecord(ctx context.Context, req *memoryv1.PutRecordRequest) (*memoryv1.PutRecordResponse, error) {
+func (s *server) PutRecord(ctx context.Context, req *sharedstorev1.PutRecordRequest) (*sharedstorev1.PutRecordResponse, error) {
 	rec, err := s.st.Put(ctx, req.GetTenant(), store.Kind(req.GetKind()), req.GetKey(), store.Write{
 		Value: req.GetValue(), Meta: req.GetMeta(), KeepMeta: req.GetKeepMeta(),
 		CheckRevision: req.GetCheckRevision(), Revision: req.GetRevision(), RequestID: req.GetRequestId(),
@@ -90,40 +60,40 @@ func (s *server) PutRecord(ctx context.Context, req *memoryv1.PutRecordRequest) 
 	if err != nil {
 		return nil, storeStatus(ctx, s.logger, err)
 	}
-	return &memoryv1.PutRecordResponse{Record: toProto(rec)}, nil
+	return &sharedstorev1.PutRecordResponse{Record: toProto(rec)}, nil
 }
 
-func (s *server) DeleteRecord(ctx context.Context, req *memoryv1.DeleteRecordRequest) (*memoryv1.DeleteRecordResponse, error) {
+func (s *server) DeleteRecord(ctx context.Context, req *sharedstorev1.DeleteRecordRequest) (*sharedstorev1.DeleteRecordResponse, error) {
 	deleted, err := s.st.Delete(ctx, req.GetTenant(), store.Kind(req.GetKind()), req.GetKey(), req.GetRequestId())
 	if err != nil {
 		return nil, storeStatus(ctx, s.logger, err)
 	}
-	return &memoryv1.DeleteRecordResponse{Deleted: deleted}, nil
+	return &sharedstorev1.DeleteRecordResponse{Deleted: deleted}, nil
 }
 
-func (s *server) ListRecords(ctx context.Context, req *memoryv1.ListRecordsRequest) (*memoryv1.ListRecordsResponse, error) {
+func (s *server) ListRecords(ctx context.Context, req *sharedstorev1.ListRecordsRequest) (*sharedstorev1.ListRecordsResponse, error) {
 	recs, err := s.st.List(ctx, req.GetTenant(), store.Kind(req.GetKind()), req.GetWithValues())
 	if err != nil {
 		return nil, storeStatus(ctx, s.logger, err)
 	}
-	out := make([]*memoryv1.StoreRecord, len(recs))
+	out := make([]*sharedstorev1.StoreRecord, len(recs))
 	for i, r := range recs {
 		out[i] = toProto(r)
 	}
-	return &memoryv1.ListRecordsResponse{Records: out}, nil
+	return &sharedstorev1.ListRecordsResponse{Records: out}, nil
 }
 
-func (s *server) ListTenants(ctx context.Context, _ *memoryv1.ListTenantsRequest) (*memoryv1.ListTenantsResponse, error) {
+func (s *server) ListTenants(ctx context.Context, _ *sharedstorev1.ListTenantsRequest) (*sharedstorev1.ListTenantsResponse, error) {
 	tenants, err := s.st.Tenants(ctx)
 	if err != nil {
 		return nil, storeStatus(ctx, s.logger, err)
 	}
-	return &memoryv1.ListTenantsResponse{Tenants: tenants}, nil
+	return &sharedstorev1.ListTenantsResponse{Tenants: tenants}, nil
 }
 
-func (s *server) BackupStore(_ *memoryv1.BackupStoreRequest, stream grpc.ServerStreamingServer[memoryv1.BackupStoreResponse]) error {
+func (s *server) BackupStore(_ *sharedstorev1.BackupStoreRequest, stream grpc.ServerStreamingServer[sharedstorev1.BackupStoreResponse]) error {
 	ctx := stream.Context()
-	w := &chunk.Writer{Send: func(b []byte) error { return stream.Send(&memoryv1.BackupStoreResponse{Chunk: b}) }}
+	w := &chunk.Writer{Send: func(b []byte) error { return stream.Send(&sharedstorev1.BackupStoreResponse{Chunk: b}) }}
 	if _, err := s.st.Backup(ctx, w); err != nil {
 		return storeStatus(ctx, s.logger, err)
 	}

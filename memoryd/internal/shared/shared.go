@@ -28,7 +28,8 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/memoryd/internal/store/bolt"
+	sharedstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sharedstore/v1"
 	"github.com/codeexec/codeexec/services/dial"
 	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/logkeys"
@@ -53,8 +54,8 @@ const nonSharingGrace = 2 * time.Second
 type Options struct {
 	// Path is the bbolt file.
 	Path string
-	// Bolt is passed to store.OpenBolt; its LockTimeout is ignored.
-	Bolt store.BoltOptions
+	// Bolt is passed to bolt.Open; its LockTimeout is ignored.
+	Bolt bolt.Options
 	// Version is this codeexec's version, written in the owner file and
 	// named in errors.
 	Version string
@@ -84,7 +85,7 @@ type Store struct {
 	conn *grpc.ClientConn // to the owner's socket; nil in a first owner
 
 	mu         sync.Mutex
-	bolt       *store.Bolt
+	bolt       *bolt.Store
 	stopServer func()     // ends the socket server gracefully
 	served     chan error // the socket server's result
 
@@ -146,7 +147,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.cur.Store(&storeBox{&remote{client: memoryv1.NewStoreServiceClient(s.conn)}})
+	s.cur.Store(&storeBox{&remote{client: sharedstorev1.NewStoreServiceClient(s.conn)}})
 	s.diagnose()
 	if info, ok := readOwner(opts.Path); ok && alive(info.PID) {
 		s.logger.Info("memory database is held by another codeexec; using it through its socket",
@@ -157,23 +158,23 @@ func Open(opts Options) (*Store, error) {
 }
 
 // tryLock makes one attempt at the file's lock, without waiting.
-func (s *Store) tryLock() (*store.Bolt, error) {
+func (s *Store) tryLock() (*bolt.Store, error) {
 	o := s.opts.Bolt
 	// bbolt tries the lock once when the timeout is below its retry step.
 	o.LockTimeout = time.Millisecond
-	return store.OpenBolt(s.opts.Path, o)
+	return bolt.Open(s.opts.Path, o)
 }
 
 // own makes this process the owner of b: it serves b on the socket and
 // says so in the owner file, then sends its own calls to b.
-func (s *Store) own(b *store.Bolt) error {
+func (s *Store) own(b *bolt.Store) error {
 	sock := SocketPath(s.opts.Path)
 	lis, err := usersock.Listen(sock, socketWhat, s.logger)
 	if err != nil {
 		return fmt.Errorf("serve the memory database to other processes: %w", err)
 	}
 	srv := grpcserver.New(s.logger, nil)
-	memoryv1.RegisterStoreServiceServer(srv.GRPC, &server{st: b, logger: s.logger})
+	sharedstorev1.RegisterStoreServiceServer(srv.GRPC, &server{st: b, logger: s.logger})
 	served := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { served <- srv.Serve(ctx, lis, 2*time.Second) }()

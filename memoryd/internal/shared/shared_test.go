@@ -15,13 +15,14 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/codeexec/codeexec/memoryd/internal/store"
-	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
+	"github.com/codeexec/codeexec/memoryd/internal/store/bolt"
+	sharedstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sharedstore/v1"
 	"github.com/codeexec/codeexec/services/grpctest"
 	"github.com/codeexec/codeexec/services/usersock"
 )
@@ -226,7 +227,7 @@ func TestHoldLock(t *testing.T) {
 	if path == "" {
 		return // only ever run as TestHolderThatDoesNotShare's child
 	}
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +332,7 @@ type flakyOwner struct {
 	seen map[string]bool
 }
 
-func (f *flakyOwner) PutRecord(ctx context.Context, req *memoryv1.PutRecordRequest) (*memoryv1.PutRecordResponse, error) {
+func (f *flakyOwner) PutRecord(ctx context.Context, req *sharedstorev1.PutRecordRequest) (*sharedstorev1.PutRecordResponse, error) {
 	resp, err := f.server.PutRecord(ctx, req)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -347,16 +348,16 @@ func (f *flakyOwner) PutRecord(ctx context.Context, req *memoryv1.PutRecordReque
 // not as a conflict with itself.
 func TestRemoteRetriesALostAnswerOnce(t *testing.T) {
 	t.Parallel()
-	b, err := store.OpenBolt(filepath.Join(t.TempDir(), "m.db"), store.BoltOptions{})
+	b, err := bolt.Open(filepath.Join(t.TempDir(), "m.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	conn := grpctest.Start(t, func(g *grpc.Server) {
-		memoryv1.RegisterStoreServiceServer(g, &flakyOwner{server: &server{st: b, logger: testLogger(t)}, seen: map[string]bool{}})
+		sharedstorev1.RegisterStoreServiceServer(g, &flakyOwner{server: &server{st: b, logger: testLogger(t)}, seen: map[string]bool{}})
 	})
-	r := &Store{opts: Options{Path: filepath.Join(t.TempDir(), "none.db"), Wait: 5 * time.Second, Bolt: store.BoltOptions{Now: time.Now}}}
-	r.cur.Store(&storeBox{&remote{client: memoryv1.NewStoreServiceClient(conn)}})
+	r := &Store{opts: Options{Path: filepath.Join(t.TempDir(), "none.db"), Wait: 5 * time.Second, Bolt: bolt.Options{Now: time.Now}}}
+	r.cur.Store(&storeBox{&remote{client: sharedstorev1.NewStoreServiceClient(conn)}})
 	for i := range 3 {
 		rec, err := r.Put(t.Context(), "t", store.KindMemory, "n", store.Write{Value: fmt.Append(nil, i+1), CheckRevision: true, Revision: uint64(i)})
 		if err != nil {

@@ -5,8 +5,10 @@ package shared
 // listens on a socket named after its own, and a process that finds the
 // database held by an owner of another protocol says so, naming both
 // versions. It is a variable so that a test can build a binary that speaks
-// another one (-ldflags -X).
-var Protocol = "1"
+// another one (-ldflags -X). Protocol 2 is protocol 1 with StoreService
+// moved from codeexec.memory.v1 to codeexec.sharedstore.v1, which renamed
+// its methods on the wire.
+var Protocol = "2"
 
 // SocketPath is the unix socket beside the database on which its owner
 // serves StoreService.

@@ -1,14 +1,17 @@
-// Package store keeps memoryd's records: opaque values with timestamps and
-// revisions, per tenant and kind. Store is the narrow interface the handlers
-// use; Bolt implements it on one bbolt file, and Postgres on a PostgreSQL
-// database that any number of memoryd processes share. Both pass the same
-// table of tests (eachStore in store_test.go), and Transfer copies records
-// between them.
+// Package store is memoryd's record store: opaque values with timestamps
+// and revisions, per tenant and kind. Store is the narrow interface the
+// handlers use; store/bolt implements it on one bbolt file, and
+// store/postgres on a PostgreSQL database that any number of memoryd
+// processes share. Both pass the same table of tests (eachStore in
+// contract_test.go), and Copy moves records between them. This package
+// holds what the two share: the interface, its errors, and the rules of
+// request IDs and imports.
 package store
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -123,3 +126,22 @@ type Store interface {
 	// Close releases the store. Calls after Close fail with ErrClosed.
 	Close() error
 }
+
+// Conflict describes a failed compare-and-swap: key is at revision have
+// (0: absent), not want.
+func Conflict(key string, have, want uint64) error {
+	if have == 0 {
+		return fmt.Errorf("%w: %q no longer exists (expected revision %d); reload and retry", ErrConflict, key, want)
+	}
+	return fmt.Errorf("%w: %q is at revision %d, not %d; reload and retry", ErrConflict, key, have, want)
+}
+
+// IsDomain reports whether err is one of the errors a write's own input
+// causes, which neither a retry nor a commit on its own would change.
+func IsDomain(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) ||
+		errors.Is(err, ErrInvalid) || errors.Is(err, ErrTooLarge)
+}
+
+// MaxRevision is the largest revision a bigint column holds.
+const MaxRevision = 1<<63 - 1

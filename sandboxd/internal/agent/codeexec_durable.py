@@ -37,6 +37,16 @@ class Durable:
         if self._defs is not None:
             self._defs.add_cell(filename, source)
 
+    def source_of(self, name, obj):
+        """The source of the statement that made the session's function or
+        class obj under name (save_tool carries it), or None."""
+        if self._defs is None:
+            self._defs = codeexec_checkpoint.Definitions()
+            for filename, source in self.cells:
+                self._defs.add_cell(filename, source)
+        found = self._defs.source_of(name, obj)
+        return found[1] if found else None
+
     def _skip(self, name, obj):
         s = self.session
         return (name in _AGENT_NAMES or s.extra.get(name) is obj or s.installed.get(name) is obj

@@ -10,6 +10,7 @@ import os
 import sys
 import time
 
+import codeexec_carry
 import codeexec_json
 import codeexec_source
 from codeexec_protocol import (DELETE_MEMORY, DELETE_SAVED_TOOL, LIST_MEMORIES, LIST_SAVED_TOOLS, LOAD_MEMORY,
@@ -20,6 +21,7 @@ _helpers = {}  # names given to the user_tools module (runtime, proxies, ...)
 _ns = None  # the session namespace, set by bind_saved_tools()
 _bound = {}  # saved tools bind_saved_tools() put into it, by name
 _sent = None  # the saved tools a frame carried, until user_tools is built from them (see offered)
+_finder = None  # (name, obj) -> source of the session's statement that made obj; set by the session
 
 MAX_KEY_BYTES = 2048  # memoryd's limit (store.MaxKeyBytes)
 # update_memory retries a conflicting write for this long. Many sessions
@@ -139,8 +141,18 @@ def list_memories():
 # --- saved tools ------------------------------------------------------------------
 
 
+def set_source_finder(finder):
+    """Sets how save_tool finds the source of the session's classes and
+    functions that a tool needs."""
+    global _finder
+    _finder = finder
+
+
 def save_tool(func):
-    """Saves a function's source so `import user_tools` has it in later sessions."""
+    """Saves a function's source so `import user_tools` has it in later
+    sessions, with what it needs: the modules it uses, and the constants,
+    functions and classes of the session it names. What cannot be carried
+    is refused here, by name."""
     import inspect
     import textwrap
 
@@ -155,6 +167,10 @@ def save_tool(func):
     except (OSError, TypeError) as exc:
         raise ValueError("cannot get the source of %s: %s" % (name, exc)) from None
     source = textwrap.dedent(source)
+    try:
+        source = codeexec_carry.carried_source(func, source, dict(_helpers), _finder)
+    except codeexec_carry.CannotCarry as exc:
+        raise ValueError("save_tool(%s) refused: %s" % (name, exc)) from None
     docstring = inspect.getdoc(func) or ""
     _chan.call_sync(SAVE_TOOL, name=name, source=source, docstring=docstring)
     mod = sys.modules.get("user_tools")

@@ -144,7 +144,53 @@ ERRORS = (MCPError, NotFoundError, ConflictError, InvalidArgumentError, FailedPr
           PermissionDeniedError, UnavailableError, DeadlineExceededError)
 _BY_CODE = {cls.code: cls for cls in ERRORS}
 
-for _cls in ERRORS:
+
+class ToolError(MCPError):
+    """A tool call failed: the MCP server answered with isError: true
+    (code "tool_error"), refused the call with a JSON-RPC error, or the
+    call could not be made (bad arguments, server not loaded or down).
+
+    server, tool and message say which call failed and why;
+    structured_content is the result's structuredContent (None when it
+    had none) and result the whole CallToolResult dict (None when there
+    was no result). A failure with a code of its own is also an instance
+    of that code's class, so `except runtime.InvalidArgumentError` still
+    catches a bad argument.
+    """
+
+    code = "tool_error"
+
+    def __init__(self, message, server="", tool="", structured_content=None, result=None):
+        super().__init__(message)
+        self.server = server
+        self.tool = tool
+        self.message = message
+        self.structured_content = structured_content
+        self.result = result
+
+
+_TOOL_KINDS = {}  # code class -> its subclass that is also a ToolError
+
+
+def tool_error(exc, server, tool):
+    """exc, a failed call_tool reply's MCPError, as a ToolError that is
+    also of exc's class (an InvalidArgumentError stays one)."""
+    if isinstance(exc, ToolError):
+        return exc
+    cls = type(exc)
+    kind = ToolError if cls is MCPError else _TOOL_KINDS.get(cls)
+    if kind is None:
+        kind = _TOOL_KINDS[cls] = type(cls.__name__, (cls, ToolError), {"__doc__": cls.__doc__,
+                                                                       "__module__": "mcp.runtime"})
+    err = kind(str(exc), server, tool)
+    err.code = exc.code
+    return err
+
+
+# What mcp.runtime exports: the classes of the channel's error codes, and
+# ToolError, whose "tool_error" code is the agent's own (an isError result).
+EXPORTED = ERRORS + (ToolError,)
+for _cls in EXPORTED:
     _cls.__module__ = "mcp.runtime"  # where user code finds them
 
 

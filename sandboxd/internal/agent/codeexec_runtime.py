@@ -6,8 +6,10 @@ current exec; the async ones ask sandboxd. Every failed request raises
 MCPError (a subclass of it that names the reply's error code).
 """
 
+import os
+
 from codeexec_protocol import (CALL_TOOL, LIST_SERVERS, LIST_TOOLS, QUERY_TOOL_DOCS, SEARCH_TOOL_DOCS, MCPError,
-                               error_from)
+                               PermissionDeniedError, ToolError, error_from, tool_error)
 
 _chan = None  # the Channel, set by set_channel()
 _servers = []  # normalised metadata of the servers allowed for this exec
@@ -112,9 +114,107 @@ def _arguments(arguments):
     return arguments
 
 
-async def call_tool(server, tool, arguments=None):
-    """Calls `tool` on `server`; returns the CallToolResult as a dict."""
-    return await _chan.call_async(CALL_TOOL, server=server, tool=tool, arguments=_arguments(arguments))
+# TOOL_ERRORS_ENV is the setting for code written for upstream, whose tool
+# calls returned a failed result as a dict: "return" makes them do so
+# again; "raise" (the default) raises ToolError. sandboxd sets it from its
+# --tool-errors flag, and code may set os.environ[TOOL_ERRORS_ENV] itself.
+TOOL_ERRORS_ENV = "MCP_BRIDGE_TOOL_ERRORS"
+
+
+def _raises(raise_on_error):
+    """Whether a failed result raises: the call's raise_on_error, else the
+    TOOL_ERRORS_ENV setting."""
+    if raise_on_error is not None:
+        return bool(raise_on_error)
+    mode = os.environ.get(TOOL_ERRORS_ENV, "").strip().lower()
+    if mode in ("", "raise"):
+        return True
+    if mode == "return":
+        return False
+    raise ValueError("%s is %r; it accepts \"raise\" (failed tool calls raise ToolError, the default) "
+                     "or \"return\" (they return the CallToolResult dict, as upstream did)" % (TOOL_ERRORS_ENV, mode))
+
+
+def error_text(result):
+    """The text of a failed CallToolResult's content, for the message."""
+    parts = []
+    for c in result.get("content") or ():
+        if isinstance(c, dict) and c.get("type") == "text" and c.get("text"):
+            parts.append(str(c["text"]))
+    return "\n".join(parts) or "the tool reported an error without a message"
+
+
+def checked(server, tool, result, raise_on_error):
+    """result, or ToolError when the server marked it isError and the call
+    raises on errors."""
+    if isinstance(result, dict) and result.get("isError") is True and _raises(raise_on_error):
+        text = error_text(result)
+        err = ToolError("tool %r of server %r failed: %s" % (tool, server, text), server, tool,
+                        result.get("structuredContent"), result)
+        err.message = text
+        raise err
+    return result
+
+
+async def call_tool(server, tool, arguments=None, *, raise_on_error=None):
+    """Calls `tool` on `server`; returns the CallToolResult as a dict. A
+    failed call raises ToolError (also for isError results, unless
+    raise_on_error=False or the MCP_BRIDGE_TOOL_ERRORS setting is
+    "return")."""
+    try:
+        res = await _chan.call_async(CALL_TOOL, server=server, tool=tool, arguments=_arguments(arguments))
+    except MCPError as exc:
+        raise tool_error(exc, server, tool) from None
+    return checked(server, tool, res, raise_on_error)
+
+
+def call_tool_sync(server, tool, arguments=None, *, raise_on_error=None):
+    """call_tool for code that is not async: blocks until the result."""
+    try:
+        res = _chan.call_sync(CALL_TOOL, server=server, tool=tool, arguments=_arguments(arguments))
+    except MCPError as exc:
+        raise tool_error(exc, server, tool) from None
+    return checked(server, tool, res, raise_on_error)
+
+
+def not_loaded(name, tool=None):
+    """The error for using a configured server not loaded in this call
+    (by its mcp_<alias> name or in a saved tool): how to load it, and why
+    it would fail if it is broken."""
+    d = next((d for d in _discovered if d["name"] == name), None)
+    names = [m["name"] for m in _servers] + [name]
+    load = "servers=[%s]" % ", ".join(_quoted(n) for n in names)
+    # In the broker's words (names.go), which a kept proxy's call gets.
+    if len(names) > 1:
+        where = "it is not loaded in this call (loaded: %s)" % ", ".join(_quoted(n) for n in names[:-1])
+    else:
+        where = "no servers are loaded in this call"
+    msg = "Server %r is not available: %s; pass %s to run_python" % (name, where, load)
+    if d is not None and d.get("failed"):
+        msg += "; note that its last start failed: %s" % d["failed"]
+    why = _unloaded.get(name)
+    if why is not None:
+        msg = ("Server %r is not available: its config entry in %s was not loaded (%s), so %s would fail too"
+               % (name, why["source"], why["reason"], load))
+    err = PermissionDeniedError(msg)
+    return tool_error(err, name, tool or "") if tool else err
+
+
+def discovered_servers_meta():
+    """Every configured server's {name, description, alias, failed}, and
+    each config entry that was not loaded as {name, alias} (its alias made
+    as discoveryd makes them, for want of one from it)."""
+    out = [dict(d) for d in _discovered]
+    for name in _unloaded:
+        alias = "".join(c if c.isascii() and c.isalnum() else "_" for c in name.lower())
+        out.append({"name": name, "description": "", "alias": alias, "failed": ""})
+    return out
+
+
+def _quoted(name):
+    import json
+
+    return json.dumps(name)
 
 
 async def list_tools(server):
@@ -300,18 +400,22 @@ Discover (sync helpers read this call's metadata, async ones ask the host):
   runtime.query_tool_docs_sync("server", tool=None, detail="full")
   runtime.describe_server("server")            includes the server's cwd
 
-Call tools (async; results are CallToolResult dicts):
+Call tools (async; a result is a CallToolResult dict):
   res = await mcp_<alias>.<tool_alias>(arg=value)
   text = res["content"][0]["text"]
   await runtime.call_tool("server", "tool", {"arg": value})
-
-Sessions: the state is checkpointed after each call and comes back after a
-timeout or crash (what cannot be saved is named then).
-  runtime.end_session()    end this session and delete its checkpoint
+  A failed call (isError too) raises runtime.ToolError (.server .tool
+  .message .structured_content); raise_on_error=False returns the dict.
+  Arguments are checked against the tool's schema first.
   asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError,
   as a subclass by kind (e.code): NotFoundError, InvalidArgumentError,
   PermissionDeniedError, UnavailableError, DeadlineExceededError, ...
   from mcp.servers.<alias> import *   one async function per tool.
+
+Sessions: variables, imports, functions and classes are checkpointed after
+each call and come back after a timeout or crash (what cannot be saved is
+named then).
+  runtime.end_session()    end this session and delete its checkpoint
 
 Memory (JSON values, kept across sessions):
   save_memory(key, value, *, metadata=None)  load_memory(key, *, default=None)
@@ -320,11 +424,13 @@ Memory (JSON values, kept across sessions):
 
 Saved tools (kept across sessions):
   save_tool(func)   then in any later session: func(...) or import user_tools
+  It carries the imports, constants and helpers func uses.
   runtime.list_saved_tools()   runtime.delete_saved_tool(name)
 
-Limits: no network; read-only root; /workspace and /tmp are small tmpfs;
-memory, process count and time are capped (a timeout loses the session);
-output is capped per call. Files written to /workspace last for the session.
+Limits (defaults): no network (MCP servers reach out); read-only root;
+512 MiB of memory, 128 processes, a 30 s timeout of at most 120 s, output
+capped per call (256 KiB per stream). Files in /workspace and /tmp are not
+checkpointed: a timeout or crash loses them.
 """
 
 
@@ -339,7 +445,8 @@ def set_metadata(servers, discovered, unloaded=()):
         by_key[m["name"]] = m
     _by_key = by_key
     _discovered = [
-        {"name": str(d.get("name") or ""), "description": str(d.get("description") or "")}
+        {"name": str(d.get("name") or ""), "description": str(d.get("description") or ""),
+         "alias": str(d.get("alias") or ""), "failed": str(d.get("failed") or "")}
         for d in (discovered or ()) if isinstance(d, dict)
     ]
     _unloaded = {
@@ -350,7 +457,7 @@ def set_metadata(servers, discovered, unloaded=()):
 
 
 RUNTIME_NAMES = (
-    "call_tool", "list_tools", "list_tools_sync", "list_servers",
+    "call_tool", "call_tool_sync", "list_tools", "list_tools_sync", "list_servers",
     "list_servers_sync", "discovered_servers", "describe_server",
     "list_loaded_server_metadata", "query_tool_docs", "query_tool_docs_sync",
     "search_tool_docs", "search_tool_docs_sync", "capability_summary", "ToolDocs", "end_session",

@@ -18,13 +18,26 @@ import codeexec_runtime as rt
 ENV_LIMIT = 32 * 4096 - 1
 
 
-def _tool_function(server, tool, alias, module, doc):
+# RAISE_ON_ERROR is the keyword that asks one proxy call to return a failed
+# result as a dict instead of raising ToolError; a tool whose schema has an
+# argument of that name gets it as an argument (runtime.call_tool's
+# raise_on_error still applies to such a tool).
+RAISE_ON_ERROR = "raise_on_error"
+
+
+def _tool_function(server, tool, alias, module, doc, schema=None):
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    own = isinstance(props, dict) and RAISE_ON_ERROR in props
+
     async def call(*args, **kwargs):
+        raise_on_error = None
+        if not own and RAISE_ON_ERROR in kwargs:
+            raise_on_error = kwargs.pop(RAISE_ON_ERROR)
         if args:
             if len(args) != 1 or kwargs or not isinstance(args[0], dict):
                 raise TypeError("%s() takes keyword arguments (or one dict of arguments)" % alias)
             kwargs = args[0]
-        return await rt.call_tool(server, tool, kwargs)
+        return await rt.call_tool(server, tool, kwargs, raise_on_error=raise_on_error)
 
     call.__name__ = call.__qualname__ = alias
     call.__module__ = module
@@ -64,7 +77,8 @@ class MCPServerProxy:
                         break
             name = tool["name"] if tool else attr
             doc = tool["description"] if tool else ""
-            fn = _tool_function(self._meta["name"], name, attr, "mcp_" + self._meta["alias"], doc)
+            schema = tool["input_schema"] if tool else None
+            fn = _tool_function(self._meta["name"], name, attr, "mcp_" + self._meta["alias"], doc, schema)
             self._fns[attr] = fn
         return fn
 
@@ -78,6 +92,37 @@ class MCPServerProxy:
         return "<MCP server %r: %d tools>" % (self._meta["name"], len(self._meta["tools"]))
 
 
+class UnloadedServer:
+    """`mcp_<alias>` of a configured server that this call did not load:
+    any use raises the error that says how to load it (and why it would
+    fail, if it is broken), where a bare NameError would say nothing."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise rt.not_loaded(self._name, attr)
+
+    def __dir__(self):
+        return []
+
+    def __repr__(self):
+        return "<MCP server %r: not loaded in this call>" % self._name
+
+
+def unloaded_proxies(loaded):
+    """mcp_<alias> -> UnloadedServer for every configured server (and
+    config entry that was not loaded) whose proxy is not in loaded."""
+    out = {}
+    for d in rt.discovered_servers_meta():
+        key = "mcp_" + d["alias"] if d["alias"] else None
+        if key and key not in loaded and d["name"] not in rt.list_servers_sync():
+            out[key] = UnloadedServer(d["name"])
+    return out
+
+
 def _server_module(meta):
     modname = "mcp.servers." + meta["alias"]
     mod = type(sys)(modname, meta["description"] or None)
@@ -85,7 +130,8 @@ def _server_module(meta):
     mod.TOOL_MAP = {t["alias"]: t for t in mod.TOOLS}
     names = []
     for t in meta["tools"]:
-        setattr(mod, t["alias"], _tool_function(meta["name"], t["name"], t["alias"], modname, t["description"]))
+        setattr(mod, t["alias"], _tool_function(meta["name"], t["name"], t["alias"], modname, t["description"],
+                                                t["input_schema"]))
         names.append(t["alias"])
     mod.__all__ = names + ["TOOLS", "TOOL_MAP"]
     if rt.load_error(meta) is not None:
@@ -131,7 +177,7 @@ def install(chan, extra):
     names = list(rt.RUNTIME_NAMES)
     for n in names:
         setattr(runtime, n, getattr(rt, n))
-    for cls in codeexec_protocol.ERRORS:  # MCPError and one subclass per error code
+    for cls in codeexec_protocol.EXPORTED:  # MCPError, one subclass per error code, ToolError
         setattr(runtime, cls.__name__, cls)
         names.append(cls.__name__)
     for n, fn in extra.items():

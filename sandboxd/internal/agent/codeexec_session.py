@@ -13,6 +13,7 @@ from _thread import start_new_thread
 import codeexec_channel
 import codeexec_durable
 import codeexec_interrupt
+import codeexec_network
 import codeexec_output
 import codeexec_persist
 import codeexec_protocol
@@ -96,6 +97,7 @@ class Session:
         self.installed = {}  # names this agent put into the namespace per exec
 
         codeexec_source.install()
+        codeexec_network.install()
         extra = codeexec_persist.install(self.chan)
         self.runtime = codeexec_servers.install(self.chan, extra)
 
@@ -112,6 +114,7 @@ class Session:
         self.ns = ns
 
         self.durable = codeexec_durable.Durable(self)
+        codeexec_persist.set_source_finder(self.durable.source_of)
 
         os.register_at_fork(after_in_child=self._after_fork_in_child)
         codeexec_interrupt.install()
@@ -196,10 +199,17 @@ class Session:
         installed = {"mcp_" + alias: p for alias, p in proxies.items()}
         by_name = {p._meta["name"]: p for p in proxies.values()}
         ns.update(installed)
+        # The other configured servers' names say how to load them; a name
+        # the code uses for something of its own stays its own.
+        stubs = codeexec_servers.unloaded_proxies(installed)
+        for name, stub in stubs.items():
+            if name not in ns:
+                ns[name] = installed[name] = stub
         ns["mcp_servers"] = by_name
         ns["LOADED_MCP_SERVERS"] = tuple(by_name)
         self.installed = installed
         helpers = dict(self.extra)
+        helpers.update(stubs)
         helpers.update(installed)
         helpers["mcp_servers"] = by_name
         helpers["LOADED_MCP_SERVERS"] = ns["LOADED_MCP_SERVERS"]

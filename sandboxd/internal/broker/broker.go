@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 
@@ -17,6 +18,7 @@ import (
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
+	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 )
 
@@ -26,13 +28,19 @@ type Broker struct {
 	Discovery discoveryv1.DiscoveryServiceClient
 	Memory    memoryv1.MemoryServiceClient
 	Tools     memoryv1.ToolServiceClient
+	// Logger says once per schema that a tool's input schema does not
+	// compile; nil logs nothing.
+	Logger *slog.Logger
+
+	// schemas checks tool call arguments against the tools' schemas.
+	schemas schemas
 }
 
 var _ session.Broker = (*Broker)(nil)
 
 // Prepare resolves the servers allowed for one exec.
-func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (*session.ExecEnv, error) {
-	env := &session.ExecEnv{Allowed: []string{}, Servers: []channel.Server{}, Discovered: []channel.DiscoveredServer{}}
+func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (*sandbox.ExecEnv, error) {
+	env := &sandbox.ExecEnv{Allowed: []string{}, Servers: []channel.Server{}, Discovered: []channel.DiscoveredServer{}}
 	// Never nil: list_servers() sends this list, and the code expects an
 	// empty list (upstream's ()), not null, when no servers were asked for.
 	names := []string{}
@@ -61,7 +69,11 @@ func (b *Broker) Prepare(ctx context.Context, tenant string, servers []string) (
 	known := map[string]bool{}
 	aliases := map[string]string{}
 	for _, s := range list.GetServers() {
-		all = append(all, channel.DiscoveredServer{Name: s.GetName(), Description: s.GetDescription()})
+		d := channel.DiscoveredServer{Name: s.GetName(), Description: s.GetDescription(), Alias: s.GetAlias()}
+		if s.GetStatus() == discoveryv1.ServerStatus_SERVER_STATUS_FAILED {
+			d.Failed = s.GetLastError()
+		}
+		all = append(all, d)
 		known[s.GetName()] = true
 		aliases[s.GetName()] = s.GetAlias()
 	}

@@ -110,6 +110,9 @@ func (b *Broker) callTool(ctx context.Context, o *origin, r *channel.CallToolReq
 	if args[0] != '{' {
 		return nil, channel.Errorf(channel.CodeInvalidArgument, "arguments must be an object (keyword arguments), not %s", args)
 	}
+	if err := b.checkArguments(o, r.Server, r.Tool, args); err != nil {
+		return nil, err
+	}
 	resp, err := b.Discovery.CallTool(ctx, &discoveryv1.CallToolRequest{Server: r.Server, Tool: r.Tool, ArgumentsJson: string(args), Tenant: o.tenant})
 	if err != nil {
 		return nil, err

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
-	"github.com/codeexec/codeexec/sandboxd/internal/session"
+	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
 )
 
 // methods serves each call method by its name. A method's name comes from
@@ -26,7 +26,7 @@ var methods = table(
 // exec made it and what that exec may use.
 type origin struct {
 	tenant string
-	env    *session.ExecEnv
+	env    *sandbox.ExecEnv
 }
 
 // method is one entry of the table.
@@ -85,7 +85,7 @@ func table(groups ...[]method) map[string]method {
 
 // Call serves one request from sandboxed code. A failed call's error is a
 // *channel.Error, whose code the agent raises as a typed exception.
-func (b *Broker) Call(ctx context.Context, tenant string, env *session.ExecEnv, name string, params json.RawMessage) (json.RawMessage, error) {
+func (b *Broker) Call(ctx context.Context, tenant string, env *sandbox.ExecEnv, name string, params json.RawMessage) (json.RawMessage, error) {
 	m, ok := methods[name]
 	if !ok {
 		return nil, channel.Errorf(channel.CodeInvalidArgument, "unknown request %q from the sandbox", name)

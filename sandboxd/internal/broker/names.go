@@ -10,12 +10,12 @@ import (
 
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
-	"github.com/codeexec/codeexec/sandboxd/internal/session"
+	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
 )
 
 // allowed checks the exec's allow-list: a server not loaded in the exec
 // is one its code may not use.
-func allowed(env *session.ExecEnv, server string) error {
+func allowed(env *sandbox.ExecEnv, server string) error {
 	if server == "" {
 		return channel.Errorf(channel.CodeInvalidArgument, "missing server name")
 	}

@@ -199,6 +199,13 @@ type Tool struct {
 type DiscoveredServer struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
+	// Alias is discoveryd's Python name for the server, so that the agent
+	// can bind mcp_<alias> of a server not loaded in the exec to a name
+	// that says how to load it.
+	Alias string `json:"alias,omitempty"`
+	// Failed, when set, is why the server's last start failed: the name
+	// of a server not loaded says so too.
+	Failed string `json:"failed,omitempty"`
 }
 
 // UnloadedServer is a config entry that was not loaded, as discoveryd

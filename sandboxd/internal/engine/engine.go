@@ -82,6 +82,9 @@ type Usage struct {
 	OOMKilled bool
 	// PidsLimitHit reports that a fork or clone was refused by the pids cap.
 	PidsLimitHit bool
+	// PidsCurrent is how many processes and threads the sandbox has, read
+	// while it runs; 0 when unknown.
+	PidsCurrent int64
 }
 
 // Process is a running sandbox. Stdin and Stdout carry the framed channel to

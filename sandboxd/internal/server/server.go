@@ -18,8 +18,9 @@ import (
 
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
-	"github.com/codeexec/codeexec/sandboxd/internal/durable"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/lease"
+	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
@@ -131,7 +132,7 @@ func (s *server) toStatus(ctx context.Context, err error) error {
 		// Not UNAVAILABLE: a gateway takes that for a replica it cannot
 		// reach, and gives up every session routed to it.
 		return status.Error(codes.Aborted, msg(session.ErrPaused))
-	case errors.Is(err, durable.ErrFenced):
+	case errors.Is(err, lease.ErrFenced):
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, engine.ErrUnavailable):
 		return status.Error(codes.FailedPrecondition, err.Error())
@@ -147,7 +148,7 @@ func (s *server) toStatus(ctx context.Context, err error) error {
 		return st.Err()
 	}
 	s.logger.ErrorContext(ctx, "sandbox request failed", logkeys.Error, err)
-	return status.Error(codes.Internal, "sandbox failure: "+err.Error())
+	return status.Error(codes.Internal, "sandboxd internal error; see the sandboxd log")
 }
 
 func toProto(info session.Info) *sandboxv1.Session {
@@ -170,11 +171,11 @@ func toProto(info session.Info) *sandboxv1.Session {
 }
 
 func resultToProto(r *session.Result) *sandboxv1.ExecResult {
-	st := map[session.Status]sandboxv1.ExecStatus{
-		session.StatusOK:      sandboxv1.ExecStatus_EXEC_STATUS_OK,
-		session.StatusError:   sandboxv1.ExecStatus_EXEC_STATUS_ERROR,
-		session.StatusTimeout: sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT,
-		session.StatusKilled:  sandboxv1.ExecStatus_EXEC_STATUS_KILLED,
+	st := map[sandbox.Status]sandboxv1.ExecStatus{
+		sandbox.StatusOK:      sandboxv1.ExecStatus_EXEC_STATUS_OK,
+		sandbox.StatusError:   sandboxv1.ExecStatus_EXEC_STATUS_ERROR,
+		sandbox.StatusTimeout: sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT,
+		sandbox.StatusKilled:  sandboxv1.ExecStatus_EXEC_STATUS_KILLED,
 	}[r.Status]
 	return &sandboxv1.ExecResult{
 		Status:             st,

@@ -104,10 +104,8 @@ func (s *Session) firstExecAhead() bool {
 	s.mu.Lock()
 	sb := s.sb
 	s.mu.Unlock()
-	if sb == nil || !sb.alive() {
+	if sb == nil || !sb.Alive() {
 		return true
 	}
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	return !sb.sessionStarted
+	return !sb.SessionStarted()
 }

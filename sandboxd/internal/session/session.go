@@ -2,14 +2,15 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
-	"github.com/codeexec/codeexec/sandboxd/internal/channel"
-	"github.com/codeexec/codeexec/sandboxd/internal/durable"
+	"github.com/codeexec/codeexec/sandboxd/internal/capacity"
+	"github.com/codeexec/codeexec/sandboxd/internal/lease"
+	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
@@ -42,50 +43,44 @@ type Session struct {
 	labels     map[string]string
 	created    time.Time
 	m          *Manager
+	// lease is the session's hold on the session store; nil when the
+	// store does not keep it (there is none, or it did not record the
+	// session: unrecorded says why, once).
+	lease      *lease.Lease
+	unrecorded string
 
 	// turn serialises execs; a waiting caller gives up when its context ends.
 	turn chan struct{}
 
 	mu         sync.Mutex
-	sb         *sandbox
+	sb         *sandbox.Sandbox
 	busy       bool
 	closed     bool
 	lastUsed   time.Time
 	execCount  uint64
 	generation uint64
-	// heldCh is open while a fence holds the session (fence.go);
-	// pausedSB is its sandbox that the fence paused; starting is the
-	// sandbox being started (restored) for it, not yet sb. holdMu orders
-	// a hold's pause and its release's resume.
-	heldCh   chan struct{}
-	pausedSB *sandbox
-	starting *sandbox
-	holdMu   sync.Mutex
-
-	// dmu guards d, the session's durable part (see durable.go).
-	dmu sync.Mutex
-	d   dstate
+	// starting is the sandbox being started (restored) for the session,
+	// not yet sb: a fence pauses it too.
+	starting *sandbox.Sandbox
+	// unrecordedSaid is set once a result said unrecorded.
+	unrecordedSaid bool
 }
 
-// newSession makes a session; held is its record when it is durable.
-func (m *Manager) newSession(id, tenant string, labels map[string]string, held *durable.Held) *Session {
-	s := &Session{id: id, tenant: tenant, labels: labels, created: time.Now(), m: m, turn: make(chan struct{}, 1)}
+var (
+	_ capacity.Session = (*Session)(nil)
+	_ lease.Owner      = (*Session)(nil)
+)
+
+// newSession makes a session; l is its lease when the store holds it.
+func (m *Manager) newSession(id, tenant string, labels map[string]string, l *lease.Lease) *Session {
+	s := &Session{id: id, tenant: tenant, labels: labels, created: time.Now(), m: m, turn: make(chan struct{}, 1), lease: l}
 	s.lastUsed = s.created
-	s.d.held = held
-	s.d.idle = sync.NewCond(&s.dmu)
-	if held != nil {
-		s.created = held.State.Created
-		s.execCount = held.State.Seq
-		s.d.reason = durableReason(held)
+	if l != nil {
+		s.created = l.State.Created
+		s.execCount = l.State.Seq
+		l.SetOwner(s)
 	}
 	return s
-}
-
-// isDurable reports whether the session is kept in the session store.
-func (s *Session) isDurable() bool {
-	s.dmu.Lock()
-	defer s.dmu.Unlock()
-	return s.d.held != nil
 }
 
 // Info returns a snapshot.
@@ -96,17 +91,89 @@ func (s *Session) Info() Info {
 	switch {
 	case s.busy:
 		st = StateBusy
-	case s.sb == nil || !s.sb.alive():
+	case s.sb == nil || !s.sb.Alive():
 		st = StateStopped
 	}
 	labels := make(map[string]string, len(s.labels))
-	for k, v := range s.labels {
-		labels[k] = v
-	}
+	maps.Copy(labels, s.labels)
 	return Info{
 		ID: s.id, Tenant: s.tenant, State: st, Created: s.created, LastUsed: s.lastUsed,
 		ExecCount: s.execCount, Generation: s.generation, Runtime: s.m.cfg.Engine.Name(), Labels: labels,
 	}
+}
+
+// ID names the session (capacity.Session).
+func (s *Session) ID() string { return s.id }
+
+// Usage is a snapshot of the session's use of its sandbox
+// (capacity.Session).
+func (s *Session) Usage() capacity.Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return capacity.Usage{
+		Live: s.sb != nil && s.sb.Alive(), Running: s.busy, Held: s.lease.Held(),
+		Durable: s.lease != nil, LastUsed: s.lastUsed,
+	}
+}
+
+// Evict stops the session's sandbox and gives it up, unless a call holds
+// its turn or a fence holds it (capacity.Session).
+func (s *Session) Evict(ctx context.Context, why string) bool {
+	if !s.tryAcquire() {
+		return false // a call is about to run on it
+	}
+	defer s.release()
+	if s.lease.Held() { // a fence came meanwhile: it waits for the store
+		return false
+	}
+	// This returns once the sandbox is reaped: its place is free.
+	s.giveUp(ctx, why)
+	return true
+}
+
+// Drop ends the session here: its sandbox stops (why, when set, is told
+// to a call in flight), and the manager forgets it (capacity.Session,
+// lease.Owner). Its record, if any, stays.
+func (s *Session) Drop(why string) {
+	if why != "" {
+		s.mu.Lock()
+		sb := s.sb
+		s.mu.Unlock()
+		if sb != nil {
+			sb.SetStopReason(why)
+		}
+	}
+	s.m.forget(s)
+	s.destroy()
+}
+
+// Sandbox returns the session's sandbox, live or starting (lease.Owner).
+func (s *Session) Sandbox() lease.Pausable {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.sb != nil:
+		return s.sb
+	case s.starting != nil:
+		return s.starting
+	}
+	return nil
+}
+
+// StopSandbox stops the session's sandbox (lease.Owner).
+func (s *Session) StopSandbox() { s.stopSandbox() }
+
+// giveUp stops a durable session's sandbox and gives the session up, so
+// that any replica may take it; why is told on its next restore.
+func (s *Session) giveUp(ctx context.Context, why string) {
+	if s.lease != nil {
+		s.lease.WaitCommits(s.m.cfg.StartTimeout)
+	}
+	s.stopSandbox()
+	if s.lease != nil {
+		s.lease.Release(ctx, why)
+	}
+	s.m.forget(s)
 }
 
 // acquire takes the session's turn.
@@ -119,11 +186,11 @@ func (s *Session) acquire(ctx context.Context) error {
 	}
 }
 
-// release gives the session's turn back. A makeRoom waiting for room may
+// release gives the session's turn back. A session waiting for room may
 // now stop this session's sandbox: it is told.
 func (s *Session) release() {
 	<-s.turn
-	s.m.roomChanged()
+	s.m.room.Changed()
 }
 
 // tryAcquire takes the session's turn if no call holds it.
@@ -147,150 +214,42 @@ func (s *Session) setBusy(busy, ran bool) {
 	}
 }
 
-// ensureSandbox returns the live sandbox, starting one if needed; a
-// durable session's new sandbox gets the last checkpoint restored into it
-// (env serves the restore's calls, until the call's deadline; saved is the
-// exec's fetch of the saved tools), and the report says what came back.
-func (s *Session) ensureSandbox(ctx context.Context, env *ExecEnv, saved *savedTools, deadline time.Time) (*sandbox, *RestoreReport, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, nil, fmt.Errorf("%w: session %s was destroyed", ErrNotFound, s.id)
-	}
-	sb := s.sb
-	s.mu.Unlock()
-	if sb != nil && sb.alive() {
-		return sb, nil, nil
-	}
-	if sb != nil {
-		sb.kill()
-	}
-	if s.isDurable() && s.m.cfg.Durable.Replica.Fenced() {
-		// No new sandbox while another replica may take the session.
-		return nil, nil, fmt.Errorf("%w: this sandbox replica cannot reach the session store, so it starts no sandbox for the session until it does; retry the call", ErrPaused)
-	}
-	place, err := s.m.makeRoom(ctx, s)
-	if err != nil {
-		return nil, nil, err
-	}
-	sb, err = s.m.takeSandbox(ctx)
-	if err != nil {
-		place(nil)
-		return nil, nil, err
-	}
-	place(sb)
-	// A fence that comes during the restore pauses this sandbox too.
-	s.setStarting(sb)
-	defer s.setStarting(nil)
-	var report *RestoreReport
-	if s.isDurable() {
-		go s.m.commitLoop(s, sb)
-		if report, err = s.m.restore(ctx, s, sb, env, saved, deadline); errors.Is(err, errRestoreLater) {
-			sb.kill()
-			return nil, nil, fmt.Errorf("%w; its checkpoint is kept: retry the call", err)
-		} else if err != nil && s.isHeld() {
-			// A fence paused the restore: starting fresh would overwrite
-			// the checkpoint with nothing.
-			sb.kill()
-			return nil, nil, fmt.Errorf("%w: this sandbox replica lost the session store while it restored the session (%w); its checkpoint is kept: retry the call", ErrPaused, err)
-		} else if err != nil {
-			// A namespace half restored would mislead: start clean, and
-			// say what happened.
-			s.logger().WarnContext(ctx, "could not restore the session; it starts fresh", logkeys.Error, err)
-			report = &RestoreReport{Reason: err.Error() + "; the session started fresh"}
-			sb.kill() // its place goes once it is reaped
-			if place, err = s.m.makeRoom(ctx, s); err != nil {
-				return nil, nil, err
-			}
-			if sb, err = s.m.takeSandbox(ctx); err != nil {
-				place(nil)
-				return nil, nil, err
-			}
-			place(sb)
-			s.setStarting(sb)
-			go s.m.commitLoop(s, sb)
-		}
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		go sb.kill()
-		return nil, nil, fmt.Errorf("%w: session %s was destroyed", ErrNotFound, s.id)
-	}
-	s.sb = sb
-	s.generation++
-	s.mu.Unlock()
-	// A fence that came while the sandbox started holds it as the others:
-	// the call waits in it for the store.
-	if err := s.pauseIfHeld(sb); err != nil {
-		s.stopSandbox()
-		return nil, nil, fmt.Errorf("%w: the session's sandbox started as this replica lost the session store, and it could not be paused (%w); retry the call", ErrPaused, err)
-	}
-	return sb, report, nil
-}
-
-// setStarting records sb as the sandbox being started for s (nil when
-// done), for a fence to pause.
-func (s *Session) setStarting(sb *sandbox) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.starting = sb
-}
-
 // stopSandbox kills the current sandbox, losing the interpreter state, and
 // returns it (nil when there was none).
-func (s *Session) stopSandbox() *sandbox {
+func (s *Session) stopSandbox() *sandbox.Sandbox {
 	return s.takeSandbox(false)
 }
 
 // destroy stops the session for good and returns the sandbox it stopped.
-func (s *Session) destroy() *sandbox {
+func (s *Session) destroy() *sandbox.Sandbox {
 	return s.takeSandbox(true)
 }
 
-func (s *Session) takeSandbox(closed bool) *sandbox {
+func (s *Session) takeSandbox(closed bool) *sandbox.Sandbox {
 	s.mu.Lock()
 	s.closed = s.closed || closed
 	sb := s.sb
 	s.sb = nil
 	if s.closed {
-		s.releaseHoldLocked()
-	} else if s.pausedSB == sb {
-		s.pausedSB = nil // the hold stays: the session is not settled
+		s.lease.EndHold()
+	} else if sb != nil {
+		s.lease.Stopped(sb) // the hold stays: the session is not settled
 	}
 	s.mu.Unlock()
 	if sb != nil {
-		sb.kill()
+		sb.Kill()
 	}
 	return sb
 }
 
-func (s *Session) logger() *slog.Logger {
-	return s.m.logger.With(logkeys.SessionID, s.id, logkeys.Tenant, s.tenant)
+// setStarting records sb as the sandbox being started for s (nil when
+// done), for a fence to pause.
+func (s *Session) setStarting(sb *sandbox.Sandbox) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.starting = sb
 }
 
-// sendExec writes an exec frame; a first exec carries the saved tools
-// fetched for it (nil: none fetched), and a positive checkpoint asks for
-// a checkpoint of at most that many bytes after it.
-func sendExec(sb *sandbox, id int64, code string, env *ExecEnv, limit int64, first bool, tools []channel.SavedTool, checkpoint int64) error {
-	// Never null: the agent reads an empty list as no servers.
-	servers, discovered := env.Servers, env.Discovered
-	if servers == nil {
-		servers = []channel.Server{}
-	}
-	if discovered == nil {
-		discovered = []channel.DiscoveredServer{}
-	}
-	msg := &channel.Exec{
-		ID: id, Code: code, Servers: servers, Discovered: discovered, Unloaded: env.Unloaded, Limit: limit, First: first, SavedTools: tools, Checkpoint: checkpoint,
-	}
-	err := sb.conn.Write(msg)
-	if errors.Is(err, channel.ErrFrameTooLarge) && msg.SavedTools != nil {
-		// The code and the tools together are too large for one frame
-		// (each alone fits): the agent asks for the tools in a frame of
-		// their own, as it does when they were not fetched.
-		msg.SavedTools = nil
-		err = sb.conn.Write(msg)
-	}
-	return err
+func (s *Session) logger() *slog.Logger {
+	return s.m.logger.With(logkeys.SessionID, s.id, logkeys.Tenant, s.tenant)
 }

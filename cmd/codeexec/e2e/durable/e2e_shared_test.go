@@ -345,7 +345,7 @@ func TestE2EAnotherVersionHoldsTheStateDir(t *testing.T) {
 	t.Parallel()
 	other := filepath.Join(t.TempDir(), "codeexec-other")
 	build := exec.Command("go", "build", "-o", other, "-ldflags",
-		"-X main.version=9.9.9 -X github.com/codeexec/codeexec/memoryd/internal/shared.Protocol=2", "./cmd/codeexec")
+		"-X main.version=9.9.9 -X github.com/codeexec/codeexec/memoryd/internal/shared.Protocol=1", "./cmd/codeexec")
 	build.Dir = harness.Root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build a codeexec of another protocol: %v\n%s", err, out)
@@ -364,7 +364,7 @@ func TestE2EAnotherVersionHoldsTheStateDir(t *testing.T) {
 		t.Fatalf("run_python beside another version: %s", got)
 	}
 	o := harness.RunPython(t, c, map[string]any{"code": `load_memory("k")`})
-	for _, want := range []string{"codeexec 9.9.9", "protocol 2", "this codeexec dev speaks protocol 1"} {
+	for _, want := range []string{"codeexec 9.9.9", "protocol 1", "this codeexec dev speaks protocol 2"} {
 		if !o.IsError || !strings.Contains(o.Text, want) {
 			t.Errorf("memory beside another version: %s\nwant an error naming %q", o.Text, want)
 		}

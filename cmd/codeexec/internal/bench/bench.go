@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -104,104 +103,31 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	fmt.Fprintf(stdout, "codeexec bench — %s, %d CPUs\n\n", hostDescription(), numCPU())
-
 	spawn, err := benchSpawn(s.Python, s.Spawns)
 	if err != nil {
 		return err
 	}
-	base := spawn.p50
-	row := func(name string, st stats, extra string) {
-		fmt.Fprintf(stdout, "| %-46s | %9s | %9s | %8.2f× | %s\n", name, ms(st.p50), ms(st.p99), float64(st.p50)/float64(base), extra)
+	t := newTable(stdout, spawn.p50)
+	t.row("baseline: bare `python3 -c pass` spawn", spawn, fmt.Sprintf("n=%d", s.Spawns))
+	if err := t.warmRows(ctx, s); err != nil {
+		return err
 	}
-	fmt.Fprintf(stdout, "| %-46s | %9s | %9s | %9s | %s\n", "measurement", "p50", "p99", "÷ spawn", "notes")
-	fmt.Fprintf(stdout, "|%s|%s|%s|%s|%s\n", strings.Repeat("-", 48), strings.Repeat("-", 11), strings.Repeat("-", 11), strings.Repeat("-", 11), "------")
-	row("baseline: bare `python3 -c pass` spawn", spawn, fmt.Sprintf("n=%d", s.Spawns))
-
-	warm, err := benchWarmStdio(ctx, s.Warm, s.Version)
+	restNote, err := t.firstSessionRows(ctx, s)
 	if err != nil {
-		return fmt.Errorf("warm round trip: %w", err)
+		return err
 	}
-	note := fmt.Sprintf("n=%d, taking turns with the row below", s.Warm)
-	if warm.ended == 0 {
-		note += "; the new server's first session had a sandbox from the fork server"
-	} else {
-		note += fmt.Sprintf("; the new server's first session had %d sandbox(es) started without the fork server before one from it", warm.ended)
+	if err := t.freshRows(ctx, logger, s); err != nil {
+		return err
 	}
-	row("warm run_python(\"pass\") via MCP stdio", warm.fork, note)
-	row("  … with bwrap itself (--fork-server=false)", warm.bwrap, fmt.Sprintf("n=%d", s.Warm))
-
-	restNote := ""
-	if s.FirstSessions > 0 {
-		fs, err := benchFirstSession(ctx, s.FirstSessions, 2*time.Second, s.Version)
-		if err != nil {
-			return fmt.Errorf("first session of a new server: %w", err)
-		}
-		row("new `codeexec serve`, 2 s on: first result", fs.first, fmt.Sprintf("n=%d servers; %d of their sessions had a sandbox from the fork server", fs.n, fs.forked))
-		row("  … then its second result", fs.second, "waits for the first call's checkpoint")
-		slices.Sort(fs.rest)
-		restNote = fmt.Sprintf("\nmemory of a new `codeexec serve` at rest, 2 s on (pool of 1, no call yet): %.1f–%.1f MiB PSS in its process tree (%d servers)\n",
-			float64(fs.rest[0])/(1<<20), float64(fs.rest[len(fs.rest)-1])/(1<<20), len(fs.rest))
+	if err := t.burstRows(ctx, logger, s); err != nil {
+		return err
 	}
-
-	spares := sandboxd.DefaultConfig().LaunchSpares
-	for _, f := range []struct {
-		name         string
-		pool, spares int
-		fork         bool
-	}{
-		{"new session → first result, no warm pool", 0, spares, true},
-		{"  … with bwrap itself (--fork-server=false)", 0, spares, false},
-		{"  … and no launch spares either", 0, 0, false},
-		{"new session → first result, warm pool of 4", 4, spares, true},
-	} {
-		gap := freshGap(s.FreshGap, f.pool)
-		st, second, err := benchFresh(ctx, logger, s.Python, f.pool, f.spares, f.fork, s.Fresh, gap)
-		if err != nil {
-			return fmt.Errorf("new session (pool %d, launch spares %d, fork server %t): %w", f.pool, f.spares, f.fork, err)
-		}
-		row(f.name, st, fmt.Sprintf("n=%d, %s apart, launch spares %d, fork server %t", s.Fresh, gap, f.spares, f.fork))
-		if f.fork {
-			row("  … then its second result", second, "waits for the first call's checkpoint")
-		}
-	}
-	for _, fork := range []bool{true, false} {
-		name := fmt.Sprintf("%d new sessions at once, no pool", s.Burst)
-		if !fork {
-			name = "  … bwrap (--fork-server=false)"
-		}
-		b, err := benchBurst(ctx, logger, s.Python, fork, s.Burst)
-		if err != nil {
-			return fmt.Errorf("burst (fork server %t): %w", fork, err)
-		}
-		row(name, b.st, fmt.Sprintf("slowest %s, p99 ÷ p50 %.1f", ms(b.max), float64(b.st.p99)/float64(b.st.p50)))
-	}
-
-	load, err := benchLoad(ctx, logger, s.Python, s.Sessions, s.PerSession)
+	memoryLine, err := t.loadRows(ctx, logger, s)
 	if err != nil {
-		return fmt.Errorf("load: %w", err)
+		return err
 	}
-	row(fmt.Sprintf("%d sessions × %d execs, concurrent: latency", s.Sessions, s.PerSession), load.latency,
-		fmt.Sprintf("%.0f execs/s, %d errors, %d lost outputs", load.throughput, load.errors, load.lost))
-	fmt.Fprint(stdout, restNote)
-	fmt.Fprintf(stdout, "\nmemory under load: %.1f MiB PSS per session (%d sandboxes), server RSS %.1f MiB (peak %.1f MiB)\n",
-		load.pssPerSandbox/(1<<20), load.sandboxes, float64(load.serverRSS)/(1<<20), float64(load.serverPeak)/(1<<20))
-	for _, fork := range []bool{true, false} {
-		m, err := benchIdle(ctx, logger, s.Python, fork, s.IdleSessions)
-		if err != nil {
-			return fmt.Errorf("idle memory (fork server %t): %w", fork, err)
-		}
-		further := "n/a (give --idle-sessions 2 or more)"
-		if m.further > 0 {
-			further = fmt.Sprintf("%.2f MiB", m.further/(1<<20))
-		}
-		counted := "spares and launchers counted in"
-		if fork {
-			counted = "the fork server and its spares counted in"
-		}
-		fmt.Fprintf(stdout, "memory per idle session, fork server %-5t: %.2f MiB PSS (%d sandboxes; %s); each of the second half added %s\n",
-			fork, m.perSession/(1<<20), m.sandboxes, counted, further)
-	}
-	return nil
+	fmt.Fprint(stdout, restNote+memoryLine)
+	return t.idleLines(ctx, logger, s)
 }
 
 type stats struct{ p50, p99 time.Duration }

@@ -12,6 +12,7 @@ import (
 	"github.com/codeexec/codeexec/memoryd"
 	memoryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/memory/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/grpcserver"
 	"github.com/codeexec/codeexec/services/suite"
@@ -47,7 +48,7 @@ func inprocSandbox(ctx context.Context, logger *slog.Logger, cfg sandboxd.Config
 	deps := sandboxd.Deps{
 		Memory:   memoryv1.NewMemoryServiceClient(store.Conn),
 		Tools:    memoryv1.NewToolServiceClient(store.Conn),
-		Sessions: memoryv1.NewSessionStoreServiceClient(store.Conn),
+		Sessions: sessionstorev1.NewSessionStoreServiceClient(store.Conn),
 	}
 	svc, err := sandboxd.New(ctx, cfg, deps, logger)
 	if err != nil {

@@ -96,9 +96,10 @@ class ExecTest(unittest.TestCase):
         self.assertEqual(r.error, "NameError: name 'mcp_srv' is not defined")
         self.a.host.handle = lambda m, p: (False, "upstream exploded")
         r = self.a.exec("await mcp_srv.tool(a=1)", servers=[server("srv", ["tool"])])
-        self.assertEqual(r.error, "MCPError: upstream exploded")
+        # A failed tool call is a ToolError (an MCPError) whatever its code.
+        self.assertEqual(r.error, "ToolError: upstream exploded")
         self.assertEqual(r.stderr, 'Traceback (most recent call last):\n  File "<cell-2>", line 1, in <module>\n'
-                         "    await mcp_srv.tool(a=1)\nmcp.runtime.MCPError: upstream exploded\n")
+                         "    await mcp_srv.tool(a=1)\nmcp.runtime.ToolError: upstream exploded\n")
 
     def test_chained_exception(self):
         r = self.a.exec("try:\n    {}['k']\nexcept KeyError as e:\n    raise RuntimeError('wrapped') from e\n")

@@ -15,7 +15,8 @@ import (
 const python = enginetest.Python
 
 // requireHost fails the test when the machine lacks what real sandboxes
-// need: root (for cgroups), bwrap and python3.
+// need: root (for cgroups), bwrap and python3. Under -short it skips
+// (testenv): the fast tier runs without bubblewrap.
 func requireHost(t *testing.T) {
 	t.Helper()
 	testenv.Sandboxes(t)

@@ -52,97 +52,24 @@ func newLaunchKey(argv []string, lim engine.Limits) launchKey {
 // (noexecShim). It takes ownership of cg: on failure cg is removed.
 func launch(argv []string, seccomp []byte, cg *cgroup.Group, limits []rlimit, privateMounts bool) (*launcher, error) {
 	inheritedOnce.Do(closeInheritedOnExec)
-	var parentEnds, childEnds []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			_ = f.Close()
-		}
-	}
+	var fs shimFiles
 	fail := func(err error) (*launcher, error) {
-		closeAll(parentEnds)
-		closeAll(childEnds)
+		fs.closeAll()
 		_ = cg.Remove()
 		return nil, err
 	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err != nil {
-			return nil, nil, fmt.Errorf("pipe: %w", err)
-		}
-		return r, w, nil
-	}
-
-	inR, inW, err := pipe()
+	l, extra, err := fs.open(seccomp)
 	if err != nil {
 		return fail(err)
 	}
-	parentEnds, childEnds = append(parentEnds, inW), append(childEnds, inR)
-	outR, outW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	parentEnds, childEnds = append(parentEnds, outR), append(childEnds, outW)
-	errR, errW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	parentEnds, childEnds = append(parentEnds, errR), append(childEnds, errW)
-
-	// The synthetic files and the filter are far smaller than a pipe
-	// buffer: write them whole and close the write end so bwrap reads them
-	// to EOF.
-	filled := func(content []byte) (*os.File, error) {
-		r, w, err := pipe()
-		if err != nil {
-			return nil, err
-		}
-		childEnds = append(childEnds, r)
-		_, werr := w.Write(content)
-		_ = w.Close()
-		if werr != nil {
-			return nil, fmt.Errorf("write bwrap input: %w", werr)
-		}
-		return r, nil
-	}
-	var extra []*os.File
-	for _, content := range []string{passwdData, groupData} {
-		r, err := filled([]byte(content))
-		if err != nil {
-			return fail(err)
-		}
-		extra = append(extra, r)
-	}
-	// The --args content may exceed a pipe buffer, so it is written after
-	// release, while bwrap reads it.
-	argsR, argsW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	parentEnds, childEnds = append(parentEnds, argsW), append(childEnds, argsR)
-	extra = append(extra, argsR)
-	// The gate holds the shim until it is inside its limits (gateShim).
-	gateR, gateW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	parentEnds, childEnds = append(parentEnds, gateW), append(childEnds, gateR)
-	extra = append(extra, gateR)
-	if seccomp != nil {
-		r, err := filled(seccomp)
-		if err != nil {
-			return fail(err)
-		}
-		extra = append(extra, r)
-	}
-
 	cmd := &exec.Cmd{
 		Path:       argv[0],
 		Args:       argv,
 		Env:        []string{}, // nil would mean "inherit sandboxd's environment"
 		Dir:        "/",
-		Stdin:      inR,
-		Stdout:     outW,
-		Stderr:     errW,
+		Stdin:      fs.child[0],
+		Stdout:     fs.child[1],
+		Stderr:     fs.child[2],
 		ExtraFiles: extra, // fds 3 (passwd), 4 (group), 5 (--args), 6 (gate), 7 (seccomp)
 	}
 	if privateMounts {
@@ -153,18 +80,105 @@ func launch(argv []string, seccomp []byte, cg *cgroup.Group, limits []rlimit, pr
 	// The parent-death signal kills the shim (and so bwrap) if sandboxd
 	// dies before bwrap sets its own --die-with-parent.
 	err = engine.StartChild(cmd)
-	closeAll(childEnds)
-	childEnds = nil
+	closeFiles(fs.child)
+	fs.child = nil
 	if err != nil {
 		return fail(fmt.Errorf("exec bwrap shim: %w", err))
 	}
 	if err := confine(cmd.Process.Pid, cg, limits); err != nil {
-		_ = gateW.Close() // the shim exits without starting bwrap
+		_ = l.gateW.Close() // the shim exits without starting bwrap
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return fail(fmt.Errorf("confine the sandbox: %w", err))
 	}
-	return &launcher{cmd: cmd, cg: cg, stdin: inW, stdout: outR, stderr: errR, argsW: argsW, gateW: gateW}, nil
+	l.cmd, l.cg = cmd, cg
+	return l, nil
+}
+
+// shimFiles are the pipes of a launch: sandboxd's ends (parent) and the
+// shim's (child), which are closed here once the shim has started. The
+// shim's stdin, stdout and stderr are child[0:3].
+type shimFiles struct {
+	parent, child []*os.File
+}
+
+// open makes the shim's pipes. It returns the launcher's ends and the
+// shim's extra files, fds 3 and up.
+func (fs *shimFiles) open(seccomp []byte) (*launcher, []*os.File, error) {
+	l := &launcher{}
+	var err error
+	if l.stdin, err = fs.pipe(false); err != nil {
+		return nil, nil, err
+	}
+	if l.stdout, err = fs.pipe(true); err != nil {
+		return nil, nil, err
+	}
+	if l.stderr, err = fs.pipe(true); err != nil {
+		return nil, nil, err
+	}
+	var extra []*os.File
+	for _, content := range []string{passwdData, groupData} {
+		r, err := fs.filled([]byte(content))
+		if err != nil {
+			return nil, nil, err
+		}
+		extra = append(extra, r)
+	}
+	// The --args content may exceed a pipe buffer, so it is written after
+	// release, while bwrap reads it.
+	if l.argsW, err = fs.pipe(false); err != nil {
+		return nil, nil, err
+	}
+	extra = append(extra, fs.child[len(fs.child)-1])
+	// The gate holds the shim until it is inside its limits (gateShim).
+	if l.gateW, err = fs.pipe(false); err != nil {
+		return nil, nil, err
+	}
+	extra = append(extra, fs.child[len(fs.child)-1])
+	if seccomp != nil {
+		r, err := fs.filled(seccomp)
+		if err != nil {
+			return nil, nil, err
+		}
+		extra = append(extra, r)
+	}
+	return l, extra, nil
+}
+
+// pipe makes a pipe and returns sandboxd's end: the read end when
+// parentReads, else the write end.
+func (fs *shimFiles) pipe(parentReads bool) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("pipe: %w", err)
+	}
+	if parentReads {
+		r, w = w, r
+	}
+	fs.parent, fs.child = append(fs.parent, w), append(fs.child, r)
+	return w, nil
+}
+
+// filled returns the shim's end of a pipe that holds content to EOF. The
+// synthetic files and the filter are far smaller than a pipe buffer:
+// they are written whole, and the write end closed.
+func (fs *shimFiles) filled(content []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("pipe: %w", err)
+	}
+	fs.child = append(fs.child, r)
+	_, werr := w.Write(content)
+	_ = w.Close()
+	if werr != nil {
+		return nil, fmt.Errorf("write bwrap input: %w", werr)
+	}
+	return r, nil
+}
+
+func (fs *shimFiles) closeAll() {
+	closeFiles(fs.parent)
+	closeFiles(fs.child)
 }
 
 // release lets the shim start bwrap with data on its --args descriptor and

@@ -153,6 +153,9 @@ func (g *Group) Usage() engine.Usage {
 		}
 	}
 	u.PidsLimitHit = g.PidsLimitHit()
+	if d := g.dir("pids"); d != "" {
+		u.PidsCurrent = readInt(filepath.Join(d, "pids.current"))
+	}
 	return u
 }
 

@@ -180,65 +180,25 @@ func CheckPause(t *testing.T, e engine.Engine, spec engine.Spec) {
 		t.Fatalf("Start: %v", err)
 	}
 	defer func() { _ = p.Kill() }()
-	var stderr strings.Builder
-	stderrDone := make(chan struct{})
-	go func() {
-		defer close(stderrDone)
-		_, _ = io.Copy(&stderr, p.Stderr())
-	}()
-	lines := make(chan string, 4)
-	go func() {
-		defer close(lines)
-		r := bufio.NewReader(p.Stdout())
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			lines <- strings.TrimSpace(line)
-		}
-	}()
-	next := func(what string) string {
-		t.Helper()
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				select {
-				case <-stderrDone:
-				case <-time.After(5 * time.Second):
-				}
-				t.Fatalf("%s: the sandbox's stdout ended; stderr: %s", what, stderr.String())
-			}
-			return line
-		case <-time.After(time.Minute):
-			t.Fatalf("%s: no answer in a minute", what)
-		}
-		return ""
-	}
-	send := func(s string) {
-		t.Helper()
-		if _, err := io.WriteString(p.Stdin(), s+"\n"); err != nil {
-			t.Fatalf("write %q: %v", s, err)
-		}
-	}
-	send("a")
-	if got := next("before the pause"); got != "A" {
+	ec := newEcho(t, p)
+	ec.send("a")
+	if got := ec.next("before the pause"); got != "A" {
 		t.Fatalf("before the pause: %q, want A", got)
 	}
 	if err := p.Pause(); err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
-	send("b")
+	ec.send("b")
 	// Running, the sandbox answers in milliseconds; paused, never.
 	select {
-	case line := <-lines:
+	case line := <-ec.lines:
 		t.Fatalf("a paused sandbox answered %q", line)
 	case <-time.After(time.Second):
 	}
 	if err := p.Resume(); err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
-	if got := next("after Resume"); got != "B" {
+	if got := ec.next("after Resume"); got != "B" {
 		t.Fatalf("after Resume: %q, want B (the line sent while paused)", got)
 	}
 	if err := p.Pause(); err != nil {
@@ -256,6 +216,65 @@ func CheckPause(t *testing.T, e engine.Engine, spec engine.Spec) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("a paused sandbox was not ended by Kill within a minute")
+	}
+}
+
+// echo talks to a sandbox running PauseScript: lines it sends, lines it
+// answers, and its stderr for when it ends.
+type echo struct {
+	t          *testing.T
+	p          engine.Process
+	lines      chan string
+	stderr     strings.Builder
+	stderrDone chan struct{}
+}
+
+// newEcho reads p's stdout by lines and its stderr whole.
+func newEcho(t *testing.T, p engine.Process) *echo {
+	e := &echo{t: t, p: p, lines: make(chan string, 4), stderrDone: make(chan struct{})}
+	go func() {
+		defer close(e.stderrDone)
+		_, _ = io.Copy(&e.stderr, p.Stderr())
+	}()
+	go func() {
+		defer close(e.lines)
+		r := bufio.NewReader(p.Stdout())
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			e.lines <- strings.TrimSpace(line)
+		}
+	}()
+	return e
+}
+
+// next returns the sandbox's next line, failing the test when there is
+// none within a minute.
+func (e *echo) next(what string) string {
+	e.t.Helper()
+	select {
+	case line, ok := <-e.lines:
+		if !ok {
+			select {
+			case <-e.stderrDone:
+			case <-time.After(5 * time.Second):
+			}
+			e.t.Fatalf("%s: the sandbox's stdout ended; stderr: %s", what, e.stderr.String())
+		}
+		return line
+	case <-time.After(time.Minute):
+		e.t.Fatalf("%s: no answer in a minute", what)
+	}
+	return ""
+}
+
+// send writes s and a newline to the sandbox.
+func (e *echo) send(s string) {
+	e.t.Helper()
+	if _, err := io.WriteString(e.p.Stdin(), s+"\n"); err != nil {
+		e.t.Fatalf("write %q: %v", s, err)
 	}
 }
 

@@ -129,45 +129,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (s *Server) start(ctx context.Context) error {
-	// The server's uid reads the scripts and mounts its root below dir.
-	if err := os.Chmod(s.dir, 0o755); err != nil {
-		return err
-	}
-	entries, err := scripts.ReadDir(".")
+	root, err := s.writeScripts()
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		data, err := scripts.ReadFile(e.Name())
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(s.dir, e.Name()), data, 0o644); err != nil {
-			return err
-		}
-	}
-	root := filepath.Join(s.dir, "root")
-	if err := os.Mkdir(root, 0o755); err != nil {
+	theirs, err := s.openControl()
+	if err != nil {
 		return err
 	}
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("socketpair: %w", err)
-	}
-	ours, theirs := os.NewFile(uintptr(fds[0]), "fork server control"), os.NewFile(uintptr(fds[1]), "fork server control")
 	defer theirs.Close()
-	conn, err := net.FileConn(ours)
-	_ = ours.Close()
-	if err != nil {
-		return fmt.Errorf("control socket: %w", err)
-	}
-	ctl, ok := conn.(*net.UnixConn)
-	if !ok {
-		_ = conn.Close()
-		return fmt.Errorf("control socket: %T is not a unix socket", conn)
-	}
-	s.ctl = ctl
-
 	var inputs []*os.File
 	defer func() {
 		for _, f := range inputs {
@@ -196,26 +166,7 @@ func (s *Server) start(ctx context.Context) error {
 			return fmt.Errorf("agent dir: %w", err)
 		}
 	}
-	s.cmd = &exec.Cmd{
-		Path:       s.cfg.Python,
-		Args:       []string{s.cfg.Python, "-I", filepath.Join(s.dir, "codeexec_forkserver.py"), root, s.cfg.AgentDir},
-		Env:        envList(s.cfg.Env),
-		Dir:        "/",
-		Stdout:     readyW,
-		Stderr:     errW,
-		ExtraFiles: append([]*os.File{theirs}, inputs...), // fds 3 (control), 4 (seccomp), 5 (passwd), 6 (group)
-		SysProcAttr: &syscall.SysProcAttr{
-			// The server starts as cfg.UID, without groups, and makes its
-			// own user and mount namespaces (codeexec_forkserver.py,
-			// _own_namespaces), where it is uid 0 and cfg.UID alone is
-			// mapped. The namespace is then cfg.UID's, not root's, as it
-			// would be were it made here: the kernel charges to a user
-			// namespace's owner what is made in it and below it (inotify
-			// instances, queued signals), against that owner's host-wide
-			// limits.
-			Credential: &syscall.Credential{Uid: uint32(s.cfg.UID), Gid: uint32(s.cfg.UID), Groups: []uint32{}},
-		},
-	}
+	s.cmd = s.command(root, append([]*os.File{theirs}, inputs...), readyW, errW)
 	err = engine.StartChild(s.cmd)
 	_ = readyW.Close()
 	_ = errW.Close()
@@ -234,6 +185,82 @@ func (s *Server) start(ctx context.Context) error {
 		return fmt.Errorf("did not start: %w%s", err, tail())
 	}
 	return nil
+}
+
+// writeScripts writes the server's scripts into its directory, with the
+// sandboxes' root mount point, and returns that.
+func (s *Server) writeScripts() (root string, err error) {
+	// The server's uid reads the scripts and mounts its root below dir.
+	if err := os.Chmod(s.dir, 0o755); err != nil {
+		return "", err
+	}
+	entries, err := scripts.ReadDir(".")
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		data, err := scripts.ReadFile(e.Name())
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(s.dir, e.Name()), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	root = filepath.Join(s.dir, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return "", err
+	}
+	return root, nil
+}
+
+// openControl makes the control socket: s.ctl is sandboxd's end, and the
+// server's is returned, for the caller to close once the server has it.
+func (s *Server) openControl() (*os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socketpair: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "fork server control"), os.NewFile(uintptr(fds[1]), "fork server control")
+	conn, err := net.FileConn(ours)
+	_ = ours.Close()
+	if err != nil {
+		_ = theirs.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	ctl, ok := conn.(*net.UnixConn)
+	if !ok {
+		_ = conn.Close()
+		_ = theirs.Close()
+		return nil, fmt.Errorf("control socket: %T is not a unix socket", conn)
+	}
+	s.ctl = ctl
+	return theirs, nil
+}
+
+// command is the server's command: fds 3 and up are extra (the control
+// socket, the seccomp filter, passwd, group), it says it is ready on
+// ready and writes its diagnostics to stderr.
+func (s *Server) command(root string, extra []*os.File, ready, stderr *os.File) *exec.Cmd {
+	return &exec.Cmd{
+		Path:       s.cfg.Python,
+		Args:       []string{s.cfg.Python, "-I", filepath.Join(s.dir, "codeexec_forkserver.py"), root, s.cfg.AgentDir},
+		Env:        envList(s.cfg.Env),
+		Dir:        "/",
+		Stdout:     ready,
+		Stderr:     stderr,
+		ExtraFiles: extra, // fds 3 (control), 4 (seccomp), 5 (passwd), 6 (group)
+		SysProcAttr: &syscall.SysProcAttr{
+			// The server starts as cfg.UID, without groups, and makes its
+			// own user and mount namespaces (codeexec_forkserver.py,
+			// _own_namespaces), where it is uid 0 and cfg.UID alone is
+			// mapped. The namespace is then cfg.UID's, not root's, as it
+			// would be were it made here: the kernel charges to a user
+			// namespace's owner what is made in it and below it (queued
+			// signals, processes), against that owner's host-wide limits.
+			Credential: &syscall.Credential{Uid: uint32(s.cfg.UID), Gid: uint32(s.cfg.UID), Groups: []uint32{}},
+		},
+	}
 }
 
 // logStderr logs what the server writes to stderr and returns a function

@@ -2,7 +2,7 @@
 // rid of"), to the stems of words that mean the same or nearly so, each
 // with a weight in (0, 1], and knows which words are frequent English.
 //
-// Its data, lexicon.bin, is written by ../lexgen (scripts/lexicon.sh) from
+// Its data, lexicon.bin, is written by tools/lexgen (scripts/lexicon.sh) from
 // WordNet 3.0 and GloVe word vectors; LEXICON-NOTICE holds their licences
 // and docs/SEARCH.md says how it is made.
 package lexicon

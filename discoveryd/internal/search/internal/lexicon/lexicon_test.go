@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/porter"
+	"github.com/codeexec/codeexec/internal/porter"
 )
 
 // relatedStems returns the stems the embedded lexicon relates to key.

@@ -3,7 +3,7 @@
 // "repository"), and holds the vector arithmetic the search's dense rerank
 // needs.
 //
-// Its data, vectors.bin, is written by ../vecgen (scripts/vectors.sh):
+// Its data, vectors.bin, is written by tools/vecgen (scripts/vectors.sh):
 // word vectors trained on software documentation that ships in Debian.
 // VECTORS-NOTICE names the sources and their licences; docs/SEARCH.md says
 // how the file is made.

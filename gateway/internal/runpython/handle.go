@@ -1,0 +1,143 @@
+package runpython
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/codeexec/codeexec/gateway/internal/auth"
+	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
+	"github.com/codeexec/codeexec/gateway/internal/params"
+	"github.com/codeexec/codeexec/gateway/internal/quota"
+	"github.com/codeexec/codeexec/gateway/internal/result"
+	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/requestid"
+)
+
+// Handle is the tool handler: it parses the call, admits it, runs it and
+// renders its outcome. Every failure becomes a tool result; it never
+// returns a Go error.
+func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p, refusal, ok := t.parse(ctx, req)
+	if !ok {
+		return result.ToolResult(refusal, t.opts.Mode), nil
+	}
+	c, ctx := t.begin(ctx)
+	// A no-op unless tracing is configured; the span is the parent of the
+	// gRPC spans of every service the call reaches.
+	ctx, span := otel.Tracer("github.com/codeexec/codeexec/gateway").Start(ctx, Name,
+		trace.WithAttributes(attribute.String(logkeys.Tenant, c.tenant), attribute.String(logkeys.RequestID, c.reqID)))
+	defer span.End()
+	c.span = span
+	end, refusal, ok := t.admit(ctx, c)
+	if !ok {
+		return result.ToolResult(refusal, t.opts.Mode), nil
+	}
+	defer end()
+	out := t.Execute(ctx, c.tenant, c.mcpID, server.IsModernRequest(ctx), p, t.progress(ctx, req))
+	if ctx.Err() != nil && !mcpfix.Gone(ctx) {
+		// The client cancelled the call; see mcpfix.MarkCancelled.
+		mcpfix.MarkCancelled(ctx)
+	}
+	return result.ToolResult(t.render(ctx, c, p, out), t.opts.Mode), nil
+}
+
+// parse reads the call's arguments, or returns the payload that refuses
+// them: a call to an unknown tool, or arguments run_python does not take.
+func (t *Tool) parse(ctx context.Context, req mcp.CallToolRequest) (params.RunPython, result.Payload, bool) {
+	if name := mcpfix.UnknownTool(req); name != "" {
+		t.opts.Logger.WarnContext(ctx, "call to unknown tool", logkeys.MCPTool, name)
+		return params.RunPython{}, result.UnknownTool(name), false
+	}
+	p, msg, ok := params.Parse(req.GetArguments(), t.opts.Limits)
+	if !ok {
+		return p, result.Validation(msg), false
+	}
+	return p, result.Payload{}, true
+}
+
+// call is what the steps of one call share.
+type call struct {
+	mcpID, reqID, tenant string
+	span                 trace.Span
+	logger               *slog.Logger
+	start                time.Time
+}
+
+// begin names the call. The gateway is where a call
+// enters the suite, so it gives the call its request ID unless the client
+// did; the gRPC client interceptor passes the ID on to sandboxd and beyond.
+func (t *Tool) begin(ctx context.Context) (*call, context.Context) {
+	c := &call{start: time.Now()}
+	if s := server.ClientSessionFromContext(ctx); s != nil {
+		c.mcpID = s.SessionID()
+	}
+	c.reqID = requestid.From(ctx)
+	if c.reqID == "" {
+		c.reqID = requestid.New()
+		ctx = requestid.With(ctx, c.reqID)
+	}
+	c.tenant = auth.Tenant(ctx, t.opts.Tenant)
+	// The request ID is put in each record, not in With, so that a
+	// requestid.LogHandler does not add it a second time.
+	c.logger = t.opts.Logger.With(logkeys.MCPTool, Name, logkeys.MCPSession, c.mcpID, logkeys.Tenant, c.tenant)
+	return c, ctx
+}
+
+// admit lets the call run unless the gateway is shutting down or its
+// tenant is over a quota; end, when ok, is called once the call is done.
+func (t *Tool) admit(ctx context.Context, c *call) (end func(), refusal result.Payload, ok bool) {
+	done, err := t.opts.Calls.Begin()
+	if err != nil {
+		t.opts.Metrics.ObserveCall("refused", c.start)
+		return nil, result.Failure("The server is shutting down; retry on a new connection in a moment.", err.Error()), false
+	}
+	release, err := t.opts.Quota.Acquire(c.tenant)
+	if err != nil {
+		done()
+		t.opts.Metrics.ObserveCall("refused", c.start)
+		var qe *quota.Error
+		if errors.As(err, &qe) {
+			t.opts.Metrics.Quota.WithLabelValues(qe.Limit).Inc()
+		}
+		c.logger.WarnContext(ctx, "run_python refused", logkeys.RequestID, c.reqID, logkeys.Error, err)
+		return nil, result.Failure(err.Error(), err.Error()), false
+	}
+	return func() { release(); done() }, result.Payload{}, true
+}
+
+// render turns the outcome into the payload of the result, and counts and
+// logs the call. A session quota met by the call is a refusal.
+func (t *Tool) render(ctx context.Context, c *call, p params.RunPython, out result.Outcome) result.Payload {
+	payload := result.FromOutcome(out)
+	status := payload.Status
+	if qe := (*quota.Error)(nil); errors.As(out.Err, &qe) {
+		payload, status = result.Failure(qe.Error(), qe.Error()), "refused"
+		t.opts.Metrics.Quota.WithLabelValues(qe.Limit).Inc()
+	}
+	t.opts.Metrics.ObserveCall(status, c.start)
+	c.span.SetAttributes(attribute.String(logkeys.ExecStatus, status))
+	c.logger.LogAttrs(ctx, levelFor(payload), "run_python finished",
+		slog.String(logkeys.RequestID, c.reqID),
+		slog.String(logkeys.ExecStatus, payload.Status),
+		slog.Duration(logkeys.Duration, time.Since(c.start)),
+		slog.Float64("timeout.seconds", p.Timeout.Seconds()),
+		slog.Any("servers", p.Servers))
+	return payload
+}
+
+// levelFor logs failures of the gateway's own dependencies as warnings and
+// everything the user's code did as info.
+func levelFor(p result.Payload) slog.Level {
+	if p.Status == result.StatusError && p.ExitCode == nil {
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}

@@ -1,0 +1,198 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/channel"
+	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
+	"github.com/codeexec/codeexec/services/logkeys"
+)
+
+// Output receives output as it arrives. stream is "stdout" or "stderr".
+type Output = sandbox.Output
+
+// Request is one exec.
+type Request struct {
+	Tenant, SessionID, Code string
+	Servers                 []string
+	// Timeout is the wall-clock limit; zero means the default. It is
+	// clamped to the maximum.
+	Timeout time.Duration
+}
+
+// Result is how an exec ended (sandbox.Outcome: status, exit code,
+// error, output dropped) and what the session says with it.
+type Result struct {
+	sandbox.Outcome
+	Servers []string
+	Timeout time.Duration
+	Session Info
+	// Durable is set when the session is kept in the session store.
+	Durable bool
+	// Restored says what came back when the call ran in a sandbox rebuilt
+	// from the session's checkpoint.
+	Restored *RestoreReport
+	// NotDurable, when set, says (once) why the session's state could not
+	// be checkpointed.
+	NotDurable string
+	// Uncheckpointed, when set, are (once) the names the latest checkpoint
+	// could not hold.
+	Uncheckpointed []channel.LostName
+}
+
+// Execute runs code in a session and streams its output to out. A durable
+// session that is not live here is taken from the session store (and
+// restored from its checkpoint), unless another replica holds it live: then
+// the error is an *ElsewhereError.
+func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result, error) {
+	began := time.Now()
+	s, err := m.claim(ctx, req.Tenant, req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if req.Code == "" {
+		return nil, fmt.Errorf("%w: code is empty", ErrInvalid)
+	}
+	timeout := m.clampTimeout(req.Timeout)
+	// The call's deadline bounds loading its servers; what the loading
+	// leaves of the timeout bounds the calls of a restore, and the code.
+	deadline := began.Add(timeout)
+	saved := m.fetchSavedTools(ctx, s)
+	defer saved.stop()
+	// Loading the call's servers waits for those still starting no longer
+	// than the call's timeout: a server not up by then is loaded with the
+	// error that says so, which its use raises, and the code runs.
+	prepCtx, cancelPrep := context.WithDeadline(ctx, deadline)
+	env, err := m.cfg.Broker.Prepare(prepCtx, s.tenant, req.Servers)
+	cancelPrep()
+	if err != nil {
+		return nil, err
+	}
+	r := &run{code: req.Code, env: env, saved: saved, timeout: timeout, out: out,
+		spent: spentTime{loading: time.Since(began), env: env}}
+	if s, err = m.takeTurn(ctx, s, req, deadline); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	res, err := s.start(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	m.finish(ctx, s, res)
+	return res, ctx.Err()
+}
+
+// takeTurn takes the turn of the session of req, s or the one taken from
+// the store again when s was released while the call waited, once no
+// fence holds it.
+func (m *Manager) takeTurn(ctx context.Context, s *Session, req Request, deadline time.Time) (*Session, error) {
+	for {
+		if err := s.acquire(ctx); err != nil {
+			return nil, err
+		}
+		// A session held by a fence runs nothing until the store
+		// answers again; then it may be this replica's still, or not.
+		if err := s.lease.WaitSettled(ctx, deadline); err != nil {
+			s.release()
+			return nil, err
+		}
+		if m.current(s) {
+			return s, nil
+		}
+		// Released while this call waited (evicted, reaped idle): it is
+		// in the store again, and this Session must not run on.
+		s.release()
+		var err error
+		if s, err = m.claim(ctx, req.Tenant, req.SessionID); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// start readies the session's sandbox for r, with its turn taken, runs r
+// in it and returns r's result, with what the session has to say.
+func (s *Session) start(ctx context.Context, r *run) (*Result, error) {
+	// The previous call's checkpoint is stored before this one runs (it
+	// usually is by now): so once a call has returned, the one before it
+	// is durable whatever happens next.
+	if s.lease != nil {
+		s.lease.WaitCommits(s.m.cfg.StartTimeout)
+	}
+	s.setBusy(true, false)
+	// A restore's calls get what the loading left of the timeout, counted
+	// from now: the wait for the session's previous call is not this
+	// call's (a call queued behind one that timed out would otherwise
+	// restore with its deadline gone, and every such call would fail).
+	restoreDeadline := time.Now().Add(r.spent.budget(r.timeout))
+	startCtx, cancel := context.WithTimeout(ctx, s.m.cfg.StartTimeout)
+	sb, report, err := s.ensureSandbox(startCtx, r.env, r.saved, restoreDeadline)
+	cancel()
+	if err != nil {
+		s.setBusy(false, false)
+		return nil, err
+	}
+	if report != nil {
+		r.spent.restoring = report.callsTook
+	}
+	r.sb, r.restored = sb, report
+	res := r.exec(ctx, s)
+	sb.FirstExecDone()
+	if res.StateLost {
+		s.stopSandbox()
+		s.lease.Lost(lostReason(res), true)
+	}
+	s.setBusy(false, true)
+	res.Durable = s.lease != nil
+	s.notes(sb, res)
+	res.Session = s.Info()
+	return res, nil
+}
+
+// notes adds to res, once each, what the session has to say of its
+// checkpoints: a refusal, or a store that did not record it, and the
+// names the latest checkpoint could not hold.
+func (s *Session) notes(sb *sandbox.Sandbox, res *Result) {
+	if s.lease == nil {
+		if !s.unrecordedSaid {
+			res.NotDurable, s.unrecordedSaid = s.unrecorded, true
+		}
+		return
+	}
+	s.lease.NoteRefused(sb.TakeRefused())
+	res.NotDurable = s.lease.TakeNotDurable()
+	res.Uncheckpointed = s.lease.TakeUncheckpointed()
+}
+
+// finish ends the session whose code ended it, and notes the result.
+func (m *Manager) finish(ctx context.Context, s *Session, res *Result) {
+	if res.Ended {
+		// The code ended its session: once the checkpoints on their way
+		// are done, it goes, record and chunks with it.
+		if s.lease != nil {
+			s.lease.WaitCommits(m.cfg.StartTimeout)
+		}
+		if err := m.Destroy(context.WithoutCancel(ctx), s.tenant, s.id); err != nil {
+			s.logger().WarnContext(ctx, "could not end the session its code ended", logkeys.Error, err)
+		}
+	}
+	m.metrics.Exec(res.Status.String(), res.Duration)
+	s.logger().InfoContext(ctx, "exec finished", logkeys.ExecStatus, res.Status, logkeys.Duration, res.Duration, logkeys.Error, res.Error)
+}
+
+// lostReason says, for the next restore's report, why the sandbox of a
+// call that ended so went away.
+func lostReason(res *Result) string {
+	switch res.Status {
+	case sandbox.StatusTimeout:
+		return "the previous call timed out"
+	case sandbox.StatusKilled:
+		if res.Error != "" {
+			return "the previous call's sandbox stopped: " + res.Error
+		}
+		return "the previous call's sandbox stopped"
+	default:
+		return "the previous call stopped its sandbox: " + res.Error
+	}
+}
