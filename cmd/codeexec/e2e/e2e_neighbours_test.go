@@ -201,3 +201,10 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		}
 	}
 }
+
+// alphaModern is a raw client of revision 2026-07-28 with alpha's token.
+func alphaModern(t *testing.T, base string) *rawMCP {
+	m := modernRaw(t, base)
+	m.header["Authorization"] = "Bearer alpha-token"
+	return m
+}
