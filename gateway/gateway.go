@@ -188,7 +188,7 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		cfg:      cfg,
 		logger:   logger,
 		router:   router,
-		sessions: sessions.NewTable(router, cfg.Quotas.Sessions, cfg.SessionIdleTimeout, logger),
+		sessions: sessions.NewTable(router, quota.NewSessions(cfg.Quotas.Sessions, tenantSessions(router), cfg.SessionIdleTimeout), logger),
 		owners:   sessions.NewOwners(),
 		quota:    quota.NewExecs(cfg.Quotas),
 		metrics:  m,
@@ -364,4 +364,16 @@ func DialSandbox(ctx context.Context, addr, balance string, logger *slog.Logger,
 	}
 	logger.Info("balancing sessions over sandboxd replicas", "sandbox", addr, "balance", balance, "replicas", len(b.Replicas()))
 	return b, func() { _ = b.Close() }, nil
+}
+
+// tenantSessions counts a tenant's sandbox sessions, on every replica, for
+// the sessions quota.
+func tenantSessions(client sandboxv1.SandboxServiceClient) func(context.Context, string) (int, error) {
+	return func(ctx context.Context, tenant string) (int, error) {
+		resp, err := client.ListSessions(ctx, &sandboxv1.ListSessionsRequest{Tenant: tenant})
+		if err != nil {
+			return 0, fmt.Errorf("list the tenant's sessions: %w", err)
+		}
+		return len(resp.GetSessions()), nil
+	}
 }
