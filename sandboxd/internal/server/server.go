@@ -209,5 +209,5 @@ func restoreToProto(r *session.RestoreReport) *sandboxv1.RestoreReport {
 	if r == nil {
 		return nil
 	}
-	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Lost: lostToProto(r.Lost), RolledBack: r.RolledBack, Calls: r.Calls, Missed: r.Missed, MissedWhy: r.MissedWhy}
+	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Lost: lostToProto(r.Lost), RolledBack: r.RolledBack, Calls: r.Calls, Missed: r.Missed, MissedWhy: r.MissedWhy, Fresh: r.Fresh}
 }

@@ -28,6 +28,9 @@ type RestoreReport struct {
 	// effects are gone; MissedWhy is why the last of them was not stored.
 	Missed    uint64
 	MissedWhy string
+	// Fresh is set when the checkpoint could not be restored (Reason says
+	// why) and the session started fresh: nothing came back.
+	Fresh bool
 	// callsTook is how long calls the restore made were in flight: the
 	// call's time, not the restore's.
 	callsTook time.Duration
@@ -44,6 +47,7 @@ var errRestoreLater = errors.New("the session could not be restored now")
 // precedes, and the saved tools fetched for that exec go with the
 // checkpoint. Those calls end by the exec's deadline.
 func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox.ExecEnv, saved *savedTools, deadline time.Time) (_ *RestoreReport, err error) {
+	started := time.Now()
 	s.lease.WaitCommits(s.m.cfg.StartTimeout)
 	loss := s.lease.TakeLoss()
 	defer func() {
@@ -65,10 +69,20 @@ func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox
 		// gone, and the session must not look as if it went on.
 		return report, nil
 	}
-	got, took, err := sb.Restore(ctx, sandbox.Restore{
+	// The restore ends with the call's time: code that the checkpoint runs
+	// as it loads (an unpickled value, a class body) may block, and would
+	// otherwise hold every call of the session until the start's own
+	// bound, and again on the next.
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	got, took, err := sb.Restore(rctx, sandbox.Restore{
 		Manifest: st.Manifest, IDs: lease.ChunkIDs(st.Manifest), Chunks: chunks, Tools: saved.wait(ctx, s),
 		Tenant: s.tenant, Env: env, Calls: s.m.cfg.Broker, Deadline: deadline,
 	})
+	if errors.Is(err, sandbox.ErrInterrupted) && ctx.Err() == nil {
+		return nil, fmt.Errorf("the session's checkpoint did not finish restoring within the call's timeout of %s: code it runs as it loads (an unpickled value, a class body) blocked or was too slow",
+			deadline.Sub(started).Round(time.Second))
+	}
 	if errors.Is(err, sandbox.ErrInterrupted) {
 		return nil, fmt.Errorf("%w: %w", errRestoreLater, err)
 	}

@@ -884,7 +884,12 @@ type RestoreReport struct {
 	// interrupted call (rolled_back) is not among them.
 	Missed uint64 `protobuf:"varint,6,opt,name=missed,proto3" json:"missed,omitempty"`
 	// missed_why is why the last of those checkpoints was not stored.
-	MissedWhy     string `protobuf:"bytes,7,opt,name=missed_why,json=missedWhy,proto3" json:"missed_why,omitempty"`
+	MissedWhy string `protobuf:"bytes,7,opt,name=missed_why,json=missedWhy,proto3" json:"missed_why,omitempty"`
+	// fresh is set when the checkpoint could not be restored (reason says
+	// why: it failed, or it did not finish within the call's timeout) and
+	// the session started fresh instead: nothing came back, and the
+	// checkpoint is gone, so that the next sandbox does not try it again.
+	Fresh         bool `protobuf:"varint,8,opt,name=fresh,proto3" json:"fresh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -966,6 +971,13 @@ func (x *RestoreReport) GetMissedWhy() string {
 		return x.MissedWhy
 	}
 	return ""
+}
+
+func (x *RestoreReport) GetFresh() bool {
+	if x != nil {
+		return x.Fresh
+	}
+	return false
 }
 
 // LostName is one name a restore could not bring back.
@@ -1542,7 +1554,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\adurable\x18\r \x01(\bR\adurable\x12\x14\n" +
 	"\x05ended\x18\x0e \x01(\bR\x05ended\x12E\n" +
 	"\x0euncheckpointed\x18\x0f \x03(\v2\x1d.codeexec.sandbox.v1.LostNameR\x0euncheckpointed\x12!\n" +
-	"\ftimeout_note\x18\x10 \x01(\tR\vtimeoutNote\"\xde\x01\n" +
+	"\ftimeout_note\x18\x10 \x01(\tR\vtimeoutNote\"\xf4\x01\n" +
 	"\rRestoreReport\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
@@ -1552,7 +1564,8 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05calls\x18\x05 \x01(\x04R\x05calls\x12\x16\n" +
 	"\x06missed\x18\x06 \x01(\x04R\x06missed\x12\x1d\n" +
 	"\n" +
-	"missed_why\x18\a \x01(\tR\tmissedWhy\"D\n" +
+	"missed_why\x18\a \x01(\tR\tmissedWhy\x12\x14\n" +
+	"\x05fresh\x18\b \x01(\bR\x05fresh\"D\n" +
 	"\bLostName\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
