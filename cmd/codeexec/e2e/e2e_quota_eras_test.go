@@ -53,3 +53,46 @@ func TestE2ESessionQuotaCountsModernSessions(t *testing.T) {
 	}
 }
 
+
+// A tenant's memory and checkpoints are capped (issue 38, item 5): a save
+// past the memory quota fails in the sandbox naming the quota, a
+// checkpoint past the checkpoint quota is not stored and the result says
+// why, each is counted by its metric, and the other tenant saves and
+// checkpoints as before. Before, one tenant could store without bound.
+func TestE2EMemoryAndCheckpointQuotasPerTenant(t *testing.T) {
+	t.Parallel()
+	n := startNeighbours(t, nil, "--quota-memory-keys", "3", "--quota-checkpoint-bytes", "6m")
+	beta := newBystander(t, n.beta, "save_memory('k', 1)\nbig = bytes(range(256)) * 8192\nprint('ok')")
+	var keys harness.Outcome
+	var second string
+	beta.alongside(t, "alpha at its quotas", func() {
+		keys = harness.Code(t, n.alpha, `
+for k in "abc":
+    save_memory(k, k)
+try:
+    save_memory("d", "d")
+except Exception as e:
+    print(type(e).__name__, e)
+save_memory("a", "overwritten")
+print("ok")`)
+		// Two sessions of 4 MiB of random state: the second's
+		// checkpoint would take alpha past 6 MiB.
+		harness.Code(t, n.alpha, "import os\nblob = os.urandom(4 << 20)")
+		other := tokenClient(t, n.base, "alpha-token")
+		harness.Code(t, other, "import os\nblob = os.urandom(4 << 20)")
+		// The checkpoint is taken after the result: the next call says
+		// what became of it.
+		second = harness.Code(t, other, "print(len(blob))").Text
+	})
+	if got := harness.Joined(keys.Stdout()); !strings.Contains(got, "FailedPreconditionError") || !strings.Contains(got, "holds 3 keys") || !strings.Contains(got, "--quota-memory-keys") || !strings.HasSuffix(got, "ok") {
+		t.Errorf("alpha's fourth key: %q; want it refused naming the memory quota, and overwrites to work", got)
+	}
+	if !strings.Contains(second, "not durable") || !strings.Contains(second, "--quota-checkpoint-bytes") {
+		t.Errorf("alpha's second 4 MiB session: %q; want its checkpoint refused, naming the checkpoint quota", harness.TailOf(second, 600))
+	}
+	for _, q := range []string{"memory_keys", "checkpoint_bytes"} {
+		if v := harness.Metric(t, n.base, `codeexec_memoryd_quota_refusals_total{quota="`+q+`"}`); v < 1 {
+			t.Errorf("codeexec_memoryd_quota_refusals_total{quota=%q} = %v; want the refusal counted", q, v)
+		}
+	}
+}
