@@ -282,7 +282,10 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		return nil, err
 	}
 	if w := mappedFilesWarning(lim, sandboxCount(cfg), host); w != "" {
-		logger.Warn("the host's file table may not hold every sandbox at its limits", "advice", w)
+		// A note, not a warning: hosts without systemd all have such a
+		// table, and the descriptors, which a sandbox holds without
+		// spending its memory, fit (shareOut).
+		logger.Info("the host's file table may not hold every sandbox at its limits", "advice", w)
 	}
 	eng, err := detect.Engine(ctx, cfg.Runtime, bwrap.Config{Spares: cfg.LaunchSpares, ForkServer: cfg.ForkServer, HostUID: cfg.SandboxUID}, container.Config{
 		Image:     cfg.Image,

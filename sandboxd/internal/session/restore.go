@@ -36,6 +36,11 @@ type RestoreReport struct {
 	callsTook time.Duration
 }
 
+// restoreGrace is how long a restore may take past its call's deadline,
+// at which the calls it makes end: to finish without what they failed to
+// get (a class body that catches the error goes on).
+const restoreGrace = 5 * time.Second
+
 // errRestoreLater marks a restore that failed for a reason of the moment
 // (the store, the time left): the checkpoint is intact and is kept, and
 // the call fails rather than start the session afresh.
@@ -72,16 +77,17 @@ func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox
 	// The restore ends with the call's time: code that the checkpoint runs
 	// as it loads (an unpickled value, a class body) may block, and would
 	// otherwise hold every call of the session until the start's own
-	// bound, and again on the next.
-	rctx, cancel := context.WithDeadline(ctx, deadline)
+	// bound, and again on the next. Its calls end at the deadline; it gets
+	// restoreGrace more to finish without them.
+	rctx, cancel := context.WithDeadline(ctx, deadline.Add(restoreGrace))
 	defer cancel()
 	got, took, err := sb.Restore(rctx, sandbox.Restore{
 		Manifest: st.Manifest, IDs: lease.ChunkIDs(st.Manifest), Chunks: chunks, Tools: saved.wait(ctx, s),
 		Tenant: s.tenant, Env: env, Calls: s.m.cfg.Broker, Deadline: deadline,
 	})
 	if errors.Is(err, sandbox.ErrInterrupted) && ctx.Err() == nil {
-		return nil, fmt.Errorf("the session's checkpoint did not finish restoring within the call's timeout of %s: code it runs as it loads (an unpickled value, a class body) blocked or was too slow",
-			deadline.Sub(started).Round(time.Second))
+		return nil, fmt.Errorf("the session's checkpoint did not finish restoring within the call's timeout of %s (and %s more): code it runs as it loads (an unpickled value, a class body) blocked or was too slow",
+			deadline.Sub(started).Round(time.Second), restoreGrace)
 	}
 	if errors.Is(err, sandbox.ErrInterrupted) {
 		return nil, fmt.Errorf("%w: %w", errRestoreLater, err)
