@@ -199,7 +199,7 @@ func (r *Room) evict(ctx context.Context, victim Session, skip map[Session]bool)
 		skip[victim] = true
 		return
 	}
-	r.logger.InfoContext(ctx, "stopped a sandbox to make room, of the tenant that holds the most, its idle longest; its checkpoint is kept", logkeys.SessionID, victim.ID())
+	r.logger.InfoContext(ctx, "stopping the sandbox idle longest to make room, of the tenant that holds the most; its checkpoint is kept", logkeys.SessionID, victim.ID())
 	r.metrics.Reaped()
 }
 
