@@ -2,6 +2,7 @@ package sandboxd
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"strconv"
@@ -33,6 +34,24 @@ const fileTableShare = 0.9
 // and its mapping. One sandbox of 512 MiB held 1,066,777 such files
 // before it ran out of memory (docs/SANDBOX.md).
 const mappedFileBytes = 440
+
+// hostShares gives cfg's limits what the host shares out among its
+// sandboxes (shareOut), and notes at start what could still fill the
+// file table.
+func hostShares(cfg Config, logger *slog.Logger) (Limits, error) {
+	host := readHostLimits()
+	lim, err := shareOut(cfg.Limits, sandboxCount(cfg), host)
+	if err != nil {
+		return lim, err
+	}
+	if w := mappedFilesWarning(lim, sandboxCount(cfg), host); w != "" {
+		// A note, not a warning: hosts without systemd all have such a
+		// table, and the descriptors, which a sandbox holds without
+		// spending its memory, fit (shareOut).
+		logger.Info("the host's file table may not hold every sandbox at its limits", "advice", w)
+	}
+	return lim, nil
+}
 
 // hostLimits are what the host shares out among the sandboxes.
 type hostLimits struct {

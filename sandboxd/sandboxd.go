@@ -276,16 +276,9 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		logger.Warn("the default timeout is above the maximum; calls are clamped to the maximum",
 			"timeout.default", cfg.DefaultTimeout, "timeout.max", cfg.MaxTimeout)
 	}
-	host := readHostLimits()
-	lim, err := shareOut(cfg.Limits, sandboxCount(cfg), host)
+	lim, err := hostShares(cfg, logger)
 	if err != nil {
 		return nil, err
-	}
-	if w := mappedFilesWarning(lim, sandboxCount(cfg), host); w != "" {
-		// A note, not a warning: hosts without systemd all have such a
-		// table, and the descriptors, which a sandbox holds without
-		// spending its memory, fit (shareOut).
-		logger.Info("the host's file table may not hold every sandbox at its limits", "advice", w)
 	}
 	eng, err := detect.Engine(ctx, cfg.Runtime, bwrap.Config{Spares: cfg.LaunchSpares, ForkServer: cfg.ForkServer, HostUID: cfg.SandboxUID}, container.Config{
 		Image:     cfg.Image,

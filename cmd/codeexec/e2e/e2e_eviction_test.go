@@ -29,8 +29,8 @@ print("held")`)
 			t.Fatalf("alpha's session %d: %q", i, harness.TailOf(got, 600))
 		}
 	}
-	o := harness.RunPython(t, n.beta, map[string]any{"code": "import threading\nprint(srv.fileno() >= 0, threading.active_count() > 1)"})
-	if got := harness.Joined(o.Stdout()); got != "True True" || strings.Contains(o.Text, "restored") {
+	o := harness.RunPython(t, n.beta, map[string]any{"code": "import threading\nprint(srv.fileno() >= 0 and threading.active_count() > 1)"})
+	if got := harness.Joined(o.Stdout()); got != "True" || strings.Contains(o.Text, "restored") {
 		t.Errorf("beta's session after alpha started 5 sessions in 3 places: %q (%s); want its sandbox kept, socket and thread alive", got, harness.TailOf(o.Text, 400))
 	}
 }

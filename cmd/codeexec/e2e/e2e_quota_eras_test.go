@@ -53,7 +53,6 @@ func TestE2ESessionQuotaCountsModernSessions(t *testing.T) {
 	}
 }
 
-
 // A tenant's memory and checkpoints are capped (issue 38, item 5): a save
 // past the memory quota fails in the sandbox naming the quota, a
 // checkpoint past the checkpoint quota is not stored and the result says

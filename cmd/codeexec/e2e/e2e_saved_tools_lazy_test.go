@@ -49,4 +49,3 @@ func TestE2ESavedToolsLoadOnFirstUse(t *testing.T) {
 		}
 	})
 }
-
