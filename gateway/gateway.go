@@ -19,6 +19,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
+	"github.com/codeexec/codeexec/gateway/internal/files"
 	"github.com/codeexec/codeexec/gateway/internal/guard"
 	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
@@ -216,6 +217,9 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 	)
 	g.mcp.AddTool(g.tool.Definition(), g.tool.Handle)
 	g.mcp.AddResource(capabilities.Resource(), capabilities.Read)
+	// Files under /workspace/out, linked from results; read from the
+	// session store through any replica.
+	g.mcp.AddResourceTemplate(files.Template(), (&files.Reader{Sandbox: sandbox, Tenant: cfg.Tenant}).Read)
 	return g, nil
 }
 

@@ -59,6 +59,7 @@ var falsehoods = []falsehood{
 	{"a timeout loses the state", regexp.MustCompile(`(?i)timeout[^.]{0,80}(state (is|was) lost|loses the (session|state)|starts? (a )?fresh)`)},
 	{"the timeout is clamped", regexp.MustCompile(`(?i)timeout[^.]{0,40}clamped`)},
 	{"workspace files last for the session", regexp.MustCompile(`(?i)/workspace[^.]{0,40}last for the session`)},
+	{"workspace files are lost with the sandbox", regexp.MustCompile(`(?i)/workspace[^.]{0,60}(not (in the )?checkpoint|loses them)`)},
 	{"a tool call returns its error as a dict", regexp.MustCompile(`(?i)isError[^.]{0,40}does not raise`)},
 }
 
@@ -163,6 +164,7 @@ func TestTruthClaimsMatch(t *testing.T) {
 			"memory, process count and time are capped (a timeout loses the session);",
 			"Invalid input gives validation_error. The timeout is clamped to 1..max.",
 			"Files written to /workspace last for the session.",
+			"Files in /workspace are not in the checkpoint: a timeout or crash loses them.",
 			"A tool that returns isError:true does not raise.",
 		} {
 			if f.pattern.MatchString(s) {

@@ -38,6 +38,10 @@ command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # The memoryd tests start PostgreSQL servers of their own (services/pgtest).
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresql)
+# A sandbox on the host's /usr imports Debian's numpy and matplotlib
+# (TestHostUsrDebianPackages); environments are built with debootstrap.
+/usr/bin/python3 -c 'import numpy, matplotlib' 2>/dev/null || need_apt+=(python3-numpy python3-matplotlib)
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 # deploy/kubernetes is rendered by kubectl kustomize (go test ./deploy/kubernetes).
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -49,6 +49,14 @@ conformance_log=$(mktemp)
 background bash -c 'cd tools/conformance && exec npm ci --no-audit --no-fund --loglevel=error' >"$conformance_log" 2>&1
 conformance_install=$!
 
+# The sandboxes' environments (docs/ENVIRONMENTS.md: Debian trixie, Python
+# 3.13, the data stack) build in the background: a few minutes on a new
+# machine, mostly downloads and dpkg, waited for before the container
+# images, which are made from them.
+environments_log=$(mktemp)
+background bash scripts/test-environments.sh build >"$environments_log" 2>&1
+environments_build=$!
+
 # The agent's Python tests mostly wait (on pipes, timeouts and child
 # processes): they run beside the protobuf and vet steps.
 python_log=$(mktemp)
@@ -104,6 +112,15 @@ if ! wait "$python_tests"; then
 fi
 tail -n 25 "$python_log"
 rm -f "$python_log"
+
+step "environments: their build, started in the background at the start"
+if ! wait "$environments_build"; then
+  tail -n 40 "$environments_log" >&2
+  echo "building the environments (scripts/test-environments.sh build) failed" >&2
+  exit 1
+fi
+grep -E '^\[ *[0-9.]+s\] built|^NAME|^(default|data2) ' "$environments_log" || true
+rm -f "$environments_log"
 
 step "container runtimes: engine tests and the end-to-end suite under podman and docker"
 bash deploy/test-runtimes.sh

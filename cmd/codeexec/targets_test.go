@@ -23,7 +23,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		database  = []string{"state-dir", "db", "store", "store-password-file", "store-wait"}
 		memory    = join(database, []string{"owner-wait", "max-value", "quota-memory-keys", "quota-memory-bytes", "quota-checkpoint-bytes"})
 		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "server-start-timeout"}
-		sandbox   = []string{"runtime", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit",
+		sandbox   = []string{"runtime", "env", "env-dir", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit", "mount", "output-budget", "workspace-checkpoint-bytes", "image-side", "image-bytes", "call-image-bytes", "call-images",
 			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
 			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors", "sandbox-uid"}
 		mcp  = []string{"timeout", "max-timeout", "output-mode", "tenant"}
@@ -46,7 +46,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		{[]string{"memoryd", "copy"}, []string{"from", "to", "store-password-file", "replace", "store-wait"}},
 		{[]string{"import-upstream"}, join(memory, tls, []string{"memory", "tenant"})},
 		{[]string{"health"}, tls},
-		{[]string{"bench"}, []string{"python", "spawns", "warm", "fresh", "fresh-gap", "sessions", "execs", "burst", "first-sessions", "idle-sessions", "runtimes", "image", "idle"}},
+		{[]string{"bench"}, []string{"python", "spawns", "warm", "fresh", "fresh-gap", "sessions", "execs", "burst", "first-sessions", "idle-sessions", "runtimes", "image", "idle", "env"}},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
 			t.Parallel()

@@ -42,6 +42,8 @@ type Outcome struct {
 	// NewSession whether the call began it.
 	Session    string
 	NewSession bool
+	// Images are the images the code showed, in order.
+	Images []Image
 }
 
 // Validation is the payload for bad tool arguments.
@@ -68,6 +70,7 @@ func FromOutcome(o Outcome) Payload {
 		Servers:    o.Servers,
 		Session:    o.Session,
 		NewSession: o.NewSession,
+		Images:     o.Images,
 	}
 	addNotices(&p, o)
 	r := o.Result
@@ -104,6 +107,7 @@ func addNotices(p *Payload, o Outcome) {
 		if u := r.GetUncheckpointed(); len(u) > 0 {
 			o.Notices = append(o.Notices, UncheckpointedNotice(u))
 		}
+		p.Links, p.FilesLine = outFiles(r)
 		if r.GetEnded() {
 			p.Session, p.NewSession = "", false
 			o.Notices = append(o.Notices, EndedNotice)
@@ -127,7 +131,7 @@ func setStatus(p *Payload, r *sandboxv1.ExecResult, timeoutSeconds float64) {
 	case sandboxv1.ExecStatus_EXEC_STATUS_OK:
 		p.Status, p.ExitCode = StatusSuccess, &exit
 		p.Summary = "Success"
-		if len(p.Stdout) == 0 && len(p.Stderr) == 0 {
+		if len(p.Stdout) == 0 && len(p.Stderr) == 0 && len(p.Images) == 0 && p.FilesLine == "" {
 			p.Summary = "Success (no output)"
 		}
 	case sandboxv1.ExecStatus_EXEC_STATUS_ERROR:
@@ -215,8 +219,16 @@ func RestoreNotice(r *sandboxv1.RestoreReport) string {
 	}
 	if names := r.GetNames(); len(names) > 0 {
 		b.WriteString(": " + listed(names, 12))
-	} else {
+	} else if len(r.GetFiles()) == 0 {
 		b.WriteString(": nothing to restore")
+	}
+	if files := r.GetFiles(); len(files) > 0 {
+		if len(r.GetNames()) > 0 {
+			b.WriteString(";")
+		} else {
+			b.WriteString(":")
+		}
+		b.WriteString(" files " + listed(files, 12))
 	}
 	if lost := r.GetLost(); len(lost) > 0 {
 		b.WriteString("; not restored: " + lostList(lost))
@@ -233,6 +245,9 @@ func RestoreNotice(r *sandboxv1.RestoreReport) string {
 	}
 	if r.GetRolledBack() {
 		b.WriteString("; the interrupted call's effects were rolled back")
+	}
+	if env := r.GetEnvironment(); env != "" {
+		b.WriteString("; " + env)
 	}
 	return b.String()
 }

@@ -45,6 +45,22 @@ type Payload struct {
 	// NewSession marks the first call of a session, whose text then
 	// carries one line with the handle. It is not part of the JSON.
 	NewSession bool `json:"-"`
+	// Images go into the result as image content, not into the JSON.
+	Images []Image `json:"-"`
+	// Links are resource links to files under /workspace/out, and
+	// FilesLine names those files in the text.
+	Links     []Link `json:"-"`
+	FilesLine string `json:"-"`
+}
+
+// Image is one image a call showed.
+type Image struct {
+	// MIME is "image/png" or "image/jpeg".
+	MIME string
+	// Data is the encoded image.
+	Data []byte
+	// Width and Height are in pixels.
+	Width, Height int
 }
 
 // IsError reports whether the MCP result must carry isError: true.

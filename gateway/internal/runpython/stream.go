@@ -25,6 +25,7 @@ func (t *Tool) gather(stream grpc.ServerStreamingClient[sandboxv1.ExecuteRespons
 	limit := int(t.opts.OutputLimitBytes) * localCapFactor
 	var stdout, stderr capped
 	stdout.limit, stderr.limit = limit, limit
+	var images imageGate
 	defer func() { out.Stdout, out.Stderr = stdout.String(), stderr.String() }()
 	for {
 		msg, err := stream.Recv()
@@ -44,6 +45,10 @@ func (t *Tool) gather(stream grpc.ServerStreamingClient[sandboxv1.ExecuteRespons
 				stdout.write(ev.Output.GetText())
 			}
 			progress(ev.Output.GetText())
+		case *sandboxv1.ExecuteResponse_Display:
+			if im, ok := images.admit(ev.Display); ok {
+				out.Images = append(out.Images, im)
+			}
 		case *sandboxv1.ExecuteResponse_Result:
 			r := ev.Result
 			// Count what the gateway itself had to drop as dropped too.
@@ -53,6 +58,28 @@ func (t *Tool) gather(stream grpc.ServerStreamingClient[sandboxv1.ExecuteRespons
 			return out
 		}
 	}
+}
+
+// The most images, and bytes of them, the gateway takes from one call: a
+// backstop far above sandboxd's own bounds (10 and 640 KiB by default),
+// which a sandboxd of another configuration may set higher.
+const (
+	maxImages     = 100
+	maxImageBytes = 32 << 20
+)
+
+// imageGate bounds the images of one call.
+type imageGate struct{ n, bytes int }
+
+func (g *imageGate) admit(d *sandboxv1.DisplayData) (result.Image, bool) {
+	mime := d.GetMimeType()
+	if (mime != "image/png" && mime != "image/jpeg") || len(d.GetData()) == 0 ||
+		g.n >= maxImages || g.bytes+len(d.GetData()) > maxImageBytes {
+		return result.Image{}, false
+	}
+	g.n++
+	g.bytes += len(d.GetData())
+	return result.Image{MIME: mime, Data: d.GetData(), Width: int(d.GetWidth()), Height: int(d.GetHeight())}, true
 }
 
 // capped is a string builder that stops growing at limit bytes (0: no limit).

@@ -428,9 +428,12 @@ Saved tools (kept across sessions):
   runtime.list_saved_tools()   runtime.delete_saved_tool(name)
 
 Limits (defaults): no network (MCP servers reach out); read-only root;
-512 MiB of memory, 128 processes, a 30 s timeout of at most 120 s, output
-capped per call (256 KiB per stream). Files in /workspace and /tmp are not
-checkpointed: a timeout or crash loses them.
+512 MiB of memory, 128 processes, a 30 s timeout of at most 120 s. A
+result keeps the head and tail of 40,000 characters of output, the whole
+in the file its marker names. /workspace files come back with the
+session (128 MiB); /tmp's do not. The last expression is shown (a
+trailing ; hides it); display(x) and figures come back as images,
+/workspace/out files as resources; host mounts are under /mnt.
 """
 
 

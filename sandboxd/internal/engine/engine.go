@@ -64,6 +64,8 @@ type Spec struct {
 	Env map[string]string
 	// Limits bound the sandbox.
 	Limits Limits
+	// Mounts are the operator's host directories to expose (--mount).
+	Mounts []Mount
 	// Warm says the sandbox is for a warm pool: no caller waits on its
 	// start, so the engine may take longer to start it in a way that
 	// costs less CPU and memory (bwrap waits for its fork server while

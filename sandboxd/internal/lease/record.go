@@ -47,6 +47,9 @@ type State struct {
 	Manifest json.RawMessage `json:"manifest,omitempty"`
 	// Seq is the number of execs the checkpoint reflects.
 	Seq uint64 `json:"seq"`
+	// Env is the ID of the environment the checkpoint was made in
+	// (package environment), "" before environments were recorded.
+	Env string `json:"env,omitempty"`
 	// NotDurable says why the last checkpoint could not be made, or "".
 	NotDurable string `json:"not_durable,omitempty"`
 	// Created is when the session began.
@@ -76,12 +79,17 @@ func (st State) encode() []byte {
 }
 
 // Chunk IDs of a manifest, to know which chunks a new checkpoint no longer
-// needs.
+// needs: its values' and its workspace files' (docs/PROTOCOL.md).
 func chunkIDs(manifest json.RawMessage) map[string]bool {
 	var m struct {
 		Values map[string]struct {
 			Chunk string `json:"chunk"`
 		} `json:"values"`
+		Workspace struct {
+			Files map[string]struct {
+				Chunks []string `json:"chunks"`
+			} `json:"files"`
+		} `json:"workspace"`
 	}
 	ids := map[string]bool{}
 	if len(manifest) == 0 || json.Unmarshal(manifest, &m) != nil {
@@ -89,6 +97,11 @@ func chunkIDs(manifest json.RawMessage) map[string]bool {
 	}
 	for _, v := range m.Values {
 		ids[v.Chunk] = true
+	}
+	for _, f := range m.Workspace.Files {
+		for _, c := range f.Chunks {
+			ids[c] = true
+		}
 	}
 	return ids
 }

@@ -216,10 +216,11 @@ func (sb *Sandbox) route(m channel.Message) {
 		default:
 			sb.logs.Warn(context.Background(), sb.logger, "a restored frame nobody asked for")
 		}
-	case *channel.Out, *channel.Call:
-		sb.msgs <- m
-	default:
+	case *channel.Unknown, *channel.Exec, *channel.Reply, *channel.Checkpointed, *channel.Restore:
+		// Types the agent never sends: sandboxd's own, or none at all.
 		sb.strangeFrame(m)
+	default:
+		sb.msgs <- m
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path"
 	"strings"
 	"time"
 
@@ -25,15 +26,23 @@ import (
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
-// Register adds SandboxService, served by m, to g.
-func Register(g *grpc.Server, m *session.Manager, logger *slog.Logger) {
-	sandboxv1.RegisterSandboxServiceServer(g, &server{m: m, logger: logger})
+// Register adds SandboxService, served by m, to g. files reads the
+// workspace files of durable sessions; nil refuses ReadFile.
+func Register(g *grpc.Server, m *session.Manager, files Files, logger *slog.Logger) {
+	sandboxv1.RegisterSandboxServiceServer(g, &server{m: m, files: files, logger: logger})
+}
+
+// Files reads a file of a session's workspace from its latest stored
+// checkpoint (durable.Sessions).
+type Files interface {
+	ReadFile(ctx context.Context, tenant, handle, path string, minSeq uint64, maxBytes int64) ([]byte, uint64, error)
 }
 
 // server implements SandboxService over a session.Manager.
 type server struct {
 	sandboxv1.UnimplementedSandboxServiceServer
 	m      *session.Manager
+	files  Files
 	logger *slog.Logger
 }
 
@@ -59,6 +68,11 @@ func (s *server) Execute(req *sandboxv1.ExecuteRequest, stream sandboxv1.Sandbox
 		Code:      req.GetCode(),
 		Servers:   req.GetServers(),
 		Timeout:   req.GetTimeout().AsDuration(),
+		Display: func(d *channel.Display) error {
+			return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Display{
+				Display: &sandboxv1.DisplayData{MimeType: d.MIME, Data: d.Image(), Width: int32(d.Width), Height: int32(d.Height)},
+			}})
+		},
 	}, func(name, text string) error {
 		st := sandboxv1.Stream_STREAM_STDOUT
 		if name == "stderr" {
@@ -97,6 +111,21 @@ func (s *server) GetSession(ctx context.Context, req *sandboxv1.GetSessionReques
 	return &sandboxv1.GetSessionResponse{Session: toProto(sess.Info())}, nil
 }
 
+func (s *server) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) (*sandboxv1.ReadFileResponse, error) {
+	if s.files == nil {
+		return nil, status.Error(codes.FailedPrecondition, "files are read from the session's checkpoints, and this sandboxd keeps none: run it with a session store (memoryd)")
+	}
+	p := req.GetPath()
+	if p == "" || path.Clean(p) != p || strings.HasPrefix(p, "/") || strings.HasPrefix(p, "../") || p == ".." {
+		return nil, status.Errorf(codes.InvalidArgument, "path %q is not a clean path relative to /workspace, such as out/chart.png", p)
+	}
+	data, seq, err := s.files.ReadFile(ctx, req.GetTenant(), req.GetSessionId(), p, req.GetMinExecCount(), req.GetMaxBytes())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.ReadFileResponse{Data: data, ExecCount: seq}, nil
+}
+
 func (s *server) ListSessions(_ context.Context, req *sandboxv1.ListSessionsRequest) (*sandboxv1.ListSessionsResponse, error) {
 	infos := s.m.List(req.GetTenant())
 	resp := &sandboxv1.ListSessionsResponse{Sessions: make([]*sandboxv1.Session, 0, len(infos))}
@@ -132,6 +161,12 @@ func (s *server) toStatus(ctx context.Context, err error) error {
 		// Not UNAVAILABLE: a gateway takes that for a replica it cannot
 		// reach, and gives up every session routed to it.
 		return status.Error(codes.Aborted, msg(session.ErrPaused))
+	case errors.Is(err, lease.ErrUnknown):
+		return status.Error(codes.NotFound, "unknown session: it has ended or expired, or it belongs to another tenant")
+	case errors.Is(err, lease.ErrNoFile):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, lease.ErrFileTooLarge), errors.Is(err, lease.ErrNotYet):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, lease.ErrFenced):
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, engine.ErrUnavailable):
@@ -194,7 +229,17 @@ func resultToProto(r *session.Result) *sandboxv1.ExecResult {
 		Ended:              r.Ended,
 		Uncheckpointed:     lostToProto(r.Uncheckpointed),
 		TimeoutNote:        r.TimeoutNote,
+		Files:              filesToProto(r.Files),
+		FilesMore:          uint32(min(r.FilesMore, 1<<20)),
 	}
+}
+
+func filesToProto(files []channel.OutFile) []*sandboxv1.OutputFile {
+	out := make([]*sandboxv1.OutputFile, 0, len(files))
+	for _, f := range files {
+		out = append(out, &sandboxv1.OutputFile{Path: f.Path, Size: f.Bytes, MimeType: f.MIME})
+	}
+	return out
 }
 
 func lostToProto(names []channel.LostName) []*sandboxv1.LostName {
@@ -209,5 +254,5 @@ func restoreToProto(r *session.RestoreReport) *sandboxv1.RestoreReport {
 	if r == nil {
 		return nil
 	}
-	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Lost: lostToProto(r.Lost), RolledBack: r.RolledBack, Calls: r.Calls, Missed: r.Missed, MissedWhy: r.MissedWhy, Fresh: r.Fresh}
+	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Files: r.Files, Lost: lostToProto(r.Lost), RolledBack: r.RolledBack, Calls: r.Calls, Missed: r.Missed, MissedWhy: r.MissedWhy, Environment: r.Environment, Fresh: r.Fresh}
 }

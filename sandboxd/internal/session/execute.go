@@ -20,6 +20,8 @@ type Request struct {
 	// Timeout is the wall-clock limit; zero means the default. It is
 	// clamped to the maximum.
 	Timeout time.Duration
+	// Display, when set, receives the images the code shows.
+	Display sandbox.Display
 }
 
 // Result is how an exec ended (sandbox.Outcome: status, exit code,
@@ -70,7 +72,7 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	if err != nil {
 		return nil, err
 	}
-	r := &run{code: req.Code, env: env, saved: saved, timeout: timeout, out: out,
+	r := &run{code: req.Code, env: env, saved: saved, timeout: timeout, out: out, display: req.Display,
 		spent: spentTime{loading: time.Since(began), env: env}}
 	if s, err = m.takeTurn(ctx, s, req, deadline); err != nil {
 		return nil, err

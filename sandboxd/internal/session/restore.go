@@ -17,6 +17,8 @@ type RestoreReport struct {
 	Reason string
 	// Names are the names restored.
 	Names []string
+	// Files are the paths of the workspace's files restored.
+	Files []string
 	// Lost are the names that did not come back.
 	Lost []channel.LostName
 	// RolledBack is set when the call before did not finish.
@@ -28,6 +30,9 @@ type RestoreReport struct {
 	// effects are gone; MissedWhy is why the last of them was not stored.
 	Missed    uint64
 	MissedWhy string
+	// Environment says what changed when the checkpoint was made in
+	// another environment than the one it is restored into, or "".
+	Environment string
 	// Fresh is set when the checkpoint could not be restored (Reason says
 	// why) and the session started fresh: nothing came back.
 	Fresh bool
@@ -64,6 +69,7 @@ func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox
 	if err != nil {
 		return nil, fmt.Errorf("%w: read the session's checkpoint: %w", errRestoreLater, err)
 	}
+	st.Seq = s.lease.HeldSeq(st.Manifest, st.Seq) // equal checkpoints went unwritten
 	report := &RestoreReport{Reason: loss.Reason, RolledBack: loss.Interrupted, Calls: st.Seq, MissedWhy: loss.RefusedWhy,
 		Missed: missedCalls(s.Info().ExecCount, st.Seq, loss.Interrupted)}
 	if len(st.Manifest) == 0 {
@@ -103,7 +109,8 @@ func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox
 	for i := range lost[len(r.Unsaved):] {
 		lost[len(r.Unsaved)+i].Type = "not restored"
 	}
-	report.Names, report.Lost, report.callsTook = r.Restored, lost, took
+	report.Names, report.Files, report.Lost, report.callsTook = r.Restored, r.Files, lost, took
+	report.Environment = s.m.envChange(st.Env)
 	return report, nil
 }
 

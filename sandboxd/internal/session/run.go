@@ -23,6 +23,7 @@ type run struct {
 	timeout time.Duration
 	spent   spentTime
 	out     Output
+	display sandbox.Display
 	// sb is the sandbox the run runs in, and restored what came back
 	// when it was rebuilt from the session's checkpoint for the run.
 	sb       *sandbox.Sandbox
@@ -45,9 +46,10 @@ func (r *run) exec(ctx context.Context, s *Session) *Result {
 		},
 		Budget: r.spent.budget(r.timeout), Timeout: r.timeout, TimeoutNote: r.spent.note(),
 		Paused: func() bool { return s.lease.Paused(r.sb) },
-		Out:    r.out, Logger: s.logger(),
+		Out:    r.out, Display: r.display, Results: s.m.cfg.Results, Logger: s.logger(),
 	}
 	if l := s.lease; l != nil {
+		x.Results.Workspace = s.m.cfg.Durable.WorkspaceBytes
 		x.Checkpoint = &sandbox.Checkpoint{
 			Bytes:  s.m.cfg.Durable.CheckpointBytes,
 			Begin:  func() { l.BeginCheckpoint(s.Info().ExecCount + 1) },

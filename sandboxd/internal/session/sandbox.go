@@ -128,7 +128,8 @@ func (s *Session) install(sb *sandbox.Sandbox, report *RestoreReport) (*sandbox.
 // commitLoop stores the checkpoints the agent of sb sends, one after the
 // other, until the sandbox ends.
 func (s *Session) commitLoop(sb *sandbox.Sandbox) {
-	limit := s.m.cfg.Durable.CheckpointBytes
+	// The store holds a session to its values' cap and its files' together.
+	limit := s.m.cfg.Durable.storeCap()
 	sb.Checkpoints(limit, func(f *channel.Checkpoint, chunks map[string][]byte) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.StartTimeout)
 		defer cancel()

@@ -28,12 +28,14 @@ const (
 // namespaces (nsRlimits).
 const prlimitPath = "/usr/bin/prlimit"
 
-// Inside the sandbox the root file system is an empty, read-only tmpfs with
-// only these parts of the host: /usr (read-only), the dynamic linker cache,
-// and the agent directory. /etc/passwd and /etc/group are synthetic so that
-// getpass.getuser() and pwd work. Nothing else of the host is visible: not
-// /root, /home, /work, /var, /sys, the state dir, /etc/shadow, the host's
-// certificates or time zone.
+// In an environment (rootFS.root), the sandbox's root file system is the
+// environment's tree, read-only, with its own /etc. Without one, it is an
+// empty, read-only tmpfs with only these parts of the host: /usr
+// (read-only), the dynamic linker cache and the /etc pieces of
+// engine.HostEtc, and the agent directory; /etc/passwd and /etc/group are
+// then synthetic so that getpass.getuser() and pwd work. Either way
+// nothing else of the host is visible: not /root, /home, /work, /var,
+// /sys, the state dir, /etc/shadow, ssl/private or its time zone.
 const (
 	passwdData = "nobody:x:65534:65534:nobody:/workspace:/usr/sbin/nologin\n" //nolint:gosec // a passwd line for nobody; "x" is no password
 	groupData  = "nobody:x:65534:\n"
@@ -86,25 +88,16 @@ const (
 // workDir is the sandbox's working directory, a tmpfs.
 const workDir = "/workspace"
 
-func bwrapArgs(spec engine.Spec, seccomp bool, scratch string) (argv []string, data []byte) {
+func bwrapArgs(fs rootFS, spec engine.Spec, seccomp bool, scratch string) (argv []string, data []byte) {
 	argv = []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session",
 		"--cap-drop", "ALL",
 		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxGID),
 		"--hostname", "sandbox",
-		"--ro-bind", "/usr", "/usr",
-		"--symlink", "usr/lib", "/lib",
-		"--symlink", "usr/lib64", "/lib64",
-		"--symlink", "usr/bin", "/bin",
-		"--symlink", "usr/sbin", "/sbin",
-		"--dir", "/etc",
-		"--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
-		"--ro-bind-data", strconv.Itoa(passwdFD), "/etc/passwd",
-		"--ro-bind-data", strconv.Itoa(groupFD), "/etc/group",
-		"--proc", "/proc",
-		"--dev", "/dev",
 	}
+	argv = append(argv, fs.args()...)
+	argv = append(argv, "--proc", "/proc", "--dev", "/dev")
 	if seccomp {
 		argv = append(argv, "--seccomp", strconv.Itoa(seccompFD))
 	}
@@ -135,6 +128,14 @@ func bwrapArgs(spec engine.Spec, seccomp bool, scratch string) (argv []string, d
 	var opts []string
 	if spec.AgentDir != "" {
 		opts = append(opts, "--ro-bind", spec.AgentDir, engine.AgentMount)
+	}
+	for _, m := range spec.Mounts {
+		// bwrap's binds are nosuid and nodev; --ro-bind also read-only.
+		bind := "--ro-bind"
+		if m.Writable {
+			bind = "--bind"
+		}
+		opts = append(opts, bind, m.Host, m.Sandbox)
 	}
 	// /dev/shm (POSIX semaphores and shared memory, used by
 	// multiprocessing) would otherwise live on bwrap's unsized /dev tmpfs;
@@ -352,6 +353,7 @@ func scratchMounts(lim engine.Limits) []scratchMount {
 // shim is what a sandbox's host command line is made of.
 type shim struct {
 	sh, setpriv, bwrap string
+	fs                 rootFS
 	// mount and scratch are set when sandboxd is root: mount(8), and an
 	// empty directory whose subdirectories each shim mounts its noexec
 	// tmpfs on, in a mount namespace of its own (noexecShim).
@@ -388,6 +390,42 @@ func shimArgv(c shim, spec engine.Spec) (argv []string, data []byte) {
 			"--clear-groups", "--")
 	}
 	a = append(a, c.bwrap)
-	args, data := bwrapArgs(spec, c.seccomp, c.scratch)
+	args, data := bwrapArgs(c.fs, spec, c.seccomp, c.scratch)
 	return append(a, args...), data
+}
+
+// rootFS is what a sandbox's root file system is made of: an
+// environment's tree (root), or the host's /usr with etc, the host's /etc
+// pieces (engine.HostEtc).
+type rootFS struct {
+	root string
+	etc  []string
+}
+
+// args are bwrap's options that build the root file system.
+func (fs rootFS) args() []string {
+	synthetic := []string{
+		"--ro-bind-data", strconv.Itoa(passwdFD), "/etc/passwd",
+		"--ro-bind-data", strconv.Itoa(groupFD), "/etc/group"}
+	if fs.root != "" {
+		// The tree has every mount point a sandbox needs (/proc, /dev,
+		// /tmp, /workspace, /opt/codeexec), as environment builds make it.
+		// passwd and group are the synthetic ones here too: bwrap reads
+		// their descriptors, which would otherwise stay open in the
+		// sandbox, and the environment's own say the same of uid 65534.
+		return append([]string{"--ro-bind", fs.root, "/"}, synthetic...)
+	}
+	a := []string{
+		"--ro-bind", "/usr", "/usr",
+		"--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64",
+		"--symlink", "usr/bin", "/bin",
+		"--symlink", "usr/sbin", "/sbin",
+		"--dir", "/etc",
+		"--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
+	}
+	for _, p := range fs.etc {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	return append(a, synthetic...)
 }

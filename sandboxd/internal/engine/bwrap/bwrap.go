@@ -37,6 +37,12 @@ type Config struct {
 	// (forkspares.go). They are made for the command line (for launchers)
 	// and limits of the latest Start. 0 keeps none.
 	Spares int
+	// Root is the environment's root file system (package environment)
+	// that sandboxes run in, read-only; "" runs them on the host's /usr.
+	Root string
+	// Preload are the modules the fork server imports before it forks
+	// (an environment's heavy modules), when it has them.
+	Preload []string
 	// ForkServer starts sandboxes from a fork server (package forkserver)
 	// while one runs, with the isolation bwrap gives them; the first Start
 	// starts it, and sandboxes start with bwrap until it is up, and again
@@ -88,6 +94,8 @@ type Engine struct {
 	// seccomp is the filter every sandbox gets (package seccomp); nil if this
 	// architecture has none.
 	seccomp []byte
+	// fs is what every sandbox's root file system is made of.
+	fs rootFS
 
 	cgroups *cgroup.Manager // nil: rlimits only
 
@@ -127,7 +135,10 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if cfg.HostUID == 0 {
 		cfg.HostUID = engine.DefaultHostUID
 	}
-	b := &Engine{cfg: cfg, logger: logger, host: thisHost()}
+	b := &Engine{cfg: cfg, logger: logger, host: thisHost(), fs: rootFS{root: cfg.Root}}
+	if cfg.Root == "" {
+		b.fs.etc = engine.HostEtc()
+	}
 	b.spares = spare.New[launchKey](spare.Config[*launcher]{
 		Size: cfg.Spares, Discard: (*launcher).discard,
 		Failed: func(err error) { logger.Warn("could not prepare a spare sandbox launcher", "error", err) },
@@ -176,8 +187,9 @@ func (b *Engine) lookPaths() error {
 			return fmt.Errorf("%w: %w", engine.ErrUnavailable, err)
 		}
 	}
-	if _, err := os.Stat(prlimitPath); err != nil {
-		return fmt.Errorf("%w: %s is missing, with which each sandbox takes its share of the queued-signals and locked-memory limits: run `apt-get install util-linux`", engine.ErrUnavailable, prlimitPath)
+	// The sandbox's own: the environment's, or the host's /usr.
+	if _, err := os.Stat(filepath.Join(b.cfg.Root, prlimitPath)); err != nil {
+		return fmt.Errorf("%w: %s is missing in the sandbox's root file system, and with it each sandbox takes its share of the queued-signals and locked-memory limits: install util-linux (apt-get install util-linux), in the environment too", engine.ErrUnavailable, prlimitPath)
 	}
 	return nil
 }
@@ -192,13 +204,38 @@ func (b *Engine) Name() string { return "bwrap" }
 func (b *Engine) Prepare(ctx context.Context, agentDir, python string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err := agent.Precompile(ctx, python, agentDir)
+	var err error
+	if b.fs.root == "" {
+		err = agent.Precompile(ctx, python, agentDir)
+	} else {
+		err = agent.PrecompileWith(ctx, b.inRoot(python, agentDir), agentDir, engine.AgentMount)
+	}
 	if resolved, rerr := filepath.EvalSymlinks(agentDir); rerr == nil {
 		b.mu.Lock()
 		b.python, b.agentDir = python, resolved
 		b.mu.Unlock()
 	}
 	return err
+}
+
+// inRoot runs the environment's python in a plain bwrap sandbox of the
+// environment with agentDir writable at engine.AgentMount: the agent is
+// compiled by the interpreter that runs it, whose version the host's may
+// not be.
+func (b *Engine) inRoot(python, agentDir string) agent.Runner {
+	return func(ctx context.Context, args []string) error {
+		if b.lookErr != nil {
+			return b.lookErr
+		}
+		argv := []string{"--unshare-all", "--die-with-parent", "--ro-bind", b.fs.root, "/",
+			"--bind", agentDir, engine.AgentMount, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--clearenv", python}
+		cmd := exec.CommandContext(ctx, b.bwrap, append(argv, args...)...)
+		cmd.Env = []string{}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s in %s: %w: %s", python, b.fs.root, err, out)
+		}
+		return nil
+	}
 }
 
 // Start implements engine.Engine. ctx bounds only the start. It forks the
@@ -370,7 +407,7 @@ func (b *Engine) track(p *process) error {
 
 // shim is what sandboxes' host command lines are made of here.
 func (b *Engine) shim() shim {
-	c := shim{sh: b.sh, setpriv: b.setpriv, bwrap: b.bwrap, mount: b.mount, hostUID: b.cfg.HostUID, seccomp: b.seccomp != nil}
+	c := shim{sh: b.sh, setpriv: b.setpriv, bwrap: b.bwrap, fs: b.fs, mount: b.mount, hostUID: b.cfg.HostUID, seccomp: b.seccomp != nil}
 	if b.scratch != nil {
 		c.scratch = b.scratch.Path
 	}

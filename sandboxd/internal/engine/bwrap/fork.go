@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,16 @@ var agentEntry = filepath.Join(engine.AgentMount, agent.Entry)
 // warm spec it waits while a server is starting, so that the sandboxes a
 // new sandboxd pools first come from the server too.
 func (b *Engine) forkServer(ctx context.Context, spec engine.Spec) (*forkserver.Server, error) {
+	srv, err := b.anyForkServer(ctx, spec)
+	if srv != nil && !slices.Equal(srv.Config().Mounts, spec.Mounts) {
+		// Its template has other mounts: this sandbox starts with bwrap.
+		return nil, errNoForkServer
+	}
+	return srv, err
+}
+
+// anyForkServer is forkServer without the check of the mounts.
+func (b *Engine) anyForkServer(ctx context.Context, spec engine.Spec) (*forkserver.Server, error) {
 	if !b.dropRoot {
 		// The server runs as Config.HostUID, which only root may make it;
 		// as anyone else, sandboxes start with bwrap.
@@ -54,7 +65,8 @@ func (b *Engine) forkServer(ctx context.Context, spec engine.Spec) (*forkserver.
 		if python != "" {
 			sup = forkserver.Supervise(forkserver.Config{
 				Python: python, AgentDir: b.agentDir, Env: maps.Clone(spec.Env), Seccomp: b.seccomp,
-				Passwd: passwdData, Group: groupData, UID: b.cfg.HostUID, Logger: b.logger,
+				Passwd: passwdData, Group: groupData, UID: b.cfg.HostUID, Logger: b.logger, Mounts: slices.Clone(spec.Mounts),
+				Root: b.fs.root, Etc: b.fs.etc, Preload: b.cfg.Preload,
 			}, b.forkTrial)
 			b.forks = sup
 		}

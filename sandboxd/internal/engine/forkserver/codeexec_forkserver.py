@@ -332,8 +332,10 @@ class Sandbox:
             z.prctl(z.PR_SET_DUMPABLE, 1)
             z.set_name(os.path.basename(req.argv[0]))
             # random was reseeded by os.fork (random registers that), so
-            # each sandbox draws its own stream. The environment is the
-            # server's when the sandbox runs in this interpreter (Go's
+            # each sandbox draws its own stream; numpy's global generator,
+            # when the server preloaded it, is reseeded here.
+            _reseed()
+            # The environment is the server's when the sandbox runs in this interpreter (Go's
             # forkMode); another is given to the command executed.
             argv = [os.fsdecode(a) for a in req.argv]
             if req.mode == b"exec":
@@ -350,6 +352,13 @@ class Sandbox:
         if req.mode == b"agent":
             return lambda: run.run_agent(self.server.agent, argv)
         return lambda: run.run_script(argv)
+
+
+def _reseed():
+    """Gives a preloaded numpy.random a stream of this sandbox's own."""
+    nprandom = sys.modules.get("numpy.random")
+    if nprandom is not None:
+        nprandom.seed()
 
 
 def _keep(*fds):
@@ -370,20 +379,24 @@ def _keep(*fds):
     return out
 
 
-def _own_namespaces():
-    """Makes the server's user and mount namespaces. This process runs as
-    the sandbox uid on the host, so that uid owns the user namespace: the
-    kernel charges to an owner what is made in its namespaces."""
-    uid, gid = os.getuid(), os.getgid()
-    z.unshare(z.CLONE_NEWUSER | z.CLONE_NEWNS)
-    z.set_id_maps(0, uid, gid)
+def _preload(names):
+    """Imports an environment's heavy modules once, for every sandbox.
+    They are the environment's own libraries, never user code."""
+    for name in names:
+        try:
+            __import__(name)
+        except Exception as exc:  # noqa: BLE001 - a sandbox imports it itself, and gets the error then
+            os.write(2, b"preloading %s failed: %s\n" % (name.encode(), str(exc).encode()))
 
 
 def _start():
-    root_dir, agent_dir = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
-    _own_namespaces()
+    root_dir, agent_dir, env_root = (os.fsencode(a) for a in sys.argv[1:4])
+    etc = [os.fsencode(p) for p in sys.argv[4].split("\n") if p]
+    preload = [m for m in sys.argv[5].split(",") if m]
     z.prctl(z.PR_SET_NO_NEW_PRIVS, 1)
-    root.build_server_root(root_dir, agent_dir, _read_all(PASSWD_FD), _read_all(GROUP_FD))
+    rest = [os.fsencode(a) for a in sys.argv[6:]]
+    mounts = [(rest[i], rest[i + 1], rest[i + 2] == b"rw") for i in range(0, len(rest) - 2, 3)]
+    root.build_server_root(root_dir, agent_dir, _read_all(PASSWD_FD), _read_all(GROUP_FD), env_root, etc, mounts)
     agent = None
     if agent_dir:
         sys.path.insert(0, root.AGENT_MOUNT.decode())
@@ -400,6 +413,7 @@ def _start():
         # user code may have a module of that name in /workspace.
         del sys.modules["agent"]
     import random  # noqa: F401 - common in user code; every sandbox reseeds it
+    _preload(preload)
     server = Server(agent)
     ctl = _socket.socket(fileno=CTL_FD)
     z.set_name(b"codeexec-zygote")

@@ -532,6 +532,7 @@ type ExecuteResponse struct {
 	//
 	//	*ExecuteResponse_Output
 	//	*ExecuteResponse_Result
+	//	*ExecuteResponse_Display
 	Event         isExecuteResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -592,6 +593,15 @@ func (x *ExecuteResponse) GetResult() *ExecResult {
 	return nil
 }
 
+func (x *ExecuteResponse) GetDisplay() *DisplayData {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteResponse_Display); ok {
+			return x.Display
+		}
+	}
+	return nil
+}
+
 type isExecuteResponse_Event interface {
 	isExecuteResponse_Event()
 }
@@ -606,9 +616,91 @@ type ExecuteResponse_Result struct {
 	Result *ExecResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
 }
 
+type ExecuteResponse_Display struct {
+	// display is an image the code showed: display(x), a matplotlib
+	// figure open at the end of the call, plt.show().
+	Display *DisplayData `protobuf:"bytes,3,opt,name=display,proto3,oneof"`
+}
+
 func (*ExecuteResponse_Output) isExecuteResponse_Event() {}
 
 func (*ExecuteResponse_Result) isExecuteResponse_Event() {}
+
+func (*ExecuteResponse_Display) isExecuteResponse_Event() {}
+
+// DisplayData is one image a call showed, bounded in size by sandboxd's
+// display limits.
+type DisplayData struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// mime_type is "image/png" or "image/jpeg".
+	MimeType string `protobuf:"bytes,1,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// data is the encoded image.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// width is the image's width in pixels.
+	Width int32 `protobuf:"varint,3,opt,name=width,proto3" json:"width,omitempty"`
+	// height is the image's height in pixels.
+	Height        int32 `protobuf:"varint,4,opt,name=height,proto3" json:"height,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisplayData) Reset() {
+	*x = DisplayData{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisplayData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisplayData) ProtoMessage() {}
+
+func (x *DisplayData) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisplayData.ProtoReflect.Descriptor instead.
+func (*DisplayData) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DisplayData) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *DisplayData) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *DisplayData) GetWidth() int32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *DisplayData) GetHeight() int32 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
 
 // OutputChunk is a piece of output text.
 type OutputChunk struct {
@@ -623,7 +715,7 @@ type OutputChunk struct {
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +727,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +740,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OutputChunk) GetStream() Stream {
@@ -716,14 +808,20 @@ type ExecResult struct {
 	// took part of its timeout before the code ran (loading the call's
 	// servers, calls made while the session was restored) and what to do;
 	// empty when nothing did.
-	TimeoutNote   string `protobuf:"bytes,16,opt,name=timeout_note,json=timeoutNote,proto3" json:"timeout_note,omitempty"`
+	TimeoutNote string `protobuf:"bytes,16,opt,name=timeout_note,json=timeoutNote,proto3" json:"timeout_note,omitempty"`
+	// files are the files under /workspace/out the call made or changed,
+	// at most 20; ReadFile reads them once the call's checkpoint is stored.
+	Files []*OutputFile `protobuf:"bytes,17,rep,name=files,proto3" json:"files,omitempty"`
+	// files_more counts the files the call made or changed under
+	// /workspace/out beyond those in files.
+	FilesMore     uint32 `protobuf:"varint,18,opt,name=files_more,json=filesMore,proto3" json:"files_more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +833,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +846,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExecResult) GetStatus() ExecStatus {
@@ -863,6 +961,84 @@ func (x *ExecResult) GetTimeoutNote() string {
 	return ""
 }
 
+func (x *ExecResult) GetFiles() []*OutputFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ExecResult) GetFilesMore() uint32 {
+	if x != nil {
+		return x.FilesMore
+	}
+	return 0
+}
+
+// OutputFile is one file under /workspace/out.
+type OutputFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path is relative to /workspace, e.g. "out/chart.png".
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// size is the file's size in bytes.
+	Size int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// mime_type is guessed from the file's name.
+	MimeType      string `protobuf:"bytes,3,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputFile) Reset() {
+	*x = OutputFile{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputFile) ProtoMessage() {}
+
+func (x *OutputFile) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputFile.ProtoReflect.Descriptor instead.
+func (*OutputFile) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *OutputFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *OutputFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *OutputFile) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
 // RestoreReport says what a new sandbox got back from a checkpoint.
 type RestoreReport struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -885,18 +1061,25 @@ type RestoreReport struct {
 	Missed uint64 `protobuf:"varint,6,opt,name=missed,proto3" json:"missed,omitempty"`
 	// missed_why is why the last of those checkpoints was not stored.
 	MissedWhy string `protobuf:"bytes,7,opt,name=missed_why,json=missedWhy,proto3" json:"missed_why,omitempty"`
+	// environment says, when the checkpoint was made in another
+	// environment (its Python and packages) than the one it was restored
+	// into, which two and what changed; empty when they are the same.
+	Environment string `protobuf:"bytes,8,opt,name=environment,proto3" json:"environment,omitempty"`
+	// files are the paths of the files of /workspace that came back with
+	// the checkpoint. Files it could not hold are among lost.
+	Files []string `protobuf:"bytes,9,rep,name=files,proto3" json:"files,omitempty"`
 	// fresh is set when the checkpoint could not be restored (reason says
 	// why: it failed, or it did not finish within the call's timeout) and
 	// the session started fresh instead: nothing came back, and the
 	// checkpoint is gone, so that the next sandbox does not try it again.
-	Fresh         bool `protobuf:"varint,8,opt,name=fresh,proto3" json:"fresh,omitempty"`
+	Fresh         bool `protobuf:"varint,10,opt,name=fresh,proto3" json:"fresh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RestoreReport) Reset() {
 	*x = RestoreReport{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1091,7 @@ func (x *RestoreReport) String() string {
 func (*RestoreReport) ProtoMessage() {}
 
 func (x *RestoreReport) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1104,7 @@ func (x *RestoreReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreReport.ProtoReflect.Descriptor instead.
 func (*RestoreReport) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RestoreReport) GetReason() string {
@@ -973,6 +1156,20 @@ func (x *RestoreReport) GetMissedWhy() string {
 	return ""
 }
 
+func (x *RestoreReport) GetEnvironment() string {
+	if x != nil {
+		return x.Environment
+	}
+	return ""
+}
+
+func (x *RestoreReport) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
 func (x *RestoreReport) GetFresh() bool {
 	if x != nil {
 		return x.Fresh
@@ -995,7 +1192,7 @@ type LostName struct {
 
 func (x *LostName) Reset() {
 	*x = LostName{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1204,7 @@ func (x *LostName) String() string {
 func (*LostName) ProtoMessage() {}
 
 func (x *LostName) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1217,7 @@ func (x *LostName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LostName.ProtoReflect.Descriptor instead.
 func (*LostName) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LostName) GetName() string {
@@ -1059,7 +1256,7 @@ type SessionElsewhere struct {
 
 func (x *SessionElsewhere) Reset() {
 	*x = SessionElsewhere{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1268,7 @@ func (x *SessionElsewhere) String() string {
 func (*SessionElsewhere) ProtoMessage() {}
 
 func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1281,7 @@ func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionElsewhere.ProtoReflect.Descriptor instead.
 func (*SessionElsewhere) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SessionElsewhere) GetReplica() string {
@@ -1114,7 +1311,7 @@ type ResetSessionRequest struct {
 
 func (x *ResetSessionRequest) Reset() {
 	*x = ResetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1323,7 @@ func (x *ResetSessionRequest) String() string {
 func (*ResetSessionRequest) ProtoMessage() {}
 
 func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1336,7 @@ func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResetSessionRequest) GetSessionId() string {
@@ -1167,7 +1364,7 @@ type ResetSessionResponse struct {
 
 func (x *ResetSessionResponse) Reset() {
 	*x = ResetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1376,7 @@ func (x *ResetSessionResponse) String() string {
 func (*ResetSessionResponse) ProtoMessage() {}
 
 func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1389,7 @@ func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResetSessionResponse) GetSession() *Session {
@@ -1215,7 +1412,7 @@ type DestroySessionRequest struct {
 
 func (x *DestroySessionRequest) Reset() {
 	*x = DestroySessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1424,7 @@ func (x *DestroySessionRequest) String() string {
 func (*DestroySessionRequest) ProtoMessage() {}
 
 func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1437,7 @@ func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionRequest.ProtoReflect.Descriptor instead.
 func (*DestroySessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DestroySessionRequest) GetSessionId() string {
@@ -1266,7 +1463,7 @@ type DestroySessionResponse struct {
 
 func (x *DestroySessionResponse) Reset() {
 	*x = DestroySessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1475,7 @@ func (x *DestroySessionResponse) String() string {
 func (*DestroySessionResponse) ProtoMessage() {}
 
 func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1488,7 @@ func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionResponse.ProtoReflect.Descriptor instead.
 func (*DestroySessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 // GetSessionRequest names a session.
@@ -1307,7 +1504,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1516,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1529,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1360,7 +1557,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1569,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1582,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1407,7 +1604,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1616,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1629,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListSessionsRequest) GetTenant() string {
@@ -1453,7 +1650,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1662,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1675,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1486,6 +1683,146 @@ func (x *ListSessionsResponse) GetSessions() []*Session {
 		return x.Sessions
 	}
 	return nil
+}
+
+// ReadFileRequest names a file of a session's workspace.
+type ReadFileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tenant must own the session.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// path is relative to /workspace, e.g. "out/chart.png".
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// min_exec_count, when set, waits (a few seconds at most) until the
+	// stored checkpoint reflects at least that many calls, so that a file
+	// named by a call's result is read as that call left it or later.
+	MinExecCount uint64 `protobuf:"varint,4,opt,name=min_exec_count,json=minExecCount,proto3" json:"min_exec_count,omitempty"`
+	// max_bytes bounds the file; a larger one is FAILED_PRECONDITION.
+	MaxBytes      int64 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadFileRequest) Reset() {
+	*x = ReadFileRequest{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadFileRequest) ProtoMessage() {}
+
+func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
+func (*ReadFileRequest) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReadFileRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ReadFileRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReadFileRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ReadFileRequest) GetMinExecCount() uint64 {
+	if x != nil {
+		return x.MinExecCount
+	}
+	return 0
+}
+
+func (x *ReadFileRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// ReadFileResponse holds a file's content.
+type ReadFileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// data is the file's content.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// exec_count is how many calls the checkpoint it was read from
+	// reflects.
+	ExecCount     uint64 `protobuf:"varint,2,opt,name=exec_count,json=execCount,proto3" json:"exec_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadFileResponse) Reset() {
+	*x = ReadFileResponse{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadFileResponse) ProtoMessage() {}
+
+func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
+func (*ReadFileResponse) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReadFileResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ReadFileResponse) GetExecCount() uint64 {
+	if x != nil {
+		return x.ExecCount
+	}
+	return 0
 }
 
 var File_codeexec_sandbox_v1_sandbox_proto protoreflect.FileDescriptor
@@ -1526,14 +1863,20 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x18\n" +
 	"\aservers\x18\x04 \x03(\tR\aservers\x123\n" +
-	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x91\x01\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xcf\x01\n" +
 	"\x0fExecuteResponse\x12:\n" +
 	"\x06output\x18\x01 \x01(\v2 .codeexec.sandbox.v1.OutputChunkH\x00R\x06output\x129\n" +
-	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06resultB\a\n" +
-	"\x05event\"V\n" +
+	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06result\x12<\n" +
+	"\adisplay\x18\x03 \x01(\v2 .codeexec.sandbox.v1.DisplayDataH\x00R\adisplayB\a\n" +
+	"\x05event\"l\n" +
+	"\vDisplayData\x12\x1b\n" +
+	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x14\n" +
+	"\x05width\x18\x03 \x01(\x05R\x05width\x12\x16\n" +
+	"\x06height\x18\x04 \x01(\x05R\x06height\"V\n" +
 	"\vOutputChunk\x123\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x1b.codeexec.sandbox.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xb4\x05\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\x8a\x06\n" +
 	"\n" +
 	"ExecResult\x127\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1f.codeexec.sandbox.v1.ExecStatusR\x06status\x12\x1b\n" +
@@ -1554,7 +1897,15 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\adurable\x18\r \x01(\bR\adurable\x12\x14\n" +
 	"\x05ended\x18\x0e \x01(\bR\x05ended\x12E\n" +
 	"\x0euncheckpointed\x18\x0f \x03(\v2\x1d.codeexec.sandbox.v1.LostNameR\x0euncheckpointed\x12!\n" +
-	"\ftimeout_note\x18\x10 \x01(\tR\vtimeoutNote\"\xf4\x01\n" +
+	"\ftimeout_note\x18\x10 \x01(\tR\vtimeoutNote\x125\n" +
+	"\x05files\x18\x11 \x03(\v2\x1f.codeexec.sandbox.v1.OutputFileR\x05files\x12\x1d\n" +
+	"\n" +
+	"files_more\x18\x12 \x01(\rR\tfilesMore\"Q\n" +
+	"\n" +
+	"OutputFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x1b\n" +
+	"\tmime_type\x18\x03 \x01(\tR\bmimeType\"\xac\x02\n" +
 	"\rRestoreReport\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
@@ -1564,8 +1915,11 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05calls\x18\x05 \x01(\x04R\x05calls\x12\x16\n" +
 	"\x06missed\x18\x06 \x01(\x04R\x06missed\x12\x1d\n" +
 	"\n" +
-	"missed_why\x18\a \x01(\tR\tmissedWhy\x12\x14\n" +
-	"\x05fresh\x18\b \x01(\bR\x05fresh\"D\n" +
+	"missed_why\x18\a \x01(\tR\tmissedWhy\x12 \n" +
+	"\venvironment\x18\b \x01(\tR\venvironment\x12\x14\n" +
+	"\x05files\x18\t \x03(\tR\x05files\x12\x14\n" +
+	"\x05fresh\x18\n" +
+	" \x01(\bR\x05fresh\"D\n" +
 	"\bLostName\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
@@ -1593,7 +1947,18 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x13ListSessionsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"P\n" +
 	"\x14ListSessionsResponse\x128\n" +
-	"\bsessions\x18\x01 \x03(\v2\x1c.codeexec.sandbox.v1.SessionR\bsessions*x\n" +
+	"\bsessions\x18\x01 \x03(\v2\x1c.codeexec.sandbox.v1.SessionR\bsessions\"\x9f\x01\n" +
+	"\x0fReadFileRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12$\n" +
+	"\x0emin_exec_count\x18\x04 \x01(\x04R\fminExecCount\x12\x1b\n" +
+	"\tmax_bytes\x18\x05 \x01(\x03R\bmaxBytes\"E\n" +
+	"\x10ReadFileResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1d\n" +
+	"\n" +
+	"exec_count\x18\x02 \x01(\x04R\texecCount*x\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_STATE_IDLE\x10\x01\x12\x16\n" +
@@ -1609,7 +1974,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x0eEXEC_STATUS_OK\x10\x01\x12\x15\n" +
 	"\x11EXEC_STATUS_ERROR\x10\x02\x12\x17\n" +
 	"\x13EXEC_STATUS_TIMEOUT\x10\x03\x12\x16\n" +
-	"\x12EXEC_STATUS_KILLED\x10\x042\xe4\x04\n" +
+	"\x12EXEC_STATUS_KILLED\x10\x042\xbd\x05\n" +
 	"\x0eSandboxService\x12f\n" +
 	"\rCreateSession\x12).codeexec.sandbox.v1.CreateSessionRequest\x1a*.codeexec.sandbox.v1.CreateSessionResponse\x12V\n" +
 	"\aExecute\x12#.codeexec.sandbox.v1.ExecuteRequest\x1a$.codeexec.sandbox.v1.ExecuteResponse0\x01\x12c\n" +
@@ -1617,7 +1982,8 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x0eDestroySession\x12*.codeexec.sandbox.v1.DestroySessionRequest\x1a+.codeexec.sandbox.v1.DestroySessionResponse\x12]\n" +
 	"\n" +
 	"GetSession\x12&.codeexec.sandbox.v1.GetSessionRequest\x1a'.codeexec.sandbox.v1.GetSessionResponse\x12c\n" +
-	"\fListSessions\x12(.codeexec.sandbox.v1.ListSessionsRequest\x1a).codeexec.sandbox.v1.ListSessionsResponseB\xdb\x01\n" +
+	"\fListSessions\x12(.codeexec.sandbox.v1.ListSessionsRequest\x1a).codeexec.sandbox.v1.ListSessionsResponse\x12W\n" +
+	"\bReadFile\x12$.codeexec.sandbox.v1.ReadFileRequest\x1a%.codeexec.sandbox.v1.ReadFileResponseB\xdb\x01\n" +
 	"\x17com.codeexec.sandbox.v1B\fSandboxProtoP\x01ZDgithub.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1;sandboxv1\xa2\x02\x03CSX\xaa\x02\x13Codeexec.Sandbox.V1\xca\x02\x13Codeexec\\Sandbox\\V1\xe2\x02\x1fCodeexec\\Sandbox\\V1\\GPBMetadata\xea\x02\x15Codeexec::Sandbox::V1b\x06proto3"
 
 var (
@@ -1633,7 +1999,7 @@ func file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_codeexec_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_codeexec_sandbox_v1_sandbox_proto_goTypes = []any{
 	(SessionState)(0),              // 0: codeexec.sandbox.v1.SessionState
 	(Stream)(0),                    // 1: codeexec.sandbox.v1.Stream
@@ -1643,62 +2009,70 @@ var file_codeexec_sandbox_v1_sandbox_proto_goTypes = []any{
 	(*CreateSessionResponse)(nil),  // 5: codeexec.sandbox.v1.CreateSessionResponse
 	(*ExecuteRequest)(nil),         // 6: codeexec.sandbox.v1.ExecuteRequest
 	(*ExecuteResponse)(nil),        // 7: codeexec.sandbox.v1.ExecuteResponse
-	(*OutputChunk)(nil),            // 8: codeexec.sandbox.v1.OutputChunk
-	(*ExecResult)(nil),             // 9: codeexec.sandbox.v1.ExecResult
-	(*RestoreReport)(nil),          // 10: codeexec.sandbox.v1.RestoreReport
-	(*LostName)(nil),               // 11: codeexec.sandbox.v1.LostName
-	(*SessionElsewhere)(nil),       // 12: codeexec.sandbox.v1.SessionElsewhere
-	(*ResetSessionRequest)(nil),    // 13: codeexec.sandbox.v1.ResetSessionRequest
-	(*ResetSessionResponse)(nil),   // 14: codeexec.sandbox.v1.ResetSessionResponse
-	(*DestroySessionRequest)(nil),  // 15: codeexec.sandbox.v1.DestroySessionRequest
-	(*DestroySessionResponse)(nil), // 16: codeexec.sandbox.v1.DestroySessionResponse
-	(*GetSessionRequest)(nil),      // 17: codeexec.sandbox.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 18: codeexec.sandbox.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),    // 19: codeexec.sandbox.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),   // 20: codeexec.sandbox.v1.ListSessionsResponse
-	nil,                            // 21: codeexec.sandbox.v1.Session.LabelsEntry
-	nil,                            // 22: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
+	(*DisplayData)(nil),            // 8: codeexec.sandbox.v1.DisplayData
+	(*OutputChunk)(nil),            // 9: codeexec.sandbox.v1.OutputChunk
+	(*ExecResult)(nil),             // 10: codeexec.sandbox.v1.ExecResult
+	(*OutputFile)(nil),             // 11: codeexec.sandbox.v1.OutputFile
+	(*RestoreReport)(nil),          // 12: codeexec.sandbox.v1.RestoreReport
+	(*LostName)(nil),               // 13: codeexec.sandbox.v1.LostName
+	(*SessionElsewhere)(nil),       // 14: codeexec.sandbox.v1.SessionElsewhere
+	(*ResetSessionRequest)(nil),    // 15: codeexec.sandbox.v1.ResetSessionRequest
+	(*ResetSessionResponse)(nil),   // 16: codeexec.sandbox.v1.ResetSessionResponse
+	(*DestroySessionRequest)(nil),  // 17: codeexec.sandbox.v1.DestroySessionRequest
+	(*DestroySessionResponse)(nil), // 18: codeexec.sandbox.v1.DestroySessionResponse
+	(*GetSessionRequest)(nil),      // 19: codeexec.sandbox.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),     // 20: codeexec.sandbox.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),    // 21: codeexec.sandbox.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),   // 22: codeexec.sandbox.v1.ListSessionsResponse
+	(*ReadFileRequest)(nil),        // 23: codeexec.sandbox.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),       // 24: codeexec.sandbox.v1.ReadFileResponse
+	nil,                            // 25: codeexec.sandbox.v1.Session.LabelsEntry
+	nil,                            // 26: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
 }
 var file_codeexec_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	0,  // 0: codeexec.sandbox.v1.Session.state:type_name -> codeexec.sandbox.v1.SessionState
-	23, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	23, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
-	21, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
-	22, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	27, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	27, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
+	25, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
+	26, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
 	3,  // 5: codeexec.sandbox.v1.CreateSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	24, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	8,  // 7: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
-	9,  // 8: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
-	1,  // 9: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
-	2,  // 10: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
-	24, // 11: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
-	24, // 12: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
-	3,  // 13: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
-	10, // 14: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
-	11, // 15: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
-	11, // 16: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
-	3,  // 17: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 18: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 19: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
-	4,  // 20: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
-	6,  // 21: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
-	13, // 22: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
-	15, // 23: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
-	17, // 24: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
-	19, // 25: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
-	5,  // 26: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
-	7,  // 27: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
-	14, // 28: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
-	16, // 29: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
-	18, // 30: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
-	20, // 31: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	28, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	9,  // 7: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
+	10, // 8: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
+	8,  // 9: codeexec.sandbox.v1.ExecuteResponse.display:type_name -> codeexec.sandbox.v1.DisplayData
+	1,  // 10: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
+	2,  // 11: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
+	28, // 12: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	28, // 13: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
+	3,  // 14: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
+	12, // 15: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
+	13, // 16: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
+	11, // 17: codeexec.sandbox.v1.ExecResult.files:type_name -> codeexec.sandbox.v1.OutputFile
+	13, // 18: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
+	3,  // 19: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	3,  // 20: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	3,  // 21: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
+	4,  // 22: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
+	6,  // 23: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
+	15, // 24: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
+	17, // 25: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
+	19, // 26: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
+	21, // 27: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
+	23, // 28: codeexec.sandbox.v1.SandboxService.ReadFile:input_type -> codeexec.sandbox.v1.ReadFileRequest
+	5,  // 29: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
+	7,  // 30: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
+	16, // 31: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
+	18, // 32: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
+	20, // 33: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
+	22, // 34: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
+	24, // 35: codeexec.sandbox.v1.SandboxService.ReadFile:output_type -> codeexec.sandbox.v1.ReadFileResponse
+	29, // [29:36] is the sub-list for method output_type
+	22, // [22:29] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_sandbox_v1_sandbox_proto_init() }
@@ -1709,6 +2083,7 @@ func file_codeexec_sandbox_v1_sandbox_proto_init() {
 	file_codeexec_sandbox_v1_sandbox_proto_msgTypes[4].OneofWrappers = []any{
 		(*ExecuteResponse_Output)(nil),
 		(*ExecuteResponse_Result)(nil),
+		(*ExecuteResponse_Display)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1716,7 +2091,7 @@ func file_codeexec_sandbox_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_sandbox_v1_sandbox_proto_rawDesc), len(file_codeexec_sandbox_v1_sandbox_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   20,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	SandboxService_DestroySession_FullMethodName = "/codeexec.sandbox.v1.SandboxService/DestroySession"
 	SandboxService_GetSession_FullMethodName     = "/codeexec.sandbox.v1.SandboxService/GetSession"
 	SandboxService_ListSessions_FullMethodName   = "/codeexec.sandbox.v1.SandboxService/ListSessions"
+	SandboxService_ReadFile_FullMethodName       = "/codeexec.sandbox.v1.SandboxService/ReadFile"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -57,6 +58,10 @@ type SandboxServiceClient interface {
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
 	// ListSessions describes every live session, optionally for one tenant.
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
+	// ReadFile reads a file of a durable session's workspace as its latest
+	// stored checkpoint holds it, from any replica. A session of another
+	// tenant is NOT_FOUND, as an unknown one is.
+	ReadFile(ctx context.Context, in *ReadFileRequest, opts ...grpc.CallOption) (*ReadFileResponse, error)
 }
 
 type sandboxServiceClient struct {
@@ -136,6 +141,16 @@ func (c *sandboxServiceClient) ListSessions(ctx context.Context, in *ListSession
 	return out, nil
 }
 
+func (c *sandboxServiceClient) ReadFile(ctx context.Context, in *ReadFileRequest, opts ...grpc.CallOption) (*ReadFileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadFileResponse)
+	err := c.cc.Invoke(ctx, SandboxService_ReadFile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -166,6 +181,10 @@ type SandboxServiceServer interface {
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
 	// ListSessions describes every live session, optionally for one tenant.
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
+	// ReadFile reads a file of a durable session's workspace as its latest
+	// stored checkpoint holds it, from any replica. A session of another
+	// tenant is NOT_FOUND, as an unknown one is.
+	ReadFile(context.Context, *ReadFileRequest) (*ReadFileResponse, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -193,6 +212,9 @@ func (UnimplementedSandboxServiceServer) GetSession(context.Context, *GetSession
 }
 func (UnimplementedSandboxServiceServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSessions not implemented")
+}
+func (UnimplementedSandboxServiceServer) ReadFile(context.Context, *ReadFileRequest) (*ReadFileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadFile not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -316,6 +338,24 @@ func _SandboxService_ListSessions_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_ReadFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadFileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).ReadFile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_ReadFile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).ReadFile(ctx, req.(*ReadFileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -342,6 +382,10 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSessions",
 			Handler:    _SandboxService_ListSessions_Handler,
+		},
+		{
+			MethodName: "ReadFile",
+			Handler:    _SandboxService_ReadFile_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
