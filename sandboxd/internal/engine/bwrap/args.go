@@ -171,7 +171,7 @@ type rlimit struct {
 // RLIMIT_AS / RLIMIT_NPROC for memory and pids when no cgroup enforces them.
 //
 // RLIMIT_NPROC counts every process of the host uid the sandbox runs as
-// (65534 when sandboxd is root), so as a fallback it is shared by all
+// (Config.HostUID when sandboxd is root), so as a fallback it is shared by all
 // sandboxes at once; cgroups have no such problem.
 func rlimits(lim engine.Limits, memCgroup, pidsCgroup bool) []rlimit {
 	r := []rlimit{{unix.RLIMIT_CORE, 0}}
@@ -189,7 +189,7 @@ func rlimits(lim engine.Limits, memCgroup, pidsCgroup bool) []rlimit {
 		r = append(r, rlimit{unix.RLIMIT_AS, uint64(lim.MemoryBytes)})
 	}
 	if lim.Pids > 0 && !pidsCgroup {
-		// Without a pids cgroup this counts every process of uid 65534,
+		// Without a pids cgroup this counts every process of the host uid,
 		// other sandboxes' too (a fork server's spare holds three).
 		r = append(r, rlimit{unix.RLIMIT_NPROC, uint64(lim.Pids)})
 	}

@@ -1,9 +1,9 @@
 """codeexec fork server: starts bwrap-equivalent sandboxes by forking.
 
-sandboxd runs `python3 -I codeexec_forkserver.py DIR AGENT_DIR` as the
-sandbox uid, which makes a user namespace of its own where it is uid 0
-(_own_namespaces). The server
-builds a root like a sandbox's in DIR, imports the agent from
+sandboxd runs `python3 -I codeexec_forkserver.py DIR AGENT_DIR ...` as the
+sandbox uid through unshare(1), which makes the server's user and mount
+namespaces (owned by that uid, which is uid 0 in them; forkserver.go,
+command). The server builds a root like a sandbox's in DIR, imports the agent from
 /opt/codeexec and then only forks: it never runs user code. Each request
 on fd 3 (a SOCK_SEQPACKET socket) carries the sandbox's stdio pipes, a
 report socket and its cgroups' files; what happens to it:
