@@ -230,11 +230,11 @@ def write_file(path, data):
         os.close(fd)
 
 
-def set_id_maps(inside, outside, outside_gid=None):
+def set_id_maps(inside, outside):
     """Maps uid and gid `inside` of the user namespace just unshared to
-    `outside` (and `outside_gid`, if not the same), the caller's ids in the
-    parent, which an unprivileged process may do for itself once setgroups
-    is denied."""
-    write_file(b"/proc/self/uid_map", b"%d %d 1" % (inside, outside))
+    `outside`, the caller's ids in the parent, which an unprivileged
+    process may do for itself once setgroups is denied."""
+    line = b"%d %d 1" % (inside, outside)
+    write_file(b"/proc/self/uid_map", line)
     write_file(b"/proc/self/setgroups", b"deny")
-    write_file(b"/proc/self/gid_map", b"%d %d 1" % (inside, outside if outside_gid is None else outside_gid))
+    write_file(b"/proc/self/gid_map", line)
