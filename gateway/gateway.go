@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
+	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/files"
@@ -96,6 +97,9 @@ type Config struct {
 	Auth HTTPAuth
 	// Quotas cap each tenant's sessions and calls.
 	Quotas Quotas
+	// HTTP bounds what clients of the HTTP transport hold: bytes in
+	// flight and timeouts. Zero fields take DefaultHTTPLimits.
+	HTTP HTTPLimits
 	// Registerer, when set, receives the gateway's metrics.
 	Registerer prometheus.Registerer
 	// DialReplica connects to the sandbox replica at an address that a
@@ -118,6 +122,7 @@ func (c Config) withDefaults() Config {
 	if c.Version == "" {
 		c.Version = "dev"
 	}
+	c.HTTP = c.HTTP.withDefaults()
 	return c
 }
 
@@ -132,7 +137,7 @@ func (c Config) Validate() error {
 	if c.MaxTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("maximum timeout (MCP_BRIDGE_MAX_TIMEOUT) is %v; it must be at least 1s", c.MaxTimeout))
 	}
-	errs = append(errs, c.Quotas.Validate(), c.Auth.Validate())
+	errs = append(errs, c.Quotas.Validate(), c.Auth.Validate(), c.HTTP.Validate())
 	if c.OutputLimitBytes < 0 {
 		errs = append(errs, fmt.Errorf("output limit is %d bytes; it must be zero (unknown) or positive", c.OutputLimitBytes))
 	}
@@ -156,6 +161,8 @@ type Gateway struct {
 	quota    *quota.Execs
 	calls    drain.Tracker
 	router   *route.Router
+	metrics  *metrics.Metrics
+	bodies   *bodylimit.Budget // HTTP request bytes in flight
 
 	httpOnce sync.Once
 	http     http.Handler
@@ -182,9 +189,11 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		cfg:      cfg,
 		logger:   logger,
 		router:   router,
-		sessions: sessions.NewTable(router, cfg.Quotas.Sessions, cfg.SessionIdleTimeout, logger),
+		sessions: sessions.NewTable(router, quota.NewSessions(cfg.Quotas.Sessions, tenantSessions(router), cfg.SessionIdleTimeout), logger),
 		owners:   sessions.NewOwners(),
 		quota:    quota.NewExecs(cfg.Quotas),
+		metrics:  m,
+		bodies:   bodylimit.NewBudget(cfg.HTTP.bodyLimits()),
 	}
 	var err error
 	g.guard, err = guard.New(guard.Options{Config: cfg.Auth, Tenant: cfg.Tenant, ResourceName: ServerName, Owns: g.owners.Owns, Metrics: m, Logger: logger})
@@ -286,14 +295,6 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	return err
 }
 
-// MaxBodyBytes bounds the body of a request to the HTTP transport; a larger
-// one gets 413. The largest legitimate request is a run_python call with
-// params.MaxCodeBytes of code, and JSON makes that longer than the code: a
-// newline, quote or backslash takes 2 bytes, and a non-ASCII character that
-// a client escapes as \uXXXX 6 bytes for 2 or 3. Twice the code limit,
-// plus 1 MiB for the rest of the request, leaves room for ordinary code.
-const MaxBodyBytes = 2*params.MaxCodeBytes + 1<<20
-
 // Drain begins a graceful shutdown: new run_python calls get a "shutting
 // down" tool error at once, and Drain waits for the running ones to finish
 // until ctx ends. It returns ctx's error if calls were still running then;
@@ -367,4 +368,16 @@ func DialSandbox(ctx context.Context, addr, balance string, logger *slog.Logger,
 	}
 	logger.Info("balancing sessions over sandboxd replicas", "sandbox", addr, "balance", balance, "replicas", len(b.Replicas()))
 	return b, func() { _ = b.Close() }, nil
+}
+
+// tenantSessions counts a tenant's sandbox sessions, on every replica, for
+// the sessions quota.
+func tenantSessions(client sandboxv1.SandboxServiceClient) func(context.Context, string) (int, error) {
+	return func(ctx context.Context, tenant string) (int, error) {
+		resp, err := client.ListSessions(ctx, &sandboxv1.ListSessionsRequest{Tenant: tenant})
+		if err != nil {
+			return 0, fmt.Errorf("list the tenant's sessions: %w", err)
+		}
+		return len(resp.GetSessions()), nil
+	}
 }

@@ -154,13 +154,15 @@ func TestValidateLimits(t *testing.T) {
 
 // TestLimitsReachTheSandbox runs code under a Config with a file-size cap
 // and no open-files cap, and reads both rlimits inside the sandbox: the
-// cap as set, the descriptors at the default 1024.
+// cap as set, the descriptors at the default 1024 (four sessions at that
+// fit any host's file table).
 func TestLimitsReachTheSandbox(t *testing.T) {
 	t.Parallel()
 	c, _ := newService(t, func(cfg *sandboxd.Config) {
 		cfg.PoolSize = 0
 		cfg.FileBytes = 3 << 20
 		cfg.OpenFiles = 0
+		cfg.MaxSessions = 4
 	})
 	id := create(t, c, "")
 	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: "import resource\n" +
@@ -188,6 +190,7 @@ func TestNewRefusesACapItCannotSet(t *testing.T) {
 	cfg := sandboxd.DefaultConfig()
 	cfg.Runtime, cfg.PoolSize, cfg.LaunchSpares, cfg.Env = "bwrap", 0, 0, sandboxd.HostEnv
 	cfg.OpenFiles = int(lim.Max) + 1
+	cfg.MaxSessions, cfg.Pids = 1, 8 // within the host's file table
 	svc, err := sandboxd.New(t.Context(), cfg, sandboxd.Deps{}, slog.New(slog.DiscardHandler))
 	if err == nil {
 		defer func() { _ = svc.Close() }()

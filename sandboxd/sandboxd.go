@@ -67,6 +67,11 @@ type Config struct {
 	// RuntimeArgs are extra `run` arguments for podman and docker, e.g.
 	// --runtime=runsc for gVisor.
 	RuntimeArgs []string
+	// SandboxUID is the host uid bwrap sandboxes and the fork server run
+	// as when sandboxd is root; it owns their user namespaces, and the
+	// kernel charges to it what they make. Nothing else may use it. 0 is
+	// engine.DefaultHostUID.
+	SandboxUID int
 	// AgentRoot is where the agent's files are written (a fresh directory
 	// below it per sandboxd); default the system temp dir. When sandboxd
 	// itself runs in a container and starts sandboxes through the host's
@@ -158,7 +163,8 @@ type ImageLimits struct {
 type Limits = engine.Limits
 
 // DefaultOpenFiles is the descriptor cap of a sandbox whose Limits leave
-// OpenFiles 0.
+// OpenFiles 0, unless the host's file table cannot hold that many for
+// every sandbox (shareOut).
 const DefaultOpenFiles = 1024
 
 // The narrowest caps accepted: the agent holds about a dozen descriptors
@@ -173,12 +179,13 @@ const (
 	maxOpenFiles = 1 << 20
 )
 
-// withOpenFiles gives lim the default descriptor cap when it has none.
-func withOpenFiles(lim Limits) Limits {
-	if lim.OpenFiles == 0 {
-		lim.OpenFiles = DefaultOpenFiles
+// sandboxCount is how many sandboxes may run code at once, or 0 for no
+// cap: the live sessions and the warm pool's.
+func sandboxCount(c Config) int {
+	if c.MaxSessions == 0 {
+		return 0
 	}
-	return lim
+	return c.MaxSessions + c.PoolSize
 }
 
 // negativeLimit reports the first limit other than memory and pids (whose
@@ -241,6 +248,7 @@ func DefaultConfig() Config {
 		PoolSize:        2,
 		LaunchSpares:    2,
 		ForkServer:      true,
+		SandboxUID:      engine.DefaultHostUID,
 		MaxSessions:     64,
 		SessionTTL:      7 * 24 * time.Hour,
 		CheckpointBytes: session.DefaultCheckpointBytes,
@@ -295,6 +303,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("warm pool size %d is out of range: set CODEEXEC_POOL_SIZE (--pool) to 0 to 64", c.PoolSize)
 	case c.LaunchSpares < 0 || c.LaunchSpares > 16:
 		return fmt.Errorf("launch spares %d is out of range: set CODEEXEC_LAUNCH_SPARES (--launch-spares) to 0 to 16", c.LaunchSpares)
+	case c.SandboxUID < 0:
+		return fmt.Errorf("sandbox uid %d is negative: set CODEEXEC_SANDBOX_UID (--sandbox-uid) to a host uid nothing else uses, e.g. 65533", c.SandboxUID)
 	case c.MaxSessions < 0:
 		return fmt.Errorf("max sessions %d is negative: set CODEEXEC_MAX_SESSIONS (--max-sessions) to the most live sandboxes, e.g. 64, or to 0 for no cap", c.MaxSessions)
 	case c.SessionTTL < time.Minute:
@@ -341,32 +351,17 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		logger.Warn("the default timeout is above the maximum; calls are clamped to the maximum",
 			"timeout.default", cfg.DefaultTimeout, "timeout.max", cfg.MaxTimeout)
 	}
+	lim, err := hostShares(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
 	senv, err := selectEnv(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	image, err := senv.image(ctx, cfg, logger)
+	eng, err := startEngine(ctx, cfg, senv, lim, logger)
 	if err != nil {
 		return nil, err
-	}
-	bcfg := bwrap.Config{Spares: cfg.LaunchSpares, ForkServer: cfg.ForkServer}
-	if senv.env != nil {
-		bcfg.Root, bcfg.Preload = senv.env.Root, senv.env.Preload
-	}
-	eng, err := detect.Engine(ctx, cfg.Runtime, bcfg, container.Config{
-		Image:     image,
-		User:      cfg.ContainerUser,
-		ExtraArgs: cfg.RuntimeArgs,
-		CheckArgv: []string{cfg.Python, "-c", "pass"},
-		Limits:    withOpenFiles(cfg.Limits),
-	}, logger)
-	if err != nil {
-		return nil, err
-	}
-	lim := withOpenFiles(cfg.Limits)
-	if err := eng.CheckLimits(lim); err != nil {
-		_ = eng.Close()
-		return nil, fmt.Errorf("%s sandboxes: %w", eng.Name(), err)
 	}
 	agentDir, err := tempdir.Make(cfg.AgentRoot, "codeexec-agent-")
 	if err != nil {
@@ -449,6 +444,34 @@ func (c Config) results() sandbox.Results {
 	return sandbox.Results{Budget: int64(c.OutputBudget), Display: channel.DisplayLimits{
 		Side: int64(c.Images.Side), Bytes: c.Images.Bytes, CallBytes: c.Images.CallBytes, CallImages: int64(c.Images.PerCall),
 	}}
+}
+
+// startEngine detects the runtime and makes its engine for sandboxes of
+// lim in senv, refusing limits that none of them could get.
+func startEngine(ctx context.Context, cfg Config, senv *sandboxEnv, lim Limits, logger *slog.Logger) (engine.Engine, error) {
+	image, err := senv.image(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	bcfg := bwrap.Config{Spares: cfg.LaunchSpares, ForkServer: cfg.ForkServer, HostUID: cfg.SandboxUID}
+	if senv.env != nil {
+		bcfg.Root, bcfg.Preload = senv.env.Root, senv.env.Preload
+	}
+	eng, err := detect.Engine(ctx, cfg.Runtime, bcfg, container.Config{
+		Image:     image,
+		User:      cfg.ContainerUser,
+		ExtraArgs: cfg.RuntimeArgs,
+		CheckArgv: []string{cfg.Python, "-c", "pass"},
+		Limits:    lim,
+	}, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := eng.CheckLimits(lim); err != nil {
+		_ = eng.Close()
+		return nil, fmt.Errorf("%s sandboxes: %w", eng.Name(), err)
+	}
+	return eng, nil
 }
 
 // Register adds SandboxService to g.

@@ -150,6 +150,12 @@ func bindHTTP(fs *flagenv.Set, h *httpSettings, c *gateway.Config) {
 	fs.Int(&c.Quotas.Sessions, "quota-sessions", 0, "most MCP sessions one tenant holds at once; 0 means no cap", "CODEEXEC_QUOTA_SESSIONS")
 	fs.Int(&c.Quotas.Execs, "quota-execs", 0, "most run_python calls one tenant runs at once; 0 means no cap", "CODEEXEC_QUOTA_EXECS")
 	fs.Int(&c.Quotas.ExecsPerMinute, "quota-execs-per-minute", 0, "most run_python calls one tenant starts per minute; 0 means no cap", "CODEEXEC_QUOTA_EXECS_PER_MINUTE")
+	d := gateway.DefaultHTTPLimits
+	fs.Bytes(&c.HTTP.MaxInFlight, "http-max-inflight", d.MaxInFlight, "most bytes of HTTP request bodies held at once, every tenant's together (each body is at most 64 MiB)", "CODEEXEC_HTTP_MAX_INFLIGHT")
+	fs.Bytes(&c.HTTP.TenantInFlight, "http-tenant-inflight", d.TenantInFlight, "most bytes of HTTP request bodies one tenant has held at once", "CODEEXEC_HTTP_TENANT_INFLIGHT")
+	fs.Duration(&c.HTTP.BodyTimeout, "http-body-timeout", d.BodyTimeout, "how long a request body may take to arrive", "CODEEXEC_HTTP_BODY_TIMEOUT")
+	fs.Duration(&c.HTTP.IdleTimeout, "http-idle-timeout", d.IdleTimeout, "how long an idle keep-alive connection stays open", "CODEEXEC_HTTP_IDLE_TIMEOUT")
+	fs.Duration(&c.HTTP.WriteTimeout, "http-write-timeout", d.WriteTimeout, "how long one write of an answer may stall (a client that stops reading)", "CODEEXEC_HTTP_WRITE_TIMEOUT")
 	fs.Duration(&h.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running calls may finish before they are stopped", "CODEEXEC_SHUTDOWN_GRACE")
 }
 

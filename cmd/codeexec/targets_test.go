@@ -21,15 +21,15 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		tls       = []string{"grpc-tls-ca", "grpc-tls-cert", "grpc-tls-key"}
 		grpcAlone = join(logging, tls, []string{"listen", "metrics"})
 		database  = []string{"state-dir", "db", "store", "store-password-file", "store-wait"}
-		memory    = join(database, []string{"owner-wait", "max-value"})
+		memory    = join(database, []string{"owner-wait", "max-value", "quota-memory-keys", "quota-memory-bytes", "quota-checkpoint-bytes"})
 		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "search-model", "server-start-timeout"}
 		sandbox   = []string{"runtime", "env", "env-dir", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit", "mount", "output-budget", "workspace-checkpoint-bytes", "image-side", "image-bytes", "call-image-bytes", "call-images",
 			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
-			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors"}
+			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors", "sandbox-uid"}
 		mcp  = []string{"timeout", "max-timeout", "output-mode", "tenant"}
 		http = []string{"http", "tokens-file", "jwt-issuer", "jwks-url", "jwt-audience", "jwt-tenant-claim", "resource-url",
 			"insecure-no-auth", "allowed-hosts", "allowed-origins", "metrics-tenants", "quota-sessions", "quota-execs",
-			"quota-execs-per-minute", "shutdown-grace"}
+			"quota-execs-per-minute", "shutdown-grace", "http-max-inflight", "http-tenant-inflight", "http-body-timeout", "http-idle-timeout", "http-write-timeout"}
 		suite = join(logging, memory, discovery, sandbox, mcp, http)
 	)
 	for _, tc := range []struct {

@@ -188,6 +188,15 @@ func lostNote(r *sandboxv1.ExecResult) string {
 // had been stored though calls ran, that the session starts fresh.
 func RestoreNotice(r *sandboxv1.RestoreReport) string {
 	var b strings.Builder
+	if r.GetFresh() {
+		// The checkpoint did not come back: say so, not "restored".
+		b.WriteString("the session's sandbox was replaced, and its checkpoint could not be restored")
+		if r.GetReason() != "" {
+			b.WriteString(" (" + r.GetReason() + ")")
+		}
+		b.WriteString(": the session started fresh, its earlier state is gone, and so is the checkpoint")
+		return b.String()
+	}
 	if r.GetCalls() == 0 && len(r.GetNames()) == 0 && r.GetMissed() > 0 {
 		// There was no checkpoint: nothing came back at all.
 		b.WriteString("the session's sandbox was replaced")

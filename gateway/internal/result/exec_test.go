@@ -153,6 +153,8 @@ func TestRestoreNotice(t *testing.T) {
 			"restored the session from its checkpoint: files /workspace/a.txt"},
 		{"no checkpoint, calls", &sandboxv1.RestoreReport{Missed: 4},
 			"the session's sandbox was replaced before any checkpoint of it was stored: the effects of its 4 earlier calls are gone and it starts fresh"},
+		{"a checkpoint that could not be restored", &sandboxv1.RestoreReport{Reason: "it blocked", Fresh: true, Calls: 5},
+			"the session's sandbox was replaced, and its checkpoint could not be restored (it blocked): the session started fresh, its earlier state is gone, and so is the checkpoint"},
 	} {
 		if got := RestoreNotice(tt.r); got != tt.want {
 			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)

@@ -146,12 +146,18 @@ func (t *Tool) runInSession(ctx context.Context, s *mcpSession, modern bool, p p
 func (t *Tool) executeHandle(ctx context.Context, tenant string, p params.RunPython, base result.Outcome, progress func(string)) result.Outcome {
 	handle, created := p.Session, false
 	if handle == "" {
-		resp, err := t.opts.Sandbox.CreateSession(ctx, &sandboxv1.CreateSessionRequest{Tenant: tenant})
+		// A new session, as an MCP session's is: within the tenant's
+		// sessions quota.
+		err := t.opts.Sessions.Admit(ctx, tenant, func() error {
+			resp, err := t.opts.Sandbox.CreateSession(ctx, &sandboxv1.CreateSessionRequest{Tenant: tenant})
+			handle = resp.GetSession().GetId()
+			return err
+		})
 		if err != nil {
 			base.Err = err
 			return base
 		}
-		handle, created = resp.GetSession().GetId(), true
+		created = true
 	}
 	out := t.runOnce(ctx, tenant, handle, p, base, progress)
 	if p.Session != "" && status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "" {

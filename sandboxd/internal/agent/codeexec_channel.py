@@ -19,6 +19,7 @@ from itertools import count
 import codeexec_interrupt
 import codeexec_json
 import codeexec_protocol
+import codeexec_stdio
 from codeexec_interrupt import Flag
 from codeexec_protocol import MCPError
 
@@ -231,7 +232,10 @@ class Channel:
         return cid
 
     def _send_call(self, cid, method, params):
-        frame = {"t": "call", "id": cid, "exec": self.exec_id, "m": method.name, "p": params}
+        # A thread of an earlier exec gets no exec: sandboxd refuses its
+        # call, which may not use the servers the current exec names.
+        exec_id = self.exec_id if codeexec_stdio.of_current_exec() else 0
+        frame = {"t": "call", "id": cid, "exec": exec_id, "m": method.name, "p": params}
         try:
             self.send(frame)
         except (TypeError, ValueError) as exc:

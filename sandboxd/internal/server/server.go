@@ -254,5 +254,5 @@ func restoreToProto(r *session.RestoreReport) *sandboxv1.RestoreReport {
 	if r == nil {
 		return nil
 	}
-	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Files: r.Files, Lost: lostToProto(r.Lost), RolledBack: r.RolledBack, Calls: r.Calls, Missed: r.Missed, MissedWhy: r.MissedWhy, Environment: r.Environment}
+	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Files: r.Files, Lost: lostToProto(r.Lost), RolledBack: r.RolledBack, Calls: r.Calls, Missed: r.Missed, MissedWhy: r.MissedWhy, Environment: r.Environment, Fresh: r.Fresh}
 }

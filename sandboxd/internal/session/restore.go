@@ -33,10 +33,18 @@ type RestoreReport struct {
 	// Environment says what changed when the checkpoint was made in
 	// another environment than the one it is restored into, or "".
 	Environment string
+	// Fresh is set when the checkpoint could not be restored (Reason says
+	// why) and the session started fresh: nothing came back.
+	Fresh bool
 	// callsTook is how long calls the restore made were in flight: the
 	// call's time, not the restore's.
 	callsTook time.Duration
 }
+
+// restoreGrace is how long a restore may take past its call's deadline,
+// at which the calls it makes end: to finish without what they failed to
+// get (a class body that catches the error goes on).
+const restoreGrace = 5 * time.Second
 
 // errRestoreLater marks a restore that failed for a reason of the moment
 // (the store, the time left): the checkpoint is intact and is kept, and
@@ -49,6 +57,7 @@ var errRestoreLater = errors.New("the session could not be restored now")
 // precedes, and the saved tools fetched for that exec go with the
 // checkpoint. Those calls end by the exec's deadline.
 func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox.ExecEnv, saved *savedTools, deadline time.Time) (_ *RestoreReport, err error) {
+	started := time.Now()
 	s.lease.WaitCommits(s.m.cfg.StartTimeout)
 	loss := s.lease.TakeLoss()
 	defer func() {
@@ -71,10 +80,21 @@ func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox
 		// gone, and the session must not look as if it went on.
 		return report, nil
 	}
-	got, took, err := sb.Restore(ctx, sandbox.Restore{
+	// The restore ends with the call's time: code that the checkpoint runs
+	// as it loads (an unpickled value, a class body) may block, and would
+	// otherwise hold every call of the session until the start's own
+	// bound, and again on the next. Its calls end at the deadline; it gets
+	// restoreGrace more to finish without them.
+	rctx, cancel := context.WithDeadline(ctx, deadline.Add(restoreGrace))
+	defer cancel()
+	got, took, err := sb.Restore(rctx, sandbox.Restore{
 		Manifest: st.Manifest, IDs: lease.ChunkIDs(st.Manifest), Chunks: chunks, Tools: saved.wait(ctx, s),
 		Tenant: s.tenant, Env: env, Calls: s.m.cfg.Broker, Deadline: deadline,
 	})
+	if errors.Is(err, sandbox.ErrInterrupted) && ctx.Err() == nil {
+		return nil, fmt.Errorf("the session's checkpoint did not finish restoring within the call's timeout of %s (and %s more): code it runs as it loads (an unpickled value, a class body) blocked or was too slow",
+			deadline.Sub(started).Round(time.Second), restoreGrace)
+	}
 	if errors.Is(err, sandbox.ErrInterrupted) {
 		return nil, fmt.Errorf("%w: %w", errRestoreLater, err)
 	}

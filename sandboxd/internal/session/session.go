@@ -112,7 +112,7 @@ func (s *Session) Usage() capacity.Usage {
 	defer s.mu.Unlock()
 	return capacity.Usage{
 		Live: s.sb != nil && s.sb.Alive(), Running: s.busy, Held: s.lease.Held(),
-		Durable: s.lease != nil, LastUsed: s.lastUsed,
+		Durable: s.lease != nil, LastUsed: s.lastUsed, Tenant: s.tenant,
 	}
 }
 

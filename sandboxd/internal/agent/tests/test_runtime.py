@@ -143,6 +143,34 @@ class CallTest(unittest.TestCase):
         self.assertEqual([c["m"] for c in r.calls], ["call_tool", "call_tool", "call_tool", "list_tools"])
         self.assertEqual(r.calls[0]["exec"], 1)
 
+    def test_thread_of_an_earlier_exec_calls_under_no_exec(self):
+        # A thread the first exec (no servers) left waiting makes its call
+        # while the second (with filesystem) runs: its frame names no exec,
+        # so that sandboxd refuses it rather than allow the second's
+        # servers. A thread-pool worker acts for the exec that runs now.
+        r = self.a.exec(
+            "import asyncio, threading, concurrent.futures\n"
+            "go, came = threading.Event(), threading.Event()\n"
+            "def later():\n"
+            "    go.wait()\n"
+            "    try:\n"
+            "        asyncio.run(runtime.call_tool('filesystem', 'read_file', {'path': '/late'}))\n"
+            "    except Exception:\n"
+            "        pass\n"
+            "    came.set()\n"
+            "threading.Thread(target=later, daemon=True).start()\n"
+            "pool = concurrent.futures.ThreadPoolExecutor(1)\n"
+            "pool.submit(lambda: None).result()\n")
+        self.assertTrue(r.ok, r)
+        r = self.a.exec(
+            "go.set(); came.wait(10)\n"
+            "pool.submit(asyncio.run, runtime.call_tool('filesystem', 'read_file', {'path': '/pool'})).result()\n"
+            "await mcp_filesystem.read_file(path='/main')\n",
+            servers=[FS])
+        self.assertTrue(r.ok, r)
+        execs = {c["p"]["arguments"]["path"]: c["exec"] for c in r.calls}
+        self.assertEqual(execs, {"/late": 0, "/pool": 2, "/main": 2}, r.calls)
+
     def test_failed_call_raises_mcperror(self):
         r = self.a.exec(
             "try:\n"

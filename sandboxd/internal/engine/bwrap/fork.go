@@ -50,8 +50,8 @@ func (b *Engine) forkServer(ctx context.Context, spec engine.Spec) (*forkserver.
 // anyForkServer is forkServer without the check of the mounts.
 func (b *Engine) anyForkServer(ctx context.Context, spec engine.Spec) (*forkserver.Server, error) {
 	if !b.dropRoot {
-		// The server maps host uid 65534 into its user namespace, which
-		// only root may do; as anyone else, sandboxes start with bwrap.
+		// The server runs as Config.HostUID, which only root may make it;
+		// as anyone else, sandboxes start with bwrap.
 		b.noForkOnce.Do(func() { b.logger.Info("the fork server needs sandboxd to run as root; sandboxes start with bwrap") })
 		return nil, errNoForkServer
 	}
@@ -65,7 +65,7 @@ func (b *Engine) anyForkServer(ctx context.Context, spec engine.Spec) (*forkserv
 		if python != "" {
 			sup = forkserver.Supervise(forkserver.Config{
 				Python: python, AgentDir: b.agentDir, Env: maps.Clone(spec.Env), Seccomp: b.seccomp,
-				Passwd: passwdData, Group: groupData, Logger: b.logger, Mounts: slices.Clone(spec.Mounts),
+				Passwd: passwdData, Group: groupData, UID: b.cfg.HostUID, Logger: b.logger, Mounts: slices.Clone(spec.Mounts),
 				Root: b.fs.root, Etc: b.fs.etc, Preload: b.cfg.Preload,
 			}, b.forkTrial)
 			b.forks = sup
@@ -183,6 +183,9 @@ func (b *Engine) fork(ctx context.Context, srv *forkserver.Server, plan *startPl
 	}
 	for _, l := range rlimits(spec.Limits, cg.HasMemory(), cg.HasPids()) {
 		req.Rlimits = append(req.Rlimits, forkserver.Rlimit{Resource: l.resource, Value: l.value})
+	}
+	for _, l := range nsRlimits(spec.Limits) {
+		req.NsRlimits = append(req.NsRlimits, forkserver.Rlimit{Resource: l.resource, Value: l.value})
 	}
 	child, err := srv.Fork(ctx, req)
 	if err != nil {

@@ -4,7 +4,7 @@ The mounts are the ones bwrapArgs (package bwrap, args.go) asks bwrap for,
 in the same order and with the same flags: a read-only tmpfs root with
 /usr, the dynamic linker cache, passwd and group, the agent at
 /opt/codeexec, a fresh /proc, a /dev tmpfs with six device nodes and its
-own devpts, and sized tmpfs at /tmp, /dev/shm and /workspace.
+own devpts, and sized noexec tmpfs at /tmp, /dev/shm and /workspace.
 
 What every sandbox shares is built once, read-only, as a template at
 /newroot in the server's root; what differs (proc, dev, the tmpfs, another
@@ -141,7 +141,8 @@ def enter_sandbox_root(agent, tree, tmp, workspace):
         z.move_mount(tree, target)
         z.restrict(target)
     for path, size in ((b"/tmp", tmp), (b"/dev/shm", tmp), (b"/workspace", workspace)):
-        z.mount(b"tmpfs", new + path, b"tmpfs", TMPFS, b"mode=0755,size=%d" % size if size else b"mode=0755")
+        # noexec, as a container runtime mounts them (and bwrap's shim).
+        z.mount(b"tmpfs", new + path, b"tmpfs", TMPFS | z.MS_NOEXEC, b"mode=0755,size=%d" % size if size else b"mode=0755")
     os.chdir(new)
     z.pivot_root(b".", b".")
     z.umount(b".")

@@ -1067,7 +1067,12 @@ type RestoreReport struct {
 	Environment string `protobuf:"bytes,8,opt,name=environment,proto3" json:"environment,omitempty"`
 	// files are the paths of the files of /workspace that came back with
 	// the checkpoint. Files it could not hold are among lost.
-	Files         []string `protobuf:"bytes,9,rep,name=files,proto3" json:"files,omitempty"`
+	Files []string `protobuf:"bytes,9,rep,name=files,proto3" json:"files,omitempty"`
+	// fresh is set when the checkpoint could not be restored (reason says
+	// why: it failed, or it did not finish within the call's timeout) and
+	// the session started fresh instead: nothing came back, and the
+	// checkpoint is gone, so that the next sandbox does not try it again.
+	Fresh         bool `protobuf:"varint,10,opt,name=fresh,proto3" json:"fresh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1163,6 +1168,13 @@ func (x *RestoreReport) GetFiles() []string {
 		return x.Files
 	}
 	return nil
+}
+
+func (x *RestoreReport) GetFresh() bool {
+	if x != nil {
+		return x.Fresh
+	}
+	return false
 }
 
 // LostName is one name a restore could not bring back.
@@ -1893,7 +1905,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"OutputFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x1b\n" +
-	"\tmime_type\x18\x03 \x01(\tR\bmimeType\"\x96\x02\n" +
+	"\tmime_type\x18\x03 \x01(\tR\bmimeType\"\xac\x02\n" +
 	"\rRestoreReport\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
@@ -1905,7 +1917,9 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"missed_why\x18\a \x01(\tR\tmissedWhy\x12 \n" +
 	"\venvironment\x18\b \x01(\tR\venvironment\x12\x14\n" +
-	"\x05files\x18\t \x03(\tR\x05files\"D\n" +
+	"\x05files\x18\t \x03(\tR\x05files\x12\x14\n" +
+	"\x05fresh\x18\n" +
+	" \x01(\bR\x05fresh\"D\n" +
 	"\bLostName\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
