@@ -22,14 +22,28 @@ const (
 	StatusError
 	StatusTimeout
 	StatusKilled
+	// StatusRunning and StatusNoRun are a session's, not an exec's: a
+	// call that yielded with its run going on, and an attach that found
+	// nothing to wait for.
+	StatusRunning
+	StatusNoRun
 )
 
-var statusNames = map[Status]string{StatusOK: "ok", StatusError: "error", StatusTimeout: "timeout", StatusKilled: "killed"}
+var statusNames = map[Status]string{
+	StatusOK: "ok", StatusError: "error", StatusTimeout: "timeout", StatusKilled: "killed",
+	StatusRunning: "running", StatusNoRun: "no_run",
+}
 
 func (s Status) String() string { return statusNames[s] }
 
 // Output receives output as it arrives. stream is "stdout" or "stderr".
 type Output func(stream, text string) error
+
+// Progress is the code's report of its progress (runtime.progress).
+type Progress struct {
+	Done, Total float64
+	Message     string
+}
 
 // Exec is one exec to run.
 type Exec struct {
@@ -55,8 +69,9 @@ type Exec struct {
 	// Paused, when set, reports whether the sandbox is paused: an exec
 	// that times out so says why.
 	Paused func() bool
-	// Out receives the exec's output.
-	Out Output
+	// Out receives the exec's output; Progress, when set, its progress.
+	Out      Output
+	Progress func(Progress)
 	// Logger logs what goes wrong in the exec (the session's logger).
 	Logger *slog.Logger
 }
@@ -82,7 +97,16 @@ type Outcome struct {
 	TimeoutNote string
 	// Ended is set when the code ended its session.
 	Ended bool
+	// Cancelled, when set, says who cancelled the exec (a CancelledError
+	// as its context's cause).
+	Cancelled string
 }
+
+// CancelledError is the cause of an exec's context that says who cancelled
+// it: its result says so instead of "cancelled by the client".
+type CancelledError struct{ Why string }
+
+func (e *CancelledError) Error() string { return e.Why }
 
 // Exec runs one exec until done, death or the end of its budget, and
 // streams its output.
@@ -174,11 +198,16 @@ func (e *execution) wait(ctx, calls context.Context, start time.Time) *Outcome {
 			res.Duration = time.Since(start)
 			return res
 		case <-ctx.Done():
-			// The caller is gone; the code must not run on unobserved.
+			// The caller is gone, or cancelled the run; the code must not
+			// run on unobserved.
 			sb.Kill()
+			e.drain(ctx, calls)
 			res.Duration = time.Since(start)
 			res.Status, res.StateLost = StatusKilled, true
 			res.Error = "the call was cancelled by the client; the sandbox was stopped"
+			if c := (*CancelledError)(nil); errors.As(context.Cause(ctx), &c) {
+				res.Error, res.Cancelled = c.Why+"; the sandbox was stopped", c.Why
+			}
 			return res
 		}
 	}
@@ -220,6 +249,10 @@ func (e *execution) handle(ctx, calls context.Context, msg channel.Message) (fin
 	switch msg := msg.(type) {
 	case *channel.Out:
 		e.output(ctx, msg)
+	case *channel.Progress:
+		if msg.Exec == e.id && e.x.Progress != nil {
+			e.x.Progress(Progress{Done: msg.Done, Total: msg.Total, Message: msg.Message})
+		}
 	case *channel.Call:
 		// A call ends by the exec's timeout, so that a call to a server
 		// still starting gives up in time to tell the code which one.
