@@ -49,8 +49,14 @@ const HelperSummary = capabilities.HelperSummary
 // Defaults for the zero values of Config, as upstream's environment does.
 const (
 	DefaultTimeout    = 30 * time.Second
-	DefaultMaxTimeout = 120 * time.Second
+	DefaultMaxTimeout = time.Hour
 	DefaultTenant     = "default"
+	// DefaultYield is below the strictest common MCP client's request
+	// timeout, Claude Code's 60 s, by enough for the call's own work
+	// around the run (finding the session, restoring it, rendering the
+	// result) and a loaded host: a call that yields at 45 s answers well
+	// before the client gives up.
+	DefaultYield = 45 * time.Second
 )
 
 // HTTPAuth configures who may use the HTTP transport: bearer tokens from a
@@ -71,8 +77,12 @@ type Config struct {
 	// (MCP_BRIDGE_TIMEOUT, default 30s).
 	DefaultTimeout time.Duration
 	// MaxTimeout caps the timeout a call may ask for
-	// (MCP_BRIDGE_MAX_TIMEOUT, default 120s).
+	// (MCP_BRIDGE_MAX_TIMEOUT, default an hour).
 	MaxTimeout time.Duration
+	// Yield is how long a call runs before it returns status "running",
+	// its code running on (CODEEXEC_YIELD, default DefaultYield); a
+	// negative value never yields.
+	Yield time.Duration
 	// OutputMode is "compact" (the default) or "toon". As upstream does,
 	// any value other than empty or "compact" selects TOON; New warns of a
 	// value other than those two.
@@ -111,6 +121,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxTimeout == 0 {
 		c.MaxTimeout = DefaultMaxTimeout
 	}
+	if c.Yield == 0 {
+		c.Yield = DefaultYield
+	}
 	if c.Tenant == "" {
 		c.Tenant = DefaultTenant
 	}
@@ -130,6 +143,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("maximum timeout (MCP_BRIDGE_MAX_TIMEOUT) is %v; it must be at least 1s", c.MaxTimeout))
+	}
+	if c.Yield > 0 && c.Yield < time.Second {
+		errs = append(errs, fmt.Errorf("yield time (CODEEXEC_YIELD) is %v; it must be at least 1s, or 0 never to yield", c.Yield))
 	}
 	errs = append(errs, c.Quotas.Validate(), c.Auth.Validate())
 	if c.OutputLimitBytes < 0 {
@@ -196,7 +212,7 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		}
 	}
 	g.tool = runpython.New(runpython.Options{
-		Limits: limitsOf(cfg, logger), Mode: modeOf(cfg, logger), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
+		Limits: limitsOf(cfg, logger), Yield: max(cfg.Yield, 0), Mode: modeOf(cfg, logger), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
 		Sandbox: g.router, Sessions: g.sessions, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
 	})
 	g.mcp = server.NewMCPServer(ServerName, cfg.Version,

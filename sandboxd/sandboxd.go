@@ -180,7 +180,7 @@ func DefaultConfig() Config {
 		},
 		OutputLimitBytes: 256 << 10,
 		DefaultTimeout:   30 * time.Second,
-		MaxTimeout:       120 * time.Second,
+		MaxTimeout:       time.Hour,
 		StartTimeout:     30 * time.Second,
 		IdleTimeout:      30 * time.Minute,
 		PoolSize:         2,

@@ -466,7 +466,7 @@ Saved tools (kept across sessions):
   runtime.list_saved_tools()   runtime.delete_saved_tool(name)
 
 Limits (defaults): no network (MCP servers reach out); read-only root;
-512 MiB of memory, 128 processes, a 30 s timeout of at most 120 s, output
+512 MiB of memory, 128 processes, a 30 s timeout of at most 3600 s, output
 capped per call (256 KiB per stream). Files in /workspace and /tmp are not
 checkpointed: a timeout or crash loses them.
 """
