@@ -197,12 +197,12 @@ func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.R
 	}
 	rpcCtx, cancel := context.WithTimeout(ctx, wait+rpcGrace)
 	defer cancel()
-	stream, err := t.opts.Sandbox.Execute(rpcCtx, req)
-	if err != nil {
-		base.Err = err
-		return t.busy(base, sandboxID)
+	out := base
+	if stream, err := t.opts.Sandbox.Execute(rpcCtx, req); err != nil {
+		out.Err = err
+	} else {
+		out = t.gather(stream, base, ev)
 	}
-	out := t.gather(stream, base, ev)
 	if ctx.Err() != nil && out.Result == nil {
 		// The client cancelled the call (or, under 2026-07-28, closed
 		// its stream): the run stops too, and the session comes back

@@ -50,7 +50,9 @@ func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 		}
 	}
 	defer done()
-	out := t.Execute(ctx, c.tenant, c.mcpID, server.IsModernRequest(ctx), p, t.progress(ctx, req))
+	ev := t.progress(ctx, req)
+	out := t.Execute(ctx, c.tenant, c.mcpID, server.IsModernRequest(ctx), p, ev)
+	ev.flush(ctx)
 	if running(out) && out.Session != "" {
 		// The run counts against its tenant's quota for its whole
 		// length, not only for the call that started it.

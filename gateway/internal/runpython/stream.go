@@ -14,6 +14,7 @@ import (
 
 	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/result"
+	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
@@ -139,6 +140,20 @@ func (e *events) progress(p *sandboxv1.Progress) {
 func (e *events) emit(progress, total float64, message string) {
 	e.last, e.sent = time.Now(), progress
 	_ = e.send(progress, total, message)
+}
+
+// flush, once the call's result is in, lets the notifications sent over
+// stdio reach the client before it (see mcpfix.FlushNotifications).
+func (e *events) flush(ctx context.Context) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	sent := e.sent > 0
+	e.mu.Unlock()
+	if sent && !sessions.IsOverHTTP(ctx) {
+		mcpfix.FlushNotifications(ctx)
+	}
 }
 
 // progress returns the events of a call: notifications/progress to the

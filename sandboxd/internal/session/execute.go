@@ -100,6 +100,13 @@ func (m *Manager) Execute(ctx context.Context, req Request, send Send) (*Result,
 		return nil, err
 	}
 	if req.YieldAfter > 0 {
+		if err := ctx.Err(); err != nil {
+			// The caller went (or cancelled) before the run began: it
+			// does not begin.
+			saved.stop()
+			s.release()
+			return nil, err
+		}
 		return m.launch(ctx, s, r, req.YieldAfter-time.Since(began), send)
 	}
 	defer saved.stop()

@@ -43,6 +43,11 @@ func (m *Manager) launch(ctx context.Context, s *Session, r *run, yield time.Dur
 		defer cancel(nil)
 		defer r.saved.stop()
 		res, err := s.start(runCtx, r)
+		if c := (*sandbox.CancelledError)(nil); err != nil && errors.As(context.Cause(runCtx), &c) {
+			// Cancelled while its sandbox started: it ends as cancelled.
+			res, err = &Result{Timeout: r.timeout, Session: s.Info(), Durable: s.lease != nil}, nil
+			res.Status, res.StateLost, res.Error, res.Cancelled = sandbox.StatusKilled, true, c.Why, c.Why
+		}
 		if err == nil {
 			m.finish(runCtx, s, res)
 			if c := res.Cancelled; c != "" {
@@ -56,7 +61,10 @@ func (m *Manager) launch(ctx context.Context, s *Session, r *run, yield time.Dur
 		// was this replica stopping, the next holder says the run was
 		// interrupted.
 		if f.marked() && !m.closing.Load() && err == nil && res.StateLost && (res.Status != sandbox.StatusKilled || res.Cancelled != "") {
-			if merr := s.lease.MarkRunning(runCtx, nil); merr != nil {
+			mctx, mcancel := context.WithTimeout(context.WithoutCancel(runCtx), m.cfg.StartTimeout)
+			merr := s.lease.MarkRunning(mctx, nil)
+			mcancel()
+			if merr != nil {
 				s.logger().WarnContext(runCtx, "could not clear the run's mark in the session store", logkeys.Error, merr)
 			}
 		}
@@ -95,7 +103,9 @@ func (m *Manager) attach(ctx context.Context, s *Session, req Request, send Send
 	case f != nil && req.RunID != 0 && f.id != req.RunID, f == nil && req.RunID != 0:
 		return nil, fmt.Errorf("%w: run %d is not this session's run in flight nor its last; the session has run other code since", ErrNotFound, req.RunID)
 	case f == nil || (f.ended() && f.resultTaken() && !req.Replay):
-		if s.lease.Interrupted() {
+		// A session taken from the store with its run interrupted (its
+		// holder lost) has no flight here: it is restored now.
+		if f == nil && s.lease.Interrupted() {
 			return m.recoverInterrupted(ctx, s, req)
 		}
 		res := &Result{Session: s.Info(), Durable: s.lease != nil}
