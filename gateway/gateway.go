@@ -27,6 +27,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/route"
 	"github.com/codeexec/codeexec/gateway/internal/runpython"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
+	"github.com/codeexec/codeexec/gateway/internal/tasks"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/dial"
 )
@@ -219,6 +220,8 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		server.WithHooks(g.hooks()),
+		// Served over HTTP under 2026-07-28 by tasks.Handler.
+		server.WithExtensions(map[string]any{tasks.Extension: map[string]any{}}),
 		server.WithRecovery(),
 	)
 	g.mcp.AddTool(g.tool.Definition(), g.tool.Handle)

@@ -17,6 +17,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
+	"github.com/codeexec/codeexec/gateway/internal/tasks"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
@@ -105,7 +106,10 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		// The answers mcp-go does not give (body limit, batches, requests
 		// outside a session, foreign cursors, unknown resources, listen
 		// acknowledgements); see mcpfix.
-		mcpHandler := mcpfix.HTTP(inner, MaxBodyBytes, fmt.Sprintf(
+		// The tasks extension of 2026-07-28 is answered before mcp-go,
+		// which knows only the tasks of 2025-11-25; see tasks.
+		withTasks := tasks.Handler(inner, g.tool, func(ctx context.Context) string { return auth.Tenant(ctx, g.cfg.Tenant) })
+		mcpHandler := mcpfix.HTTP(withTasks, MaxBodyBytes, fmt.Sprintf(
 			"run_python takes at most %d bytes (%d MiB) of code: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
 			params.MaxCodeBytes, params.MaxCodeBytes>>20))
 		g.http = g.guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -220,6 +220,9 @@ func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.R
 // yield is how long a call may run before it returns "running": the
 // tool's yield time, less what the call has spent already.
 func (t *Tool) yield(ctx context.Context) time.Duration {
+	if ctx.Value(taskModeKey{}) != nil {
+		return taskYield
+	}
 	if t.opts.Yield <= 0 {
 		return 0
 	}

@@ -51,6 +51,10 @@ func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 	}
 	defer done()
 	ev := t.progress(ctx, req)
+	task := asTask(ctx, req, server.IsModernRequest(ctx)) && p.Code != ""
+	if task {
+		ctx = context.WithValue(ctx, taskModeKey{}, true)
+	}
 	out := t.Execute(ctx, c.tenant, c.mcpID, server.IsModernRequest(ctx), p, ev)
 	ev.flush(ctx)
 	if running(out) && out.Session != "" {
@@ -59,6 +63,10 @@ func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 		go t.holdUntilEnd(context.WithoutCancel(ctx), c.tenant, out, p.Timeout, release)
 	} else {
 		release()
+	}
+	if task && running(out) {
+		t.render(ctx, c, p, out)
+		return taskResult(out, p), nil
 	}
 	if ctx.Err() != nil && !mcpfix.Gone(ctx) {
 		// The client cancelled the call; see mcpfix.MarkCancelled.
