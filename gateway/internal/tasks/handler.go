@@ -19,8 +19,8 @@ const (
 )
 
 // Handler serves next, answering the extension's methods under 2026-07-28
-// itself (runs, with the tenant tenant gives of a request's context) and
-// turning the tool results that mark a task into the task.
+// itself (through runs, for the tenant that tenant finds in a request's
+// context), and turning the tool results that mark a task into the task.
 func Handler(next http.Handler, runs Runs, tenant func(context.Context) string) http.Handler {
 	return &handler{next: next, runs: runs, tenant: tenant}
 }
