@@ -59,3 +59,37 @@ func TestE2ELongRunSurface(t *testing.T) {
 		t.Errorf("x after the cancelled call: %q, want 1", got)
 	}
 }
+
+// A run that yields keeps its tenant's place under --quota-execs until it
+// ends: another session's call is refused meanwhile, while waiting for
+// the run takes no place; once the run ends the place is free.
+func TestE2ELongRunHoldsItsQuotaPlace(t *testing.T) {
+	t.Parallel()
+	base := harness.StartHTTP(t, map[string]string{"CODEEXEC_YIELD": "1s", "CODEEXEC_QUOTA_EXECS": "1"})
+	a, b := harness.HTTPClient(t, base), harness.HTTPClient(t, base)
+	o := harness.RunPython(t, a, map[string]any{"code": "import time\ntime.sleep(4)\nprint('end')"})
+	if o.Str("status") != "running" {
+		t.Fatalf("the long call: %s", o.Text)
+	}
+	if o := harness.RunPython(t, b, map[string]any{"code": "print(1)"}); !o.IsError || !strings.Contains(o.Text, "quota") {
+		t.Errorf("another session's call while the run goes on: %s; want it refused by the quota", o.Text)
+	}
+	for range 10 {
+		if o = harness.RunPython(t, a, map[string]any{"code": ""}); o.Str("status") != "running" {
+			break
+		}
+	}
+	if harness.Joined(o.Stdout()) != "end" {
+		t.Fatalf("waiting for the run: %s", o.Text)
+	}
+	var got harness.Outcome
+	for range 20 { // the place is given back as the run's end reaches its watcher
+		if got = harness.RunPython(t, b, map[string]any{"code": "print(1)"}); !got.IsError {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if harness.Joined(got.Stdout()) != "1" {
+		t.Errorf("another session's call after the run: %s", got.Text)
+	}
+}

@@ -179,3 +179,23 @@ func TestRunOfALostReplicaIsInterrupted(t *testing.T) {
 		t.Errorf("x after the interrupted run: %q, want 1", out)
 	}
 }
+
+// A run in flight keeps its sandbox under MaxSessions: another session
+// that needs a place waits and is refused rather than take it, and the
+// run goes on to its end.
+func TestRunningSessionIsNotEvicted(t *testing.T) {
+	t.Parallel()
+	r := newReplica(t, storeConn(t), "unix:/a.sock", options{config: func(c *session.Config) { c.MaxSessions = 1 }})
+	first, second := r.create(t), r.create(t)
+	res, _, err := r.call(t.Context(), session.Request{SessionID: first, Code: "import time\ntime.sleep(4)\nprint('end')", YieldAfter: 300 * time.Millisecond})
+	if err != nil || res.Status != session.StatusRunning {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if _, _, err := r.exec(t.Context(), second, "print(1)"); !errors.Is(err, session.ErrExhausted) {
+		t.Errorf("another session while the only sandbox runs: %v, want no room", err)
+	}
+	got, ev, err := r.call(t.Context(), session.Request{SessionID: first, Attach: true, YieldAfter: 10 * time.Second})
+	if err != nil || got.Status != sandbox.StatusOK || ev.out.String() != "end\n" || got.Restored != nil {
+		t.Errorf("the run after the other session's try: %+v, %q, %v; want it ended in its own sandbox", got, ev.out.String(), err)
+	}
+}
