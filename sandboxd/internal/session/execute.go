@@ -75,9 +75,6 @@ func (m *Manager) Execute(ctx context.Context, req Request, send Send) (*Result,
 	if req.Code == "" {
 		return nil, fmt.Errorf("%w: code is empty", ErrInvalid)
 	}
-	if f := s.inFlight(); f != nil {
-		return nil, &BusyError{RunID: f.id, Started: f.started, Timeout: f.timeout}
-	}
 	timeout := m.clampTimeout(req.Timeout)
 	// The call's deadline bounds loading its servers; what the loading
 	// leaves of the timeout bounds the calls of a restore, and the code.
@@ -95,6 +92,15 @@ func (m *Manager) Execute(ctx context.Context, req Request, send Send) (*Result,
 	}
 	r := &run{code: req.Code, env: env, saved: saved, timeout: timeout,
 		spent: spentTime{loading: time.Since(began), env: env}}
+	if f := s.inFlight(); f != nil {
+		// A run that has not yielded is a call like any other, soon
+		// over (or cancelled): this one waits for it. A long run is
+		// refused.
+		if err := f.waitTurn(ctx, req.YieldAfter-time.Since(began)); err != nil {
+			saved.stop()
+			return nil, err
+		}
+	}
 	if s, err = m.takeTurn(ctx, s, req, deadline); err != nil {
 		saved.stop()
 		return nil, err

@@ -61,6 +61,32 @@ type flight struct {
 	// isMarked says the run is marked in the session store (a call
 	// yielded on it).
 	isMarked bool
+	// yielded is closed the first time a call yields on the run: from
+	// then on the run is a long one, and code on its session is refused.
+	yielded     chan struct{}
+	yieldedOnce sync.Once
+}
+
+// waitTurn waits, for a call with code on the session, until f ends, as
+// calls on one session run one after another: unless f yields (it is a
+// long run: the model was told it runs, and is told again) or wait
+// passes (zero: no bound), when the call is refused with a BusyError.
+func (f *flight) waitTurn(ctx context.Context, wait time.Duration) error {
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-f.done:
+		return nil
+	case <-f.yielded:
+	case <-timeout:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the session's previous call: %w", ctx.Err())
+	}
+	return &BusyError{RunID: f.id, Started: f.started, Timeout: f.timeout}
 }
 
 // mark reports whether the run is to be marked in the store now: true
@@ -89,7 +115,7 @@ func (f *flight) resultTaken() bool {
 
 func newFlight(id uint64, timeout time.Duration, cancel context.CancelCauseFunc) *flight {
 	return &flight{id: id, started: time.Now(), timeout: timeout, cancel: cancel,
-		changed: make(chan struct{}), done: make(chan struct{})}
+		changed: make(chan struct{}), done: make(chan struct{}), yielded: make(chan struct{})}
 }
 
 // add buffers ev. A progress report replaces one before it that no call
@@ -207,6 +233,9 @@ func (f *flight) running(pos int, o followOpts, note string) *Result {
 		f.delivered = max(f.delivered, pos)
 	}
 	f.mu.Unlock()
+	if !o.replay {
+		f.yieldedOnce.Do(func() { close(f.yielded) })
+	}
 	res := &Result{Timeout: f.timeout, RunID: f.id, Started: f.started, Yielded: note}
 	res.Status, res.Duration = StatusRunning, time.Since(f.started)
 	return res
