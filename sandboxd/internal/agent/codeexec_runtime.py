@@ -397,7 +397,6 @@ def progress(done, total=None, message=""):
     final = total is not None and done >= total
     if not final and now - _progress_sent[0] < PROGRESS_EVERY:
         return
-    _progress_sent[0] = now
     frame = {"t": "progress", "id": _chan.exec_id, "done": float(done), "msg": message[:200]}
     if total is not None:
         frame["total"] = float(total)
@@ -405,6 +404,7 @@ def progress(done, total=None, message=""):
         _chan.send(frame)
     except (TypeError, ValueError):
         raise ValueError("progress(): done and total must be finite numbers") from None
+    _progress_sent[0] = now
 
 
 def capability_summary():

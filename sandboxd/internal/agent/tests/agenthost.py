@@ -247,6 +247,7 @@ class Agent:
 
     def wait(self, exec_id, timeout=60):
         chunks, self._early = self._early, []
+        progress = []
         ncalls = self._calls_mark
         deadline = time.monotonic() + timeout
         while True:
@@ -256,9 +257,13 @@ class Agent:
             if msg["t"] == "out":
                 assert msg["id"] == exec_id, "out for exec %r during exec %r: %r" % (msg["id"], exec_id, msg)
                 chunks.append((msg["s"], msg["d"]))
+            elif msg["t"] == "progress":
+                progress.append(msg)
             elif msg["t"] == "done":
                 assert msg["id"] == exec_id, msg
-                return Result(msg, chunks, self.calls[ncalls:])
+                r = Result(msg, chunks, self.calls[ncalls:])
+                r.progress = progress
+                return r
 
     def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False, checkpoint=0, saved_tools=None,
              unloaded=None):
