@@ -78,13 +78,18 @@ func errorCode(msg map[string]any) float64 {
 }
 
 // A long call of a client that declares the extension is a task, which
-// tasks/get follows to its result; a quick one is answered as it is;
-// tasks/cancel stops one; a client that does not declare the extension
-// gets its result in the call, and -32021 from the extension's methods.
+// tasks/get follows to its result, through either of two processes on
+// the state dir; a quick one is answered as it is; tasks/cancel stops
+// one; a client that does not declare the extension gets its result in
+// the call, and -32021 from the extension's methods.
 func TestE2ETasksExtension(t *testing.T) {
 	t.Parallel()
-	base := harness.StartHTTP(t, map[string]string{})
+	state := harness.StateEnv(t.TempDir())
+	base, other := harness.StartHTTP(t, state), harness.StartHTTP(t, state)
 	c := &taskClient{t: t, url: base + "/mcp", declared: true}
+	// The task lives in its session's sandboxd: another process on the
+	// state dir answers for it as well.
+	elsewhere := &taskClient{t: t, url: other + "/mcp", declared: true}
 
 	quick := resultOf(c.call("tools/call", map[string]any{"name": "run_python", "arguments": map[string]any{"code": "print('hi')"}}))
 	if quick["resultType"] != "complete" || quick["taskId"] != nil || quick["content"] == nil {
@@ -99,8 +104,12 @@ func TestE2ETasksExtension(t *testing.T) {
 		t.Fatalf("a long call: %v; want a flat CreateTaskResult", created)
 	}
 	var done map[string]any
-	for range 60 {
-		got := resultOf(c.call("tasks/get", map[string]any{"taskId": id}))
+	for i := range 60 {
+		poller := c
+		if i%2 == 1 {
+			poller = elsewhere
+		}
+		got := resultOf(poller.call("tasks/get", map[string]any{"taskId": id}))
 		if got["resultType"] != "complete" || got["taskId"] != id {
 			t.Fatalf("tasks/get: %v", got)
 		}
@@ -115,7 +124,7 @@ func TestE2ETasksExtension(t *testing.T) {
 	if done["status"] != "completed" || harness.Joined(harness.StrList(sc["stdout"])) != "step 0\nstep 1\nstep 2" {
 		t.Fatalf("the task's end: %v", done)
 	}
-	again := resultOf(c.call("tasks/get", map[string]any{"taskId": id}))
+	again := resultOf(elsewhere.call("tasks/get", map[string]any{"taskId": id}))
 	if again["status"] != "completed" {
 		t.Errorf("tasks/get after the end, again: %v", again)
 	}
@@ -123,7 +132,7 @@ func TestE2ETasksExtension(t *testing.T) {
 	cancelled := resultOf(c.call("tools/call", map[string]any{"name": "run_python",
 		"arguments": map[string]any{"code": "import time\ntime.sleep(60)", "session": created["taskId"].(string)[:32]}}))
 	cid, _ := cancelled["taskId"].(string)
-	ack := resultOf(c.call("tasks/cancel", map[string]any{"taskId": cid}))
+	ack := resultOf(elsewhere.call("tasks/cancel", map[string]any{"taskId": cid}))
 	if ack["resultType"] != "complete" || len(ack) != 1 {
 		t.Errorf("tasks/cancel: %v; want an empty ack", ack)
 	}
