@@ -220,7 +220,7 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		server.WithHooks(g.hooks()),
-		// Served over HTTP under 2026-07-28 by tasks.Handler.
+		// Served under 2026-07-28 by tasks.Handler and tasks.Stdio.
 		server.WithExtensions(map[string]any{tasks.Extension: map[string]any{}}),
 		server.WithRecovery(),
 	)
@@ -294,6 +294,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	// Batches, foreign cursors, unknown resources and cancelled requests
 	// get the answers mcp-go does not give; see mcpfix.
 	in, out = mcpfix.Stdio(in, out)
+	// The tasks extension of 2026-07-28 is answered before mcp-go; see
+	// tasks.
+	in, out = tasks.Stdio(ctx, in, out, g.tool, g.cfg.Tenant)
 	err := s.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil

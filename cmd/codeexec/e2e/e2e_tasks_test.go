@@ -164,3 +164,50 @@ func TestE2ETasksExtension(t *testing.T) {
 		t.Errorf("a long call without the extension: %v; want its result", sync)
 	}
 }
+
+// Over stdio under 2026-07-28 the same: the task's methods are answered
+// on the stream, and a marked result leaves as the task.
+func TestE2ETasksExtensionOverStdio(t *testing.T) {
+	t.Parallel()
+	s := harness.StartRawStdio(t, harness.BaseEnv(t, nil))
+	defer func() { _ = s.Stdin.Close(); _ = s.Cmd.Wait() }()
+	id := 0
+	call := func(method string, params map[string]any) map[string]any {
+		t.Helper()
+		id++
+		params["_meta"] = map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "e2e-tasks", "version": "1"},
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+		}
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		if _, err := s.Stdin.Write(append(b, '\n')); err != nil {
+			t.Fatal(err)
+		}
+		for s.Lines.Scan() {
+			var msg map[string]any
+			if json.Unmarshal(s.Lines.Bytes(), &msg) == nil && msg["id"] == float64(id) {
+				return msg
+			}
+		}
+		t.Fatalf("%s: no answer; stderr:\n%s", method, harness.TailOf(s.Logs.String(), 3000))
+		return nil
+	}
+	created := resultOf(call("tools/call", map[string]any{"name": "run_python", "arguments": map[string]any{"code": "import time\ntime.sleep(4)\nprint('late')"}}))
+	tid, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || tid == "" || created["content"] != nil {
+		t.Fatalf("a long call over stdio: %v; want a task", created)
+	}
+	var got map[string]any
+	for range 40 {
+		if got = resultOf(call("tasks/get", map[string]any{"taskId": tid})); got["status"] != "working" {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	res, _ := got["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	if got["status"] != "completed" || harness.Joined(harness.StrList(sc["stdout"])) != "late" {
+		t.Errorf("the task over stdio: %v", got)
+	}
+}

@@ -51,7 +51,7 @@ func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 	}
 	defer done()
 	ev := t.progress(ctx, req)
-	task := asTask(ctx, req, server.IsModernRequest(ctx)) && p.Code != ""
+	task := asTask(req, server.IsModernRequest(ctx)) && p.Code != ""
 	if task {
 		ctx = context.WithValue(ctx, taskModeKey{}, true)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/result"
-	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	"github.com/codeexec/codeexec/gateway/internal/tasks"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 )
@@ -33,9 +32,9 @@ const taskCancelled = "the task was cancelled (tasks/cancel)"
 type taskModeKey struct{}
 
 // asTask reports whether the call of req may be answered with a task: a
-// 2026-07-28 request over HTTP that declares the tasks extension.
-func asTask(ctx context.Context, req mcp.CallToolRequest, modern bool) bool {
-	return modern && sessions.IsOverHTTP(ctx) && req.Params.Meta != nil && tasks.Declared(req.Params.Meta.AdditionalFields)
+// 2026-07-28 request that declares the tasks extension.
+func asTask(req mcp.CallToolRequest, modern bool) bool {
+	return modern && req.Params.Meta != nil && tasks.Declared(req.Params.Meta.AdditionalFields)
 }
 
 // taskResult is the tool result that stands for the task of out, a call

@@ -70,14 +70,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// answer serves one of the extension's methods.
+// answer serves one of the extension's methods over HTTP.
 func (h *handler) answer(w http.ResponseWriter, r *http.Request, req request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(h.reply(r.Context(), req))
+}
+
+// reply is the JSON-RPC answer to one of the extension's methods.
+func (h *handler) reply(ctx context.Context, req request) map[string]any {
 	if !Declared(req.Params.Meta) {
-		writeError(w, req.ID, codeMissingRequiredCapability, "Missing required client capability: "+req.Method+" is part of the tasks extension, which the request does not declare",
+		return replyError(req.ID, codeMissingRequiredCapability, "Missing required client capability: "+req.Method+" is part of the tasks extension, which the request does not declare",
 			map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{Extension: map[string]any{}}}})
-		return
 	}
-	ctx, tenant := r.Context(), h.tenant(r.Context())
+	tenant := h.tenant(ctx)
 	handle, run, err := parseID(req.Params.TaskID)
 	var st State
 	if err == nil {
@@ -88,35 +93,25 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, req request) {
 	}
 	switch {
 	case errors.Is(err, ErrUnknown):
-		writeError(w, req.ID, codeInvalidParams, "Failed to retrieve task: "+err.Error(), nil)
+		return replyError(req.ID, codeInvalidParams, "Failed to retrieve task: "+err.Error(), nil)
 	case err != nil:
-		writeError(w, req.ID, codeInternal, "Failed to retrieve task: "+err.Error(), nil)
+		return replyError(req.ID, codeInternal, "Failed to retrieve task: "+err.Error(), nil)
 	case req.Method == "tasks/get":
 		t := task(req.Params.TaskID, st)
 		t["resultType"] = "complete"
-		writeResult(w, req.ID, t)
-	default:
-		// tasks/update (a run_python task never asks for input, so
-		// there is nothing to take) and tasks/cancel are acknowledged.
-		writeResult(w, req.ID, map[string]any{"resultType": "complete"})
+		return map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": t}
 	}
+	// tasks/update (a run_python task never asks for input, so there is
+	// nothing to take) and tasks/cancel are acknowledged.
+	return map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": map[string]any{"resultType": "complete"}}
 }
 
-func writeResult(w http.ResponseWriter, id json.RawMessage, result any) {
-	write(w, map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-func writeError(w http.ResponseWriter, id json.RawMessage, code int, msg string, data any) {
+func replyError(id json.RawMessage, code int, msg string, data any) map[string]any {
 	e := map[string]any{"code": code, "message": msg}
 	if data != nil {
 		e["data"] = data
 	}
-	write(w, map[string]any{"jsonrpc": "2.0", "id": id, "error": e})
-}
-
-func write(w http.ResponseWriter, msg any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(msg)
+	return map[string]any{"jsonrpc": "2.0", "id": id, "error": e}
 }
 
 // rewriter turns a tool result that marks a task into the task

@@ -1,5 +1,6 @@
 // Package tasks serves the tasks extension of MCP 2026-07-28
-// (io.modelcontextprotocol/tasks, SEP-2663) over streamable HTTP: a
+// (io.modelcontextprotocol/tasks, SEP-2663) over streamable HTTP and
+// stdio: a
 // run_python call from a client that declares the extension, still
 // running after a short while, is answered with a task (resultType
 // "task"), and tasks/get, tasks/update and tasks/cancel follow it. A task
