@@ -265,3 +265,51 @@ func TestE2ELongRunOfAKilledProcessIsInterrupted(t *testing.T) {
 		t.Errorf("x after the interrupted run: %q, want 1", got)
 	}
 }
+
+// With the services split, the run lives in sandboxd: the gateway that
+// started it is killed (kill -9) and another gateway continues it, its
+// output whole and its variables there.
+func TestE2ELongRunOutlivesItsGateway(t *testing.T) {
+	t.Parallel()
+	env := harness.BaseEnv(t, map[string]string{"CODEEXEC_YIELD": "2s"})
+	dir := t.TempDir()
+	memSock := "unix:" + dir + "/memoryd.sock"
+	sbAddr := harness.FreeAddr(t)
+	harness.StartProcess(t, env, "memoryd", "--listen", memSock, "--db", dir+"/codeexec.db", "--metrics", "")
+	harness.WaitHealth(t, memSock)
+	harness.StartProcess(t, env, "sandboxd", "--listen", sbAddr, "--memory-addr", memSock, "--metrics", "", "--pool", "1")
+	harness.WaitHealth(t, sbAddr)
+	gateway := func() (*exec.Cmd, string) {
+		addr := harness.FreeAddr(t)
+		cmd, _ := harness.StartCommand(t, env, "gateway", "--sandbox", sbAddr, "--http", addr)
+		harness.WaitHTTP(t, "http://"+addr+"/healthz")
+		return cmd, "http://" + addr
+	}
+	a, baseA := gateway()
+	_, baseB := gateway()
+	first := harness.SDKClient(t, modern(baseA, pyCall("import time\nfor i in range(4):\n    print('step', i, flush=True)\n    time.sleep(1)\nleft = 'by the run'", "")))
+	h := sessionOf(t, first, 0)
+	if sc, _ := first.Results[0]["structuredContent"].(map[string]any); sc["status"] != "running" {
+		t.Fatalf("the long call: %v; want it running", first.Results[0])
+	}
+	stop(t, a, syscall.SIGKILL)
+	// Waits until the run's end (idle after it), then a look at its
+	// variables.
+	calls := []map[string]any{}
+	for range 6 {
+		calls = append(calls, pyCall("", h))
+	}
+	out := harness.SDKClient(t, modern(baseB, append(calls, pyCall("print(left)", h))...))
+	got := harness.ResultStdout(t, first, 0)
+	for i := range 6 {
+		if sc, _ := out.Results[i]["structuredContent"].(map[string]any); len(harness.StrList(sc["stdout"])) > 0 {
+			got += "\n" + harness.Joined(harness.StrList(sc["stdout"]))
+		}
+	}
+	if got != "step 0\nstep 1\nstep 2\nstep 3" {
+		t.Errorf("the run's output through both gateways: %q", got)
+	}
+	if got := harness.ResultStdout(t, out, 6); got != "by the run" {
+		t.Errorf("after the run: %q", got)
+	}
+}
