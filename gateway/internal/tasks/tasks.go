@@ -69,14 +69,14 @@ type State struct {
 
 // Runs are the runs behind tasks (runpython.Tool).
 type Runs interface {
-	// TaskState says what the run (session handle, run number) of
+	// TaskState says what the run (session handle, run ID) of
 	// tenant is now; ErrUnknown when there is no such run.
 	TaskState(ctx context.Context, tenant, handle string, run uint64) (State, error)
 	// CancelTask stops the run, if it still runs.
 	CancelTask(ctx context.Context, tenant, handle string, run uint64) error
 }
 
-// ID is the task ID of a run: its session's handle and its number.
+// ID is the task ID of a run: its session's handle and its run ID.
 func ID(handle string, run uint64) string { return handle + "." + strconv.FormatUint(run, 10) }
 
 // parseID is ID's inverse.

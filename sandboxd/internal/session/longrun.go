@@ -35,7 +35,10 @@ func progressTo(send Send) func(sandbox.Progress) {
 // is never evicted or reaped under it.
 func (m *Manager) launch(ctx context.Context, s *Session, r *run, yield time.Duration, send Send) (*Result, error) {
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	f := newFlight(s.Info().ExecCount+1, r.timeout, cancel)
+	// The run's ID is its start in nanoseconds: a session runs one run at
+	// a time, and a count of its calls would repeat after a replica lost
+	// one (a task ID must never name two runs).
+	f := newFlight(uint64(time.Now().UnixNano()), r.timeout, cancel)
 	s.setFlight(f)
 	r.out = func(stream, text string) error { f.add(Event{Stream: stream, Text: text}); return nil }
 	r.progress = func(p sandbox.Progress) { f.add(Event{Progress: &p}) }

@@ -867,8 +867,9 @@ type ExecResult struct {
 	// servers, calls made while the session was restored) and what to do;
 	// empty when nothing did.
 	TimeoutNote string `protobuf:"bytes,16,opt,name=timeout_note,json=timeoutNote,proto3" json:"timeout_note,omitempty"`
-	// run_id numbers the run within its session, for attach and
-	// CancelExecution; set on results of runs that may yield.
+	// run_id names the run within its session (distinct for every run of
+	// the session), for attach and CancelExecution; set on results of runs
+	// that may yield.
 	RunId uint64 `protobuf:"varint,17,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// interrupted, when set, says why the run this result ends was
 	// interrupted rather than finished: cancelled, or its replica lost.
@@ -1046,7 +1047,7 @@ func (x *ExecResult) GetStartTime() *timestamppb.Timestamp {
 // call with code finds a run in flight in its session.
 type RunInFlight struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// run_id numbers the run in flight.
+	// run_id names the run in flight.
 	RunId uint64 `protobuf:"varint,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// start_time is when it began.
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
