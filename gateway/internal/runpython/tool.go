@@ -2,7 +2,9 @@
 // handler, which parses a call (handle.go), finds the sandbox session it
 // runs in (execute.go), streams it from the replica that holds that
 // session (stream.go), and renders the outcome. Every failure becomes a
-// tool result the model can read.
+// tool result the model can read. A call still running at the yield time
+// returns "running", and a call with code "" attaches to the run again;
+// under the tasks extension the run is a task (task.go).
 package runpython
 
 import (
