@@ -1,13 +1,15 @@
-// Notifications before the answer, over stdio. mcp-go's stdio server
-// queues notifications for a goroutine of their own and writes answers
-// at once, so a progress notification sent just before a tool's result
-// can reach the client after it, and clients drop progress for a request
-// already answered. FlushNotifications waits, briefly, for the queue to
-// be written.
+// Notifications before the answer. mcp-go hands a request's notifications
+// to a goroutine of their own, over stdio and over streamable HTTP alike,
+// and writes the answer from the handler's: over stdio a notification
+// sent just before a tool's result can be written after it; over HTTP
+// the forwarder can take it off the queue just as the answer is written,
+// and then drops it. Either way the client misses it, and clients drop
+// progress for a request already answered. FlushNotifications waits,
+// briefly, for the queue to be written.
 //
-// Delete when: mcp-go writes a request's notifications before its answer
-// over stdio: TestE2ELongRunOverStdio's last progress notification (the
-// job's end) arrives without FlushNotifications.
+// Delete when: mcp-go writes a request's notifications before its answer:
+// TestE2ELongRunOverStdio's and TestE2ELongRunOverHTTP's last progress
+// notification (the job's end) arrives without FlushNotifications.
 
 package mcpfix
 
@@ -23,8 +25,8 @@ const flushWait = 200 * time.Millisecond
 
 // FlushNotifications waits until the notifications queued for the client
 // of ctx's session have left the queue, and a moment more for the last
-// to be written; at most flushWait. Call it, over stdio, before returning
-// the answer of a request that sent notifications.
+// to be written; at most flushWait. Call it before returning the answer
+// of a request that sent notifications.
 func FlushNotifications(ctx context.Context) {
 	s := server.ClientSessionFromContext(ctx)
 	if s == nil {
@@ -36,6 +38,7 @@ func FlushNotifications(ctx context.Context) {
 		time.Sleep(time.Millisecond)
 	}
 	// The writer has taken the last one off the queue; its write is a
-	// moment away.
-	time.Sleep(2 * time.Millisecond)
+	// moment away (a goroutine to be scheduled, a lock to take). Only a
+	// call that sent notifications pays this.
+	time.Sleep(10 * time.Millisecond)
 }

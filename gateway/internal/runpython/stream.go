@@ -14,7 +14,6 @@ import (
 
 	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/result"
-	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
@@ -142,8 +141,8 @@ func (e *events) emit(progress, total float64, message string) {
 	_ = e.send(progress, total, message)
 }
 
-// flush, once the call's result is in, lets the notifications sent over
-// stdio reach the client before it (see mcpfix.FlushNotifications).
+// flush, once the call's result is in, lets the notifications sent reach
+// the client before it (see mcpfix.FlushNotifications).
 func (e *events) flush(ctx context.Context) {
 	if e == nil {
 		return
@@ -151,7 +150,7 @@ func (e *events) flush(ctx context.Context) {
 	e.mu.Lock()
 	sent := e.sent > 0
 	e.mu.Unlock()
-	if sent && !sessions.IsOverHTTP(ctx) {
+	if sent {
 		mcpfix.FlushNotifications(ctx)
 	}
 }
