@@ -81,9 +81,14 @@ func (m *Manager) Execute(ctx context.Context, req Request, send Send) (*Result,
 	deadline := began.Add(timeout)
 	saved := m.fetchSavedTools(ctx, s)
 	// Loading the call's servers waits for those still starting no longer
-	// than the call's timeout: a server not up by then is loaded with the
-	// error that says so, which its use raises, and the code runs.
-	prepCtx, cancelPrep := context.WithDeadline(ctx, deadline)
+	// than the call's timeout, nor its yield (the call must answer by
+	// then): a server not up by then is loaded with the error that says
+	// so, which its use raises, and the code runs.
+	prepBy := deadline
+	if y := began.Add(req.YieldAfter); req.YieldAfter > 0 && y.Before(prepBy) {
+		prepBy = y
+	}
+	prepCtx, cancelPrep := context.WithDeadline(ctx, prepBy)
 	env, err := m.cfg.Broker.Prepare(prepCtx, s.tenant, req.Servers)
 	cancelPrep()
 	if err != nil {
