@@ -313,3 +313,35 @@ func TestE2ELongRunOutlivesItsGateway(t *testing.T) {
 		t.Errorf("after the run: %q", got)
 	}
 }
+
+// Over stdio under 2026-07-28: the handle names the run, as over HTTP.
+func TestE2ELongRunModernStdio(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{}
+	extra := harness.StateEnv(t.TempDir())
+	extra["CODEEXEC_YIELD"] = "2s"
+	for _, kv := range harness.BaseEnv(t, extra) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	calls := longClient(t, map[string]any{
+		"transport": "stdio", "command": harness.Binary, "args": []string{"serve"}, "env": env,
+		"negotiation": map[string]any{"pin": "2026-07-28"}, "timeoutMs": 60000,
+		"jobs": []map[string]any{
+			{"arguments": map[string]any{"code": "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(1.5)\nn = 3"}},
+			{"arguments": map[string]any{"code": "print(n)", "session": "$session"}},
+		},
+	}, 2*time.Minute)
+	var out []string
+	for _, c := range calls[:len(calls)-1] {
+		if s := c.stdout(); s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(calls) < 3 || calls[0].status() != "running" || strings.Join(out, "\n") != "0\n1\n2" {
+		t.Errorf("the job over stdio under 2026-07-28: %d calls, first %q, output %q", len(calls), calls[0].status(), out)
+	}
+	if got := calls[len(calls)-1].stdout(); got != "3" {
+		t.Errorf("after the job: %q", got)
+	}
+}
