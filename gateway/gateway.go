@@ -29,6 +29,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/route"
 	"github.com/codeexec/codeexec/gateway/internal/runpython"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
+	"github.com/codeexec/codeexec/gateway/internal/tasks"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/dial"
 )
@@ -51,8 +52,14 @@ const HelperSummary = capabilities.HelperSummary
 // Defaults for the zero values of Config, as upstream's environment does.
 const (
 	DefaultTimeout    = 30 * time.Second
-	DefaultMaxTimeout = 120 * time.Second
+	DefaultMaxTimeout = time.Hour
 	DefaultTenant     = "default"
+	// DefaultYield is below the strictest common MCP client's request
+	// timeout, Claude Code's 60 s, by enough for the call's own work
+	// around the run (finding the session, restoring it, rendering the
+	// result) and a loaded host: a call that yields at 45 s answers well
+	// before the client gives up.
+	DefaultYield = 45 * time.Second
 )
 
 // HTTPAuth configures who may use the HTTP transport: bearer tokens from a
@@ -73,8 +80,12 @@ type Config struct {
 	// (MCP_BRIDGE_TIMEOUT, default 30s).
 	DefaultTimeout time.Duration
 	// MaxTimeout caps the timeout a call may ask for
-	// (MCP_BRIDGE_MAX_TIMEOUT, default 120s).
+	// (MCP_BRIDGE_MAX_TIMEOUT, default an hour).
 	MaxTimeout time.Duration
+	// Yield is how long a call runs before it returns status "running",
+	// its code running on (CODEEXEC_YIELD, default DefaultYield); a
+	// negative value never yields.
+	Yield time.Duration
 	// OutputMode is "compact" (the default) or "toon". As upstream does,
 	// any value other than empty or "compact" selects TOON; New warns of a
 	// value other than those two.
@@ -116,6 +127,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxTimeout == 0 {
 		c.MaxTimeout = DefaultMaxTimeout
 	}
+	if c.Yield == 0 {
+		c.Yield = DefaultYield
+	}
 	if c.Tenant == "" {
 		c.Tenant = DefaultTenant
 	}
@@ -136,6 +150,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("maximum timeout (MCP_BRIDGE_MAX_TIMEOUT) is %v; it must be at least 1s", c.MaxTimeout))
+	}
+	if c.Yield > 0 && c.Yield < time.Second {
+		errs = append(errs, fmt.Errorf("yield time (CODEEXEC_YIELD) is %v; it must be at least 1s, or 0 never to yield", c.Yield))
 	}
 	errs = append(errs, c.Quotas.Validate(), c.Auth.Validate(), c.HTTP.Validate())
 	if c.OutputLimitBytes < 0 {
@@ -206,13 +223,15 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		}
 	}
 	g.tool = runpython.New(runpython.Options{
-		Limits: limitsOf(cfg, logger), Mode: modeOf(cfg, logger), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
+		Limits: limitsOf(cfg, logger), Yield: max(cfg.Yield, 0), Mode: modeOf(cfg, logger), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
 		Sandbox: g.router, Sessions: g.sessions, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
 	})
 	g.mcp = server.NewMCPServer(ServerName, cfg.Version,
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		server.WithHooks(g.hooks()),
+		// Served under 2026-07-28 by tasks.Handler and tasks.Stdio.
+		server.WithExtensions(map[string]any{tasks.Extension: map[string]any{}}),
 		server.WithRecovery(),
 	)
 	g.mcp.AddTool(g.tool.Definition(), g.tool.Handle)
@@ -288,6 +307,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	// Batches, foreign cursors, unknown resources and cancelled requests
 	// get the answers mcp-go does not give; see mcpfix.
 	in, out = mcpfix.Stdio(in, out)
+	// The tasks extension of 2026-07-28 is answered before mcp-go; see
+	// tasks.
+	in, out = tasks.Stdio(ctx, in, out, g.tool, g.cfg.Tenant)
 	err := s.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
+	"github.com/codeexec/codeexec/gateway/internal/tasks"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
@@ -111,7 +112,10 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		// acknowledgements; see mcpfix), behind the body limiter: mcp-go
 		// reads a whole body into memory and parses it, with no limit, so
 		// each body is read, bounded and counted first (bodylimit).
-		mcpHandler := mcpfix.HTTP(inner, func(next http.Handler) http.Handler {
+		// The tasks extension of 2026-07-28 is answered before mcp-go,
+		// which knows only the tasks of 2025-11-25; see tasks.
+		withTasks := tasks.Handler(inner, g.tool, func(ctx context.Context) string { return auth.Tenant(ctx, g.cfg.Tenant) })
+		mcpHandler := mcpfix.HTTP(withTasks, func(next http.Handler) http.Handler {
 			return bodylimit.Handler(next, bodylimit.Options{
 				Limits: g.cfg.HTTP.bodyLimits(), Budget: g.bodies,
 				Tenant:  func(r *http.Request) string { return auth.Tenant(r.Context(), g.cfg.Tenant) },

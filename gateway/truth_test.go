@@ -180,7 +180,7 @@ func TestTruthClaimsMatch(t *testing.T) {
 		sample := map[string]string{
 			"state comes back after a timeout": "variables come back after a timeout or crash",
 			"default timeout":                  "a 30 s timeout",
-			"maximum timeout":                  "a timeout of at most 120 s",
+			"maximum timeout":                  "a timeout of at most 3600 s",
 			"memory limit":                     "512 MiB of memory",
 			"process limit":                    "128 processes and threads",
 			"output cap":                       "output is capped per call (256 KiB per stream)",

@@ -242,7 +242,7 @@ func DefaultConfig() Config {
 		// base64, which leaves room for the 40k characters of text.
 		Images:          ImageLimits{Side: 1568, Bytes: 512 << 10, CallBytes: 640 << 10, PerCall: 10},
 		DefaultTimeout:  30 * time.Second,
-		MaxTimeout:      120 * time.Second,
+		MaxTimeout:      time.Hour,
 		StartTimeout:    30 * time.Second,
 		IdleTimeout:     30 * time.Minute,
 		PoolSize:        2,

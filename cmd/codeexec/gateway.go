@@ -52,6 +52,9 @@ func (u *gatewayUnit) check() error {
 	}
 	u.addr = addr
 	u.cfg.Version = buildVersion()
+	if u.cfg.Yield == 0 {
+		u.cfg.Yield = -1 // --yield 0: never; the Config's zero is the default
+	}
 	return u.cfg.Validate()
 }
 
@@ -118,7 +121,8 @@ func (u *gatewayUnit) serve(ctx context.Context, p *process.Process, e cli.Env) 
 // bindGateway binds the MCP surface's settings.
 func bindGateway(fs *flagenv.Set, c *gateway.Config) {
 	fs.Duration(&c.DefaultTimeout, "timeout", 30*time.Second, "default run_python timeout", "MCP_BRIDGE_TIMEOUT")
-	fs.Duration(&c.MaxTimeout, "max-timeout", 120*time.Second, "largest run_python timeout; larger requests are clamped", "MCP_BRIDGE_MAX_TIMEOUT")
+	fs.Duration(&c.MaxTimeout, "max-timeout", gateway.DefaultMaxTimeout, "largest run_python timeout; larger requests are refused with this maximum", "MCP_BRIDGE_MAX_TIMEOUT")
+	fs.Duration(&c.Yield, "yield", gateway.DefaultYield, "a call still running after this long returns status \"running\" and its code runs on (below the MCP client's request timeout: 60s for Claude Code); 0 never yields", "CODEEXEC_YIELD")
 	fs.String(&c.OutputMode, "output-mode", "compact", "result format: compact or toon (any other value renders toon, as upstream does, with a warning)", "MCP_BRIDGE_OUTPUT_MODE")
 	fs.String(&c.Tenant, "tenant", "default", "tenant for memory, saved tools and sessions", "CODEEXEC_TENANT")
 }

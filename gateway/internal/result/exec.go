@@ -3,6 +3,7 @@ package result
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -155,7 +156,16 @@ func setStatus(p *Payload, r *sandboxv1.ExecResult, timeoutSeconds float64) {
 		if note := r.GetTimeoutNote(); note != "" {
 			p.Error = fmt.Sprintf("Execution exceeded the %gs timeout: %s. %s", n, note, lostNote(r))
 		}
+	case sandboxv1.ExecStatus_EXEC_STATUS_RUNNING:
+		p.Status, p.Summary = StatusRunning, RunningSummary(r, p.Session)
+	case sandboxv1.ExecStatus_EXEC_STATUS_NO_RUN:
+		p.Status, p.Summary = StatusIdle, IdleSummary
 	case sandboxv1.ExecStatus_EXEC_STATUS_KILLED:
+		if why := r.GetInterrupted(); why != "" {
+			p.Status, p.Summary = StatusInterrupted, "Interrupted: "+why
+			p.Error = strings.TrimSuffix(why, ".") + ". " + lostNote(r)
+			return
+		}
 		msg := r.GetError()
 		if msg == "" {
 			msg = "the sandbox died"
@@ -170,6 +180,25 @@ func setStatus(p *Payload, r *sandboxv1.ExecResult, timeoutSeconds float64) {
 		p.Summary = "Sandbox error: the sandbox service returned no status"
 		p.Error = "the sandbox service returned no status"
 	}
+}
+
+// IdleSummary answers a wait on a session with nothing running.
+const IdleSummary = "Nothing is running in this session: no run is in flight and every result was delivered; pass code to run"
+
+// RunningSummary is the line of a call that yielded: how long its run has
+// gone, and how to continue it (handle: the session's, to name it).
+func RunningSummary(r *sandboxv1.ExecResult, handle string) string {
+	named := ""
+	if handle != "" {
+		named = fmt.Sprintf(", session=%q", handle)
+	}
+	return fmt.Sprintf("Still running after %s of its %s timeout; call run_python with code=\"\"%s to wait for more output, or add cancel=true to stop it",
+		seconds(r.GetDuration().AsDuration()), seconds(r.GetTimeout().AsDuration()), named)
+}
+
+// seconds renders d in whole seconds (at least 1).
+func seconds(d time.Duration) string {
+	return fmt.Sprintf("%ds", max(1, int(d.Round(time.Second).Seconds())))
 }
 
 // lostNote says what a stopped sandbox costs: the call's effects when the

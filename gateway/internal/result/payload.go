@@ -17,6 +17,12 @@ const (
 	StatusError           = "error"
 	StatusTimeout         = "timeout"
 	StatusValidationError = "validation_error"
+	// StatusRunning: the call yielded and its code runs on; StatusIdle:
+	// a wait found nothing running; StatusInterrupted: the run in flight
+	// was cancelled or lost, and the session restored.
+	StatusRunning     = "running"
+	StatusIdle        = "idle"
+	StatusInterrupted = "interrupted"
 )
 
 // Payload is the full result of one call. Empty fields are left out when it
@@ -64,7 +70,9 @@ type Image struct {
 }
 
 // IsError reports whether the MCP result must carry isError: true.
-func (p Payload) IsError() bool { return p.Status != StatusSuccess }
+func (p Payload) IsError() bool {
+	return p.Status != StatusSuccess && p.Status != StatusRunning && p.Status != StatusIdle
+}
 
 // fields lists the non-empty fields in upstream's order, for TOON.
 func (p Payload) fields() []toon.Field {

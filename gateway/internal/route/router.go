@@ -28,8 +28,8 @@ const (
 	holderRetry = 500 * time.Millisecond
 )
 
-// Router is a SandboxServiceClient that sends Execute and DestroySession
-// to the replica that holds their session: it asks its base client (one
+// Router is a SandboxServiceClient that sends Execute, CancelExecution
+// and DestroySession to the replica that holds their session: it asks its base client (one
 // replica, or a Balancer) and follows a SessionElsewhere answer to the
 // replica it names. Every other call goes to the base as it is.
 type Router struct {
@@ -141,6 +141,22 @@ func (r *Router) DestroySession(ctx context.Context, in *sandboxv1.DestroySessio
 	client := r.SandboxServiceClient
 	for hop := 0; ; hop++ {
 		resp, err := client.DestroySession(ctx, in, opts...)
+		addr := ElsewhereAddress(err)
+		if addr == "" || hop >= MaxHops || r.others == nil {
+			return resp, err
+		}
+		if client, err = r.others.Client(addr); err != nil {
+			return nil, fmt.Errorf("the session is live on the sandbox replica at %s, which this gateway cannot reach: %w", addr, err)
+		}
+	}
+}
+
+// CancelExecution stops a session's run in flight on the replica that
+// holds it, following SessionElsewhere as DestroySession does.
+func (r *Router) CancelExecution(ctx context.Context, in *sandboxv1.CancelExecutionRequest, opts ...grpc.CallOption) (*sandboxv1.CancelExecutionResponse, error) {
+	client := r.SandboxServiceClient
+	for hop := 0; ; hop++ {
+		resp, err := client.CancelExecution(ctx, in, opts...)
 		addr := ElsewhereAddress(err)
 		if addr == "" || hop >= MaxHops || r.others == nil {
 			return resp, err

@@ -378,6 +378,40 @@ def take_end():
     return ended
 
 
+_progress_sent = [0.0]  # when the last progress frame went out (monotonic)
+
+# PROGRESS_EVERY spaces progress frames out: a loop that reports on every
+# item must not flood the channel, and the client sees a few a second at
+# most anyway. A report of the end (done == total) always goes.
+PROGRESS_EVERY = 0.1
+
+
+def progress(done, total=None, message=""):
+    """Reports how far the current call has got, to a client that asked
+    for progress (MCP notifications/progress): done of total (None when
+    unknown) in any unit, and a short message. done should grow from one
+    report to the next; a report that does not is not passed on."""
+    if isinstance(done, bool) or not isinstance(done, (int, float)):
+        raise TypeError("progress(done, total=None, message=''): done must be a number, not %s" % type(done).__name__)
+    if total is not None and (isinstance(total, bool) or not isinstance(total, (int, float))):
+        raise TypeError("progress(): total must be a number or None, not %s" % type(total).__name__)
+    if not isinstance(message, str):
+        raise TypeError("progress(): message must be a string, not %s" % type(message).__name__)
+    import time
+    now = time.monotonic()
+    final = total is not None and done >= total
+    if not final and now - _progress_sent[0] < PROGRESS_EVERY:
+        return
+    frame = {"t": "progress", "id": _chan.exec_id, "done": float(done), "msg": message[:200]}
+    if total is not None:
+        frame["total"] = float(total)
+    try:
+        _chan.send(frame)
+    except (TypeError, ValueError):
+        raise ValueError("progress(): done and total must be finite numbers") from None
+    _progress_sent[0] = now
+
+
 def capability_summary():
     """A short manual of the sandbox."""
     loaded = ", ".join(m["name"] + (" (failed to load: %s)" % m["error"]["message"] if "error" in m else "")
@@ -417,6 +451,10 @@ Call tools (async; a result is a CallToolResult dict):
   PermissionDeniedError, UnavailableError, DeadlineExceededError, ...
   from mcp.servers.<alias> import *   one async function per tool.
 
+Long runs: a call still running at the yield time returns "running";
+code="" waits for it, cancel=True stops it.
+  runtime.progress(done, total=None, message="")   tell the client
+
 Sessions: variables, imports, functions and classes are checkpointed after
 each call and come back after a timeout or crash (what cannot be saved is
 named then).
@@ -433,7 +471,7 @@ Saved tools (kept across sessions):
   runtime.list_saved_tools()   runtime.delete_saved_tool(name)
 
 Limits (defaults): no network (MCP servers reach out); read-only root;
-512 MiB of memory, 128 processes, a 30 s timeout of at most 120 s. A
+512 MiB of memory, 128 processes, a 30 s timeout of at most 3600 s. A
 result keeps the head and tail of 40,000 characters of output, the whole
 in the file its marker names. /workspace files come back with the
 session (128 MiB); /tmp's do not. The last expression is shown (a
@@ -469,6 +507,7 @@ RUNTIME_NAMES = (
     "list_servers_sync", "discovered_servers", "describe_server",
     "list_loaded_server_metadata", "query_tool_docs", "query_tool_docs_sync",
     "search_tool_docs", "search_tool_docs_sync", "capability_summary", "ToolDocs", "end_session",
+    "progress",
 )
 
 

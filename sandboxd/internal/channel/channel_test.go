@@ -29,6 +29,7 @@ var wireExamples = []struct {
 }{
 	{&Ready{Python: "3.12.4", PID: 7}, `{"t":"ready","python":"3.12.4","pid":7}`},
 	{&Out{Exec: 1, Stream: "stdout", Data: "hi\n"}, `{"t":"out","id":1,"s":"stdout","d":"hi\n"}`},
+	{&Progress{Exec: 1, Done: 3, Total: 10, Message: "rows"}, `{"t":"progress","id":1,"done":3,"total":10,"msg":"rows"}`},
 	{&Call{ID: 3, Exec: 1, Method: "list_tools", Params: json.RawMessage(`{"server":"fs"}`)},
 		`{"t":"call","id":3,"exec":1,"m":"list_tools","p":{"server":"fs"}}`},
 	{&Done{Exec: 1, OK: true, Dropped: map[string]int64{"stdout": 5}}, `{"t":"done","id":1,"ok":true,"exit":0,"dropped":{"stdout":5}}`},

@@ -35,6 +35,18 @@ type Out struct {
 	Data string `json:"d"`
 }
 
+// Progress is the code's report of how far its exec has got
+// (runtime.progress), passed on to a client that asked for progress.
+type Progress struct {
+	// Exec is the id of the exec that reported it.
+	Exec int64 `json:"id"`
+	// Done is how much is done; Total how much in all (0: unknown).
+	Done  float64 `json:"done"`
+	Total float64 `json:"total,omitempty"`
+	// Message says what is being done.
+	Message string `json:"msg,omitempty"`
+}
+
 // Call is a request from the sandboxed code to the outside world; the
 // agent waits for the Reply with the same ID.
 type Call struct {
@@ -312,6 +324,9 @@ func (*Out) Type() string { return "out" }
 func (*Call) Type() string { return "call" }
 
 // Type implements Message.
+func (*Progress) Type() string { return "progress" }
+
+// Type implements Message.
 func (*Done) Type() string { return "done" }
 
 // Type implements Message.
@@ -340,7 +355,7 @@ func (u *Unknown) Type() string { return u.T }
 
 // messageTypes makes an empty message of each known type, by its "t".
 var messageTypes = byType(
-	newMessage[Ready], newMessage[Out], newMessage[Call], newMessage[Done],
+	newMessage[Ready], newMessage[Out], newMessage[Call], newMessage[Done], newMessage[Progress],
 	newMessage[Exec], newMessage[Reply],
 	newMessage[Checkpoint], newMessage[Checkpointed], newMessage[Restore], newMessage[Restored],
 	newMessage[Display],

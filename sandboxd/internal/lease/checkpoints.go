@@ -244,6 +244,18 @@ func (l *Lease) LossReason() string {
 	return l.ck.reason
 }
 
+// Interrupted reports whether the session's sandbox went away in the
+// middle of a run (Lost with interrupted, or a run the store says was in
+// flight when its holder stopped), as the next restore will report.
+func (l *Lease) Interrupted() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ck.interrupted
+}
+
 // TakeLoss returns why the session's sandbox went away, for the restore
 // about to run, and forgets it (Lost notes it again for a restore that
 // could not be made now).

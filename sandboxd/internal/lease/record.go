@@ -59,6 +59,11 @@ type State struct {
 	// Stopped says why the holder gave the session up ("the sandbox was
 	// stopped after being idle", ...), for the next restore's report.
 	Stopped string `json:"stopped,omitempty"`
+	// Running, when set, is when a run that outlives its call began on
+	// the holder: the run's checkpoint (or its end) clears it, so a
+	// replica that takes the session over with it set knows that a run
+	// was interrupted, and says so.
+	Running *time.Time `json:"running,omitempty"`
 }
 
 func decodeState(b []byte) (State, error) {

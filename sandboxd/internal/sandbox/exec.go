@@ -22,14 +22,28 @@ const (
 	StatusError
 	StatusTimeout
 	StatusKilled
+	// StatusRunning and StatusNoRun are a session's, not an exec's: a
+	// call that yielded with its run going on, and an attach that found
+	// nothing to wait for.
+	StatusRunning
+	StatusNoRun
 )
 
-var statusNames = map[Status]string{StatusOK: "ok", StatusError: "error", StatusTimeout: "timeout", StatusKilled: "killed"}
+var statusNames = map[Status]string{
+	StatusOK: "ok", StatusError: "error", StatusTimeout: "timeout", StatusKilled: "killed",
+	StatusRunning: "running", StatusNoRun: "no_run",
+}
 
 func (s Status) String() string { return statusNames[s] }
 
 // Output receives output as it arrives. stream is "stdout" or "stderr".
 type Output func(stream, text string) error
+
+// Progress is the code's report of its progress (runtime.progress).
+type Progress struct {
+	Done, Total float64
+	Message     string
+}
 
 // Exec is one exec to run.
 type Exec struct {
@@ -55,9 +69,11 @@ type Exec struct {
 	// Paused, when set, reports whether the sandbox is paused: an exec
 	// that times out so says why.
 	Paused func() bool
-	// Out receives the exec's output, and Display its images.
-	Out     Output
-	Display Display
+	// Out receives the exec's output, Display its images and Progress,
+	// when set, its progress.
+	Out      Output
+	Display  Display
+	Progress func(Progress)
 	// Results bounds the output and the images for a model (results.go);
 	// its Workspace applies only with Checkpoint.
 	Results Results
@@ -90,7 +106,16 @@ type Outcome struct {
 	// and FilesMore how many more there were.
 	Files     []channel.OutFile
 	FilesMore int
+	// Cancelled, when set, says who cancelled the exec (a CancelledError
+	// as its context's cause).
+	Cancelled string
 }
+
+// CancelledError is the cause of an exec's context that says who cancelled
+// it: its result says so instead of "cancelled by the client".
+type CancelledError struct{ Why string }
+
+func (e *CancelledError) Error() string { return e.Why }
 
 // Exec runs one exec until done, death or the end of its budget, and
 // streams its output.
@@ -188,11 +213,16 @@ func (e *execution) wait(ctx, calls context.Context, start time.Time) *Outcome {
 			res.Duration = time.Since(start)
 			return res
 		case <-ctx.Done():
-			// The caller is gone; the code must not run on unobserved.
+			// The caller is gone, or cancelled the run; the code must not
+			// run on unobserved.
 			sb.Kill()
+			e.drain(ctx, calls)
 			res.Duration = time.Since(start)
 			res.Status, res.StateLost = StatusKilled, true
 			res.Error = "the call was cancelled by the client; the sandbox was stopped"
+			if c := (*CancelledError)(nil); errors.As(context.Cause(ctx), &c) {
+				res.Error, res.Cancelled = c.Why+"; the sandbox was stopped", c.Why
+			}
 			return res
 		}
 	}
@@ -239,6 +269,10 @@ func (e *execution) handle(ctx, calls context.Context, msg channel.Message) (fin
 			if err := e.x.Display(msg); err != nil {
 				e.x.Logger.DebugContext(ctx, "display receiver failed", logkeys.Error, err)
 			}
+		}
+	case *channel.Progress:
+		if msg.Exec == e.id && e.x.Progress != nil {
+			e.x.Progress(Progress{Done: msg.Done, Total: msg.Total, Message: msg.Message})
 		}
 	case *channel.Call:
 		// A call ends by the exec's timeout, so that a call to a server

@@ -59,33 +59,57 @@ func (s *server) Execute(req *sandboxv1.ExecuteRequest, stream sandboxv1.Sandbox
 	if req.GetSessionId() == "" {
 		return status.Error(codes.InvalidArgument, "session_id is required: create a session with CreateSession first")
 	}
-	if req.GetCode() == "" {
-		return status.Error(codes.InvalidArgument, "code is empty: send the Python source to run")
+	if req.GetCode() == "" && !req.GetAttach() {
+		return status.Error(codes.InvalidArgument, "code is empty: send the Python source to run, or attach to wait for the run in flight")
+	}
+	if req.GetCode() != "" && req.GetAttach() {
+		return status.Error(codes.InvalidArgument, "attach takes no code: it waits for the session's run in flight")
 	}
 	res, err := s.m.Execute(ctx, session.Request{
-		Tenant:    req.GetTenant(),
-		SessionID: req.GetSessionId(),
-		Code:      req.GetCode(),
-		Servers:   req.GetServers(),
-		Timeout:   req.GetTimeout().AsDuration(),
-		Display: func(d *channel.Display) error {
-			return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Display{
-				Display: &sandboxv1.DisplayData{MimeType: d.MIME, Data: d.Image(), Width: int32(d.Width), Height: int32(d.Height)},
-			}})
-		},
-	}, func(name, text string) error {
-		st := sandboxv1.Stream_STREAM_STDOUT
-		if name == "stderr" {
-			st = sandboxv1.Stream_STREAM_STDERR
-		}
-		return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Output{
-			Output: &sandboxv1.OutputChunk{Stream: st, Text: text},
-		}})
-	})
+		Tenant:     req.GetTenant(),
+		SessionID:  req.GetSessionId(),
+		Code:       req.GetCode(),
+		Servers:    req.GetServers(),
+		Timeout:    req.GetTimeout().AsDuration(),
+		YieldAfter: req.GetYieldAfter().AsDuration(),
+		Attach:     req.GetAttach(),
+		Replay:     req.GetReplay(),
+		Quiet:      req.GetQuiet(),
+		RunID:      req.GetRunId(),
+	}, func(ev session.Event) error { return stream.Send(eventToProto(ev)) })
 	if res == nil {
 		return s.toStatus(ctx, err)
 	}
 	return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Result{Result: resultToProto(res)}})
+}
+
+// eventToProto is the Execute stream's message of one event of a run.
+func eventToProto(ev session.Event) *sandboxv1.ExecuteResponse {
+	if d := ev.Display; d != nil {
+		return &sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Display{
+			Display: &sandboxv1.DisplayData{MimeType: d.MIME, Data: d.Image(), Width: int32(d.Width), Height: int32(d.Height)},
+		}}
+	}
+	if p := ev.Progress; p != nil {
+		return &sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Progress{
+			Progress: &sandboxv1.Progress{Done: p.Done, Total: p.Total, Message: p.Message},
+		}}
+	}
+	st := sandboxv1.Stream_STREAM_STDOUT
+	if ev.Stream == "stderr" {
+		st = sandboxv1.Stream_STREAM_STDERR
+	}
+	return &sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Output{
+		Output: &sandboxv1.OutputChunk{Stream: st, Text: ev.Text},
+	}}
+}
+
+func (s *server) CancelExecution(ctx context.Context, req *sandboxv1.CancelExecutionRequest) (*sandboxv1.CancelExecutionResponse, error) {
+	ok, err := s.m.Cancel(ctx, req.GetTenant(), req.GetSessionId(), req.GetRunId(), req.GetReason())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.CancelExecutionResponse{Cancelled: ok}, nil
 }
 
 func (s *server) ResetSession(ctx context.Context, req *sandboxv1.ResetSessionRequest) (*sandboxv1.ResetSessionResponse, error) {
@@ -172,6 +196,15 @@ func (s *server) toStatus(ctx context.Context, err error) error {
 	case errors.Is(err, engine.ErrUnavailable):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
+	if busy := (*session.BusyError)(nil); errors.As(err, &busy) {
+		st, derr := status.New(codes.FailedPrecondition, busy.Error()).WithDetails(&sandboxv1.RunInFlight{
+			RunId: busy.RunID, StartTime: timestamppb.New(busy.Started), Timeout: durationpb.New(busy.Timeout),
+		})
+		if derr != nil {
+			return status.Error(codes.FailedPrecondition, busy.Error())
+		}
+		return st.Err()
+	}
 	var elsewhere *session.ElsewhereError
 	if errors.As(err, &elsewhere) {
 		st, derr := status.New(codes.FailedPrecondition, elsewhere.Error()).WithDetails(&sandboxv1.SessionElsewhere{
@@ -211,7 +244,13 @@ func resultToProto(r *session.Result) *sandboxv1.ExecResult {
 		sandbox.StatusError:   sandboxv1.ExecStatus_EXEC_STATUS_ERROR,
 		sandbox.StatusTimeout: sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT,
 		sandbox.StatusKilled:  sandboxv1.ExecStatus_EXEC_STATUS_KILLED,
+		sandbox.StatusRunning: sandboxv1.ExecStatus_EXEC_STATUS_RUNNING,
+		sandbox.StatusNoRun:   sandboxv1.ExecStatus_EXEC_STATUS_NO_RUN,
 	}[r.Status]
+	var started *timestamppb.Timestamp
+	if !r.Started.IsZero() {
+		started = timestamppb.New(r.Started)
+	}
 	return &sandboxv1.ExecResult{
 		Status:             st,
 		ExitCode:           int32(r.ExitCode),
@@ -231,6 +270,9 @@ func resultToProto(r *session.Result) *sandboxv1.ExecResult {
 		TimeoutNote:        r.TimeoutNote,
 		Files:              filesToProto(r.Files),
 		FilesMore:          uint32(min(r.FilesMore, 1<<20)),
+		RunId:              r.RunID,
+		Interrupted:        r.Interrupted,
+		StartTime:          started,
 	}
 }
 

@@ -10,18 +10,23 @@ import (
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
-// Output receives output as it arrives. stream is "stdout" or "stderr".
-type Output = sandbox.Output
-
-// Request is one exec.
+// Request is one exec, or an attach to a run in flight.
 type Request struct {
 	Tenant, SessionID, Code string
 	Servers                 []string
 	// Timeout is the wall-clock limit; zero means the default. It is
 	// clamped to the maximum.
 	Timeout time.Duration
-	// Display, when set, receives the images the code shows.
-	Display sandbox.Display
+	// YieldAfter, when set, makes the run outlive the call: the call
+	// returns a StatusRunning result once that much time has passed (from
+	// the call's start), and the run goes on (see flight).
+	YieldAfter time.Duration
+	// Attach, with no code, waits up to YieldAfter for the run in flight
+	// (RunID, when set, names it); Replay and Quiet are how (see the
+	// proto's ExecuteRequest).
+	Attach        bool
+	Replay, Quiet bool
+	RunID         uint64
 }
 
 // Result is how an exec ended (sandbox.Outcome: status, exit code,
@@ -42,17 +47,30 @@ type Result struct {
 	// Uncheckpointed, when set, are (once) the names the latest checkpoint
 	// could not hold.
 	Uncheckpointed []channel.LostName
+	// RunID and Started name a run that may outlive its call; Yielded,
+	// on a StatusRunning result, says why the call yielded early.
+	RunID   uint64
+	Started time.Time
+	Yielded string
+	// Interrupted, when set, says why the run did not finish: it was
+	// cancelled, or its replica was lost.
+	Interrupted string
 }
 
-// Execute runs code in a session and streams its output to out. A durable
-// session that is not live here is taken from the session store (and
-// restored from its checkpoint), unless another replica holds it live: then
-// the error is an *ElsewhereError.
-func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result, error) {
+// Execute runs code in a session and streams its events to send. A
+// durable session that is not live here is taken from the session store
+// (and restored from its checkpoint), unless another replica holds it
+// live: then the error is an *ElsewhereError. With YieldAfter the run
+// may outlive the call (see flight); with Attach the call follows the run
+// in flight instead of starting one.
+func (m *Manager) Execute(ctx context.Context, req Request, send Send) (*Result, error) {
 	began := time.Now()
 	s, err := m.claim(ctx, req.Tenant, req.SessionID)
 	if err != nil {
 		return nil, err
+	}
+	if req.Attach {
+		return m.attach(ctx, s, req, send)
 	}
 	if req.Code == "" {
 		return nil, fmt.Errorf("%w: code is empty", ErrInvalid)
@@ -62,22 +80,49 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	// leaves of the timeout bounds the calls of a restore, and the code.
 	deadline := began.Add(timeout)
 	saved := m.fetchSavedTools(ctx, s)
-	defer saved.stop()
 	// Loading the call's servers waits for those still starting no longer
-	// than the call's timeout: a server not up by then is loaded with the
-	// error that says so, which its use raises, and the code runs.
-	prepCtx, cancelPrep := context.WithDeadline(ctx, deadline)
+	// than the call's timeout, nor its yield (the call must answer by
+	// then): a server not up by then is loaded with the error that says
+	// so, which its use raises, and the code runs.
+	prepBy := deadline
+	if y := began.Add(req.YieldAfter); req.YieldAfter > 0 && y.Before(prepBy) {
+		prepBy = y
+	}
+	prepCtx, cancelPrep := context.WithDeadline(ctx, prepBy)
 	env, err := m.cfg.Broker.Prepare(prepCtx, s.tenant, req.Servers)
 	cancelPrep()
 	if err != nil {
+		saved.stop()
 		return nil, err
 	}
-	r := &run{code: req.Code, env: env, saved: saved, timeout: timeout, out: out, display: req.Display,
+	r := &run{code: req.Code, env: env, saved: saved, timeout: timeout,
 		spent: spentTime{loading: time.Since(began), env: env}}
+	if f := s.inFlight(); f != nil {
+		// A run that has not yielded is a call like any other, soon
+		// over (or cancelled): this one waits for it. A long run is
+		// refused.
+		if err := f.waitTurn(ctx, req.YieldAfter-time.Since(began)); err != nil {
+			saved.stop()
+			return nil, err
+		}
+	}
 	if s, err = m.takeTurn(ctx, s, req, deadline); err != nil {
+		saved.stop()
 		return nil, err
 	}
+	if req.YieldAfter > 0 {
+		if err := ctx.Err(); err != nil {
+			// The caller went (or cancelled) before the run began: it
+			// does not begin.
+			saved.stop()
+			s.release()
+			return nil, err
+		}
+		return m.launch(ctx, s, r, req.YieldAfter-time.Since(began), send)
+	}
+	defer saved.stop()
 	defer s.release()
+	r.out, r.progress, r.display = outputTo(send), progressTo(send), displayTo(send)
 	res, err := s.start(ctx, r)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/capacity"
@@ -123,6 +124,9 @@ type Manager struct {
 
 	stop  context.CancelFunc
 	loops sync.WaitGroup
+	// closing is set once Close began: the runs it stops are
+	// interrupted, not ended (their mark in the store stays).
+	closing atomic.Bool
 }
 
 // NewManager starts the pool filler, the reaper and, with a store, the
@@ -175,8 +179,15 @@ func (m *Manager) loop(ctx context.Context, f func(context.Context)) {
 func (m *Manager) Close() {
 	m.stop()
 	m.loops.Wait()
+	m.closing.Store(true)
 	var wg sync.WaitGroup
 	for _, s := range m.all() {
+		// A run in flight would hold its sandbox (and its checkpoint
+		// pending) until its timeout, an hour perhaps: it stops now, and
+		// the next holder says it was interrupted.
+		if f := s.inFlight(); f != nil {
+			f.cancel(&sandbox.CancelledError{Why: "the run was interrupted: its sandbox service was stopped"})
+		}
 		wg.Go(func() {
 			if s.lease != nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -64,6 +64,32 @@ type Session struct {
 	starting *sandbox.Sandbox
 	// unrecordedSaid is set once a result said unrecorded.
 	unrecordedSaid bool
+	// flight is the session's last run that could outlive its call: in
+	// flight, or ended with its result kept for the call that attaches.
+	flight *flight
+}
+
+// setFlight makes f the session's run in flight.
+func (s *Session) setFlight(f *flight) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flight = f
+}
+
+// lastFlight returns the session's last run that could outlive its call,
+// ended or not; nil when there was none.
+func (s *Session) lastFlight() *flight {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flight
+}
+
+// inFlight returns the session's run in flight, nil when none is.
+func (s *Session) inFlight() *flight {
+	if f := s.lastFlight(); f != nil && !f.ended() {
+		return f
+	}
+	return nil
 }
 
 var (

@@ -255,6 +255,7 @@ class Agent:
     def wait(self, exec_id, timeout=60):
         chunks, self._early = self._early, []
         displays = []
+        progress = []
         ncalls = self._calls_mark
         deadline = time.monotonic() + timeout
         while True:
@@ -267,9 +268,13 @@ class Agent:
             elif msg["t"] == "display":
                 assert msg["id"] == exec_id, msg
                 displays.append(msg)
+            elif msg["t"] == "progress":
+                progress.append(msg)
             elif msg["t"] == "done":
                 assert msg["id"] == exec_id, msg
-                return Result(msg, chunks, self.calls[ncalls:], displays)
+                r = Result(msg, chunks, self.calls[ncalls:], displays)
+                r.progress = progress
+                return r
 
     def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False, checkpoint=0, saved_tools=None,
              unloaded=None, display=None, budget=0, workspace=0):

@@ -118,6 +118,46 @@ class GlobalsTest(unittest.TestCase):
                          '{"server": "GitHub-Server.v2", "tool": "class", "arguments": {"n": 1}}\n', r)
 
 
+class ProgressTest(unittest.TestCase):
+    def setUp(self):
+        self.a = Agent()
+
+    def tearDown(self):
+        self.a.close()
+
+    def test_progress_frames_are_spaced_out_and_the_end_goes(self):
+        r = self.a.exec(
+            "for i in range(1000):\n"
+            "    runtime.progress(i, 999, 'item %d' % i)\n")
+        self.assertTrue(r.ok, r)
+        self.assertLess(len(r.progress), 10, r.progress)  # ten a second at most
+        self.assertEqual(r.progress[0], {"t": "progress", "id": r.done["id"], "done": 0.0, "total": 999.0, "msg": "item 0"})
+        self.assertEqual(r.progress[-1]["done"], 999.0)
+
+    def test_progress_checks_its_arguments(self):
+        r = self.a.exec(
+            "for args in (('1',), (1, 'x'), (True,), (1, None, 5)):\n"
+            "    try:\n"
+            "        runtime.progress(*args)\n"
+            "    except TypeError as e:\n"
+            "        print(e)\n"
+            "try:\n"
+            "    runtime.progress(float('nan'))\n"
+            "except ValueError as e:\n"
+            "    print(e)\n"
+            "runtime.progress(3, message='x' * 500)\n")
+        self.assertTrue(r.ok, r)
+        self.assertEqual(r.stdout.splitlines(), [
+            "progress(done, total=None, message=''): done must be a number, not str",
+            "progress(): total must be a number or None, not str",
+            "progress(done, total=None, message=''): done must be a number, not bool",
+            "progress(): message must be a string, not int",
+            "progress(): done and total must be finite numbers",
+        ])
+        self.assertEqual(len(r.progress), 1)
+        self.assertEqual(len(r.progress[0]["msg"]), 200)
+
+
 class CallTest(unittest.TestCase):
     def setUp(self):
         self.a = Agent()

@@ -149,8 +149,15 @@ const (
 	// was killed and the session state is lost.
 	ExecStatus_EXEC_STATUS_TIMEOUT ExecStatus = 3
 	// EXEC_STATUS_KILLED means the sandbox died during the call: out of
-	// memory, a crash, or a broken channel. The session state is lost.
+	// memory, a crash, a broken channel, or a cancellation. The session
+	// state is lost (a durable session comes back from its checkpoint).
 	ExecStatus_EXEC_STATUS_KILLED ExecStatus = 4
+	// EXEC_STATUS_RUNNING means the call yielded (yield_after): the code
+	// still runs, and an attach continues it.
+	ExecStatus_EXEC_STATUS_RUNNING ExecStatus = 5
+	// EXEC_STATUS_NO_RUN answers an attach when the session has no run in
+	// flight and no result left to deliver.
+	ExecStatus_EXEC_STATUS_NO_RUN ExecStatus = 6
 )
 
 // Enum value maps for ExecStatus.
@@ -161,6 +168,8 @@ var (
 		2: "EXEC_STATUS_ERROR",
 		3: "EXEC_STATUS_TIMEOUT",
 		4: "EXEC_STATUS_KILLED",
+		5: "EXEC_STATUS_RUNNING",
+		6: "EXEC_STATUS_NO_RUN",
 	}
 	ExecStatus_value = map[string]int32{
 		"EXEC_STATUS_UNSPECIFIED": 0,
@@ -168,6 +177,8 @@ var (
 		"EXEC_STATUS_ERROR":       2,
 		"EXEC_STATUS_TIMEOUT":     3,
 		"EXEC_STATUS_KILLED":      4,
+		"EXEC_STATUS_RUNNING":     5,
+		"EXEC_STATUS_NO_RUN":      6,
 	}
 )
 
@@ -452,7 +463,30 @@ type ExecuteRequest struct {
 	Servers []string `protobuf:"bytes,4,rep,name=servers,proto3" json:"servers,omitempty"`
 	// timeout bounds the wall-clock time of this call. Zero means the
 	// service default; values above the service maximum are clamped.
-	Timeout       *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// yield_after, when set, makes the run outlive this call: once that
+	// much time has passed since the call began and the code still runs,
+	// the stream ends with a result of status RUNNING, and the code runs on
+	// in its sandbox until it ends, its timeout, or CancelExecution. Such a
+	// run is not stopped when the call's stream ends for any other reason
+	// either (a gateway that went away): a later attach finds it.
+	YieldAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=yield_after,json=yieldAfter,proto3" json:"yield_after,omitempty"`
+	// attach, with empty code, waits for the session's run in flight (up
+	// to yield_after, again), streaming its output since the last result
+	// that was delivered, then its result: RUNNING if it still runs, its
+	// end otherwise. With no run in flight and no result undelivered, the
+	// result has status NO_RUN at once; after a run that its replica lost,
+	// the session is restored and the result says the run was interrupted.
+	Attach bool `protobuf:"varint,7,opt,name=attach,proto3" json:"attach,omitempty"`
+	// replay, with attach, streams the run's output from its start and
+	// leaves the run's delivered position as it was: a look at a run (a
+	// task's status) that takes nothing from the calls that follow it.
+	Replay bool `protobuf:"varint,8,opt,name=replay,proto3" json:"replay,omitempty"`
+	// quiet, with attach, sends no output, only the result.
+	Quiet bool `protobuf:"varint,9,opt,name=quiet,proto3" json:"quiet,omitempty"`
+	// run_id, with attach, names the run to wait for (ExecResult.run_id);
+	// another run, or none, answers NOT_FOUND. Zero: whichever is in flight.
+	RunId         uint64 `protobuf:"varint,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -522,6 +556,41 @@ func (x *ExecuteRequest) GetTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *ExecuteRequest) GetYieldAfter() *durationpb.Duration {
+	if x != nil {
+		return x.YieldAfter
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetAttach() bool {
+	if x != nil {
+		return x.Attach
+	}
+	return false
+}
+
+func (x *ExecuteRequest) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
+}
+
+func (x *ExecuteRequest) GetQuiet() bool {
+	if x != nil {
+		return x.Quiet
+	}
+	return false
+}
+
+func (x *ExecuteRequest) GetRunId() uint64 {
+	if x != nil {
+		return x.RunId
+	}
+	return 0
+}
+
 // ExecuteResponse is one event of an Execute stream: output chunks, then
 // exactly one result.
 type ExecuteResponse struct {
@@ -533,6 +602,7 @@ type ExecuteResponse struct {
 	//	*ExecuteResponse_Output
 	//	*ExecuteResponse_Result
 	//	*ExecuteResponse_Display
+	//	*ExecuteResponse_Progress
 	Event         isExecuteResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -602,6 +672,15 @@ func (x *ExecuteResponse) GetDisplay() *DisplayData {
 	return nil
 }
 
+func (x *ExecuteResponse) GetProgress() *Progress {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
 type isExecuteResponse_Event interface {
 	isExecuteResponse_Event()
 }
@@ -622,11 +701,18 @@ type ExecuteResponse_Display struct {
 	Display *DisplayData `protobuf:"bytes,3,opt,name=display,proto3,oneof"`
 }
 
+type ExecuteResponse_Progress struct {
+	// progress is what the code reported with runtime.progress().
+	Progress *Progress `protobuf:"bytes,4,opt,name=progress,proto3,oneof"`
+}
+
 func (*ExecuteResponse_Output) isExecuteResponse_Event() {}
 
 func (*ExecuteResponse_Result) isExecuteResponse_Event() {}
 
 func (*ExecuteResponse_Display) isExecuteResponse_Event() {}
+
+func (*ExecuteResponse_Progress) isExecuteResponse_Event() {}
 
 // DisplayData is one image a call showed, bounded in size by sandboxd's
 // display limits.
@@ -702,6 +788,70 @@ func (x *DisplayData) GetHeight() int32 {
 	return 0
 }
 
+// Progress is a report of the code's own progress (runtime.progress).
+type Progress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// done is how much is done, in the code's unit.
+	Done float64 `protobuf:"fixed64,1,opt,name=done,proto3" json:"done,omitempty"`
+	// total is how much there is in all; zero when unknown.
+	Total float64 `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"`
+	// message says what is being done; may be empty.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Progress) GetDone() float64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *Progress) GetTotal() float64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Progress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // OutputChunk is a piece of output text.
 type OutputChunk struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -715,7 +865,7 @@ type OutputChunk struct {
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +877,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +890,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *OutputChunk) GetStream() Stream {
@@ -814,14 +964,23 @@ type ExecResult struct {
 	Files []*OutputFile `protobuf:"bytes,17,rep,name=files,proto3" json:"files,omitempty"`
 	// files_more counts the files the call made or changed under
 	// /workspace/out beyond those in files.
-	FilesMore     uint32 `protobuf:"varint,18,opt,name=files_more,json=filesMore,proto3" json:"files_more,omitempty"`
+	FilesMore uint32 `protobuf:"varint,18,opt,name=files_more,json=filesMore,proto3" json:"files_more,omitempty"`
+	// run_id names the run within its session (distinct for every run of
+	// the session), for attach and CancelExecution; set on results of runs
+	// that may yield.
+	RunId uint64 `protobuf:"varint,19,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// interrupted, when set, says why the run this result ends was
+	// interrupted rather than finished: cancelled, or its replica lost.
+	Interrupted string `protobuf:"bytes,20,opt,name=interrupted,proto3" json:"interrupted,omitempty"`
+	// started is when the run began (RUNNING results and their ends).
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +992,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +1005,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExecResult) GetStatus() ExecStatus {
@@ -975,6 +1134,27 @@ func (x *ExecResult) GetFilesMore() uint32 {
 	return 0
 }
 
+func (x *ExecResult) GetRunId() uint64 {
+	if x != nil {
+		return x.RunId
+	}
+	return 0
+}
+
+func (x *ExecResult) GetInterrupted() string {
+	if x != nil {
+		return x.Interrupted
+	}
+	return ""
+}
+
+func (x *ExecResult) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
 // OutputFile is one file under /workspace/out.
 type OutputFile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -990,7 +1170,7 @@ type OutputFile struct {
 
 func (x *OutputFile) Reset() {
 	*x = OutputFile{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1182,7 @@ func (x *OutputFile) String() string {
 func (*OutputFile) ProtoMessage() {}
 
 func (x *OutputFile) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1195,7 @@ func (x *OutputFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputFile.ProtoReflect.Descriptor instead.
 func (*OutputFile) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OutputFile) GetPath() string {
@@ -1037,6 +1217,190 @@ func (x *OutputFile) GetMimeType() string {
 		return x.MimeType
 	}
 	return ""
+}
+
+// RunInFlight is the detail of a FAILED_PRECONDITION from Execute when a
+// call with code finds a run in flight in its session.
+type RunInFlight struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// run_id names the run in flight.
+	RunId uint64 `protobuf:"varint,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// start_time is when it began.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// timeout is the run's timeout.
+	Timeout       *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunInFlight) Reset() {
+	*x = RunInFlight{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunInFlight) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunInFlight) ProtoMessage() {}
+
+func (x *RunInFlight) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunInFlight.ProtoReflect.Descriptor instead.
+func (*RunInFlight) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RunInFlight) GetRunId() uint64 {
+	if x != nil {
+		return x.RunId
+	}
+	return 0
+}
+
+func (x *RunInFlight) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *RunInFlight) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+// CancelExecutionRequest names the run to stop.
+type CancelExecutionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// tenant must match the session's tenant.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// run_id names the run; zero: whichever is in flight.
+	RunId uint64 `protobuf:"varint,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// reason says why, for the run's result ("cancelled by the client").
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelExecutionRequest) Reset() {
+	*x = CancelExecutionRequest{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelExecutionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelExecutionRequest) ProtoMessage() {}
+
+func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
+func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CancelExecutionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CancelExecutionRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *CancelExecutionRequest) GetRunId() uint64 {
+	if x != nil {
+		return x.RunId
+	}
+	return 0
+}
+
+func (x *CancelExecutionRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// CancelExecutionResponse says whether a run was stopped.
+type CancelExecutionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cancelled is false when no such run was in flight.
+	Cancelled     bool `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelExecutionResponse) Reset() {
+	*x = CancelExecutionResponse{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelExecutionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelExecutionResponse) ProtoMessage() {}
+
+func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
+func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CancelExecutionResponse) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
 }
 
 // RestoreReport says what a new sandbox got back from a checkpoint.
@@ -1079,7 +1443,7 @@ type RestoreReport struct {
 
 func (x *RestoreReport) Reset() {
 	*x = RestoreReport{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1455,7 @@ func (x *RestoreReport) String() string {
 func (*RestoreReport) ProtoMessage() {}
 
 func (x *RestoreReport) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1468,7 @@ func (x *RestoreReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreReport.ProtoReflect.Descriptor instead.
 func (*RestoreReport) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RestoreReport) GetReason() string {
@@ -1192,7 +1556,7 @@ type LostName struct {
 
 func (x *LostName) Reset() {
 	*x = LostName{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1568,7 @@ func (x *LostName) String() string {
 func (*LostName) ProtoMessage() {}
 
 func (x *LostName) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1581,7 @@ func (x *LostName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LostName.ProtoReflect.Descriptor instead.
 func (*LostName) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LostName) GetName() string {
@@ -1256,7 +1620,7 @@ type SessionElsewhere struct {
 
 func (x *SessionElsewhere) Reset() {
 	*x = SessionElsewhere{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1632,7 @@ func (x *SessionElsewhere) String() string {
 func (*SessionElsewhere) ProtoMessage() {}
 
 func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1645,7 @@ func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionElsewhere.ProtoReflect.Descriptor instead.
 func (*SessionElsewhere) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SessionElsewhere) GetReplica() string {
@@ -1311,7 +1675,7 @@ type ResetSessionRequest struct {
 
 func (x *ResetSessionRequest) Reset() {
 	*x = ResetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1687,7 @@ func (x *ResetSessionRequest) String() string {
 func (*ResetSessionRequest) ProtoMessage() {}
 
 func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1700,7 @@ func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResetSessionRequest) GetSessionId() string {
@@ -1364,7 +1728,7 @@ type ResetSessionResponse struct {
 
 func (x *ResetSessionResponse) Reset() {
 	*x = ResetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1740,7 @@ func (x *ResetSessionResponse) String() string {
 func (*ResetSessionResponse) ProtoMessage() {}
 
 func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1753,7 @@ func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResetSessionResponse) GetSession() *Session {
@@ -1412,7 +1776,7 @@ type DestroySessionRequest struct {
 
 func (x *DestroySessionRequest) Reset() {
 	*x = DestroySessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1788,7 @@ func (x *DestroySessionRequest) String() string {
 func (*DestroySessionRequest) ProtoMessage() {}
 
 func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1801,7 @@ func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionRequest.ProtoReflect.Descriptor instead.
 func (*DestroySessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DestroySessionRequest) GetSessionId() string {
@@ -1463,7 +1827,7 @@ type DestroySessionResponse struct {
 
 func (x *DestroySessionResponse) Reset() {
 	*x = DestroySessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1839,7 @@ func (x *DestroySessionResponse) String() string {
 func (*DestroySessionResponse) ProtoMessage() {}
 
 func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1852,7 @@ func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionResponse.ProtoReflect.Descriptor instead.
 func (*DestroySessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 // GetSessionRequest names a session.
@@ -1504,7 +1868,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1880,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1893,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1557,7 +1921,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1933,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1946,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1604,7 +1968,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1980,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1993,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListSessionsRequest) GetTenant() string {
@@ -1650,7 +2014,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +2026,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +2039,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1706,7 +2070,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +2082,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +2095,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadFileRequest) GetTenant() string {
@@ -1783,7 +2147,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +2159,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +2172,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReadFileResponse) GetData() []byte {
@@ -1856,27 +2220,39 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
 	"\x15CreateSessionResponse\x126\n" +
-	"\asession\x18\x01 \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\"\xaa\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\"\xc3\x02\n" +
 	"\x0eExecuteRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x18\n" +
 	"\aservers\x18\x04 \x03(\tR\aservers\x123\n" +
-	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xcf\x01\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12:\n" +
+	"\vyield_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"yieldAfter\x12\x16\n" +
+	"\x06attach\x18\a \x01(\bR\x06attach\x12\x16\n" +
+	"\x06replay\x18\b \x01(\bR\x06replay\x12\x14\n" +
+	"\x05quiet\x18\t \x01(\bR\x05quiet\x12\x15\n" +
+	"\x06run_id\x18\n" +
+	" \x01(\x04R\x05runId\"\x8c\x02\n" +
 	"\x0fExecuteResponse\x12:\n" +
 	"\x06output\x18\x01 \x01(\v2 .codeexec.sandbox.v1.OutputChunkH\x00R\x06output\x129\n" +
 	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06result\x12<\n" +
-	"\adisplay\x18\x03 \x01(\v2 .codeexec.sandbox.v1.DisplayDataH\x00R\adisplayB\a\n" +
+	"\adisplay\x18\x03 \x01(\v2 .codeexec.sandbox.v1.DisplayDataH\x00R\adisplay\x12;\n" +
+	"\bprogress\x18\x04 \x01(\v2\x1d.codeexec.sandbox.v1.ProgressH\x00R\bprogressB\a\n" +
 	"\x05event\"l\n" +
 	"\vDisplayData\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x14\n" +
 	"\x05width\x18\x03 \x01(\x05R\x05width\x12\x16\n" +
-	"\x06height\x18\x04 \x01(\x05R\x06height\"V\n" +
+	"\x06height\x18\x04 \x01(\x05R\x06height\"N\n" +
+	"\bProgress\x12\x12\n" +
+	"\x04done\x18\x01 \x01(\x01R\x04done\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"V\n" +
 	"\vOutputChunk\x123\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x1b.codeexec.sandbox.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x8a\x06\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xfe\x06\n" +
 	"\n" +
 	"ExecResult\x127\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1f.codeexec.sandbox.v1.ExecStatusR\x06status\x12\x1b\n" +
@@ -1900,12 +2276,29 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\ftimeout_note\x18\x10 \x01(\tR\vtimeoutNote\x125\n" +
 	"\x05files\x18\x11 \x03(\v2\x1f.codeexec.sandbox.v1.OutputFileR\x05files\x12\x1d\n" +
 	"\n" +
-	"files_more\x18\x12 \x01(\rR\tfilesMore\"Q\n" +
+	"files_more\x18\x12 \x01(\rR\tfilesMore\x12\x15\n" +
+	"\x06run_id\x18\x13 \x01(\x04R\x05runId\x12 \n" +
+	"\vinterrupted\x18\x14 \x01(\tR\vinterrupted\x129\n" +
+	"\n" +
+	"start_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"Q\n" +
 	"\n" +
 	"OutputFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x1b\n" +
-	"\tmime_type\x18\x03 \x01(\tR\bmimeType\"\xac\x02\n" +
+	"\tmime_type\x18\x03 \x01(\tR\bmimeType\"\x94\x01\n" +
+	"\vRunInFlight\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\x04R\x05runId\x129\n" +
+	"\n" +
+	"start_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x123\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"~\n" +
+	"\x16CancelExecutionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\x04R\x05runId\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"7\n" +
+	"\x17CancelExecutionResponse\x12\x1c\n" +
+	"\tcancelled\x18\x01 \x01(\bR\tcancelled\"\xac\x02\n" +
 	"\rRestoreReport\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
@@ -1967,17 +2360,20 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
-	"\rSTREAM_STDERR\x10\x02*\x85\x01\n" +
+	"\rSTREAM_STDERR\x10\x02*\xb6\x01\n" +
 	"\n" +
 	"ExecStatus\x12\x1b\n" +
 	"\x17EXEC_STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eEXEC_STATUS_OK\x10\x01\x12\x15\n" +
 	"\x11EXEC_STATUS_ERROR\x10\x02\x12\x17\n" +
 	"\x13EXEC_STATUS_TIMEOUT\x10\x03\x12\x16\n" +
-	"\x12EXEC_STATUS_KILLED\x10\x042\xbd\x05\n" +
+	"\x12EXEC_STATUS_KILLED\x10\x04\x12\x17\n" +
+	"\x13EXEC_STATUS_RUNNING\x10\x05\x12\x16\n" +
+	"\x12EXEC_STATUS_NO_RUN\x10\x062\xab\x06\n" +
 	"\x0eSandboxService\x12f\n" +
 	"\rCreateSession\x12).codeexec.sandbox.v1.CreateSessionRequest\x1a*.codeexec.sandbox.v1.CreateSessionResponse\x12V\n" +
-	"\aExecute\x12#.codeexec.sandbox.v1.ExecuteRequest\x1a$.codeexec.sandbox.v1.ExecuteResponse0\x01\x12c\n" +
+	"\aExecute\x12#.codeexec.sandbox.v1.ExecuteRequest\x1a$.codeexec.sandbox.v1.ExecuteResponse0\x01\x12l\n" +
+	"\x0fCancelExecution\x12+.codeexec.sandbox.v1.CancelExecutionRequest\x1a,.codeexec.sandbox.v1.CancelExecutionResponse\x12c\n" +
 	"\fResetSession\x12(.codeexec.sandbox.v1.ResetSessionRequest\x1a).codeexec.sandbox.v1.ResetSessionResponse\x12i\n" +
 	"\x0eDestroySession\x12*.codeexec.sandbox.v1.DestroySessionRequest\x1a+.codeexec.sandbox.v1.DestroySessionResponse\x12]\n" +
 	"\n" +
@@ -1999,80 +2395,91 @@ func file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_codeexec_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_codeexec_sandbox_v1_sandbox_proto_goTypes = []any{
-	(SessionState)(0),              // 0: codeexec.sandbox.v1.SessionState
-	(Stream)(0),                    // 1: codeexec.sandbox.v1.Stream
-	(ExecStatus)(0),                // 2: codeexec.sandbox.v1.ExecStatus
-	(*Session)(nil),                // 3: codeexec.sandbox.v1.Session
-	(*CreateSessionRequest)(nil),   // 4: codeexec.sandbox.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),  // 5: codeexec.sandbox.v1.CreateSessionResponse
-	(*ExecuteRequest)(nil),         // 6: codeexec.sandbox.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),        // 7: codeexec.sandbox.v1.ExecuteResponse
-	(*DisplayData)(nil),            // 8: codeexec.sandbox.v1.DisplayData
-	(*OutputChunk)(nil),            // 9: codeexec.sandbox.v1.OutputChunk
-	(*ExecResult)(nil),             // 10: codeexec.sandbox.v1.ExecResult
-	(*OutputFile)(nil),             // 11: codeexec.sandbox.v1.OutputFile
-	(*RestoreReport)(nil),          // 12: codeexec.sandbox.v1.RestoreReport
-	(*LostName)(nil),               // 13: codeexec.sandbox.v1.LostName
-	(*SessionElsewhere)(nil),       // 14: codeexec.sandbox.v1.SessionElsewhere
-	(*ResetSessionRequest)(nil),    // 15: codeexec.sandbox.v1.ResetSessionRequest
-	(*ResetSessionResponse)(nil),   // 16: codeexec.sandbox.v1.ResetSessionResponse
-	(*DestroySessionRequest)(nil),  // 17: codeexec.sandbox.v1.DestroySessionRequest
-	(*DestroySessionResponse)(nil), // 18: codeexec.sandbox.v1.DestroySessionResponse
-	(*GetSessionRequest)(nil),      // 19: codeexec.sandbox.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 20: codeexec.sandbox.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),    // 21: codeexec.sandbox.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),   // 22: codeexec.sandbox.v1.ListSessionsResponse
-	(*ReadFileRequest)(nil),        // 23: codeexec.sandbox.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),       // 24: codeexec.sandbox.v1.ReadFileResponse
-	nil,                            // 25: codeexec.sandbox.v1.Session.LabelsEntry
-	nil,                            // 26: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
+	(SessionState)(0),               // 0: codeexec.sandbox.v1.SessionState
+	(Stream)(0),                     // 1: codeexec.sandbox.v1.Stream
+	(ExecStatus)(0),                 // 2: codeexec.sandbox.v1.ExecStatus
+	(*Session)(nil),                 // 3: codeexec.sandbox.v1.Session
+	(*CreateSessionRequest)(nil),    // 4: codeexec.sandbox.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),   // 5: codeexec.sandbox.v1.CreateSessionResponse
+	(*ExecuteRequest)(nil),          // 6: codeexec.sandbox.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),         // 7: codeexec.sandbox.v1.ExecuteResponse
+	(*DisplayData)(nil),             // 8: codeexec.sandbox.v1.DisplayData
+	(*Progress)(nil),                // 9: codeexec.sandbox.v1.Progress
+	(*OutputChunk)(nil),             // 10: codeexec.sandbox.v1.OutputChunk
+	(*ExecResult)(nil),              // 11: codeexec.sandbox.v1.ExecResult
+	(*OutputFile)(nil),              // 12: codeexec.sandbox.v1.OutputFile
+	(*RunInFlight)(nil),             // 13: codeexec.sandbox.v1.RunInFlight
+	(*CancelExecutionRequest)(nil),  // 14: codeexec.sandbox.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil), // 15: codeexec.sandbox.v1.CancelExecutionResponse
+	(*RestoreReport)(nil),           // 16: codeexec.sandbox.v1.RestoreReport
+	(*LostName)(nil),                // 17: codeexec.sandbox.v1.LostName
+	(*SessionElsewhere)(nil),        // 18: codeexec.sandbox.v1.SessionElsewhere
+	(*ResetSessionRequest)(nil),     // 19: codeexec.sandbox.v1.ResetSessionRequest
+	(*ResetSessionResponse)(nil),    // 20: codeexec.sandbox.v1.ResetSessionResponse
+	(*DestroySessionRequest)(nil),   // 21: codeexec.sandbox.v1.DestroySessionRequest
+	(*DestroySessionResponse)(nil),  // 22: codeexec.sandbox.v1.DestroySessionResponse
+	(*GetSessionRequest)(nil),       // 23: codeexec.sandbox.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 24: codeexec.sandbox.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),     // 25: codeexec.sandbox.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),    // 26: codeexec.sandbox.v1.ListSessionsResponse
+	(*ReadFileRequest)(nil),         // 27: codeexec.sandbox.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),        // 28: codeexec.sandbox.v1.ReadFileResponse
+	nil,                             // 29: codeexec.sandbox.v1.Session.LabelsEntry
+	nil,                             // 30: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 32: google.protobuf.Duration
 }
 var file_codeexec_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	0,  // 0: codeexec.sandbox.v1.Session.state:type_name -> codeexec.sandbox.v1.SessionState
-	27, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	27, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
-	25, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
-	26, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	31, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	31, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
+	29, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
+	30, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
 	3,  // 5: codeexec.sandbox.v1.CreateSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	28, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	9,  // 7: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
-	10, // 8: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
-	8,  // 9: codeexec.sandbox.v1.ExecuteResponse.display:type_name -> codeexec.sandbox.v1.DisplayData
-	1,  // 10: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
-	2,  // 11: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
-	28, // 12: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
-	28, // 13: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
-	3,  // 14: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
-	12, // 15: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
-	13, // 16: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
-	11, // 17: codeexec.sandbox.v1.ExecResult.files:type_name -> codeexec.sandbox.v1.OutputFile
-	13, // 18: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
-	3,  // 19: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 20: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 21: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
-	4,  // 22: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
-	6,  // 23: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
-	15, // 24: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
-	17, // 25: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
-	19, // 26: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
-	21, // 27: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
-	23, // 28: codeexec.sandbox.v1.SandboxService.ReadFile:input_type -> codeexec.sandbox.v1.ReadFileRequest
-	5,  // 29: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
-	7,  // 30: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
-	16, // 31: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
-	18, // 32: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
-	20, // 33: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
-	22, // 34: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
-	24, // 35: codeexec.sandbox.v1.SandboxService.ReadFile:output_type -> codeexec.sandbox.v1.ReadFileResponse
-	29, // [29:36] is the sub-list for method output_type
-	22, // [22:29] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	32, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	32, // 7: codeexec.sandbox.v1.ExecuteRequest.yield_after:type_name -> google.protobuf.Duration
+	10, // 8: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
+	11, // 9: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
+	8,  // 10: codeexec.sandbox.v1.ExecuteResponse.display:type_name -> codeexec.sandbox.v1.DisplayData
+	9,  // 11: codeexec.sandbox.v1.ExecuteResponse.progress:type_name -> codeexec.sandbox.v1.Progress
+	1,  // 12: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
+	2,  // 13: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
+	32, // 14: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	32, // 15: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
+	3,  // 16: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
+	16, // 17: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
+	17, // 18: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
+	12, // 19: codeexec.sandbox.v1.ExecResult.files:type_name -> codeexec.sandbox.v1.OutputFile
+	31, // 20: codeexec.sandbox.v1.ExecResult.start_time:type_name -> google.protobuf.Timestamp
+	31, // 21: codeexec.sandbox.v1.RunInFlight.start_time:type_name -> google.protobuf.Timestamp
+	32, // 22: codeexec.sandbox.v1.RunInFlight.timeout:type_name -> google.protobuf.Duration
+	17, // 23: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
+	3,  // 24: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	3,  // 25: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	3,  // 26: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
+	4,  // 27: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
+	6,  // 28: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
+	14, // 29: codeexec.sandbox.v1.SandboxService.CancelExecution:input_type -> codeexec.sandbox.v1.CancelExecutionRequest
+	19, // 30: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
+	21, // 31: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
+	23, // 32: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
+	25, // 33: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
+	27, // 34: codeexec.sandbox.v1.SandboxService.ReadFile:input_type -> codeexec.sandbox.v1.ReadFileRequest
+	5,  // 35: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
+	7,  // 36: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
+	15, // 37: codeexec.sandbox.v1.SandboxService.CancelExecution:output_type -> codeexec.sandbox.v1.CancelExecutionResponse
+	20, // 38: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
+	22, // 39: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
+	24, // 40: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
+	26, // 41: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
+	28, // 42: codeexec.sandbox.v1.SandboxService.ReadFile:output_type -> codeexec.sandbox.v1.ReadFileResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_sandbox_v1_sandbox_proto_init() }
@@ -2084,6 +2491,7 @@ func file_codeexec_sandbox_v1_sandbox_proto_init() {
 		(*ExecuteResponse_Output)(nil),
 		(*ExecuteResponse_Result)(nil),
 		(*ExecuteResponse_Display)(nil),
+		(*ExecuteResponse_Progress)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2091,7 +2499,7 @@ func file_codeexec_sandbox_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_sandbox_v1_sandbox_proto_rawDesc), len(file_codeexec_sandbox_v1_sandbox_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   24,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
