@@ -434,30 +434,26 @@ Discover (sync helpers read this call's metadata, async ones ask the host):
   runtime.list_servers_sync()                  servers loaded for this call
   runtime.list_tools_sync("server")            name, alias, description, schema
   runtime.search_tool_docs_sync("words", limit=5, detail="summary"|"full")
-      searches every configured server; each hit has loaded (in this call)
-      and loadWith, the servers=[...] that loads it
+      every configured server; a hit's loadWith is the servers=[...] to pass
   runtime.query_tool_docs_sync("server", tool=None, detail="full")
   runtime.describe_server("server")            includes the server's cwd
 
 Call tools (async; a result is a CallToolResult dict):
-  res = await mcp_<alias>.<tool_alias>(arg=value)
-  text = res["content"][0]["text"]
+  res = await mcp_<alias>.<tool_alias>(arg=value); res["content"][0]["text"]
   await runtime.call_tool("server", "tool", {"arg": value})
   A failed call (isError too) raises runtime.ToolError (.server .tool
   .message .structured_content); raise_on_error=False returns the dict.
   Arguments are checked against the tool's schema first.
-  asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError,
-  as a subclass by kind (e.code): NotFoundError, InvalidArgumentError,
-  PermissionDeniedError, UnavailableError, DeadlineExceededError, ...
+  asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError
+  subclasses by kind (e.code): NotFoundError, UnavailableError, ...
   from mcp.servers.<alias> import *   one async function per tool.
 
 Long runs: a call still running at the yield time returns "running";
 code="" waits for it, cancel=True stops it.
   runtime.progress(done, total=None, message="")   tell the client
 
-Sessions: variables, imports, functions and classes are checkpointed after
-each call and come back after a timeout or crash (what cannot be saved is
-named then).
+Sessions: variables, imports, functions, classes and /workspace files are
+checkpointed after each call and come back after a timeout or crash.
   runtime.end_session()    end this session and delete its checkpoint
 
 Memory (JSON values, kept across sessions):
@@ -473,8 +469,8 @@ Saved tools (kept across sessions):
 Limits (defaults): no network (MCP servers reach out); read-only root;
 512 MiB of memory, 128 processes, a 30 s timeout of at most 3600 s. A
 result keeps the head and tail of 40,000 characters of output, the whole
-in the file its marker names. /workspace files come back with the
-session (128 MiB); /tmp's do not. The last expression is shown (a
+in the file its marker names. /workspace (128 MiB) is checkpointed,
+/tmp is not. The last expression is shown (a
 trailing ; hides it); display(x) and figures come back as images,
 /workspace/out files as resources; host mounts are under /mnt.
 """
