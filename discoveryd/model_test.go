@@ -1,15 +1,22 @@
 package discoveryd_test
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/codeexec/codeexec/discoveryd"
 	"github.com/codeexec/codeexec/discoveryd/internal/embed"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
+	"github.com/codeexec/codeexec/services/grpctest"
 )
 
 // installedModel is the directory of the model scripts/search-model.sh
@@ -97,4 +104,57 @@ func TestWithoutTheModelSearchSaysNothingOfIt(t *testing.T) {
 	if len(docs) == 0 || docs[0].GetMatchReason() != "exact name" {
 		t.Errorf("search without a model: %v, want echo first by exact name and nothing more", docs)
 	}
+}
+
+// TestAModelThatCannotRunIsLoggedOnce: a model directory without ONNX
+// Runtime's library (a machine that lacks it, as a build without cgo
+// does) leaves search by words, and says so in the log once however
+// many services the process starts.
+func TestAModelThatCannotRunIsLoggedOnce(t *testing.T) {
+	t.Parallel()
+	model := installedModel(t)
+	dir := t.TempDir()
+	for _, f := range []string{embed.ModelFile, embed.TokenizerFile} {
+		b, err := os.ReadFile(filepath.Join(model, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	home := t.TempDir()
+	writeJSON(t, filepath.Join(home, "MCPs", "servers.json"), map[string]any{"mcpServers": twoServers(t)})
+	for range 2 {
+		svc, err := discoveryd.New(discoveryd.Config{Home: home, Cwd: t.TempDir(), Getenv: os.Getenv, SearchModel: dir, SearchIndexWait: time.Minute}, logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := discoveryv1.NewDiscoveryServiceClient(grpctest.Start(t, svc.Register))
+		resp, err := client.SearchTools(t.Context(), &discoveryv1.SearchToolsRequest{Query: "echo"})
+		if err != nil || len(resp.GetDocs()) == 0 || resp.GetDocs()[0].GetMatchReason() != "exact name" {
+			t.Errorf("search with a model that cannot run: %v, %v; want echo by exact name, by words", resp, err)
+		}
+		t.Cleanup(func() { _ = svc.Close() })
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "the search model cannot run here; tool search ranks by words only"); n != 1 {
+		t.Errorf("the log says %d times that the model cannot run, want once:\n%s", n, logs.String())
+	}
+}
+
+// lockedWriter serialises writes to a buffer shared by goroutines.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
