@@ -48,6 +48,6 @@ func bindDiscovery(fs *flagenv.Set, c *discoveryd.Config, getenv func(string) st
 	fs.Bool(&c.AllowSelfServer, "allow-self-server", false, "keep server configs that would launch codeexec itself", "MCP_BRIDGE_ALLOW_SELF_SERVER")
 	fs.Duration(&c.CallTimeout, "tool-timeout", discoveryd.DefaultCallTimeout, "timeout of one upstream MCP tool call", "CODEEXEC_TOOL_TIMEOUT")
 	fs.Duration(&c.SearchIndexWait, "search-index-wait", discoveryd.DefaultSearchIndexWait, "how long a search waits for servers that have not listed their tools yet", "CODEEXEC_SEARCH_INDEX_WAIT")
-	fs.String(&c.SearchModel, "search-model", "", "absolute path of the search model's file (scripts/search-model.sh installs it); empty: "+discoveryd.DefaultSearchModelPath()+"; off: rank by words only", "CODEEXEC_SEARCH_MODEL")
+	fs.String(&c.SearchModel, "search-model", "", "absolute path of the search model's directory (scripts/search-model.sh installs it); empty: "+discoveryd.DefaultSearchModelPath()+"; off: rank by words only", "CODEEXEC_SEARCH_MODEL")
 	fs.Duration(&c.StartTimeout, "server-start-timeout", discoveryd.DefaultStartTimeout, "timeout for starting an upstream MCP server", "CODEEXEC_SERVER_START_TIMEOUT")
 }
