@@ -78,7 +78,7 @@ func texts(t *testing.T) map[string]string {
 	out := map[string]string{
 		"tool description":       tool.Description,
 		"capabilities resource":  capabilities.Text,
-		"capability_summary()":   manual(t, filepath.Join(root, "sandboxd/internal/agent/codeexec_runtime.py")),
+		"capability_summary()":   manual(t, filepath.Join(root, "sandboxd/internal/agent/codeexec_manual.py")),
 		"agent README":           read(t, filepath.Join(root, "sandboxd/internal/agent/README.md")),
 		"README.md":              read(t, filepath.Join(root, "README.md")),
 		"tool schema (raw JSON)": string(tool.RawInputSchema),
@@ -102,14 +102,14 @@ func read(t *testing.T, path string) string {
 	return string(b)
 }
 
-// manual is the text of capability_summary(): _MANUAL in the agent.
+// manual is the text of capability_summary(): MANUAL in the agent.
 func manual(t *testing.T, path string) string {
 	t.Helper()
 	src := read(t, path)
-	_, rest, ok := strings.Cut(src, `_MANUAL = """`)
+	_, rest, ok := strings.Cut(src, `MANUAL = """`)
 	body, _, ok2 := strings.Cut(rest, `"""`)
 	if !ok || !ok2 {
-		t.Fatalf("no _MANUAL in %s", path)
+		t.Fatalf("no MANUAL in %s", path)
 	}
 	return body
 }

@@ -23,7 +23,6 @@ _bound = {}  # saved tools bind_saved_tools() put into it, by name
 _sent = None  # the saved tools a frame carried, until user_tools is built from them (see offered)
 _finder = None  # (name, obj) -> source of the session's statement that made obj; set by the session
 
-MAX_KEY_BYTES = 2048  # memoryd's limit (store.MaxKeyBytes)
 # update_memory retries a conflicting write for this long. Many sessions
 # (of many codeexec processes) may update one key at once; each retry
 # waits a random while, growing up to UPDATE_MAX_PAUSE, so that they take
@@ -32,44 +31,15 @@ UPDATE_PATIENCE = 60.0
 UPDATE_MAX_PAUSE = 0.05
 
 
-def _key(key):
-    """The key as stored: surrounding whitespace stripped, as upstream
-    strips it, so " notes " and "notes" are one memory."""
-    if not isinstance(key, str):
-        raise TypeError("memory key must be a str, not %s" % type(key).__name__)
-    key = key.strip()
-    if not key:
-        raise ValueError("Memory key cannot be empty: use a name such as 'notes' "
-                         "(surrounding whitespace is stripped)")
-    try:
-        n = len(key.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValueError("memory key must be valid Unicode (it holds a lone surrogate)") from None
-    if n > MAX_KEY_BYTES:
-        raise ValueError("memory key is %d UTF-8 bytes; the limit is %d (keep the data in the value)"
-                         % (n, MAX_KEY_BYTES))
-    return key
-
-
-def _check_json(value, what):
-    def reject(obj):
-        raise TypeError("%s of type %s is not JSON serialisable" % (what, type(obj).__name__))
-
-    try:
-        codeexec_json.dumps(value, True, reject)
-    except ValueError as exc:  # NaN/Infinity, circular references
-        raise ValueError("%s is not valid JSON: %s" % (what, exc)) from None
-
-
 def save_memory(key, value, *, metadata=None):
     """Stores a JSON value under key (with optional metadata dict)."""
-    key = _key(key)
-    _check_json(value, "value")
+    key = codeexec_json.memory_key(key)
+    codeexec_json.check(value, "value")
     p = {"key": key, "value": value}
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise TypeError("metadata must be a dict, not %s" % type(metadata).__name__)
-        _check_json(metadata, "metadata")
+        codeexec_json.check(metadata, "metadata")
         p["metadata"] = metadata
     _chan.call_sync(SAVE_MEMORY, **p)
     return "Memory '%s' saved." % key
@@ -77,7 +47,7 @@ def save_memory(key, value, *, metadata=None):
 
 def get_memory_info(key):
     """The whole record (value, metadata, timestamps, revision) or None."""
-    return _chan.call_sync(LOAD_MEMORY, key=_key(key))
+    return _chan.call_sync(LOAD_MEMORY, key=codeexec_json.memory_key(key))
 
 
 def load_memory(key, *, default=None):
@@ -99,7 +69,7 @@ def update_memory(key, fn):
     If another writer changed the value meanwhile, fn is applied again to the
     new value. Returns the stored value.
     """
-    key = _key(key)
+    key = codeexec_json.memory_key(key)
     if not callable(fn):
         raise TypeError("update_memory needs a callable, not %s" % type(fn).__name__)
     began = time.monotonic()
@@ -109,7 +79,7 @@ def update_memory(key, fn):
         current = None if rec is None else rec.get("value")
         revision = 0 if rec is None else rec.get("revision", 0)
         value = fn(current)
-        _check_json(value, "value")
+        codeexec_json.check(value, "value")
         try:
             _chan.call_sync(UPDATE_MEMORY, key=key, value=value, revision=revision)
             return value
@@ -127,7 +97,7 @@ def update_memory(key, fn):
 
 def delete_memory(key):
     """Deletes key."""
-    key = _key(key)
+    key = codeexec_json.memory_key(key)
     res = _chan.call_sync(DELETE_MEMORY, key=key)
     deleted = res.get("deleted") if isinstance(res, dict) else bool(res)
     return ("Memory '%s' deleted." if deleted else "Memory '%s' not found.") % key

@@ -8,8 +8,10 @@ MCPError (a subclass of it that names the reply's error code).
 
 import os
 
+from codeexec_manual import MANUAL
 from codeexec_protocol import (CALL_TOOL, LIST_SERVERS, LIST_TOOLS, QUERY_TOOL_DOCS, SEARCH_TOOL_DOCS, MCPError,
                                PermissionDeniedError, ToolError, error_from, tool_error)
+from codeexec_tooldocs import ToolDocs, as_tool_docs, check_detail, search_params
 
 _chan = None  # the Channel, set by set_channel()
 _servers = []  # normalised metadata of the servers allowed for this exec
@@ -227,18 +229,12 @@ async def list_servers():
     return tuple(await _chan.call_async(LIST_SERVERS) or ())
 
 
-def _detail(detail):
-    if detail not in ("summary", "full"):
-        raise ValueError("detail must be 'summary' or 'full', not %r" % (detail,))
-    return detail
-
-
 async def query_tool_docs(server, tool=None, detail="summary"):
     """Docs for a server's tools (one dict when `tool` names exactly one).
     A server this call did not load is answered from what is known of its
     tools (its last listing, kept across processes) without starting it;
     one never listed raises the error that says how to load it."""
-    p = {"server": server, "detail": _detail(detail)}
+    p = {"server": server, "detail": check_detail(detail)}
     if tool is not None:
         p["tool"] = tool
     docs = await _chan.call_async(QUERY_TOOL_DOCS, **p)
@@ -247,48 +243,11 @@ async def query_tool_docs(server, tool=None, detail="summary"):
     return docs
 
 
-def _limit(limit):
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError("limit must be an int, not %s" % type(limit).__name__)
-    return max(1, min(20, limit))
-
-
-class ToolDocs(list):
-    """A search result: a list of docs (upstream's shape) that also says how
-    many tools matched in all (`total`), whether the list was cut to the
-    limit (`truncated`), and which servers could not be searched because
-    they had not listed their tools yet (`unindexed`). Each doc's `match`
-    says in a few words why the search returned it ("exact name",
-    "name: screenshot (for picture)", "name: get; ranked up by meaning",
-    or, when the search model found it without a word in common, "meaning
-    only: no word in common with the query"), so that a weak hit shows as
-    one."""
-
-    def __init__(self, docs=(), total=None, truncated=False, unindexed=()):
-        super().__init__(docs)
-        self.total = len(self) if total is None else total
-        self.truncated = bool(truncated)
-        self.unindexed = tuple(unindexed or ())
-
-
-ToolDocs.__module__ = "mcp.runtime"
-
-
-def _search_params(query, limit, detail):
-    return {"query": str(query), "limit": _limit(limit), "detail": _detail(detail)}
-
-
-def _tool_docs(res):
-    if isinstance(res, dict):
-        return ToolDocs(res.get("results") or [], res.get("total"), res.get("truncated"), res.get("unindexed"))
-    return ToolDocs(res or [])
-
-
 async def search_tool_docs(query, *, limit=5, detail="summary"):
     """Searches the docs of every configured server's tools. Each hit says
     whether its server is loaded in this call (`loaded`) and the argument
     that loads it (`loadWith`, e.g. 'servers=["github"]')."""
-    return _tool_docs(await _chan.call_async(SEARCH_TOOL_DOCS, **_search_params(query, limit, detail)))
+    return as_tool_docs(await _chan.call_async(SEARCH_TOOL_DOCS, **search_params(query, limit, detail)))
 
 
 # --- sync, answered from this exec's metadata ------------------------------------
@@ -342,7 +301,7 @@ def query_tool_docs_sync(server, tool=None, detail="summary"):
     with one doc when `tool` names one (by name or alias, any case). Unlike
     the async form, which returns that one doc itself, as upstream does.
     A server that failed to load raises what the async form would."""
-    detail = _detail(detail)
+    detail = check_detail(detail)
     meta = _server(server)
     if tool is None:
         return [_doc(meta, t, detail) for t in meta["tools"]]
@@ -359,7 +318,7 @@ def query_tool_docs_sync(server, tool=None, detail="summary"):
 def search_tool_docs_sync(query, *, limit=5, detail="summary"):
     """Like search_tool_docs, and with the same answer: the search spans
     every configured server, so sandboxd answers it too."""
-    return _tool_docs(_chan.call_sync(SEARCH_TOOL_DOCS, **_search_params(query, limit, detail)))
+    return as_tool_docs(_chan.call_sync(SEARCH_TOOL_DOCS, **search_params(query, limit, detail)))
 
 
 _end = [False]  # set by end_session() during an exec
@@ -417,63 +376,7 @@ def capability_summary():
     loaded = ", ".join(m["name"] + (" (failed to load: %s)" % m["error"]["message"] if "error" in m else "")
                        for m in _servers) or "none"
     known = ", ".join(discovered_servers()) or "none"
-    return _MANUAL % {"loaded": loaded, "known": known}
-
-
-_MANUAL = """--- PYTHON SANDBOX MANUAL ---
-Persistent Python session (like a Jupyter kernel): variables, imports and
-functions survive between run_python calls. Top-level `await` works.
-
-Servers loaded now: %(loaded)s
-Configured servers: %(known)s
-Servers must be listed in EVERY call: run_python(code, servers=["name", ...]).
-Only listed servers get proxies; the set is rebuilt on each call.
-
-Discover (sync helpers read this call's metadata, async ones ask the host):
-  runtime.discovered_servers(detailed=True)    every configured server
-  runtime.list_servers_sync()                  servers loaded for this call
-  runtime.list_tools_sync("server")            name, alias, description, schema
-  runtime.search_tool_docs_sync("words", limit=5, detail="summary"|"full")
-      every configured server; a hit's loadWith is the servers=[...] to pass
-  runtime.query_tool_docs_sync("server", tool=None, detail="full")
-  runtime.describe_server("server")            includes the server's cwd
-
-Call tools (async; a result is a CallToolResult dict):
-  res = await mcp_<alias>.<tool_alias>(arg=value); res["content"][0]["text"]
-  await runtime.call_tool("server", "tool", {"arg": value})
-  A failed call (isError too) raises runtime.ToolError (.server .tool
-  .message .structured_content); raise_on_error=False returns the dict.
-  Arguments are checked against the tool's schema first.
-  asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError
-  subclasses by kind (e.code): NotFoundError, UnavailableError, ...
-  from mcp.servers.<alias> import *   one async function per tool.
-
-Long runs: a call still running at the yield time returns "running";
-code="" waits for it, cancel=True stops it.
-  runtime.progress(done, total=None, message="")   tell the client
-
-Sessions: variables, imports, functions, classes and /workspace files are
-checkpointed after each call and come back after a timeout or crash.
-  runtime.end_session()    end this session and delete its checkpoint
-
-Memory (JSON values, kept across sessions):
-  save_memory(key, value, *, metadata=None)  load_memory(key, *, default=None)
-  update_memory(key, fn)  (atomic: retried on concurrent change)
-  delete_memory(key)  list_memories()  memory_exists(key)  get_memory_info(key)
-
-Saved tools (kept across sessions):
-  save_tool(func)   then in any later session: func(...) or import user_tools
-  It carries the imports, constants and helpers func uses.
-  runtime.list_saved_tools()   runtime.delete_saved_tool(name)
-
-Limits (defaults): no network (MCP servers reach out); read-only root;
-512 MiB of memory, 128 processes, a 30 s timeout of at most 3600 s. A
-result keeps the head and tail of 40,000 characters of output, the whole
-in the file its marker names. /workspace (128 MiB) is checkpointed,
-/tmp is not. The last expression is shown (a
-trailing ; hides it); display(x) and figures come back as images,
-/workspace/out files as resources; host mounts are under /mnt.
-"""
+    return MANUAL % {"loaded": loaded, "known": known}
 
 
 def set_metadata(servers, discovered, unloaded=()):

@@ -288,29 +288,6 @@ func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, e
 	return p, nil
 }
 
-// CheckLimits reports limits that no sandbox could get from this process
-// (engine.Engine), and says once at start when only bwrap's path can give
-// them.
-func (b *Engine) CheckLimits(lim engine.Limits) error {
-	if err := b.host.check(nsRlimits(lim)); err != nil {
-		return err
-	}
-	limits := b.rlimitsFor(lim)
-	if err := b.host.check(limits); err != nil {
-		return err
-	}
-	if err := b.host.forked().check(limits); err != nil && b.cfg.ForkServer {
-		b.logger.Warn("sandboxes start with bwrap, not from the fork server, which cannot give them these limits", "error", err)
-	}
-	return nil
-}
-
-// rlimitsFor are the rlimits of a sandbox with lim: where there are
-// cgroups, they cap memory and pids instead.
-func (b *Engine) rlimitsFor(lim engine.Limits) []rlimit {
-	return rlimits(lim, b.cgroups != nil, b.cgroups != nil)
-}
-
 // startPlan is everything the engine needs to start one sandbox.
 type startPlan struct {
 	spec engine.Spec
@@ -412,55 +389,6 @@ func (b *Engine) shim() shim {
 		c.scratch = b.scratch.Path
 	}
 	return c
-}
-
-// makeScratch makes the directory under which each shim mounts its
-// sandbox's tmpfs, in its own mount namespace: on the host it stays empty.
-func makeScratch() (*tempdir.Dir, error) {
-	d, err := tempdir.Make("", "codeexec-scratch-")
-	if err != nil {
-		return nil, fmt.Errorf("scratch mount points: %w", err)
-	}
-	for _, m := range scratchMounts(engine.Limits{}) {
-		if err := os.Mkdir(filepath.Join(d.Path, m.name), 0o755); err != nil {
-			_ = d.Remove()
-			return nil, fmt.Errorf("scratch mount points: %w", err)
-		}
-	}
-	// bwrap, as the sandbox uid, binds them.
-	if err := os.Chmod(d.Path, 0o755); err != nil {
-		_ = d.Remove()
-		return nil, fmt.Errorf("scratch mount points: %w", err)
-	}
-	return d, nil
-}
-
-// readableByNobody checks that Config.HostUID, which bwrap runs as when
-// sandboxd is root, can bind dir: "others" may search every directory on
-// the way and read dir. Without this, bwrap fails inside the sandbox with
-// a terse "Can't find source path".
-func readableByNobody(dir string, uid int) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("agent dir: %w", err)
-	}
-	for p := abs; ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("agent dir: %w", err)
-		}
-		need := os.FileMode(0o001) // search
-		if p == abs {
-			need = 0o005 // read and search
-		}
-		if fi.Mode().Perm()&need != need {
-			return fmt.Errorf("agent dir %s: %s is %v; the sandbox runs as uid %d and needs o+%s on it (chmod o+rx)",
-				abs, p, fi.Mode().Perm(), uid, map[os.FileMode]string{1: "x", 5: "rx"}[need])
-		}
-		if p == "/" {
-			return nil
-		}
-	}
 }
 
 // Close implements engine.Engine: it stops the fork server, discards the

@@ -49,3 +49,26 @@ func checkFailure(stderr string, err error) error {
 	}
 	return fmt.Errorf("%w: a trial bwrap sandbox failed: %s", engine.ErrUnavailable, msg)
 }
+
+// CheckLimits reports limits that no sandbox could get from this process
+// (engine.Engine), and says once at start when only bwrap's path can give
+// them.
+func (b *Engine) CheckLimits(lim engine.Limits) error {
+	if err := b.host.check(nsRlimits(lim)); err != nil {
+		return err
+	}
+	limits := b.rlimitsFor(lim)
+	if err := b.host.check(limits); err != nil {
+		return err
+	}
+	if err := b.host.forked().check(limits); err != nil && b.cfg.ForkServer {
+		b.logger.Warn("sandboxes start with bwrap, not from the fork server, which cannot give them these limits", "error", err)
+	}
+	return nil
+}
+
+// rlimitsFor are the rlimits of a sandbox with lim: where there are
+// cgroups, they cap memory and pids instead.
+func (b *Engine) rlimitsFor(lim engine.Limits) []rlimit {
+	return rlimits(lim, b.cgroups != nil, b.cgroups != nil)
+}
