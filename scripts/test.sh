@@ -136,7 +136,7 @@ background bwrap --ro-bind "$env_root" / --ro-bind "$PWD" /workspace --tmpfs /tm
   python3 -m unittest discover -s sandboxd/internal/agent/tests >"$env_python_log" 2>&1
 env_python_tests=$!
 
-step "container runtimes: engine tests and the end-to-end suite under podman and docker"
+step "container runtimes: engine tests under podman and docker, the end-to-end suite under docker"
 bash deploy/test-runtimes.sh
 
 step "the compose stack end to end: 3 sandboxd replicas, one killed; then on PostgreSQL with 2 memoryd replicas"
