@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/codeexec/codeexec/discoveryd/internal/approval"
 	"github.com/codeexec/codeexec/discoveryd/internal/config"
 	"github.com/codeexec/codeexec/discoveryd/internal/server"
 	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
@@ -77,6 +78,17 @@ type Config struct {
 	// Registerer, when set, receives the service's metrics: tool-call and
 	// search latency, and tokens spared.
 	Registerer prometheus.Registerer
+	// Approve marks the tools whose calls a person must approve (--approve):
+	// SERVER.TOOL globs, or "destructive" for every tool whose
+	// destructiveHint is true or whose readOnlyHint is not. A config
+	// entry's "approve" key adds its own server's.
+	Approve []string
+	// ToolCallsPerMinute caps each tenant's calls of one tool per minute;
+	// 0 is no cap.
+	ToolCallsPerMinute int
+
+	// approve is Approve, parsed by Validate.
+	approve []approval.Rule
 }
 
 // Validate checks the config and fills in defaults.
@@ -89,6 +101,13 @@ func (c *Config) Validate() error {
 	}
 	if c.SearchIndexWait < 0 {
 		return fmt.Errorf("discoveryd: search index wait %s is negative; use a positive duration or 0 for the default (%s)", c.SearchIndexWait, DefaultSearchIndexWait)
+	}
+	if c.ToolCallsPerMinute < 0 {
+		return fmt.Errorf("discoveryd: tool calls per minute %d is negative; use a positive number, or 0 for no cap", c.ToolCallsPerMinute)
+	}
+	var err error
+	if c.approve, err = approval.ParseFlags(c.Approve); err != nil {
+		return fmt.Errorf("discoveryd: %w", err)
 	}
 	if c.SearchIndexWait == 0 {
 		c.SearchIndexWait = DefaultSearchIndexWait
@@ -138,6 +157,9 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		StartTimeout:    cfg.StartTimeout,
 		SearchIndexWait: cfg.SearchIndexWait,
 		Registerer:      cfg.Registerer,
+		Approve:         cfg.approve,
+
+		ToolCallsPerMinute: cfg.ToolCallsPerMinute,
 	}, logger)
 	if err != nil {
 		return nil, err

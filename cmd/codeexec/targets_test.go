@@ -22,7 +22,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		grpcAlone = join(logging, tls, []string{"listen", "metrics"})
 		database  = []string{"state-dir", "db", "store", "store-password-file", "store-wait"}
 		memory    = join(database, []string{"owner-wait", "max-value"})
-		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "server-start-timeout"}
+		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "server-start-timeout", "approve", "tool-calls-per-minute"}
 		sandbox   = []string{"runtime", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit",
 			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
 			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors"}

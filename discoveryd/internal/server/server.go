@@ -6,6 +6,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/alias"
+	"github.com/codeexec/codeexec/discoveryd/internal/approval"
 	"github.com/codeexec/codeexec/discoveryd/internal/config"
 	"github.com/codeexec/codeexec/discoveryd/internal/search"
 	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
@@ -43,6 +45,12 @@ type Options struct {
 	SearchIndexWait time.Duration
 	// Registerer, when set, receives the server's metrics.
 	Registerer prometheus.Registerer
+	// Approve are the --approve rules: the tools whose calls a person
+	// must approve (besides those of config entries' "approve" keys).
+	Approve []approval.Rule
+	// ToolCallsPerMinute caps each tenant's calls of one tool per minute;
+	// 0 is no cap.
+	ToolCallsPerMinute int
 }
 
 // Server implements DiscoveryService.
@@ -74,6 +82,13 @@ type Server struct {
 	// per server, so that concurrent searches share them.
 	indexingMu sync.Mutex
 	indexing   map[string]*indexAttempt
+
+	// perMinute caps calls per tenant and tool.
+	perMinute toolRates
+	// stop ends, and bg waits for, the background check of the approval
+	// rules.
+	stop context.CancelFunc
+	bg   sync.WaitGroup
 }
 
 // New loads the server configs. No server is started until it is used.
@@ -97,6 +112,10 @@ func New(opts Options, logger *slog.Logger) (*Server, error) {
 		OnToolsChanged: func(string) { s.indexDirty.Store(true) },
 	}, logger)
 	s.rescan()
+	s.perMinute.perMinute = opts.ToolCallsPerMinute
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.bg.Go(func() { s.warnUnmatched(ctx) })
 	return s, nil
 }
 
@@ -107,7 +126,11 @@ func (s *Server) Register(g *grpc.Server) {
 
 // Close stops every upstream server and waits until their processes are
 // gone.
-func (s *Server) Close() error { return s.mgr.Close() }
+func (s *Server) Close() error {
+	s.stop()
+	s.bg.Wait()
+	return s.mgr.Close()
+}
 
 // rescan reads the config sources and adds servers with new names, as
 // upstream's additive re-scan does. Sources that did not change since

@@ -81,6 +81,71 @@ func (SessionState) EnumDescriptor() ([]byte, []int) {
 	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{0}
 }
 
+// ApprovalDecision is a person's answer to an ApprovalRequest.
+type ApprovalDecision int32
+
+const (
+	// APPROVAL_DECISION_UNSPECIFIED is refused as invalid.
+	ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED ApprovalDecision = 0
+	// APPROVAL_DECISION_ACCEPT runs the call.
+	ApprovalDecision_APPROVAL_DECISION_ACCEPT ApprovalDecision = 1
+	// APPROVAL_DECISION_DECLINE: the person said no. The code gets
+	// runtime.ApprovalDeclinedError.
+	ApprovalDecision_APPROVAL_DECISION_DECLINE ApprovalDecision = 2
+	// APPROVAL_DECISION_CANCEL: the person dismissed the question. The code
+	// gets runtime.ApprovalDeclinedError.
+	ApprovalDecision_APPROVAL_DECISION_CANCEL ApprovalDecision = 3
+	// APPROVAL_DECISION_UNAVAILABLE: nobody could be asked (the client
+	// cannot show the question). The code gets
+	// runtime.ApprovalUnavailableError with the answer's reason.
+	ApprovalDecision_APPROVAL_DECISION_UNAVAILABLE ApprovalDecision = 4
+)
+
+// Enum value maps for ApprovalDecision.
+var (
+	ApprovalDecision_name = map[int32]string{
+		0: "APPROVAL_DECISION_UNSPECIFIED",
+		1: "APPROVAL_DECISION_ACCEPT",
+		2: "APPROVAL_DECISION_DECLINE",
+		3: "APPROVAL_DECISION_CANCEL",
+		4: "APPROVAL_DECISION_UNAVAILABLE",
+	}
+	ApprovalDecision_value = map[string]int32{
+		"APPROVAL_DECISION_UNSPECIFIED": 0,
+		"APPROVAL_DECISION_ACCEPT":      1,
+		"APPROVAL_DECISION_DECLINE":     2,
+		"APPROVAL_DECISION_CANCEL":      3,
+		"APPROVAL_DECISION_UNAVAILABLE": 4,
+	}
+)
+
+func (x ApprovalDecision) Enum() *ApprovalDecision {
+	p := new(ApprovalDecision)
+	*p = x
+	return p
+}
+
+func (x ApprovalDecision) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalDecision) Descriptor() protoreflect.EnumDescriptor {
+	return file_codeexec_sandbox_v1_sandbox_proto_enumTypes[1].Descriptor()
+}
+
+func (ApprovalDecision) Type() protoreflect.EnumType {
+	return &file_codeexec_sandbox_v1_sandbox_proto_enumTypes[1]
+}
+
+func (x ApprovalDecision) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalDecision.Descriptor instead.
+func (ApprovalDecision) EnumDescriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
 // Stream names an output stream of the sandboxed code.
 type Stream int32
 
@@ -118,11 +183,11 @@ func (x Stream) String() string {
 }
 
 func (Stream) Descriptor() protoreflect.EnumDescriptor {
-	return file_codeexec_sandbox_v1_sandbox_proto_enumTypes[1].Descriptor()
+	return file_codeexec_sandbox_v1_sandbox_proto_enumTypes[2].Descriptor()
 }
 
 func (Stream) Type() protoreflect.EnumType {
-	return &file_codeexec_sandbox_v1_sandbox_proto_enumTypes[1]
+	return &file_codeexec_sandbox_v1_sandbox_proto_enumTypes[2]
 }
 
 func (x Stream) Number() protoreflect.EnumNumber {
@@ -131,7 +196,7 @@ func (x Stream) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Stream.Descriptor instead.
 func (Stream) EnumDescriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
 // ExecStatus is how an Execute ended.
@@ -182,11 +247,11 @@ func (x ExecStatus) String() string {
 }
 
 func (ExecStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_codeexec_sandbox_v1_sandbox_proto_enumTypes[2].Descriptor()
+	return file_codeexec_sandbox_v1_sandbox_proto_enumTypes[3].Descriptor()
 }
 
 func (ExecStatus) Type() protoreflect.EnumType {
-	return &file_codeexec_sandbox_v1_sandbox_proto_enumTypes[2]
+	return &file_codeexec_sandbox_v1_sandbox_proto_enumTypes[3]
 }
 
 func (x ExecStatus) Number() protoreflect.EnumNumber {
@@ -195,7 +260,7 @@ func (x ExecStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExecStatus.Descriptor instead.
 func (ExecStatus) EnumDescriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 // Session describes one sandbox session.
@@ -452,7 +517,11 @@ type ExecuteRequest struct {
 	Servers []string `protobuf:"bytes,4,rep,name=servers,proto3" json:"servers,omitempty"`
 	// timeout bounds the wall-clock time of this call. Zero means the
 	// service default; values above the service maximum are clamped.
-	Timeout       *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// max_tool_calls bounds the MCP tool calls the code makes in this call;
+	// the call past it raises an error that names the limit. Zero means no
+	// limit.
+	MaxToolCalls  int32 `protobuf:"varint,6,opt,name=max_tool_calls,json=maxToolCalls,proto3" json:"max_tool_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -522,6 +591,13 @@ func (x *ExecuteRequest) GetTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *ExecuteRequest) GetMaxToolCalls() int32 {
+	if x != nil {
+		return x.MaxToolCalls
+	}
+	return 0
+}
+
 // ExecuteResponse is one event of an Execute stream: output chunks, then
 // exactly one result.
 type ExecuteResponse struct {
@@ -532,6 +608,7 @@ type ExecuteResponse struct {
 	//
 	//	*ExecuteResponse_Output
 	//	*ExecuteResponse_Result
+	//	*ExecuteResponse_Approval
 	Event         isExecuteResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -592,6 +669,15 @@ func (x *ExecuteResponse) GetResult() *ExecResult {
 	return nil
 }
 
+func (x *ExecuteResponse) GetApproval() *ApprovalRequest {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteResponse_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
 type isExecuteResponse_Event interface {
 	isExecuteResponse_Event()
 }
@@ -606,9 +692,234 @@ type ExecuteResponse_Result struct {
 	Result *ExecResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
 }
 
+type ExecuteResponse_Approval struct {
+	// approval asks for a person's approval of a tool call the code made;
+	// the call waits, within the exec's timeout, for AnswerApproval.
+	Approval *ApprovalRequest `protobuf:"bytes,3,opt,name=approval,proto3,oneof"`
+}
+
 func (*ExecuteResponse_Output) isExecuteResponse_Event() {}
 
 func (*ExecuteResponse_Result) isExecuteResponse_Event() {}
+
+func (*ExecuteResponse_Approval) isExecuteResponse_Event() {}
+
+// ApprovalRequest is a tool call that a person must approve before it
+// runs (the operator marked the tool so). The caller asks the person and
+// answers with AnswerApproval.
+type ApprovalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id names the request in AnswerApproval. It is random and unguessable,
+	// so it may travel through the client and back.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// server is the MCP server's name.
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// tool is the tool's name.
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// arguments_json is the call's arguments as a JSON object, for showing
+	// to the person: long strings and deep values are cut, and values that
+	// look like secrets (by their key or their form) are masked.
+	ArgumentsJson string `protobuf:"bytes,4,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	// reason is the rule that marks the tool, e.g. "--approve github.delete_*".
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// deadline is when the exec's timeout ends; an answer after it is too
+	// late, and the call has failed.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalRequest) Reset() {
+	*x = ApprovalRequest{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalRequest) ProtoMessage() {}
+
+func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
+func (*ApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ApprovalRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetArgumentsJson() string {
+	if x != nil {
+		return x.ArgumentsJson
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// AnswerApprovalRequest answers one ApprovalRequest.
+type AnswerApprovalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session whose Execute asked.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// tenant must match the session's tenant.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// approval_id is the ApprovalRequest's id.
+	ApprovalId string `protobuf:"bytes,3,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	// decision is the answer.
+	Decision ApprovalDecision `protobuf:"varint,4,opt,name=decision,proto3,enum=codeexec.sandbox.v1.ApprovalDecision" json:"decision,omitempty"`
+	// reason says why, for UNAVAILABLE: what kept the question from being
+	// asked and how to allow the call. The code's error carries it.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerApprovalRequest) Reset() {
+	*x = AnswerApprovalRequest{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerApprovalRequest) ProtoMessage() {}
+
+func (x *AnswerApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerApprovalRequest.ProtoReflect.Descriptor instead.
+func (*AnswerApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AnswerApprovalRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AnswerApprovalRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *AnswerApprovalRequest) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *AnswerApprovalRequest) GetDecision() ApprovalDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED
+}
+
+func (x *AnswerApprovalRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// AnswerApprovalResponse is empty: the answer reached the waiting call.
+type AnswerApprovalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerApprovalResponse) Reset() {
+	*x = AnswerApprovalResponse{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerApprovalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerApprovalResponse) ProtoMessage() {}
+
+func (x *AnswerApprovalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerApprovalResponse.ProtoReflect.Descriptor instead.
+func (*AnswerApprovalResponse) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
+}
 
 // OutputChunk is a piece of output text.
 type OutputChunk struct {
@@ -623,7 +934,7 @@ type OutputChunk struct {
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +946,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +959,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OutputChunk) GetStream() Stream {
@@ -723,7 +1034,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +1046,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +1059,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExecResult) GetStatus() ExecStatus {
@@ -891,7 +1202,7 @@ type RestoreReport struct {
 
 func (x *RestoreReport) Reset() {
 	*x = RestoreReport{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1214,7 @@ func (x *RestoreReport) String() string {
 func (*RestoreReport) ProtoMessage() {}
 
 func (x *RestoreReport) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1227,7 @@ func (x *RestoreReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreReport.ProtoReflect.Descriptor instead.
 func (*RestoreReport) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RestoreReport) GetReason() string {
@@ -983,7 +1294,7 @@ type LostName struct {
 
 func (x *LostName) Reset() {
 	*x = LostName{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1306,7 @@ func (x *LostName) String() string {
 func (*LostName) ProtoMessage() {}
 
 func (x *LostName) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1319,7 @@ func (x *LostName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LostName.ProtoReflect.Descriptor instead.
 func (*LostName) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LostName) GetName() string {
@@ -1047,7 +1358,7 @@ type SessionElsewhere struct {
 
 func (x *SessionElsewhere) Reset() {
 	*x = SessionElsewhere{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1370,7 @@ func (x *SessionElsewhere) String() string {
 func (*SessionElsewhere) ProtoMessage() {}
 
 func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1383,7 @@ func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionElsewhere.ProtoReflect.Descriptor instead.
 func (*SessionElsewhere) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SessionElsewhere) GetReplica() string {
@@ -1102,7 +1413,7 @@ type ResetSessionRequest struct {
 
 func (x *ResetSessionRequest) Reset() {
 	*x = ResetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1425,7 @@ func (x *ResetSessionRequest) String() string {
 func (*ResetSessionRequest) ProtoMessage() {}
 
 func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1438,7 @@ func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResetSessionRequest) GetSessionId() string {
@@ -1155,7 +1466,7 @@ type ResetSessionResponse struct {
 
 func (x *ResetSessionResponse) Reset() {
 	*x = ResetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1478,7 @@ func (x *ResetSessionResponse) String() string {
 func (*ResetSessionResponse) ProtoMessage() {}
 
 func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1491,7 @@ func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResetSessionResponse) GetSession() *Session {
@@ -1203,7 +1514,7 @@ type DestroySessionRequest struct {
 
 func (x *DestroySessionRequest) Reset() {
 	*x = DestroySessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1526,7 @@ func (x *DestroySessionRequest) String() string {
 func (*DestroySessionRequest) ProtoMessage() {}
 
 func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1539,7 @@ func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionRequest.ProtoReflect.Descriptor instead.
 func (*DestroySessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DestroySessionRequest) GetSessionId() string {
@@ -1254,7 +1565,7 @@ type DestroySessionResponse struct {
 
 func (x *DestroySessionResponse) Reset() {
 	*x = DestroySessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1577,7 @@ func (x *DestroySessionResponse) String() string {
 func (*DestroySessionResponse) ProtoMessage() {}
 
 func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1590,7 @@ func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionResponse.ProtoReflect.Descriptor instead.
 func (*DestroySessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 // GetSessionRequest names a session.
@@ -1295,7 +1606,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1618,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1631,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1348,7 +1659,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1671,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1684,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1395,7 +1706,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1718,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1731,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListSessionsRequest) GetTenant() string {
@@ -1441,7 +1752,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1764,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1777,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1507,18 +1818,36 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
 	"\x15CreateSessionResponse\x126\n" +
-	"\asession\x18\x01 \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\"\xaa\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\"\xd0\x01\n" +
 	"\x0eExecuteRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x18\n" +
 	"\aservers\x18\x04 \x03(\tR\aservers\x123\n" +
-	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x91\x01\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12$\n" +
+	"\x0emax_tool_calls\x18\x06 \x01(\x05R\fmaxToolCalls\"\xd5\x01\n" +
 	"\x0fExecuteResponse\x12:\n" +
 	"\x06output\x18\x01 \x01(\v2 .codeexec.sandbox.v1.OutputChunkH\x00R\x06output\x129\n" +
-	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06resultB\a\n" +
-	"\x05event\"V\n" +
+	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06result\x12B\n" +
+	"\bapproval\x18\x03 \x01(\v2$.codeexec.sandbox.v1.ApprovalRequestH\x00R\bapprovalB\a\n" +
+	"\x05event\"\xc4\x01\n" +
+	"\x0fApprovalRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12%\n" +
+	"\x0earguments_json\x18\x04 \x01(\tR\rargumentsJson\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x126\n" +
+	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xca\x01\n" +
+	"\x15AnswerApprovalRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1f\n" +
+	"\vapproval_id\x18\x03 \x01(\tR\n" +
+	"approvalId\x12A\n" +
+	"\bdecision\x18\x04 \x01(\x0e2%.codeexec.sandbox.v1.ApprovalDecisionR\bdecision\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x18\n" +
+	"\x16AnswerApprovalResponse\"V\n" +
 	"\vOutputChunk\x123\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x1b.codeexec.sandbox.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"\xb4\x05\n" +
@@ -1585,7 +1914,13 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_STATE_IDLE\x10\x01\x12\x16\n" +
 	"\x12SESSION_STATE_BUSY\x10\x02\x12\x19\n" +
-	"\x15SESSION_STATE_STOPPED\x10\x03*F\n" +
+	"\x15SESSION_STATE_STOPPED\x10\x03*\xb3\x01\n" +
+	"\x10ApprovalDecision\x12!\n" +
+	"\x1dAPPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18APPROVAL_DECISION_ACCEPT\x10\x01\x12\x1d\n" +
+	"\x19APPROVAL_DECISION_DECLINE\x10\x02\x12\x1c\n" +
+	"\x18APPROVAL_DECISION_CANCEL\x10\x03\x12!\n" +
+	"\x1dAPPROVAL_DECISION_UNAVAILABLE\x10\x04*F\n" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
@@ -1596,7 +1931,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x0eEXEC_STATUS_OK\x10\x01\x12\x15\n" +
 	"\x11EXEC_STATUS_ERROR\x10\x02\x12\x17\n" +
 	"\x13EXEC_STATUS_TIMEOUT\x10\x03\x12\x16\n" +
-	"\x12EXEC_STATUS_KILLED\x10\x042\xe4\x04\n" +
+	"\x12EXEC_STATUS_KILLED\x10\x042\xcf\x05\n" +
 	"\x0eSandboxService\x12f\n" +
 	"\rCreateSession\x12).codeexec.sandbox.v1.CreateSessionRequest\x1a*.codeexec.sandbox.v1.CreateSessionResponse\x12V\n" +
 	"\aExecute\x12#.codeexec.sandbox.v1.ExecuteRequest\x1a$.codeexec.sandbox.v1.ExecuteResponse0\x01\x12c\n" +
@@ -1604,7 +1939,8 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x0eDestroySession\x12*.codeexec.sandbox.v1.DestroySessionRequest\x1a+.codeexec.sandbox.v1.DestroySessionResponse\x12]\n" +
 	"\n" +
 	"GetSession\x12&.codeexec.sandbox.v1.GetSessionRequest\x1a'.codeexec.sandbox.v1.GetSessionResponse\x12c\n" +
-	"\fListSessions\x12(.codeexec.sandbox.v1.ListSessionsRequest\x1a).codeexec.sandbox.v1.ListSessionsResponseB\xdb\x01\n" +
+	"\fListSessions\x12(.codeexec.sandbox.v1.ListSessionsRequest\x1a).codeexec.sandbox.v1.ListSessionsResponse\x12i\n" +
+	"\x0eAnswerApproval\x12*.codeexec.sandbox.v1.AnswerApprovalRequest\x1a+.codeexec.sandbox.v1.AnswerApprovalResponseB\xdb\x01\n" +
 	"\x17com.codeexec.sandbox.v1B\fSandboxProtoP\x01ZDgithub.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1;sandboxv1\xa2\x02\x03CSX\xaa\x02\x13Codeexec.Sandbox.V1\xca\x02\x13Codeexec\\Sandbox\\V1\xe2\x02\x1fCodeexec\\Sandbox\\V1\\GPBMetadata\xea\x02\x15Codeexec::Sandbox::V1b\x06proto3"
 
 var (
@@ -1619,73 +1955,82 @@ func file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_codeexec_sandbox_v1_sandbox_proto_rawDescData
 }
 
-var file_codeexec_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_codeexec_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_codeexec_sandbox_v1_sandbox_proto_goTypes = []any{
 	(SessionState)(0),              // 0: codeexec.sandbox.v1.SessionState
-	(Stream)(0),                    // 1: codeexec.sandbox.v1.Stream
-	(ExecStatus)(0),                // 2: codeexec.sandbox.v1.ExecStatus
-	(*Session)(nil),                // 3: codeexec.sandbox.v1.Session
-	(*CreateSessionRequest)(nil),   // 4: codeexec.sandbox.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),  // 5: codeexec.sandbox.v1.CreateSessionResponse
-	(*ExecuteRequest)(nil),         // 6: codeexec.sandbox.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),        // 7: codeexec.sandbox.v1.ExecuteResponse
-	(*OutputChunk)(nil),            // 8: codeexec.sandbox.v1.OutputChunk
-	(*ExecResult)(nil),             // 9: codeexec.sandbox.v1.ExecResult
-	(*RestoreReport)(nil),          // 10: codeexec.sandbox.v1.RestoreReport
-	(*LostName)(nil),               // 11: codeexec.sandbox.v1.LostName
-	(*SessionElsewhere)(nil),       // 12: codeexec.sandbox.v1.SessionElsewhere
-	(*ResetSessionRequest)(nil),    // 13: codeexec.sandbox.v1.ResetSessionRequest
-	(*ResetSessionResponse)(nil),   // 14: codeexec.sandbox.v1.ResetSessionResponse
-	(*DestroySessionRequest)(nil),  // 15: codeexec.sandbox.v1.DestroySessionRequest
-	(*DestroySessionResponse)(nil), // 16: codeexec.sandbox.v1.DestroySessionResponse
-	(*GetSessionRequest)(nil),      // 17: codeexec.sandbox.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 18: codeexec.sandbox.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),    // 19: codeexec.sandbox.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),   // 20: codeexec.sandbox.v1.ListSessionsResponse
-	nil,                            // 21: codeexec.sandbox.v1.Session.LabelsEntry
-	nil,                            // 22: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
+	(ApprovalDecision)(0),          // 1: codeexec.sandbox.v1.ApprovalDecision
+	(Stream)(0),                    // 2: codeexec.sandbox.v1.Stream
+	(ExecStatus)(0),                // 3: codeexec.sandbox.v1.ExecStatus
+	(*Session)(nil),                // 4: codeexec.sandbox.v1.Session
+	(*CreateSessionRequest)(nil),   // 5: codeexec.sandbox.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),  // 6: codeexec.sandbox.v1.CreateSessionResponse
+	(*ExecuteRequest)(nil),         // 7: codeexec.sandbox.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),        // 8: codeexec.sandbox.v1.ExecuteResponse
+	(*ApprovalRequest)(nil),        // 9: codeexec.sandbox.v1.ApprovalRequest
+	(*AnswerApprovalRequest)(nil),  // 10: codeexec.sandbox.v1.AnswerApprovalRequest
+	(*AnswerApprovalResponse)(nil), // 11: codeexec.sandbox.v1.AnswerApprovalResponse
+	(*OutputChunk)(nil),            // 12: codeexec.sandbox.v1.OutputChunk
+	(*ExecResult)(nil),             // 13: codeexec.sandbox.v1.ExecResult
+	(*RestoreReport)(nil),          // 14: codeexec.sandbox.v1.RestoreReport
+	(*LostName)(nil),               // 15: codeexec.sandbox.v1.LostName
+	(*SessionElsewhere)(nil),       // 16: codeexec.sandbox.v1.SessionElsewhere
+	(*ResetSessionRequest)(nil),    // 17: codeexec.sandbox.v1.ResetSessionRequest
+	(*ResetSessionResponse)(nil),   // 18: codeexec.sandbox.v1.ResetSessionResponse
+	(*DestroySessionRequest)(nil),  // 19: codeexec.sandbox.v1.DestroySessionRequest
+	(*DestroySessionResponse)(nil), // 20: codeexec.sandbox.v1.DestroySessionResponse
+	(*GetSessionRequest)(nil),      // 21: codeexec.sandbox.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),     // 22: codeexec.sandbox.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),    // 23: codeexec.sandbox.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),   // 24: codeexec.sandbox.v1.ListSessionsResponse
+	nil,                            // 25: codeexec.sandbox.v1.Session.LabelsEntry
+	nil,                            // 26: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
 }
 var file_codeexec_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	0,  // 0: codeexec.sandbox.v1.Session.state:type_name -> codeexec.sandbox.v1.SessionState
-	23, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	23, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
-	21, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
-	22, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
-	3,  // 5: codeexec.sandbox.v1.CreateSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	24, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	8,  // 7: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
-	9,  // 8: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
-	1,  // 9: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
-	2,  // 10: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
-	24, // 11: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
-	24, // 12: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
-	3,  // 13: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
-	10, // 14: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
-	11, // 15: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
-	11, // 16: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
-	3,  // 17: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 18: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 19: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
-	4,  // 20: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
-	6,  // 21: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
-	13, // 22: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
-	15, // 23: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
-	17, // 24: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
-	19, // 25: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
-	5,  // 26: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
-	7,  // 27: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
-	14, // 28: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
-	16, // 29: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
-	18, // 30: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
-	20, // 31: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	27, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	27, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
+	25, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
+	26, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	4,  // 5: codeexec.sandbox.v1.CreateSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	28, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	12, // 7: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
+	13, // 8: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
+	9,  // 9: codeexec.sandbox.v1.ExecuteResponse.approval:type_name -> codeexec.sandbox.v1.ApprovalRequest
+	27, // 10: codeexec.sandbox.v1.ApprovalRequest.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 11: codeexec.sandbox.v1.AnswerApprovalRequest.decision:type_name -> codeexec.sandbox.v1.ApprovalDecision
+	2,  // 12: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
+	3,  // 13: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
+	28, // 14: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	28, // 15: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
+	4,  // 16: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
+	14, // 17: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
+	15, // 18: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
+	15, // 19: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
+	4,  // 20: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	4,  // 21: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	4,  // 22: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
+	5,  // 23: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
+	7,  // 24: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
+	17, // 25: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
+	19, // 26: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
+	21, // 27: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
+	23, // 28: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
+	10, // 29: codeexec.sandbox.v1.SandboxService.AnswerApproval:input_type -> codeexec.sandbox.v1.AnswerApprovalRequest
+	6,  // 30: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
+	8,  // 31: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
+	18, // 32: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
+	20, // 33: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
+	22, // 34: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
+	24, // 35: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
+	11, // 36: codeexec.sandbox.v1.SandboxService.AnswerApproval:output_type -> codeexec.sandbox.v1.AnswerApprovalResponse
+	30, // [30:37] is the sub-list for method output_type
+	23, // [23:30] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_sandbox_v1_sandbox_proto_init() }
@@ -1696,14 +2041,15 @@ func file_codeexec_sandbox_v1_sandbox_proto_init() {
 	file_codeexec_sandbox_v1_sandbox_proto_msgTypes[4].OneofWrappers = []any{
 		(*ExecuteResponse_Output)(nil),
 		(*ExecuteResponse_Result)(nil),
+		(*ExecuteResponse_Approval)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_sandbox_v1_sandbox_proto_rawDesc), len(file_codeexec_sandbox_v1_sandbox_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   20,
+			NumEnums:      4,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
