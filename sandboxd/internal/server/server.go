@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -53,25 +54,74 @@ func (s *server) Execute(req *sandboxv1.ExecuteRequest, stream sandboxv1.Sandbox
 	if req.GetCode() == "" {
 		return status.Error(codes.InvalidArgument, "code is empty: send the Python source to run")
 	}
-	res, err := s.m.Execute(ctx, session.Request{
-		Tenant:    req.GetTenant(),
-		SessionID: req.GetSessionId(),
-		Code:      req.GetCode(),
-		Servers:   req.GetServers(),
-		Timeout:   req.GetTimeout().AsDuration(),
-	}, func(name, text string) error {
+	if req.GetMaxToolCalls() < 0 {
+		return status.Errorf(codes.InvalidArgument, "max_tool_calls is %d; give 0 (no limit) or a positive number", req.GetMaxToolCalls())
+	}
+	// Output and questions come from different goroutines; a stream takes
+	// one Send at a time.
+	var mu sync.Mutex
+	send := func(r *sandboxv1.ExecuteResponse) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return stream.Send(r)
+	}
+	r := session.Request{
+		Tenant:       req.GetTenant(),
+		SessionID:    req.GetSessionId(),
+		Code:         req.GetCode(),
+		Servers:      req.GetServers(),
+		Timeout:      req.GetTimeout().AsDuration(),
+		MaxToolCalls: int(req.GetMaxToolCalls()),
+	}
+	if req.GetAskApprovals() {
+		r.Ask = func(q session.Question) error {
+			return send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Approval{Approval: questionToProto(q)}})
+		}
+	}
+	res, err := s.m.Execute(ctx, r, func(name, text string) error {
 		st := sandboxv1.Stream_STREAM_STDOUT
 		if name == "stderr" {
 			st = sandboxv1.Stream_STREAM_STDERR
 		}
-		return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Output{
+		return send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Output{
 			Output: &sandboxv1.OutputChunk{Stream: st, Text: text},
 		}})
 	})
 	if res == nil {
 		return s.toStatus(ctx, err)
 	}
-	return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Result{Result: resultToProto(res)}})
+	return send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Result{Result: resultToProto(res)}})
+}
+
+// decisions maps the proto's decisions onto the sandbox's.
+var decisions = map[sandboxv1.ApprovalDecision]sandbox.Decision{
+	sandboxv1.ApprovalDecision_APPROVAL_DECISION_ACCEPT:      sandbox.Accept,
+	sandboxv1.ApprovalDecision_APPROVAL_DECISION_DECLINE:     sandbox.Decline,
+	sandboxv1.ApprovalDecision_APPROVAL_DECISION_CANCEL:      sandbox.Cancel,
+	sandboxv1.ApprovalDecision_APPROVAL_DECISION_UNAVAILABLE: sandbox.Unavailable,
+}
+
+func (s *server) AnswerApproval(ctx context.Context, req *sandboxv1.AnswerApprovalRequest) (*sandboxv1.AnswerApprovalResponse, error) {
+	d, ok := decisions[req.GetDecision()]
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "decision %v is not an answer; give ACCEPT, DECLINE, CANCEL or UNAVAILABLE", req.GetDecision())
+	}
+	if req.GetApprovalId() == "" || req.GetSessionId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "session_id and approval_id are required: the session and the id of the ApprovalRequest answered")
+	}
+	err := s.m.Answer(ctx, req.GetTenant(), req.GetSessionId(), req.GetApprovalId(), sandbox.Answer{Decision: d, Reason: req.GetReason()})
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.AnswerApprovalResponse{}, nil
+}
+
+func questionToProto(q session.Question) *sandboxv1.ApprovalRequest {
+	r := &sandboxv1.ApprovalRequest{Id: q.ID, Server: q.Server, Tool: q.Tool, ArgumentsJson: q.Arguments, Reason: q.Reason}
+	if !q.Deadline.IsZero() {
+		r.Deadline = timestamppb.New(q.Deadline)
+	}
+	return r
 }
 
 func (s *server) ResetSession(ctx context.Context, req *sandboxv1.ResetSessionRequest) (*sandboxv1.ResetSessionResponse, error) {

@@ -20,6 +20,12 @@ type Request struct {
 	// Timeout is the wall-clock limit; zero means the default. It is
 	// clamped to the maximum.
 	Timeout time.Duration
+	// MaxToolCalls bounds the exec's tool calls; zero is no bound.
+	MaxToolCalls int
+	// Ask, when set, sends the caller a question whose answer comes by
+	// Manager.Answer; nil means the caller can be asked nothing, and a
+	// tool call that needs a person's approval is refused.
+	Ask func(Question) error
 }
 
 // Result is how an exec ended (sandbox.Outcome: status, exit code,
@@ -76,6 +82,11 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 		return nil, err
 	}
 	defer s.release()
+	// Asked on the session whose turn it holds, where Answer finds it.
+	env.Controls = &sandbox.Controls{MaxToolCalls: req.MaxToolCalls}
+	if req.Ask != nil {
+		env.Controls.Ask = s.asker(req.Ask)
+	}
 	res, err := s.start(ctx, r)
 	if err != nil {
 		return nil, err

@@ -64,6 +64,9 @@ type Session struct {
 	starting *sandbox.Sandbox
 	// unrecordedSaid is set once a result said unrecorded.
 	unrecordedSaid bool
+
+	// questions are its run's questions that wait for answers.
+	questions questions
 }
 
 var (

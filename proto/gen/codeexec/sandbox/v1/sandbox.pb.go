@@ -521,7 +521,11 @@ type ExecuteRequest struct {
 	// max_tool_calls bounds the MCP tool calls the code makes in this call;
 	// the call past it raises an error that names the limit. Zero means no
 	// limit.
-	MaxToolCalls  int32 `protobuf:"varint,6,opt,name=max_tool_calls,json=maxToolCalls,proto3" json:"max_tool_calls,omitempty"`
+	MaxToolCalls int32 `protobuf:"varint,6,opt,name=max_tool_calls,json=maxToolCalls,proto3" json:"max_tool_calls,omitempty"`
+	// ask_approvals says that the caller answers the stream's
+	// ApprovalRequest events (AnswerApproval). Without it, a tool call that
+	// needs a person's approval is refused at once: nobody would answer.
+	AskApprovals  bool `protobuf:"varint,7,opt,name=ask_approvals,json=askApprovals,proto3" json:"ask_approvals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,6 +600,13 @@ func (x *ExecuteRequest) GetMaxToolCalls() int32 {
 		return x.MaxToolCalls
 	}
 	return 0
+}
+
+func (x *ExecuteRequest) GetAskApprovals() bool {
+	if x != nil {
+		return x.AskApprovals
+	}
+	return false
 }
 
 // ExecuteResponse is one event of an Execute stream: output chunks, then
@@ -1818,7 +1829,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
 	"\x15CreateSessionResponse\x126\n" +
-	"\asession\x18\x01 \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\"\xd0\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\"\xf5\x01\n" +
 	"\x0eExecuteRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -1826,7 +1837,8 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x18\n" +
 	"\aservers\x18\x04 \x03(\tR\aservers\x123\n" +
 	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12$\n" +
-	"\x0emax_tool_calls\x18\x06 \x01(\x05R\fmaxToolCalls\"\xd5\x01\n" +
+	"\x0emax_tool_calls\x18\x06 \x01(\x05R\fmaxToolCalls\x12#\n" +
+	"\rask_approvals\x18\a \x01(\bR\faskApprovals\"\xd5\x01\n" +
 	"\x0fExecuteResponse\x12:\n" +
 	"\x06output\x18\x01 \x01(\v2 .codeexec.sandbox.v1.OutputChunkH\x00R\x06output\x129\n" +
 	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06result\x12B\n" +

@@ -1,0 +1,121 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Bounds of the arguments shown to a person asked to approve a call: the
+// question must fit a dialog, and a model could pass megabytes.
+const (
+	displayString = 200  // runes of one string
+	displayItems  = 20   // items of one array or keys of one object
+	displayDepth  = 6    // levels of nesting
+	displayBytes  = 2000 // bytes of the whole
+)
+
+// masked replaces a value that looks like a secret.
+const masked = "[masked]"
+
+// secretKey matches the argument names whose values are secrets whatever
+// they look like ("author" and "pass" are not among them).
+var secretKey = regexp.MustCompile(`(?i)(pass(word|wd|phrase)|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|credential|cookie|authorization|^auth$|^auth[-_]|[-_]auth$|bearer|^signature$)`)
+
+// secretValue matches values in the forms of common credentials: provider
+// API keys, GitHub, GitLab and Slack tokens, AWS key IDs, Google API keys,
+// JWTs, PEM private keys and bearer headers.
+var secretValue = regexp.MustCompile(`^(sk|pk|rk)-[A-Za-z0-9_-]{16,}|^sk-ant-|^gh[pousr]_[A-Za-z0-9]{20,}|^github_pat_|^glpat-|^xox[abprs]-|^AKIA[0-9A-Z]{16}$|^AIza[0-9A-Za-z_-]{30,}|^eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.|-----BEGIN [A-Z ]*PRIVATE KEY-----|(?i)^bearer\s+\S{16,}`)
+
+// urlPassword matches the password of a URL's user info.
+var urlPassword = regexp.MustCompile(`(://[^/:@\s]+:)[^/@\s]+@`)
+
+// display renders a call's arguments for a person to judge: JSON, with
+// secrets masked (by their key or their form), long strings and deep or
+// long values cut, and the whole bounded.
+func display(args json.RawMessage) string {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return "(arguments that are not JSON)"
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(shown(v, 0)) // plain values always encode
+	out := strings.TrimSuffix(b.String(), "\n")
+	if len(out) > displayBytes {
+		cut := out[:displayBytes]
+		for !utf8.ValidString(cut) {
+			cut = cut[:len(cut)-1]
+		}
+		out = cut + fmt.Sprintf("… (%d more bytes)", len(out)-len(cut))
+	}
+	return out
+}
+
+// shown is v as it is shown at depth.
+func shown(v any, depth int) any {
+	if depth >= displayDepth {
+		switch v.(type) {
+		case map[string]any, []any:
+			return "…"
+		}
+	}
+	switch x := v.(type) {
+	case string:
+		return shownString(x)
+	case []any:
+		n := min(len(x), displayItems)
+		out := make([]any, 0, n+1)
+		for _, it := range x[:n] {
+			out = append(out, shown(it, depth+1))
+		}
+		if len(x) > n {
+			out = append(out, fmt.Sprintf("… (%d more items)", len(x)-n))
+		}
+		return out
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		out := make(map[string]any, min(len(keys), displayItems)+1)
+		for i, k := range keys {
+			if i == displayItems {
+				out["…"] = fmt.Sprintf("%d more keys", len(keys)-i)
+				break
+			}
+			// A number under such a name (max_tokens) is no secret.
+			switch x[k].(type) {
+			case string, map[string]any, []any:
+				if secretKey.MatchString(k) {
+					out[k] = masked
+					continue
+				}
+			}
+			out[k] = shown(x[k], depth+1)
+		}
+		return out
+	}
+	return v
+}
+
+// shownString masks a string that looks like a secret and cuts a long one.
+func shownString(s string) string {
+	if secretValue.MatchString(strings.TrimSpace(s)) {
+		return masked
+	}
+	s = urlPassword.ReplaceAllString(s, "${1}"+masked+"@")
+	if n := utf8.RuneCountInString(s); n > displayString {
+		r := []rune(s)
+		return string(r[:displayString]) + fmt.Sprintf("… (%d more characters)", n-displayString)
+	}
+	return s
+}

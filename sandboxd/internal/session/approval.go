@@ -1,0 +1,92 @@
+package session
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
+	"github.com/codeexec/codeexec/services/randomid"
+)
+
+// Question is a tool call of a run that waits for a person's approval,
+// as sent to the run's caller (Request.Ask).
+type Question struct {
+	// ID names the question in Manager.Answer: random, so that it may
+	// travel through the client and back.
+	ID string
+	sandbox.Approval
+	// Deadline is when the run's time ends; no answer counts after it.
+	Deadline time.Time
+}
+
+// questions are the questions of a session's runs that wait for answers.
+type questions struct {
+	mu      sync.Mutex
+	waiting map[string]chan sandbox.Answer
+}
+
+// asker is the run's sandbox.Asker: it sends each question with send and
+// waits for Manager.Answer, until ctx (the run's calls) ends.
+func (s *Session) asker(send func(Question) error) sandbox.Asker {
+	return func(ctx context.Context, a sandbox.Approval) (sandbox.Answer, error) {
+		q := Question{ID: randomid.Hex(16), Approval: a}
+		q.Deadline, _ = ctx.Deadline()
+		ch := make(chan sandbox.Answer, 1)
+		s.questions.mu.Lock()
+		if s.questions.waiting == nil {
+			s.questions.waiting = map[string]chan sandbox.Answer{}
+		}
+		s.questions.waiting[q.ID] = ch
+		s.questions.mu.Unlock()
+		defer func() {
+			s.questions.mu.Lock()
+			delete(s.questions.waiting, q.ID)
+			s.questions.mu.Unlock()
+		}()
+		if err := send(q); err != nil {
+			return sandbox.Answer{Decision: sandbox.Unavailable, Reason: "the question could not be sent to the client: " + err.Error()}, nil
+		}
+		select {
+		case ans := <-ch:
+			return ans, nil
+		case <-ctx.Done():
+			return sandbox.Answer{}, ctx.Err()
+		}
+	}
+}
+
+// Answer delivers a person's answer to a question of the session's run.
+// A question not waiting (answered, its run over, never asked) is
+// ErrNotFound; a durable session live on another replica is an
+// *ElsewhereError, as its run, which asked, is there.
+func (m *Manager) Answer(ctx context.Context, tenant, id, question string, ans sandbox.Answer) error {
+	if ans.Decision < sandbox.Accept || ans.Decision > sandbox.Unavailable {
+		return fmt.Errorf("%w: the decision is missing; give accept, decline, cancel or unavailable", ErrInvalid)
+	}
+	s, err := m.Get(tenant, id)
+	if err != nil {
+		if d := m.cfg.Durable; d != nil {
+			where, herr := d.Store.Holder(ctx, cmp.Or(tenant, "default"), id)
+			if herr != nil {
+				return errors.Join(err, herr)
+			}
+			if where != nil {
+				return &ElsewhereError{Replica: where.Replica, Address: where.Address}
+			}
+		}
+		return err
+	}
+	s.questions.mu.Lock()
+	ch, ok := s.questions.waiting[question]
+	delete(s.questions.waiting, question)
+	s.questions.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: no question %q waits for an answer on session %s: it was answered already, or the run that asked it has ended", ErrNotFound, question, id)
+	}
+	ch <- ans // buffered, and only one answer takes ch from the map
+	return nil
+}
