@@ -97,6 +97,11 @@ type Config struct {
 	Quotas Quotas
 	// Registerer, when set, receives the gateway's metrics.
 	Registerer prometheus.Registerer
+	// MaxToolCalls bounds the MCP tool calls one run_python call makes
+	// (--max-tool-calls); the call past it raises an error naming the
+	// limit. 0 is no limit. TenantMaxToolCalls sets it per tenant.
+	MaxToolCalls       int
+	TenantMaxToolCalls map[string]int
 	// DialReplica connects to the sandbox replica at an address that a
 	// SessionElsewhere answer named (a session live on another replica, or
 	// in another codeexec process on this machine). The gateway keeps one
@@ -132,10 +137,26 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("maximum timeout (MCP_BRIDGE_MAX_TIMEOUT) is %v; it must be at least 1s", c.MaxTimeout))
 	}
 	errs = append(errs, c.Quotas.Validate(), c.Auth.Validate())
+	if c.MaxToolCalls < 0 {
+		errs = append(errs, fmt.Errorf("max tool calls is %d; it must be zero (no limit) or positive", c.MaxToolCalls))
+	}
+	for tenant, n := range c.TenantMaxToolCalls {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("max tool calls of tenant %q is %d; it must be zero (no limit) or positive", tenant, n))
+		}
+	}
 	if c.OutputLimitBytes < 0 {
 		errs = append(errs, fmt.Errorf("output limit is %d bytes; it must be zero (unknown) or positive", c.OutputLimitBytes))
 	}
 	return errors.Join(errs...)
+}
+
+// maxToolCalls is the tool-call limit of one run of tenant's.
+func (c Config) maxToolCalls(tenant string) int {
+	if n, ok := c.TenantMaxToolCalls[tenant]; ok {
+		return n
+	}
+	return c.MaxToolCalls
 }
 
 // seconds converts d to whole seconds, rounding up.
@@ -198,6 +219,7 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 	g.tool = runpython.New(runpython.Options{
 		Limits: limitsOf(cfg, logger), Mode: modeOf(cfg, logger), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
 		Sandbox: g.router, Sessions: g.sessions, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
+		MaxToolCalls: cfg.maxToolCalls,
 	})
 	g.mcp = server.NewMCPServer(ServerName, cfg.Version,
 		server.WithToolCapabilities(false),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,8 @@ type gatewayUnit struct {
 	hs  httpSettings
 	// sandbox and balance say where sandboxd is, alone.
 	sandbox, balance string
+	// tenantCalls are the --tenant-max-tool-calls values, TENANT=N.
+	tenantCalls []string
 	// addr is where MCP is served over HTTP; "" serves stdio. lis is
 	// addr bound, by listen.
 	addr string
@@ -32,6 +35,7 @@ type gatewayUnit struct {
 
 func (u *gatewayUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 	bindGateway(fs, &u.cfg)
+	fs.Strings(&u.tenantCalls, "tenant-max-tool-calls", "TENANT=N: the most tool calls one run_python call of that tenant makes, instead of --max-tool-calls", "CODEEXEC_TENANT_MAX_TOOL_CALLS")
 	bindHTTP(fs, &u.hs, &u.cfg)
 	if !alone {
 		return // in serve, sandboxd's settings give the output cap and the idle timeout
@@ -52,7 +56,24 @@ func (u *gatewayUnit) check() error {
 	}
 	u.addr = addr
 	u.cfg.Version = buildVersion()
+	if u.cfg.TenantMaxToolCalls, err = tenantCounts("--tenant-max-tool-calls", u.tenantCalls); err != nil {
+		return err
+	}
 	return u.cfg.Validate()
+}
+
+// tenantCounts reads TENANT=N values.
+func tenantCounts(flag string, vs []string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, v := range vs {
+		tenant, n, ok := strings.Cut(v, "=")
+		count, err := strconv.Atoi(strings.TrimSpace(n))
+		if !ok || err != nil || count < 0 || gateway.ValidTenant(strings.TrimSpace(tenant)) != nil {
+			return nil, fmt.Errorf("%s %q: want TENANT=N, a tenant name and a whole number (0 for no limit), e.g. alice=50", flag, v)
+		}
+		out[strings.TrimSpace(tenant)] = count
+	}
+	return out, nil
 }
 
 // listen binds the HTTP address, if there is one, once.
@@ -121,6 +142,7 @@ func bindGateway(fs *flagenv.Set, c *gateway.Config) {
 	fs.Duration(&c.MaxTimeout, "max-timeout", 120*time.Second, "largest run_python timeout; larger requests are clamped", "MCP_BRIDGE_MAX_TIMEOUT")
 	fs.String(&c.OutputMode, "output-mode", "compact", "result format: compact or toon (any other value renders toon, as upstream does, with a warning)", "MCP_BRIDGE_OUTPUT_MODE")
 	fs.String(&c.Tenant, "tenant", "default", "tenant for memory, saved tools and sessions", "CODEEXEC_TENANT")
+	fs.Int(&c.MaxToolCalls, "max-tool-calls", 0, "most MCP tool calls one run_python call makes; the next raises an error naming the limit; 0 means no limit", "CODEEXEC_MAX_TOOL_CALLS")
 }
 
 // httpSettings are the options of MCP over HTTP: who may call, how much,

@@ -26,7 +26,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		sandbox   = []string{"runtime", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit",
 			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
 			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors"}
-		mcp  = []string{"timeout", "max-timeout", "output-mode", "tenant"}
+		mcp  = []string{"timeout", "max-timeout", "output-mode", "tenant", "max-tool-calls", "tenant-max-tool-calls"}
 		http = []string{"http", "tokens-file", "jwt-issuer", "jwks-url", "jwt-audience", "jwt-tenant-claim", "resource-url",
 			"insecure-no-auth", "allowed-hosts", "allowed-origins", "metrics-tenants", "quota-sessions", "quota-execs",
 			"quota-execs-per-minute", "shutdown-grace"}

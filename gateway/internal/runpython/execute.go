@@ -168,15 +168,23 @@ func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.R
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout+rpcGrace)
 	defer cancel()
 	stream, err := t.opts.Sandbox.Execute(ctx, &sandboxv1.ExecuteRequest{
-		SessionId: sandboxID,
-		Tenant:    tenant,
-		Code:      p.Code,
-		Servers:   p.Servers,
-		Timeout:   durationpb.New(p.Timeout),
+		SessionId:    sandboxID,
+		Tenant:       tenant,
+		Code:         p.Code,
+		Servers:      p.Servers,
+		Timeout:      durationpb.New(p.Timeout),
+		MaxToolCalls: int32(t.opts.MaxToolCalls(tenant)),
+		AskApprovals: true,
 	})
 	if err != nil {
 		base.Err = err
 		return base
 	}
-	return t.gather(stream, base, progress)
+	// The questions still open when the run ends are given up (their
+	// runs have said so), and waited for.
+	askCtx, stopAsking := context.WithCancel(ctx)
+	a := &asker{t: t, ctx: askCtx, tenant: tenant, sessionID: sandboxID}
+	defer a.wg.Wait()
+	defer stopAsking()
+	return t.gather(stream, base, progress, a.ask)
 }

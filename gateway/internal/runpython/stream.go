@@ -19,8 +19,9 @@ import (
 )
 
 // gather reads an Execute stream to its result: the output, capped, and
-// handed to progress as it comes.
-func (t *Tool) gather(stream grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], base result.Outcome, progress func(string)) (out result.Outcome) {
+// handed to progress as it comes, and the approval questions, handed to
+// ask.
+func (t *Tool) gather(stream grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], base result.Outcome, progress func(string), ask func(*sandboxv1.ApprovalRequest)) (out result.Outcome) {
 	out = base
 	limit := int(t.opts.OutputLimitBytes) * localCapFactor
 	var stdout, stderr capped
@@ -44,6 +45,8 @@ func (t *Tool) gather(stream grpc.ServerStreamingClient[sandboxv1.ExecuteRespons
 				stdout.write(ev.Output.GetText())
 			}
 			progress(ev.Output.GetText())
+		case *sandboxv1.ExecuteResponse_Approval:
+			ask(ev.Approval)
 		case *sandboxv1.ExecuteResponse_Result:
 			r := ev.Result
 			// Count what the gateway itself had to drop as dropped too.

@@ -69,6 +69,9 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Logger logs each call's outcome.
 	Logger *slog.Logger
+	// MaxToolCalls is the most tool calls one run of a tenant may make;
+	// 0 is no limit.
+	MaxToolCalls func(tenant string) int
 }
 
 // Tool is the run_python tool.
