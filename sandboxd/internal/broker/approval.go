@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/codeexec/codeexec/internal/argview"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
@@ -50,7 +51,7 @@ func ask(ctx context.Context, c *sandbox.Controls, need *discoveryv1.ApprovalReq
 			"tool %s of server %s needs a person's approval (%s), and this call has nobody to ask; the operator can allow it by removing that rule",
 			tool, server, need.GetReason())
 	}
-	ans, err := c.Ask(ctx, sandbox.Approval{Server: need.GetServer(), Tool: need.GetTool(), Reason: need.GetReason(), Arguments: display(args)})
+	ans, err := c.Ask(ctx, sandbox.Approval{Server: need.GetServer(), Tool: need.GetTool(), Reason: need.GetReason(), Arguments: argview.Render(args)})
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || (err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)):
 		return channel.Errorf(channel.CodeDeadlineExceeded, "no answer came, before the run_python call's timeout, to the question whether to allow tool %s of server %s; the call was not made", tool, server)

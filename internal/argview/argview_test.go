@@ -1,4 +1,4 @@
-package broker
+package argview
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestDisplay(t *testing.T) {
+func TestRender(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("é", 250)
 	many := make([]int, 30)
@@ -27,8 +27,8 @@ func TestDisplay(t *testing.T) {
 		{"big number kept", `{"n":12345678901234567890}`, `{"n":12345678901234567890}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := display(json.RawMessage(tc.in)); got != tc.want {
-				t.Errorf("display(%s)\n got %s\nwant %s", tc.in, got, tc.want)
+			if got := Render(json.RawMessage(tc.in)); got != tc.want {
+				t.Errorf("Render(%s)\n got %s\nwant %s", tc.in, got, tc.want)
 			}
 		})
 	}
@@ -41,7 +41,7 @@ func TestDisplay(t *testing.T) {
 		big.WriteString(`"k` + string(rune('a'+i)) + `":"` + strings.Repeat("x", 190) + `"`)
 	}
 	big.WriteString(`}`)
-	if got := display(json.RawMessage(big.String())); len(got) > displayBytes+40 || !strings.Contains(got, "more bytes)") {
+	if got := Render(json.RawMessage(big.String())); len(got) > MaxBytes+40 || !strings.Contains(got, "more bytes)") {
 		t.Errorf("a large object is shown in %d bytes: %.80s…", len(got), got)
 	}
 }

@@ -1,4 +1,8 @@
-package broker
+// Package argview renders a tool call's arguments for a person asked to
+// approve the call: secrets masked (by their key or their form), long or
+// deep values cut, the whole bounded. sandboxd's broker uses it for the
+// sandbox's calls, the gateway for the passthrough surface's.
+package argview
 
 import (
 	"bytes"
@@ -13,14 +17,14 @@ import (
 // Bounds of the arguments shown to a person asked to approve a call: the
 // question must fit a dialog, and a model could pass megabytes.
 const (
-	displayString = 200  // runes of one string
-	displayItems  = 20   // items of one array or keys of one object
-	displayDepth  = 6    // levels of nesting
-	displayBytes  = 2000 // bytes of the whole
+	maxString = 200  // runes of one string
+	maxItems  = 20   // items of one array or keys of one object
+	maxDepth  = 6    // levels of nesting
+	MaxBytes  = 2000 // bytes of the whole
 )
 
-// masked replaces a value that looks like a secret.
-const masked = "[masked]"
+// Masked replaces a value that looks like a secret.
+const Masked = "[masked]"
 
 // secretKey matches the argument names whose values are secrets whatever
 // they look like ("author" and "pass" are not among them).
@@ -34,10 +38,10 @@ var secretValue = regexp.MustCompile(`^(sk|pk|rk)-[A-Za-z0-9_-]{16,}|^sk-ant-|^g
 // urlPassword matches the password of a URL's user info.
 var urlPassword = regexp.MustCompile(`(://[^/:@\s]+:)[^/@\s]+@`)
 
-// display renders a call's arguments for a person to judge: JSON, with
+// Render renders a call's arguments for a person to judge: JSON, with
 // secrets masked (by their key or their form), long strings and deep or
 // long values cut, and the whole bounded.
-func display(args json.RawMessage) string {
+func Render(args json.RawMessage) string {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
@@ -49,8 +53,8 @@ func display(args json.RawMessage) string {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(shown(v, 0)) // plain values always encode
 	out := strings.TrimSuffix(b.String(), "\n")
-	if len(out) > displayBytes {
-		cut := out[:displayBytes]
+	if len(out) > MaxBytes {
+		cut := out[:MaxBytes]
 		for !utf8.ValidString(cut) {
 			cut = cut[:len(cut)-1]
 		}
@@ -61,7 +65,7 @@ func display(args json.RawMessage) string {
 
 // shown is v as it is shown at depth.
 func shown(v any, depth int) any {
-	if depth >= displayDepth {
+	if depth >= maxDepth {
 		switch v.(type) {
 		case map[string]any, []any:
 			return "…"
@@ -71,7 +75,7 @@ func shown(v any, depth int) any {
 	case string:
 		return shownString(x)
 	case []any:
-		n := min(len(x), displayItems)
+		n := min(len(x), maxItems)
 		out := make([]any, 0, n+1)
 		for _, it := range x[:n] {
 			out = append(out, shown(it, depth+1))
@@ -86,9 +90,9 @@ func shown(v any, depth int) any {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		out := make(map[string]any, min(len(keys), displayItems)+1)
+		out := make(map[string]any, min(len(keys), maxItems)+1)
 		for i, k := range keys {
-			if i == displayItems {
+			if i == maxItems {
 				out["…"] = fmt.Sprintf("%d more keys", len(keys)-i)
 				break
 			}
@@ -96,7 +100,7 @@ func shown(v any, depth int) any {
 			switch x[k].(type) {
 			case string, map[string]any, []any:
 				if secretKey.MatchString(k) {
-					out[k] = masked
+					out[k] = Masked
 					continue
 				}
 			}
@@ -110,12 +114,12 @@ func shown(v any, depth int) any {
 // shownString masks a string that looks like a secret and cuts a long one.
 func shownString(s string) string {
 	if secretValue.MatchString(strings.TrimSpace(s)) {
-		return masked
+		return Masked
 	}
-	s = urlPassword.ReplaceAllString(s, "${1}"+masked+"@")
-	if n := utf8.RuneCountInString(s); n > displayString {
+	s = urlPassword.ReplaceAllString(s, "${1}"+Masked+"@")
+	if n := utf8.RuneCountInString(s); n > maxString {
 		r := []rune(s)
-		return string(r[:displayString]) + fmt.Sprintf("… (%d more characters)", n-displayString)
+		return string(r[:maxString]) + fmt.Sprintf("… (%d more characters)", n-maxString)
 	}
 	return s
 }
