@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,11 +23,13 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
 	"github.com/codeexec/codeexec/gateway/internal/params"
+	"github.com/codeexec/codeexec/gateway/internal/passthrough"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
 	"github.com/codeexec/codeexec/gateway/internal/result"
 	"github.com/codeexec/codeexec/gateway/internal/route"
 	"github.com/codeexec/codeexec/gateway/internal/runpython"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/dial"
 )
@@ -102,6 +105,13 @@ type Config struct {
 	// limit. 0 is no limit. TenantMaxToolCalls sets it per tenant.
 	MaxToolCalls       int
 	TenantMaxToolCalls map[string]int
+	// Tools is the tool surface offered (--tools): ToolsRunPython (the
+	// default), ToolsPassthrough or ToolsBoth. An HTTP connection may ask
+	// for another with ?tools= on the URL.
+	Tools string
+	// Discovery reaches discoveryd, for the passthrough tools; nil offers
+	// run_python alone.
+	Discovery discoveryv1.DiscoveryServiceClient
 	// DialReplica connects to the sandbox replica at an address that a
 	// SessionElsewhere answer named (a session live on another replica, or
 	// in another codeexec process on this machine). The gateway keeps one
@@ -137,6 +147,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("maximum timeout (MCP_BRIDGE_MAX_TIMEOUT) is %v; it must be at least 1s", c.MaxTimeout))
 	}
 	errs = append(errs, c.Quotas.Validate(), c.Auth.Validate())
+	if _, err := parseSurface(c.Tools); err != nil {
+		errs = append(errs, err)
+	}
 	if c.MaxToolCalls < 0 {
 		errs = append(errs, fmt.Errorf("max tool calls is %d; it must be zero (no limit) or positive", c.MaxToolCalls))
 	}
@@ -176,6 +189,10 @@ type Gateway struct {
 	quota    *quota.Execs
 	calls    drain.Tracker
 	router   *route.Router
+	// tools is the configured surface; passthrough says whether its
+	// tools are served at all (discovery is there).
+	tools       []string
+	passthrough bool
 
 	httpOnce sync.Once
 	http     http.Handler
@@ -194,6 +211,10 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
+	tools, _ := parseSurface(cfg.Tools) // Validate has parsed it
+	if cfg.Discovery == nil && !slices.Equal(tools, surfaces[ToolsRunPython]) {
+		return nil, fmt.Errorf("gateway: --tools %s needs MCP server discovery, and the gateway was given none (the gateway target alone: --discovery ADDR)", cfg.Tools)
+	}
 	m := metrics.New()
 	// Every call on a session goes to the replica that holds it; see
 	// route.
@@ -205,6 +226,9 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		sessions: sessions.NewTable(router, cfg.Quotas.Sessions, cfg.SessionIdleTimeout, logger),
 		owners:   sessions.NewOwners(),
 		quota:    quota.NewExecs(cfg.Quotas),
+
+		tools:       tools,
+		passthrough: cfg.Discovery != nil,
 	}
 	var err error
 	g.guard, err = guard.New(guard.Options{Config: cfg.Auth, Tenant: cfg.Tenant, ResourceName: ServerName, Owns: g.owners.Owns, Metrics: m, Logger: logger})
@@ -226,8 +250,17 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		server.WithResourceCapabilities(false, false),
 		server.WithHooks(g.hooks()),
 		server.WithRecovery(),
+		// Each request sees the tools of its surface alone.
+		server.WithToolFilter(g.filterTools),
 	)
 	g.mcp.AddTool(g.tool.Definition(), g.tool.Handle)
+	if g.passthrough {
+		pt := passthrough.New(passthrough.Options{Discovery: cfg.Discovery, Tenant: cfg.Tenant, Quota: g.quota, Calls: &g.calls, Logger: logger})
+		defs := passthrough.Definitions()
+		for i, h := range []server.ToolHandlerFunc{pt.Search, pt.Describe, pt.Call} {
+			g.mcp.AddTool(defs[i], h)
+		}
+	}
 	g.mcp.AddResource(capabilities.Resource(), capabilities.Read)
 	return g, nil
 }
@@ -265,7 +298,7 @@ func (g *Gateway) hooks() *server.Hooks {
 	hooks := &server.Hooks{}
 	// Unknown tools get a tool result, and a listen stream's result waits
 	// for its acknowledgement; see mcpfix.
-	mcpfix.AddHooks(hooks, runpython.Name)
+	mcpfix.AddHooks(hooks, g.surface)
 	hooks.AddOnRegisterSession(func(_ context.Context, s server.ClientSession) {
 		g.sessions.Started(s.SessionID())
 	})

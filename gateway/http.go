@@ -112,6 +112,11 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			// An MCP session over HTTP has a derived handle; see
 			// sessions.HandleFor.
 			r = r.WithContext(sessions.OverHTTP(r.Context()))
+			// The URL may ask for another tool surface.
+			r, ok := g.connectionSurface(w, r)
+			if !ok {
+				return
+			}
 			// A session-based client's call outlives its connection;
 			// see mcpfix.Detach.
 			w, r = mcpfix.Detach(w, r)

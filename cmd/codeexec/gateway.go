@@ -12,6 +12,7 @@ import (
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/localsock"
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/gateway"
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
@@ -22,8 +23,9 @@ import (
 type gatewayUnit struct {
 	cfg gateway.Config
 	hs  httpSettings
-	// sandbox and balance say where sandboxd is, alone.
-	sandbox, balance string
+	// sandbox and balance say where sandboxd is, alone, and discovery
+	// where discoveryd is (for the passthrough tools).
+	sandbox, balance, discovery string
 	// tenantCalls are the --tenant-max-tool-calls values, TENANT=N.
 	tenantCalls []string
 	// addr is where MCP is served over HTTP; "" serves stdio. lis is
@@ -47,6 +49,7 @@ func (u *gatewayUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 		"sandboxd address: host:port or unix:/path; several replicas as host:port,host:port or dns:///name:port (every address of name, re-resolved every 5s)",
 		"CODEEXEC_SANDBOXD_ADDR")
 	fs.String(&u.balance, "balance", gateway.BalanceLeastLoaded, "how new sessions pick a sandboxd replica: least-loaded or round-robin", "CODEEXEC_SANDBOX_BALANCE")
+	fs.String(&u.discovery, "discovery", "", "discoveryd address, for the passthrough tools (--tools passthrough or both, ?tools= on the URL); empty: run_python alone", "CODEEXEC_DISCOVERYD_ADDR")
 }
 
 func (u *gatewayUnit) check() error {
@@ -113,6 +116,13 @@ func (u *gatewayUnit) start(ctx context.Context, p *process.Process) error {
 		p.OnClose(closeSandbox)
 		sandbox = c
 	}
+	disc, err := p.Dial(u.discovery, "--discovery")
+	if err != nil {
+		return err
+	}
+	if disc != nil {
+		u.cfg.Discovery = discoveryv1.NewDiscoveryServiceClient(disc)
+	}
 	u.cfg.Registerer = p.Registry
 	u.cfg.DialReplica = localsock.DialReplica(p.Creds.DialOptions())
 	g, err := gateway.New(u.cfg, sandbox, p.ServiceLogger("gateway"))
@@ -142,6 +152,7 @@ func bindGateway(fs *flagenv.Set, c *gateway.Config) {
 	fs.Duration(&c.MaxTimeout, "max-timeout", 120*time.Second, "largest run_python timeout; larger requests are clamped", "MCP_BRIDGE_MAX_TIMEOUT")
 	fs.String(&c.OutputMode, "output-mode", "compact", "result format: compact or toon (any other value renders toon, as upstream does, with a warning)", "MCP_BRIDGE_OUTPUT_MODE")
 	fs.String(&c.Tenant, "tenant", "default", "tenant for memory, saved tools and sessions", "CODEEXEC_TENANT")
+	fs.String(&c.Tools, "tools", gateway.ToolsRunPython, "the tools offered: run_python; passthrough (search_tools, describe_tool, call_tool, for clients that write their own code: no sandbox); or both. Over HTTP a connection may ask with ?tools= on the URL", "CODEEXEC_TOOLS")
 	fs.Int(&c.MaxToolCalls, "max-tool-calls", 0, "most MCP tool calls one run_python call makes; the next raises an error naming the limit; 0 means no limit", "CODEEXEC_MAX_TOOL_CALLS")
 }
 

@@ -26,7 +26,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		sandbox   = []string{"runtime", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit",
 			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
 			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors"}
-		mcp  = []string{"timeout", "max-timeout", "output-mode", "tenant", "max-tool-calls", "tenant-max-tool-calls"}
+		mcp  = []string{"timeout", "max-timeout", "output-mode", "tenant", "max-tool-calls", "tenant-max-tool-calls", "tools"}
 		http = []string{"http", "tokens-file", "jwt-issuer", "jwks-url", "jwt-audience", "jwt-tenant-claim", "resource-url",
 			"insecure-no-auth", "allowed-hosts", "allowed-origins", "metrics-tenants", "quota-sessions", "quota-execs",
 			"quota-execs-per-minute", "shutdown-grace"}
@@ -41,7 +41,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		{[]string{"memoryd"}, join(grpcAlone, memory)},
 		{[]string{"discoveryd"}, join(grpcAlone, discovery)},
 		{[]string{"sandboxd"}, join(grpcAlone, sandbox, []string{"timeout", "max-timeout", "shutdown-grace", "discovery", "memory-addr", "advertise"})},
-		{[]string{"gateway"}, join(logging, tls, mcp, http, []string{"output-limit", "idle-timeout", "sandbox", "balance"})},
+		{[]string{"gateway"}, join(logging, tls, mcp, http, []string{"output-limit", "idle-timeout", "sandbox", "balance", "discovery"})},
 		{[]string{"memoryd", "backup"}, join(database, tls, []string{"memory"})},
 		{[]string{"memoryd", "copy"}, []string{"from", "to", "store-password-file", "replace", "store-wait"}},
 		{[]string{"import-upstream"}, join(memory, tls, []string{"memory", "tenant"})},

@@ -30,13 +30,20 @@ const Masked = "[masked]"
 // they look like ("author" and "pass" are not among them).
 var secretKey = regexp.MustCompile(`(?i)(pass(word|wd|phrase)|secret|token|api[-_]?key|access[-_]?key|private[-_]?key|credential|cookie|authorization|^auth$|^auth[-_]|[-_]auth$|bearer|^signature$)`)
 
-// secretValue matches values in the forms of common credentials: provider
-// API keys, GitHub, GitLab and Slack tokens, AWS key IDs, Google API keys,
-// JWTs, PEM private keys and bearer headers.
-var secretValue = regexp.MustCompile(`^(sk|pk|rk)-[A-Za-z0-9_-]{16,}|^sk-ant-|^gh[pousr]_[A-Za-z0-9]{20,}|^github_pat_|^glpat-|^xox[abprs]-|^AKIA[0-9A-Z]{16}$|^AIza[0-9A-Za-z_-]{30,}|^eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.|-----BEGIN [A-Z ]*PRIVATE KEY-----|(?i)^bearer\s+\S{16,}`)
-
-// urlPassword matches the password of a URL's user info.
-var urlPassword = regexp.MustCompile(`(://[^/:@\s]+:)[^/@\s]+@`)
+// secretForms are the forms of common credentials, found anywhere in a
+// string and replaced: provider API keys, GitHub, GitLab and Slack
+// tokens, AWS key IDs, Google API keys, JWTs, PEM private keys, bearer
+// headers, key=value pairs of secret names, and URL passwords.
+var secretForms = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)`), Masked},
+	{regexp.MustCompile(`\b((sk|pk|rk)-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]+|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]+|glpat-[A-Za-z0-9_-]+|xox[abprs]-[A-Za-z0-9-]+|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)`), Masked},
+	{regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}`), "${1} " + Masked},
+	{regexp.MustCompile(`(?i)\b(pass(word|wd)?|secret|token|api[-_]?key|access[-_]?key)=[^&\s"']+`), "${1}=" + Masked},
+	{regexp.MustCompile(`(://[^/:@\s]+:)[^/@\s]+@`), "${1}" + Masked + "@"},
+}
 
 // Render renders a call's arguments for a person to judge: JSON, with
 // secrets masked (by their key or their form), long strings and deep or
@@ -111,12 +118,11 @@ func shown(v any, depth int) any {
 	return v
 }
 
-// shownString masks a string that looks like a secret and cuts a long one.
+// shownString masks what looks like a secret in s and cuts a long s.
 func shownString(s string) string {
-	if secretValue.MatchString(strings.TrimSpace(s)) {
-		return Masked
+	for _, f := range secretForms {
+		s = f.re.ReplaceAllString(s, f.with)
 	}
-	s = urlPassword.ReplaceAllString(s, "${1}"+Masked+"@")
 	if n := utf8.RuneCountInString(s); n > maxString {
 		r := []rune(s)
 		return string(r[:maxString]) + fmt.Sprintf("… (%d more characters)", n-maxString)

@@ -13,7 +13,10 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 )
 
@@ -135,4 +138,18 @@ func Elicit(ctx context.Context, q Question) (Answer, error) {
 			Reason: "the question could not be asked: " + err.Error()}, nil
 	}
 	return FromResult(res), nil
+}
+
+// Required returns the ApprovalRequired detail of discoveryd's refusal of
+// an unapproved call, or nil for any other outcome.
+func Required(err error) *discoveryv1.ApprovalRequired {
+	if status.Code(err) != codes.FailedPrecondition {
+		return nil
+	}
+	for _, d := range status.Convert(err).Details() {
+		if a, ok := d.(*discoveryv1.ApprovalRequired); ok {
+			return a
+		}
+	}
+	return nil
 }

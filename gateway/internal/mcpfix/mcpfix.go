@@ -1,6 +1,7 @@
 package mcpfix
 
 import (
+	"context"
 	"io"
 	"net/http"
 
@@ -29,10 +30,11 @@ func HTTP(inner http.Handler, maxBody int64, bodyHint string) http.Handler {
 	return BodyLimitHandler(h, maxBody, bodyHint)
 }
 
-// AddHooks adds the fixes that are mcp-go hooks: the unknown-tool
-// reroute to tool's handler, and the wait for a listen stream's
+// AddHooks adds the fixes that are mcp-go hooks: the reroute of a call to
+// a tool not among tools(ctx), the tools its request may call, to the
+// first one's handler, and the wait for a listen stream's
 // acknowledgement.
-func AddHooks(h *server.Hooks, tool string) {
-	h.AddBeforeCallTool(routeUnknownTool(tool))
+func AddHooks(h *server.Hooks, tools func(context.Context) []string) {
+	h.AddBeforeCallTool(routeUnknownTool(tools))
 	h.AddAfterSubscriptionsListen(AfterListen)
 }

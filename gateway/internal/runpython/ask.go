@@ -15,32 +15,36 @@ import (
 // answer goes back to the replica that holds the session.
 type asker struct {
 	t                 *Tool
-	ctx               context.Context
 	tenant, sessionID string
 	wg                sync.WaitGroup
 }
 
-// ask starts asking r.
-func (a *asker) ask(r *sandboxv1.ApprovalRequest) {
-	a.wg.Go(func() {
-		ctx := a.ctx
-		if dl := r.GetDeadline(); dl != nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, dl.AsTime())
-			defer cancel()
-		}
-		ans, err := a.t.answer(ctx, approvals.FromRequest(r))
-		if err != nil {
-			// No answer before the run's time ended: the run says so.
-			return
-		}
-		_, err = a.t.opts.Sandbox.AnswerApproval(ctx, &sandboxv1.AnswerApprovalRequest{
-			SessionId: a.sessionID, Tenant: a.tenant, ApprovalId: r.GetId(), Decision: ans.Decision, Reason: ans.Reason,
-		})
-		if err != nil {
-			a.t.opts.Logger.WarnContext(ctx, "the answer to an approval did not reach the sandbox", logkeys.Error, err)
-		}
+// ask returns the function that starts asking each question of the
+// stream, within ctx.
+func (a *asker) ask(ctx context.Context) func(*sandboxv1.ApprovalRequest) {
+	return func(r *sandboxv1.ApprovalRequest) {
+		a.wg.Go(func() { a.one(ctx, r) })
+	}
+}
+
+// one asks r and answers it.
+func (a *asker) one(ctx context.Context, r *sandboxv1.ApprovalRequest) {
+	if dl := r.GetDeadline(); dl != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.AsTime())
+		defer cancel()
+	}
+	ans, err := a.t.answer(ctx, approvals.FromRequest(r))
+	if err != nil {
+		// No answer before the run's time ended: the run says so.
+		return
+	}
+	_, err = a.t.opts.Sandbox.AnswerApproval(ctx, &sandboxv1.AnswerApprovalRequest{
+		SessionId: a.sessionID, Tenant: a.tenant, ApprovalId: r.GetId(), Decision: ans.Decision, Reason: ans.Reason,
 	})
+	if err != nil {
+		a.t.opts.Logger.WarnContext(ctx, "the answer to an approval did not reach the sandbox", logkeys.Error, err)
+	}
 }
 
 // answer asks the user of this request about q.

@@ -183,8 +183,8 @@ func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.R
 	// The questions still open when the run ends are given up (their
 	// runs have said so), and waited for.
 	askCtx, stopAsking := context.WithCancel(ctx)
-	a := &asker{t: t, ctx: askCtx, tenant: tenant, sessionID: sandboxID}
+	a := &asker{t: t, tenant: tenant, sessionID: sandboxID}
 	defer a.wg.Wait()
 	defer stopAsking()
-	return t.gather(stream, base, progress, a.ask)
+	return t.gather(stream, base, progress, a.ask(askCtx))
 }
