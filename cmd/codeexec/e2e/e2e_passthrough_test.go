@@ -184,3 +184,40 @@ func TestE2EPassthroughApproveStdio(t *testing.T) {
 		t.Errorf("the question %q should name the tool and mask the token", msg)
 	}
 }
+
+// TestE2EPassthroughApproveModern: the SDK v2 client pinned to 2026-07-28
+// over HTTP gets call_tool's question as an input_required result, which
+// its driver answers and retries: accept runs the call, decline leaves it
+// undone; a client without elicitation gets the refusal.
+func TestE2EPassthroughApproveModern(t *testing.T) {
+	t.Parallel()
+	base := harness.StartHTTP(t, map[string]string{"MCP_SERVERS_CONFIG": memoryConfig(t), "CODEEXEC_APPROVE": "memory.create_*"})
+	ent := func(name string) map[string]any {
+		return passCall("call_tool", map[string]any{"server": "memory", "tool": "create_entities", "arguments": map[string]any{
+			"entities": []any{map[string]any{"name": name, "entityType": "t", "observations": []any{}}}}})
+	}
+	graph := passCall("call_tool", map[string]any{"server": "memory", "tool": "read_graph"})
+	r := harness.SDKClient(t, map[string]any{"transport": "http", "url": base + "/mcp?tools=passthrough", "negotiation": map[string]any{"pin": "2026-07-28"},
+		"elicit": []string{"accept", "decline"}, "calls": []any{ent("a"), ent("b"), graph}})
+	if r.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", r.ProtocolVersion)
+	}
+	if r.Results[0]["isError"] == true {
+		t.Errorf("accepted call: %v", r.Results[0])
+	}
+	if got := textOfResult(r.Results[1]); r.Results[1]["isError"] != true || !strings.Contains(got, "the user declined") {
+		t.Errorf("declined call: %v", r.Results[1])
+	}
+	if got := textOfResult(r.Results[2]); !strings.Contains(got, `"name": "a"`) || strings.Contains(got, `"name": "b"`) {
+		t.Errorf("graph %q, want a and not b", got)
+	}
+	if len(r.Elicitations) != 2 || !strings.Contains(r.Elicitations[0]["message"].(string), "Tool: create_entities") {
+		t.Errorf("questions %v, want two about create_entities", r.Elicitations)
+	}
+
+	r = harness.SDKClient(t, map[string]any{"transport": "http", "url": base + "/mcp?tools=passthrough", "negotiation": map[string]any{"pin": "2026-07-28"},
+		"calls": []any{ent("c")}})
+	if got := textOfResult(r.Results[0]); r.Results[0]["isError"] != true || !strings.Contains(got, "did not declare the elicitation capability") {
+		t.Errorf("a client without elicitation: %v, want the refusal", r.Results[0])
+	}
+}

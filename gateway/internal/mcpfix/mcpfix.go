@@ -14,6 +14,7 @@ func Stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 	in, out = BatchStdio(in, out)
 	out = CursorWriter(out)
 	in, out = NotFoundStdio(in, out)
+	in, out = InvalidParamsStdio(in, out)
 	return CancelledStdio(in, out)
 }
 
@@ -23,7 +24,7 @@ func Stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 // Detach is not among them: the gateway calls it where it tracks the
 // requests it detaches.
 func HTTP(inner http.Handler, maxBody int64, bodyHint string) http.Handler {
-	h := NotFoundHandler(ListenAckHandler(inner))
+	h := NotFoundHandler(InvalidParamsHandler(ListenAckHandler(inner)))
 	h = CursorHandler(h)
 	h = NoSessionHandler(h)
 	h = BatchHandler(h)

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/codeexec/codeexec/gateway/internal/approvals"
+	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 )
 
@@ -36,9 +37,9 @@ func stateHash(tenant, server, tool string, args []byte) string {
 }
 
 // ErrInvalidInput marks a retry whose requestState or inputResponses do
-// not answer the question asked, which is refused as an error, as MCP
-// 2026-07-28 requires.
-var ErrInvalidInput = errors.New("invalid params")
+// not answer the question asked, which is refused as an Invalid params
+// error, as MCP 2026-07-28 requires (see mcpfix.ErrInvalidParams).
+var ErrInvalidInput = mcpfix.ErrInvalidParams
 
 // approve asks the user whether q's call may run, the multi round-trip
 // way: the first call gets an input_required result with the question,
