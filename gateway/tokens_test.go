@@ -15,7 +15,9 @@ import (
 
 // noDiscovery is a discovery client that is never called: listing tools
 // needs none, but the passthrough tools are offered only with one.
-type noDiscovery struct{ discoveryv1.DiscoveryServiceClient }
+type noDiscovery struct {
+	discoveryv1.DiscoveryServiceClient
+}
 
 // surfaceBudgets caps the o200k tokens of each surface's tools/list, as a
 // model reads it on every turn (the whole Tool objects, hints included).
