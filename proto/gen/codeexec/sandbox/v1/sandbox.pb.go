@@ -521,11 +521,11 @@ type ExecuteRequest struct {
 	// max_tool_calls bounds the MCP tool calls the code makes in this call;
 	// the call past it raises an error that names the limit. Zero means no
 	// limit.
-	MaxToolCalls int32 `protobuf:"varint,6,opt,name=max_tool_calls,json=maxToolCalls,proto3" json:"max_tool_calls,omitempty"`
+	MaxToolCalls int32 `protobuf:"varint,20,opt,name=max_tool_calls,json=maxToolCalls,proto3" json:"max_tool_calls,omitempty"`
 	// ask_approvals says that the caller answers the stream's
 	// ApprovalRequest events (AnswerApproval). Without it, a tool call that
 	// needs a person's approval is refused at once: nobody would answer.
-	AskApprovals  bool `protobuf:"varint,7,opt,name=ask_approvals,json=askApprovals,proto3" json:"ask_approvals,omitempty"`
+	AskApprovals  bool `protobuf:"varint,21,opt,name=ask_approvals,json=askApprovals,proto3" json:"ask_approvals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -706,7 +706,7 @@ type ExecuteResponse_Result struct {
 type ExecuteResponse_Approval struct {
 	// approval asks for a person's approval of a tool call the code made;
 	// the call waits, within the exec's timeout, for AnswerApproval.
-	Approval *ApprovalRequest `protobuf:"bytes,3,opt,name=approval,proto3,oneof"`
+	Approval *ApprovalRequest `protobuf:"bytes,10,opt,name=approval,proto3,oneof"`
 }
 
 func (*ExecuteResponse_Output) isExecuteResponse_Event() {}
@@ -1837,12 +1837,13 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x18\n" +
 	"\aservers\x18\x04 \x03(\tR\aservers\x123\n" +
 	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12$\n" +
-	"\x0emax_tool_calls\x18\x06 \x01(\x05R\fmaxToolCalls\x12#\n" +
-	"\rask_approvals\x18\a \x01(\bR\faskApprovals\"\xd5\x01\n" +
+	"\x0emax_tool_calls\x18\x14 \x01(\x05R\fmaxToolCalls\x12#\n" +
+	"\rask_approvals\x18\x15 \x01(\bR\faskApprovals\"\xd5\x01\n" +
 	"\x0fExecuteResponse\x12:\n" +
 	"\x06output\x18\x01 \x01(\v2 .codeexec.sandbox.v1.OutputChunkH\x00R\x06output\x129\n" +
 	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06result\x12B\n" +
-	"\bapproval\x18\x03 \x01(\v2$.codeexec.sandbox.v1.ApprovalRequestH\x00R\bapprovalB\a\n" +
+	"\bapproval\x18\n" +
+	" \x01(\v2$.codeexec.sandbox.v1.ApprovalRequestH\x00R\bapprovalB\a\n" +
 	"\x05event\"\xc4\x01\n" +
 	"\x0fApprovalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
