@@ -33,23 +33,23 @@ func TestFromResult(t *testing.T) {
 
 func TestCanElicit(t *testing.T) {
 	t.Parallel()
-	modern := func(caps *mcp.ClientCapabilities) context.Context {
-		return server.WithRequestProtocolInfo(context.Background(), &server.RequestProtocolInfo{Modern: true, ClientCapabilities: caps})
+	if CanElicit(context.Background()) {
+		t.Error("a request with no session and no protocol info can elicit")
 	}
 	for name, tc := range map[string]struct {
-		ctx  context.Context
+		caps *mcp.ClientCapabilities
 		want bool
 	}{
-		"no session":           {context.Background(), false},
-		"modern, none":         {modern(&mcp.ClientCapabilities{}), false},
-		"modern, sampling":     {modern(&mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{}}), false},
-		"modern, elicitation":  {modern(&mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}}), true},
-		"modern, form":         {modern(&mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}}}), true},
-		"modern, url only":     {modern(&mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{URL: &struct{}{}}}), false},
-		"modern, no caps sent": {modern(nil), false},
+		"none":         {&mcp.ClientCapabilities{}, false},
+		"sampling":     {&mcp.ClientCapabilities{Sampling: &mcp.SamplingCapability{}}, false},
+		"elicitation":  {&mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}}, true},
+		"form":         {&mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}}}, true},
+		"url only":     {&mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{URL: &struct{}{}}}, false},
+		"no caps sent": {nil, false},
 	} {
-		if got := CanElicit(tc.ctx); got != tc.want {
-			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		ctx := server.WithRequestProtocolInfo(context.Background(), &server.RequestProtocolInfo{Modern: true, ClientCapabilities: tc.caps})
+		if got := CanElicit(ctx); got != tc.want {
+			t.Errorf("2026-07-28, %s: %v, want %v", name, got, tc.want)
 		}
 	}
 }
