@@ -4,7 +4,10 @@
 #   localhost/codeexec-base:latest     a minimal Debian root file system with python3
 #                            and bubblewrap (sandboxd's bwrap runtime in a
 #                            Kubernetes pod), made with debootstrap and imported;
-#   localhost/codeexec-sandbox:latest  what each sandbox runs (Dockerfile.sandbox);
+#   localhost/codeexec-sandbox:latest  what each sandbox runs: the default
+#                            environment's tree (codeexec env build: Debian
+#                            trixie, Python 3.13, the data stack), imported
+#                            as it is, so containers run what bwrap runs;
 #   localhost/codeexec:latest          the services (Dockerfile.services): the codeexec
 #                            binary built here with CGO_ENABLED=0, and the
 #                            docker CLI for sandboxd's sibling containers;
@@ -78,7 +81,7 @@ trap 'rm -rf "$ctx"' EXIT
 cli=$(command -v /usr/bin/docker || command -v docker || true)
 [ -n "$cli" ] || { echo "the docker CLI is needed for the services image: apt-get install docker.io" >&2; exit 1; }
 cp "$cli" "$ctx/docker"
-cp "$here/Dockerfile.sandbox" "$here/Dockerfile.services" "$here/Dockerfile.postgres" "$here/postgres-entrypoint.sh" "$ctx/"
+cp "$here/Dockerfile.services" "$here/Dockerfile.postgres" "$here/postgres-entrypoint.sh" "$ctx/"
 
 build() { # tag dockerfile
   local cmd
@@ -93,7 +96,15 @@ build() { # tag dockerfile
   fi
   echo "built $1" >&2
 }
-build localhost/codeexec-sandbox:latest Dockerfile.sandbox
+# The sandbox image is the default environment, built first if need be
+# (a few minutes the first time; scripts/test-environments.sh builds it
+# beside other work in CI).
+env_dir=(--env-dir "${CODEEXEC_ENV_DIR:-/var/lib/codeexec/environments}")
+if ! "$ctx/codeexec" env list "${env_dir[@]}" 2>/dev/null | grep -q '^default '; then
+  echo "building the default environment (codeexec env build)" >&2
+  "$ctx/codeexec" env build "${env_dir[@]}" >/dev/null
+fi
+"$ctx/codeexec" env image "${env_dir[@]}" default "$engine" localhost/codeexec-sandbox:latest
 build localhost/codeexec:latest Dockerfile.services
 # The PostgreSQL image's apt-get takes a minute or more: the first engine
 # to build it saves it beside the root file system's tarball, keyed by

@@ -4,8 +4,8 @@
 #  - installs podman, runc, catatonit, docker.io and debootstrap when missing
 #    (as root, with apt-get);
 #  - starts dockerd if none answers, and stops it at the end;
-#  - builds localhost/codeexec-sandbox:latest for docker and for podman, offline
-#    (deploy/build-images.sh);
+#  - builds localhost/codeexec-sandbox:latest for docker and for podman, offline,
+#    from the default environment's tree (deploy/build-images.sh);
 #  - runs the engine's tests against both engines
 #    (CODEEXEC_TEST_RUNTIMES=podman,docker) and, once per runtime
 #    (CODEEXEC_E2E_RUNTIME=docker, =podman), the end-to-end tests of
@@ -71,8 +71,14 @@ runtime_independent=(
 )
 skip="^($(IFS='|'; echo "${runtime_independent[*]}"))\$"
 all=$(go test -list '.*' ./cmd/codeexec/e2e/... | grep '^TestE2E')
+# The image is the default environment's tree (build-images.sh), so the
+# environments' own tests run too; the session moved to data2 runs when
+# scripts/test-environments.sh has built data2 (its image is imported).
+env_dir=${CODEEXEC_ENV_DIR:-/var/lib/codeexec/environments}
+env2=()
+[ -s "$env_dir/names/data2/manifest.json" ] && env2=(CODEEXEC_E2E_ENV2=data2 CODEEXEC_E2E_ENV2_MODULE=toolz)
 for rt in docker podman; do
-  log "end-to-end tests of the sandbox with $rt ($(grep -cvE "$skip" <<<"$all") of $(wc -l <<<"$all"))"
-  CODEEXEC_E2E_RUNTIME=$rt go test -count=1 -skip "$skip" ./cmd/codeexec/e2e/...
+  log "end-to-end tests of the sandbox with $rt, in the default environment ($(grep -cvE "$skip" <<<"$all") of $(wc -l <<<"$all"))"
+  env CODEEXEC_E2E_RUNTIME=$rt CODEEXEC_E2E_ENV=default "${env2[@]}" go test -count=1 -skip "$skip" ./cmd/codeexec/e2e/...
 done
 log "PASS"

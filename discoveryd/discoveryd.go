@@ -9,8 +9,11 @@
 package discoveryd
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -19,8 +22,10 @@ import (
 
 	"github.com/codeexec/codeexec/discoveryd/internal/approval"
 	"github.com/codeexec/codeexec/discoveryd/internal/config"
+	"github.com/codeexec/codeexec/discoveryd/internal/embed"
 	"github.com/codeexec/codeexec/discoveryd/internal/server"
 	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
+	catalogv1 "github.com/codeexec/codeexec/proto/gen/codeexec/catalog/v1"
 )
 
 // Defaults for Config.
@@ -89,6 +94,43 @@ type Config struct {
 
 	// approve is Approve, parsed by Validate.
 	approve []approval.Rule
+	// Catalog, when set, is memoryd's CatalogService: every server's tool
+	// list kept across processes and restarts, so that a search answers
+	// for servers not started yet.
+	Catalog catalogv1.CatalogServiceClient
+	// SearchModel is the path of the search model's file (made by
+	// scripts/search-model.sh); empty looks in the default place
+	// (DefaultSearchModelPath), "off" ranks by words only. A missing file
+	// is not an error: search ranks by words only and says so once.
+	SearchModel string
+}
+
+// DefaultSearchModelPath is where scripts/search-model.sh installs the
+// search model: $CODEEXEC_SEARCH_MODEL, else under $XDG_DATA_HOME or
+// ~/.local/share, in codeexec/.
+func DefaultSearchModelPath() string { return embed.DefaultPath() }
+
+// loadModel loads the search model at path, or returns nil, having said
+// why in the log, when there is none.
+func loadModel(path string, logger *slog.Logger) *embed.Model {
+	if path == "off" {
+		logger.Info("search model turned off; tool search ranks by words only")
+		return nil
+	}
+	if path == "" {
+		path = embed.DefaultPath()
+	}
+	m, err := embed.Load(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		logger.Info("no search model installed; tool search ranks by words only. Install it with scripts/search-model.sh", "path", path)
+		return nil
+	case err != nil:
+		logger.Warn("cannot load the search model; tool search ranks by words only", "path", path, "error", err)
+		return nil
+	}
+	logger.Info("search model loaded", "path", path, "tokens", m.Tokens(), "dims", m.Dims())
+	return m
 }
 
 // Validate checks the config and fills in defaults.
@@ -108,6 +150,9 @@ func (c *Config) Validate() error {
 	var err error
 	if c.approve, err = approval.ParseFlags(c.Approve); err != nil {
 		return fmt.Errorf("discoveryd: %w", err)
+	}
+	if m := c.SearchModel; m != "" && m != "off" && !filepath.IsAbs(m) {
+		return fmt.Errorf("discoveryd: search model path %q is not absolute; give an absolute path, \"off\", or nothing for the default (%s)", m, DefaultSearchModelPath())
 	}
 	if c.SearchIndexWait == 0 {
 		c.SearchIndexWait = DefaultSearchIndexWait
@@ -147,6 +192,9 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	srv, err := server.New(server.Options{
 		Load: config.Options{
 			Home: cfg.Home, Cwd: cfg.Cwd, GOOS: cfg.GOOS, ServersConfig: cfg.ServersConfig,
@@ -157,6 +205,8 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		StartTimeout:    cfg.StartTimeout,
 		SearchIndexWait: cfg.SearchIndexWait,
 		Registerer:      cfg.Registerer,
+		Catalog:         cfg.Catalog,
+		Model:           loadModel(cfg.SearchModel, logger),
 		Approve:         cfg.approve,
 
 		ToolCallsPerMinute: cfg.ToolCallsPerMinute,

@@ -241,7 +241,7 @@ func TestSessionKeysIncludeTenant(t *testing.T) {
 	// A session ID of an earlier process has no known owner; each tenant
 	// using it still gets its own sandbox session.
 	for _, tenant := range []string{"alpha", "beta", "alpha"} {
-		if out := g.tool.Execute(t.Context(), tenant, "old-session", false, p, func(string) {}); out.Err != nil {
+		if out := g.tool.Execute(t.Context(), tenant, "old-session", false, p, nil); out.Err != nil {
 			t.Fatal(out.Err)
 		}
 	}
@@ -256,7 +256,7 @@ func TestDeleteEndsOnlyOwnTenantsSession(t *testing.T) {
 	g, f := newTestGateway(t, Config{})
 	p := mustParams(t)
 	for _, tenant := range []string{"alpha", "beta"} {
-		if out := g.tool.Execute(t.Context(), tenant, "shared-id", false, p, func(string) {}); out.Err != nil {
+		if out := g.tool.Execute(t.Context(), tenant, "shared-id", false, p, nil); out.Err != nil {
 			t.Fatal(out.Err)
 		}
 	}
@@ -266,7 +266,7 @@ func TestDeleteEndsOnlyOwnTenantsSession(t *testing.T) {
 		t.Errorf("destroyed %v, %d live; want only beta's destroyed", destroyed, f.liveCount())
 	}
 	f.setRespond(script([]*sandboxv1.ExecuteResponse{out(sandboxv1.Stream_STREAM_STDOUT, "ok\n"), done(okRes())}, nil))
-	if out := g.tool.Execute(t.Context(), "alpha", "shared-id", false, p, func(string) {}); out.Err != nil || len(out.Notices) != 0 {
+	if out := g.tool.Execute(t.Context(), "alpha", "shared-id", false, p, nil); out.Err != nil || len(out.Notices) != 0 {
 		t.Errorf("alpha after beta's DELETE: %v, notices %v", out.Err, out.Notices)
 	}
 }

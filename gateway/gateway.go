@@ -17,8 +17,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
+	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
+	"github.com/codeexec/codeexec/gateway/internal/files"
 	"github.com/codeexec/codeexec/gateway/internal/guard"
 	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
@@ -29,6 +31,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/route"
 	"github.com/codeexec/codeexec/gateway/internal/runpython"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
+	"github.com/codeexec/codeexec/gateway/internal/tasks"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/dial"
@@ -52,8 +55,14 @@ const HelperSummary = capabilities.HelperSummary
 // Defaults for the zero values of Config, as upstream's environment does.
 const (
 	DefaultTimeout    = 30 * time.Second
-	DefaultMaxTimeout = 120 * time.Second
+	DefaultMaxTimeout = time.Hour
 	DefaultTenant     = "default"
+	// DefaultYield is below the strictest common MCP client's request
+	// timeout, Claude Code's 60 s, by enough for the call's own work
+	// around the run (finding the session, restoring it, rendering the
+	// result) and a loaded host: a call that yields at 45 s answers well
+	// before the client gives up.
+	DefaultYield = 45 * time.Second
 )
 
 // HTTPAuth configures who may use the HTTP transport: bearer tokens from a
@@ -74,8 +83,12 @@ type Config struct {
 	// (MCP_BRIDGE_TIMEOUT, default 30s).
 	DefaultTimeout time.Duration
 	// MaxTimeout caps the timeout a call may ask for
-	// (MCP_BRIDGE_MAX_TIMEOUT, default 120s).
+	// (MCP_BRIDGE_MAX_TIMEOUT, default an hour).
 	MaxTimeout time.Duration
+	// Yield is how long a call runs before it returns status "running",
+	// its code running on (CODEEXEC_YIELD, default DefaultYield); a
+	// negative value never yields.
+	Yield time.Duration
 	// OutputMode is "compact" (the default) or "toon". As upstream does,
 	// any value other than empty or "compact" selects TOON; New warns of a
 	// value other than those two.
@@ -98,6 +111,9 @@ type Config struct {
 	Auth HTTPAuth
 	// Quotas cap each tenant's sessions and calls.
 	Quotas Quotas
+	// HTTP bounds what clients of the HTTP transport hold: bytes in
+	// flight and timeouts. Zero fields take DefaultHTTPLimits.
+	HTTP HTTPLimits
 	// Registerer, when set, receives the gateway's metrics.
 	Registerer prometheus.Registerer
 	// MaxToolCalls bounds the MCP tool calls one run_python call makes
@@ -126,12 +142,16 @@ func (c Config) withDefaults() Config {
 	if c.MaxTimeout == 0 {
 		c.MaxTimeout = DefaultMaxTimeout
 	}
+	if c.Yield == 0 {
+		c.Yield = DefaultYield
+	}
 	if c.Tenant == "" {
 		c.Tenant = DefaultTenant
 	}
 	if c.Version == "" {
 		c.Version = "dev"
 	}
+	c.HTTP = c.HTTP.withDefaults()
 	return c
 }
 
@@ -146,7 +166,6 @@ func (c Config) Validate() error {
 	if c.MaxTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("maximum timeout (MCP_BRIDGE_MAX_TIMEOUT) is %v; it must be at least 1s", c.MaxTimeout))
 	}
-	errs = append(errs, c.Quotas.Validate(), c.Auth.Validate())
 	if _, err := parseSurface(c.Tools); err != nil {
 		errs = append(errs, err)
 	}
@@ -158,6 +177,10 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("max tool calls of tenant %q is %d; it must be zero (no limit) or positive", tenant, n))
 		}
 	}
+	if c.Yield > 0 && c.Yield < time.Second {
+		errs = append(errs, fmt.Errorf("yield time (CODEEXEC_YIELD) is %v; it must be at least 1s, or 0 never to yield", c.Yield))
+	}
+	errs = append(errs, c.Quotas.Validate(), c.Auth.Validate(), c.HTTP.Validate())
 	if c.OutputLimitBytes < 0 {
 		errs = append(errs, fmt.Errorf("output limit is %d bytes; it must be zero (unknown) or positive", c.OutputLimitBytes))
 	}
@@ -193,6 +216,8 @@ type Gateway struct {
 	// tools are served at all (discovery is there).
 	tools       []string
 	passthrough bool
+	metrics     *metrics.Metrics
+	bodies      *bodylimit.Budget // HTTP request bytes in flight
 
 	httpOnce sync.Once
 	http     http.Handler
@@ -223,12 +248,14 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		cfg:      cfg,
 		logger:   logger,
 		router:   router,
-		sessions: sessions.NewTable(router, cfg.Quotas.Sessions, cfg.SessionIdleTimeout, logger),
+		sessions: sessions.NewTable(router, quota.NewSessions(cfg.Quotas.Sessions, tenantSessions(router), cfg.SessionIdleTimeout), logger),
 		owners:   sessions.NewOwners(),
 		quota:    quota.NewExecs(cfg.Quotas),
 
 		tools:       tools,
 		passthrough: cfg.Discovery != nil,
+		metrics:     m,
+		bodies:      bodylimit.NewBudget(cfg.HTTP.bodyLimits()),
 	}
 	var err error
 	g.guard, err = guard.New(guard.Options{Config: cfg.Auth, Tenant: cfg.Tenant, ResourceName: ServerName, Owns: g.owners.Owns, Metrics: m, Logger: logger})
@@ -241,7 +268,7 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		}
 	}
 	g.tool = runpython.New(runpython.Options{
-		Limits: limitsOf(cfg, logger), Mode: modeOf(cfg, logger), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
+		Limits: limitsOf(cfg, logger), Yield: max(cfg.Yield, 0), Mode: modeOf(cfg, logger), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
 		Sandbox: g.router, Sessions: g.sessions, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
 		MaxToolCalls: cfg.maxToolCalls,
 	})
@@ -249,6 +276,8 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		server.WithHooks(g.hooks()),
+		// Served under 2026-07-28 by tasks.Handler and tasks.Stdio.
+		server.WithExtensions(map[string]any{tasks.Extension: map[string]any{}}),
 		server.WithRecovery(),
 		// Each request sees the tools of its surface alone.
 		server.WithToolFilter(g.filterTools),
@@ -262,6 +291,9 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		}
 	}
 	g.mcp.AddResource(capabilities.Resource(), capabilities.Read)
+	// Files under /workspace/out, linked from results; read from the
+	// session store through any replica.
+	g.mcp.AddResourceTemplate(files.Template(), (&files.Reader{Sandbox: sandbox, Tenant: cfg.Tenant}).Read)
 	return g, nil
 }
 
@@ -330,20 +362,15 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 	// Batches, foreign cursors, unknown resources and cancelled requests
 	// get the answers mcp-go does not give; see mcpfix.
 	in, out = mcpfix.Stdio(in, out)
+	// The tasks extension of 2026-07-28 is answered before mcp-go; see
+	// tasks.
+	in, out = tasks.Stdio(ctx, in, out, g.tool, g.cfg.Tenant)
 	err := s.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
 }
-
-// MaxBodyBytes bounds the body of a request to the HTTP transport; a larger
-// one gets 413. The largest legitimate request is a run_python call with
-// params.MaxCodeBytes of code, and JSON makes that longer than the code: a
-// newline, quote or backslash takes 2 bytes, and a non-ASCII character that
-// a client escapes as \uXXXX 6 bytes for 2 or 3. Twice the code limit,
-// plus 1 MiB for the rest of the request, leaves room for ordinary code.
-const MaxBodyBytes = 2*params.MaxCodeBytes + 1<<20
 
 // Drain begins a graceful shutdown: new run_python calls get a "shutting
 // down" tool error at once, and Drain waits for the running ones to finish
@@ -418,4 +445,16 @@ func DialSandbox(ctx context.Context, addr, balance string, logger *slog.Logger,
 	}
 	logger.Info("balancing sessions over sandboxd replicas", "sandbox", addr, "balance", balance, "replicas", len(b.Replicas()))
 	return b, func() { _ = b.Close() }, nil
+}
+
+// tenantSessions counts a tenant's sandbox sessions, on every replica, for
+// the sessions quota.
+func tenantSessions(client sandboxv1.SandboxServiceClient) func(context.Context, string) (int, error) {
+	return func(ctx context.Context, tenant string) (int, error) {
+		resp, err := client.ListSessions(ctx, &sandboxv1.ListSessionsRequest{Tenant: tenant})
+		if err != nil {
+			return 0, fmt.Errorf("list the tenant's sessions: %w", err)
+		}
+		return len(resp.GetSessions()), nil
+	}
 }

@@ -14,9 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
+	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
 	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
+	"github.com/codeexec/codeexec/gateway/internal/tasks"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
@@ -45,7 +47,10 @@ func (g *Gateway) Serve(ctx context.Context, lis net.Listener, grace time.Durati
 	// Metrics name every upstream server, including tenant-limited ones.
 	mux.Handle("/metrics", g.MetricsGuard(promhttp.HandlerFor(metrics, promhttp.HandlerOpts{Registry: metrics})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// The header read, an idle keep-alive connection, a body (bodylimit)
+	// and each write of an answer (writeDeadline) each have a bound, so
+	// that a client that stalls holds nothing for long.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: g.cfg.HTTP.IdleTimeout}
 	g.logger.InfoContext(ctx, "serving MCP over streamable HTTP", logkeys.Address, "http://"+lis.Addr().String()+"/mcp")
 	if !g.Authenticates() {
 		g.logger.WarnContext(ctx, "MCP over HTTP without authentication: every local process can run code as the default tenant; "+
@@ -102,16 +107,29 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			// The guard checks Host itself, against a configurable list.
 			server.WithDisableLocalhostProtection(true),
 		)
-		// The answers mcp-go does not give (body limit, batches, requests
-		// outside a session, foreign cursors, unknown resources, listen
-		// acknowledgements); see mcpfix.
-		mcpHandler := mcpfix.HTTP(inner, MaxBodyBytes, fmt.Sprintf(
-			"run_python takes at most %d bytes (%d MiB) of code: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
-			params.MaxCodeBytes, params.MaxCodeBytes>>20))
+		// The answers mcp-go does not give (batches, requests outside a
+		// session, foreign cursors, unknown resources, listen
+		// acknowledgements; see mcpfix), behind the body limiter: mcp-go
+		// reads a whole body into memory and parses it, with no limit, so
+		// each body is read, bounded and counted first (bodylimit).
+		// The tasks extension of 2026-07-28 is answered before mcp-go,
+		// which knows only the tasks of 2025-11-25; see tasks.
+		withTasks := tasks.Handler(inner, g.tool, func(ctx context.Context) string { return auth.Tenant(ctx, g.cfg.Tenant) })
+		mcpHandler := mcpfix.HTTP(withTasks, func(next http.Handler) http.Handler {
+			return bodylimit.Handler(next, bodylimit.Options{
+				Limits: g.cfg.HTTP.bodyLimits(), Budget: g.bodies,
+				Tenant:  func(r *http.Request) string { return auth.Tenant(r.Context(), g.cfg.Tenant) },
+				Refused: func(reason string) { g.metrics.BodyRefused.WithLabelValues(reason).Inc() },
+				Hint: fmt.Sprintf(
+					"run_python takes at most %d bytes (%d MiB) of code, as JSON with its escapes within this body: do not inline large data in the code, but write it to a file under /workspace in smaller calls, or fetch it from inside the sandbox",
+					params.MaxCodeBytes, params.MaxCodeBytes>>20),
+			})
+		})
 		g.http = g.guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			// An MCP session over HTTP has a derived handle; see
 			// sessions.HandleFor.
 			r = r.WithContext(sessions.OverHTTP(r.Context()))
+			w = withWriteDeadline(w, g.cfg.HTTP.WriteTimeout)
 			// The URL may ask for another tool surface.
 			r, ok := g.connectionSurface(w, r)
 			if !ok {

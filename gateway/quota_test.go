@@ -199,22 +199,22 @@ func TestSessionQuotaCountsReplacedSessions(t *testing.T) {
 	t.Parallel()
 	g, f := newTestGateway(t, Config{Quotas: Quotas{Sessions: 1}})
 	p := mustParams(t)
-	if out := g.tool.Execute(t.Context(), "alpha", "s1", false, p, func(string) {}); out.Err != nil {
+	if out := g.tool.Execute(t.Context(), "alpha", "s1", false, p, nil); out.Err != nil {
 		t.Fatal(out.Err)
 	}
 	f.forget() // sandboxd restarted
 	f.setCreateErr(errors.New("sandboxd is still starting"))
-	if out := g.tool.Execute(t.Context(), "alpha", "s1", false, p, func(string) {}); out.Err == nil {
+	if out := g.tool.Execute(t.Context(), "alpha", "s1", false, p, nil); out.Err == nil {
 		t.Fatal("the replacement was created although CreateSession failed")
 	}
 	f.setCreateErr(nil)
 	// The failed replacement released nothing twice: s1 may get its
 	// sandbox back, and a second session is still over the quota.
-	if out := g.tool.Execute(t.Context(), "alpha", "s1", false, p, func(string) {}); out.Err != nil {
+	if out := g.tool.Execute(t.Context(), "alpha", "s1", false, p, nil); out.Err != nil {
 		t.Fatalf("s1 after sandboxd came back: %v", out.Err)
 	}
 	var qe *QuotaError
-	if out := g.tool.Execute(t.Context(), "alpha", "s2", false, p, func(string) {}); !errors.As(out.Err, &qe) {
+	if out := g.tool.Execute(t.Context(), "alpha", "s2", false, p, nil); !errors.As(out.Err, &qe) {
 		t.Errorf("a second session while s1 holds the only one: %v; want the sessions quota", out.Err)
 	}
 }

@@ -46,7 +46,9 @@ func claims() []claim {
 		{name: "memory limit", want: strconv.Itoa(int(d.MemoryBytes >> 20)),
 			pattern: regexp.MustCompile(`(?i)\b(\d+) ?(?:MiB|MB)(?: of)? memory\b|memory (?:limit|cap)(?: of| is)? (\d+) ?(?:MiB|MB|m)\b|by default (\d+) ?MiB`)},
 		{name: "process limit", want: strconv.Itoa(d.Pids),
-			pattern: regexp.MustCompile(`(?i)\b(\d+) processes`)},
+			// A limit: "512 MiB of memory, 128 processes, …", not a count
+			// such as "a search started 0 processes".
+			pattern: regexp.MustCompile(`(?i)\b(\d+) processes and threads|(?:memory|limits?)[^.]{0,40}?\b(\d+) processes`)},
 		{name: "output cap", want: strconv.Itoa(int(d.OutputLimitBytes >> 10)),
 			pattern: regexp.MustCompile(`(?i)output is capped[^.]{0,40}?\b(\d+) ?KiB|\b(\d+) ?KiB per stream`)},
 		{name: "session TTL", want: strconv.Itoa(int(d.SessionTTL / time.Hour)),
@@ -59,6 +61,7 @@ var falsehoods = []falsehood{
 	{"a timeout loses the state", regexp.MustCompile(`(?i)timeout[^.]{0,80}(state (is|was) lost|loses the (session|state)|starts? (a )?fresh)`)},
 	{"the timeout is clamped", regexp.MustCompile(`(?i)timeout[^.]{0,40}clamped`)},
 	{"workspace files last for the session", regexp.MustCompile(`(?i)/workspace[^.]{0,40}last for the session`)},
+	{"workspace files are lost with the sandbox", regexp.MustCompile(`(?i)/workspace[^.]{0,60}(not (in the )?checkpoint|loses them)`)},
 	{"a tool call returns its error as a dict", regexp.MustCompile(`(?i)isError[^.]{0,40}does not raise`)},
 }
 
@@ -163,6 +166,7 @@ func TestTruthClaimsMatch(t *testing.T) {
 			"memory, process count and time are capped (a timeout loses the session);",
 			"Invalid input gives validation_error. The timeout is clamped to 1..max.",
 			"Files written to /workspace last for the session.",
+			"Files in /workspace are not in the checkpoint: a timeout or crash loses them.",
 			"A tool that returns isError:true does not raise.",
 		} {
 			if f.pattern.MatchString(s) {
@@ -176,7 +180,7 @@ func TestTruthClaimsMatch(t *testing.T) {
 		sample := map[string]string{
 			"state comes back after a timeout": "variables come back after a timeout or crash",
 			"default timeout":                  "a 30 s timeout",
-			"maximum timeout":                  "a timeout of at most 120 s",
+			"maximum timeout":                  "a timeout of at most 3600 s",
 			"memory limit":                     "512 MiB of memory",
 			"process limit":                    "128 processes and threads",
 			"output cap":                       "output is capped per call (256 KiB per stream)",

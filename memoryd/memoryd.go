@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/codeexec/codeexec/memoryd/internal/catalog"
 	"github.com/codeexec/codeexec/memoryd/internal/migrate"
 	"github.com/codeexec/codeexec/memoryd/internal/server"
 	"github.com/codeexec/codeexec/memoryd/internal/shared"
@@ -52,6 +53,14 @@ const DefaultMaxValueBytes = 1 << 20
 // MaxMaxValueBytes is the largest allowed MaxValueBytes: half the suite's
 // gRPC message limit, leaving room for the rest of the message.
 const MaxMaxValueBytes = dial.MaxMessageBytes / 2
+
+// Quotas cap what one tenant keeps in the store (server.Quotas).
+type Quotas = server.Quotas
+
+// DefaultQuotas are the quotas a tenant gets unless told otherwise: far
+// past what an agent's notes need, and small enough that one tenant cannot
+// fill the disk of a shared store.
+var DefaultQuotas = Quotas{MemoryKeys: 10_000, MemoryBytes: 256 << 20, CheckpointBytes: 2 << 30}
 
 // DefaultOwnerWait is how long a call waits for a process to serve the
 // database when its owner has gone away: a takeover takes tens of
@@ -94,6 +103,10 @@ type Config struct {
 	// OwnerWait bounds how long a call waits for a process to serve the
 	// database after its owner went away. Zero means DefaultOwnerWait.
 	OwnerWait time.Duration
+	// Quotas cap what one tenant keeps: its memory keys and bytes, and its
+	// session checkpoints' bytes. Zero fields set no cap; DefaultQuotas
+	// are the command line's defaults.
+	Quotas Quotas
 	// Version is this codeexec's version. Processes that share the file
 	// name each other's versions when they cannot talk.
 	Version string
@@ -129,6 +142,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxValueBytes > MaxMaxValueBytes {
 		return fmt.Errorf("memoryd: max value bytes is %d; the most allowed is %d, since a value must fit in one gRPC message of the suite", c.MaxValueBytes, MaxMaxValueBytes)
+	}
+	if q := c.Quotas; q.MemoryKeys < 0 || q.MemoryBytes < 0 || q.CheckpointBytes < 0 {
+		return fmt.Errorf("memoryd: quotas %+v: each must be 0 (no cap) or positive, e.g. --quota-memory-keys %d --quota-memory-bytes 256m --quota-checkpoint-bytes 2g", q, DefaultQuotas.MemoryKeys)
 	}
 	if c.OwnerWait < 0 {
 		return fmt.Errorf("memoryd: owner wait is %s; use a positive duration or 0 for the default (%s)", c.OwnerWait, DefaultOwnerWait)
@@ -209,14 +225,16 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 			}
 		}
 	}
-	svc.memory, svc.tools = server.New(server.Options{Store: svc.store, Logger: logger, Metrics: metrics, MaxValueBytes: cfg.MaxValueBytes, SpoolDir: cfg.SpoolDir})
+	svc.memory, svc.tools = server.New(server.Options{Store: svc.store, Logger: logger, Metrics: metrics, MaxValueBytes: cfg.MaxValueBytes, SpoolDir: cfg.SpoolDir, Quotas: cfg.Quotas})
 	return svc, nil
 }
 
-// Register adds MemoryService, ToolService and SessionStoreService to g.
+// Register adds MemoryService, ToolService, SessionStoreService and
+// CatalogService to g.
 func (s *Service) Register(g *grpc.Server) {
 	server.Register(g, s.memory, s.tools)
 	server.RegisterSessions(g, server.NewSessions(s.memory))
+	catalog.New(s.store, s.logger).Register(g)
 }
 
 // Collectors returns the service's Prometheus collectors: the operation

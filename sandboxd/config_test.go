@@ -30,17 +30,21 @@ func TestValidateRuntime(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		runtime, image, want string
+		env                  string
 	}{
-		{"", "", ""},
-		{"bwrap", "", ""},
-		{"podman", "localhost/codeexec-sandbox:latest", ""},
-		{"docker", "localhost/codeexec-sandbox:latest", ""},
-		{"docker", "", "needs an image: set MCP_BRIDGE_IMAGE"},
-		{"lxc", "img", `runtime "lxc" is not supported: use bwrap, podman or docker`},
+		{"", "", "", ""},
+		{"bwrap", "", "", ""},
+		{"podman", "localhost/codeexec-sandbox:latest", "", ""},
+		{"docker", "localhost/codeexec-sandbox:latest", "", "host"},
+		{"docker", "", "", ""}, // the environment's image
+		{"docker", "", "needs an image on the host's /usr (--env host): set MCP_BRIDGE_IMAGE", "host"},
+		{"bwrap", "", "--env (CODEEXEC_ENV): environment name \"Bad\" is not accepted", "Bad"},
+
+		{"lxc", "img", `runtime "lxc" is not supported: use bwrap, podman or docker`, ""},
 	}
 	for _, tc := range cases {
 		cfg := sandboxd.DefaultConfig()
-		cfg.Runtime, cfg.Image = tc.runtime, tc.image
+		cfg.Runtime, cfg.Image, cfg.Env = tc.runtime, tc.image, tc.env
 		err := cfg.Validate()
 		switch {
 		case tc.want == "" && err != nil:
@@ -150,13 +154,15 @@ func TestValidateLimits(t *testing.T) {
 
 // TestLimitsReachTheSandbox runs code under a Config with a file-size cap
 // and no open-files cap, and reads both rlimits inside the sandbox: the
-// cap as set, the descriptors at the default 1024.
+// cap as set, the descriptors at the default 1024 (four sessions at that
+// fit any host's file table).
 func TestLimitsReachTheSandbox(t *testing.T) {
 	t.Parallel()
 	c, _ := newService(t, func(cfg *sandboxd.Config) {
 		cfg.PoolSize = 0
 		cfg.FileBytes = 3 << 20
 		cfg.OpenFiles = 0
+		cfg.MaxSessions = 4
 	})
 	id := create(t, c, "")
 	r, err := execute(t.Context(), c, &sandboxv1.ExecuteRequest{SessionId: id, Code: "import resource\n" +
@@ -182,8 +188,9 @@ func TestNewRefusesACapItCannotSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := sandboxd.DefaultConfig()
-	cfg.Runtime, cfg.PoolSize, cfg.LaunchSpares = "bwrap", 0, 0
+	cfg.Runtime, cfg.PoolSize, cfg.LaunchSpares, cfg.Env = "bwrap", 0, 0, sandboxd.HostEnv
 	cfg.OpenFiles = int(lim.Max) + 1
+	cfg.MaxSessions, cfg.Pids = 1, 8 // within the host's file table
 	svc, err := sandboxd.New(t.Context(), cfg, sandboxd.Deps{}, slog.New(slog.DiscardHandler))
 	if err == nil {
 		defer func() { _ = svc.Close() }()

@@ -88,6 +88,8 @@ func BenchmarkWarmRoundTrip(b *testing.B) {
 		{"empty", "", "pass"},
 		{"10MiB unchanged", "blob = bytes(10 << 20)", "pass"},
 		{"10MiB changed", "blob = bytearray(10 << 20)", "blob[0] = (blob[0] + 1) % 256"},
+		{"workspace 50MiB unchanged", workspace50MiB, "pass"},
+		{"workspace 50MiB, one small file changed", workspace50MiB, smallFileChange},
 	}
 	for _, durable := range []bool{false, true} {
 		for _, st := range states {
@@ -131,6 +133,15 @@ func BenchmarkWarmRoundTrip(b *testing.B) {
 	}
 }
 
+// workspace50MiB fills /workspace with 50 files of 1 MiB, random bytes
+// (so nothing compresses or repeats), and a small text file.
+const workspace50MiB = "import os\nos.makedirs('data', exist_ok=True)\n" +
+	"for i in range(50):\n    open('data/%02d.bin' % i, 'wb').write(os.urandom(1 << 20))\n" +
+	"open('notes.txt', 'w').write('0')\ndel i"
+
+// smallFileChange rewrites the small text file with a new number.
+const smallFileChange = "n = int(open('notes.txt').read()) + 1\nopen('notes.txt', 'w').write(str(n));"
+
 // BenchmarkRestoreToFirstResult times the first result of a call whose
 // session's sandbox is gone (killed by the call before), restored from its
 // checkpoint, beside a new session's first result from the warm pool and
@@ -147,6 +158,7 @@ func BenchmarkRestoreToFirstResult(b *testing.B) {
 	}{
 		{"restore after a kill/small state", state, "print(bump(count))", "42\n"},
 		{"restore after a kill/10MiB", state + "blob = bytes(10 << 20)\n", "print(bump(count))", "42\n"},
+		{"restore after a kill/workspace 50MiB", state + workspace50MiB + "\n", "print(bump(count), len(os.listdir('data')))", "42 50\n"},
 		// The module of saved tools is rebuilt, from the saved tools the
 		// restore carries.
 		{"restore after a kill/user_tools", state + "import user_tools\nfrom user_tools import double as dbl\n",

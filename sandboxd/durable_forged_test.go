@@ -64,7 +64,11 @@ func TestForgedCheckpointsStayWithinTheCap(t *testing.T) {
 	}
 	t.Cleanup(closeStore)
 	counter := &countingStore{}
-	r := newReplicaWrapped(t, grpctest.Start(t, svc.Register), "unix:/r1.sock", func(c *sandboxd.Config) { c.CheckpointBytes = limit },
+	// The store holds a session to the two caps together: its values' and
+	// its workspace files'.
+	r := newReplicaWrapped(t, grpctest.Start(t, svc.Register), "unix:/r1.sock", func(c *sandboxd.Config) {
+		c.CheckpointBytes, c.WorkspaceCheckpointBytes = limit-(1<<20), 1<<20
+	},
 		func(c sessionstorev1.SessionStoreServiceClient) sessionstorev1.SessionStoreServiceClient {
 			counter.SessionStoreServiceClient = c
 			return counter

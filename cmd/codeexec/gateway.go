@@ -62,6 +62,9 @@ func (u *gatewayUnit) check() error {
 	if u.cfg.TenantMaxToolCalls, err = tenantCounts("--tenant-max-tool-calls", u.tenantCalls); err != nil {
 		return err
 	}
+	if u.cfg.Yield == 0 {
+		u.cfg.Yield = -1 // --yield 0: never; the Config's zero is the default
+	}
 	return u.cfg.Validate()
 }
 
@@ -149,7 +152,8 @@ func (u *gatewayUnit) serve(ctx context.Context, p *process.Process, e cli.Env) 
 // bindGateway binds the MCP surface's settings.
 func bindGateway(fs *flagenv.Set, c *gateway.Config) {
 	fs.Duration(&c.DefaultTimeout, "timeout", 30*time.Second, "default run_python timeout", "MCP_BRIDGE_TIMEOUT")
-	fs.Duration(&c.MaxTimeout, "max-timeout", 120*time.Second, "largest run_python timeout; larger requests are clamped", "MCP_BRIDGE_MAX_TIMEOUT")
+	fs.Duration(&c.MaxTimeout, "max-timeout", gateway.DefaultMaxTimeout, "largest run_python timeout; larger requests are refused with this maximum", "MCP_BRIDGE_MAX_TIMEOUT")
+	fs.Duration(&c.Yield, "yield", gateway.DefaultYield, "a call still running after this long returns status \"running\" and its code runs on (below the MCP client's request timeout: 60s for Claude Code); 0 never yields", "CODEEXEC_YIELD")
 	fs.String(&c.OutputMode, "output-mode", "compact", "result format: compact or toon (any other value renders toon, as upstream does, with a warning)", "MCP_BRIDGE_OUTPUT_MODE")
 	fs.String(&c.Tenant, "tenant", "default", "tenant for memory, saved tools and sessions", "CODEEXEC_TENANT")
 	fs.String(&c.Tools, "tools", gateway.ToolsRunPython, "the tools offered: run_python; passthrough (search_tools, describe_tool, call_tool, for clients that write their own code: no sandbox); or both. Over HTTP a connection may ask with ?tools= on the URL", "CODEEXEC_TOOLS")
@@ -183,6 +187,12 @@ func bindHTTP(fs *flagenv.Set, h *httpSettings, c *gateway.Config) {
 	fs.Int(&c.Quotas.Sessions, "quota-sessions", 0, "most MCP sessions one tenant holds at once; 0 means no cap", "CODEEXEC_QUOTA_SESSIONS")
 	fs.Int(&c.Quotas.Execs, "quota-execs", 0, "most run_python calls one tenant runs at once; 0 means no cap", "CODEEXEC_QUOTA_EXECS")
 	fs.Int(&c.Quotas.ExecsPerMinute, "quota-execs-per-minute", 0, "most run_python calls one tenant starts per minute; 0 means no cap", "CODEEXEC_QUOTA_EXECS_PER_MINUTE")
+	d := gateway.DefaultHTTPLimits
+	fs.Bytes(&c.HTTP.MaxInFlight, "http-max-inflight", d.MaxInFlight, "most bytes of HTTP request bodies held at once, every tenant's together (each body is at most 64 MiB)", "CODEEXEC_HTTP_MAX_INFLIGHT")
+	fs.Bytes(&c.HTTP.TenantInFlight, "http-tenant-inflight", d.TenantInFlight, "most bytes of HTTP request bodies one tenant has held at once", "CODEEXEC_HTTP_TENANT_INFLIGHT")
+	fs.Duration(&c.HTTP.BodyTimeout, "http-body-timeout", d.BodyTimeout, "how long a request body may take to arrive", "CODEEXEC_HTTP_BODY_TIMEOUT")
+	fs.Duration(&c.HTTP.IdleTimeout, "http-idle-timeout", d.IdleTimeout, "how long an idle keep-alive connection stays open", "CODEEXEC_HTTP_IDLE_TIMEOUT")
+	fs.Duration(&c.HTTP.WriteTimeout, "http-write-timeout", d.WriteTimeout, "how long one write of an answer may stall (a client that stops reading)", "CODEEXEC_HTTP_WRITE_TIMEOUT")
 	fs.Duration(&h.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running calls may finish before they are stopped", "CODEEXEC_SHUTDOWN_GRACE")
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -37,9 +39,19 @@ type sandboxdUnit struct {
 	shutdown func()
 }
 
-func (u *sandboxdUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
+func (u *sandboxdUnit) bind(fs *flagenv.Set, e cli.Env, alone bool) {
 	u.cfg = sandboxd.DefaultConfig()
 	bindSandbox(fs, &u.cfg, &u.cs)
+	// Mounts: CODEEXEC_MOUNTS, comma-separated, then each --mount.
+	u.cs.mounts = nil
+	if v := e.Getenv("CODEEXEC_MOUNTS"); v != "" {
+		for _, m := range strings.Split(v, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				u.cs.mounts = append(u.cs.mounts, m)
+			}
+		}
+	}
+	fs.Var(&u.cs.mounts, "mount", "HOST_DIR[:SANDBOX_DIR][:rw]: a host directory in every sandbox, read-only unless :rw, at /mnt/<basename> by default; repeat for more (env CODEEXEC_MOUNTS, comma-separated)")
 	if !alone {
 		return // in serve, the gateway's settings give the timeouts
 	}
@@ -52,7 +64,20 @@ func (u *sandboxdUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 
 func (u *sandboxdUnit) check() error {
 	u.cs.apply(&u.cfg)
-	return u.cfg.Validate()
+	var errs []error
+	u.cfg.Mounts = nil
+	for _, spec := range u.cs.mounts {
+		m, err := sandboxd.ParseMount(spec)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--mount (CODEEXEC_MOUNTS): %w", err))
+			continue
+		}
+		u.cfg.Mounts = append(u.cfg.Mounts, m)
+	}
+	if len(errs) == 0 {
+		errs = append(errs, sandboxd.CheckMounts(u.cfg.Mounts))
+	}
+	return errors.Join(append(errs, u.cfg.Validate())...)
 }
 
 func (u *sandboxdUnit) start(ctx context.Context, p *process.Process) error {
@@ -73,6 +98,11 @@ func (u *sandboxdUnit) start(ctx context.Context, p *process.Process) error {
 		// Sessions are durable wherever memoryd is: their checkpoints live
 		// beside memory and saved tools.
 		deps.Sessions = sessionstorev1.NewSessionStoreServiceClient(mem)
+	}
+	// In serve the state dir holds the store, the tokens and the
+	// sockets: no mount may show it to a sandbox.
+	if err := sandboxd.CheckMounts(u.cfg.Mounts, u.socketDir); err != nil {
+		return fmt.Errorf("--mount (CODEEXEC_MOUNTS): %w", err)
 	}
 	if p.InProc != nil && u.socketDir != "" {
 		if err := u.sock.Prepare(u.socketDir, p.Logger); err != nil {
@@ -129,6 +159,7 @@ func (u *sandboxdUnit) serve(ctx context.Context, p *process.Process, _ cli.Env)
 // containerSettings are upstream's container options that sandboxd.Config
 // does not hold.
 type containerSettings struct {
+	mounts             stringList // --mount, repeated, after CODEEXEC_MOUNTS
 	runtimeIdleTimeout time.Duration
 	runtimeArgs        string     // CODEEXEC_RUNTIME_ARGS, space-separated
 	runtimeArg         stringList // --runtime-arg, repeated
@@ -138,6 +169,8 @@ type containerSettings struct {
 func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	d := sandboxd.DefaultConfig()
 	fs.String(&c.Runtime, "runtime", "", "sandbox runtime: bwrap, podman or docker; empty detects one in that order", "MCP_BRIDGE_RUNTIME")
+	fs.String(&c.Env, "env", "", "environment the sandboxes run in (codeexec env list); empty: \"default\" once built, else the host's /usr; \"host\": the host's /usr", "CODEEXEC_ENV")
+	fs.Path(&c.EnvDir, "env-dir", "directory of the environments; default "+sandboxd.DefaultEnvDir, "CODEEXEC_ENV_DIR")
 	fs.String(&c.Python, "python", d.Python, "Python interpreter inside the sandbox", "CODEEXEC_PYTHON")
 	fs.Bytes(&c.MemoryBytes, "memory", d.MemoryBytes, "memory limit per sandbox, e.g. 512m", "MCP_BRIDGE_MEMORY")
 	fs.Int(&c.Pids, "pids", d.Pids, "process and thread limit per sandbox", "MCP_BRIDGE_PIDS")
@@ -146,18 +179,25 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	fs.Bytes(&c.TmpBytes, "tmp-size", d.TmpBytes, "size of the sandbox's /tmp", "CODEEXEC_TMP_SIZE")
 	fs.Bytes(&c.WorkspaceBytes, "workspace-size", d.WorkspaceBytes, "size of the sandbox's /workspace", "CODEEXEC_WORKSPACE_SIZE")
 	fs.Bytes(&c.FileBytes, "file-size", d.FileBytes, "largest file a sandbox may write, at least 64k, e.g. 16m; 0 means no cap but the sizes of /tmp and /workspace", "CODEEXEC_FILE_SIZE")
-	fs.Int(&c.OpenFiles, "open-files", sandboxd.DefaultOpenFiles, "open file descriptors per sandbox process, 32 to 1048576; 0 is the default", "CODEEXEC_OPEN_FILES")
-	fs.Bytes(&c.OutputLimitBytes, "output-limit", d.OutputLimitBytes, "bytes of stdout and of stderr kept per call; 0 means no cap", "CODEEXEC_OUTPUT_LIMIT")
+	fs.Int(&c.OpenFiles, "open-files", 0, fmt.Sprintf("open file descriptors per sandbox process, 32 to 1048576; 0 is %d, or fewer where the host's file table (fs.file-max) cannot hold that many for every sandbox", sandboxd.DefaultOpenFiles), "CODEEXEC_OPEN_FILES")
+	fs.Bytes(&c.OutputLimitBytes, "output-limit", d.OutputLimitBytes, "bytes of stdout and of stderr kept per call when --output-budget is 0; 0 means no cap", "CODEEXEC_OUTPUT_LIMIT")
+	fs.Int(&c.OutputBudget, "output-budget", d.OutputBudget, "characters of output a result carries (head and tail), the whole kept in a file in the workspace; 0 caps at --output-limit instead", "CODEEXEC_OUTPUT_BUDGET")
+	fs.Int(&c.Images.Side, "image-side", d.Images.Side, "longest side in pixels of an image in a result; larger ones are scaled down", "CODEEXEC_IMAGE_SIDE")
+	fs.Bytes(&c.Images.Bytes, "image-bytes", d.Images.Bytes, "largest encoded image in a result; larger ones are shrunk", "CODEEXEC_IMAGE_BYTES")
+	fs.Bytes(&c.Images.CallBytes, "call-image-bytes", d.Images.CallBytes, "bytes of images in one result", "CODEEXEC_CALL_IMAGE_BYTES")
+	fs.Int(&c.Images.PerCall, "call-images", d.Images.PerCall, "images in one result", "CODEEXEC_CALL_IMAGES")
 	fs.Duration(&c.IdleTimeout, "idle-timeout", d.IdleTimeout, "destroy sessions idle this long; 0 never does", "CODEEXEC_IDLE_TIMEOUT")
 	fs.Int(&c.PoolSize, "pool", d.PoolSize, "sandboxes kept started and ready for new sessions", "CODEEXEC_POOL_SIZE")
 	fs.Int(&c.LaunchSpares, "launch-spares", d.LaunchSpares, "sandboxes kept set up and waiting for their command: the fork server's, or bwrap launchers while it is down; 0 keeps none", "CODEEXEC_LAUNCH_SPARES")
+	fs.Int(&c.SandboxUID, "sandbox-uid", d.SandboxUID, "host uid of bwrap sandboxes and the fork server when codeexec runs as root; it owns their user namespaces, so nothing else may use it", "CODEEXEC_SANDBOX_UID")
 	fs.Bool(&c.ForkServer, "fork-server", d.ForkServer, "fork bwrap sandboxes from a server that has Python started and the agent imported; false starts each with bwrap", "CODEEXEC_FORK_SERVER")
 	fs.Int(&c.MaxSessions, "max-sessions", d.MaxSessions, "most live sandboxes; more sessions than that are kept as checkpoints and restored when used; 0 means no cap", "CODEEXEC_MAX_SESSIONS")
 	fs.Duration(&c.SessionTTL, "session-ttl", d.SessionTTL, "how long an unused session's state (and its handle) is kept", "CODEEXEC_SESSION_TTL")
+	fs.Bytes(&c.WorkspaceCheckpointBytes, "workspace-checkpoint-bytes", d.WorkspaceCheckpointBytes, "bytes of /workspace's files kept with a session's checkpoint; files over it are named, not kept; 0 keeps none", "CODEEXEC_WORKSPACE_CHECKPOINT_BYTES")
 	fs.Bytes(&c.CheckpointBytes, "checkpoint-bytes", d.CheckpointBytes, "largest session checkpoint; a session whose state is larger is not durable until it shrinks", "CODEEXEC_CHECKPOINT_BYTES")
 	c.StartTimeout = d.StartTimeout
 	fs.String(&c.ToolErrors, "tool-errors", "raise", "what a failed MCP tool call does in the sandbox: raise (runtime.ToolError) or return (the result dict, as upstream did)", "MCP_BRIDGE_TOOL_ERRORS")
-	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes", "MCP_BRIDGE_IMAGE")
+	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes; default: the environment's, imported from its tree, or python:3.14-slim on the host's /usr", "MCP_BRIDGE_IMAGE")
 	fs.String(&c.ContainerUser, "container-user", d.ContainerUser, "uid:gid inside containers", "MCP_BRIDGE_CONTAINER_USER")
 	bindContainers(fs, c, cs)
 	fs.Duration(&cs.runtimeIdleTimeout, "runtime-idle-timeout", 300*time.Second, "upstream's podman-machine idle stop (macOS/Windows); accepted for compatibility", "MCP_BRIDGE_RUNTIME_IDLE_TIMEOUT")

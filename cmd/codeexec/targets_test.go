@@ -21,15 +21,15 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		tls       = []string{"grpc-tls-ca", "grpc-tls-cert", "grpc-tls-key"}
 		grpcAlone = join(logging, tls, []string{"listen", "metrics"})
 		database  = []string{"state-dir", "db", "store", "store-password-file", "store-wait"}
-		memory    = join(database, []string{"owner-wait", "max-value"})
-		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "server-start-timeout", "approve", "tool-calls-per-minute"}
-		sandbox   = []string{"runtime", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit",
+		memory    = join(database, []string{"owner-wait", "max-value", "quota-memory-keys", "quota-memory-bytes", "quota-checkpoint-bytes"})
+		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "search-model", "server-start-timeout", "approve", "tool-calls-per-minute"}
+		sandbox   = []string{"runtime", "env", "env-dir", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit", "mount", "output-budget", "workspace-checkpoint-bytes", "image-side", "image-bytes", "call-image-bytes", "call-images",
 			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
-			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors"}
-		mcp  = []string{"timeout", "max-timeout", "output-mode", "tenant", "max-tool-calls", "tenant-max-tool-calls", "tools"}
+			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors", "sandbox-uid"}
+		mcp  = []string{"timeout", "max-timeout", "yield", "output-mode", "tenant", "max-tool-calls", "tenant-max-tool-calls", "tools"}
 		http = []string{"http", "tokens-file", "jwt-issuer", "jwks-url", "jwt-audience", "jwt-tenant-claim", "resource-url",
 			"insecure-no-auth", "allowed-hosts", "allowed-origins", "metrics-tenants", "quota-sessions", "quota-execs",
-			"quota-execs-per-minute", "shutdown-grace"}
+			"quota-execs-per-minute", "shutdown-grace", "http-max-inflight", "http-tenant-inflight", "http-body-timeout", "http-idle-timeout", "http-write-timeout"}
 		suite = join(logging, memory, discovery, sandbox, mcp, http)
 	)
 	for _, tc := range []struct {
@@ -39,14 +39,14 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		{[]string{"serve"}, suite},
 		{[]string{"run"}, suite},
 		{[]string{"memoryd"}, join(grpcAlone, memory)},
-		{[]string{"discoveryd"}, join(grpcAlone, discovery)},
+		{[]string{"discoveryd"}, join(grpcAlone, discovery, []string{"memory-addr"})},
 		{[]string{"sandboxd"}, join(grpcAlone, sandbox, []string{"timeout", "max-timeout", "shutdown-grace", "discovery", "memory-addr", "advertise"})},
 		{[]string{"gateway"}, join(logging, tls, mcp, http, []string{"output-limit", "idle-timeout", "sandbox", "balance", "discovery"})},
 		{[]string{"memoryd", "backup"}, join(database, tls, []string{"memory"})},
 		{[]string{"memoryd", "copy"}, []string{"from", "to", "store-password-file", "replace", "store-wait"}},
 		{[]string{"import-upstream"}, join(memory, tls, []string{"memory", "tenant"})},
 		{[]string{"health"}, tls},
-		{[]string{"bench"}, []string{"python", "spawns", "warm", "fresh", "fresh-gap", "sessions", "execs", "burst", "first-sessions", "idle-sessions", "runtimes", "image", "idle"}},
+		{[]string{"bench"}, []string{"python", "spawns", "warm", "fresh", "fresh-gap", "sessions", "execs", "burst", "first-sessions", "idle-sessions", "runtimes", "image", "idle", "env"}},
 	} {
 		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
 			t.Parallel()

@@ -216,7 +216,8 @@ func replicas(ctx context.Context) error {
 			return err
 		}
 		defer clients[i].c.Close()
-		if _, err := clients[i].must(ctx, fmt.Sprintf("x = %d", i)); err != nil {
+		// The workspace is part of the session too: its file moves with it.
+		if _, err := clients[i].must(ctx, fmt.Sprintf("x = %d\nopen('/workspace/keep.txt', 'w').write(str(x));", i)); err != nil {
 			return err
 		}
 	}
@@ -262,26 +263,39 @@ func replicas(ctx context.Context) error {
 	// Sessions are durable (sandboxd keeps their checkpoints in memoryd):
 	// every one keeps its state, those of the killed replica restored on
 	// another once its lease lapses.
-	restored := 0
-	for i, s := range clients {
-		text, out, isErr, err := s.run(ctx, "print(x)")
-		switch {
-		case err != nil:
-			return fmt.Errorf("client %d after the kill: the gateway failed: %w", i, err)
-		case !isErr && out == fmt.Sprint(i):
-			if strings.Contains(text, "restored the session") {
-				restored++
-			}
-		default:
-			return fmt.Errorf("client %d after the kill lost its state: %s", i, text)
-		}
+	restored, err := afterKill(ctx, clients)
+	if err != nil {
+		return err
 	}
-	fmt.Printf("after the kill: every session kept its state; %d were restored from their checkpoints on another replica\n", restored)
+	fmt.Printf("after the kill: every session kept its state and its workspace file; %d were restored from their checkpoints on another replica\n", restored)
 	if restored != counts[victim] {
 		return fmt.Errorf("%d sessions were restored, want the %d that were on %s", restored, counts[victim], rs[victim].name)
 	}
 	fmt.Println("e2e: replicas: PASS")
 	return nil
+}
+
+// afterKill checks that every client kept its variable and its workspace
+// file, and counts those restored on another replica.
+func afterKill(ctx context.Context, clients []*session) (int, error) {
+	restored := 0
+	for i, s := range clients {
+		text, out, isErr, err := s.run(ctx, "print(x, open('/workspace/keep.txt').read())")
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("client %d after the kill: the gateway failed: %w", i, err)
+		case !isErr && out == fmt.Sprintf("%d %d", i, i):
+			if strings.Contains(text, "restored the session") {
+				if !strings.Contains(text, "files /workspace/keep.txt") {
+					return 0, fmt.Errorf("client %d was restored on another replica without naming its file: %s", i, text)
+				}
+				restored++
+			}
+		default:
+			return 0, fmt.Errorf("client %d after the kill lost its state: %s", i, text)
+		}
+	}
+	return restored, nil
 }
 
 func throughput(ctx context.Context) error {

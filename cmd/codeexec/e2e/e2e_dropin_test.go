@@ -263,8 +263,10 @@ func TestE2EDropInToolSchema(t *testing.T) {
 	timeout := tool.InputSchema.Properties["timeout"]
 	// mcp_server_code_execution_mode.py L2671-2677: "minimum": 1,
 	// "maximum": MAX_TIMEOUT (120), "default": DEFAULT_TIMEOUT (30).
-	if timeout["default"] != 30.0 || timeout["minimum"] != 1.0 || timeout["maximum"] != 120.0 {
-		t.Errorf("timeout schema = %v, want upstream's minimum 1, maximum 120, default 30", timeout)
+	// The maximum is an hour here (a deliberate difference, issue 39:
+	// a long call yields and goes on; --max-timeout 120s restores it).
+	if timeout["default"] != 30.0 || timeout["minimum"] != 1.0 || timeout["maximum"] != 3600.0 {
+		t.Errorf("timeout schema = %v, want upstream's minimum 1 and default 30, and a maximum of 3600", timeout)
 	}
 	// L2655-2662 embeds SANDBOX_HELPERS_SUMMARY (L166-174), which names
 	// discovery, search, docs, memory and save_tool.
@@ -274,8 +276,9 @@ func TestE2EDropInToolSchema(t *testing.T) {
 			t.Errorf("code description %q does not name %s", desc, want)
 		}
 	}
-	if len(def) >= 1200 {
-		t.Errorf("the run_python definition is %d characters, want < 1200:\n%s", len(def), def)
+	// 1,200 until issue 39 added cancel (stopping a run in flight).
+	if len(def) >= 1300 {
+		t.Errorf("the run_python definition is %d characters, want < 1300:\n%s", len(def), def)
 	}
 }
 

@@ -91,8 +91,9 @@ func TestE2ESurface(t *testing.T) {
 	}
 	tool.Title, tool.Annotations = "", mcp.ToolAnnotation{}
 	def, _ := json.Marshal(tool)
-	if len(def) >= 1200 {
-		t.Fatalf("the run_python definition is %d characters, want < 1200:\n%s", len(def), def)
+	// 1,200 until issue 39 added cancel (stopping a run in flight).
+	if len(def) >= 1300 {
+		t.Fatalf("the run_python definition is %d characters, want < 1300:\n%s", len(def), def)
 	}
 	res, err := c.ListResources(ctx, mcp.ListResourcesRequest{})
 	if err != nil || len(res.Resources) != 1 || res.Resources[0].URI != "resource://mcp-server-code-execution-mode/capabilities" {
@@ -119,7 +120,7 @@ func TestE2ESurface(t *testing.T) {
 	}{
 		{map[string]any{"code": "  "}, "Missing 'code' argument"},
 		{map[string]any{"code": "pass", "servers": "github"}, "'servers' must be a list"},
-		{map[string]any{"code": "pass", "timeout": "soon"}, "'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not the string \"soon\""},
+		{map[string]any{"code": "pass", "timeout": "soon"}, "'timeout' must be a number of seconds from 1 to 3600 (fractions accepted), not the string \"soon\""},
 	} {
 		o := harness.RunPython(t, c, tc.args)
 		if !o.IsError || o.Str("status") != "validation_error" || !strings.Contains(o.Text, tc.want) {

@@ -48,8 +48,8 @@ func TestE2ECodeOverTheLimitIsRefusedWithTheLimit(t *testing.T) {
 }
 
 // maxBodyBytes is the limit on a body POSTed to /mcp (gateway.MaxBodyBytes):
-// twice maxCodeBytes, for JSON's escapes, plus 1 MiB.
-const maxBodyBytes = 2*maxCodeBytes + 1<<20
+// maxCodeBytes plus 1 MiB for the rest of the call.
+const maxBodyBytes = maxCodeBytes + 1<<20
 
 // A body over the limit is refused with 413 and a JSON-RPC error that gives
 // the limit, whether its length is announced or not. Before, any body was
@@ -88,7 +88,7 @@ func TestE2EHTTPBodyOverTheLimitIs413(t *testing.T) {
 			if err := json.Unmarshal(raw, &answer); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
 				t.Fatalf("POST of %d bytes = %s %q (%v), want 413 with a JSON-RPC error", maxBodyBytes+1, resp.Status, raw, err)
 			}
-			for _, want := range []string{"over 133169152 bytes (127 MiB)", "at most 66060288 bytes (63 MiB) of code", "/workspace"} {
+			for _, want := range []string{"over 67108864 bytes (64 MiB)", "at most 66060288 bytes (63 MiB) of code", "/workspace"} {
 				if answer.Error.Code != -32600 || !strings.Contains(answer.Error.Message, want) {
 					t.Errorf("error = %+v, want code -32600 and a message with %q", answer.Error, want)
 				}

@@ -82,7 +82,8 @@ func TestE2EBlankLinesAreKept(t *testing.T) {
 
 func TestE2EHugeOutputIsCutWithAMarker(t *testing.T) {
 	t.Parallel()
-	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_OUTPUT_LIMIT": "64k"})
+	// The byte cap is the setting without an output budget.
+	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_OUTPUT_LIMIT": "64k", "CODEEXEC_OUTPUT_BUDGET": "0"})
 	// One 20 MB line: neither breaks the channel nor hangs.
 	o := harness.Code(t, c, `import sys; sys.stdout.write("x" * 20_000_000 + "\n"); print("tail")`)
 	text := harness.Joined(o.Stdout())
@@ -332,7 +333,7 @@ func TestE2EIdleSessionsAreReaped(t *testing.T) {
 
 func TestE2ELargeCodeAndOutputPassIntact(t *testing.T) {
 	t.Parallel()
-	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_OUTPUT_LIMIT": "0"})
+	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_OUTPUT_LIMIT": "0", "CODEEXEC_OUTPUT_BUDGET": "0"})
 	// 4 MB of code in one call, and 3 MB of output back.
 	payload := strings.Repeat("a", 4<<20)
 	src := fmt.Sprintf("s = %q\nimport hashlib\nprint(len(s), hashlib.sha256(s.encode()).hexdigest()[:12])\nprint('b' * (3 << 20))", payload)

@@ -274,3 +274,20 @@ func TestE2EQueuedCallsRestoreGetsItsOwnTime(t *testing.T) {
 		t.Errorf("the queued call after the restore: %s\nwant the class body's search answered (\"answered\")", o.Text)
 	}
 }
+
+// A server still starting holds a call no longer than its yield (issue
+// 39): with a long timeout, loading it would otherwise outlast the
+// client's request timeout before the code even began. The code runs,
+// and its use of the server raises.
+func TestE2EServerLoadingEndsByTheYield(t *testing.T) {
+	t.Parallel()
+	config, _ := slowServers(t, map[string][]string{"held": {"--hold"}})
+	c, _ := harness.StartStdio(t, map[string]string{"MCP_SERVERS_CONFIG": config, "CODEEXEC_TOOL_TIMEOUT": "600s", "CODEEXEC_YIELD": "3s"})
+	o := harness.RunPython(t, c, map[string]any{"servers": []any{"held"}, "timeout": 600, "code": `try:
+    await mcp_held.ping_held()
+except runtime.MCPError as e:
+    print(type(e).__name__)`})
+	if o.IsError || harness.Joined(o.Stdout()) != "DeadlineExceededError" {
+		t.Errorf("a call with a long timeout whose server is still starting: %s; want the code run, the server's use raising", o.Text)
+	}
+}

@@ -244,10 +244,10 @@ func TestE2ETruthRunPythonArguments(t *testing.T) {
 		map[string]any{"code": "import time\nt = time.monotonic()\ntime.sleep(1.6)\nprint('slept')", "timeout": 2.5},
 	)})
 	for i, want := range []string{
-		"'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not 0",
-		"'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not -5",
-		"'timeout' must be a number of seconds from 1 to 120 (fractions accepted), not 100000",
-		"run_python does not take \"timeout_seconds\"; it accepts: code, servers, timeout, session",
+		"'timeout' must be a number of seconds from 1 to 3600 (fractions accepted), not 0",
+		"'timeout' must be a number of seconds from 1 to 3600 (fractions accepted), not -5",
+		"'timeout' must be a number of seconds from 1 to 3600 (fractions accepted), not 100000",
+		"run_python does not take \"timeout_seconds\"; it accepts: code, servers, timeout, session, cancel",
 	} {
 		sc, _, _ := structuredOf(t, r.Results[i])
 		if sc["status"] != "validation_error" || sc["error"] != want {

@@ -42,8 +42,10 @@ func (u upstreams) env() map[string]string {
 	// take over 3 s for the npm servers. A first search waits for every
 	// server to list its tools, longer than the default 5 s here: the
 	// tests check what was found, not how long a start may take
-	// (discoveryd's tests do that).
-	return map[string]string{"MCP_SERVERS_CONFIG": u.config, "CODEEXEC_TEST_MARK": u.mark, "CODEEXEC_TOOL_TIMEOUT": "8s", "CODEEXEC_SEARCH_INDEX_WAIT": "20s"}
+	// (discoveryd's tests do that). They print whole tool listings, over
+	// a model's output budget: the old byte cap keeps them whole.
+	return map[string]string{"MCP_SERVERS_CONFIG": u.config, "CODEEXEC_TEST_MARK": u.mark, "CODEEXEC_TOOL_TIMEOUT": "8s", "CODEEXEC_SEARCH_INDEX_WAIT": "20s",
+		"CODEEXEC_OUTPUT_BUDGET": "0"}
 }
 
 // repoRoot is the module root, two levels above this package.

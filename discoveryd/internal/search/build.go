@@ -9,8 +9,12 @@ import (
 	"github.com/codeexec/codeexec/internal/porter"
 )
 
-// NewIndex builds an index over a copy of docs. Hits point into that copy.
-func NewIndex(docs []Doc) *Index {
+// NewIndex builds an index over a copy of docs, ranking by words alone.
+// Hits point into that copy.
+func NewIndex(docs []Doc) *Index { return NewIndexWith(docs, Options{}) }
+
+// NewIndexWith builds an index over a copy of docs with opts.
+func NewIndexWith(docs []Doc, opts Options) *Index {
 	ix := &Index{
 		docs:  append([]Doc(nil), docs...),
 		terms: map[string]int32{},
@@ -20,7 +24,11 @@ func NewIndex(docs []Doc) *Index {
 		loose: map[string][]int32{},
 	}
 	n := len(ix.docs)
-	ix.pool.New = func() any { return newScratch(n) }
+	ix.pool.New = func() any { return newScratch(n, opts.Model) }
+	if opts.Model != nil {
+		ix.model = opts.Model
+		ix.embedDocs(opts.Model)
+	}
 	ix.nameLen = make([]uint8, n)
 	ix.fields = make([][]termFields, n)
 	b := newBuilder(n)

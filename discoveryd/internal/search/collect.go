@@ -65,6 +65,9 @@ func (ix *Index) collect(s *scratch, limit int, tierStep float64, keep func(*Doc
 		}
 		return 0
 	})
+	if ix.model != nil {
+		ix.liftedByModel(s, top[:min(len(top), maxExplained)])
+	}
 	hits := make([]Hit, len(top))
 	for i, x := range top {
 		hits[i] = Hit{Doc: &ix.docs[x.doc], Score: float64(x.score) + float64(x.tier)*tierStep}
@@ -191,6 +194,9 @@ func (ix *Index) explain(s *scratch, d int32, tier uint8) string {
 			word += " (for " + u.word + ")"
 		}
 		byField[f] = append(byField[f], word)
+	}
+	if slices.Contains(s.semOnly, d) {
+		return "meaning only: no word in common with the query"
 	}
 	var b strings.Builder
 	for f, words := range byField {

@@ -64,6 +64,12 @@ func (ix *Index) SearchFunc(query string, limit int, keep func(*Doc) bool) Resul
 	}
 	// Then the best of them are rescored by meaning (rerank.go).
 	ix.rerank(s, keep)
+	if ix.model != nil {
+		for _, d := range s.touched {
+			s.pre[d] = s.acc[d]
+		}
+		ix.fuse(s, q, keep)
+	}
 	for _, d := range s.touched {
 		maxScore = max(maxScore, s.acc[d])
 	}

@@ -1,6 +1,9 @@
 package search
 
-import "github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
+import (
+	"github.com/codeexec/codeexec/discoveryd/internal/embed"
+	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
+)
 
 // scratch is per-query working memory, pooled so that a query allocates
 // nothing proportional to the corpus.
@@ -26,6 +29,14 @@ type scratch struct {
 	qvec     []float32 // the query's vector
 	typos    []alt     // a query word's corrections, for its vector
 	lifted   []int32   // docs the rerank moved up (rerank.go)
+	// For the model (semantic.go):
+	svec    []float32 // the query's vector
+	ids     []int32   // the query's tokens
+	pre     []float32 // by doc: its score before the fusion
+	near    []cand    // the docs nearest by sign bits
+	nearTop []cand    // the nearest of them by cosine
+	qbits   []uint64  // the signs of svec's components
+	semOnly []int32   // docs only the model found
 }
 
 // unit is one scored unit of the query: its words and where its
@@ -35,8 +46,8 @@ type unit struct {
 	end  int
 }
 
-func newScratch(n int) *scratch {
-	return &scratch{
+func newScratch(n int, m *embed.Model) *scratch {
+	s := &scratch{
 		acc:     make([]float32, n),
 		unit:    make([]float32, n),
 		matched: make([]float32, n),
@@ -46,6 +57,12 @@ func newScratch(n int) *scratch {
 		tier:    make([]uint8, n),
 		qvec:    make([]float32, wordvec.Embedded().Dims()),
 	}
+	if m != nil {
+		s.svec = make([]float32, m.Dims())
+		s.qbits = make([]uint64, (m.Dims()+63)/64)
+		s.pre = make([]float32, n)
+	}
+	return s
 }
 
 // touch marks doc as a match.
@@ -62,4 +79,5 @@ func (s *scratch) reset() {
 	}
 	s.touched = s.touched[:0]
 	s.lifted = s.lifted[:0]
+	s.semOnly = s.semOnly[:0]
 }

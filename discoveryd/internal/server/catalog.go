@@ -152,7 +152,7 @@ func (s *Server) searchIndex() *search.Index {
 	s.indexDirty.Store(false) // a change during the build marks it again
 	var docs []search.Doc
 	for _, name := range s.mgr.Names() {
-		tools, ok := s.mgr.CachedTools(name)
+		tools, ok := s.knownTools(name)
 		if !ok {
 			continue
 		}
@@ -168,6 +168,6 @@ func (s *Server) searchIndex() *search.Index {
 				Params: e.params, ParamText: e.paramText, ServerDescription: cfg.Description})
 		}
 	}
-	s.index = search.NewIndex(docs)
+	s.index = search.NewIndexWith(docs, search.Options{Model: s.opts.Model})
 	return s.index
 }

@@ -19,6 +19,10 @@ import (
 // errInvalid marks bad request fields.
 var errInvalid = errors.New("invalid argument")
 
+// errNotKnown is a known_only request for a server whose tools are not
+// known yet.
+var errNotKnown = errors.New("tools not known yet")
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
 }
@@ -59,6 +63,8 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		code = codes.InvalidArgument
 	case errors.Is(err, upstream.ErrUnknownServer), errors.Is(err, upstream.ErrUnknownTool):
 		code = codes.NotFound
+	case errors.Is(err, errNotKnown):
+		code = codes.FailedPrecondition
 	case errors.Is(err, upstream.ErrTimeout):
 		code = codes.DeadlineExceeded
 	case errors.Is(err, upstream.ErrStartFailed), errors.Is(err, upstream.ErrCrashed), errors.Is(err, upstream.ErrClosed):

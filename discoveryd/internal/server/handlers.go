@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -67,6 +68,25 @@ func (s *Server) visibleTools(ctx context.Context, tenant, nameOrAlias string) (
 	return name, es, err
 }
 
+// knownVisibleTools is visibleTools from the tools already known, listed
+// here or in the catalogue, without starting the server.
+func (s *Server) knownVisibleTools(ctx context.Context, tenant, nameOrAlias string) (string, []entry, error) {
+	name := s.resolve(nameOrAlias)
+	if err := s.checkVisible(tenant, name); err != nil {
+		return "", nil, err
+	}
+	if _, err := s.mgr.Config(name); err != nil {
+		return "", nil, err
+	}
+	s.fromCatalog(ctx, []string{name})
+	tools, ok := s.knownTools(name)
+	if !ok {
+		return "", nil, fmt.Errorf("%w: server %q has not listed its tools in this process, and the catalogue has no current list of them; load it first with run_python(servers=[%q])", errNotKnown, name, name)
+	}
+	es, err := entries(tools)
+	return name, es, err
+}
+
 // ListTools returns a server's tools, starting the server if needed.
 func (s *Server) ListTools(ctx context.Context, req *discoveryv1.ListToolsRequest) (*discoveryv1.ListToolsResponse, error) {
 	resp, err := s.listTools(ctx, req)
@@ -109,7 +129,13 @@ func (s *Server) getToolDocs(ctx context.Context, req *discoveryv1.GetToolDocsRe
 	if err != nil {
 		return nil, err
 	}
-	name, es, err := s.visibleTools(ctx, req.GetTenant(), req.GetServer())
+	var name string
+	var es []entry
+	if req.GetKnownOnly() {
+		name, es, err = s.knownVisibleTools(ctx, req.GetTenant(), req.GetServer())
+	} else {
+		name, es, err = s.visibleTools(ctx, req.GetTenant(), req.GetServer())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -188,11 +214,19 @@ func (s *Server) searchTools(ctx context.Context, req *discoveryv1.SearchToolsRe
 				return nil, err
 			}
 		}
-		failed := s.listAll(ctx, scope)
+		// Servers whose tools the catalogue knows are not started.
+		s.fromCatalog(ctx, scope)
+		var unknown []string
+		for _, n := range scope {
+			if _, known := s.knownTools(n); !known {
+				unknown = append(unknown, n)
+			}
+		}
+		failed := s.listAll(ctx, unknown)
 		in := map[string]bool{}
 		for _, n := range scope {
 			in[n] = true
-			if _, listed := s.mgr.CachedTools(n); !listed || failed[n] {
+			if _, known := s.knownTools(n); !known || failed[n] {
 				resp.UnindexedServers = append(resp.UnindexedServers, n)
 			}
 		}
@@ -217,7 +251,8 @@ func (s *Server) searchTools(ctx context.Context, req *discoveryv1.SearchToolsRe
 		doc := &discoveryv1.ToolDoc{Server: h.Doc.Server, ServerAlias: h.Doc.ServerAlias, Tool: h.Doc.Tool, ToolAlias: h.Doc.ToolAlias, Description: h.Doc.Description, MatchReason: h.Why}
 		es, ok := full[h.Doc.Server]
 		if !ok {
-			tools, _ := s.mgr.CachedTools(h.Doc.Server)
+			// A server not listed here may be in the catalogue.
+			tools, _ := s.knownTools(h.Doc.Server)
 			es, _ = entries(tools)
 			for i := range es {
 				es[i].approval = s.approvalOf(h.Doc.Server, tools[i])

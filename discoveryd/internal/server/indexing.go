@@ -58,9 +58,10 @@ func (s *Server) indexServer(ctx context.Context, name string) *indexAttempt {
 func (s *Server) indexUnlisted(ctx context.Context, names []string) []string {
 	var pending, missing []string
 	attempts := map[string]*indexAttempt{}
+	s.fromCatalog(ctx, names)
 	for _, n := range names {
-		if _, listed := s.mgr.CachedTools(n); listed {
-			continue
+		if _, known := s.knownTools(n); known {
+			continue // listed here, or in the catalogue: nothing to start
 		}
 		a := s.indexServer(ctx, n)
 		if st, err := s.mgr.Status(n); err == nil && st.State == upstream.StateFailed {
@@ -90,7 +91,7 @@ func (s *Server) indexUnlisted(ctx context.Context, names []string) []string {
 				timedOut = true
 			}
 		}
-		if _, listed := s.mgr.CachedTools(n); !listed {
+		if _, known := s.knownTools(n); !known {
 			missing = append(missing, n)
 		}
 	}

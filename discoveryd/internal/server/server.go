@@ -20,8 +20,10 @@ import (
 	"github.com/codeexec/codeexec/discoveryd/internal/alias"
 	"github.com/codeexec/codeexec/discoveryd/internal/approval"
 	"github.com/codeexec/codeexec/discoveryd/internal/config"
+	"github.com/codeexec/codeexec/discoveryd/internal/embed"
 	"github.com/codeexec/codeexec/discoveryd/internal/search"
 	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
+	catalogv1 "github.com/codeexec/codeexec/proto/gen/codeexec/catalog/v1"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
@@ -51,6 +53,12 @@ type Options struct {
 	// ToolCallsPerMinute caps each tenant's calls of one tool per minute;
 	// 0 is no cap.
 	ToolCallsPerMinute int
+	// Catalog, when set, keeps every server's tool list across processes
+	// and restarts (memoryd's CatalogService), so that a search answers
+	// for servers this process has not started.
+	Catalog catalogv1.CatalogServiceClient
+	// Model, when set, ranks searches by meaning as well as by words.
+	Model *embed.Model
 }
 
 // Server implements DiscoveryService.
@@ -89,6 +97,12 @@ type Server struct {
 	// rules.
 	stop context.CancelFunc
 	bg   sync.WaitGroup
+	// stored holds the catalogue's lists of servers not listed here
+	// (stored.go); asked, the config key each server was last asked by.
+	storedMu      sync.Mutex
+	stored        map[string]storedList
+	asked         map[string]string
+	catalogWrites sync.WaitGroup
 }
 
 // New loads the server configs. No server is started until it is used.
@@ -98,7 +112,8 @@ func New(opts Options, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, logger: logger, alias: map[string]string{}, byAlias: map[string]string{}, indexing: map[string]*indexAttempt{}, metrics: newMetrics()}
+	s := &Server{opts: opts, logger: logger, alias: map[string]string{}, byAlias: map[string]string{}, indexing: map[string]*indexAttempt{}, metrics: newMetrics(),
+		stored: map[string]storedList{}, asked: map[string]string{}}
 	s.indexDirty.Store(true)
 	if opts.Registerer != nil {
 		if err := s.metrics.register(opts.Registerer); err != nil {
@@ -106,10 +121,13 @@ func New(opts Options, logger *slog.Logger) (*Server, error) {
 		}
 	}
 	s.mgr = upstream.New(nil, upstream.Options{
-		BaseEnv:        opts.BaseEnv,
-		CallTimeout:    opts.CallTimeout,
-		StartTimeout:   opts.StartTimeout,
-		OnToolsChanged: func(string) { s.indexDirty.Store(true) },
+		BaseEnv:      opts.BaseEnv,
+		CallTimeout:  opts.CallTimeout,
+		StartTimeout: opts.StartTimeout,
+		OnToolsChanged: func(name string) {
+			s.indexDirty.Store(true)
+			s.toCatalog(name)
+		},
 	}, logger)
 	s.rescan()
 	s.perMinute.perMinute = opts.ToolCallsPerMinute
@@ -125,11 +143,13 @@ func (s *Server) Register(g *grpc.Server) {
 }
 
 // Close stops every upstream server and waits until their processes are
-// gone.
+// gone, and for the catalogue's writes.
 func (s *Server) Close() error {
 	s.stop()
 	s.bg.Wait()
-	return s.mgr.Close()
+	err := s.mgr.Close()
+	s.catalogWrites.Wait()
+	return err
 }
 
 // rescan reads the config sources and adds servers with new names, as

@@ -169,6 +169,29 @@ func (m *Manager) CachedTools(name string) (tools []mcp.Tool, ok bool) {
 	return s.tools, s.listed
 }
 
+// CacheHints is what a server's tools/list answer said of caching it
+// (MCP 2026-07-28's ttlMs and cacheScope), and when it was listed.
+type CacheHints struct {
+	// TTLMs is how long the list may be kept, in milliseconds, or nil
+	// when the server did not say.
+	TTLMs *int64
+	// Scope is "public", "private" or empty.
+	Scope string
+	// ListedAt is when the answer came.
+	ListedAt time.Time
+}
+
+// CachedList is CachedTools with the list's cache hints.
+func (m *Manager) CachedList(name string) (tools []mcp.Tool, hints CacheHints, ok bool) {
+	s, err := m.server(name)
+	if err != nil {
+		return nil, CacheHints{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tools, s.hints, s.listed
+}
+
 // withTimeout bounds ctx by d (or the default), marking the cause so that
 // errors can tell our timeout from the caller's cancellation. A caller's
 // deadline that comes sooner (run_python's timeout, passed on by the

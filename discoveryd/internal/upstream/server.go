@@ -45,6 +45,7 @@ type server struct {
 	listed     bool       // tools holds a real list
 	toolsValid bool       // tools is current for conn
 	toolsGen   uint64     // bumped by every invalidation
+	hints      CacheHints // what the last list said of caching it
 }
 
 // ensure returns a live connection, starting the server if needed. A
@@ -225,6 +226,7 @@ func (s *server) listTools(ctx context.Context, c *conn) ([]mcp.Tool, error) {
 		current := s.toolsGen == gen
 		if s.conn == c {
 			s.tools, s.listed, s.toolsValid = res.Tools, true, current
+			s.hints = CacheHints{TTLMs: res.TTLMs, Scope: string(res.CacheScope), ListedAt: time.Now()}
 		}
 		s.mu.Unlock()
 		if s.m.opts.OnToolsChanged != nil {

@@ -41,9 +41,11 @@ var Text = fmt.Sprintf(`# Code Execution MCP Capabilities
 - `+"`import mcp.runtime as runtime`"+` works too; the global `+"`runtime`"+` is the same module.
 - Prefer the `+"`_sync`"+` helpers: all but `+"`search_tool_docs_sync`"+` read metadata already in the sandbox and need no round trip.
 - A server's configuration may set `+"`cwd`"+`, the directory it runs in. Check `+"`runtime.describe_server(name)`"+` or `+"`runtime.list_loaded_server_metadata()`"+` for its `+"`cwd`"+` before passing relative paths.
-- Variables, imports and functions persist between calls. A timeout stops the sandbox; the next call restores the session from its checkpoint (variables, imports, functions and classes; what could not be saved is named). Files in /workspace are not in the checkpoint: a timeout or crash loses them.
+- Variables, imports and functions persist between calls. A timeout stops the sandbox; the next call restores the session from its checkpoint (variables, imports, functions and classes; what could not be saved is named). Files in /workspace come back with it too.
+- A call still running at the yield time returns `+"`status: running`"+` with its output so far; its code runs on. `+"`run_python(code=\"\")`"+` waits for it and returns the output since, then its end; `+"`cancel=true`"+` with it stops the run. `+"`runtime.progress(done, total=None, message=\"\")`"+` reports progress to the client.
 - The sandbox has no network: MCP servers (`+"`servers=[...]`"+`) reach the outside.
-- Output is capped; write large data to a file in /workspace and print a summary.
+- A result keeps the head and the tail of its output; the whole output is in the file in /workspace its marker names.
+- The last expression's value is shown (a trailing `+"`;`"+` hides it); `+"`display(x)`"+` and open matplotlib figures come back as images; files written under /workspace/out come back as resources.
 
 Resource: %s
 `, HelperSummary, URI)

@@ -20,6 +20,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/auth"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/ratelog"
 )
 
 // Options configure a Guard.
@@ -42,6 +43,9 @@ type Options struct {
 type Guard struct {
 	opts  Options
 	authn auth.Authenticator // nil: authentication is off
+	// logs keeps refusals, which anyone who reaches the port can cause
+	// (with any Host, Origin or token), from flooding the log.
+	logs ratelog.Limiter
 }
 
 // New builds a Guard, opening the tokens file or preparing the JWT
@@ -64,7 +68,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if msg := g.checkOrigin(r); msg != "" {
 			g.opts.Metrics.Denied.WithLabelValues(metrics.DeniedOrigin).Inc()
-			g.opts.Logger.Warn("HTTP request refused", "http.host", r.Host, "http.origin", r.Header.Get("Origin"), logkeys.Error, msg)
+			g.logs.Warn(r.Context(), g.opts.Logger, "HTTP request refused", "http.host", r.Host, "http.origin", r.Header.Get("Origin"), logkeys.Error, msg)
 			http.Error(w, "Forbidden: "+msg, http.StatusForbidden)
 			return
 		}
@@ -127,7 +131,7 @@ func (g *Guard) authenticate(w http.ResponseWriter, r *http.Request) (string, bo
 	tenant, err := g.authn.Authenticate(r.Context(), token)
 	if err != nil {
 		g.opts.Metrics.Denied.WithLabelValues(metrics.DeniedInvalidToken).Inc()
-		g.opts.Logger.Info("HTTP request not authenticated", logkeys.Error, err)
+		g.logs.Log(r.Context(), g.opts.Logger, slog.LevelInfo, "HTTP request not authenticated", logkeys.Error, err)
 		g.unauthorized(w, r, "invalid_token")
 		return "", false
 	}

@@ -18,17 +18,17 @@ func Stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 	return CancelledStdio(in, out)
 }
 
-// HTTP wraps mcp-go's streamable HTTP handler in its fixes, the body
-// limit outermost, so that nothing reads an over-size body. maxBody bounds
-// a request's body; bodyHint says what to send instead of a larger one.
-// Detach is not among them: the gateway calls it where it tracks the
-// requests it detaches.
-func HTTP(inner http.Handler, maxBody int64, bodyHint string) http.Handler {
+// HTTP wraps mcp-go's streamable HTTP handler in its fixes, and those in
+// bodies (the gateway's body limiter, package bodylimit), outermost, so
+// that nothing reads a body before it is bounded: mcp-go reads a whole
+// body into memory and has no limit of its own. Detach is not among them:
+// the gateway calls it where it tracks the requests it detaches.
+func HTTP(inner http.Handler, bodies func(http.Handler) http.Handler) http.Handler {
 	h := NotFoundHandler(InvalidParamsHandler(ListenAckHandler(inner)))
 	h = CursorHandler(h)
 	h = NoSessionHandler(h)
 	h = BatchHandler(h)
-	return BodyLimitHandler(h, maxBody, bodyHint)
+	return bodies(h)
 }
 
 // AddHooks adds the fixes that are mcp-go hooks: the reroute of a call to

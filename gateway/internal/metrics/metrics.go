@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/codeexec/codeexec/gateway/internal/bodylimit"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
 )
 
@@ -28,6 +29,9 @@ type Metrics struct {
 	Denied *prometheus.CounterVec
 	// Quota counts calls refused by a tenant quota, by limit.
 	Quota *prometheus.CounterVec
+	// BodyRefused counts HTTP request bodies refused before MCP, by the
+	// bound they passed (bodylimit.AllRefusals).
+	BodyRefused *prometheus.CounterVec
 }
 
 // New makes unregistered collectors.
@@ -37,6 +41,8 @@ func New() *Metrics {
 		Calls:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "codeexec_gateway_tool_call_seconds", Help: callsHelp, Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}, []string{"status"}),
 		Denied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "codeexec_gateway_http_denied_total", Help: deniedHelp}, []string{"reason"}),
 		Quota:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "codeexec_gateway_quota_refusals_total", Help: "Calls refused by a per-tenant quota, by limit."}, []string{"limit"}),
+		BodyRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "codeexec_gateway_http_body_refusals_total",
+			Help: "HTTP request bodies refused before MCP, by bound: request, outside_string, tenant_in_flight, total_in_flight, read_timeout."}, []string{"bound"}),
 	}
 }
 
@@ -57,7 +63,10 @@ func (m *Metrics) Register(reg prometheus.Registerer, inFlight, sessions func() 
 	for _, r := range []string{DeniedMissingToken, DeniedInvalidToken, DeniedOrigin, DeniedSession} {
 		m.Denied.WithLabelValues(r)
 	}
-	return errors.Join(reg.Register(m.Calls), reg.Register(m.Denied), reg.Register(m.Quota),
+	for _, b := range bodylimit.AllRefusals {
+		m.BodyRefused.WithLabelValues(b)
+	}
+	return errors.Join(reg.Register(m.Calls), reg.Register(m.Denied), reg.Register(m.Quota), reg.Register(m.BodyRefused),
 		reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "codeexec_gateway_calls_in_flight",
 			Help: "run_python calls running now.",

@@ -35,7 +35,13 @@ const MsgTimeout = "'timeout' must be a number of seconds from 1 to %d (fraction
 const MsgUnknownArgument = "run_python does not take %s; it accepts: %s"
 
 // Accepted are run_python's arguments, as its schema lists them.
-var Accepted = []string{"code", "servers", "timeout", "session"}
+var Accepted = []string{"code", "servers", "timeout", "session", "cancel"}
+
+// MsgCancelWithCode refuses a call that asks to cancel and runs code.
+const MsgCancelWithCode = "'cancel' stops the session's run in flight and takes no code: pass code=\"\" with cancel=true, or leave cancel out to run code"
+
+// MsgCancelNotBool is the message for a cancel value that is not a boolean.
+const MsgCancelNotBool = "'cancel' must be true or false"
 
 // MsgSessionNotString is the message for a session value that is not a
 // string.
@@ -64,8 +70,11 @@ const MsgCodeTooLarge = "'code' is %d bytes; run_python accepts at most %d bytes
 
 // RunPython holds validated run_python arguments.
 type RunPython struct {
-	// Code is the Python source, never blank.
+	// Code is the Python source; "" (given as such) waits for the
+	// session's run in flight instead.
 	Code string
+	// Cancel, with no code, stops the session's run in flight.
+	Cancel bool
 	// Servers lists the MCP servers to expose, each coerced to a string.
 	Servers []string
 	// Timeout is the call's timeout, within [1 s, max].
@@ -112,8 +121,20 @@ func Parse(args map[string]any, lim Limits) (p RunPython, msg string, ok bool) {
 	if !isString && raw != nil {
 		return RunPython{}, fmt.Sprintf(MsgCodeNotString, jsonType(raw)), false
 	}
-	if strings.TrimSpace(code) == "" {
+	// code="" exactly waits for (or, with cancel, stops) the run in
+	// flight; missing or blank code is upstream's validation error.
+	if (!isString || code != "") && strings.TrimSpace(code) == "" {
 		return RunPython{}, MsgMissingCode, false
+	}
+	if c, present := args["cancel"]; present && c != nil {
+		b, isBool := c.(bool)
+		if !isBool {
+			return RunPython{}, MsgCancelNotBool, false
+		}
+		if b && code != "" {
+			return RunPython{}, MsgCancelWithCode, false
+		}
+		p.Cancel = b
 	}
 	if len(code) > MaxCodeBytes {
 		return RunPython{}, fmt.Sprintf(MsgCodeTooLarge, len(code), MaxCodeBytes, MaxCodeBytes>>20), false

@@ -3,6 +3,7 @@ package result
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -42,6 +43,13 @@ type Outcome struct {
 	// NewSession whether the call began it.
 	Session    string
 	NewSession bool
+	// Images are the images the code showed, in order.
+	Images []Image
+	// Questions, when set, are the run's tool calls that wait for a
+	// person's approval, which the call returns (as an input_required
+	// result) instead of a result; the run goes on once they are
+	// answered.
+	Questions []*sandboxv1.ApprovalRequest
 }
 
 // Validation is the payload for bad tool arguments.
@@ -68,6 +76,7 @@ func FromOutcome(o Outcome) Payload {
 		Servers:    o.Servers,
 		Session:    o.Session,
 		NewSession: o.NewSession,
+		Images:     o.Images,
 	}
 	addNotices(&p, o)
 	r := o.Result
@@ -104,6 +113,7 @@ func addNotices(p *Payload, o Outcome) {
 		if u := r.GetUncheckpointed(); len(u) > 0 {
 			o.Notices = append(o.Notices, UncheckpointedNotice(u))
 		}
+		p.Links, p.FilesLine = outFiles(r)
 		if r.GetEnded() {
 			p.Session, p.NewSession = "", false
 			o.Notices = append(o.Notices, EndedNotice)
@@ -127,7 +137,7 @@ func setStatus(p *Payload, r *sandboxv1.ExecResult, timeoutSeconds float64) {
 	case sandboxv1.ExecStatus_EXEC_STATUS_OK:
 		p.Status, p.ExitCode = StatusSuccess, &exit
 		p.Summary = "Success"
-		if len(p.Stdout) == 0 && len(p.Stderr) == 0 {
+		if len(p.Stdout) == 0 && len(p.Stderr) == 0 && len(p.Images) == 0 && p.FilesLine == "" {
 			p.Summary = "Success (no output)"
 		}
 	case sandboxv1.ExecStatus_EXEC_STATUS_ERROR:
@@ -151,7 +161,16 @@ func setStatus(p *Payload, r *sandboxv1.ExecResult, timeoutSeconds float64) {
 		if note := r.GetTimeoutNote(); note != "" {
 			p.Error = fmt.Sprintf("Execution exceeded the %gs timeout: %s. %s", n, note, lostNote(r))
 		}
+	case sandboxv1.ExecStatus_EXEC_STATUS_RUNNING:
+		p.Status, p.Summary = StatusRunning, RunningSummary(r, p.Session)
+	case sandboxv1.ExecStatus_EXEC_STATUS_NO_RUN:
+		p.Status, p.Summary = StatusIdle, IdleSummary
 	case sandboxv1.ExecStatus_EXEC_STATUS_KILLED:
+		if why := r.GetInterrupted(); why != "" {
+			p.Status, p.Summary = StatusInterrupted, "Interrupted: "+why
+			p.Error = strings.TrimSuffix(why, ".") + ". " + lostNote(r)
+			return
+		}
 		msg := r.GetError()
 		if msg == "" {
 			msg = "the sandbox died"
@@ -166,6 +185,25 @@ func setStatus(p *Payload, r *sandboxv1.ExecResult, timeoutSeconds float64) {
 		p.Summary = "Sandbox error: the sandbox service returned no status"
 		p.Error = "the sandbox service returned no status"
 	}
+}
+
+// IdleSummary answers a wait on a session with nothing running.
+const IdleSummary = "Nothing is running in this session: no run is in flight and every result was delivered; pass code to run"
+
+// RunningSummary is the line of a call that yielded: how long its run has
+// gone, and how to continue it (handle: the session's, to name it).
+func RunningSummary(r *sandboxv1.ExecResult, handle string) string {
+	named := ""
+	if handle != "" {
+		named = fmt.Sprintf(", session=%q", handle)
+	}
+	return fmt.Sprintf("Still running after %s of its %s timeout; call run_python with code=\"\"%s to wait for more output, or add cancel=true to stop it",
+		seconds(r.GetDuration().AsDuration()), seconds(r.GetTimeout().AsDuration()), named)
+}
+
+// seconds renders d in whole seconds (at least 1).
+func seconds(d time.Duration) string {
+	return fmt.Sprintf("%ds", max(1, int(d.Round(time.Second).Seconds())))
 }
 
 // lostNote says what a stopped sandbox costs: the call's effects when the
@@ -184,6 +222,15 @@ func lostNote(r *sandboxv1.ExecResult) string {
 // had been stored though calls ran, that the session starts fresh.
 func RestoreNotice(r *sandboxv1.RestoreReport) string {
 	var b strings.Builder
+	if r.GetFresh() {
+		// The checkpoint did not come back: say so, not "restored".
+		b.WriteString("the session's sandbox was replaced, and its checkpoint could not be restored")
+		if r.GetReason() != "" {
+			b.WriteString(" (" + r.GetReason() + ")")
+		}
+		b.WriteString(": the session started fresh, its earlier state is gone, and so is the checkpoint")
+		return b.String()
+	}
 	if r.GetCalls() == 0 && len(r.GetNames()) == 0 && r.GetMissed() > 0 {
 		// There was no checkpoint: nothing came back at all.
 		b.WriteString("the session's sandbox was replaced")
@@ -206,8 +253,16 @@ func RestoreNotice(r *sandboxv1.RestoreReport) string {
 	}
 	if names := r.GetNames(); len(names) > 0 {
 		b.WriteString(": " + listed(names, 12))
-	} else {
+	} else if len(r.GetFiles()) == 0 {
 		b.WriteString(": nothing to restore")
+	}
+	if files := r.GetFiles(); len(files) > 0 {
+		if len(r.GetNames()) > 0 {
+			b.WriteString(";")
+		} else {
+			b.WriteString(":")
+		}
+		b.WriteString(" files " + listed(files, 12))
 	}
 	if lost := r.GetLost(); len(lost) > 0 {
 		b.WriteString("; not restored: " + lostList(lost))
@@ -224,6 +279,9 @@ func RestoreNotice(r *sandboxv1.RestoreReport) string {
 	}
 	if r.GetRolledBack() {
 		b.WriteString("; the interrupted call's effects were rolled back")
+	}
+	if env := r.GetEnvironment(); env != "" {
+		b.WriteString("; " + env)
 	}
 	return b.String()
 }

@@ -144,8 +144,17 @@ func TestRestoreNotice(t *testing.T) {
 			"restored the session from its checkpoint (crash): nothing to restore; the effects of the 3 calls after that checkpoint are gone too, as none of their checkpoints was stored"},
 		{"no checkpoint, one call", &sandboxv1.RestoreReport{Reason: "crash", Missed: 1, MissedWhy: "too big", RolledBack: true},
 			"the session's sandbox was replaced (crash) before any checkpoint of it was stored: the effects of its earlier call are gone and it starts fresh (too big)"},
+		{"another environment", &sandboxv1.RestoreReport{Reason: "idle", Names: []string{"df"}, Calls: 2, Environment: "the checkpoint was made in environment a and is restored into b: +toolz 1.0.0"},
+			"restored the session from its checkpoint (idle): df; the checkpoint was made in environment a and is restored into b: +toolz 1.0.0"},
+		{"names and files", &sandboxv1.RestoreReport{Reason: "timeout", Names: []string{"x"}, Files: []string{"/workspace/a.txt", "/workspace/out/b.png"}, Calls: 2,
+			Lost: []*sandboxv1.LostName{{Name: "/workspace/big.bin", Kind: "file of 300.0 MiB"}}},
+			"restored the session from its checkpoint (timeout): x; files /workspace/a.txt, /workspace/out/b.png; not restored: /workspace/big.bin (file of 300.0 MiB)"},
+		{"files alone", &sandboxv1.RestoreReport{Files: []string{"/workspace/a.txt"}, Calls: 1},
+			"restored the session from its checkpoint: files /workspace/a.txt"},
 		{"no checkpoint, calls", &sandboxv1.RestoreReport{Missed: 4},
 			"the session's sandbox was replaced before any checkpoint of it was stored: the effects of its 4 earlier calls are gone and it starts fresh"},
+		{"a checkpoint that could not be restored", &sandboxv1.RestoreReport{Reason: "it blocked", Fresh: true, Calls: 5},
+			"the session's sandbox was replaced, and its checkpoint could not be restored (it blocked): the session started fresh, its earlier state is gone, and so is the checkpoint"},
 	} {
 		if got := RestoreNotice(tt.r); got != tt.want {
 			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)

@@ -17,6 +17,12 @@ const (
 	StatusError           = "error"
 	StatusTimeout         = "timeout"
 	StatusValidationError = "validation_error"
+	// StatusRunning: the call yielded and its code runs on; StatusIdle:
+	// a wait found nothing running; StatusInterrupted: the run in flight
+	// was cancelled or lost, and the session restored.
+	StatusRunning     = "running"
+	StatusIdle        = "idle"
+	StatusInterrupted = "interrupted"
 )
 
 // Payload is the full result of one call. Empty fields are left out when it
@@ -45,10 +51,28 @@ type Payload struct {
 	// NewSession marks the first call of a session, whose text then
 	// carries one line with the handle. It is not part of the JSON.
 	NewSession bool `json:"-"`
+	// Images go into the result as image content, not into the JSON.
+	Images []Image `json:"-"`
+	// Links are resource links to files under /workspace/out, and
+	// FilesLine names those files in the text.
+	Links     []Link `json:"-"`
+	FilesLine string `json:"-"`
+}
+
+// Image is one image a call showed.
+type Image struct {
+	// MIME is "image/png" or "image/jpeg".
+	MIME string
+	// Data is the encoded image.
+	Data []byte
+	// Width and Height are in pixels.
+	Width, Height int
 }
 
 // IsError reports whether the MCP result must carry isError: true.
-func (p Payload) IsError() bool { return p.Status != StatusSuccess }
+func (p Payload) IsError() bool {
+	return p.Status != StatusSuccess && p.Status != StatusRunning && p.Status != StatusIdle
+}
 
 // fields lists the non-empty fields in upstream's order, for TOON.
 func (p Payload) fields() []toon.Field {

@@ -1,6 +1,8 @@
 package result
 
 import (
+	"encoding/base64"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -41,8 +43,22 @@ func (m Mode) String() string {
 	return "compact"
 }
 
-// ToolResult renders p as an MCP tool result: exactly one text content,
-// structuredContent, and isError when the status is not success.
+// StructuredTextLimit is the most bytes of text whose result also
+// carries it as structuredContent.
+//
+// Clients differ in what they give the model: Claude Code gives it only
+// structuredContent when a result has it, dropping the text and the
+// images of content (anthropics/claude-code#54737, #55677, #79944);
+// others give it content alone (Open WebUI, kimi-code), or both. So a
+// result carries structuredContent only when it adds little: never with
+// images or resource links, which Claude Code would drop, and never past this many
+// characters of text, which would reach a model twice. Without it every
+// client gives the model content, where the text and the images are.
+const StructuredTextLimit = 4096
+
+// ToolResult renders p as an MCP tool result: one text content, then the
+// images; structuredContent when it is small (StructuredTextLimit); and
+// isError when the status is not success.
 func ToolResult(p Payload, mode Mode) *mcp.CallToolResult {
 	var text string
 	var structured Payload
@@ -52,11 +68,20 @@ func ToolResult(p Payload, mode Mode) *mcp.CallToolResult {
 	} else {
 		text, structured = compactText(p), compactStructured(p)
 	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{mcp.NewTextContent(text)},
-		StructuredContent: structured,
-		IsError:           p.IsError(),
+	content := []mcp.Content{mcp.NewTextContent(text)}
+	for _, im := range p.Images {
+		content = append(content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(im.Data), im.MIME))
 	}
+	for _, l := range p.Links {
+		link := mcp.NewResourceLink(l.URI, l.Name, "a file the call wrote: /workspace/out/"+l.Name, l.MIME)
+		link.Size = &l.Size
+		content = append(content, link)
+	}
+	res := &mcp.CallToolResult{Content: content, IsError: p.IsError()}
+	if len(content) == 1 && len(text) <= StructuredTextLimit {
+		res.StructuredContent = structured
+	}
+	return res
 }
 
 // toonText fences the TOON encoding of p. The payload holds only types the
@@ -83,6 +108,12 @@ func compactText(p Payload) string {
 	}
 	if !hasOutput && p.Summary != "" {
 		parts = append(parts, p.Summary)
+	}
+	if len(p.Images) > 0 {
+		parts = append(parts, imagesLine(p.Images))
+	}
+	if p.FilesLine != "" {
+		parts = append(parts, p.FilesLine)
 	}
 	// Upstream adds the one-line error unless the status is error and
 	// something was shown, assuming a traceback in stderr, or the summary,
@@ -140,4 +171,18 @@ func compactStructured(p Payload) Payload {
 		out.Summary = p.Summary
 	}
 	return out
+}
+
+// imagesLine names the result's images in the text, for a model whose
+// client shows it the text alone.
+func imagesLine(images []Image) string {
+	parts := make([]string, len(images))
+	for i, im := range images {
+		parts[i] = fmt.Sprintf("%dx%d %s", im.Width, im.Height, strings.TrimPrefix(im.MIME, "image/"))
+	}
+	noun := "images"
+	if len(images) == 1 {
+		noun = "image"
+	}
+	return fmt.Sprintf("[%d %s: %s]", len(images), noun, strings.Join(parts, ", "))
 }

@@ -2,6 +2,7 @@ package result
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -200,5 +201,64 @@ func TestParseMode(t *testing.T) {
 		if got, known := ParseMode(tc.in); got != tc.want || known != tc.known {
 			t.Errorf("ParseMode(%q) = %v, %v; want %v, %v", tc.in, got, known, tc.want, tc.known)
 		}
+	}
+}
+
+// A result carries structuredContent only when it adds little: not with
+// images (Claude Code would show the model structuredContent alone and
+// drop them), not past StructuredTextLimit (the text would reach a model
+// twice). Either way the text and the images are in content.
+func TestStructuredContentOnlyWhenSmall(t *testing.T) {
+	t.Parallel()
+	img := Image{MIME: "image/png", Data: []byte("\x89PNG"), Width: 4, Height: 3}
+	tests := []struct {
+		name           string
+		payload        Payload
+		wantStructured bool
+		wantContent    []string
+	}{
+		{"small text", Payload{Status: StatusSuccess, Stdout: []string{"hi"}}, true, []string{"text"}},
+		{"an image", Payload{Status: StatusSuccess, Summary: "Success", Images: []Image{img}}, false, []string{"text", "image"}},
+		{"text over the limit", Payload{Status: StatusSuccess, Stdout: []string{strings.Repeat("x", StructuredTextLimit+1)}}, false, []string{"text"}},
+		{"text at the limit", Payload{Status: StatusSuccess, Stdout: []string{strings.Repeat("x", StructuredTextLimit)}}, true, []string{"text"}},
+	}
+	for _, tt := range tests {
+		for _, mode := range []Mode{Compact, TOON} {
+			t.Run(tt.name+"/"+mode.String(), func(t *testing.T) {
+				t.Parallel()
+				res := ToolResult(tt.payload, mode)
+				var kinds []string
+				for _, c := range res.Content {
+					switch c := c.(type) {
+					case mcp.TextContent:
+						kinds = append(kinds, "text")
+					case mcp.ImageContent:
+						kinds = append(kinds, "image")
+						if c.MIMEType != "image/png" || c.Data != "iVBORw==" {
+							t.Errorf("image content %q %q", c.MIMEType, c.Data)
+						}
+					}
+				}
+				if strings.Join(kinds, ",") != strings.Join(tt.wantContent, ",") {
+					t.Errorf("content %v, want %v", kinds, tt.wantContent)
+				}
+				small := len(res.Content[0].(mcp.TextContent).Text) <= StructuredTextLimit
+				if want := tt.wantStructured && small; (res.StructuredContent != nil) != want {
+					t.Errorf("structuredContent present = %v, want %v", res.StructuredContent != nil, want)
+				}
+			})
+		}
+	}
+}
+
+func TestImagesAreNamedInTheText(t *testing.T) {
+	t.Parallel()
+	p := FromOutcome(Outcome{Result: okResult(), Images: []Image{
+		{MIME: "image/png", Data: []byte("a"), Width: 400, Height: 300},
+		{MIME: "image/jpeg", Data: []byte("b"), Width: 10, Height: 20},
+	}})
+	got := ToolResult(p, Compact).Content[0].(mcp.TextContent).Text
+	if got != "Success\n[2 images: 400x300 png, 10x20 jpeg]" {
+		t.Errorf("text %q", got)
 	}
 }

@@ -246,3 +246,26 @@ func (b *Balancer) ListSessions(ctx context.Context, in *sandboxv1.ListSessionsR
 	}
 	return out, nil
 }
+
+// CancelExecution implements SandboxServiceClient: on the replica that
+// holds the session, or, for one this gateway has not placed (its run was
+// started through another gateway), on the best healthy replica, which
+// stops the run or names its holder (SessionElsewhere, which Router
+// follows).
+func (b *Balancer) CancelExecution(ctx context.Context, in *sandboxv1.CancelExecutionRequest, opts ...grpc.CallOption) (*sandboxv1.CancelExecutionResponse, error) {
+	if r, lost := b.route(in.GetSessionId()); lost == nil {
+		resp, err := r.client.CancelExecution(ctx, in, opts...)
+		if status.Code(err) != codes.Unavailable {
+			return resp, err
+		}
+	}
+	last := status.Error(codes.Unavailable, "no sandboxd replica is reachable")
+	for _, r := range b.pick() {
+		resp, err := r.client.CancelExecution(ctx, in, opts...)
+		if status.Code(err) != codes.Unavailable {
+			return resp, err
+		}
+		last = err
+	}
+	return nil, last
+}

@@ -28,10 +28,11 @@ const (
 	holderRetry = 500 * time.Millisecond
 )
 
-// Router is a SandboxServiceClient that sends Execute, DestroySession and
-// AnswerApproval to the replica that holds their session: it asks its
-// base client (one replica, or a Balancer) and follows a SessionElsewhere
-// answer to the replica it names. Every other call goes to the base as it is.
+// Router is a SandboxServiceClient that sends Execute, CancelExecution,
+// DestroySession and AnswerApproval to the replica that holds their
+// session: it asks its base client (one replica, or a Balancer) and
+// follows a SessionElsewhere answer to the replica it names. Every other
+// call goes to the base as it is.
 type Router struct {
 	sandboxv1.SandboxServiceClient
 	// others reaches the replicas SessionElsewhere names; nil follows none.
@@ -157,6 +158,22 @@ func (r *Router) AnswerApproval(ctx context.Context, in *sandboxv1.AnswerApprova
 	client := r.SandboxServiceClient
 	for hop := 0; ; hop++ {
 		resp, err := client.AnswerApproval(ctx, in, opts...)
+		addr := ElsewhereAddress(err)
+		if addr == "" || hop >= MaxHops || r.others == nil {
+			return resp, err
+		}
+		if client, err = r.others.Client(addr); err != nil {
+			return nil, fmt.Errorf("the session is live on the sandbox replica at %s, which this gateway cannot reach: %w", addr, err)
+		}
+	}
+}
+
+// CancelExecution stops a session's run in flight on the replica that
+// holds it, following SessionElsewhere as DestroySession does.
+func (r *Router) CancelExecution(ctx context.Context, in *sandboxv1.CancelExecutionRequest, opts ...grpc.CallOption) (*sandboxv1.CancelExecutionResponse, error) {
+	client := r.SandboxServiceClient
+	for hop := 0; ; hop++ {
+		resp, err := client.CancelExecution(ctx, in, opts...)
 		addr := ElsewhereAddress(err)
 		if addr == "" || hop >= MaxHops || r.others == nil {
 			return resp, err

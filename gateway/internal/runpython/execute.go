@@ -14,6 +14,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/result"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
+	"github.com/codeexec/codeexec/services/logkeys"
 	"github.com/codeexec/codeexec/services/requestid"
 )
 
@@ -46,10 +47,16 @@ const localCapFactor = 2
 // requests (and every call that names or starts a session by handle) get
 // the handle back in the result; a legacy client's results are exactly as
 // they were before handles existed.
-func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p params.RunPython, progress func(string)) result.Outcome {
+func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p params.RunPython, ev *events) result.Outcome {
 	base := result.Outcome{TimeoutSeconds: p.Timeout.Seconds(), Servers: p.Servers, OutputCapBytes: t.opts.OutputLimitBytes}
+	if p.Code == "" && p.Session == "" && mcpID == "" {
+		// A wait without a session names no run: nothing to wait for.
+		base.Result = &sandboxv1.ExecResult{Status: sandboxv1.ExecStatus_EXEC_STATUS_NO_RUN}
+		base.Notices = []string{"no session was named: pass the session handle of the run to wait for (session=\"…\")"}
+		return base
+	}
 	if p.Session != "" || (mcpID == "" && modern) {
-		return t.executeHandle(ctx, tenant, p, base, progress)
+		return t.executeHandle(ctx, tenant, p, base, ev)
 	}
 	s, err := t.sessionOf(ctx, tenant, mcpID)
 	if s.done != nil {
@@ -59,7 +66,7 @@ func (t *Tool) Execute(ctx context.Context, tenant, mcpID string, modern bool, p
 		base.Err = err
 		return base
 	}
-	return t.runInSession(ctx, s, modern, p, base, progress)
+	return t.runInSession(ctx, s, modern, p, base, ev)
 }
 
 // mcpSession is the sandbox session of the caller's MCP session, as one
@@ -111,19 +118,19 @@ func (t *Tool) sessionOf(ctx context.Context, tenant, mcpID string) (*mcpSession
 // means sandboxd no longer knows the session, typically because it
 // restarted: the call starts over once, in a new one, and says why
 // (sandboxd's message: reaped when idle, its replica went away).
-func (t *Tool) runInSession(ctx context.Context, s *mcpSession, modern bool, p params.RunPython, base result.Outcome, progress func(string)) result.Outcome {
+func (t *Tool) runInSession(ctx context.Context, s *mcpSession, modern bool, p params.RunPython, base result.Outcome, ev *events) result.Outcome {
 	table, e, id := t.opts.Sessions, s.entry, s.id
 	notices := s.notices
-	out := t.runOnce(ctx, e.Tenant, id, p, base, progress)
+	out := t.runOnce(ctx, e.Tenant, id, p, base, ev)
 	switch {
-	case status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "":
+	case status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "" && p.Code != "":
 		why := status.Convert(out.Err).Message()
 		var err error
 		if id, err = table.Replace(ctx, e, id); err != nil {
 			base.Err = err
 			return base
 		}
-		out = t.runOnce(ctx, e.Tenant, id, p, base, progress)
+		out = t.runOnce(ctx, e.Tenant, id, p, base, ev)
 		notices = slices.DeleteFunc(notices, func(n string) bool { return n == NoticeSessionLost })
 		notices = append(notices, NoticeSessionLost+" ("+why+")")
 	case out.Err == nil && !out.Result.GetEnded() && e.Observe(id, out.Result):
@@ -136,6 +143,10 @@ func (t *Tool) runInSession(ctx context.Context, s *mcpSession, modern bool, p p
 	if modern {
 		out.Session, out.NewSession = id, s.created
 		e.Handed()
+	} else if running(out) {
+		// A run that goes on is continued by its handle as well as by
+		// the MCP session: the model is told it, to name it.
+		out.Session = id
 	}
 	return out
 }
@@ -143,17 +154,23 @@ func (t *Tool) runInSession(ctx context.Context, s *mcpSession, modern bool, p p
 // executeHandle runs p in the session p.Session names, or in a new one.
 // An unknown handle (another tenant's, an expired one, a made-up one) is
 // one answer for all, with what to do.
-func (t *Tool) executeHandle(ctx context.Context, tenant string, p params.RunPython, base result.Outcome, progress func(string)) result.Outcome {
+func (t *Tool) executeHandle(ctx context.Context, tenant string, p params.RunPython, base result.Outcome, ev *events) result.Outcome {
 	handle, created := p.Session, false
 	if handle == "" {
-		resp, err := t.opts.Sandbox.CreateSession(ctx, &sandboxv1.CreateSessionRequest{Tenant: tenant})
+		// A new session, as an MCP session's is: within the tenant's
+		// sessions quota.
+		err := t.opts.Sessions.Admit(ctx, tenant, func() error {
+			resp, err := t.opts.Sandbox.CreateSession(ctx, &sandboxv1.CreateSessionRequest{Tenant: tenant})
+			handle = resp.GetSession().GetId()
+			return err
+		})
 		if err != nil {
 			base.Err = err
 			return base
 		}
-		handle, created = resp.GetSession().GetId(), true
+		created = true
 	}
-	out := t.runOnce(ctx, tenant, handle, p, base, progress)
+	out := t.runOnce(ctx, tenant, handle, p, base, ev)
 	if p.Session != "" && status.Code(out.Err) == codes.NotFound && out.Stdout == "" && out.Stderr == "" {
 		out.Err = status.Errorf(codes.NotFound, "unknown session %q: it has ended or expired, or it belongs to another tenant; call run_python without a session to start a new one", handle)
 		return out
@@ -163,11 +180,15 @@ func (t *Tool) executeHandle(ctx context.Context, tenant string, p params.RunPyt
 }
 
 // runOnce makes one Execute call, on the replica that holds the session
-// (see route.Router), and gathers its stream.
-func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.RunPython, base result.Outcome, progress func(string)) result.Outcome {
-	ctx, cancel := context.WithTimeout(ctx, p.Timeout+rpcGrace)
-	defer cancel()
-	stream, err := t.opts.Sandbox.Execute(ctx, &sandboxv1.ExecuteRequest{
+// (see route.Router), and gathers its stream: a run of p.Code that may
+// yield after the tool's yield time, or, with no code, an attach to the
+// session's run in flight (or its cancellation). A client that cancels
+// the call cancels the run.
+func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.RunPython, base result.Outcome, ev *events) result.Outcome {
+	if p.Cancel {
+		return t.cancelRun(ctx, tenant, sandboxID, base)
+	}
+	req := &sandboxv1.ExecuteRequest{
 		SessionId:    sandboxID,
 		Tenant:       tenant,
 		Code:         p.Code,
@@ -175,16 +196,93 @@ func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.R
 		Timeout:      durationpb.New(p.Timeout),
 		MaxToolCalls: int32(t.opts.MaxToolCalls(tenant)),
 		AskApprovals: true,
+	}
+	asks, stopAsking := t.newAsking(ctx, tenant, sandboxID, answeredOf(ctx))
+	defer stopAsking()
+	wait := p.Timeout
+	if yield := t.yield(ctx); p.Code == "" {
+		req.Attach, req.YieldAfter, wait = true, durationpb.New(yield), yield
+		req.RunId = attachRunOf(ctx)
+	} else if yield > 0 {
+		req.YieldAfter, wait = durationpb.New(yield), min(wait, yield)
+	} else if asks.pause {
+		// The call may stop at a question while its run waits for the
+		// answer: the run must outlive it.
+		req.YieldAfter = durationpb.New(p.Timeout)
+	}
+	rpcCtx, cancel := context.WithTimeout(ctx, wait+rpcGrace)
+	defer cancel()
+	out := base
+	if stream, err := t.opts.Sandbox.Execute(rpcCtx, req); err != nil {
+		out.Err = err
+	} else {
+		out = t.gather(stream, base, ev, asks)
+	}
+	if ctx.Err() != nil && out.Result == nil && len(out.Questions) == 0 {
+		// The client cancelled the call (or, under 2026-07-28, closed
+		// its stream): the run stops too, and the session comes back
+		// from its checkpoint.
+		_, cerr := t.opts.Sandbox.CancelExecution(context.WithoutCancel(ctx), &sandboxv1.CancelExecutionRequest{
+			SessionId: sandboxID, Tenant: tenant, Reason: "the call was cancelled by the client",
+		})
+		if cerr != nil {
+			t.opts.Logger.WarnContext(ctx, "could not cancel the run of a cancelled call", logkeys.Error, cerr)
+		}
+	}
+	return t.busy(out, sandboxID)
+}
+
+// yield is how long a call may run before it returns "running": the
+// tool's yield time, less what the call has spent already.
+func (t *Tool) yield(ctx context.Context) time.Duration {
+	if ctx.Value(taskModeKey{}) != nil {
+		return taskYield
+	}
+	if t.opts.Yield <= 0 {
+		return 0
+	}
+	if began, ok := ctx.Value(beganKey{}).(time.Time); ok {
+		return max(t.opts.Yield-time.Since(began), time.Second)
+	}
+	return t.opts.Yield
+}
+
+// beganKey holds when the call began, for yield.
+type beganKey struct{}
+
+// busy turns sandboxd's refusal of code on a session with a run in
+// flight into what the model should do about it.
+func (t *Tool) busy(out result.Outcome, handle string) result.Outcome {
+	st := status.Convert(out.Err)
+	for _, d := range st.Details() {
+		if rf, ok := d.(*sandboxv1.RunInFlight); ok {
+			out.Err = status.Errorf(codes.FailedPrecondition,
+				"a run is in progress in this session (started %s ago, timeout %s): call run_python with code=\"\", session=%q to wait for it, or with cancel=true as well to stop it",
+				time.Since(rf.GetStartTime().AsTime()).Round(time.Second), rf.GetTimeout().AsDuration(), handle)
+		}
+	}
+	return out
+}
+
+// cancelRun stops the session's run in flight, and returns its end (or
+// says that nothing was running).
+func (t *Tool) cancelRun(ctx context.Context, tenant, sandboxID string, base result.Outcome) result.Outcome {
+	resp, err := t.opts.Sandbox.CancelExecution(ctx, &sandboxv1.CancelExecutionRequest{
+		SessionId: sandboxID, Tenant: tenant, Reason: "the run was cancelled (run_python cancel=true)",
 	})
 	if err != nil {
 		base.Err = err
 		return base
 	}
-	// The questions still open when the run ends are given up (their
-	// runs have said so), and waited for.
-	askCtx, stopAsking := context.WithCancel(ctx)
-	a := &asker{t: t, tenant: tenant, sessionID: sandboxID}
-	defer a.wg.Wait()
-	defer stopAsking()
-	return t.gather(stream, base, progress, a.ask(askCtx))
+	if !resp.GetCancelled() {
+		base.Result = &sandboxv1.ExecResult{Status: sandboxv1.ExecStatus_EXEC_STATUS_NO_RUN}
+		return base
+	}
+	p := params.RunPython{Code: "", Timeout: rpcGrace}
+	return t.runOnce(ctx, tenant, sandboxID, p, base, nil)
+}
+
+// running reports whether out is a call that yielded with its run going.
+func running(out result.Outcome) bool {
+	return out.Err == nil && out.Result.GetStatus() == sandboxv1.ExecStatus_EXEC_STATUS_RUNNING
 }

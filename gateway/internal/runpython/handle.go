@@ -11,37 +11,81 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
 	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
 	"github.com/codeexec/codeexec/gateway/internal/result"
+	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 	"github.com/codeexec/codeexec/services/requestid"
 )
 
 // Handle is the tool handler: it parses the call, admits it, runs it and
-// renders its outcome. Every failure becomes a tool result; it never
-// returns a Go error.
+// renders its outcome, or returns the questions its run waits on (under
+// 2026-07-28, input_required). Every failure becomes a tool result; it
+// returns a Go error only for a retry whose requestState or answers do
+// not answer the questions asked, which 2026-07-28 wants refused as
+// Invalid params (see mcpfix.ErrInvalidParams).
 func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	p, refusal, ok := t.parse(ctx, req)
 	if !ok {
 		return result.ToolResult(refusal, t.opts.Mode), nil
 	}
 	c, ctx := t.begin(ctx)
+	ctx = context.WithValue(ctx, beganKey{}, c.start)
 	// A no-op unless tracing is configured; the span is the parent of the
 	// gRPC spans of every service the call reaches.
 	ctx, span := otel.Tracer("github.com/codeexec/codeexec/gateway").Start(ctx, Name,
 		trace.WithAttributes(attribute.String(logkeys.Tenant, c.tenant), attribute.String(logkeys.RequestID, c.reqID)))
 	defer span.End()
 	c.span = span
-	end, refusal, ok := t.admit(ctx, c)
-	if !ok {
-		return result.ToolResult(refusal, t.opts.Mode), nil
+	if isRetry(ctx, req) {
+		// The answers to a run's questions: delivered, and the run
+		// followed on.
+		var callErr, err error
+		if ctx, p, callErr, err = t.resume(ctx, c.tenant, req, p); err != nil {
+			return nil, err
+		} else if callErr != nil {
+			return result.ToolResult(result.FromOutcome(result.Outcome{Err: callErr}), t.opts.Mode), nil
+		}
 	}
-	defer end()
-	out := t.Execute(ctx, c.tenant, c.mcpID, server.IsModernRequest(ctx), p, t.progress(ctx, req))
+	release, done := func() {}, func() {}
+	if p.Code != "" {
+		// Waiting for a run, or stopping one, starts nothing: a tenant
+		// at its quota must still be able to.
+		var refusal result.Payload
+		var ok bool
+		if release, done, refusal, ok = t.admit(ctx, c); !ok {
+			return result.ToolResult(refusal, t.opts.Mode), nil
+		}
+	}
+	defer done()
+	ev := t.progress(ctx, req)
+	task := asTask(req, server.IsModernRequest(ctx)) && p.Code != ""
+	if task {
+		ctx = context.WithValue(ctx, taskModeKey{}, true)
+	}
+	out := t.Execute(ctx, c.tenant, c.mcpID, server.IsModernRequest(ctx), p, ev)
+	ev.flush(ctx)
+	if asked := len(out.Questions) > 0; (running(out) || asked) && out.Session != "" {
+		// The run counts against its tenant's quota for its whole
+		// length, not only for the call that started it.
+		go t.holdUntilEnd(context.WithoutCancel(ctx), c.tenant, out, p.Timeout, release)
+	} else {
+		release()
+	}
+	if len(out.Questions) > 0 {
+		// The run waits for the answers; the client's retry brings them.
+		c.logger.InfoContext(ctx, "run_python asks the client", logkeys.RequestID, c.reqID, "questions", len(out.Questions))
+		return questionsResult(out), nil
+	}
+	if task && running(out) {
+		t.render(ctx, c, p, out)
+		return taskResult(out, p), nil
+	}
 	if ctx.Err() != nil && !mcpfix.Gone(ctx) {
 		// The client cancelled the call; see mcpfix.MarkCancelled.
 		mcpfix.MarkCancelled(ctx)
@@ -92,14 +136,15 @@ func (t *Tool) begin(ctx context.Context) (*call, context.Context) {
 }
 
 // admit lets the call run unless the gateway is shutting down or its
-// tenant is over a quota; end, when ok, is called once the call is done.
-func (t *Tool) admit(ctx context.Context, c *call) (end func(), refusal result.Payload, ok bool) {
+// tenant is over a quota; when ok, release gives the tenant's place back
+// once the run is over, and end tells shutdown the call is.
+func (t *Tool) admit(ctx context.Context, c *call) (release, end func(), refusal result.Payload, ok bool) {
 	done, err := t.opts.Calls.Begin()
 	if err != nil {
 		t.opts.Metrics.ObserveCall("refused", c.start)
-		return nil, result.Failure("The server is shutting down; retry on a new connection in a moment.", err.Error()), false
+		return nil, nil, result.Failure("The server is shutting down; retry on a new connection in a moment.", err.Error()), false
 	}
-	release, err := t.opts.Quota.Acquire(c.tenant)
+	release, err = t.opts.Quota.Acquire(c.tenant)
 	if err != nil {
 		done()
 		t.opts.Metrics.ObserveCall("refused", c.start)
@@ -108,9 +153,30 @@ func (t *Tool) admit(ctx context.Context, c *call) (end func(), refusal result.P
 			t.opts.Metrics.Quota.WithLabelValues(qe.Limit).Inc()
 		}
 		c.logger.WarnContext(ctx, "run_python refused", logkeys.RequestID, c.reqID, logkeys.Error, err)
-		return nil, result.Failure(err.Error(), err.Error()), false
+		return nil, nil, result.Failure(err.Error(), err.Error()), false
 	}
-	return func() { release(); done() }, result.Payload{}, true
+	return release, done, result.Payload{}, true
+}
+
+// holdUntilEnd keeps the tenant's place of a run that outlived its call
+// (out) until the run ends: it follows the run quietly, taking nothing
+// from the calls that continue it, wherever its session lives.
+func (t *Tool) holdUntilEnd(ctx context.Context, tenant string, out result.Outcome, timeout time.Duration, release func()) {
+	defer release()
+	ctx, cancel := context.WithTimeout(ctx, timeout+rpcGrace)
+	defer cancel()
+	stream, err := t.opts.Sandbox.Execute(ctx, &sandboxv1.ExecuteRequest{
+		SessionId: out.Session, Tenant: tenant, Attach: true, Replay: true, Quiet: true,
+		RunId: out.Result.GetRunId(), YieldAfter: durationpb.New(timeout),
+	})
+	if err != nil {
+		return
+	}
+	for {
+		if _, err := stream.Recv(); err != nil {
+			return // the run's end, or its replica's
+		}
+	}
 }
 
 // render turns the outcome into the payload of the result, and counts and

@@ -1,6 +1,7 @@
 package runpython
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -9,9 +10,13 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/codeexec/codeexec/gateway/internal/approvals"
 	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
+	"github.com/codeexec/codeexec/gateway/internal/params"
+	"github.com/codeexec/codeexec/gateway/internal/result"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 )
 
@@ -95,4 +100,78 @@ func answersOf(st runState, responses mcp.InputResponses) (answers map[string]ap
 		answers[id] = a
 	}
 	return answers, missing, nil
+}
+
+// retryKey carries, into the call that follows a run on after delivering
+// its answers, the run to attach to and the questions answered.
+type retryKey struct{}
+
+type retry struct {
+	run      uint64
+	answered []string
+}
+
+// answeredOf and attachRunOf read ctx's retry.
+func answeredOf(ctx context.Context) []string {
+	r, _ := ctx.Value(retryKey{}).(retry)
+	return r.answered
+}
+
+func attachRunOf(ctx context.Context) uint64 {
+	r, _ := ctx.Value(retryKey{}).(retry)
+	return r.run
+}
+
+// isRetry reports whether req is a 2026-07-28 retry that carries answers.
+func isRetry(ctx context.Context, req mcp.CallToolRequest) bool {
+	rt := req.Params.MultiRoundTripParams
+	return server.IsModernRequest(ctx) && (rt.RequestState != "" || len(rt.InputResponses) > 0)
+}
+
+// resume delivers the answers a retry carries to the session's replica,
+// and returns the context and parameters with which the call follows the
+// run on (an attach: the retry's code already runs). A state or an
+// answer that does not answer a question waiting in the session is a
+// protocol error (err); a failure to reach sandboxd is the call's
+// (callErr), a tool result.
+func (t *Tool) resume(ctx context.Context, tenant string, req mcp.CallToolRequest, p params.RunPython) (_ context.Context, _ params.RunPython, callErr, err error) {
+	rt := req.Params.MultiRoundTripParams
+	st, err := decodeState(rt.RequestState)
+	if err != nil {
+		return ctx, p, nil, err
+	}
+	answers, _, err := answersOf(st, rt.InputResponses)
+	if err != nil {
+		return ctx, p, nil, err
+	}
+	var answered []string
+	for _, id := range st.Questions {
+		a, ok := answers[id]
+		if !ok {
+			continue // still waiting: the attach asks it again
+		}
+		_, aerr := t.opts.Sandbox.AnswerApproval(ctx, &sandboxv1.AnswerApprovalRequest{
+			SessionId: st.Session, Tenant: tenant, ApprovalId: id, Decision: a.Decision, Reason: a.Reason,
+		})
+		switch {
+		case status.Code(aerr) == codes.NotFound:
+			return ctx, p, nil, fmt.Errorf("%w: inputResponses[%q] answers no question waiting in session %s: it was answered already, its run has ended, or the session is not this client's; call run_python again without inputResponses and requestState",
+				mcpfix.ErrInvalidParams, id, st.Session)
+		case aerr != nil:
+			return ctx, p, aerr, nil
+		}
+		answered = append(answered, id)
+	}
+	p.Code, p.Cancel, p.Session = "", false, st.Session
+	return context.WithValue(ctx, retryKey{}, retry{run: st.Run, answered: answered}), p, nil, nil
+}
+
+// questionsResult is the input_required result of a call that stopped at
+// its run's questions.
+func questionsResult(out result.Outcome) *mcp.CallToolResult {
+	st := runState{Session: out.Session, Run: out.Questions[0].GetRunId()}
+	for _, q := range out.Questions {
+		st.Questions = append(st.Questions, q.GetId())
+	}
+	return inputRequired(st, out.Questions)
 }

@@ -2,13 +2,16 @@
 // handler, which parses a call (handle.go), finds the sandbox session it
 // runs in (execute.go), streams it from the replica that holds that
 // session (stream.go), and renders the outcome. Every failure becomes a
-// tool result the model can read.
+// tool result the model can read. A call still running at the yield time
+// returns "running", and a call with code "" attaches to the run again;
+// under the tasks extension the run is a task (task.go).
 package runpython
 
 import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -43,13 +46,17 @@ const schema = `{"type":"object","properties":{` +
 	`save_tool(func) keeps a function."},` +
 	`"servers":{"type":"array","items":{"type":"string"},"description":"MCP servers to expose as mcp_<alias> proxies"},` +
 	`"timeout":{"type":"number","minimum":1,"maximum":%d,"default":%d,"description":"Timeout in seconds"},` +
-	`"session":{"type":"string","description":"Session handle from an earlier result, to continue that session"}},` +
+	`"session":{"type":"string","description":"Session handle from an earlier result, to continue that session"},` +
+	`"cancel":{"type":"boolean","description":"Stop the run in flight (code=\"\")"}},` +
 	`"required":["code"],"additionalProperties":false}`
 
 // Options are what the tool needs from the gateway.
 type Options struct {
 	// Limits bound each call's timeout, in whole seconds.
 	Limits params.Limits
+	// Yield is how long a call runs before it returns status "running"
+	// while its code runs on; zero never yields.
+	Yield time.Duration
 	// Mode renders results (compact or TOON).
 	Mode result.Mode
 	// OutputLimitBytes is sandboxd's per-stream output cap, quoted in

@@ -44,10 +44,9 @@ var errSessionEnded = errors.New("the MCP session has ended")
 type Table struct {
 	client sandboxv1.SandboxServiceClient
 	logger *slog.Logger
-	// maxPerTenant caps the sandbox sessions one tenant holds at once; zero
-	// means no cap. idleHint is quoted in the quota error.
-	maxPerTenant int
-	idleHint     time.Duration
+	// admit admits each new sandbox session against the tenant's
+	// sessions quota (nil: no cap).
+	admit *quota.Sessions
 
 	mu      sync.Mutex
 	closed  bool
@@ -90,12 +89,25 @@ type Entry struct {
 
 // NewTable returns an empty table that creates and ends sandbox sessions
 // through client, which reaches the replica that holds each (a
-// route.Router). maxPerTenant caps each tenant's sandbox sessions (zero: no cap);
-// idleHint, the idle timeout of HTTP sessions, is quoted when the cap
-// refuses one.
-func NewTable(client sandboxv1.SandboxServiceClient, maxPerTenant int, idleHint time.Duration, logger *slog.Logger) *Table {
-	return &Table{client: client, logger: logger, maxPerTenant: maxPerTenant, idleHint: idleHint,
+// route.Router); admit admits each new one against its tenant's sessions
+// quota (nil: no cap).
+func NewTable(client sandboxv1.SandboxServiceClient, admit *quota.Sessions, logger *slog.Logger) *Table {
+	return &Table{client: client, logger: logger, admit: admit,
 		entries: map[key]*Entry{}, live: map[string]int{}, known: map[string]bool{}}
+}
+
+// Admit runs create, which makes a sandbox session of tenant's outside any
+// MCP session (a 2026-07-28 call without a session), within the tenant's
+// sessions quota.
+func (t *Table) Admit(ctx context.Context, tenant string, create func() error) error {
+	return t.admit.Admit(ctx, tenant, t.held(tenant), create)
+}
+
+// held is the tenant's sandbox sessions this table made and holds.
+func (t *Table) held(tenant string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.live[tenant]
 }
 
 // Started records that an MCP session began in this process.
@@ -132,16 +144,12 @@ func (t *Table) Entry(tenant, mcpID string, derived bool) (*Entry, error) {
 	return e, nil
 }
 
-// reserve counts a sandbox session against its tenant's quota.
-func (t *Table) reserve(tenant string) error {
+// reserve counts a sandbox session of the tenant's (admitted by the
+// quota).
+func (t *Table) reserve(tenant string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.maxPerTenant > 0 && t.live[tenant] >= t.maxPerTenant {
-		return &quota.Error{Limit: quota.LimitSessions, Max: t.maxPerTenant,
-			Retry: "end another MCP session (HTTP DELETE) first" + quota.IdleRetry(t.idleHint)}
-	}
 	t.live[tenant]++
-	return nil
 }
 
 // release undoes reserve.
@@ -205,9 +213,16 @@ func (t *Table) Ended(e *Entry, sandboxID string) {
 // createLocked gives e a sandbox session: a new one (created), or, for a
 // derived handle, the one that has it already.
 func (t *Table) createLocked(ctx context.Context, e *Entry) (id string, created bool, err error) {
-	if err := t.reserve(e.Tenant); err != nil {
-		return "", false, err
-	}
+	err = t.admit.Admit(ctx, e.Tenant, t.held(e.Tenant), func() error {
+		id, created, err = t.create(ctx, e)
+		return err
+	})
+	return id, created, err
+}
+
+// create makes e's sandbox session, admitted by the quota.
+func (t *Table) create(ctx context.Context, e *Entry) (id string, created bool, err error) {
+	t.reserve(e.Tenant)
 	req := &sandboxv1.CreateSessionRequest{
 		Tenant: e.Tenant,
 		Labels: map[string]string{LabelMCPSession: e.mcpID},

@@ -42,6 +42,9 @@ func (s *Sessions) unnamedChunks(ctx context.Context, tenant, handle string, c *
 	if limit := c.GetMaxBytes(); limit > 0 && size > limit {
 		return nil, fmt.Errorf("%w: the chunks the session's new state names hold %d bytes; the cap is %d bytes", store.ErrTooLarge, size, limit)
 	}
+	if err := s.checkCheckpointQuota(ctx, tenant, handle, size); err != nil {
+		return nil, err
+	}
 	return drop, nil
 }
 

@@ -38,6 +38,8 @@ func toStatus(ctx context.Context, logger *slog.Logger, op string, err error) er
 		// (The shared store's protocol carries it as ResourceExhausted,
 		// only to tell it from ErrInvalid; see shared.sentinelCodes.)
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, errQuota):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, store.ErrConflict):
 		// Aborted is gRPC's code for a failed optimistic-concurrency
 		// check: the client should retry the whole read-modify-write.

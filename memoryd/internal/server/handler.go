@@ -31,4 +31,6 @@ type handler struct {
 	metrics       *Metrics
 	maxValueBytes int
 	spoolDir      string
+	quotas        Quotas
+	locks         tenantLocks // see Quotas
 }

@@ -26,6 +26,8 @@ type Options struct {
 	// SpoolDir holds Backup's temporary copy; the database's directory
 	// is a good choice, since it is private and on the same disk.
 	SpoolDir string
+	// Quotas cap what one tenant keeps.
+	Quotas Quotas
 }
 
 // Memory implements memoryv1.MemoryServiceServer.
@@ -42,7 +44,7 @@ type Tools struct {
 
 // New returns both servers over one store.
 func New(opts Options) (*Memory, *Tools) {
-	h := &handler{store: opts.Store, logger: opts.Logger, metrics: opts.Metrics, maxValueBytes: opts.MaxValueBytes, spoolDir: opts.SpoolDir}
+	h := &handler{store: opts.Store, logger: opts.Logger, metrics: opts.Metrics, maxValueBytes: opts.MaxValueBytes, spoolDir: opts.SpoolDir, quotas: opts.Quotas}
 	return &Memory{h: h}, &Tools{h: h}
 }
 
@@ -79,6 +81,7 @@ func (h *handler) checkValue(value string) error {
 // SaveMemory implements memoryv1.MemoryServiceServer.
 func (m *Memory) SaveMemory(ctx context.Context, req *memoryv1.SaveMemoryRequest) (*memoryv1.SaveMemoryResponse, error) {
 	return handle(ctx, m.h, "memory.save", func() (*memoryv1.SaveMemoryResponse, error) {
+		defer m.h.lockQuota(req.GetTenant(), req.GetKey())()
 		rec, err := memories.put(ctx, m.h.store, req.GetTenant(), req.GetKey(), func() (store.Write, error) {
 			if err := m.h.checkValue(req.GetValueJson()); err != nil {
 				return store.Write{}, err
@@ -92,6 +95,9 @@ func (m *Memory) SaveMemory(ctx context.Context, req *memoryv1.SaveMemoryRequest
 			}
 			created, updated, err := importTimes(req.GetCreateTime(), req.GetUpdateTime())
 			if err != nil {
+				return store.Write{}, err
+			}
+			if err := m.h.checkMemoryQuota(ctx, req.GetTenant(), req.GetKey(), len(req.GetValueJson()), len(meta)); err != nil {
 				return store.Write{}, err
 			}
 			return store.Write{
@@ -116,8 +122,12 @@ func (m *Memory) GetMemory(ctx context.Context, req *memoryv1.GetMemoryRequest) 
 // UpdateMemory implements memoryv1.MemoryServiceServer.
 func (m *Memory) UpdateMemory(ctx context.Context, req *memoryv1.UpdateMemoryRequest) (*memoryv1.UpdateMemoryResponse, error) {
 	return handle(ctx, m.h, "memory.update", func() (*memoryv1.UpdateMemoryResponse, error) {
+		defer m.h.lockQuota(req.GetTenant(), req.GetKey())()
 		rec, err := memories.put(ctx, m.h.store, req.GetTenant(), req.GetKey(), func() (store.Write, error) {
 			if err := m.h.checkValue(req.GetValueJson()); err != nil {
+				return store.Write{}, err
+			}
+			if err := m.h.checkMemoryQuota(ctx, req.GetTenant(), req.GetKey(), len(req.GetValueJson()), -1); err != nil {
 				return store.Write{}, err
 			}
 			return store.Write{

@@ -14,6 +14,7 @@ type Metrics struct {
 	opSeconds     *prometheus.HistogramVec
 	commitWrites  prometheus.Histogram
 	commitSeconds prometheus.Histogram
+	quotaRefusals *prometheus.CounterVec
 }
 
 // NewMetrics makes unregistered collectors.
@@ -23,7 +24,19 @@ func NewMetrics() *Metrics {
 		opSeconds:     prometheus.NewHistogramVec(histogram("op_duration_seconds", opHelp, prometheus.ExponentialBuckets(10e-6, 3, 12)), []string{"op", "code"}),
 		commitWrites:  prometheus.NewHistogram(histogram("commit_writes", commitWritesHelp, prometheus.ExponentialBuckets(1, 2, 9))),
 		commitSeconds: prometheus.NewHistogram(histogram("commit_duration_seconds", "Duration of one group commit, fsync included.", prometheus.ExponentialBuckets(50e-6, 2, 14))),
+		quotaRefusals: newQuotaRefusals(),
 	}
+}
+
+// newQuotaRefusals counts writes refused at a tenant's quota, by quota,
+// every series present from the start.
+func newQuotaRefusals() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "codeexec", Subsystem: "memoryd", Name: "quota_refusals_total",
+		Help: "Writes refused because their tenant was at a quota (memory_keys, memory_bytes, checkpoint_bytes)."}, []string{"quota"})
+	for _, q := range []string{QuotaMemoryKeys, QuotaMemoryBytes, QuotaCheckpointBytes} {
+		c.WithLabelValues(q)
+	}
+	return c
 }
 
 const (
@@ -44,5 +57,5 @@ func (m *Metrics) ObserveCommit(writes int, d time.Duration) {
 
 // Collectors returns the collectors to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.opSeconds, m.commitWrites, m.commitSeconds}
+	return []prometheus.Collector{m.opSeconds, m.commitWrites, m.commitSeconds, m.quotaRefusals}
 }

@@ -146,6 +146,9 @@ func (s *Sessions) PutSession(ctx context.Context, req *sessionstorev1.PutSessio
 			return nil, err
 		}
 		var drop []string
+		if req.GetChunks() != nil && s.h.quotas.CheckpointBytes > 0 {
+			defer s.h.locks.lock(tenant)() // a commit's quota check and write (Quotas)
+		}
 		rec, err := sessionRecords.put(ctx, s.h.store, req.GetTenant(), req.GetHandle(), func() (store.Write, error) {
 			if req.GetExpireTime() == nil {
 				return store.Write{}, fmt.Errorf("%w: expire_time is missing; every session needs one", store.ErrInvalid)

@@ -19,6 +19,7 @@ from itertools import count
 import codeexec_interrupt
 import codeexec_json
 import codeexec_protocol
+import codeexec_stdio
 from codeexec_interrupt import Flag
 from codeexec_protocol import MCPError
 
@@ -170,12 +171,23 @@ class Channel:
         # can be sent without \u escapes (smaller, faster).
         self.send({"t": "out", "id": exec_id, "s": stream, "d": text}, ascii=False)
 
-    def send_done(self, exec_id, ok, exit_code, error, dropped, end=False):
+    def send_display(self, exec_id, mime, width, height, data):
+        """Sends an image of exec exec_id: its bytes travel as the frame's
+        one blob, "image"."""
+        self.send_blobs({"t": "display", "id": exec_id, "mime": mime, "w": width, "h": height},
+                        [("image", data)])
+
+    def send_done(self, exec_id, ok, exit_code, error, dropped, end=False, files=((), 0)):
         """Ends exec exec_id: nothing more is sent for it. end asks sandboxd
-        to end the session (runtime.end_session())."""
+        to end the session (runtime.end_session()); files are the files of
+        /workspace/out the exec made or changed, and how many more."""
         frame = {"t": "done", "id": exec_id, "ok": ok, "exit": exit_code, "error": error, "dropped": dropped}
         if end:
             frame["end"] = True
+        if files[0]:
+            frame["files"] = list(files[0])
+        if files[1]:
+            frame["files_more"] = files[1]
         self.send(frame)
 
     # Checkpoint chunks travel raw, as blobs; this many bytes of them go in
@@ -220,7 +232,10 @@ class Channel:
         return cid
 
     def _send_call(self, cid, method, params):
-        frame = {"t": "call", "id": cid, "exec": self.exec_id, "m": method.name, "p": params}
+        # A thread of an earlier exec gets no exec: sandboxd refuses its
+        # call, which may not use the servers the current exec names.
+        exec_id = self.exec_id if codeexec_stdio.of_current_exec() else 0
+        frame = {"t": "call", "id": cid, "exec": exec_id, "m": method.name, "p": params}
         try:
             self.send(frame)
         except (TypeError, ValueError) as exc:

@@ -245,6 +245,10 @@ class Checkpointer:
         self.value_cap = VALUE_CAP
         self._cache = {}  # name -> (obj, chunk id, size) for immutable values
         self.stored = set()  # chunk ids the store holds already
+        # The workspace (codeexec_workspace.Workspace) and its cap; without
+        # a cap the checkpoint holds no files.
+        self.workspace = None
+        self.workspace_cap = 0
 
     def snapshot(self):
         """Returns (manifest, new chunks {id: bytes}). Raises TooLarge."""
@@ -302,18 +306,31 @@ class Checkpointer:
             raise TooLarge(total, self.cap, [(n, b) for b, n in sizes[:3]])
         self._cache = cache
         defs.sort(key=lambda d: d["order"])
-        manifest = {"v": VERSION, "modules": modules, "defs": defs, "values": values,
-                    "unsaved": sorted(unsaved, key=lambda u: u["name"]), "bytes": total}
+        manifest = {"v": VERSION, "modules": modules, "defs": defs, "values": values, "bytes": total}
+        if self.workspace is not None and self.workspace_cap > 0:
+            part, size, lost = self.workspace.snapshot(self.workspace_cap, self.stored, chunks)
+            part["bytes"] = size
+            manifest["workspace"] = part
+            unsaved.extend(lost)
+        manifest["unsaved"] = sorted(unsaved, key=lambda u: u["name"])
         return manifest, chunks
 
     def committed(self, manifest):
         """Records that the store now holds the manifest's chunks."""
-        self.stored = {v["chunk"] for v in manifest["values"].values()}
+        self.stored = chunk_ids(manifest)
 
     @staticmethod
     def _session_made(obj):
         return getattr(obj, "__module__", None) == "__main__" and (
             isinstance(obj, type) or hasattr(_unwrap(obj), "__code__"))
+
+
+def chunk_ids(manifest):
+    """Every chunk id a manifest names: its values' and its files'."""
+    import codeexec_workspace
+
+    ids = {v["chunk"] for v in (manifest or {}).get("values", {}).values()}
+    return ids | codeexec_workspace.chunk_ids((manifest or {}).get("workspace"))
 
 
 def _unwrap(obj):
@@ -331,20 +348,24 @@ def _one_line(exc):
     return "%s: %s" % (type(exc).__name__, msg) if msg else type(exc).__name__
 
 
-def restore(ns, manifest, chunks, on_source=None):
+def restore(ns, manifest, chunks, on_source=None, workspace=None):
     """Rebuilds ns from a checkpoint. chunks maps chunk id to bytes.
 
     on_source(filename, source) is called before each definition runs, so
     that the caller can register its source (for tracebacks, inspect and
-    the next checkpoint). Returns a report: {"restored": [names],
-    "failed": [{"name", "why"}], "unsaved": the manifest's unsaved list}.
+    the next checkpoint). The files of the checkpoint's workspace are
+    written back first, into workspace (a codeexec_workspace.Workspace).
+    Returns a report: {"restored": [names], "files": [paths], "failed":
+    [{"name", "why"}], "unsaved": the manifest's unsaved list}.
     """
     import importlib
     import pickle
 
     if manifest.get("v") != VERSION:
         raise ValueError("checkpoint version %r is not supported (this agent reads %d)" % (manifest.get("v"), VERSION))
-    restored, failed = [], []
+    restored, failed, files = [], [], []
+    if workspace is not None and manifest.get("workspace"):
+        files, failed = workspace.restore(manifest["workspace"], chunks)
     for name, modname in manifest.get("modules", ()):
         try:
             ns[name] = importlib.import_module(modname)
@@ -396,4 +417,5 @@ def restore(ns, manifest, chunks, on_source=None):
         failed.append({"name": d["name"], "why": "its definition needs a name that was not restored"})
     for name in pending_values:
         failed.append({"name": name, "why": "its value refers to a definition that was not restored"})
-    return {"restored": sorted(restored), "failed": failed, "unsaved": list(manifest.get("unsaved", ()))}
+    return {"restored": sorted(restored), "files": files, "failed": failed,
+            "unsaved": list(manifest.get("unsaved", ()))}

@@ -10,11 +10,13 @@ ast) at the first checkpoint or restore, so it costs a new sandbox almost
 nothing.
 """
 
+import os
 import sys
 
 import codeexec_checkpoint
 import codeexec_persist
 import codeexec_source
+import codeexec_workspace
 
 # Names the agent puts into every namespace; never part of a checkpoint.
 _AGENT_NAMES = frozenset(("runtime", "mcp", "mcp_servers", "LOADED_MCP_SERVERS"))
@@ -31,6 +33,8 @@ class Durable:
         # the next exec's checkpoint is on its way.
         self._pending = {}
         session.chan.on_checkpointed = self._on_checkpointed
+        # The agent's first working directory, /workspace in a sandbox.
+        self.workspace = codeexec_workspace.Workspace(os.getcwd())
 
     def add_cell(self, filename, source):
         self.cells.append((filename, source))
@@ -52,21 +56,24 @@ class Durable:
         return (name in _AGENT_NAMES or s.extra.get(name) is obj or s.installed.get(name) is obj
                 or codeexec_persist.bound_tool(name) is obj)
 
-    def _ensure(self, cap):
+    def _ensure(self, cap, workspace_cap=0):
         if self._defs is None:
             self._defs = codeexec_checkpoint.Definitions()
             for filename, source in self.cells:
                 self._defs.add_cell(filename, source)
         if self._checkpointer is None:
             self._checkpointer = codeexec_checkpoint.Checkpointer(self.session.ns, self._skip, self._defs, cap)
+            self._checkpointer.workspace = self.workspace
         self._checkpointer.cap = cap
+        self._checkpointer.workspace_cap = workspace_cap
         return codeexec_checkpoint
 
-    def checkpoint(self, exec_id, cap):
-        """Takes a checkpoint of the namespace and sends it; a state that
-        cannot be checkpointed is reported instead."""
+    def checkpoint(self, exec_id, cap, workspace_cap=0):
+        """Takes a checkpoint of the namespace (and, with workspace_cap, of
+        the workspace's files) and sends it; a state that cannot be
+        checkpointed is reported instead."""
         try:
-            ckpt = self._ensure(cap)
+            ckpt = self._ensure(cap, workspace_cap)
             # A chunk that the store holds now may be deleted by a
             # checkpoint still on its way (sandboxd drops the chunks the
             # newer manifest no longer names), so only chunks that every
@@ -87,7 +94,7 @@ class Durable:
         """chunks, less those a pending checkpoint could make sandboxd
         delete: each pending manifest keeps only the chunks it names."""
         for m in list(self._pending.values()):
-            chunks = chunks & {v["chunk"] for v in m["values"].values()}
+            chunks = chunks & codeexec_checkpoint.chunk_ids(m)
         return chunks
 
     def _on_checkpointed(self, msg):
@@ -114,10 +121,16 @@ class Durable:
             # A checkpoint that holds user_tools rebuilds it from the
             # saved tools the restore carried.
             with codeexec_persist.offered(r.saved_tools):
-                report = ckpt.restore(self.session.ns, r.manifest or {}, r.chunks, on_source=on_source)
+                report = ckpt.restore(self.session.ns, r.manifest or {}, r.chunks, on_source=on_source,
+                                      workspace=self.workspace)
             # What was restored is stored already: the next checkpoint
             # sends only what changes.
-            self._checkpointer.stored = {v["chunk"] for v in (r.manifest or {}).get("values", {}).values()}
+            self._checkpointer.stored = ckpt.chunk_ids(r.manifest)
         except Exception as exc:  # noqa: BLE001 - reported to sandboxd, which starts fresh
             report = {"error": "%s: %s" % (type(exc).__name__, exc)}
+        try:
+            # Restored files under out/ were made by earlier calls.
+            self.session.outfiles.seen_all()
+        except Exception:  # noqa: BLE001
+            pass
         self.session.chan.send_restored(report)

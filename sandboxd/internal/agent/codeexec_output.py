@@ -18,6 +18,8 @@ write end, so the fence works even if user code closes or moves fd 1/2.
 
 import codecs
 import os
+
+import codeexec_budget
 from _thread import allocate_lock, start_new_thread
 from time import monotonic, sleep
 
@@ -59,8 +61,9 @@ def _close(fd):
 class _Pipe:
     """One exec's pipe for one stream, and its reader thread."""
 
-    def __init__(self, name, exec_id, limit, channel):
+    def __init__(self, name, exec_id, limit, channel, spill=None):
         self.name = name
+        self._spill = spill  # a codeexec_budget.Spill when the exec has a budget
         self.exec_id = exec_id
         self.rfd, self.wfd = os.pipe()  # both close-on-exec
         _open_fds.update((self.rfd, self.wfd))
@@ -137,11 +140,20 @@ class _Pipe:
     def _finish(self):
         if self.reached.is_set():
             return
-        self._forward(self._decoder.decode(b"", True))
+        if self._spill is not None:
+            rest = self._decoder.decode(b"", True)
+            self._send(self._spill.take(rest.encode("utf-8", "surrogateescape"), rest))
+            self._send(self._spill.finish())
+        else:
+            self._forward(self._decoder.decode(b"", True))
         self.reached.set()
 
     def _emit(self, data):
         if not data:
+            return
+        if self._spill is not None:
+            text = self._decoder.decode(data)
+            self._send(self._spill.take(data, text))
             return
         if self._limit and self._sent >= self._limit:
             self.dropped += len(data)  # over the cap: not even decoded
@@ -166,6 +178,8 @@ class _Pipe:
             self._send(text)
 
     def _send(self, text):
+        if not text:
+            return
         # A read is at most 64 KiB, but replacement characters (3 bytes each
         # for 1 bad byte) can make its text longer; split to keep the limit.
         if len(text) > READ_SIZE // 3 and len(text.encode("utf-8")) > READ_SIZE:
@@ -233,14 +247,17 @@ class Capture:
     def __init__(self, channel):
         self._channel = channel
         self._pipes = ()
+        # The output budget's files go under the agent's first working
+        # directory (/workspace), wherever the code has moved since.
+        self._workdir = os.getcwd()
 
-    def begin(self, exec_id, limit):
+    def begin(self, exec_id, limit, budget=0):
         """Points fds 1 and 2 at fresh pipes for exec_id, waiting up to
         THREAD_WAIT for the threads that read them."""
         deadline = None
         while True:
             try:
-                return self._begin(exec_id, limit)
+                return self._begin(exec_id, limit, budget)
             except RuntimeError:  # no thread: the pids limit is full
                 now = monotonic()
                 deadline = deadline or now + THREAD_WAIT
@@ -248,12 +265,18 @@ class Capture:
                     raise
                 sleep(0.02)
 
-    def _begin(self, exec_id, limit):
+    def _begin(self, exec_id, limit, budget):
         self._pipes = ()
         pipes = []
+        # With a budget, it bounds what is sent and the cap does not apply:
+        # nothing is lost, the rest is in the budget's file.
+        shared = codeexec_budget.Shared(budget, self._workdir, exec_id) if budget else None
+        if shared is not None:
+            limit = 0
         try:
             for fd, name in ((1, "stdout"), (2, "stderr")):
-                p = _Pipe(name, exec_id, limit, self._channel)
+                spill = codeexec_budget.Spill(name, shared) if shared is not None else None
+                p = _Pipe(name, exec_id, limit, self._channel, spill)
                 pipes.append(p)
                 os.dup2(p.wfd, fd)
         except (OSError, RuntimeError):

@@ -175,6 +175,7 @@ def save_tool(func):
     _chan.call_sync(SAVE_TOOL, name=name, source=source, docstring=docstring)
     mod = sys.modules.get("user_tools")
     if mod is not None and getattr(mod, "__loader__", None) is _LOADER:
+        _pending(mod).pop(name, None)
         setattr(mod, name, func)
     return "Tool '%s' saved. It will be available in future sessions." % name
 
@@ -193,6 +194,7 @@ def delete_saved_tool(name):
     deleted = res.get("deleted") if isinstance(res, dict) else bool(res)
     mod = sys.modules.get("user_tools")
     if deleted and mod is not None and getattr(mod, "__loader__", None) is _LOADER:
+        _pending(mod).pop(name, None)
         if name in getattr(mod, "__all__", ()):
             mod.__all__ = [n for n in mod.__all__ if n != name]
             mod.__dict__.pop(name, None)
@@ -234,6 +236,9 @@ def bind_saved_tools(ns, sent=None):
     other sessions apply from their next session on. sent are the saved
     tools the exec frame carried (None: ask sandboxd with tool.list).
 
+    A saved tool is definitions, run when it is first used: each name is
+    bound to a _LazyTool, and no tool's source runs now.
+
     A name that is taken is left alone: the helpers, `runtime`, builtins
     (a tool called `open` would hide the real one) and anything the session
     defines later win over a saved tool, which stays at user_tools.<name>.
@@ -246,10 +251,63 @@ def bind_saved_tools(ns, sent=None):
     except Exception:  # noqa: BLE001 - no memoryd here; `import user_tools` says why
         return
     builtins = ns.get("__builtins__") or {}
+    pending = _pending(mod)
     for name in getattr(mod, "__all__", ()):
-        if name.startswith("_") or name in ns or name in builtins or not hasattr(mod, name):
+        if name.startswith("_") or name in ns or name in builtins:
             continue
-        ns[name] = _bound[name] = getattr(mod, name)
+        if name in pending:
+            ns[name] = _bound[name] = _LazyTool(mod, name, pending[name].get("docstring"))
+        elif name in mod.__dict__:
+            ns[name] = _bound[name] = mod.__dict__[name]
+
+
+class _LazyTool:
+    """A saved tool bound to its bare name before its first use. Calling
+    it, or asking it for an attribute it lacks, runs the tool's source in
+    user_tools (once) and puts the function in its place."""
+
+    def __init__(self, mod, name, doc):
+        self._mod = mod
+        self.__name__ = self.__qualname__ = name
+        self.__doc__ = doc or None
+
+    def _load(self):
+        name = self.__name__
+        fn = getattr(self._mod, name)  # runs the source (user_tools.__getattr__)
+        if _ns is not None and _ns.get(name) is self:
+            _ns[name] = fn
+        if _bound.get(name) is self:
+            _bound[name] = fn
+        return fn
+
+    def __call__(self, *args, **kwargs):
+        return self._load()(*args, **kwargs)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__") and attr.endswith("__") and attr not in ("__wrapped__", "__code__", "__defaults__",
+                                                                         "__kwdefaults__", "__annotations__",
+                                                                         "__signature__", "__module__", "__dict__"):
+            raise AttributeError(attr)
+        return getattr(self._load(), attr)
+
+    def __repr__(self):
+        return "<saved tool %s, loaded on first use>" % self.__name__
+
+    def __reduce__(self):
+        return (saved_tool, (self.__name__,))
+
+
+def saved_tool(name):
+    """The saved tool name, loaded: what a checkpoint of a _LazyTool
+    brings back."""
+    return getattr(__import__("user_tools"), name)
+
+
+_PENDING = "_codeexec_pending"  # user_tools' saved tools not loaded yet, by name
+
+
+def _pending(mod):
+    return mod.__dict__.setdefault(_PENDING, {})
 
 
 class offered:
@@ -287,14 +345,25 @@ class _UserToolsLoader:
         ns.update(_helpers)
         module.FAILED = {}
         module.__all__ = []
+        # Definitions, each run when first used (module.__getattr__): a
+        # tool's top-level statements cost a session nothing until then.
+        pending = _pending(module)
         for t in tools or ():
-            _load_tool(module, t)
+            name = t.get("name")
+            if isinstance(name, str) and name.isidentifier() and not name.startswith("_"):
+                pending[name] = t
+                # A tool named as a helper is user_tools.<name>, as when
+                # its source ran over the helper.
+                ns.pop(name, None)
+                if name not in module.__all__:
+                    module.__all__.append(name)
         module.__getattr__ = _saved_since(module)
+        module.__dir__ = lambda: sorted(set(ns) | set(pending))
 
 
 def _load_tool(module, t):
     """Runs saved tool t's source in module, and lists it in __all__, or
-    in FAILED with why it did not load."""
+    in FAILED with why it did not load (and out of __all__)."""
     name = str(t.get("name") or "?")
     source = t.get("source") or ""
     filename = "<user_tools:%s>" % name
@@ -305,6 +374,8 @@ def _load_tool(module, t):
         msg = str(exc).replace("\n", " ")
         module.FAILED[name] = "%s: %s" % (type(exc).__name__, msg) if msg else type(exc).__name__
         print("user_tools: tool %r failed to load: %s" % (name, module.FAILED[name]), file=sys.stderr)
+        if name in module.__all__:
+            module.__all__ = [n for n in module.__all__ if n != name]
         return
     module.FAILED.pop(name, None)
     if name not in module.__all__:
@@ -319,6 +390,13 @@ def _saved_since(module):
     when another saved greet."""
 
     def __getattr__(name):
+        t = _pending(module).pop(name, None)
+        if t is not None:  # a saved tool's first use: its source runs now
+            _load_tool(module, t)
+            if name in module.__dict__:
+                return module.__dict__[name]
+            raise ImportError("saved tool %r failed to load: %s" % (name, module.FAILED.get(name, "?")),
+                              name="user_tools")
         if not name.startswith("_") and name.isidentifier():
             try:
                 tools = _chan.call_sync(LIST_SAVED_TOOLS)

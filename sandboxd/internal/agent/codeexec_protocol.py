@@ -58,7 +58,8 @@ METHODS = {m.name: m for m in (
 class Exec:
     """An `exec` frame: code to run and what it may use."""
 
-    __slots__ = ("id", "code", "servers", "discovered", "unloaded", "limit", "first", "saved_tools", "checkpoint")
+    __slots__ = ("id", "code", "servers", "discovered", "unloaded", "limit", "first", "saved_tools", "checkpoint",
+                 "display", "budget", "workspace")
 
     def __init__(self, msg):
         self.id = msg.get("id")
@@ -81,6 +82,16 @@ class Exec:
             self.checkpoint = max(0, int(msg.get("checkpoint") or 0))
         except (TypeError, ValueError):
             self.checkpoint = 0
+        # display bounds the images the exec sends (codeexec_display.Limits);
+        # budget, when positive, bounds the characters of output sent
+        # (codeexec_output), the rest kept in a file in the workspace.
+        self.display = msg.get("display") if isinstance(msg.get("display"), dict) else None
+        budget = msg.get("budget")
+        self.budget = budget if type(budget) is int and budget > 0 else 0
+        # workspace, with checkpoint, caps the bytes of the workspace's
+        # files the checkpoint holds; 0 keeps no files.
+        ws = msg.get("workspace")
+        self.workspace = ws if type(ws) is int and ws > 0 else 0
 
 
 class Restore:

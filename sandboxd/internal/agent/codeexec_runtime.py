@@ -234,7 +234,10 @@ def _detail(detail):
 
 
 async def query_tool_docs(server, tool=None, detail="summary"):
-    """Docs for a server's tools (one dict when `tool` names exactly one)."""
+    """Docs for a server's tools (one dict when `tool` names exactly one).
+    A server this call did not load is answered from what is known of its
+    tools (its last listing, kept across processes) without starting it;
+    one never listed raises the error that says how to load it."""
     p = {"server": server, "detail": _detail(detail)}
     if tool is not None:
         p["tool"] = tool
@@ -256,8 +259,10 @@ class ToolDocs(list):
     limit (`truncated`), and which servers could not be searched because
     they had not listed their tools yet (`unindexed`). Each doc's `match`
     says in a few words why the search returned it ("exact name",
-    "name: screenshot (for picture)", "name: get; ranked up by meaning"),
-    so that a weak hit shows as one."""
+    "name: screenshot (for picture)", "name: get; ranked up by meaning",
+    or, when the search model found it without a word in common, "meaning
+    only: no word in common with the query"), so that a weak hit shows as
+    one."""
 
     def __init__(self, docs=(), total=None, truncated=False, unindexed=()):
         super().__init__(docs)
@@ -373,6 +378,40 @@ def take_end():
     return ended
 
 
+_progress_sent = [0.0]  # when the last progress frame went out (monotonic)
+
+# PROGRESS_EVERY spaces progress frames out: a loop that reports on every
+# item must not flood the channel, and the client sees a few a second at
+# most anyway. A report of the end (done == total) always goes.
+PROGRESS_EVERY = 0.1
+
+
+def progress(done, total=None, message=""):
+    """Reports how far the current call has got, to a client that asked
+    for progress (MCP notifications/progress): done of total (None when
+    unknown) in any unit, and a short message. done should grow from one
+    report to the next; a report that does not is not passed on."""
+    if isinstance(done, bool) or not isinstance(done, (int, float)):
+        raise TypeError("progress(done, total=None, message=''): done must be a number, not %s" % type(done).__name__)
+    if total is not None and (isinstance(total, bool) or not isinstance(total, (int, float))):
+        raise TypeError("progress(): total must be a number or None, not %s" % type(total).__name__)
+    if not isinstance(message, str):
+        raise TypeError("progress(): message must be a string, not %s" % type(message).__name__)
+    import time
+    now = time.monotonic()
+    final = total is not None and done >= total
+    if not final and now - _progress_sent[0] < PROGRESS_EVERY:
+        return
+    frame = {"t": "progress", "id": _chan.exec_id, "done": float(done), "msg": message[:200]}
+    if total is not None:
+        frame["total"] = float(total)
+    try:
+        _chan.send(frame)
+    except (TypeError, ValueError):
+        raise ValueError("progress(): done and total must be finite numbers") from None
+    _progress_sent[0] = now
+
+
 def capability_summary():
     """A short manual of the sandbox."""
     loaded = ", ".join(m["name"] + (" (failed to load: %s)" % m["error"]["message"] if "error" in m else "")
@@ -395,26 +434,26 @@ Discover (sync helpers read this call's metadata, async ones ask the host):
   runtime.list_servers_sync()                  servers loaded for this call
   runtime.list_tools_sync("server")            name, alias, description, schema
   runtime.search_tool_docs_sync("words", limit=5, detail="summary"|"full")
-      searches every configured server; each hit has loaded (in this call)
-      and loadWith, the servers=[...] that loads it
+      every configured server; a hit's loadWith is the servers=[...] to pass
   runtime.query_tool_docs_sync("server", tool=None, detail="full")
   runtime.describe_server("server")            includes the server's cwd
 
 Call tools (async; a result is a CallToolResult dict):
-  res = await mcp_<alias>.<tool_alias>(arg=value)
-  text = res["content"][0]["text"]
+  res = await mcp_<alias>.<tool_alias>(arg=value); res["content"][0]["text"]
   await runtime.call_tool("server", "tool", {"arg": value})
   A failed call (isError too) raises runtime.ToolError (.server .tool
   .message .structured_content); raise_on_error=False returns the dict.
   Arguments are checked against the tool's schema first.
-  asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError,
-  as a subclass by kind (e.code): NotFoundError, InvalidArgumentError,
-  PermissionDeniedError, UnavailableError, DeadlineExceededError, ...
+  asyncio.gather(...) runs calls concurrently. Failures raise runtime.MCPError
+  subclasses by kind (e.code): NotFoundError, UnavailableError, ...
   from mcp.servers.<alias> import *   one async function per tool.
 
-Sessions: variables, imports, functions and classes are checkpointed after
-each call and come back after a timeout or crash (what cannot be saved is
-named then).
+Long runs: a call still running at the yield time returns "running";
+code="" waits for it, cancel=True stops it.
+  runtime.progress(done, total=None, message="")   tell the client
+
+Sessions: variables, imports, functions, classes and /workspace files are
+checkpointed after each call and come back after a timeout or crash.
   runtime.end_session()    end this session and delete its checkpoint
 
 Memory (JSON values, kept across sessions):
@@ -428,9 +467,12 @@ Saved tools (kept across sessions):
   runtime.list_saved_tools()   runtime.delete_saved_tool(name)
 
 Limits (defaults): no network (MCP servers reach out); read-only root;
-512 MiB of memory, 128 processes, a 30 s timeout of at most 120 s, output
-capped per call (256 KiB per stream). Files in /workspace and /tmp are not
-checkpointed: a timeout or crash loses them.
+512 MiB of memory, 128 processes, a 30 s timeout of at most 3600 s. A
+result keeps the head and tail of 40,000 characters of output, the whole
+in the file its marker names. /workspace (128 MiB) is checkpointed,
+/tmp is not. The last expression is shown (a
+trailing ; hides it); display(x) and figures come back as images,
+/workspace/out files as resources; host mounts are under /mnt.
 """
 
 
@@ -461,6 +503,7 @@ RUNTIME_NAMES = (
     "list_servers_sync", "discovered_servers", "describe_server",
     "list_loaded_server_metadata", "query_tool_docs", "query_tool_docs_sync",
     "search_tool_docs", "search_tool_docs_sync", "capability_summary", "ToolDocs", "end_session",
+    "progress",
 )
 
 

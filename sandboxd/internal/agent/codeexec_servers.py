@@ -226,6 +226,10 @@ def export_env(metas, discovered):
         lambda: dict.fromkeys((d["name"] for d in discovered), ""), dict)
 
 
+# The names of the mcp.servers.<alias> modules configure put in sys.modules.
+_server_modules = []
+
+
 def configure(servers, discovered, unloaded=()):
     """Applies one exec's metadata; returns the new proxies by alias.
 
@@ -233,14 +237,18 @@ def configure(servers, discovered, unloaded=()):
     """
     metas = rt.set_metadata(servers, discovered, unloaded)
     export_env(metas, rt.discovered_servers(detailed=True))
-    for key in [k for k in sys.modules if k.startswith("mcp.servers.")]:
-        del sys.modules[key]
+    # The modules this made before, not a scan of sys.modules: a forked
+    # sandbox shares the fork server's thousands of module names, and
+    # reading each one writes its reference count, copying its page.
+    while _server_modules:
+        sys.modules.pop(_server_modules.pop(), None)
     for key in [k for k in vars(_servers_pkg) if not k.startswith("__")]:
         delattr(_servers_pkg, key)
     proxies = {}
     for m in metas:
         smod = _server_module(m)
         sys.modules[smod.__name__] = smod
+        _server_modules.append(smod.__name__)
         setattr(_servers_pkg, m["alias"], smod)
         proxies[m["alias"]] = MCPServerProxy(m)
     _servers_pkg.__all__ = [m["alias"] for m in metas]

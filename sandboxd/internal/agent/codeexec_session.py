@@ -11,6 +11,7 @@ import sys
 from _thread import start_new_thread
 
 import codeexec_channel
+import codeexec_display
 import codeexec_durable
 import codeexec_interrupt
 import codeexec_network
@@ -21,8 +22,10 @@ import codeexec_runtime
 import codeexec_servers
 import codeexec_source
 import codeexec_stdio
+import codeexec_workspace
 
 PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, without importing ast
+PyCF_ONLY_AST = 0x400  # ast.PyCF_ONLY_AST
 CO_COROUTINE = 0x80  # inspect.CO_COROUTINE
 FENCE_TIMEOUT = 30.0
 
@@ -76,8 +79,43 @@ def _describe(exc):
     return "%s: %s" % (name, msg) if msg else name
 
 
-async def _in_loop(code, ns):
-    eval(code, ns)
+async def _in_loop(code, last, ns):
+    r = eval(code, ns)
+    if code.co_flags & CO_COROUTINE:
+        await r
+    if last is None:
+        return None
+    v = eval(last, ns)
+    if last.co_flags & CO_COROUTINE:
+        v = await v
+    return v
+
+
+def _split_last(source, filename):
+    """Compiles a cell as the code before its last statement and, when
+    that statement is an expression not ended by ";", the expression,
+    whose value is shown as in a notebook. The second is None otherwise.
+    The AST classes come from _ast, which the interpreter has built in."""
+    import _ast
+
+    flags = PyCF_ALLOW_TOP_LEVEL_AWAIT
+    tree = compile(source, filename, "exec", flags=flags | PyCF_ONLY_AST, dont_inherit=True)
+    body = tree.body
+    if not body or type(body[-1]) is not _ast.Expr or _suppressed(source, body[-1]):
+        return compile(tree, filename, "exec", flags=flags, dont_inherit=True), None
+    last = body.pop()
+    head = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
+    expr = compile(_ast.Expression(body=last.value), filename, "eval", flags=flags, dont_inherit=True)
+    return head, expr
+
+
+def _suppressed(source, node):
+    """Whether the statement node is followed by ";" (which, as in a
+    notebook, hides the value). Only white space, ";" and comments can
+    follow the last statement."""
+    lines = source.splitlines()
+    rest = lines[node.end_lineno - 1].encode("utf-8")[node.end_col_offset:].decode("utf-8", "replace")
+    return rest.lstrip().startswith(";")
 
 
 @codeexec_interrupt.mark_interruptible
@@ -91,6 +129,10 @@ class Session:
     def __init__(self, cin, cout, diag_fd):
         self.chan = codeexec_channel.Channel(cin, cout, diag_fd)
         self.capture = codeexec_output.Capture(self.chan)
+        self.outfiles = codeexec_workspace.OutFiles(os.getcwd())
+        self.shower = codeexec_display.Shower(self.chan)
+        codeexec_display.set_shower(self.shower)
+        codeexec_display.install()
         self.cells = 0
         self.loop = None
         self.pid = os.getpid()
@@ -99,6 +141,7 @@ class Session:
         codeexec_source.install()
         codeexec_network.install()
         extra = codeexec_persist.install(self.chan)
+        extra["display"] = codeexec_display.display
         self.runtime = codeexec_servers.install(self.chan, extra)
 
         main = type(sys)("__main__")
@@ -148,10 +191,11 @@ class Session:
         # Threads already running belong to earlier execs: mute them before
         # fds 1/2 lead to this exec's pipes.
         codeexec_stdio.begin_exec()
+        self.shower.begin(exec_id, msg.display)
         try:
             # Each exec starts with fds 1/2 and sys.stdout/err writing to its
             # own capture pipes, whatever the previous exec did to them.
-            self.capture.begin(exec_id, limit)
+            self.capture.begin(exec_id, limit, msg.budget)
         except (OSError, RuntimeError) as exc:
             # E.g. user code used up every descriptor or thread. Still run the code, so
             # that it can repair things, but say that its output is lost.
@@ -166,10 +210,17 @@ class Session:
             # Even if something above failed (a SIGINT at the wrong moment),
             # the exec must end with a fence and a done.
             end = codeexec_runtime.take_end()
-            self.chan.send_done(exec_id, ok, exit_code, error, self._fence(token), end=end)
+            files = self._out_files()
+            self.chan.send_done(exec_id, ok, exit_code, error, self._fence(token), end=end, files=files)
         # After the result is out, so that it costs the call nothing.
         if msg.checkpoint and not end:
-            self.durable.checkpoint(exec_id, msg.checkpoint)
+            self.durable.checkpoint(exec_id, msg.checkpoint, msg.workspace)
+
+    def _out_files(self):
+        try:
+            return self.outfiles.changed()
+        except Exception:  # noqa: BLE001 - never in the way of the done
+            return [], 0
 
     @staticmethod
     def _leave_forked_child(code):
@@ -236,23 +287,32 @@ class Session:
                 codeexec_persist.bind_saved_tools(self.ns, msg.saved_tools)
             codeexec_source.register(filename, source)
             self.durable.add_cell(filename, source)
-            code = compile(source, filename, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            code, last = _split_last(source, filename)
             codeexec_interrupt.deliver()  # a SIGINT during the set-up above
-            if code.co_flags & CO_COROUTINE:
-                self._run_coroutine(eval(code, self.ns))
-            elif "asyncio" in sys.modules:
-                # Once asyncio is in use, every cell runs inside the session's
-                # event loop, as in Jupyter (and upstream): create_task and
-                # get_running_loop work, and earlier tasks make progress.
-                self._run_coroutine(_in_loop(code, self.ns))
-            else:
-                eval(code, self.ns)
+            value = self._run_cell(code, last)
+            if last is not None:
+                self.shower.show(value, last=True)
+            # As a notebook's inline backend does: the figures still open
+            # are shown and closed.
+            self.shower.show_figures()
         except SystemExit as exc:
             return self._exit(exc)
         except BaseException as exc:  # noqa: BLE001 - every user failure is reported, not raised
             self._print_exception(exc)
             return False, 1, _describe(exc)
         return True, 0, ""
+
+    def _run_cell(self, code, last):
+        """Runs a cell's code, then its last expression (None: there is
+        none); returns the expression's value."""
+        if (code.co_flags | (last.co_flags if last else 0)) & CO_COROUTINE or "asyncio" in sys.modules:
+            # A cell with top-level await runs as one coroutine. Once
+            # asyncio is in use, every cell runs inside the session's
+            # event loop, as in Jupyter (and upstream): create_task and
+            # get_running_loop work, and earlier tasks make progress.
+            return self._run_coroutine(_in_loop(code, last, self.ns))
+        eval(code, self.ns)
+        return None if last is None else eval(last, self.ns)
 
     def _run_coroutine(self, coro):
         loop = self._event_loop()
@@ -265,6 +325,7 @@ class Session:
             if not task.done():
                 task.cancel()
             raise
+        return task.result()
 
     def _exit(self, exc):
         code = exc.code

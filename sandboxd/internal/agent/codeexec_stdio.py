@@ -4,9 +4,10 @@ Both are line-buffered text streams on fds 1 and 2, so they interleave
 sanely with child processes writing to the same descriptors. They also keep
 a background thread of an earlier exec out of the current exec's output: a
 write from a thread that was already running when the current exec started
-is dropped (docs/PROTOCOL.md). Thread-pool workers are exempt, because a
-pool made by one exec is routinely used by the next and its work is then
-the current exec's.
+is dropped (docs/PROTOCOL.md), and its tool calls are refused
+(of_current_exec). Thread-pool workers are exempt, because a pool made by
+one exec is routinely used by the next and its work is then the current
+exec's.
 """
 
 import io
@@ -24,6 +25,14 @@ def _may_write():
         return True
     pool = sys.modules.get("concurrent.futures.thread")
     return pool is not None and getattr(t, "_target", None) is pool._worker
+
+
+def of_current_exec():
+    """Whether the calling thread acts for the exec that runs now: False
+    for a thread an earlier exec started (but a thread-pool worker), whose
+    tool calls are then refused rather than made under this exec's
+    servers."""
+    return not _muted or _may_write()
 
 
 class _Stream(io.TextIOWrapper):

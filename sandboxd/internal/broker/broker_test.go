@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,7 @@ import (
 // one doc per server.
 type fakeDiscovery struct {
 	servers []string
+	known   []string // servers whose tools a known_only GetToolDocs finds
 }
 
 func (f *fakeDiscovery) ListServers(context.Context, *discoveryv1.ListServersRequest, ...grpc.CallOption) (*discoveryv1.ListServersResponse, error) {
@@ -41,7 +43,16 @@ func (f *fakeDiscovery) ListTools(_ context.Context, req *discoveryv1.ListToolsR
 	return nil, status.Errorf(codes.NotFound, "unknown server %q", req.GetServer())
 }
 
-func (f *fakeDiscovery) GetToolDocs(context.Context, *discoveryv1.GetToolDocsRequest, ...grpc.CallOption) (*discoveryv1.GetToolDocsResponse, error) {
+// GetToolDocs answers as discoveryd does: a known_only request for a
+// server whose tools are not known (none of f.known) fails with
+// FAILED_PRECONDITION.
+func (f *fakeDiscovery) GetToolDocs(_ context.Context, req *discoveryv1.GetToolDocsRequest, _ ...grpc.CallOption) (*discoveryv1.GetToolDocsResponse, error) {
+	if req.GetKnownOnly() {
+		if !slices.Contains(f.known, req.GetServer()) {
+			return nil, status.Errorf(codes.FailedPrecondition, "tools not known yet: server %q", req.GetServer())
+		}
+		return &discoveryv1.GetToolDocsResponse{Docs: []*discoveryv1.ToolDoc{{Server: req.GetServer(), ServerAlias: req.GetServer(), Tool: "t", ToolAlias: "t"}}}, nil
+	}
 	return &discoveryv1.GetToolDocsResponse{}, nil
 }
 
@@ -148,6 +159,22 @@ func TestServerNotAvailableSaysUpstreamsWordsThenWhatToDo(t *testing.T) {
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%s with servers %v: %v\nwant %s", tc.method, tc.servers, err, tc.want)
 		}
+	}
+}
+
+// TestQueryToolDocsOfAServerNotLoaded: docs of a server the call did not
+// load come from what discoveryd knows without starting it; a server
+// whose tools are not known still gets the error that says how to load it.
+func TestQueryToolDocsOfAServerNotLoaded(t *testing.T) {
+	t.Parallel()
+	b := &Broker{Discovery: &fakeDiscovery{servers: []string{"a", "b", "c"}, known: []string{"b"}}}
+	got, err := call(t, b, []string{"a"}, "query_tool_docs", `{"server":"b","tool":"t","detail":"summary"}`)
+	if err != nil || !strings.Contains(got, `"tool":"t"`) || !strings.Contains(got, `"server":"b"`) {
+		t.Errorf("query_tool_docs(b) with servers [a] = %s, %v; want b's doc from the catalogue", got, err)
+	}
+	_, err = call(t, b, []string{"a"}, "query_tool_docs", `{"server":"c"}`)
+	if want := `Server 'c' is not available: it is not loaded in this call (loaded: "a"); pass servers=["a", "c"] to run_python`; err == nil || err.Error() != want {
+		t.Errorf("query_tool_docs(c) = %v, want %s", err, want)
 	}
 }
 

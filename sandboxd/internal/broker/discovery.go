@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 )
@@ -133,16 +136,35 @@ func (b *Broker) callTool(ctx context.Context, o *origin, r *channel.CallToolReq
 	return json.RawMessage(orEmptyObject(resp.GetResultJson())), nil
 }
 
-// queryToolDocs serves query_tool_docs: the docs of a loaded server's tools.
+// queryToolDocs serves query_tool_docs: the docs of a loaded server's
+// tools, or of another server's as far as they are known (listed by
+// discoveryd or kept in its catalogue), without starting it: reading docs
+// calls nothing, and the docs say what to load.
 func (b *Broker) queryToolDocs(ctx context.Context, o *origin, r *channel.QueryToolDocsRequest) ([]doc, error) {
-	if err := allowed(o.env, r.Server); err != nil {
-		return nil, err
-	}
-	if err := b.stillStarting(ctx, o, r.Server); err != nil {
-		return nil, err
-	}
 	detail, err := detailOf(r.Detail)
 	if err != nil {
+		return nil, err
+	}
+	if notLoaded := allowed(o.env, r.Server); notLoaded != nil {
+		if channel.AsError(notLoaded).Code != channel.CodePermissionDenied {
+			return nil, notLoaded
+		}
+		resp, err := b.Discovery.GetToolDocs(ctx, &discoveryv1.GetToolDocsRequest{Server: r.Server, Tool: r.Tool, Detail: detail, Tenant: o.tenant, KnownOnly: true})
+		switch status.Code(err) {
+		case codes.OK:
+			return toDocs(resp.GetDocs()), nil
+		case codes.NotFound:
+			if r.Tool != "" && strings.Contains(status.Convert(err).Message(), "unknown tool") {
+				return nil, err // the server's tools are known, and this is not one
+			}
+			return nil, notLoaded
+		case codes.FailedPrecondition:
+			return nil, notLoaded // tools not known: say how to load the server
+		default:
+			return nil, err
+		}
+	}
+	if err := b.stillStarting(ctx, o, r.Server); err != nil {
 		return nil, err
 	}
 	resp, err := b.Discovery.GetToolDocs(ctx, &discoveryv1.GetToolDocsRequest{Server: r.Server, Tool: r.Tool, Detail: detail, Tenant: o.tenant})

@@ -21,7 +21,7 @@ var codeOf = map[codes.Code]channel.Code{
 	codes.PermissionDenied:   channel.CodePermissionDenied,
 	codes.Unauthenticated:    channel.CodePermissionDenied,
 	codes.Unavailable:        channel.CodeUnavailable,
-	codes.ResourceExhausted:  channel.CodeUnavailable,
+	codes.ResourceExhausted:  channel.CodeFailedPrecondition, // memoryd: the tenant is at a quota; retrying cannot help
 	codes.Canceled:           channel.CodeUnavailable,
 	codes.DeadlineExceeded:   channel.CodeDeadlineExceeded,
 }

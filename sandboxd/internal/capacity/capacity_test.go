@@ -158,6 +158,41 @@ func TestRoomStopsTheSandboxIdleLongest(t *testing.T) {
 	}
 }
 
+// The sandbox stopped to make room is of the tenant that holds the most
+// (the asker's new one counted), its idle longest, whoever else's sandbox
+// was used longer ago: a tenant over its share makes room first.
+func TestRoomTakesFromTheTenantOverItsShare(t *testing.T) {
+	t.Parallel()
+	ss, p := &sessions{}, newPool(t, 0)
+	r := newRoom(t, 4, ss)
+	now := time.Now()
+	other := ss.live(t, r, p, "beta's", now.Add(-4*time.Hour))
+	alpha := []*session{
+		ss.live(t, r, p, "alpha's newer", now.Add(-time.Hour)),
+		ss.live(t, r, p, "alpha's older", now.Add(-2*time.Hour)),
+		ss.live(t, r, p, "alpha's newest", now),
+	}
+	other.set(func(u *capacity.Usage) { u.Tenant = "beta" })
+	for _, s := range alpha {
+		s.set(func(u *capacity.Usage) { u.Tenant = "alpha" })
+	}
+	// Each keeps its place (no sandbox of its own comes), so that the
+	// second finds every place taken too.
+	for _, asker := range []*session{{id: "beta's second", u: capacity.Usage{Tenant: "beta"}}, {id: "alpha's fourth", u: capacity.Usage{Tenant: "alpha"}}} {
+		place, err := r.Make(t.Context(), asker)
+		if err != nil {
+			t.Fatalf("Make for %s: %v", asker.id, err)
+		}
+		defer place(nil)
+	}
+	want := map[*session]int{alpha[1]: 1, alpha[0]: 1}
+	for _, s := range append(alpha, other) {
+		if evicted, _ := s.counts(); evicted != want[s] {
+			t.Errorf("%s evicted %d times, want %d", s.id, evicted, want[s])
+		}
+	}
+}
+
 // A session that needs a sandbox while every sandbox runs a call waits
 // for a call to end, and then takes that sandbox's place; with no call
 // ending it gives up, saying why and what to do.

@@ -26,6 +26,8 @@ type PoolConfig struct {
 	Argv     []string
 	Env      map[string]string
 	Limits   engine.Limits
+	// Mounts are the operator's host directories, in every sandbox.
+	Mounts []engine.Mount
 	// Size sandboxes are kept started and ready.
 	Size int
 	// StartTimeout bounds starting one sandbox.
@@ -89,6 +91,7 @@ func (p *Pool) start(ctx context.Context, warm bool) (*sandbox.Sandbox, error) {
 		Argv:     p.cfg.Argv,
 		Env:      p.cfg.Env,
 		Limits:   p.cfg.Limits,
+		Mounts:   p.cfg.Mounts,
 		Warm:     warm,
 	}
 	start := time.Now()

@@ -50,7 +50,7 @@ func (r *Reaper) reap(ctx context.Context) {
 		}
 		// The session stays, as a record: only its sandbox goes.
 		if s.Evict(ctx, fmt.Sprintf("the sandbox was stopped after being idle for %s", idleFor)) {
-			r.Logger.Info("stopped an idle session's sandbox; its checkpoint is kept", logkeys.SessionID, s.ID(), "idle_for", idleFor)
+			r.Logger.Info("stopping an idle session's sandbox; its checkpoint is kept", logkeys.SessionID, s.ID(), "idle_for", idleFor)
 			r.Metrics.Reaped()
 		}
 	}

@@ -45,6 +45,9 @@ type Usage struct {
 	// sandbox loses nothing.
 	Durable  bool
 	LastUsed time.Time
+	// Tenant owns the session: a sandbox is stopped to make room from the
+	// tenant that holds the most first.
+	Tenant string
 }
 
 // With a session store and MaxSessions, at most MaxSessions sandboxes
@@ -52,7 +55,9 @@ type Usage struct {
 // takes a place: reserved by Make before the sandbox starts, held until
 // its process is reaped, so that two sessions starting at once never both
 // take the last place, nor one whose sandbox is still dying. When every
-// place is taken, the sandbox idle longest is checkpointed and stopped.
+// place is taken, a sandbox of the tenant that holds the most (counting
+// the one about to start) is checkpointed and stopped, its idle longest:
+// a tenant over its share makes room for others before anyone else does.
 
 // Room counts the places of sandboxes that belong to sessions.
 type Room struct {
@@ -194,27 +199,40 @@ func (r *Room) evict(ctx context.Context, victim Session, skip map[Session]bool)
 		skip[victim] = true
 		return
 	}
-	r.logger.InfoContext(ctx, "stopped the sandbox idle longest to make room; its checkpoint is kept", logkeys.SessionID, victim.ID())
+	r.logger.InfoContext(ctx, "stopping the sandbox idle longest to make room, of the tenant that holds the most; its checkpoint is kept", logkeys.SessionID, victim.ID())
 	r.metrics.Reaped()
 }
 
 // idleLongest picks, of all but asker and skip, the durable session with a
-// live sandbox and no call running that was used longest ago; busy counts
-// the sessions running a call. A session the store could not record has
-// no checkpoint to come back from: it keeps its sandbox (until it is idle
-// for IdleTimeout).
+// live sandbox and no call running of the tenant that holds the most live
+// sandboxes (asker's to come counted), and of that tenant's, the one used
+// longest ago; busy counts the sessions running a call. A session the
+// store could not record has no checkpoint to come back from: it keeps
+// its sandbox (until it is idle for IdleTimeout).
 func idleLongest(all []Session, asker Session, skip map[Session]bool) (victim Session, busy int) {
-	var victimUsed time.Time
-	for _, s := range all {
-		u := s.Usage()
+	usage := make([]Usage, len(all))
+	held := map[string]int{asker.Usage().Tenant: 1}
+	for i, s := range all {
+		usage[i] = s.Usage()
+		if usage[i].Live {
+			held[usage[i].Tenant]++
+		}
+	}
+	var victimUsage Usage
+	for i, s := range all {
+		u := usage[i]
 		// A session held by a fence is not stopped: it waits for the
 		// store, and its checkpoint may lack what its sandbox holds.
 		live := u.Live && !u.Held
 		if live && u.Running {
 			busy++
 		}
-		if live && !u.Running && s != asker && !skip[s] && u.Durable && (victim == nil || u.LastUsed.Before(victimUsed)) {
-			victim, victimUsed = s, u.LastUsed
+		if !live || u.Running || s == asker || skip[s] || !u.Durable {
+			continue
+		}
+		if victim == nil || held[u.Tenant] > held[victimUsage.Tenant] ||
+			(held[u.Tenant] == held[victimUsage.Tenant] && u.LastUsed.Before(victimUsage.LastUsed)) {
+			victim, victimUsage = s, u
 		}
 	}
 	return victim, busy

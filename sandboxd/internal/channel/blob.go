@@ -38,6 +38,11 @@ func (c *Checkpoint) blobList() []Blob              { return c.Blobs }
 func (c *Checkpoint) listed(list []Blob) Message    { cp := *c; cp.Blobs = list; return &cp }
 func (c *Checkpoint) setChunks(m map[string][]byte) { c.Chunks, c.Blobs = m, nil }
 
+func (d *Display) chunkMap() map[string][]byte   { return d.Chunks }
+func (d *Display) blobList() []Blob              { return d.Blobs }
+func (d *Display) listed(list []Blob) Message    { cp := *d; cp.Blobs = list; return &cp }
+func (d *Display) setChunks(m map[string][]byte) { d.Chunks, d.Blobs = m, nil }
+
 func (r *Restore) chunkMap() map[string][]byte   { return r.Chunks }
 func (r *Restore) blobList() []Blob              { return r.Blobs }
 func (r *Restore) listed(list []Blob) Message    { cp := *r; cp.Blobs = list; return &cp }

@@ -35,6 +35,18 @@ type Out struct {
 	Data string `json:"d"`
 }
 
+// Progress is the code's report of how far its exec has got
+// (runtime.progress), passed on to a client that asked for progress.
+type Progress struct {
+	// Exec is the id of the exec that reported it.
+	Exec int64 `json:"id"`
+	// Done is how much is done; Total how much in all (0: unknown).
+	Done  float64 `json:"done"`
+	Total float64 `json:"total,omitempty"`
+	// Message says what is being done.
+	Message string `json:"msg,omitempty"`
+}
+
 // Call is a request from the sandboxed code to the outside world; the
 // agent waits for the Reply with the same ID.
 type Call struct {
@@ -64,6 +76,18 @@ type Done struct {
 	Dropped map[string]int64 `json:"dropped,omitempty"`
 	// End asks for the session to end (runtime.end_session()).
 	End bool `json:"end,omitempty"`
+	// Files are the files under /workspace/out the exec made or changed,
+	// at most 20; FilesMore counts the others.
+	Files     []OutFile `json:"files,omitempty"`
+	FilesMore int       `json:"files_more,omitempty"`
+}
+
+// OutFile is one file under /workspace/out.
+type OutFile struct {
+	// Path is relative to /workspace: "out/chart.png".
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+	MIME  string `json:"mime"`
 }
 
 // Exec asks the agent to run code in the session's namespace. Only one is
@@ -96,7 +120,49 @@ type Exec struct {
 	// Checkpoint, when positive, asks the agent for a checkpoint of the
 	// session after the exec's done, of at most this many bytes.
 	Checkpoint int64 `json:"checkpoint,omitempty"`
+	// Workspace, with Checkpoint, caps the bytes of /workspace's files
+	// the checkpoint holds; zero keeps no files in it.
+	Workspace int64 `json:"workspace,omitempty"`
+	// Display bounds the images the exec sends; nil leaves the agent's
+	// defaults.
+	Display *DisplayLimits `json:"display,omitempty"`
+	// Budget, when positive, bounds the characters of output the exec
+	// sends: the head and each stream's tail, the whole of a stream over
+	// it kept in a file in the workspace (docs/PROTOCOL.md). Limit then
+	// does not apply.
+	Budget int64 `json:"budget,omitempty"`
 }
+
+// DisplayLimits bound the images of one exec; a zero field leaves the
+// agent's default.
+type DisplayLimits struct {
+	// Side is the longest side of an image in pixels; larger ones are
+	// scaled down.
+	Side int64 `json:"side,omitempty"`
+	// Bytes bounds one encoded image.
+	Bytes int64 `json:"bytes,omitempty"`
+	// CallBytes and CallImages bound the images of one exec together.
+	CallBytes  int64 `json:"call_bytes,omitempty"`
+	CallImages int64 `json:"call_images,omitempty"`
+}
+
+// Display is an image the code showed (display(), a matplotlib figure,
+// plt.show()), PNG or JPEG, in the frame's one blob, "image".
+type Display struct {
+	// Exec is the exec that showed it.
+	Exec int64 `json:"id"`
+	// MIME is "image/png" or "image/jpeg".
+	MIME string `json:"mime"`
+	// Width and Height are the image's, in pixels.
+	Width  int `json:"w"`
+	Height int `json:"h"`
+	// Chunks holds the image as "image"; Blobs is as Checkpoint's.
+	Chunks map[string][]byte `json:"-"`
+	Blobs  []Blob            `json:"blobs,omitempty"`
+}
+
+// Image returns the image's bytes.
+func (d *Display) Image() []byte { return d.Chunks["image"] }
 
 // SavedTool is one saved tool as tool.list returns it.
 type SavedTool struct {
@@ -156,9 +222,11 @@ type Restored struct {
 // RestoreReport says what came back: names restored, names that failed
 // to restore, and names the checkpoint could not hold at all.
 type RestoreReport struct {
-	Restored []string   `json:"restored"`
-	Failed   []LostName `json:"failed"`
-	Unsaved  []LostName `json:"unsaved"`
+	Restored []string `json:"restored"`
+	// Files are the paths of the workspace's files written back.
+	Files   []string   `json:"files,omitempty"`
+	Failed  []LostName `json:"failed"`
+	Unsaved []LostName `json:"unsaved"`
 	// Error, when set, means the restore failed as a whole.
 	Error string `json:"error,omitempty"`
 }
@@ -256,6 +324,9 @@ func (*Out) Type() string { return "out" }
 func (*Call) Type() string { return "call" }
 
 // Type implements Message.
+func (*Progress) Type() string { return "progress" }
+
+// Type implements Message.
 func (*Done) Type() string { return "done" }
 
 // Type implements Message.
@@ -277,13 +348,17 @@ func (*Restore) Type() string { return "restore" }
 func (*Restored) Type() string { return "restored" }
 
 // Type implements Message.
+func (*Display) Type() string { return "display" }
+
+// Type implements Message.
 func (u *Unknown) Type() string { return u.T }
 
 // messageTypes makes an empty message of each known type, by its "t".
 var messageTypes = byType(
-	newMessage[Ready], newMessage[Out], newMessage[Call], newMessage[Done],
+	newMessage[Ready], newMessage[Out], newMessage[Call], newMessage[Done], newMessage[Progress],
 	newMessage[Exec], newMessage[Reply],
 	newMessage[Checkpoint], newMessage[Checkpointed], newMessage[Restore], newMessage[Restored],
+	newMessage[Display],
 )
 
 func newMessage[T any, P interface {

@@ -35,6 +35,17 @@ type Limits struct {
 	FileBytes int64
 	// OpenFiles caps open descriptors (RLIMIT_NOFILE).
 	OpenFiles int
+	// PendingSignals caps the signals queued to the sandbox's processes
+	// (RLIMIT_SIGPENDING) and LockedBytes its locked memory
+	// (RLIMIT_MEMLOCK: mlock, SHM_LOCK). The kernel charges both to every
+	// user namespace up the chain of the sandbox's, and at each level
+	// checks them against the limit its creator had, so that all
+	// sandboxes share the host limit of their owner: these are set inside
+	// the sandbox's own user namespace, after it is made, so that each
+	// sandbox has its own small share of that limit (sandboxd divides
+	// it). 0 leaves the host's.
+	PendingSignals int64
+	LockedBytes    int64
 }
 
 // Spec describes one sandbox to start.
@@ -53,6 +64,8 @@ type Spec struct {
 	Env map[string]string
 	// Limits bound the sandbox.
 	Limits Limits
+	// Mounts are the operator's host directories to expose (--mount).
+	Mounts []Mount
 	// Warm says the sandbox is for a warm pool: no caller waits on its
 	// start, so the engine may take longer to start it in a way that
 	// costs less CPU and memory (bwrap waits for its fork server while

@@ -39,6 +39,9 @@ type checkpoints struct {
 	// finish, so its effects are lost.
 	reason      string
 	interrupted bool
+	// same lets a checkpoint equal to the stored one go unwritten
+	// (unchanged.go).
+	same unchanged
 }
 
 // BeginCheckpoint notes that the exec about to be sent will be followed
@@ -112,10 +115,13 @@ func (l *Lease) Save(ctx context.Context, f *channel.Checkpoint, chunks map[stri
 	if len(l.ck.seqs) > 0 {
 		seq = l.ck.seqs[0]
 	}
+	// A checkpoint equal to the stored one needs no write (unchanged.go).
+	skip := f.Error == "" && l.skipSame(f.Manifest, len(chunks), seq)
 	l.mu.Unlock()
 	ok, notDurable, why := true, "", ""
 	var lost error
-	if f.Error != "" {
+	if skip { //nolint:revive // the equal checkpoint is stored already: nothing to write
+	} else if f.Error != "" {
 		ok, notDurable, why = false, refusedText(f.Error), f.Error
 		_ = l.store.NotDurable(ctx, l, f.Error)
 	} else if err := l.store.Commit(ctx, l, f.Manifest, chunks, seq, limit); errors.Is(err, ErrLost) {
@@ -128,6 +134,13 @@ func (l *Lease) Save(ctx context.Context, f *channel.Checkpoint, chunks map[stri
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	switch {
+	case skip:
+	case ok:
+		l.stored(f.Manifest, seq)
+	default:
+		l.stored(nil, 0)
+	}
 	if !superseded(f.Exec) {
 		l.ck.notDurable, l.ck.refusedWhy = notDurable, why
 		if ok {
@@ -229,6 +242,18 @@ func (l *Lease) LossReason() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ck.reason
+}
+
+// Interrupted reports whether the session's sandbox went away in the
+// middle of a run (Lost with interrupted, or a run the store says was in
+// flight when its holder stopped), as the next restore will report.
+func (l *Lease) Interrupted() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ck.interrupted
 }
 
 // TakeLoss returns why the session's sandbox went away, for the restore

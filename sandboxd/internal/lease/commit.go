@@ -43,7 +43,7 @@ func (s *Store) Commit(ctx context.Context, l *Lease, manifest json.RawMessage, 
 	}
 	prev := chunkIDs(l.State.Manifest)
 	st := l.State
-	st.Manifest, st.Seq, st.NotDurable = manifest, seq, ""
+	st.Manifest, st.Seq, st.NotDurable, st.Env, st.Running = manifest, seq, "", s.Env, nil
 	err := s.write(ctx, l, st, &sessionstorev1.SessionChunks{Ids: ChunkIDs(manifest), MaxBytes: uint64(max(limit, 0))})
 	switch {
 	case status.Code(err) == codes.InvalidArgument:

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	sessionstorev1 "github.com/codeexec/codeexec/proto/gen/codeexec/sessionstore/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
@@ -101,6 +102,13 @@ func (s *Store) newLease(tenant, handle string, st, before State, revision uint6
 	}
 	l.ck.idle = sync.NewCond(&l.mu)
 	l.ck.reason = stoppedReason(before)
+	if before.Running != nil && before.Epoch != 0 {
+		// A run that outlived its call was in flight when its holder
+		// stopped: it was interrupted, and is rolled back.
+		l.ck.reason = fmt.Sprintf("the run in flight since %s was interrupted: %s",
+			before.Running.UTC().Format(time.RFC3339), l.ck.reason)
+		l.ck.interrupted = true
+	}
 	return l
 }
 

@@ -47,6 +47,9 @@ type State struct {
 	Manifest json.RawMessage `json:"manifest,omitempty"`
 	// Seq is the number of execs the checkpoint reflects.
 	Seq uint64 `json:"seq"`
+	// Env is the ID of the environment the checkpoint was made in
+	// (package environment), "" before environments were recorded.
+	Env string `json:"env,omitempty"`
 	// NotDurable says why the last checkpoint could not be made, or "".
 	NotDurable string `json:"not_durable,omitempty"`
 	// Created is when the session began.
@@ -56,6 +59,11 @@ type State struct {
 	// Stopped says why the holder gave the session up ("the sandbox was
 	// stopped after being idle", ...), for the next restore's report.
 	Stopped string `json:"stopped,omitempty"`
+	// Running, when set, is when a run that outlives its call began on
+	// the holder: the run's checkpoint (or its end) clears it, so a
+	// replica that takes the session over with it set knows that a run
+	// was interrupted, and says so.
+	Running *time.Time `json:"running,omitempty"`
 }
 
 func decodeState(b []byte) (State, error) {
@@ -76,12 +84,17 @@ func (st State) encode() []byte {
 }
 
 // Chunk IDs of a manifest, to know which chunks a new checkpoint no longer
-// needs.
+// needs: its values' and its workspace files' (docs/PROTOCOL.md).
 func chunkIDs(manifest json.RawMessage) map[string]bool {
 	var m struct {
 		Values map[string]struct {
 			Chunk string `json:"chunk"`
 		} `json:"values"`
+		Workspace struct {
+			Files map[string]struct {
+				Chunks []string `json:"chunks"`
+			} `json:"files"`
+		} `json:"workspace"`
 	}
 	ids := map[string]bool{}
 	if len(manifest) == 0 || json.Unmarshal(manifest, &m) != nil {
@@ -89,6 +102,11 @@ func chunkIDs(manifest json.RawMessage) map[string]bool {
 	}
 	for _, v := range m.Values {
 		ids[v.Chunk] = true
+	}
+	for _, f := range m.Workspace.Files {
+		for _, c := range f.Chunks {
+			ids[c] = true
+		}
 	}
 	return ids
 }

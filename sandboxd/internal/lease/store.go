@@ -21,6 +21,9 @@ type Store struct {
 	replica *Replica
 	// TTL is how long an unused session is kept.
 	TTL time.Duration
+	// Env is the ID of the environment this replica's sandboxes run in,
+	// which each checkpoint records (State.Env).
+	Env string
 }
 
 // NewStore returns the store of sessions held by replica.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -309,5 +310,16 @@ func TestCommitKeepsWhatEachStoreNeeds(t *testing.T) {
 	if !has(c, held.Handle, "k1") || has(c, held.Handle, "big") {
 		t.Errorf("after a refused commit: k1 %v, big %v; want k1 kept for the checkpoint before, big gone",
 			has(c, held.Handle, "k1"), has(c, held.Handle, "big"))
+	}
+}
+
+// A checkpoint's chunks are its values' and its workspace files', so that
+// the store keeps the files' chunks and the cap counts them.
+func TestChunkIDsNameValuesAndFiles(t *testing.T) {
+	t.Parallel()
+	m := json.RawMessage(`{"v":1,"values":{"x":{"chunk":"c2","bytes":5}},` +
+		`"workspace":{"files":{"a":{"chunks":["c1","c3"],"bytes":9},"b":{"chunks":["c3"],"bytes":4}},"dirs":["d"],"bytes":13}}`)
+	if got, want := ChunkIDs(m), []string{"c1", "c2", "c3"}; !slices.Equal(got, want) {
+		t.Errorf("ChunkIDs = %v, want %v", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -143,6 +144,17 @@ func (s *Store) NotDurable(ctx context.Context, l *Lease, why string) error {
 // why): any replica may take it at once.
 func (s *Store) Release(ctx context.Context, l *Lease, why string) error {
 	return s.change(ctx, l, func(st *State) { st.Owner, st.Stopped = "", why })
+}
+
+// MarkRunning records in the session's record that a run which outlives
+// its call is in flight since began (nil: none is), so that a replica
+// taking the session over knows the run was interrupted. A checkpoint's
+// commit clears the mark too.
+func (l *Lease) MarkRunning(ctx context.Context, began *time.Time) error {
+	if l == nil {
+		return nil
+	}
+	return l.store.change(ctx, l, func(st *State) { st.Running = began })
 }
 
 // change writes l's state as edit changes it, if this replica still holds

@@ -22,14 +22,28 @@ const (
 	StatusError
 	StatusTimeout
 	StatusKilled
+	// StatusRunning and StatusNoRun are a session's, not an exec's: a
+	// call that yielded with its run going on, and an attach that found
+	// nothing to wait for.
+	StatusRunning
+	StatusNoRun
 )
 
-var statusNames = map[Status]string{StatusOK: "ok", StatusError: "error", StatusTimeout: "timeout", StatusKilled: "killed"}
+var statusNames = map[Status]string{
+	StatusOK: "ok", StatusError: "error", StatusTimeout: "timeout", StatusKilled: "killed",
+	StatusRunning: "running", StatusNoRun: "no_run",
+}
 
 func (s Status) String() string { return statusNames[s] }
 
 // Output receives output as it arrives. stream is "stdout" or "stderr".
 type Output func(stream, text string) error
+
+// Progress is the code's report of its progress (runtime.progress).
+type Progress struct {
+	Done, Total float64
+	Message     string
+}
 
 // Exec is one exec to run.
 type Exec struct {
@@ -55,8 +69,14 @@ type Exec struct {
 	// Paused, when set, reports whether the sandbox is paused: an exec
 	// that times out so says why.
 	Paused func() bool
-	// Out receives the exec's output.
-	Out Output
+	// Out receives the exec's output, Display its images and Progress,
+	// when set, its progress.
+	Out      Output
+	Display  Display
+	Progress func(Progress)
+	// Results bounds the output and the images for a model (results.go);
+	// its Workspace applies only with Checkpoint.
+	Results Results
 	// Logger logs what goes wrong in the exec (the session's logger).
 	Logger *slog.Logger
 }
@@ -82,7 +102,20 @@ type Outcome struct {
 	TimeoutNote string
 	// Ended is set when the code ended its session.
 	Ended bool
+	// Files are the files under /workspace/out the exec made or changed,
+	// and FilesMore how many more there were.
+	Files     []channel.OutFile
+	FilesMore int
+	// Cancelled, when set, says who cancelled the exec (a CancelledError
+	// as its context's cause).
+	Cancelled string
 }
+
+// CancelledError is the cause of an exec's context that says who cancelled
+// it: its result says so instead of "cancelled by the client".
+type CancelledError struct{ Why string }
+
+func (e *CancelledError) Error() string { return e.Why }
 
 // Exec runs one exec until done, death or the end of its budget, and
 // streams its output.
@@ -109,11 +142,15 @@ func (sb *Sandbox) Exec(ctx context.Context, x Exec) *Outcome {
 		sb.expectCheckpoint(id)
 	}
 	var ckpt int64
+	results := x.Results
 	if x.Checkpoint != nil {
 		ckpt = x.Checkpoint.Bytes
+	} else {
+		results.Workspace = 0
 	}
+	e.gate = newDisplayGate(results)
 	start := time.Now()
-	if err := sb.sendExec(id, x.Code, x.Env, x.OutputLimit, first, tools, ckpt); err != nil {
+	if err := sb.sendExec(id, x.Code, x.Env, x.OutputLimit, first, tools, ckpt, results); err != nil {
 		if x.Checkpoint != nil {
 			x.Checkpoint.Cancel()
 		}
@@ -138,6 +175,8 @@ type execution struct {
 	// runawayBefore is whether the sandbox had hit its process limit
 	// before the exec.
 	runawayBefore bool
+	// gate holds the exec's images to its bounds.
+	gate *displayGate
 }
 
 // wait reads the sandbox's frames until the exec is done, the sandbox
@@ -174,11 +213,16 @@ func (e *execution) wait(ctx, calls context.Context, start time.Time) *Outcome {
 			res.Duration = time.Since(start)
 			return res
 		case <-ctx.Done():
-			// The caller is gone; the code must not run on unobserved.
+			// The caller is gone, or cancelled the run; the code must not
+			// run on unobserved.
 			sb.Kill()
+			e.drain(ctx, calls)
 			res.Duration = time.Since(start)
 			res.Status, res.StateLost = StatusKilled, true
 			res.Error = "the call was cancelled by the client; the sandbox was stopped"
+			if c := (*CancelledError)(nil); errors.As(context.Cause(ctx), &c) {
+				res.Error, res.Cancelled = c.Why+"; the sandbox was stopped", c.Why
+			}
 			return res
 		}
 	}
@@ -220,6 +264,16 @@ func (e *execution) handle(ctx, calls context.Context, msg channel.Message) (fin
 	switch msg := msg.(type) {
 	case *channel.Out:
 		e.output(ctx, msg)
+	case *channel.Display:
+		if msg.Exec == e.id && e.x.Display != nil && e.gate.admit(msg) {
+			if err := e.x.Display(msg); err != nil {
+				e.x.Logger.DebugContext(ctx, "display receiver failed", logkeys.Error, err)
+			}
+		}
+	case *channel.Progress:
+		if msg.Exec == e.id && e.x.Progress != nil {
+			e.x.Progress(Progress{Done: msg.Done, Total: msg.Total, Message: msg.Message})
+		}
 	case *channel.Call:
 		// A call ends by the exec's timeout, so that a call to a server
 		// still starting gives up in time to tell the code which one.
@@ -247,8 +301,13 @@ func (e *execution) output(ctx context.Context, msg *channel.Out) {
 		stream = "stdout"
 	}
 	// The agent applies the cap; this is a backstop against an agent
-	// that does not.
-	if limit := e.x.OutputLimit; limit > 0 && e.counted[stream]+int64(len(msg.Data)) > limit+(64<<10) {
+	// that does not. With a budget the agent sends at most that many
+	// characters (4 bytes each at most) and ignores the cap.
+	limit := e.x.OutputLimit
+	if b := e.x.Results.Budget; b > 0 && limit > 0 {
+		limit = max(limit, 4*b)
+	}
+	if limit > 0 && e.counted[stream]+int64(len(msg.Data)) > limit+(64<<10) {
 		e.res.Dropped[stream] += int64(len(msg.Data))
 		return
 	}
@@ -280,6 +339,7 @@ func (e *execution) done(msg *channel.Done) {
 		}
 	}
 	res.Ended = msg.End
+	res.Files, res.FilesMore = outFiles(msg)
 	if e.x.Checkpoint != nil && msg.End {
 		// The agent takes no checkpoint of a session it ends.
 		e.x.Checkpoint.Cancel()
@@ -296,7 +356,7 @@ func joinErr(a, b string) string {
 // sendExec writes an exec frame; a first exec carries the saved tools
 // fetched for it (nil: none fetched), and a positive checkpoint asks for
 // a checkpoint of at most that many bytes after it.
-func (sb *Sandbox) sendExec(id int64, code string, env *ExecEnv, limit int64, first bool, tools []channel.SavedTool, checkpoint int64) error {
+func (sb *Sandbox) sendExec(id int64, code string, env *ExecEnv, limit int64, first bool, tools []channel.SavedTool, checkpoint int64, results Results) error {
 	// Never null: the agent reads an empty list as no servers.
 	servers, discovered := env.Servers, env.Discovered
 	if servers == nil {
@@ -308,6 +368,7 @@ func (sb *Sandbox) sendExec(id int64, code string, env *ExecEnv, limit int64, fi
 	msg := &channel.Exec{
 		ID: id, Code: code, Servers: servers, Discovered: discovered, Unloaded: env.Unloaded, Limit: limit, First: first, SavedTools: tools, Checkpoint: checkpoint,
 	}
+	results.apply(msg)
 	err := sb.conn.Write(msg)
 	if errors.Is(err, channel.ErrFrameTooLarge) && msg.SavedTools != nil {
 		// The code and the tools together are too large for one frame
@@ -327,7 +388,7 @@ func (sb *Sandbox) WarmUp(ctx context.Context) error {
 	sb.nextExec++
 	id := sb.nextExec
 	sb.mu.Unlock()
-	if err := sb.sendExec(id, "pass", &ExecEnv{}, 0, false, nil, 0); err != nil {
+	if err := sb.sendExec(id, "pass", &ExecEnv{}, 0, false, nil, 0, Results{}); err != nil {
 		return err
 	}
 	for {

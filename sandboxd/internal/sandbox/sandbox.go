@@ -20,6 +20,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/channel"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/services/logkeys"
+	"github.com/codeexec/codeexec/services/ratelog"
 )
 
 // Sandbox is one live sandbox process with its agent.
@@ -70,6 +71,11 @@ type Sandbox struct {
 	// frame outside them was dropped and logged.
 	ckptDue, ckptOpen int64
 	strayWarned       bool
+	// strange counts frames of types an agent never sends (code in the
+	// sandbox wrote them); see strangeFrame.
+	strange int
+	// logs limits what the sandbox can make sandboxd log.
+	logs ratelog.Limiter
 	// afterFirstExec, when set, runs once the first exec of the session
 	// that took this sandbox from the pool is done (SetAfterFirstExec).
 	afterFirstExec func()
@@ -208,10 +214,35 @@ func (sb *Sandbox) route(m channel.Message) {
 		select {
 		case sb.restored <- m:
 		default:
-			sb.logger.Warn("a restored frame nobody asked for")
+			sb.logs.Warn(context.Background(), sb.logger, "a restored frame nobody asked for")
 		}
+	case *channel.Unknown, *channel.Exec, *channel.Reply, *channel.Checkpointed, *channel.Restore:
+		// Types the agent never sends: sandboxd's own, or none at all.
+		sb.strangeFrame(m)
 	default:
 		sb.msgs <- m
+	}
+}
+
+// maxStrangeFrames bounds the frames of types an agent never sends that a
+// sandbox may send before it is stopped: code in the sandbox can reach the
+// channel, and each such frame cost a log line as long as its type.
+const maxStrangeFrames = 100
+
+// strangeFrame logs a frame of a type the agent never sends (rate-limited,
+// cut short) and stops the sandbox at the maxStrangeFrames-th.
+func (sb *Sandbox) strangeFrame(m channel.Message) {
+	sb.mu.Lock()
+	sb.strange++
+	n := sb.strange
+	sb.mu.Unlock()
+	switch {
+	case n < maxStrangeFrames:
+		sb.logs.Warn(context.Background(), sb.logger, "dropped a frame of a type the agent never sends (code in the sandbox wrote it)", "type", m.Type(), "count", n)
+	case n == maxStrangeFrames:
+		sb.logger.Warn("stopping the sandbox: its code sent frames of unknown type to sandboxd", "count", n)
+		sb.SetStopReason(fmt.Sprintf("its code sent %d frames of unknown type to sandboxd over the agent's channel", n))
+		go sb.Kill()
 	}
 }
 
@@ -223,7 +254,7 @@ func (sb *Sandbox) readStderr() {
 		sb.mu.Lock()
 		sb.stderr.add(line)
 		sb.mu.Unlock()
-		sb.logger.Debug("sandbox stderr", "line", line)
+		sb.logs.Log(context.Background(), sb.logger, slog.LevelDebug, "sandbox stderr", "line", line)
 	}
 	_, _ = io.Copy(io.Discard, sb.proc.Stderr())
 }

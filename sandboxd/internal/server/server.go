@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -26,15 +27,23 @@ import (
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
-// Register adds SandboxService, served by m, to g.
-func Register(g *grpc.Server, m *session.Manager, logger *slog.Logger) {
-	sandboxv1.RegisterSandboxServiceServer(g, &server{m: m, logger: logger})
+// Register adds SandboxService, served by m, to g. files reads the
+// workspace files of durable sessions; nil refuses ReadFile.
+func Register(g *grpc.Server, m *session.Manager, files Files, logger *slog.Logger) {
+	sandboxv1.RegisterSandboxServiceServer(g, &server{m: m, files: files, logger: logger})
+}
+
+// Files reads a file of a session's workspace from its latest stored
+// checkpoint (durable.Sessions).
+type Files interface {
+	ReadFile(ctx context.Context, tenant, handle, path string, minSeq uint64, maxBytes int64) ([]byte, uint64, error)
 }
 
 // server implements SandboxService over a session.Manager.
 type server struct {
 	sandboxv1.UnimplementedSandboxServiceServer
 	m      *session.Manager
+	files  Files
 	logger *slog.Logger
 }
 
@@ -51,42 +60,37 @@ func (s *server) Execute(req *sandboxv1.ExecuteRequest, stream sandboxv1.Sandbox
 	if req.GetSessionId() == "" {
 		return status.Error(codes.InvalidArgument, "session_id is required: create a session with CreateSession first")
 	}
-	if req.GetCode() == "" {
-		return status.Error(codes.InvalidArgument, "code is empty: send the Python source to run")
+	if req.GetCode() == "" && !req.GetAttach() {
+		return status.Error(codes.InvalidArgument, "code is empty: send the Python source to run, or attach to wait for the run in flight")
+	}
+	if req.GetCode() != "" && req.GetAttach() {
+		return status.Error(codes.InvalidArgument, "attach takes no code: it waits for the session's run in flight")
 	}
 	if req.GetMaxToolCalls() < 0 {
 		return status.Errorf(codes.InvalidArgument, "max_tool_calls is %d; give 0 (no limit) or a positive number", req.GetMaxToolCalls())
 	}
-	// Output and questions come from different goroutines; a stream takes
-	// one Send at a time.
+	// The run's events and its questions come from different goroutines;
+	// a stream takes one Send at a time.
 	var mu sync.Mutex
 	send := func(r *sandboxv1.ExecuteResponse) error {
 		mu.Lock()
 		defer mu.Unlock()
 		return stream.Send(r)
 	}
-	r := session.Request{
+	res, err := s.m.Execute(ctx, session.Request{
 		Tenant:       req.GetTenant(),
 		SessionID:    req.GetSessionId(),
 		Code:         req.GetCode(),
 		Servers:      req.GetServers(),
 		Timeout:      req.GetTimeout().AsDuration(),
+		YieldAfter:   req.GetYieldAfter().AsDuration(),
+		Attach:       req.GetAttach(),
+		Replay:       req.GetReplay(),
+		Quiet:        req.GetQuiet(),
+		RunID:        req.GetRunId(),
 		MaxToolCalls: int(req.GetMaxToolCalls()),
-	}
-	if req.GetAskApprovals() {
-		r.Ask = func(q session.Question) error {
-			return send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Approval{Approval: questionToProto(q)}})
-		}
-	}
-	res, err := s.m.Execute(ctx, r, func(name, text string) error {
-		st := sandboxv1.Stream_STREAM_STDOUT
-		if name == "stderr" {
-			st = sandboxv1.Stream_STREAM_STDERR
-		}
-		return send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Output{
-			Output: &sandboxv1.OutputChunk{Stream: st, Text: text},
-		}})
-	})
+		AskApprovals: req.GetAskApprovals(),
+	}, func(ev session.Event) error { return send(eventToProto(ev)) })
 	if res == nil {
 		return s.toStatus(ctx, err)
 	}
@@ -117,11 +121,43 @@ func (s *server) AnswerApproval(ctx context.Context, req *sandboxv1.AnswerApprov
 }
 
 func questionToProto(q session.Question) *sandboxv1.ApprovalRequest {
-	r := &sandboxv1.ApprovalRequest{Id: q.ID, Server: q.Server, Tool: q.Tool, ArgumentsJson: q.Arguments, Reason: q.Reason}
+	r := &sandboxv1.ApprovalRequest{Id: q.ID, Server: q.Server, Tool: q.Tool, ArgumentsJson: q.Arguments, Reason: q.Reason, RunId: q.RunID}
 	if !q.Deadline.IsZero() {
 		r.Deadline = timestamppb.New(q.Deadline)
 	}
 	return r
+}
+
+// eventToProto is the Execute stream's message of one event of a run.
+func eventToProto(ev session.Event) *sandboxv1.ExecuteResponse {
+	if q := ev.Question; q != nil {
+		return &sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Approval{Approval: questionToProto(*q)}}
+	}
+	if d := ev.Display; d != nil {
+		return &sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Display{
+			Display: &sandboxv1.DisplayData{MimeType: d.MIME, Data: d.Image(), Width: int32(d.Width), Height: int32(d.Height)},
+		}}
+	}
+	if p := ev.Progress; p != nil {
+		return &sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Progress{
+			Progress: &sandboxv1.Progress{Done: p.Done, Total: p.Total, Message: p.Message},
+		}}
+	}
+	st := sandboxv1.Stream_STREAM_STDOUT
+	if ev.Stream == "stderr" {
+		st = sandboxv1.Stream_STREAM_STDERR
+	}
+	return &sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Output{
+		Output: &sandboxv1.OutputChunk{Stream: st, Text: ev.Text},
+	}}
+}
+
+func (s *server) CancelExecution(ctx context.Context, req *sandboxv1.CancelExecutionRequest) (*sandboxv1.CancelExecutionResponse, error) {
+	ok, err := s.m.Cancel(ctx, req.GetTenant(), req.GetSessionId(), req.GetRunId(), req.GetReason())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.CancelExecutionResponse{Cancelled: ok}, nil
 }
 
 func (s *server) ResetSession(ctx context.Context, req *sandboxv1.ResetSessionRequest) (*sandboxv1.ResetSessionResponse, error) {
@@ -145,6 +181,21 @@ func (s *server) GetSession(ctx context.Context, req *sandboxv1.GetSessionReques
 		return nil, s.toStatus(ctx, err)
 	}
 	return &sandboxv1.GetSessionResponse{Session: toProto(sess.Info())}, nil
+}
+
+func (s *server) ReadFile(ctx context.Context, req *sandboxv1.ReadFileRequest) (*sandboxv1.ReadFileResponse, error) {
+	if s.files == nil {
+		return nil, status.Error(codes.FailedPrecondition, "files are read from the session's checkpoints, and this sandboxd keeps none: run it with a session store (memoryd)")
+	}
+	p := req.GetPath()
+	if p == "" || path.Clean(p) != p || strings.HasPrefix(p, "/") || strings.HasPrefix(p, "../") || p == ".." {
+		return nil, status.Errorf(codes.InvalidArgument, "path %q is not a clean path relative to /workspace, such as out/chart.png", p)
+	}
+	data, seq, err := s.files.ReadFile(ctx, req.GetTenant(), req.GetSessionId(), p, req.GetMinExecCount(), req.GetMaxBytes())
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.ReadFileResponse{Data: data, ExecCount: seq}, nil
 }
 
 func (s *server) ListSessions(_ context.Context, req *sandboxv1.ListSessionsRequest) (*sandboxv1.ListSessionsResponse, error) {
@@ -182,10 +233,25 @@ func (s *server) toStatus(ctx context.Context, err error) error {
 		// Not UNAVAILABLE: a gateway takes that for a replica it cannot
 		// reach, and gives up every session routed to it.
 		return status.Error(codes.Aborted, msg(session.ErrPaused))
+	case errors.Is(err, lease.ErrUnknown):
+		return status.Error(codes.NotFound, "unknown session: it has ended or expired, or it belongs to another tenant")
+	case errors.Is(err, lease.ErrNoFile):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, lease.ErrFileTooLarge), errors.Is(err, lease.ErrNotYet):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, lease.ErrFenced):
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, engine.ErrUnavailable):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	if busy := (*session.BusyError)(nil); errors.As(err, &busy) {
+		st, derr := status.New(codes.FailedPrecondition, busy.Error()).WithDetails(&sandboxv1.RunInFlight{
+			RunId: busy.RunID, StartTime: timestamppb.New(busy.Started), Timeout: durationpb.New(busy.Timeout),
+		})
+		if derr != nil {
+			return status.Error(codes.FailedPrecondition, busy.Error())
+		}
+		return st.Err()
 	}
 	var elsewhere *session.ElsewhereError
 	if errors.As(err, &elsewhere) {
@@ -226,7 +292,13 @@ func resultToProto(r *session.Result) *sandboxv1.ExecResult {
 		sandbox.StatusError:   sandboxv1.ExecStatus_EXEC_STATUS_ERROR,
 		sandbox.StatusTimeout: sandboxv1.ExecStatus_EXEC_STATUS_TIMEOUT,
 		sandbox.StatusKilled:  sandboxv1.ExecStatus_EXEC_STATUS_KILLED,
+		sandbox.StatusRunning: sandboxv1.ExecStatus_EXEC_STATUS_RUNNING,
+		sandbox.StatusNoRun:   sandboxv1.ExecStatus_EXEC_STATUS_NO_RUN,
 	}[r.Status]
+	var started *timestamppb.Timestamp
+	if !r.Started.IsZero() {
+		started = timestamppb.New(r.Started)
+	}
 	return &sandboxv1.ExecResult{
 		Status:             st,
 		ExitCode:           int32(r.ExitCode),
@@ -244,7 +316,20 @@ func resultToProto(r *session.Result) *sandboxv1.ExecResult {
 		Ended:              r.Ended,
 		Uncheckpointed:     lostToProto(r.Uncheckpointed),
 		TimeoutNote:        r.TimeoutNote,
+		Files:              filesToProto(r.Files),
+		FilesMore:          uint32(min(r.FilesMore, 1<<20)),
+		RunId:              r.RunID,
+		Interrupted:        r.Interrupted,
+		StartTime:          started,
 	}
+}
+
+func filesToProto(files []channel.OutFile) []*sandboxv1.OutputFile {
+	out := make([]*sandboxv1.OutputFile, 0, len(files))
+	for _, f := range files {
+		out = append(out, &sandboxv1.OutputFile{Path: f.Path, Size: f.Bytes, MimeType: f.MIME})
+	}
+	return out
 }
 
 func lostToProto(names []channel.LostName) []*sandboxv1.LostName {
@@ -259,5 +344,5 @@ func restoreToProto(r *session.RestoreReport) *sandboxv1.RestoreReport {
 	if r == nil {
 		return nil
 	}
-	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Lost: lostToProto(r.Lost), RolledBack: r.RolledBack, Calls: r.Calls, Missed: r.Missed, MissedWhy: r.MissedWhy}
+	return &sandboxv1.RestoreReport{Reason: r.Reason, Names: r.Names, Files: r.Files, Lost: lostToProto(r.Lost), RolledBack: r.RolledBack, Calls: r.Calls, Missed: r.Missed, MissedWhy: r.MissedWhy, Environment: r.Environment, Fresh: r.Fresh}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 )
 
 // Question is a tool call of a run that waits for a person's approval,
-// as sent to the run's caller (Request.Ask).
+// as sent to the run's caller (an Event's Question).
 type Question struct {
 	// ID names the question in Manager.Answer: random, so that it may
 	// travel through the client and back.
@@ -21,32 +22,63 @@ type Question struct {
 	sandbox.Approval
 	// Deadline is when the run's time ends; no answer counts after it.
 	Deadline time.Time
+	// RunID is the run that asks; zero for one bound to its call.
+	RunID uint64
 }
 
 // questions are the questions of a session's runs that wait for answers.
 type questions struct {
 	mu      sync.Mutex
-	waiting map[string]chan sandbox.Answer
+	waiting map[string]*waiter
+	// order keeps the waiting questions in the order they were asked.
+	order []string
 }
 
-// asker is the run's sandbox.Asker: it sends each question with send and
-// waits for Manager.Answer, until ctx (the run's calls) ends.
-func (s *Session) asker(send func(Question) error) sandbox.Asker {
+// waiter is one question waiting, and where its answer goes.
+type waiter struct {
+	q  Question
+	ch chan sandbox.Answer
+}
+
+// waiting lists the session's questions that wait for answers, oldest
+// first.
+func (s *Session) waiting() []Question {
+	s.questions.mu.Lock()
+	defer s.questions.mu.Unlock()
+	out := make([]Question, 0, len(s.questions.order))
+	for _, id := range s.questions.order {
+		out = append(out, s.questions.waiting[id].q)
+	}
+	return out
+}
+
+// take removes the question id from those waiting, and returns its
+// waiter; nil when it does not wait.
+func (qs *questions) take(id string) *waiter {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	w := qs.waiting[id]
+	delete(qs.waiting, id)
+	qs.order = slices.DeleteFunc(qs.order, func(o string) bool { return o == id })
+	return w
+}
+
+// asker is the sandbox.Asker of the run runID: it sends each question
+// with send and waits for Manager.Answer, until ctx (the run's calls)
+// ends.
+func (s *Session) asker(runID uint64, send func(Question) error) sandbox.Asker {
 	return func(ctx context.Context, a sandbox.Approval) (sandbox.Answer, error) {
-		q := Question{ID: randomid.Hex(16), Approval: a}
+		q := Question{ID: randomid.Hex(16), Approval: a, RunID: runID}
 		q.Deadline, _ = ctx.Deadline()
 		ch := make(chan sandbox.Answer, 1)
 		s.questions.mu.Lock()
 		if s.questions.waiting == nil {
-			s.questions.waiting = map[string]chan sandbox.Answer{}
+			s.questions.waiting = map[string]*waiter{}
 		}
-		s.questions.waiting[q.ID] = ch
+		s.questions.waiting[q.ID] = &waiter{q: q, ch: ch}
+		s.questions.order = append(s.questions.order, q.ID)
 		s.questions.mu.Unlock()
-		defer func() {
-			s.questions.mu.Lock()
-			delete(s.questions.waiting, q.ID)
-			s.questions.mu.Unlock()
-		}()
+		defer s.questions.take(q.ID)
 		if err := send(q); err != nil {
 			return sandbox.Answer{Decision: sandbox.Unavailable, Reason: "the question could not be sent to the client: " + err.Error()}, nil
 		}
@@ -80,13 +112,10 @@ func (m *Manager) Answer(ctx context.Context, tenant, id, question string, ans s
 		}
 		return err
 	}
-	s.questions.mu.Lock()
-	ch, ok := s.questions.waiting[question]
-	delete(s.questions.waiting, question)
-	s.questions.mu.Unlock()
-	if !ok {
+	w := s.questions.take(question)
+	if w == nil {
 		return fmt.Errorf("%w: no question %q waits for an answer on session %s: it was answered already, or the run that asked it has ended", ErrNotFound, question, id)
 	}
-	ch <- ans // buffered, and only one answer takes ch from the map
+	w.ch <- ans // buffered, and only one answer takes w from the map
 	return nil
 }

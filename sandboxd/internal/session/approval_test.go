@@ -69,9 +69,14 @@ func TestApprovalQuestions(t *testing.T) {
 		var out strings.Builder
 		done := make(chan error, 1)
 		go func() {
-			_, err := r.m.Execute(t.Context(), session.Request{Tenant: "alice", SessionID: id, Code: code, Timeout: 20 * time.Second, Servers: []string{"bank"},
-				Ask: func(q session.Question) error { asked <- q; return nil }},
-				func(_, text string) error { out.WriteString(text); return nil })
+			_, err := r.m.Execute(t.Context(), session.Request{Tenant: "alice", SessionID: id, Code: code, Timeout: 20 * time.Second, Servers: []string{"bank"}, AskApprovals: true},
+				func(ev session.Event) error {
+					if ev.Question != nil {
+						asked <- *ev.Question
+					}
+					out.WriteString(ev.Text)
+					return nil
+				})
 			done <- err
 		}()
 		q := <-asked
@@ -98,8 +103,53 @@ func TestApprovalQuestions(t *testing.T) {
 	var out strings.Builder
 	_, err := r.m.Execute(t.Context(), session.Request{Tenant: "alice", SessionID: id, Servers: []string{"bank"}, Timeout: 20 * time.Second,
 		Code: "try:\n    await mcp_bank.pay(amount=1)\nexcept runtime.ApprovalUnavailableError as e:\n    print('refused:', e)\n"},
-		func(_, text string) error { out.WriteString(text); return nil })
+		func(ev session.Event) error { out.WriteString(ev.Text); return nil })
 	if err != nil || !strings.Contains(out.String(), "refused: tool 'pay' of server 'bank' needs a person's approval") {
 		t.Errorf("call without a way to ask: %v %q", err, out.String())
+	}
+}
+
+// TestApprovalOfARunThatYields: a run that outlives its call (YieldAfter)
+// asks through its flight; a call that yields leaves the question
+// waiting, the next attach gets it again, and once answered the run goes
+// on to its end, which that attach (or the next) delivers.
+func TestApprovalOfARunThatYields(t *testing.T) {
+	t.Parallel()
+	g := &guarded{}
+	r := newReplica(t, nil, "", options{config: func(c *session.Config) { c.Broker = &broker.Broker{Discovery: g} }})
+	id := r.create(t)
+	follow := func(req session.Request) (*session.Result, []session.Question, string) {
+		t.Helper()
+		var qs []session.Question
+		var out strings.Builder
+		res, err := r.m.Execute(t.Context(), req, func(ev session.Event) error {
+			if ev.Question != nil {
+				qs = append(qs, *ev.Question)
+			}
+			out.WriteString(ev.Text)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, qs, out.String()
+	}
+	res, qs, out := follow(session.Request{Tenant: "alice", SessionID: id, Servers: []string{"bank"}, Timeout: 20 * time.Second, AskApprovals: true,
+		YieldAfter: 500 * time.Millisecond, Code: "print('before')\nr = await mcp_bank.pay(amount=5)\nprint('after', r['content'][0]['text'])"})
+	if res.Status != session.StatusRunning || len(qs) != 1 || qs[0].RunID != res.RunID || out != "before\n" {
+		t.Fatalf("first call: %v, questions %+v, output %q; want it running, asked once by its run", res.Status, qs, out)
+	}
+	attach := session.Request{Tenant: "alice", SessionID: id, Attach: true, YieldAfter: 300 * time.Millisecond, RunID: res.RunID}
+	res2, again, _ := follow(attach)
+	if res2.Status != session.StatusRunning || len(again) != 1 || again[0].ID != qs[0].ID {
+		t.Fatalf("an attach while it waits: %v, questions %+v; want the same question again", res2.Status, again)
+	}
+	if err := r.m.Answer(t.Context(), "alice", id, qs[0].ID, sandbox.Answer{Decision: sandbox.Accept}); err != nil {
+		t.Fatal(err)
+	}
+	attach.YieldAfter = 20 * time.Second
+	end, after, out := follow(attach)
+	if end.Status != sandbox.StatusOK || len(after) != 0 || out != "after paid\n" || len(g.paid) != 1 {
+		t.Fatalf("after the answer: %v, questions %+v, output %q, paid %d; want it done and paid once", end.Status, after, out, len(g.paid))
 	}
 }

@@ -10,10 +10,7 @@ import (
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
-// Output receives output as it arrives. stream is "stdout" or "stderr".
-type Output = sandbox.Output
-
-// Request is one exec.
+// Request is one exec, or an attach to a run in flight.
 type Request struct {
 	Tenant, SessionID, Code string
 	Servers                 []string
@@ -22,10 +19,20 @@ type Request struct {
 	Timeout time.Duration
 	// MaxToolCalls bounds the exec's tool calls; zero is no bound.
 	MaxToolCalls int
-	// Ask, when set, sends the caller a question whose answer comes by
-	// Manager.Answer; nil means the caller can be asked nothing, and a
-	// tool call that needs a person's approval is refused.
-	Ask func(Question) error
+	// AskApprovals says that the caller answers questions (an Event's
+	// Question) with Manager.Answer; without it, a tool call that needs a
+	// person's approval is refused at once.
+	AskApprovals bool
+	// YieldAfter, when set, makes the run outlive the call: the call
+	// returns a StatusRunning result once that much time has passed (from
+	// the call's start), and the run goes on (see flight).
+	YieldAfter time.Duration
+	// Attach, with no code, waits up to YieldAfter for the run in flight
+	// (RunID, when set, names it); Replay and Quiet are how (see the
+	// proto's ExecuteRequest).
+	Attach        bool
+	Replay, Quiet bool
+	RunID         uint64
 }
 
 // Result is how an exec ended (sandbox.Outcome: status, exit code,
@@ -46,17 +53,30 @@ type Result struct {
 	// Uncheckpointed, when set, are (once) the names the latest checkpoint
 	// could not hold.
 	Uncheckpointed []channel.LostName
+	// RunID and Started name a run that may outlive its call; Yielded,
+	// on a StatusRunning result, says why the call yielded early.
+	RunID   uint64
+	Started time.Time
+	Yielded string
+	// Interrupted, when set, says why the run did not finish: it was
+	// cancelled, or its replica was lost.
+	Interrupted string
 }
 
-// Execute runs code in a session and streams its output to out. A durable
-// session that is not live here is taken from the session store (and
-// restored from its checkpoint), unless another replica holds it live: then
-// the error is an *ElsewhereError.
-func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result, error) {
+// Execute runs code in a session and streams its events to send. A
+// durable session that is not live here is taken from the session store
+// (and restored from its checkpoint), unless another replica holds it
+// live: then the error is an *ElsewhereError. With YieldAfter the run
+// may outlive the call (see flight); with Attach the call follows the run
+// in flight instead of starting one.
+func (m *Manager) Execute(ctx context.Context, req Request, send Send) (*Result, error) {
 	began := time.Now()
 	s, err := m.claim(ctx, req.Tenant, req.SessionID)
 	if err != nil {
 		return nil, err
+	}
+	if req.Attach {
+		return m.attach(ctx, s, req, send)
 	}
 	if req.Code == "" {
 		return nil, fmt.Errorf("%w: code is empty", ErrInvalid)
@@ -66,26 +86,54 @@ func (m *Manager) Execute(ctx context.Context, req Request, out Output) (*Result
 	// leaves of the timeout bounds the calls of a restore, and the code.
 	deadline := began.Add(timeout)
 	saved := m.fetchSavedTools(ctx, s)
-	defer saved.stop()
 	// Loading the call's servers waits for those still starting no longer
-	// than the call's timeout: a server not up by then is loaded with the
-	// error that says so, which its use raises, and the code runs.
-	prepCtx, cancelPrep := context.WithDeadline(ctx, deadline)
+	// than the call's timeout, nor its yield (the call must answer by
+	// then): a server not up by then is loaded with the error that says
+	// so, which its use raises, and the code runs.
+	prepBy := deadline
+	if y := began.Add(req.YieldAfter); req.YieldAfter > 0 && y.Before(prepBy) {
+		prepBy = y
+	}
+	prepCtx, cancelPrep := context.WithDeadline(ctx, prepBy)
 	env, err := m.cfg.Broker.Prepare(prepCtx, s.tenant, req.Servers)
 	cancelPrep()
 	if err != nil {
+		saved.stop()
 		return nil, err
 	}
-	r := &run{code: req.Code, env: env, saved: saved, timeout: timeout, out: out,
+	r := &run{code: req.Code, env: env, saved: saved, timeout: timeout,
 		spent: spentTime{loading: time.Since(began), env: env}}
+	if f := s.inFlight(); f != nil {
+		// A run that has not yielded is a call like any other, soon
+		// over (or cancelled): this one waits for it. A long run is
+		// refused.
+		if err := f.waitTurn(ctx, req.YieldAfter-time.Since(began)); err != nil {
+			saved.stop()
+			return nil, err
+		}
+	}
 	if s, err = m.takeTurn(ctx, s, req, deadline); err != nil {
+		saved.stop()
 		return nil, err
 	}
-	defer s.release()
 	// Asked on the session whose turn it holds, where Answer finds it.
 	env.Controls = &sandbox.Controls{MaxToolCalls: req.MaxToolCalls}
-	if req.Ask != nil {
-		env.Controls.Ask = s.asker(req.Ask)
+	r.ask = req.AskApprovals
+	if req.YieldAfter > 0 {
+		if err := ctx.Err(); err != nil {
+			// The caller went (or cancelled) before the run began: it
+			// does not begin.
+			saved.stop()
+			s.release()
+			return nil, err
+		}
+		return m.launch(ctx, s, r, req.YieldAfter-time.Since(began), send)
+	}
+	defer saved.stop()
+	defer s.release()
+	r.out, r.progress, r.display = outputTo(send), progressTo(send), displayTo(send)
+	if r.ask {
+		env.Controls.Ask = s.asker(0, func(q Question) error { return send(Event{Question: &q}) })
 	}
 	res, err := s.start(ctx, r)
 	if err != nil {

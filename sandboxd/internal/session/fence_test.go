@@ -70,11 +70,11 @@ for _ in range(60):
     now = time.monotonic()
     longest, last = max(longest, now - last), now
 x += 1
-print("done", x, round(longest, 1))`}, func(_, text string) error {
+print("done", x, round(longest, 1))`}, func(ev session.Event) error {
 			if out.Len() == 0 {
 				close(started)
 			}
-			out.WriteString(text)
+			out.WriteString(ev.Text)
 			return nil
 		})
 		inFlight <- outcome{res, strings.TrimPrefix(out.String(), "started\n"), err}

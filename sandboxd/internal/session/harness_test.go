@@ -130,8 +130,8 @@ func (r *replica) create(t *testing.T) string {
 // exec runs code in alice's session id with a 20 s timeout.
 func (r *replica) exec(ctx context.Context, id, code string) (*session.Result, string, error) {
 	var out strings.Builder
-	res, err := r.m.Execute(ctx, session.Request{Tenant: "alice", SessionID: id, Code: code, Timeout: 20 * time.Second}, func(_, text string) error {
-		out.WriteString(text)
+	res, err := r.m.Execute(ctx, session.Request{Tenant: "alice", SessionID: id, Code: code, Timeout: 20 * time.Second}, func(ev session.Event) error {
+		out.WriteString(ev.Text)
 		return nil
 	})
 	return res, out.String(), err

@@ -11,12 +11,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/capacity"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/lease"
 	"github.com/codeexec/codeexec/sandboxd/internal/metrics"
+	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
 )
 
 // Errors returned by the manager; the service maps them to gRPC codes.
@@ -50,6 +52,10 @@ type Config struct {
 	Limits   engine.Limits
 	// OutputLimit caps the bytes of each output stream per exec.
 	OutputLimit int64
+	// Results bounds output and images for a model (sandbox/results.go).
+	Results sandbox.Results
+	// Mounts are the operator's host directories, in every sandbox.
+	Mounts []engine.Mount
 	// DefaultTimeout and MaxTimeout bound each exec.
 	DefaultTimeout, MaxTimeout time.Duration
 	// StartTimeout bounds starting one sandbox.
@@ -78,7 +84,19 @@ type Durability struct {
 	// CheckpointBytes caps one checkpoint; a larger state is reported as
 	// not durable.
 	CheckpointBytes int64
+	// EnvChange says what changed from the environment a checkpoint was
+	// made in (its ID) to this replica's, or "" when nothing did; nil
+	// says nothing.
+	EnvChange func(from string) string
+	// WorkspaceBytes caps the bytes of /workspace's files a checkpoint
+	// holds on top of CheckpointBytes; files over it are named, not
+	// kept. Zero keeps no files.
+	WorkspaceBytes int64
 }
+
+// storeCap is the most bytes of chunks one session holds in the store:
+// its values and its files.
+func (d *Durability) storeCap() int64 { return d.CheckpointBytes + d.WorkspaceBytes }
 
 // DefaultCheckpointBytes is the default cap on a checkpoint. It is the
 // suite's gRPC message limit: far above what a notebook-style session
@@ -106,6 +124,9 @@ type Manager struct {
 
 	stop  context.CancelFunc
 	loops sync.WaitGroup
+	// closing is set once Close began: the runs it stops are
+	// interrupted, not ended (their mark in the store stays).
+	closing atomic.Bool
 }
 
 // NewManager starts the pool filler, the reaper and, with a store, the
@@ -124,7 +145,7 @@ func NewManager(ctx context.Context, cfg Config, logger *slog.Logger) (*Manager,
 	m := &Manager{cfg: cfg, logger: logger, metrics: cfg.Metrics, sessions: map[string]*Session{}, stop: cancel}
 	m.metrics.SessionsFunc(m.count)
 	m.pool = capacity.NewPool(capacity.PoolConfig{
-		Engine: cfg.Engine, AgentDir: cfg.AgentDir, Argv: cfg.Argv, Env: cfg.Env, Limits: cfg.Limits,
+		Engine: cfg.Engine, AgentDir: cfg.AgentDir, Argv: cfg.Argv, Env: cfg.Env, Limits: cfg.Limits, Mounts: cfg.Mounts,
 		Size: cfg.PoolSize, StartTimeout: cfg.StartTimeout,
 	}, m.metrics, logger)
 	m.room = capacity.NewRoom(cfg.MaxSessions, cfg.Durable != nil, m.capacitySessions, m.metrics, logger)
@@ -158,8 +179,15 @@ func (m *Manager) loop(ctx context.Context, f func(context.Context)) {
 func (m *Manager) Close() {
 	m.stop()
 	m.loops.Wait()
+	m.closing.Store(true)
 	var wg sync.WaitGroup
 	for _, s := range m.all() {
+		// A run in flight would hold its sandbox (and its checkpoint
+		// pending) until its timeout, an hour perhaps: it stops now, and
+		// the next holder says it was interrupted.
+		if f := s.inFlight(); f != nil {
+			f.cancel(&sandbox.CancelledError{Why: "the run was interrupted: its sandbox service was stopped"})
+		}
 		wg.Go(func() {
 			if s.lease != nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -17,6 +17,8 @@ type RestoreReport struct {
 	Reason string
 	// Names are the names restored.
 	Names []string
+	// Files are the paths of the workspace's files restored.
+	Files []string
 	// Lost are the names that did not come back.
 	Lost []channel.LostName
 	// RolledBack is set when the call before did not finish.
@@ -28,10 +30,21 @@ type RestoreReport struct {
 	// effects are gone; MissedWhy is why the last of them was not stored.
 	Missed    uint64
 	MissedWhy string
+	// Environment says what changed when the checkpoint was made in
+	// another environment than the one it is restored into, or "".
+	Environment string
+	// Fresh is set when the checkpoint could not be restored (Reason says
+	// why) and the session started fresh: nothing came back.
+	Fresh bool
 	// callsTook is how long calls the restore made were in flight: the
 	// call's time, not the restore's.
 	callsTook time.Duration
 }
+
+// restoreGrace is how long a restore may take past its call's deadline,
+// at which the calls it makes end: to finish without what they failed to
+// get (a class body that catches the error goes on).
+const restoreGrace = 5 * time.Second
 
 // errRestoreLater marks a restore that failed for a reason of the moment
 // (the store, the time left): the checkpoint is intact and is kept, and
@@ -44,6 +57,7 @@ var errRestoreLater = errors.New("the session could not be restored now")
 // precedes, and the saved tools fetched for that exec go with the
 // checkpoint. Those calls end by the exec's deadline.
 func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox.ExecEnv, saved *savedTools, deadline time.Time) (_ *RestoreReport, err error) {
+	started := time.Now()
 	s.lease.WaitCommits(s.m.cfg.StartTimeout)
 	loss := s.lease.TakeLoss()
 	defer func() {
@@ -55,6 +69,7 @@ func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox
 	if err != nil {
 		return nil, fmt.Errorf("%w: read the session's checkpoint: %w", errRestoreLater, err)
 	}
+	st.Seq = s.lease.HeldSeq(st.Manifest, st.Seq) // equal checkpoints went unwritten
 	report := &RestoreReport{Reason: loss.Reason, RolledBack: loss.Interrupted, Calls: st.Seq, MissedWhy: loss.RefusedWhy,
 		Missed: missedCalls(s.Info().ExecCount, st.Seq, loss.Interrupted)}
 	if len(st.Manifest) == 0 {
@@ -65,10 +80,21 @@ func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox
 		// gone, and the session must not look as if it went on.
 		return report, nil
 	}
-	got, took, err := sb.Restore(ctx, sandbox.Restore{
+	// The restore ends with the call's time: code that the checkpoint runs
+	// as it loads (an unpickled value, a class body) may block, and would
+	// otherwise hold every call of the session until the start's own
+	// bound, and again on the next. Its calls end at the deadline; it gets
+	// restoreGrace more to finish without them.
+	rctx, cancel := context.WithDeadline(ctx, deadline.Add(restoreGrace))
+	defer cancel()
+	got, took, err := sb.Restore(rctx, sandbox.Restore{
 		Manifest: st.Manifest, IDs: lease.ChunkIDs(st.Manifest), Chunks: chunks, Tools: saved.wait(ctx, s),
 		Tenant: s.tenant, Env: env, Calls: s.m.cfg.Broker, Deadline: deadline,
 	})
+	if errors.Is(err, sandbox.ErrInterrupted) && ctx.Err() == nil {
+		return nil, fmt.Errorf("the session's checkpoint did not finish restoring within the call's timeout of %s (and %s more): code it runs as it loads (an unpickled value, a class body) blocked or was too slow",
+			deadline.Sub(started).Round(time.Second), restoreGrace)
+	}
 	if errors.Is(err, sandbox.ErrInterrupted) {
 		return nil, fmt.Errorf("%w: %w", errRestoreLater, err)
 	}
@@ -83,7 +109,8 @@ func (s *Session) restore(ctx context.Context, sb *sandbox.Sandbox, env *sandbox
 	for i := range lost[len(r.Unsaved):] {
 		lost[len(r.Unsaved)+i].Type = "not restored"
 	}
-	report.Names, report.Lost, report.callsTook = r.Restored, lost, took
+	report.Names, report.Files, report.Lost, report.callsTook = r.Restored, r.Files, lost, took
+	report.Environment = s.m.envChange(st.Env)
 	return report, nil
 }
 

@@ -13,16 +13,23 @@ import (
 
 // run is one exec of a session in flight: the code, what it may use, the
 // sandbox it runs in and how its time was spent. It runs while the
-// session's turn is held, and is bound to the request that started it:
-// the request's end stops it. (A run that outlives its request, and that
-// a later call waits for, is this type with a life of its own.)
+// session's turn is held. A plain run is bound to the request that
+// started it: the request's end stops it. A run that may outlive its
+// request (Request.YieldAfter) runs on a context of its own, and its
+// events go to its flight, which the calls that follow it read.
 type run struct {
 	code    string
 	env     *sandbox.ExecEnv
 	saved   *savedTools
 	timeout time.Duration
 	spent   spentTime
-	out     Output
+	// out, progress and display receive the run's events.
+	out      sandbox.Output
+	progress func(sandbox.Progress)
+	display  sandbox.Display
+	// ask says that its caller answers the questions of its tool calls
+	// that need a person's approval.
+	ask bool
 	// sb is the sandbox the run runs in, and restored what came back
 	// when it was rebuilt from the session's checkpoint for the run.
 	sb       *sandbox.Sandbox
@@ -45,9 +52,10 @@ func (r *run) exec(ctx context.Context, s *Session) *Result {
 		},
 		Budget: r.spent.budget(r.timeout), Timeout: r.timeout, TimeoutNote: r.spent.note(),
 		Paused: func() bool { return s.lease.Paused(r.sb) },
-		Out:    r.out, Logger: s.logger(),
+		Out:    r.out, Progress: r.progress, Display: r.display, Results: s.m.cfg.Results, Logger: s.logger(),
 	}
 	if l := s.lease; l != nil {
+		x.Results.Workspace = s.m.cfg.Durable.WorkspaceBytes
 		x.Checkpoint = &sandbox.Checkpoint{
 			Bytes:  s.m.cfg.Durable.CheckpointBytes,
 			Begin:  func() { l.BeginCheckpoint(s.Info().ExecCount + 1) },

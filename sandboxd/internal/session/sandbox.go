@@ -85,10 +85,18 @@ func (s *Session) restoreInto(ctx context.Context, sb *sandbox.Sandbox, env *san
 		return nil, nil, fmt.Errorf("%w: this sandbox replica lost the session store while it restored the session (%w); its checkpoint is kept: retry the call", ErrPaused, err)
 	}
 	// A namespace half restored would mislead: start clean, and say what
-	// happened.
+	// happened. The checkpoint goes too: restored again (the next time the
+	// sandbox stops before a checkpoint replaces it) it would fail again,
+	// or block again.
 	s.logger().WarnContext(ctx, "could not restore the session; it starts fresh", logkeys.Error, err)
-	report = &RestoreReport{Reason: err.Error() + "; the session started fresh"}
+	report = &RestoreReport{Reason: err.Error(), Fresh: true}
 	sb.Kill() // its place goes once it is reaped
+	s.waitCommitter(sb)
+	if cerr := s.lease.Clear(ctx, s.Info().ExecCount); errors.Is(cerr, lease.ErrLost) {
+		return nil, nil, fmt.Errorf("%w: the session was taken over by another replica while its restore failed here (%w)", ErrNotFound, err)
+	} else if cerr != nil {
+		s.logger().WarnContext(ctx, "could not clear the checkpoint that failed to restore; the next restore tries it again", logkeys.Error, cerr)
+	}
 	if sb, err = s.newSandbox(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -120,7 +128,8 @@ func (s *Session) install(sb *sandbox.Sandbox, report *RestoreReport) (*sandbox.
 // commitLoop stores the checkpoints the agent of sb sends, one after the
 // other, until the sandbox ends.
 func (s *Session) commitLoop(sb *sandbox.Sandbox) {
-	limit := s.m.cfg.Durable.CheckpointBytes
+	// The store holds a session to its values' cap and its files' together.
+	limit := s.m.cfg.Durable.storeCap()
 	sb.Checkpoints(limit, func(f *channel.Checkpoint, chunks map[string][]byte) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.StartTimeout)
 		defer cancel()

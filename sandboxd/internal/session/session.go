@@ -67,6 +67,32 @@ type Session struct {
 
 	// questions are its run's questions that wait for answers.
 	questions questions
+	// flight is the session's last run that could outlive its call: in
+	// flight, or ended with its result kept for the call that attaches.
+	flight *flight
+}
+
+// setFlight makes f the session's run in flight.
+func (s *Session) setFlight(f *flight) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flight = f
+}
+
+// lastFlight returns the session's last run that could outlive its call,
+// ended or not; nil when there was none.
+func (s *Session) lastFlight() *flight {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flight
+}
+
+// inFlight returns the session's run in flight, nil when none is.
+func (s *Session) inFlight() *flight {
+	if f := s.lastFlight(); f != nil && !f.ended() {
+		return f
+	}
+	return nil
 }
 
 var (
@@ -115,7 +141,7 @@ func (s *Session) Usage() capacity.Usage {
 	defer s.mu.Unlock()
 	return capacity.Usage{
 		Live: s.sb != nil && s.sb.Alive(), Running: s.busy, Held: s.lease.Held(),
-		Durable: s.lease != nil, LastUsed: s.lastUsed,
+		Durable: s.lease != nil, LastUsed: s.lastUsed, Tenant: s.tenant,
 	}
 }
 

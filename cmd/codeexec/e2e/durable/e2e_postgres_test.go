@@ -193,7 +193,7 @@ info = get_memory_info("plan")
 print(load_memory("plan"), info["metadata"], info["revision"] if "revision" in info else "")
 import user_tools
 print(user_tools.double(21))
-save_memory("from-postgres", [1, 2])`)
+save_memory("from-postgres", [1, 2]);`)
 	if got := harness.Joined(o.Stdout()); !strings.HasPrefix(got, "{'step': 4} {'owner': 'me'}") || !strings.HasSuffix(got, "\n42") {
 		t.Errorf("serve --store sees:\n%s", got)
 	}

@@ -11,7 +11,8 @@
 //   "negotiation": "auto" | "legacy" | {"pin": "2026-07-28"},
 //   "calls": [{"name": "run_python", "arguments": {...}}, ...],
 //   "reads": ["resource://...", ...],                   // optional
-//   "elicit": ["accept", "decline", ...]                // optional
+//   "elicit": ["accept", "decline", ...],               // optional
+//   "readLinks": true                                   // optional
 // }
 //
 // elicit, when present, declares the elicitation capability and answers
@@ -23,6 +24,9 @@
 // An argument whose value is "$session" is replaced by the session handle
 // of the latest result that carried one (structuredContent.session), as a
 // client of 2026-07-28 passes the handle back.
+//
+// With readLinks, the URI of every resource_link in the results is read
+// too, after "reads".
 //
 // It connects, makes the calls in order, then reads the resources, and
 // prints one JSON object: {"protocolVersion": "...", "results":
@@ -63,7 +67,15 @@ async function main() {
     results.push(res);
   }
   const reads = [];
-  for (const uri of spec.reads ?? []) {
+  const uris = [...(spec.reads ?? [])];
+  if (spec.readLinks) {
+    for (const res of results) {
+      for (const c of res?.content ?? []) {
+        if (c.type === "resource_link") uris.push(c.uri);
+      }
+    }
+  }
+  for (const uri of uris) {
     try {
       reads.push({ uri, result: await client.readResource({ uri }) });
     } catch (err) {

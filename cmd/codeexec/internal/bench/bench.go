@@ -41,6 +41,9 @@ type Settings struct {
 	Runtimes string
 	Image    string
 	Idle     int
+	// Env, when set, measures that environment instead of the usual
+	// table (envbench.go).
+	Env string
 	// Version names the benchmark's MCP client.
 	Version string
 }
@@ -85,6 +88,7 @@ func Bind(fs *flagenv.Set, s *Settings) {
 	fs.String(&s.Runtimes, "runtimes", "", "instead of the usual table, compare these sandbox runtimes side by side, e.g. bwrap,podman,docker")
 	fs.String(&s.Image, "image", "localhost/codeexec-sandbox:latest", "image for the container runtimes (with --runtimes; build it with deploy/build-images.sh)")
 	fs.Int(&s.Idle, "idle", 8, "idle sessions for the memory figure (with --runtimes)")
+	fs.String(&s.Env, "env", "", "instead of the usual table, measure this environment (codeexec env list) beside the host's /usr: imports, starts, a burst, memory")
 }
 
 // Run measures the figures in docs/PERFORMANCE.md and prints a table.
@@ -97,6 +101,9 @@ func Run(ctx context.Context, s Settings, stdout io.Writer) error {
 	}
 	if s.Runtimes != "" {
 		return runtimes(ctx, s, stdout)
+	}
+	if s.Env != "" {
+		return envBench(ctx, s, stdout)
 	}
 	if s.FreshGap < 10*time.Millisecond {
 		return fmt.Errorf("--fresh-gap %s is too short: give at least 10ms, such as 100ms or 1s (under about 100ms a new session may find the spares not yet refilled)", s.FreshGap)
@@ -159,6 +166,9 @@ func benchSpawn(python string, n int) (stats, error) {
 func sandboxConfig(python string, pool, maxSessions int) sandboxd.Config {
 	cfg := sandboxd.DefaultConfig()
 	cfg.Python, cfg.PoolSize, cfg.MaxSessions = python, pool, maxSessions
+	// The host's /usr, as the baseline spawns the host's python; --env
+	// measures an environment (envbench.go).
+	cfg.Env = sandboxd.HostEnv
 	return cfg
 }
 
@@ -235,25 +245,27 @@ func timeFresh(ctx context.Context, c sandboxv1.SandboxServiceClient, n int, gap
 }
 
 type loadResult struct {
-	latency                 stats
+	// latency is every exec's; started leaves out each session's first,
+	// which includes its sandbox's start.
+	latency, started        stats
 	throughput              float64
 	errors, lost, sandboxes int
 	pssPerSandbox           float64
 	serverRSS, serverPeak   int64
 }
 
-func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions, execs int) (loadResult, error) {
-	c, stop, err := inprocSandbox(ctx, logger, sandboxConfig(python, 4, sessions+8))
+func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions, execs int, durable bool) (loadResult, error) {
+	c, stop, err := inprocSandboxDurable(ctx, logger, sandboxConfig(python, 4, sessions+8), durable)
 	if err != nil {
 		return loadResult{}, err
 	}
 	defer stop()
 	var (
-		mu  sync.Mutex
-		lat []time.Duration
-		res loadResult
-		wg  sync.WaitGroup
-		ids = make([]string, sessions)
+		mu       sync.Mutex
+		lat, run []time.Duration
+		res      loadResult
+		wg       sync.WaitGroup
+		ids      = make([]string, sessions)
 	)
 	start := time.Now()
 	for i := range sessions {
@@ -275,6 +287,9 @@ func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions
 				d := time.Since(t0)
 				mu.Lock()
 				lat = append(lat, d)
+				if j > 0 {
+					run = append(run, d)
+				}
 				switch {
 				case err != nil:
 					res.errors++
@@ -287,7 +302,7 @@ func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	res.latency = summarize(lat)
+	res.latency, res.started = summarize(lat), summarize(run)
 	res.throughput = float64(len(lat)) / elapsed.Seconds()
 	time.Sleep(500 * time.Millisecond) // let the pool refill so the count is stable
 	res.pssPerSandbox, res.sandboxes = sandboxMemory()

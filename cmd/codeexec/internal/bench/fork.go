@@ -25,6 +25,12 @@ func benchBurst(ctx context.Context, logger *slog.Logger, python string, forkSer
 		return burstResult{}, err
 	}
 	defer stop()
+	return runBurst(ctx, c, n)
+}
+
+// runBurst starts n sessions of c at once and times each to its first
+// result.
+func runBurst(ctx context.Context, c sandboxv1.SandboxServiceClient, n int) (burstResult, error) {
 	var (
 		mu   sync.Mutex
 		d    []time.Duration
@@ -86,6 +92,11 @@ func benchIdle(ctx context.Context, logger *slog.Logger, python string, forkServ
 		return idleMemory{}, err
 	}
 	defer stop()
+	return runIdle(ctx, c, n)
+}
+
+// runIdle opens n sessions of c and measures what they hold at rest.
+func runIdle(ctx context.Context, c sandboxv1.SandboxServiceClient, n int) (idleMemory, error) {
 	var halfTotal int64
 	var halfCount int
 	for i := range n {

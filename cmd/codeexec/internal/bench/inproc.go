@@ -23,6 +23,13 @@ import (
 // sessions are durable (each call's changes are checkpointed), and memory
 // and saved tools are served (a first exec carries the saved tools).
 func inprocSandbox(ctx context.Context, logger *slog.Logger, cfg sandboxd.Config) (sandboxv1.SandboxServiceClient, func(), error) {
+	return inprocSandboxDurable(ctx, logger, cfg, true)
+}
+
+// inprocSandboxDurable is inprocSandbox with the sessions durable or not:
+// without durability, sandboxd takes no checkpoints (a switch for the
+// bench alone, to set the cost of checkpoints beside a run without them).
+func inprocSandboxDurable(ctx context.Context, logger *slog.Logger, cfg sandboxd.Config, durable bool) (sandboxv1.SandboxServiceClient, func(), error) {
 	dir, err := os.MkdirTemp("", "codeexec-bench-")
 	if err != nil {
 		return nil, nil, err
@@ -46,9 +53,11 @@ func inprocSandbox(ctx context.Context, logger *slog.Logger, cfg sandboxd.Config
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	deps := sandboxd.Deps{
-		Memory:   memoryv1.NewMemoryServiceClient(store.Conn),
-		Tools:    memoryv1.NewToolServiceClient(store.Conn),
-		Sessions: sessionstorev1.NewSessionStoreServiceClient(store.Conn),
+		Memory: memoryv1.NewMemoryServiceClient(store.Conn),
+		Tools:  memoryv1.NewToolServiceClient(store.Conn),
+	}
+	if durable {
+		deps.Sessions = sessionstorev1.NewSessionStoreServiceClient(store.Conn)
 	}
 	svc, err := sandboxd.New(ctx, cfg, deps, logger)
 	if err != nil {

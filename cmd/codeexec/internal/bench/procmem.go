@@ -117,3 +117,38 @@ func procParents() map[int]int {
 	}
 	return parent
 }
+
+// kindMemory is what the processes below this one of one kind (their
+// name: the fork server's codeexec-zygote, a sandbox's monitor
+// codeexec-sbx, its init codeexec-init, its agent python3) hold.
+type kindMemory struct {
+	n                 int
+	pss, privateDirty int64
+}
+
+// memoryByKind breaks treeMemory down by process name.
+func memoryByKind() map[string]kindMemory {
+	parent := procParents()
+	self := os.Getpid()
+	out := map[string]kindMemory{}
+	for pid := range parent {
+		below := false
+		for p := parent[pid]; p > 1; p = parent[p] {
+			if p == self {
+				below = true
+				break
+			}
+		}
+		if !below {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+		k := out[strings.TrimSpace(string(comm))]
+		rollup := filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup")
+		k.n++
+		k.pss += procField(rollup, "Pss:")
+		k.privateDirty += procField(rollup, "Private_Dirty:")
+		out[strings.TrimSpace(string(comm))] = k
+	}
+	return out
+}

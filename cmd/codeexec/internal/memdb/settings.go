@@ -46,6 +46,10 @@ func BindStateDir(fs *flagenv.Set, s *Settings, getenv func(string) string) {
 func BindMemory(fs *flagenv.Set, s *Settings) {
 	fs.Duration(&s.memory.OwnerWait, "owner-wait", memoryd.DefaultOwnerWait, "when the process that serves a shared database exits, how long calls wait for another to take it over", "CODEEXEC_OWNER_WAIT")
 	fs.Bytes(&s.maxValue, "max-value", memoryd.DefaultMaxValueBytes, "largest memory value or saved tool, e.g. 1m", "CODEEXEC_MEMORY_MAX_VALUE")
+	d := memoryd.DefaultQuotas
+	fs.Int(&s.memory.Quotas.MemoryKeys, "quota-memory-keys", d.MemoryKeys, "most memory keys one tenant keeps; 0 means no cap", "CODEEXEC_QUOTA_MEMORY_KEYS")
+	fs.Bytes(&s.memory.Quotas.MemoryBytes, "quota-memory-bytes", d.MemoryBytes, "most bytes of memory (keys, values, metadata) one tenant keeps, e.g. 256m; 0 means no cap", "CODEEXEC_QUOTA_MEMORY_BYTES")
+	fs.Bytes(&s.memory.Quotas.CheckpointBytes, "quota-checkpoint-bytes", d.CheckpointBytes, "most bytes of session checkpoints one tenant keeps, e.g. 2g; 0 means no cap", "CODEEXEC_QUOTA_CHECKPOINT_BYTES")
 }
 
 // Resolve makes the state dir and --db absolute, once, before anything

@@ -3,7 +3,9 @@
 
 Tools: echo(text), fail(), sleep(seconds), crash(code), env(), add_tool(name).
 `crash` writes to stderr and exits mid-call; `add_tool` registers a tool and
-sends notifications/tools/list_changed. With --die-on-start the process
+sends notifications/tools/list_changed. FAKESERVER_CACHE_SCOPE and
+FAKESERVER_TTL_MS in its environment add cacheScope and ttlMs to its
+tools/list answer. With --die-on-start the process
 writes to stderr and exits before answering anything; with
 --start-delay SECONDS it waits that long before reading its input, like a
 server that is slow to start.
@@ -80,6 +82,11 @@ def handle(msg):
         result = {}
     elif method == "tools/list":
         result = {"tools": list(tools)}
+        # MCP 2026-07-28's cache hints, when the test asks for them.
+        if os.environ.get("FAKESERVER_CACHE_SCOPE"):
+            result["cacheScope"] = os.environ["FAKESERVER_CACHE_SCOPE"]
+        if os.environ.get("FAKESERVER_TTL_MS"):
+            result["ttlMs"] = int(os.environ["FAKESERVER_TTL_MS"])
     elif method == "tools/call":
         result = call(params.get("name"), params.get("arguments") or {})
         if result is None:

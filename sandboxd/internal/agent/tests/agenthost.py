@@ -54,10 +54,11 @@ def read_frame(f):
 
 
 class Result:
-    def __init__(self, done, chunks, calls):
+    def __init__(self, done, chunks, calls, displays=()):
         self.done = done
         self.chunks = chunks  # [(stream, text)] in arrival order
         self.calls = calls
+        self.displays = list(displays)  # display frames, the image as msg["blobs"]["image"]
         self.ok = done["ok"]
         self.exit = done["exit"]
         self.error = done.get("error", "")
@@ -217,7 +218,7 @@ class Agent:
         self.send({"t": "reply", "id": cid, "error": {"code": code, "message": message}})
 
     def start(self, code, servers=(), discovered=None, limit=0, first=False, checkpoint=0, saved_tools=None,
-              unloaded=None):
+              unloaded=None, display=None, budget=0, workspace=0):
         self._next += 1
         if discovered is None:
             discovered = [{"name": s["name"], "description": s.get("description", "")} for s in servers]
@@ -233,6 +234,12 @@ class Agent:
             msg["checkpoint"] = checkpoint
         if unloaded is not None:
             msg["unloaded"] = list(unloaded)
+        if display is not None:
+            msg["display"] = display
+        if budget:
+            msg["budget"] = budget
+        if workspace:
+            msg["workspace"] = workspace
         self.send(msg)
         return self._next
 
@@ -247,6 +254,8 @@ class Agent:
 
     def wait(self, exec_id, timeout=60):
         chunks, self._early = self._early, []
+        displays = []
+        progress = []
         ncalls = self._calls_mark
         deadline = time.monotonic() + timeout
         while True:
@@ -256,13 +265,21 @@ class Agent:
             if msg["t"] == "out":
                 assert msg["id"] == exec_id, "out for exec %r during exec %r: %r" % (msg["id"], exec_id, msg)
                 chunks.append((msg["s"], msg["d"]))
+            elif msg["t"] == "display":
+                assert msg["id"] == exec_id, msg
+                displays.append(msg)
+            elif msg["t"] == "progress":
+                progress.append(msg)
             elif msg["t"] == "done":
                 assert msg["id"] == exec_id, msg
-                return Result(msg, chunks, self.calls[ncalls:])
+                r = Result(msg, chunks, self.calls[ncalls:], displays)
+                r.progress = progress
+                return r
 
     def exec(self, code, servers=(), discovered=None, limit=0, timeout=60, first=False, checkpoint=0, saved_tools=None,
-             unloaded=None):
-        return self.wait(self.start(code, servers, discovered, limit, first, checkpoint, saved_tools, unloaded), timeout)
+             unloaded=None, display=None, budget=0, workspace=0):
+        return self.wait(self.start(code, servers, discovered, limit, first, checkpoint, saved_tools, unloaded,
+                                    display, budget, workspace), timeout)
 
     def wait_checkpoint(self, exec_id, timeout=60):
         """Gathers the checkpoint frames after exec_id's done: (manifest,

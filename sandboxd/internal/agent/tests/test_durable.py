@@ -72,6 +72,24 @@ class DurableTest(unittest.TestCase):
                 r = fresh.exec("import sys\ndel sys.modules['user_tools']\nimport user_tools\nprint(user_tools.__all__)")
                 self.assertEqual((r.stdout, [c["m"] for c in r.calls]), ("['double']\n", ["tool.list"]), r)
 
+    def test_a_saved_tool_not_used_yet_comes_back(self):
+        # A bare name bound to a saved tool not used yet (loaded on first
+        # use) is not checkpointed, as a loaded one is not; a name the
+        # code gave it is, and comes back as the tool, loaded.
+        double = {"name": "double", "docstring": "", "source": "def double(x):\n    return 2 * x\n"}
+        self.a.host.tools["double"] = double
+        r = self.a.exec("pass", first=True, saved_tools=[double])
+        self.assertTrue(r.ok, r)
+        manifest, chunks, error = self.checkpointed("twice = double\n")
+        self.assertEqual((error, sorted(manifest["values"])), ("", ["twice"]))
+        fresh = Agent()
+        self.addCleanup(fresh.close)
+        fresh.host.tools["double"] = double
+        report = fresh.restore(manifest, chunks, saved_tools=[double])
+        self.assertEqual((report["failed"], report["restored"]), ([], ["twice"]))
+        r = fresh.exec("print(twice(4), type(twice).__name__)", first=True, saved_tools=[double])
+        self.assertEqual(r.stdout, "8 function\n", r)
+
     def test_a_late_answer_confirms_its_own_checkpoint(self):
         # sandboxd answers a checkpoint after the next exec may have begun:
         # the answer must confirm the manifest it is about, not the next.

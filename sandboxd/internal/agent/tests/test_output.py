@@ -20,7 +20,7 @@ class OutputTest(unittest.TestCase):
         self.assertEqual(r.stdout, "a\n\n\nb\n\n  \n()\n")
 
     def test_partial_line_flushed_at_end(self):
-        r = self.a.exec("print('x', end='')\nimport sys; sys.stderr.write('y')")
+        r = self.a.exec("print('x', end='')\nimport sys; sys.stderr.write('y');")
         self.assertEqual((r.stdout, r.stderr), ("x", "y"))
 
     def test_multibyte_split_across_reads(self):
@@ -33,7 +33,7 @@ class OutputTest(unittest.TestCase):
         self.assertGreater(len(r.chunks), 1)
 
     def test_invalid_utf8_replaced(self):
-        r = self.a.exec("import os\nos.write(1, b'a\\xffb\\xe2\\x82')\n")
+        r = self.a.exec("import os\nos.write(1, b'a\\xffb\\xe2\\x82');\n")
         self.assertEqual(r.stdout, "a\ufffdb\ufffd")
 
     def test_chunks_at_most_64k(self):
@@ -43,7 +43,7 @@ class OutputTest(unittest.TestCase):
             self.assertLessEqual(len(d.encode()), 65536)
 
     def test_chunks_at_most_64k_with_replacement_chars(self):
-        r = self.a.exec("import os\nos.write(1, b'\\xff' * 200000)")
+        r = self.a.exec("import os\nos.write(1, b'\\xff' * 200000);")
         self.assertEqual(r.stdout, "\ufffd" * 200000)
         for s, d in r.chunks:
             self.assertLessEqual(len(d.encode()), 65536)
@@ -144,11 +144,11 @@ class OutputTest(unittest.TestCase):
         self.assertEqual(r.stdout, "before\n")
         r = self.a.exec("import os; os.close(1); os.dup2(os.open('/dev/null', os.O_WRONLY), 2)")
         self.assertTrue(r.ok, r)
-        r = self.a.exec("import os; print('back'); os.system('echo child; echo e >&2')")
+        r = self.a.exec("import os; print('back'); os.system('echo child; echo e >&2');")
         self.assertEqual((r.stdout, r.stderr), ("back\nchild\n", "e\n"))
 
     def test_fake_marker_text_is_plain_output(self):
-        r = self.a.exec("import os; os.write(1, b'\\x00\\x1b[codeexec-fence:abc:E]\\x00 ok')")
+        r = self.a.exec("import os; os.write(1, b'\\x00\\x1b[codeexec-fence:abc:E]\\x00 ok');")
         self.assertEqual(r.stdout, "\x00\x1b[codeexec-fence:abc:E]\x00 ok")
 
     def test_frames_stay_whole_under_concurrent_senders(self):
@@ -161,7 +161,7 @@ class OutputTest(unittest.TestCase):
             "        print('out', n, i, 'x' * 3000)\n"
             "        print('err', n, i, 'y' * 3000, file=sys.stderr)\n"
             "ts = [threading.Thread(target=work, args=(n,)) for n in range(4)]\n"
-            "[t.start() for t in ts]; [t.join() for t in ts]\n")
+            "[t.start() for t in ts]; [t.join() for t in ts];\n")
         self.assertTrue(r.ok, r)
         self.assertEqual(len(r.stdout.splitlines()), 200)
         self.assertEqual(len(r.stderr.splitlines()), 200)
@@ -181,7 +181,7 @@ class OutputTest(unittest.TestCase):
 
     def test_cap_counts_bytes_sent(self):
         # Invalid bytes become U+FFFD (3 bytes each); the cap counts what is sent.
-        r = self.a.exec("import os\nos.write(1, b'\\xff' * 10)", limit=7)
+        r = self.a.exec("import os\nos.write(1, b'\\xff' * 10);", limit=7)
         self.assertEqual(r.stdout, "\ufffd\ufffd")
         self.assertEqual(r.dropped["stdout"], 30 - 6)
 

@@ -118,6 +118,46 @@ class GlobalsTest(unittest.TestCase):
                          '{"server": "GitHub-Server.v2", "tool": "class", "arguments": {"n": 1}}\n', r)
 
 
+class ProgressTest(unittest.TestCase):
+    def setUp(self):
+        self.a = Agent()
+
+    def tearDown(self):
+        self.a.close()
+
+    def test_progress_frames_are_spaced_out_and_the_end_goes(self):
+        r = self.a.exec(
+            "for i in range(1000):\n"
+            "    runtime.progress(i, 999, 'item %d' % i)\n")
+        self.assertTrue(r.ok, r)
+        self.assertLess(len(r.progress), 10, r.progress)  # ten a second at most
+        self.assertEqual(r.progress[0], {"t": "progress", "id": r.done["id"], "done": 0.0, "total": 999.0, "msg": "item 0"})
+        self.assertEqual(r.progress[-1]["done"], 999.0)
+
+    def test_progress_checks_its_arguments(self):
+        r = self.a.exec(
+            "for args in (('1',), (1, 'x'), (True,), (1, None, 5)):\n"
+            "    try:\n"
+            "        runtime.progress(*args)\n"
+            "    except TypeError as e:\n"
+            "        print(e)\n"
+            "try:\n"
+            "    runtime.progress(float('nan'))\n"
+            "except ValueError as e:\n"
+            "    print(e)\n"
+            "runtime.progress(3, message='x' * 500)\n")
+        self.assertTrue(r.ok, r)
+        self.assertEqual(r.stdout.splitlines(), [
+            "progress(done, total=None, message=''): done must be a number, not str",
+            "progress(): total must be a number or None, not str",
+            "progress(done, total=None, message=''): done must be a number, not bool",
+            "progress(): message must be a string, not int",
+            "progress(): done and total must be finite numbers",
+        ])
+        self.assertEqual(len(r.progress), 1)
+        self.assertEqual(len(r.progress[0]["msg"]), 200)
+
+
 class CallTest(unittest.TestCase):
     def setUp(self):
         self.a = Agent()
@@ -142,6 +182,34 @@ class CallTest(unittest.TestCase):
             '{"server": "filesystem", "tool": "read_file", "arguments": {"path": "/y"}}'])
         self.assertEqual([c["m"] for c in r.calls], ["call_tool", "call_tool", "call_tool", "list_tools"])
         self.assertEqual(r.calls[0]["exec"], 1)
+
+    def test_thread_of_an_earlier_exec_calls_under_no_exec(self):
+        # A thread the first exec (no servers) left waiting makes its call
+        # while the second (with filesystem) runs: its frame names no exec,
+        # so that sandboxd refuses it rather than allow the second's
+        # servers. A thread-pool worker acts for the exec that runs now.
+        r = self.a.exec(
+            "import asyncio, threading, concurrent.futures\n"
+            "go, came = threading.Event(), threading.Event()\n"
+            "def later():\n"
+            "    go.wait()\n"
+            "    try:\n"
+            "        asyncio.run(runtime.call_tool('filesystem', 'read_file', {'path': '/late'}))\n"
+            "    except Exception:\n"
+            "        pass\n"
+            "    came.set()\n"
+            "threading.Thread(target=later, daemon=True).start()\n"
+            "pool = concurrent.futures.ThreadPoolExecutor(1)\n"
+            "pool.submit(lambda: None).result()\n")
+        self.assertTrue(r.ok, r)
+        r = self.a.exec(
+            "go.set(); came.wait(10)\n"
+            "pool.submit(asyncio.run, runtime.call_tool('filesystem', 'read_file', {'path': '/pool'})).result()\n"
+            "await mcp_filesystem.read_file(path='/main')\n",
+            servers=[FS])
+        self.assertTrue(r.ok, r)
+        execs = {c["p"]["arguments"]["path"]: c["exec"] for c in r.calls}
+        self.assertEqual(execs, {"/late": 0, "/pool": 2, "/main": 2}, r.calls)
 
     def test_failed_call_raises_mcperror(self):
         r = self.a.exec(

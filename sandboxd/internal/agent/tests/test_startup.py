@@ -96,7 +96,7 @@ class ChannelFdsTest(unittest.TestCase):
         r = self.a.exec(
             "import subprocess, sys\n"
             "subprocess.run([sys.executable, '-c', "
-            "'import os; print(len(os.listdir(\"/proc/self/fd\")))'])\n")
+            "'import os; print(len(os.listdir(\"/proc/self/fd\")))']);\n")
         self.assertEqual(r.stdout, "4\n", r)
 
     def test_channel_pipes_not_reachable_after_fork(self):
@@ -129,7 +129,7 @@ class ChannelFdsTest(unittest.TestCase):
 
     def test_child_writing_frame_like_bytes_cannot_corrupt_channel(self):
         r = self.a.exec("import os\nos.system(\"printf '\\\\000\\\\000\\\\000\\\\005hello'\")\n"
-                        "os.write(1, b'\\x00\\x00\\x00\\x07{\"t\":1}')\n")
+                        "os.write(1, b'\\x00\\x00\\x00\\x07{\"t\":1}');\n")
         self.assertTrue(r.ok, r)
         self.assertEqual(r.stdout, "\x00\x00\x00\x05hello\x00\x00\x00\x07{\"t\":1}")
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,19 +15,27 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 )
 
-// sandboxUID and sandboxGID are the ids the sandboxed code runs as, inside
-// the sandbox and (when sandboxd is root) on the host too: nobody/nogroup.
+// sandboxUID and sandboxGID are the ids the sandboxed code runs as inside
+// the sandbox: nobody/nogroup. On the host (when sandboxd is root) it runs
+// as Config.HostUID, which owns its user namespaces.
 const (
 	sandboxUID = 65534
 	sandboxGID = 65534
 )
 
-// Inside the sandbox the root file system is an empty, read-only tmpfs with
-// only these parts of the host: /usr (read-only), the dynamic linker cache,
-// and the agent directory. /etc/passwd and /etc/group are synthetic so that
-// getpass.getuser() and pwd work. Nothing else of the host is visible: not
-// /root, /home, /work, /var, /sys, the state dir, /etc/shadow, the host's
-// certificates or time zone.
+// prlimitPath is util-linux's prlimit inside the sandbox (the host's /usr):
+// bwrap's sandboxes set their NsRlimits with it, inside their user
+// namespaces (nsRlimits).
+const prlimitPath = "/usr/bin/prlimit"
+
+// In an environment (rootFS.root), the sandbox's root file system is the
+// environment's tree, read-only, with its own /etc. Without one, it is an
+// empty, read-only tmpfs with only these parts of the host: /usr
+// (read-only), the dynamic linker cache and the /etc pieces of
+// engine.HostEtc, and the agent directory; /etc/passwd and /etc/group are
+// then synthetic so that getpass.getuser() and pwd work. Either way
+// nothing else of the host is visible: not /root, /home, /work, /var,
+// /sys, the state dir, /etc/shadow, ssl/private or its time zone.
 const (
 	passwdData = "nobody:x:65534:65534:nobody:/workspace:/usr/sbin/nologin\n" //nolint:gosec // a passwd line for nobody; "x" is no password
 	groupData  = "nobody:x:65534:\n"
@@ -58,9 +67,12 @@ const (
 //     0.8) stops the code from creating nested user namespaces, where it
 //     would regain capabilities and reach much more kernel surface.
 //   - tmpfs mounts (--tmpfs, the root, /dev) get nosuid,nodev from bwrap
-//     itself. bwrap 0.8 has no option for noexec, so /tmp and /workspace are
-//     executable; that is harmless here because the code is already
-//     arbitrary Python with no capabilities and no_new_privs.
+//     itself. bwrap has no option for noexec, so when sandboxd is root the
+//     shim mounts /tmp, /dev/shm and /workspace noexec under scratch, in a
+//     mount namespace of its own, and bwrap binds them (noexecShim): a
+//     bind keeps the flags of its source, locked, since it crosses into a
+//     less privileged user namespace. Otherwise (scratch is "") they are
+//     bwrap's tmpfs, executable.
 //   - --remount-ro / must come after every mount under / (the synthetic
 //     files are created on the root tmpfs; data's mounts are parsed where
 //     --args stands, before it).
@@ -76,25 +88,16 @@ const (
 // workDir is the sandbox's working directory, a tmpfs.
 const workDir = "/workspace"
 
-func bwrapArgs(spec engine.Spec, seccomp bool) (argv []string, data []byte) {
+func bwrapArgs(fs rootFS, spec engine.Spec, seccomp bool, scratch string) (argv []string, data []byte) {
 	argv = []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session",
 		"--cap-drop", "ALL",
 		"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxGID),
 		"--hostname", "sandbox",
-		"--ro-bind", "/usr", "/usr",
-		"--symlink", "usr/lib", "/lib",
-		"--symlink", "usr/lib64", "/lib64",
-		"--symlink", "usr/bin", "/bin",
-		"--symlink", "usr/sbin", "/sbin",
-		"--dir", "/etc",
-		"--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
-		"--ro-bind-data", strconv.Itoa(passwdFD), "/etc/passwd",
-		"--ro-bind-data", strconv.Itoa(groupFD), "/etc/group",
-		"--proc", "/proc",
-		"--dev", "/dev",
 	}
+	argv = append(argv, fs.args()...)
+	argv = append(argv, "--proc", "/proc", "--dev", "/dev")
 	if seccomp {
 		argv = append(argv, "--seccomp", strconv.Itoa(seccompFD))
 	}
@@ -102,6 +105,13 @@ func bwrapArgs(spec engine.Spec, seccomp bool) (argv []string, data []byte) {
 		"--args", strconv.Itoa(argsFD),
 		"--remount-ro", "/",
 		"--")
+	if ns := nsRlimits(spec.Limits); len(ns) > 0 {
+		argv = append(argv, prlimitPath)
+		for _, l := range ns {
+			argv = append(argv, fmt.Sprintf("--%s=%d", prlimitName[l.resource], l.value))
+		}
+		argv = append(argv, "--")
+	}
 	switch pwd, ok := spec.Env["PWD"]; {
 	case ok && pwd == workDir:
 		// bwrap's own PWD is the one asked for: no wrapper, which saves a
@@ -119,19 +129,33 @@ func bwrapArgs(spec engine.Spec, seccomp bool) (argv []string, data []byte) {
 	if spec.AgentDir != "" {
 		opts = append(opts, "--ro-bind", spec.AgentDir, engine.AgentMount)
 	}
+	if fs.root != "" && len(spec.Mounts) > 0 {
+		// An environment's tree is read-only: its empty /mnt gets a small
+		// tmpfs in which bwrap can make the mount points.
+		opts = append(opts, "--size", "65536", "--tmpfs", engine.MountsDir)
+	}
+	for _, m := range spec.Mounts {
+		// bwrap's binds are nosuid and nodev; --ro-bind also read-only.
+		bind := "--ro-bind"
+		if m.Writable {
+			bind = "--bind"
+		}
+		opts = append(opts, bind, m.Host, m.Sandbox)
+	}
 	// /dev/shm (POSIX semaphores and shared memory, used by
 	// multiprocessing) would otherwise live on bwrap's unsized /dev tmpfs;
 	// it gets its own tmpfs with the /tmp size.
-	for _, dir := range []string{"/tmp", "/dev/shm"} {
-		if spec.Limits.TmpBytes > 0 {
-			opts = append(opts, "--size", strconv.FormatInt(spec.Limits.TmpBytes, 10))
+	for _, m := range scratchMounts(spec.Limits) {
+		switch {
+		case scratch != "":
+			opts = append(opts, "--bind", filepath.Join(scratch, m.name), m.dir)
+		case m.size > 0:
+			opts = append(opts, "--size", strconv.FormatInt(m.size, 10), "--tmpfs", m.dir)
+		default:
+			opts = append(opts, "--tmpfs", m.dir)
 		}
-		opts = append(opts, "--tmpfs", dir)
 	}
-	if spec.Limits.WorkspaceBytes > 0 {
-		opts = append(opts, "--size", strconv.FormatInt(spec.Limits.WorkspaceBytes, 10))
-	}
-	opts = append(opts, "--tmpfs", workDir, "--chdir", workDir, "--clearenv")
+	opts = append(opts, "--chdir", workDir, "--clearenv")
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		opts = append(opts, "--setenv", k, spec.Env[k])
 	}
@@ -152,7 +176,7 @@ type rlimit struct {
 // RLIMIT_AS / RLIMIT_NPROC for memory and pids when no cgroup enforces them.
 //
 // RLIMIT_NPROC counts every process of the host uid the sandbox runs as
-// (65534 when sandboxd is root), so as a fallback it is shared by all
+// (Config.HostUID when sandboxd is root), so as a fallback it is shared by all
 // sandboxes at once; cgroups have no such problem.
 func rlimits(lim engine.Limits, memCgroup, pidsCgroup bool) []rlimit {
 	r := []rlimit{{unix.RLIMIT_CORE, 0}}
@@ -170,12 +194,31 @@ func rlimits(lim engine.Limits, memCgroup, pidsCgroup bool) []rlimit {
 		r = append(r, rlimit{unix.RLIMIT_AS, uint64(lim.MemoryBytes)})
 	}
 	if lim.Pids > 0 && !pidsCgroup {
-		// Without a pids cgroup this counts every process of uid 65534,
+		// Without a pids cgroup this counts every process of the host uid,
 		// other sandboxes' too (a fork server's spare holds three).
 		r = append(r, rlimit{unix.RLIMIT_NPROC, uint64(lim.Pids)})
 	}
 	return r
 }
+
+// nsRlimits are the limits set inside the sandbox's user namespace, once it
+// is made (engine.Limits.PendingSignals and LockedBytes): the kernel
+// checks what a namespace's users hold, at each level above, against the
+// limit its creator had, so the namespaces are made with the host's and
+// the sandbox then takes its own share.
+func nsRlimits(lim engine.Limits) []rlimit {
+	var r []rlimit
+	if lim.PendingSignals > 0 {
+		r = append(r, rlimit{unix.RLIMIT_SIGPENDING, uint64(lim.PendingSignals)})
+	}
+	if lim.LockedBytes > 0 {
+		r = append(r, rlimit{unix.RLIMIT_MEMLOCK, uint64(lim.LockedBytes)})
+	}
+	return r
+}
+
+// prlimitName is prlimit(1)'s option for each of nsRlimits.
+var prlimitName = map[int]string{unix.RLIMIT_SIGPENDING: "sigpending", unix.RLIMIT_MEMLOCK: "memlock"}
 
 // rlimitSetting says, for each rlimit a sandbox's limits can set above
 // zero, what it is called (a format for its value), which setting gives
@@ -186,6 +229,10 @@ var rlimitSetting = map[int]struct{ what, setting, raise string }{
 	unix.RLIMIT_CPU:    {"CPU-time cap of %d s", "--cpu-time, CODEEXEC_CPU_TIME", "ulimit -Ht, LimitCPU= under systemd, --ulimit cpu= for a container"},
 	unix.RLIMIT_AS:     {"memory cap of %d bytes", "--memory, MCP_BRIDGE_MEMORY", "ulimit -Hv (in KiB), LimitAS= under systemd"},
 	unix.RLIMIT_NPROC:  {"process cap of %d", "--pids, MCP_BRIDGE_PIDS", "ulimit -Hu, LimitNPROC= under systemd, --ulimit nproc= for a container"},
+	unix.RLIMIT_SIGPENDING: {"queued-signals share of %d", "--max-sessions, CODEEXEC_MAX_SESSIONS (the host's limit is shared out among them)",
+		"ulimit -Hi, LimitSIGPENDING= under systemd"},
+	unix.RLIMIT_MEMLOCK: {"locked-memory share of %d bytes", "--max-sessions, CODEEXEC_MAX_SESSIONS (the host's limit is shared out among them)",
+		"ulimit -Hl (in KiB), LimitMEMLOCK= under systemd"},
 }
 
 // hostLimits are what bounds the rlimits this process can give a sandbox.
@@ -287,19 +334,103 @@ const gateShim = `read -r go <&6 && [ "$go" = go ] || exit 125
 exec 6<&-
 exec "$@"`
 
+// noexecShim, before gateShim, mounts the sandbox's /tmp, /dev/shm and
+// /workspace as it is started, while it waits for its gate: tmpfs of the
+// sizes asked for, noexec, nosuid and nodev as a container runtime mounts
+// them, owned by the sandbox uid, on $4, $5 and $6 (below the engine's
+// scratch directory, in the shim's own mount namespace: the host sees
+// none of them, and they go with the sandbox), with mount(8) at $7.
+const noexecShim = `"$7" -t tmpfs -o "$1" tmpfs "$4" && "$7" -t tmpfs -o "$2" tmpfs "$5" && "$7" -t tmpfs -o "$3" tmpfs "$6" || exit 124
+shift 7
+`
+
+// scratchMount is one of a sandbox's writable tmpfs.
+type scratchMount struct {
+	name, dir string // below scratch, and in the sandbox
+	size      int64  // 0: unsized
+}
+
+// scratchMounts are a sandbox's writable tmpfs with lim's sizes.
+func scratchMounts(lim engine.Limits) []scratchMount {
+	return []scratchMount{{"tmp", "/tmp", lim.TmpBytes}, {"shm", "/dev/shm", lim.TmpBytes}, {"workspace", workDir, lim.WorkspaceBytes}}
+}
+
+// shim is what a sandbox's host command line is made of.
+type shim struct {
+	sh, setpriv, bwrap string
+	fs                 rootFS
+	// mount and scratch are set when sandboxd is root: mount(8), and an
+	// empty directory whose subdirectories each shim mounts its noexec
+	// tmpfs on, in a mount namespace of its own (noexecShim).
+	mount, scratch string
+	hostUID        int
+	seccomp        bool
+}
+
 // shimArgv returns the complete host command line (the sh shim, setpriv
 // when dropping root, then bwrap) and bwrap's --args data.
-func shimArgv(sh, setpriv, bwrap string, seccomp bool, spec engine.Spec) (argv []string, data []byte) {
-	a := []string{sh, "-c", gateShim, "codeexec-shim"}
+func shimArgv(c shim, spec engine.Spec) (argv []string, data []byte) {
+	a := []string{c.sh, "-c", gateShim, "codeexec-shim"}
+	if c.scratch != "" {
+		a = []string{c.sh, "-c", noexecShim + gateShim, "codeexec-shim"}
+		var dirs []string
+		for _, m := range scratchMounts(spec.Limits) {
+			o := fmt.Sprintf("noexec,nosuid,nodev,mode=0755,uid=%d,gid=%d", c.hostUID, c.hostUID)
+			if m.size > 0 {
+				o += ",size=" + strconv.FormatInt(m.size, 10)
+			}
+			a, dirs = append(a, o), append(dirs, filepath.Join(c.scratch, m.name))
+		}
+		a = append(append(a, dirs...), c.mount)
+	}
+	hostUID, setpriv := c.hostUID, c.setpriv
 	if setpriv != "" {
-		// Drop root before bwrap: the sandbox's processes are then uid
-		// 65534 on the host too, so a namespace escape lands as nobody, and
-		// RLIMIT_NPROC (ignored for root) can work as a fallback.
+		// Drop root before bwrap: the sandbox's processes are then
+		// hostUID on the host too, so a namespace escape lands as a user
+		// that owns nothing, RLIMIT_NPROC (ignored for root) can work as a
+		// fallback, and the user namespaces bwrap makes are hostUID's:
+		// the kernel charges to their owner what is made in them.
 		a = append(a, setpriv,
-			"--reuid", strconv.Itoa(sandboxUID), "--regid", strconv.Itoa(sandboxGID),
+			"--reuid", strconv.Itoa(hostUID), "--regid", strconv.Itoa(hostUID),
 			"--clear-groups", "--")
 	}
-	a = append(a, bwrap)
-	args, data := bwrapArgs(spec, seccomp)
+	a = append(a, c.bwrap)
+	args, data := bwrapArgs(c.fs, spec, c.seccomp, c.scratch)
 	return append(a, args...), data
+}
+
+// rootFS is what a sandbox's root file system is made of: an
+// environment's tree (root), or the host's /usr with etc, the host's /etc
+// pieces (engine.HostEtc).
+type rootFS struct {
+	root string
+	etc  []string
+}
+
+// args are bwrap's options that build the root file system.
+func (fs rootFS) args() []string {
+	synthetic := []string{
+		"--ro-bind-data", strconv.Itoa(passwdFD), "/etc/passwd",
+		"--ro-bind-data", strconv.Itoa(groupFD), "/etc/group"}
+	if fs.root != "" {
+		// The tree has every mount point a sandbox needs (/proc, /dev,
+		// /tmp, /workspace, /opt/codeexec), as environment builds make it.
+		// passwd and group are the synthetic ones here too: bwrap reads
+		// their descriptors, which would otherwise stay open in the
+		// sandbox, and the environment's own say the same of uid 65534.
+		return append([]string{"--ro-bind", fs.root, "/"}, synthetic...)
+	}
+	a := []string{
+		"--ro-bind", "/usr", "/usr",
+		"--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64",
+		"--symlink", "usr/bin", "/bin",
+		"--symlink", "usr/sbin", "/sbin",
+		"--dir", "/etc",
+		"--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
+	}
+	for _, p := range fs.etc {
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	return append(a, synthetic...)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/forkserver"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/spare"
+	"github.com/codeexec/codeexec/sandboxd/internal/tempdir"
 )
 
 // Config configures the bubblewrap engine. cmd/ fills it; nothing in
@@ -36,11 +37,24 @@ type Config struct {
 	// (forkspares.go). They are made for the command line (for launchers)
 	// and limits of the latest Start. 0 keeps none.
 	Spares int
+	// Root is the environment's root file system (package environment)
+	// that sandboxes run in, read-only; "" runs them on the host's /usr.
+	Root string
+	// Preload are the modules the fork server imports before it forks
+	// (an environment's heavy modules), when it has them.
+	Preload []string
 	// ForkServer starts sandboxes from a fork server (package forkserver)
 	// while one runs, with the isolation bwrap gives them; the first Start
 	// starts it, and sandboxes start with bwrap until it is up, and again
 	// whenever it has died, until it is restarted.
 	ForkServer bool
+
+	// HostUID is the host uid (and gid) that sandboxes, bwrap and the fork
+	// server run as when sandboxd is root, and that owns their user
+	// namespaces: the kernel charges to it, against its host-wide
+	// limits, what the sandboxes make (queued signals, processes). It
+	// must be used by nothing else. Default engine.DefaultHostUID.
+	HostUID int
 
 	// forkOnly, for tests, makes Start wait for the fork server and fail
 	// rather than use bwrap.
@@ -54,7 +68,7 @@ type Config struct {
 // capabilities and uid 65534. Memory and pids are capped with cgroups when
 // sandboxd may create them (it must be root for that), else with rlimits.
 //
-// When sandboxd runs as root, bwrap itself is started as uid 65534, so
+// When sandboxd runs as root, bwrap itself is started as Config.HostUID, so
 // engine.Spec.AgentDir and every directory above it must be readable and
 // searchable by "others".
 //
@@ -66,16 +80,22 @@ type Engine struct {
 	logger *slog.Logger
 
 	// dropRoot is set when sandboxd is root: bwrap and the sandbox then run
-	// as uid 65534 on the host too (see shimArgv).
+	// as Config.HostUID on the host (see shimArgv).
 	dropRoot bool
 	// host bounds the rlimits a sandbox can be given, as read at New.
 	host hostLimits
-	// Host programs, resolved once. setpriv is used only with dropRoot.
-	bwrap, sh, setpriv string
-	lookErr            error
+	// Host programs, resolved once. setpriv and mount are used only with
+	// dropRoot.
+	bwrap, sh, setpriv, mount string
+	lookErr                   error
+	// scratch, with dropRoot, is the empty directory below which each
+	// sandbox's shim mounts its noexec tmpfs (noexecShim).
+	scratch *tempdir.Dir
 	// seccomp is the filter every sandbox gets (package seccomp); nil if this
 	// architecture has none.
 	seccomp []byte
+	// fs is what every sandbox's root file system is made of.
+	fs rootFS
 
 	cgroups *cgroup.Manager // nil: rlimits only
 
@@ -112,7 +132,13 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
-	b := &Engine{cfg: cfg, logger: logger, host: thisHost()}
+	if cfg.HostUID == 0 {
+		cfg.HostUID = engine.DefaultHostUID
+	}
+	b := &Engine{cfg: cfg, logger: logger, host: thisHost(), fs: rootFS{root: cfg.Root}}
+	if cfg.Root == "" {
+		b.fs.etc = engine.HostEtc()
+	}
 	b.spares = spare.New[launchKey](spare.Config[*launcher]{
 		Size: cfg.Spares, Discard: (*launcher).discard,
 		Failed: func(err error) { logger.Warn("could not prepare a spare sandbox launcher", "error", err) },
@@ -151,6 +177,19 @@ func (b *Engine) lookPaths() error {
 		if b.setpriv, err = engine.LookPath("setpriv"); err != nil {
 			return fmt.Errorf("%w: setpriv is not installed: run `apt-get install util-linux` (Debian/Ubuntu) or `dnf install util-linux`", engine.ErrUnavailable)
 		}
+		if err := engine.CheckHostUID(b.cfg.HostUID); err != nil {
+			return fmt.Errorf("%w: %w", engine.ErrUnavailable, err)
+		}
+		if b.mount, err = engine.LookPath("mount"); err != nil {
+			return fmt.Errorf("%w: mount is not installed: run `apt-get install mount` (Debian/Ubuntu) or `dnf install util-linux`", engine.ErrUnavailable)
+		}
+		if b.scratch, err = makeScratch(); err != nil {
+			return fmt.Errorf("%w: %w", engine.ErrUnavailable, err)
+		}
+	}
+	// The sandbox's own: the environment's, or the host's /usr.
+	if _, err := os.Stat(filepath.Join(b.cfg.Root, prlimitPath)); err != nil {
+		return fmt.Errorf("%w: %s is missing in the sandbox's root file system, and with it each sandbox takes its share of the queued-signals and locked-memory limits: install util-linux (apt-get install util-linux), in the environment too", engine.ErrUnavailable, prlimitPath)
 	}
 	return nil
 }
@@ -165,13 +204,38 @@ func (b *Engine) Name() string { return "bwrap" }
 func (b *Engine) Prepare(ctx context.Context, agentDir, python string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err := agent.Precompile(ctx, python, agentDir)
+	var err error
+	if b.fs.root == "" {
+		err = agent.Precompile(ctx, python, agentDir)
+	} else {
+		err = agent.PrecompileWith(ctx, b.inRoot(python, agentDir), agentDir, engine.AgentMount)
+	}
 	if resolved, rerr := filepath.EvalSymlinks(agentDir); rerr == nil {
 		b.mu.Lock()
 		b.python, b.agentDir = python, resolved
 		b.mu.Unlock()
 	}
 	return err
+}
+
+// inRoot runs the environment's python in a plain bwrap sandbox of the
+// environment with agentDir writable at engine.AgentMount: the agent is
+// compiled by the interpreter that runs it, whose version the host's may
+// not be.
+func (b *Engine) inRoot(python, agentDir string) agent.Runner {
+	return func(ctx context.Context, args []string) error {
+		if b.lookErr != nil {
+			return b.lookErr
+		}
+		argv := []string{"--unshare-all", "--die-with-parent", "--ro-bind", b.fs.root, "/",
+			"--bind", agentDir, engine.AgentMount, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--clearenv", python}
+		cmd := exec.CommandContext(ctx, b.bwrap, append(argv, args...)...)
+		cmd.Env = []string{}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s in %s: %w: %s", python, b.fs.root, err, out)
+		}
+		return nil
+	}
 }
 
 // Start implements engine.Engine. ctx bounds only the start. It forks the
@@ -228,6 +292,9 @@ func (b *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, e
 // (engine.Engine), and says once at start when only bwrap's path can give
 // them.
 func (b *Engine) CheckLimits(lim engine.Limits) error {
+	if err := b.host.check(nsRlimits(lim)); err != nil {
+		return err
+	}
 	limits := b.rlimitsFor(lim)
 	if err := b.host.check(limits); err != nil {
 		return err
@@ -267,7 +334,7 @@ func (b *Engine) plan(ctx context.Context, spec engine.Spec) (*startPlan, error)
 		return nil, err
 	}
 	if spec.AgentDir != "" && b.dropRoot {
-		if err := readableByNobody(spec.AgentDir); err != nil {
+		if err := readableByNobody(spec.AgentDir, b.cfg.HostUID); err != nil {
 			return nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 		}
 	}
@@ -282,7 +349,7 @@ func (b *Engine) plan(ctx context.Context, spec engine.Spec) (*startPlan, error)
 	if b.host.canRaise { // else the check above was the fork server's too
 		unforkable = b.host.forked().check(limits)
 	}
-	argv, data := shimArgv(b.sh, b.setpriv, b.bwrap, b.seccomp != nil, spec)
+	argv, data := shimArgv(b.shim(), spec)
 	return &startPlan{spec: spec, argv: argv, data: data, key: newLaunchKey(argv, spec.Limits),
 		unforkable: unforkable, logger: b.logger.With("sandbox.id", spec.ID)}, nil
 }
@@ -320,7 +387,7 @@ func (b *Engine) launch(plan *startPlan, id string) (*launcher, error) {
 			return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
 		}
 	}
-	l, err := launch(plan.argv, b.seccomp, cg, rlimits(plan.spec.Limits, cg.HasMemory(), cg.HasPids()))
+	l, err := launch(plan.argv, b.seccomp, cg, rlimits(plan.spec.Limits, cg.HasMemory(), cg.HasPids()), b.scratch != nil)
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", plan.spec.ID, err)
 	}
@@ -338,11 +405,41 @@ func (b *Engine) track(p *process) error {
 	return nil
 }
 
-// readableByNobody checks that uid 65534, which bwrap runs as when sandboxd
-// is root, can bind dir: "others" may search every directory on the way and
-// read dir. Without this, bwrap fails inside the sandbox with a terse
-// "Can't find source path".
-func readableByNobody(dir string) error {
+// shim is what sandboxes' host command lines are made of here.
+func (b *Engine) shim() shim {
+	c := shim{sh: b.sh, setpriv: b.setpriv, bwrap: b.bwrap, fs: b.fs, mount: b.mount, hostUID: b.cfg.HostUID, seccomp: b.seccomp != nil}
+	if b.scratch != nil {
+		c.scratch = b.scratch.Path
+	}
+	return c
+}
+
+// makeScratch makes the directory under which each shim mounts its
+// sandbox's tmpfs, in its own mount namespace: on the host it stays empty.
+func makeScratch() (*tempdir.Dir, error) {
+	d, err := tempdir.Make("", "codeexec-scratch-")
+	if err != nil {
+		return nil, fmt.Errorf("scratch mount points: %w", err)
+	}
+	for _, m := range scratchMounts(engine.Limits{}) {
+		if err := os.Mkdir(filepath.Join(d.Path, m.name), 0o755); err != nil {
+			_ = d.Remove()
+			return nil, fmt.Errorf("scratch mount points: %w", err)
+		}
+	}
+	// bwrap, as the sandbox uid, binds them.
+	if err := os.Chmod(d.Path, 0o755); err != nil {
+		_ = d.Remove()
+		return nil, fmt.Errorf("scratch mount points: %w", err)
+	}
+	return d, nil
+}
+
+// readableByNobody checks that Config.HostUID, which bwrap runs as when
+// sandboxd is root, can bind dir: "others" may search every directory on
+// the way and read dir. Without this, bwrap fails inside the sandbox with
+// a terse "Can't find source path".
+func readableByNobody(dir string, uid int) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("agent dir: %w", err)
@@ -358,7 +455,7 @@ func readableByNobody(dir string) error {
 		}
 		if fi.Mode().Perm()&need != need {
 			return fmt.Errorf("agent dir %s: %s is %v; the sandbox runs as uid %d and needs o+%s on it (chmod o+rx)",
-				abs, p, fi.Mode().Perm(), sandboxUID, map[os.FileMode]string{1: "x", 5: "rx"}[need])
+				abs, p, fi.Mode().Perm(), uid, map[os.FileMode]string{1: "x", 5: "rx"}[need])
 		}
 		if p == "/" {
 			return nil
@@ -391,6 +488,9 @@ func (b *Engine) Close() error {
 	}
 	for _, p := range live {
 		_ = p.Wait()
+	}
+	if b.scratch != nil {
+		_ = b.scratch.Remove()
 	}
 	if b.cgroups == nil {
 		return nil

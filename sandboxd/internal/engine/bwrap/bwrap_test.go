@@ -108,7 +108,7 @@ func TestBwrapArgs(t *testing.T) {
 		Env:      map[string]string{"B": "2", "A": "secret"},
 		Limits:   engine.Limits{TmpBytes: 1 << 20, WorkspaceBytes: 2 << 20, FileBytes: 5, OpenFiles: 7, CPUTime: 1500 * time.Millisecond, MemoryBytes: 9, Pids: 3},
 	}
-	a, data := bwrapArgs(spec, true)
+	a, data := bwrapArgs(rootFS{}, spec, true, "")
 	idx := func(s string) int { return slices.Index(a, s) }
 	if idx("--remount-ro") < idx("--ro-bind-data") || idx("--remount-ro") < idx("--args") {
 		t.Errorf("--remount-ro / must follow every mount, including those in --args: %v", a)
@@ -116,7 +116,7 @@ func TestBwrapArgs(t *testing.T) {
 	if i := idx("--seccomp"); i < 0 || a[i+1] != "7" {
 		t.Errorf("no --seccomp 7 in %v", a)
 	}
-	if noFilter, _ := bwrapArgs(spec, false); slices.Contains(noFilter, "--seccomp") {
+	if noFilter, _ := bwrapArgs(rootFS{}, spec, false, ""); slices.Contains(noFilter, "--seccomp") {
 		t.Errorf("--seccomp without a filter: %v", noFilter)
 	}
 	if strings.Contains(strings.Join(a, " "), "secret") || slices.Contains(a, "/srv/agent") {
@@ -136,15 +136,31 @@ func TestBwrapArgs(t *testing.T) {
 	// the command starts without a wrapper.
 	withPWD := spec
 	withPWD.Env = map[string]string{"PWD": "/workspace"}
-	if got, _ := bwrapArgs(withPWD, true); !slices.Equal(got[len(got)-3:], []string{"--", "/usr/bin/python3", "-I"}) || slices.Contains(got, "/usr/bin/env") {
+	if got, _ := bwrapArgs(rootFS{}, withPWD, true, ""); !slices.Equal(got[len(got)-3:], []string{"--", "/usr/bin/python3", "-I"}) || slices.Contains(got, "/usr/bin/env") {
 		t.Errorf("with PWD=/workspace the command tail = %v, want no env wrapper", got[len(got)-6:])
 	}
 	// Sandboxes that differ only in what --args carries share a command
 	// line, so one spare launcher serves them all.
 	other := spec
 	other.ID, other.AgentDir, other.Env = "other", "/srv/elsewhere", map[string]string{"C": "3"}
-	if got, _ := bwrapArgs(other, true); !slices.Equal(got, a) {
+	if got, _ := bwrapArgs(rootFS{}, other, true, ""); !slices.Equal(got, a) {
 		t.Errorf("the command line depends on the ID, agent dir or environment:\n%v\n%v", got, a)
+	}
+	// As root, the tmpfs are the shim's, noexec, bound from scratch; the
+	// queued-signals and locked-memory shares are set by prlimit inside
+	// the sandbox.
+	shared := spec
+	shared.Limits.PendingSignals, shared.Limits.LockedBytes = 100, 4096
+	a, data = bwrapArgs(rootFS{}, shared, true, "/scratch")
+	wantData = "--ro-bind\x00/srv/agent\x00" + engine.AgentMount + "\x00" +
+		"--bind\x00/scratch/tmp\x00/tmp\x00--bind\x00/scratch/shm\x00/dev/shm\x00--bind\x00/scratch/workspace\x00/workspace\x00" +
+		"--chdir\x00/workspace\x00--clearenv\x00--setenv\x00A\x00secret\x00--setenv\x00B\x002\x00"
+	if got := string(data); got != wantData {
+		t.Errorf("--args data with scratch = %q, want %q", got, wantData)
+	}
+	wantTail := []string{"--", prlimitPath, "--sigpending=100", "--memlock=4096", "--", "/usr/bin/env", "-u", "PWD", "--", "/usr/bin/python3", "-I"}
+	if got := a[len(a)-len(wantTail):]; !slices.Equal(got, wantTail) {
+		t.Errorf("command tail with shares = %v, want %v", got, wantTail)
 	}
 	tests := []struct {
 		name      string

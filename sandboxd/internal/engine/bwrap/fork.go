@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,9 +39,19 @@ var agentEntry = filepath.Join(engine.AgentMount, agent.Entry)
 // warm spec it waits while a server is starting, so that the sandboxes a
 // new sandboxd pools first come from the server too.
 func (b *Engine) forkServer(ctx context.Context, spec engine.Spec) (*forkserver.Server, error) {
+	srv, err := b.anyForkServer(ctx, spec)
+	if srv != nil && !slices.Equal(srv.Config().Mounts, spec.Mounts) {
+		// Its template has other mounts: this sandbox starts with bwrap.
+		return nil, errNoForkServer
+	}
+	return srv, err
+}
+
+// anyForkServer is forkServer without the check of the mounts.
+func (b *Engine) anyForkServer(ctx context.Context, spec engine.Spec) (*forkserver.Server, error) {
 	if !b.dropRoot {
-		// The server maps host uid 65534 into its user namespace, which
-		// only root may do; as anyone else, sandboxes start with bwrap.
+		// The server runs as Config.HostUID, which only root may make it;
+		// as anyone else, sandboxes start with bwrap.
 		b.noForkOnce.Do(func() { b.logger.Info("the fork server needs sandboxd to run as root; sandboxes start with bwrap") })
 		return nil, errNoForkServer
 	}
@@ -54,7 +65,8 @@ func (b *Engine) forkServer(ctx context.Context, spec engine.Spec) (*forkserver.
 		if python != "" {
 			sup = forkserver.Supervise(forkserver.Config{
 				Python: python, AgentDir: b.agentDir, Env: maps.Clone(spec.Env), Seccomp: b.seccomp,
-				Passwd: passwdData, Group: groupData, Logger: b.logger,
+				Passwd: passwdData, Group: groupData, UID: b.cfg.HostUID, Logger: b.logger, Mounts: slices.Clone(spec.Mounts),
+				Root: b.fs.root, Etc: b.fs.etc, Preload: b.cfg.Preload,
 			}, b.forkTrial)
 			b.forks = sup
 		}
@@ -171,6 +183,9 @@ func (b *Engine) fork(ctx context.Context, srv *forkserver.Server, plan *startPl
 	}
 	for _, l := range rlimits(spec.Limits, cg.HasMemory(), cg.HasPids()) {
 		req.Rlimits = append(req.Rlimits, forkserver.Rlimit{Resource: l.resource, Value: l.value})
+	}
+	for _, l := range nsRlimits(spec.Limits) {
+		req.NsRlimits = append(req.NsRlimits, forkserver.Rlimit{Resource: l.resource, Value: l.value})
 	}
 	child, err := srv.Fork(ctx, req)
 	if err != nil {

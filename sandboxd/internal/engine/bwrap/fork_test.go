@@ -172,13 +172,15 @@ func TestForkSiblingsIsolated(t *testing.T) {
 		t.Errorf("a after b's attack: %q", got)
 	}
 
-	// From the host: both run as 65534 without groups or capabilities.
+	// From the host: both run as the sandbox uid without groups or
+	// capabilities.
 	for _, s := range []*liveSibling{a, b} {
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", agentOf(t, s.p)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"Uid:\t65534\t65534\t65534\t65534", "Gid:\t65534\t65534\t65534\t65534", "Groups:\t \n",
+		u := engine.DefaultHostUID
+		for _, want := range []string{fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d", u, u, u, u), fmt.Sprintf("Gid:\t%d\t%d\t%d\t%d", u, u, u, u), "Groups:\t \n",
 			"CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
 			if !strings.Contains(string(st), want) {
 				t.Errorf("the host sees a sandbox without %q:\n%s", want, st)

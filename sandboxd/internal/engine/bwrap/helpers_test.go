@@ -31,11 +31,22 @@ func requireHost(t *testing.T) {
 	}
 }
 
+// inTestEnv gives cfg the environment the tests run in: the root file
+// system CODEEXEC_TEST_ENV_ROOT names (scripts/test-environments.sh runs
+// the isolation, seccomp and limits tests so, in the default
+// environment), else the host's /usr.
+func inTestEnv(cfg Config) Config {
+	if cfg.Root == "" {
+		cfg.Root = os.Getenv("CODEEXEC_TEST_ENV_ROOT")
+	}
+	return cfg
+}
+
 // newTestEngine returns a checked engine that is closed at the end of t.
 func newTestEngine(t *testing.T, cfg Config) *Engine {
 	t.Helper()
 	requireHost(t)
-	b, err := New(cfg, enginetest.Logger(t))
+	b, err := New(inTestEnv(cfg), enginetest.Logger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -55,7 +55,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 print("ok" if libc.unshare(0x10000000) != 0 else "unshare(CLONE_NEWUSER) succeeded")`, nil},
 		{"host paths invisible", `
 import os, sys
-seen = [p for p in ["/root", "/work", "/home", "/var", "/sys", "/etc/shadow", "/etc/ssl", "/run", "/srv", "/mnt", sys.argv[1]] if os.path.exists(p)]
+seen = [p for p in ["/root", "/work", "/home", "/var", "/sys", "/etc/shadow", "/etc/ssl/private", "/etc/hostname", "/etc/localtime", "/run", "/srv", "/mnt", sys.argv[1]] if os.path.exists(p)]
 print("ok" if not seen else "visible: %s" % seen)`, []string{hidden}},
 		{"agent dir mounted", `
 print("ok" if open("/opt/codeexec/agent.txt").read() == "agent" else "bad agent dir")`, nil},

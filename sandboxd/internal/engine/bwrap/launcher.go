@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
@@ -47,8 +48,9 @@ func newLaunchKey(argv []string, lim engine.Limits) launchKey {
 // launch starts argv (the shim) with an empty environment, the synthetic
 // passwd and group files on fds 3 and 4, the --args pipe on fd 5, the gate
 // on fd 6 and the seccomp filter (if any) on fd 7, and confines it in cg
-// and limits. It takes ownership of cg: on failure cg is removed.
-func launch(argv []string, seccomp []byte, cg *cgroup.Group, limits []rlimit) (*launcher, error) {
+// and limits. privateMounts gives the shim a mount namespace of its own
+// (noexecShim). It takes ownership of cg: on failure cg is removed.
+func launch(argv []string, seccomp []byte, cg *cgroup.Group, limits []rlimit, privateMounts bool) (*launcher, error) {
 	inheritedOnce.Do(closeInheritedOnExec)
 	var fs shimFiles
 	fail := func(err error) (*launcher, error) {
@@ -69,6 +71,11 @@ func launch(argv []string, seccomp []byte, cg *cgroup.Group, limits []rlimit) (*
 		Stdout:     fs.child[1],
 		Stderr:     fs.child[2],
 		ExtraFiles: extra, // fds 3 (passwd), 4 (group), 5 (--args), 6 (gate), 7 (seccomp)
+	}
+	if privateMounts {
+		// Go makes the new namespace's mounts private, so that nothing
+		// the shim mounts reaches the host's.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	}
 	// The parent-death signal kills the shim (and so bwrap) if sandboxd
 	// dies before bwrap sets its own --die-with-parent.

@@ -17,7 +17,7 @@ import (
 // many as e keeps, made for spec's command line and limits.
 func waitSpares(t *testing.T, e *Engine, spec engine.Spec) []int {
 	t.Helper()
-	argv, _ := shimArgv(e.sh, e.setpriv, e.bwrap, e.seccomp != nil, spec)
+	argv, _ := shimArgv(e.shim(), spec)
 	key := newLaunchKey(argv, spec.Limits)
 	deadline := time.Now().Add(30 * time.Second)
 	for {

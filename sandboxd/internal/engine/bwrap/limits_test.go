@@ -196,7 +196,7 @@ func TestBwrapCleanup(t *testing.T) { eachStartPath(t, false, testBwrapCleanup) 
 
 func testBwrapCleanup(t *testing.T, path startPath) {
 	requireHost(t)
-	e, err := New(path.config(Config{}), enginetest.Logger(t))
+	e, err := New(inTestEnv(path.config(Config{})), enginetest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,6 +76,15 @@ func (g *Group) SelfJoinFiles() []string {
 	return out
 }
 
+// socketShare is the part of a v1 memory limit that socket buffers get
+// (memory.kmem.tcp.limit_in_bytes, which caps every protocol that counts
+// its buffers: TCP, UDP, SCTP); the rest is memory.limit_in_bytes.
+func socketShare(limit int64) int64 { return limit / 8 }
+
+// tcpLimitFile is cgroup v1's socket-buffer limit, which kernels without
+// v1 kernel-memory accounting lack.
+const tcpLimitFile = "memory.kmem.tcp.limit_in_bytes"
+
 func (g *Group) setLimits(lim engine.Limits) error {
 	type setting struct{ controller, file, value string }
 	var s []setting
@@ -84,8 +93,18 @@ func (g *Group) setLimits(lim engine.Limits) error {
 		if g.v2 {
 			s = append(s, setting{"memory", "memory.max", v}, setting{"memory", "memory.swap.max", "0"})
 		} else {
+			// v2 counts socket buffers in memory.current; v1 counts them
+			// apart, and only once a TCP limit is set: the limit is split
+			// so that the two together stay within it.
+			var tcp []setting
+			if _, err := os.Stat(filepath.Join(g.dir("memory"), tcpLimitFile)); err == nil {
+				share := socketShare(lim.MemoryBytes)
+				v = strconv.FormatInt(lim.MemoryBytes-share, 10)
+				tcp = append(tcp, setting{"memory", tcpLimitFile, strconv.FormatInt(share, 10)})
+			}
 			// memsw (memory+swap) must be set after, and be >=, the memory limit.
 			s = append(s, setting{"memory", "memory.limit_in_bytes", v}, setting{"memory", "memory.memsw.limit_in_bytes", v})
+			s = append(s, tcp...)
 		}
 	}
 	if lim.Pids > 0 {

@@ -50,18 +50,24 @@ func TestCgroupLimitsAndUsage(t *testing.T) {
 			name: "v1",
 			files: map[string]map[string]string{
 				"memory": {"memory.limit_in_bytes": "", "memory.memsw.limit_in_bytes": "", "memory.max_usage_in_bytes": "1234\n",
-					"memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"},
+					"memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n", "memory.kmem.tcp.limit_in_bytes": ""},
 				"pids": {"pids.max": "", "pids.events": "max 5\n"},
 				"cpu":  {"cpu.cfs_period_us": "", "cpu.cfs_quota_us": ""},
 			},
 			wantFiles: map[string]string{
-				"memory/memory.limit_in_bytes": "134217728", "memory/memory.memsw.limit_in_bytes": "134217728",
-				"pids/pids.max": "32", "cpu/cpu.cfs_period_us": "100000", "cpu/cpu.cfs_quota_us": "50000",
+				// An eighth of the memory limit for socket buffers, the rest
+				// for everything else.
+				"memory/memory.limit_in_bytes":          "117440512",
+				"memory/memory.memsw.limit_in_bytes":    "117440512",
+				"memory/memory.kmem.tcp.limit_in_bytes": "16777216",
+				"pids/pids.max":                         "32",
+				"cpu/cpu.cfs_period_us":                 "100000",
+				"cpu/cpu.cfs_quota_us":                  "50000",
 			},
 			wantUsage: engine.Usage{MemoryPeakBytes: 1234, OOMKilled: true, PidsLimitHit: true},
 		},
 		{
-			name: "v1 without swap accounting, no events yet",
+			name: "v1 without swap or TCP accounting, no events yet",
 			files: map[string]map[string]string{
 				"memory": {"memory.limit_in_bytes": "", "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"},
 				"pids":   {"pids.max": "", "pids.events": "max 0\n"},

@@ -50,6 +50,15 @@ func (c *Engine) runArgs(spec engine.Spec) []string {
 		"--tmpfs", "/workspace:"+tmpfsOpts(lim.WorkspaceBytes)+c.ownerOpts(),
 		"--tmpfs", "/sys/fs/cgroup:ro,nosuid,nodev,noexec,size=4k",
 	)
+	for _, m := range spec.Mounts {
+		// The engine resolves src on its own host: with sandboxd in a
+		// container, the directory must be the host's at that path.
+		opt := "type=bind,src=" + m.Host + ",dst=" + m.Sandbox
+		if !m.Writable {
+			opt += ",readonly"
+		}
+		a = append(a, "--mount", opt)
+	}
 	if c.cfg.Runtime == "podman" {
 		// podman's --read-only also mounts writable tmpfs on /run, /tmp and
 		// /var/tmp by default: only the two sized ones above may exist.

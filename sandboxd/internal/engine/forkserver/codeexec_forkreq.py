@@ -13,6 +13,12 @@ def fds_of(ancillary):
     return fds
 
 
+def _rlimits(t, i):
+    """The rlimits whose count is t[i], and the index after them."""
+    n = int(t[i])
+    return [(int(t[i + 1 + 2 * k]), int(t[i + 2 + 2 * k])) for k in range(n)], i + 1 + 2 * n
+
+
 class Request:
     """One sandbox to start: fields are NUL-separated (request.go, encode),
     descriptors come with it: stdio (not for a spare, which gets it when it
@@ -28,8 +34,8 @@ class Request:
         self._command(t[1:])
         agent = t[2]
         self.tmp, self.workspace = int(t[3]), int(t[4])
-        i, n = 6, int(t[5])
-        self.rlimits = [(int(t[i + 2 * k]), int(t[i + 2 * k + 1])) for k in range(n)]
+        self.rlimits, i = _rlimits(t, 5)
+        self.ns_rlimits, _ = _rlimits(t, i)  # set inside the sandbox's user namespace
         self.stdio, self.report = fds[:n_stdio], fds[n_stdio]
         self.err = self.stdio[2] if self.stdio else 2  # a spare's set-up reports to the server's log
         self.agent = agent  # b"" none, b"server" the server's, b"tree" the descriptor
@@ -42,6 +48,7 @@ class Request:
         """Reads the mode, command and environment, which end t[0], t[1:]."""
         self.mode = t[0]
         i = 5 + 2 * int(t[4])
+        i += 1 + 2 * int(t[i])
         n = int(t[i])
         self.argv = t[i + 1:i + 1 + n]
         i += 1 + n

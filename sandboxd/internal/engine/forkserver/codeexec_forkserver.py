@@ -1,8 +1,9 @@
 """codeexec fork server: starts bwrap-equivalent sandboxes by forking.
 
-sandboxd runs `python3 -I codeexec_forkserver.py DIR AGENT_DIR` in a user
-namespace of its own, as uid 0 there and 65534 on the host. The server
-builds a root like a sandbox's in DIR, imports the agent from
+sandboxd runs `python3 -I codeexec_forkserver.py DIR AGENT_DIR ...` as the
+sandbox uid through unshare(1), which makes the server's user and mount
+namespaces (owned by that uid, which is uid 0 in them; forkserver.go,
+command). The server builds a root like a sandbox's in DIR, imports the agent from
 /opt/codeexec and then only forks: it never runs user code. Each request
 on fd 3 (a SOCK_SEQPACKET socket) carries the sandbox's stdio pipes, a
 report socket and its cgroups' files; what happens to it:
@@ -44,6 +45,13 @@ sys.path.remove(_here)
 CTL_FD, SECCOMP_FD, PASSWD_FD, GROUP_FD = 3, 4, 5, 6
 MAX_REQUEST = 1 << 20
 SANDBOX_ID = 65534
+# /proc/sys/user in a sandbox's outer user namespace: one user namespace
+# (the inner one), and nothing else that the kernel counts per user.
+USER_NS_LIMITS = ((b"max_user_namespaces", b"1"),) + tuple(
+    (b"max_" + n, b"0") for n in (
+        b"inotify_instances", b"inotify_watches", b"fanotify_groups", b"fanotify_marks",
+        b"cgroup_namespaces", b"ipc_namespaces", b"mnt_namespaces", b"net_namespaces",
+        b"pid_namespaces", b"time_namespaces", b"uts_namespaces"))
 NAMESPACES = z.CLONE_NEWPID | z.CLONE_NEWNS | z.CLONE_NEWNET | z.CLONE_NEWIPC | z.CLONE_NEWUTS | z.SIGCHLD
 
 
@@ -233,7 +241,15 @@ class Sandbox:
             # one, where the sandbox runs as 65534, uses up.
             z.unshare(z.CLONE_NEWUSER)
             z.set_id_maps(0, 0)
-            z.write_file(b"/proc/sys/user/max_user_namespaces", b"1")
+            # The kernel counts what a user makes in every user namespace
+            # up the chain: in the outer one the sandbox may make nothing
+            # it counts (seccomp refuses the notify and queue calls too)
+            # but the inner namespace.
+            for name, value in USER_NS_LIMITS:
+                try:
+                    z.write_file(b"/proc/sys/user/" + name, value)
+                except FileNotFoundError:
+                    pass  # a kernel without that kind of object
             z.unshare(z.CLONE_NEWUSER)
             z.set_id_maps(SANDBOX_ID, 0)
             try:
@@ -242,6 +258,12 @@ class Sandbox:
                 pass
             else:
                 raise RuntimeError("creating user namespaces was not disabled")
+            # Limits the kernel charges up the chain too, but checks at each
+            # level against what the namespace's creator had: set now, they
+            # bound this sandbox alone, and the namespaces above keep the
+            # server's, which all sandboxes share.
+            for res, value in req.ns_rlimits:
+                resource.setrlimit(res, (value, value))
             z.drop_bounding_set()
             os.chdir(b"/workspace")
             os.setsid()
@@ -310,8 +332,10 @@ class Sandbox:
             z.prctl(z.PR_SET_DUMPABLE, 1)
             z.set_name(os.path.basename(req.argv[0]))
             # random was reseeded by os.fork (random registers that), so
-            # each sandbox draws its own stream. The environment is the
-            # server's when the sandbox runs in this interpreter (Go's
+            # each sandbox draws its own stream; numpy's global generator,
+            # when the server preloaded it, is reseeded here.
+            _reseed()
+            # The environment is the server's when the sandbox runs in this interpreter (Go's
             # forkMode); another is given to the command executed.
             argv = [os.fsdecode(a) for a in req.argv]
             if req.mode == b"exec":
@@ -328,6 +352,13 @@ class Sandbox:
         if req.mode == b"agent":
             return lambda: run.run_agent(self.server.agent, argv)
         return lambda: run.run_script(argv)
+
+
+def _reseed():
+    """Gives a preloaded numpy.random a stream of this sandbox's own."""
+    nprandom = sys.modules.get("numpy.random")
+    if nprandom is not None:
+        nprandom.seed()
 
 
 def _keep(*fds):
@@ -348,10 +379,24 @@ def _keep(*fds):
     return out
 
 
+def _preload(names):
+    """Imports an environment's heavy modules once, for every sandbox.
+    They are the environment's own libraries, never user code."""
+    for name in names:
+        try:
+            __import__(name)
+        except Exception as exc:  # noqa: BLE001 - a sandbox imports it itself, and gets the error then
+            os.write(2, b"preloading %s failed: %s\n" % (name.encode(), str(exc).encode()))
+
+
 def _start():
-    root_dir, agent_dir = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
+    root_dir, agent_dir, env_root = (os.fsencode(a) for a in sys.argv[1:4])
+    etc = [os.fsencode(p) for p in sys.argv[4].split("\n") if p]
+    preload = [m for m in sys.argv[5].split(",") if m]
     z.prctl(z.PR_SET_NO_NEW_PRIVS, 1)
-    root.build_server_root(root_dir, agent_dir, _read_all(PASSWD_FD), _read_all(GROUP_FD))
+    rest = [os.fsencode(a) for a in sys.argv[6:]]
+    mounts = [(rest[i], rest[i + 1], rest[i + 2] == b"rw") for i in range(0, len(rest) - 2, 3)]
+    root.build_server_root(root_dir, agent_dir, _read_all(PASSWD_FD), _read_all(GROUP_FD), env_root, etc, mounts)
     agent = None
     if agent_dir:
         sys.path.insert(0, root.AGENT_MOUNT.decode())
@@ -368,6 +413,7 @@ def _start():
         # user code may have a module of that name in /workspace.
         del sys.modules["agent"]
     import random  # noqa: F401 - common in user code; every sandbox reseeds it
+    _preload(preload)
     server = Server(agent)
     ctl = _socket.socket(fileno=CTL_FD)
     z.set_name(b"codeexec-zygote")

@@ -4,8 +4,9 @@
 // isolation bwrapArgs asks bwrap for (package bwrap).
 //
 // The server (codeexec_forkserver.py) runs as uid 0 in a user namespace of
-// its own that maps only host uid 65534, with no groups; it never runs user
-// code. For each sandbox it clones:
+// its own that maps only the host uid it was started as (Config.UID), with
+// no groups, and that uid owns; it never runs user code. For each sandbox
+// it clones:
 //
 //   - the monitor, with CLONE_PARENT, so that it is sandboxd's own child:
 //     sandboxd waits for it and kills it, its death signal fires when
@@ -68,9 +69,6 @@ import (
 //go:embed *.py
 var scripts embed.FS
 
-// sandboxUID is the host uid the server and every sandbox run as.
-const sandboxUID = 65534
-
 // Config is what one server is made for.
 type Config struct {
 	// Python is the interpreter the server runs (a host path; sandboxes
@@ -86,8 +84,26 @@ type Config struct {
 	Env map[string]string
 	// Seccomp is the BPF filter every sandbox installs (package seccomp).
 	Seccomp []byte
-	// Passwd and Group are the sandbox's /etc/passwd and /etc/group.
+	// Passwd and Group are the sandbox's /etc/passwd and /etc/group on
+	// the host's /usr; an environment has its own.
 	Passwd, Group string
+	// UID is the host uid (and gid) the server and every sandbox run as,
+	// which owns their user namespaces: the kernel charges what the
+	// sandboxes make to it. It must be used by nothing else. 0 is
+	// engine.DefaultHostUID.
+	UID int
+	// Root is the environment's root file system that the server and its
+	// sandboxes run in (Python is then a path inside it); "" is the
+	// host's /usr with Etc, the host's /etc pieces (engine.HostEtc).
+	Root string
+	Etc  []string
+	// Preload are modules the server imports before it forks, beside the
+	// agent: an environment's heavy modules, whose import every sandbox
+	// then skips. One that fails to import is logged and left out.
+	Preload []string
+	// Mounts are bound into the template every sandbox's root copies:
+	// the server serves only specs with exactly these mounts.
+	Mounts []engine.Mount
 	// Logger receives what the server writes to its stderr.
 	Logger *slog.Logger
 }
@@ -99,10 +115,35 @@ type Server struct {
 	dir  string       // tmp's path
 	tmp  *tempdir.Dir // the scripts and the sandboxes' root mount point
 	done chan struct{}
+	// unshare is util-linux's unshare(1), which makes the server's
+	// namespaces as the server's own uid (command).
+	unshare string
 
 	sendMu sync.Mutex // serialises a write deadline with its write
 	ctl    *net.UnixConn
 }
+
+// bootScript starts a server in an environment. It runs in the
+// environment's tree (unshare's --root), imports what the server needs
+// before it has a root of its own again (the host's /usr may have no
+// such Python), and returns to the root of its mount namespace: a chroot
+// into a directory below its working directory leaves that directory
+// outside the root, from where ".." climbs to the namespace's root (its
+// capabilities in its own user namespace allow both). Then it runs the
+// server's script (argv[1]) as __main__.
+const bootScript = `import os, sys
+import _socket, atexit, builtins, ctypes, fcntl, gc, resource, select, signal
+os.chdir("/")
+os.chroot("/tmp")
+for _ in range(256):
+    os.chdir("..")
+os.chroot(".")
+sys.argv = sys.argv[1:]
+path = sys.argv[0]
+with open(path, "rb") as f:
+    code = compile(f.read(), path, "exec")
+exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": builtins})
+`
 
 // Start starts a server and waits until it is ready to fork. ctx bounds
 // the start only.
@@ -111,7 +152,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fork server: %w", err)
 	}
-	s := &Server{cfg: cfg, dir: tmp.Path, tmp: tmp, done: make(chan struct{})}
+	if cfg.UID == 0 {
+		cfg.UID = engine.DefaultHostUID
+	}
+	unshare, err := engine.LookPath("unshare")
+	if err != nil {
+		_ = tmp.Remove()
+		return nil, fmt.Errorf("fork server: unshare is not installed: run `apt-get install util-linux`: %w", err)
+	}
+	s := &Server{cfg: cfg, dir: tmp.Path, tmp: tmp, done: make(chan struct{}), unshare: unshare}
 	if err := s.start(ctx); err != nil {
 		if s.ctl != nil {
 			_ = s.ctl.Close()
@@ -184,7 +233,7 @@ func (s *Server) start(ctx context.Context) error {
 // writeScripts writes the server's scripts into its directory, with the
 // sandboxes' root mount point, and returns that.
 func (s *Server) writeScripts() (root string, err error) {
-	// uid 65534 reads the scripts and mounts its root below dir.
+	// The server's uid reads the scripts and mounts its root below dir.
 	if err := os.Chmod(s.dir, 0o755); err != nil {
 		return "", err
 	}
@@ -236,24 +285,38 @@ func (s *Server) openControl() (*os.File, error) {
 // socket, the seccomp filter, passwd, group), it says it is ready on
 // ready and writes its diagnostics to stderr.
 func (s *Server) command(root string, extra []*os.File, ready, stderr *os.File) *exec.Cmd {
+	script := filepath.Join(s.dir, "codeexec_forkserver.py")
+	args := []string{s.cfg.Python, "-I", script, root, s.cfg.AgentDir, s.cfg.Root,
+		strings.Join(s.cfg.Etc, "\n"), strings.Join(s.cfg.Preload, ",")}
+	args = append(args, mountArgs(s.cfg.Mounts)...)
+	unshare := []string{s.unshare, "--user", "--map-root-user", "--mount"}
+	if s.cfg.Root != "" {
+		// The environment's interpreter runs with the environment's
+		// loader and libraries: it is executed inside the tree, then
+		// returns to its mount namespace's root to build its own
+		// (bootScript).
+		unshare = append(unshare, "--root="+s.cfg.Root)
+		args = append([]string{s.cfg.Python, "-I", "-c", bootScript}, args[2:]...)
+	}
 	return &exec.Cmd{
-		Path:       s.cfg.Python,
-		Args:       []string{s.cfg.Python, "-I", filepath.Join(s.dir, "codeexec_forkserver.py"), root, s.cfg.AgentDir},
+		Path:       s.unshare,
+		Args:       append(append(unshare, "--"), args...),
 		Env:        envList(s.cfg.Env),
 		Dir:        "/",
 		Stdout:     ready,
 		Stderr:     stderr,
 		ExtraFiles: extra, // fds 3 (control), 4 (seccomp), 5 (passwd), 6 (group)
 		SysProcAttr: &syscall.SysProcAttr{
-			// The server's own user namespace, owned by root: uid and gid 0
-			// inside are 65534 outside, no other id is mapped, and the
-			// supplementary groups go. Its capabilities there let it make
-			// the sandboxes' namespaces and mounts; on the host it has none.
-			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}},
-			GidMappingsEnableSetgroups: true,
-			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}},
+			// The server runs as cfg.UID, without groups, and unshare(1)
+			// makes its user and mount namespaces (mapping cfg.UID to uid 0)
+			// and, in an environment, changes root into it: the namespace
+			// is then cfg.UID's, not root's, as it would be were it made
+			// here, and the kernel charges to a user namespace's owner what
+			// is made in it and below it (queued signals, processes),
+			// against that owner's host-wide limits. (A chroot made here
+			// would forbid the unshare: the kernel refuses a new user
+			// namespace to a chrooted process.)
+			Credential: &syscall.Credential{Uid: uint32(s.cfg.UID), Gid: uint32(s.cfg.UID), Groups: []uint32{}},
 		},
 	}
 }
@@ -357,4 +420,18 @@ func filledPipe(data []byte) (*os.File, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// mountArgs are the server's arguments after the agent directory: host
+// path, sandbox path and "ro" or "rw" for each mount.
+func mountArgs(mounts []engine.Mount) []string {
+	var out []string
+	for _, m := range mounts {
+		mode := "ro"
+		if m.Writable {
+			mode = "rw"
+		}
+		out = append(out, m.Host, m.Sandbox, mode)
+	}
+	return out
 }

@@ -159,7 +159,7 @@ func TestSupervisorWithoutServer(t *testing.T) {
 func requireServerHost(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root: the server maps host uid 65534 into its user namespace")
+		t.Fatal("this test needs root: the server runs as the sandbox uid, which only root may give it")
 	}
 	if _, err := os.Stat(python); err != nil {
 		t.Fatalf("%s is missing: apt-get install python3", python)

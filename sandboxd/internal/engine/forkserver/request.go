@@ -52,7 +52,12 @@ type Request struct {
 	// TmpBytes sizes /tmp and /dev/shm, WorkspaceBytes /workspace; 0
 	// leaves a tmpfs unsized.
 	TmpBytes, WorkspaceBytes int64
-	Rlimits                  []Rlimit
+	// Rlimits are set before the sandbox's namespaces are made, NsRlimits
+	// inside its user namespace once it is made (engine.Limits'
+	// PendingSignals and LockedBytes: a user namespace keeps, as the
+	// bound of what all below it may use, the limit its creator had).
+	Rlimits   []Rlimit
+	NsRlimits []Rlimit
 	// Stdin, Stdout and Stderr are the sandbox's ends of its pipes.
 	Stdin, Stdout, Stderr *os.File
 	// Cgroups are open cgroup files that the sandbox's first process
@@ -90,6 +95,10 @@ func (r *Request) encode() ([]byte, error) {
 		strconv.FormatInt(r.TmpBytes, 10), strconv.FormatInt(r.WorkspaceBytes, 10),
 		strconv.Itoa(len(r.Rlimits))}
 	for _, l := range r.Rlimits {
+		f = append(f, strconv.Itoa(l.Resource), strconv.FormatUint(l.Value, 10))
+	}
+	f = append(f, strconv.Itoa(len(r.NsRlimits)))
+	for _, l := range r.NsRlimits {
 		f = append(f, strconv.Itoa(l.Resource), strconv.FormatUint(l.Value, 10))
 	}
 	f = append(f, strconv.Itoa(len(r.Argv)))

@@ -121,7 +121,11 @@ func (s *Supervisor) loop() {
 	backoff := minBackoff
 	for {
 		s.set(nil, true)
+		begun := time.Now()
 		srv, err := s.startOne()
+		if err == nil {
+			s.logger.Info("fork server ready", "pid", srv.PID(), "took", time.Since(begun).Round(time.Millisecond), "preloaded", len(srv.cfg.Preload))
+		}
 		if err != nil {
 			s.set(nil, false)
 			select {

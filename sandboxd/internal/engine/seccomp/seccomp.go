@@ -33,7 +33,16 @@ import (
 //     namespaces; this closes the rest of the door;
 //   - host administration: modules, kexec, reboot, swap, accounting,
 //     quotas, setting the clock, raw I/O ports, file handles
-//     (open_by_handle_at was a classic container escape).
+//     (open_by_handle_at was a classic container escape);
+//   - kernel objects the kernel counts per user, with a limit per user
+//     of the host: inotify and fanotify instances and POSIX message
+//     queues. Every sandbox's user namespace has the same owner (the
+//     sandbox uid, docs/SANDBOX.md), and the kernel charges each object
+//     up the chain of namespaces to that owner, whose host-wide limits
+//     are small (128 inotify instances, 800 KiB of queues: about ten
+//     queues). A sandbox's files change only by its own hand, so it has
+//     nothing to watch, and Python's standard library uses neither; so
+//     they are refused rather than shared out at a few each.
 //
 // Denied calls fail with EPERM, as they would for an unprivileged user, so
 // code that probes for a feature falls back instead of crashing. A call
@@ -58,6 +67,8 @@ var deniedSyscalls = []string{
 	"settimeofday", "clock_settime", "clock_adjtime",
 	"iopl", "ioperm", "lookup_dcookie", "name_to_handle_at", "open_by_handle_at",
 	"nfsservctl", "uselib", "ustat", "sysfs", "_sysctl", "vhangup",
+	"inotify_init", "inotify_init1", "fanotify_init",
+	"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
 }
 
 // Denied returns the names of the calls every sandbox is refused.

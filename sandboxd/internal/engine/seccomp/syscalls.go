@@ -37,4 +37,7 @@ var commonSyscallNumbers = map[string]uint32{
 	"clock_adjtime": unix.SYS_CLOCK_ADJTIME, "lookup_dcookie": unix.SYS_LOOKUP_DCOOKIE,
 	"name_to_handle_at": unix.SYS_NAME_TO_HANDLE_AT, "open_by_handle_at": unix.SYS_OPEN_BY_HANDLE_AT,
 	"nfsservctl": unix.SYS_NFSSERVCTL, "vhangup": unix.SYS_VHANGUP,
+	"inotify_init1": unix.SYS_INOTIFY_INIT1, "fanotify_init": unix.SYS_FANOTIFY_INIT,
+	"mq_open": unix.SYS_MQ_OPEN, "mq_unlink": unix.SYS_MQ_UNLINK, "mq_timedsend": unix.SYS_MQ_TIMEDSEND,
+	"mq_timedreceive": unix.SYS_MQ_TIMEDRECEIVE, "mq_notify": unix.SYS_MQ_NOTIFY, "mq_getsetattr": unix.SYS_MQ_GETSETATTR,
 }

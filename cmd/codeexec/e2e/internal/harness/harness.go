@@ -97,6 +97,10 @@ func BaseEnv(t testing.TB, extra map[string]string) []string {
 		"CODEEXEC_POOL_SIZE":   "1",
 		"MCP_BRIDGE_LOG_LEVEL": "debug",
 	}
+	// CODEEXEC_E2E_ENV=NAME runs the sandboxes in that environment (see
+	// codeexec env); unset, on the host's /usr, whatever is built here,
+	// so that a build beside the suite changes no test's outcome.
+	env["CODEEXEC_ENV"] = cmp.Or(os.Getenv("CODEEXEC_E2E_ENV"), "host")
 	// CODEEXEC_E2E_RUNTIME=podman|docker runs the whole suite in containers
 	// (image CODEEXEC_E2E_IMAGE, default localhost/codeexec-sandbox:latest from
 	// deploy/build-images.sh); unset, the default runtime (bwrap) is used.
@@ -230,11 +234,49 @@ type Outcome struct {
 	Structured map[string]any
 }
 
-// Stdout returns the stdout lines from the structured result.
-func (o Outcome) Stdout() []string { return StrList(o.Structured["stdout"]) }
+// Stdout returns the stdout lines from the structured result, or from the
+// text of a result without one (a large one, or one with images).
+func (o Outcome) Stdout() []string {
+	if len(o.Structured) == 0 {
+		out, _ := textStreams(o.Text)
+		return out
+	}
+	return StrList(o.Structured["stdout"])
+}
 
-// Stderr returns the stderr lines from the structured result.
-func (o Outcome) Stderr() []string { return StrList(o.Structured["stderr"]) }
+// Stderr returns the stderr lines, as Stdout does.
+func (o Outcome) Stderr() []string {
+	if len(o.Structured) == 0 {
+		_, errs := textStreams(o.Text)
+		return errs
+	}
+	return StrList(o.Structured["stderr"])
+}
+
+// textStreams splits a compact text result into its stdout and stderr
+// lines: the status and exit lines first, then stdout, then "stderr:"
+// and stderr.
+func textStreams(text string) (stdout, stderr []string) {
+	for _, p := range []string{"status: ", "exit: "} {
+		if strings.HasPrefix(text, p) {
+			_, text, _ = strings.Cut(text, "\n")
+		}
+	}
+	out, errs, found := strings.Cut(text, "stderr:\n")
+	if found && out != "" && !strings.HasSuffix(out, "\n") {
+		out, errs, found = text, "", false
+		if i := strings.Index(text, "\nstderr:\n"); i >= 0 {
+			out, errs, found = text[:i+1], text[i+len("\nstderr:\n"):], true
+		}
+	}
+	if out = strings.TrimSuffix(out, "\n"); out != "" {
+		stdout = strings.Split(out, "\n")
+	}
+	if found {
+		stderr = strings.Split(errs, "\n")
+	}
+	return stdout, stderr
+}
 
 // Str returns the structured result's string k.
 func (o Outcome) Str(k string) string {

@@ -858,7 +858,12 @@ type GetToolDocsRequest struct {
 	// tenant is the caller's tenant. A server whose config lists tenants is
 	// visible only to those; to any other tenant it does not exist
 	// (NOT_FOUND, as for an unknown name). Empty means "default".
-	Tenant        string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tenant string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// known_only answers from the tools already known, listed by this
+	// process or kept in the catalogue, without starting the server: the
+	// sandbox asks so for a server its call did not load. A server whose
+	// tools are not known fails with FAILED_PRECONDITION.
+	KnownOnly     bool `protobuf:"varint,5,opt,name=known_only,json=knownOnly,proto3" json:"known_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -919,6 +924,13 @@ func (x *GetToolDocsRequest) GetTenant() string {
 		return x.Tenant
 	}
 	return ""
+}
+
+func (x *GetToolDocsRequest) GetKnownOnly() bool {
+	if x != nil {
+		return x.KnownOnly
+	}
+	return false
 }
 
 // GetToolDocsResponse returns tool docs.
@@ -1400,12 +1412,14 @@ const file_codeexec_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"}\n" +
 	"\x11ListToolsResponse\x125\n" +
 	"\x06server\x18\x01 \x01(\v2\x1d.codeexec.discovery.v1.ServerR\x06server\x121\n" +
-	"\x05tools\x18\x02 \x03(\v2\x1b.codeexec.discovery.v1.ToolR\x05tools\"\x8f\x01\n" +
+	"\x05tools\x18\x02 \x03(\v2\x1b.codeexec.discovery.v1.ToolR\x05tools\"\xae\x01\n" +
 	"\x12GetToolDocsRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x125\n" +
 	"\x06detail\x18\x03 \x01(\x0e2\x1d.codeexec.discovery.v1.DetailR\x06detail\x12\x16\n" +
-	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"I\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\x12\x1d\n" +
+	"\n" +
+	"known_only\x18\x05 \x01(\bR\tknownOnly\"I\n" +
 	"\x13GetToolDocsResponse\x122\n" +
 	"\x04docs\x18\x01 \x03(\v2\x1e.codeexec.discovery.v1.ToolDocR\x04docs\"\xa9\x01\n" +
 	"\x12SearchToolsRequest\x12\x14\n" +

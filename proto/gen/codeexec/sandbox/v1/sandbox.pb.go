@@ -214,8 +214,15 @@ const (
 	// was killed and the session state is lost.
 	ExecStatus_EXEC_STATUS_TIMEOUT ExecStatus = 3
 	// EXEC_STATUS_KILLED means the sandbox died during the call: out of
-	// memory, a crash, or a broken channel. The session state is lost.
+	// memory, a crash, a broken channel, or a cancellation. The session
+	// state is lost (a durable session comes back from its checkpoint).
 	ExecStatus_EXEC_STATUS_KILLED ExecStatus = 4
+	// EXEC_STATUS_RUNNING means the call yielded (yield_after): the code
+	// still runs, and an attach continues it.
+	ExecStatus_EXEC_STATUS_RUNNING ExecStatus = 5
+	// EXEC_STATUS_NO_RUN answers an attach when the session has no run in
+	// flight and no result left to deliver.
+	ExecStatus_EXEC_STATUS_NO_RUN ExecStatus = 6
 )
 
 // Enum value maps for ExecStatus.
@@ -226,6 +233,8 @@ var (
 		2: "EXEC_STATUS_ERROR",
 		3: "EXEC_STATUS_TIMEOUT",
 		4: "EXEC_STATUS_KILLED",
+		5: "EXEC_STATUS_RUNNING",
+		6: "EXEC_STATUS_NO_RUN",
 	}
 	ExecStatus_value = map[string]int32{
 		"EXEC_STATUS_UNSPECIFIED": 0,
@@ -233,6 +242,8 @@ var (
 		"EXEC_STATUS_ERROR":       2,
 		"EXEC_STATUS_TIMEOUT":     3,
 		"EXEC_STATUS_KILLED":      4,
+		"EXEC_STATUS_RUNNING":     5,
+		"EXEC_STATUS_NO_RUN":      6,
 	}
 )
 
@@ -518,6 +529,29 @@ type ExecuteRequest struct {
 	// timeout bounds the wall-clock time of this call. Zero means the
 	// service default; values above the service maximum are clamped.
 	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// yield_after, when set, makes the run outlive this call: once that
+	// much time has passed since the call began and the code still runs,
+	// the stream ends with a result of status RUNNING, and the code runs on
+	// in its sandbox until it ends, its timeout, or CancelExecution. Such a
+	// run is not stopped when the call's stream ends for any other reason
+	// either (a gateway that went away): a later attach finds it.
+	YieldAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=yield_after,json=yieldAfter,proto3" json:"yield_after,omitempty"`
+	// attach, with empty code, waits for the session's run in flight (up
+	// to yield_after, again), streaming its output since the last result
+	// that was delivered, then its result: RUNNING if it still runs, its
+	// end otherwise. With no run in flight and no result undelivered, the
+	// result has status NO_RUN at once; after a run that its replica lost,
+	// the session is restored and the result says the run was interrupted.
+	Attach bool `protobuf:"varint,7,opt,name=attach,proto3" json:"attach,omitempty"`
+	// replay, with attach, streams the run's output from its start and
+	// leaves the run's delivered position as it was: a look at a run (a
+	// task's status) that takes nothing from the calls that follow it.
+	Replay bool `protobuf:"varint,8,opt,name=replay,proto3" json:"replay,omitempty"`
+	// quiet, with attach, sends no output, only the result.
+	Quiet bool `protobuf:"varint,9,opt,name=quiet,proto3" json:"quiet,omitempty"`
+	// run_id, with attach, names the run to wait for (ExecResult.run_id);
+	// another run, or none, answers NOT_FOUND. Zero: whichever is in flight.
+	RunId uint64 `protobuf:"varint,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// max_tool_calls bounds the MCP tool calls the code makes in this call;
 	// the call past it raises an error that names the limit. Zero means no
 	// limit.
@@ -595,6 +629,41 @@ func (x *ExecuteRequest) GetTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *ExecuteRequest) GetYieldAfter() *durationpb.Duration {
+	if x != nil {
+		return x.YieldAfter
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetAttach() bool {
+	if x != nil {
+		return x.Attach
+	}
+	return false
+}
+
+func (x *ExecuteRequest) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
+}
+
+func (x *ExecuteRequest) GetQuiet() bool {
+	if x != nil {
+		return x.Quiet
+	}
+	return false
+}
+
+func (x *ExecuteRequest) GetRunId() uint64 {
+	if x != nil {
+		return x.RunId
+	}
+	return 0
+}
+
 func (x *ExecuteRequest) GetMaxToolCalls() int32 {
 	if x != nil {
 		return x.MaxToolCalls
@@ -619,6 +688,8 @@ type ExecuteResponse struct {
 	//
 	//	*ExecuteResponse_Output
 	//	*ExecuteResponse_Result
+	//	*ExecuteResponse_Display
+	//	*ExecuteResponse_Progress
 	//	*ExecuteResponse_Approval
 	Event         isExecuteResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
@@ -680,6 +751,24 @@ func (x *ExecuteResponse) GetResult() *ExecResult {
 	return nil
 }
 
+func (x *ExecuteResponse) GetDisplay() *DisplayData {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteResponse_Display); ok {
+			return x.Display
+		}
+	}
+	return nil
+}
+
+func (x *ExecuteResponse) GetProgress() *Progress {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
 func (x *ExecuteResponse) GetApproval() *ApprovalRequest {
 	if x != nil {
 		if x, ok := x.Event.(*ExecuteResponse_Approval); ok {
@@ -703,6 +792,17 @@ type ExecuteResponse_Result struct {
 	Result *ExecResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
 }
 
+type ExecuteResponse_Display struct {
+	// display is an image the code showed: display(x), a matplotlib
+	// figure open at the end of the call, plt.show().
+	Display *DisplayData `protobuf:"bytes,3,opt,name=display,proto3,oneof"`
+}
+
+type ExecuteResponse_Progress struct {
+	// progress is what the code reported with runtime.progress().
+	Progress *Progress `protobuf:"bytes,4,opt,name=progress,proto3,oneof"`
+}
+
 type ExecuteResponse_Approval struct {
 	// approval asks for a person's approval of a tool call the code made;
 	// the call waits, within the exec's timeout, for AnswerApproval.
@@ -713,11 +813,154 @@ func (*ExecuteResponse_Output) isExecuteResponse_Event() {}
 
 func (*ExecuteResponse_Result) isExecuteResponse_Event() {}
 
+func (*ExecuteResponse_Display) isExecuteResponse_Event() {}
+
+func (*ExecuteResponse_Progress) isExecuteResponse_Event() {}
+
 func (*ExecuteResponse_Approval) isExecuteResponse_Event() {}
+
+// DisplayData is one image a call showed, bounded in size by sandboxd's
+// display limits.
+type DisplayData struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// mime_type is "image/png" or "image/jpeg".
+	MimeType string `protobuf:"bytes,1,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	// data is the encoded image.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// width is the image's width in pixels.
+	Width int32 `protobuf:"varint,3,opt,name=width,proto3" json:"width,omitempty"`
+	// height is the image's height in pixels.
+	Height        int32 `protobuf:"varint,4,opt,name=height,proto3" json:"height,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisplayData) Reset() {
+	*x = DisplayData{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisplayData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisplayData) ProtoMessage() {}
+
+func (x *DisplayData) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisplayData.ProtoReflect.Descriptor instead.
+func (*DisplayData) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DisplayData) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *DisplayData) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *DisplayData) GetWidth() int32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *DisplayData) GetHeight() int32 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
+
+// Progress is a report of the code's own progress (runtime.progress).
+type Progress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// done is how much is done, in the code's unit.
+	Done float64 `protobuf:"fixed64,1,opt,name=done,proto3" json:"done,omitempty"`
+	// total is how much there is in all; zero when unknown.
+	Total float64 `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"`
+	// message says what is being done; may be empty.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Progress) GetDone() float64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *Progress) GetTotal() float64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Progress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
 
 // ApprovalRequest is a tool call that a person must approve before it
 // runs (the operator marked the tool so). The caller asks the person and
-// answers with AnswerApproval.
+// answers with AnswerApproval. A call that attaches to the run gets the
+// questions that still wait for an answer again, first.
 type ApprovalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id names the request in AnswerApproval. It is random and unguessable,
@@ -735,14 +978,18 @@ type ApprovalRequest struct {
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// deadline is when the exec's timeout ends; an answer after it is too
 	// late, and the call has failed.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// run_id is the run that asks (ExecResult.run_id), for a caller that
+	// answers it and attaches to the run; zero for a run that cannot
+	// outlive its call (no yield_after).
+	RunId         uint64 `protobuf:"varint,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApprovalRequest) Reset() {
 	*x = ApprovalRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +1001,7 @@ func (x *ApprovalRequest) String() string {
 func (*ApprovalRequest) ProtoMessage() {}
 
 func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[5]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +1014,7 @@ func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApprovalRequest) GetId() string {
@@ -812,6 +1059,13 @@ func (x *ApprovalRequest) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ApprovalRequest) GetRunId() uint64 {
+	if x != nil {
+		return x.RunId
+	}
+	return 0
+}
+
 // AnswerApprovalRequest answers one ApprovalRequest.
 type AnswerApprovalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -832,7 +1086,7 @@ type AnswerApprovalRequest struct {
 
 func (x *AnswerApprovalRequest) Reset() {
 	*x = AnswerApprovalRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1098,7 @@ func (x *AnswerApprovalRequest) String() string {
 func (*AnswerApprovalRequest) ProtoMessage() {}
 
 func (x *AnswerApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[6]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1111,7 @@ func (x *AnswerApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApprovalRequest.ProtoReflect.Descriptor instead.
 func (*AnswerApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AnswerApprovalRequest) GetSessionId() string {
@@ -904,7 +1158,7 @@ type AnswerApprovalResponse struct {
 
 func (x *AnswerApprovalResponse) Reset() {
 	*x = AnswerApprovalResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1170,7 @@ func (x *AnswerApprovalResponse) String() string {
 func (*AnswerApprovalResponse) ProtoMessage() {}
 
 func (x *AnswerApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1183,7 @@ func (x *AnswerApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApprovalResponse.ProtoReflect.Descriptor instead.
 func (*AnswerApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 // OutputChunk is a piece of output text.
@@ -945,7 +1199,7 @@ type OutputChunk struct {
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1211,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1224,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OutputChunk) GetStream() Stream {
@@ -1038,14 +1292,29 @@ type ExecResult struct {
 	// took part of its timeout before the code ran (loading the call's
 	// servers, calls made while the session was restored) and what to do;
 	// empty when nothing did.
-	TimeoutNote   string `protobuf:"bytes,16,opt,name=timeout_note,json=timeoutNote,proto3" json:"timeout_note,omitempty"`
+	TimeoutNote string `protobuf:"bytes,16,opt,name=timeout_note,json=timeoutNote,proto3" json:"timeout_note,omitempty"`
+	// files are the files under /workspace/out the call made or changed,
+	// at most 20; ReadFile reads them once the call's checkpoint is stored.
+	Files []*OutputFile `protobuf:"bytes,17,rep,name=files,proto3" json:"files,omitempty"`
+	// files_more counts the files the call made or changed under
+	// /workspace/out beyond those in files.
+	FilesMore uint32 `protobuf:"varint,18,opt,name=files_more,json=filesMore,proto3" json:"files_more,omitempty"`
+	// run_id names the run within its session (distinct for every run of
+	// the session), for attach and CancelExecution; set on results of runs
+	// that may yield.
+	RunId uint64 `protobuf:"varint,19,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// interrupted, when set, says why the run this result ends was
+	// interrupted rather than finished: cancelled, or its replica lost.
+	Interrupted string `protobuf:"bytes,20,opt,name=interrupted,proto3" json:"interrupted,omitempty"`
+	// started is when the run began (RUNNING results and their ends).
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1326,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1339,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecResult) GetStatus() ExecStatus {
@@ -1185,6 +1454,289 @@ func (x *ExecResult) GetTimeoutNote() string {
 	return ""
 }
 
+func (x *ExecResult) GetFiles() []*OutputFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ExecResult) GetFilesMore() uint32 {
+	if x != nil {
+		return x.FilesMore
+	}
+	return 0
+}
+
+func (x *ExecResult) GetRunId() uint64 {
+	if x != nil {
+		return x.RunId
+	}
+	return 0
+}
+
+func (x *ExecResult) GetInterrupted() string {
+	if x != nil {
+		return x.Interrupted
+	}
+	return ""
+}
+
+func (x *ExecResult) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+// OutputFile is one file under /workspace/out.
+type OutputFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path is relative to /workspace, e.g. "out/chart.png".
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// size is the file's size in bytes.
+	Size int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// mime_type is guessed from the file's name.
+	MimeType      string `protobuf:"bytes,3,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputFile) Reset() {
+	*x = OutputFile{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputFile) ProtoMessage() {}
+
+func (x *OutputFile) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputFile.ProtoReflect.Descriptor instead.
+func (*OutputFile) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *OutputFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *OutputFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *OutputFile) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+// RunInFlight is the detail of a FAILED_PRECONDITION from Execute when a
+// call with code finds a run in flight in its session.
+type RunInFlight struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// run_id names the run in flight.
+	RunId uint64 `protobuf:"varint,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// start_time is when it began.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// timeout is the run's timeout.
+	Timeout       *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunInFlight) Reset() {
+	*x = RunInFlight{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunInFlight) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunInFlight) ProtoMessage() {}
+
+func (x *RunInFlight) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunInFlight.ProtoReflect.Descriptor instead.
+func (*RunInFlight) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RunInFlight) GetRunId() uint64 {
+	if x != nil {
+		return x.RunId
+	}
+	return 0
+}
+
+func (x *RunInFlight) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *RunInFlight) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+// CancelExecutionRequest names the run to stop.
+type CancelExecutionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// tenant must match the session's tenant.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// run_id names the run; zero: whichever is in flight.
+	RunId uint64 `protobuf:"varint,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// reason says why, for the run's result ("cancelled by the client").
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelExecutionRequest) Reset() {
+	*x = CancelExecutionRequest{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelExecutionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelExecutionRequest) ProtoMessage() {}
+
+func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
+func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CancelExecutionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CancelExecutionRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *CancelExecutionRequest) GetRunId() uint64 {
+	if x != nil {
+		return x.RunId
+	}
+	return 0
+}
+
+func (x *CancelExecutionRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// CancelExecutionResponse says whether a run was stopped.
+type CancelExecutionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cancelled is false when no such run was in flight.
+	Cancelled     bool `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelExecutionResponse) Reset() {
+	*x = CancelExecutionResponse{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelExecutionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelExecutionResponse) ProtoMessage() {}
+
+func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
+func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CancelExecutionResponse) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
+}
+
 // RestoreReport says what a new sandbox got back from a checkpoint.
 type RestoreReport struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1206,14 +1758,26 @@ type RestoreReport struct {
 	// interrupted call (rolled_back) is not among them.
 	Missed uint64 `protobuf:"varint,6,opt,name=missed,proto3" json:"missed,omitempty"`
 	// missed_why is why the last of those checkpoints was not stored.
-	MissedWhy     string `protobuf:"bytes,7,opt,name=missed_why,json=missedWhy,proto3" json:"missed_why,omitempty"`
+	MissedWhy string `protobuf:"bytes,7,opt,name=missed_why,json=missedWhy,proto3" json:"missed_why,omitempty"`
+	// environment says, when the checkpoint was made in another
+	// environment (its Python and packages) than the one it was restored
+	// into, which two and what changed; empty when they are the same.
+	Environment string `protobuf:"bytes,8,opt,name=environment,proto3" json:"environment,omitempty"`
+	// files are the paths of the files of /workspace that came back with
+	// the checkpoint. Files it could not hold are among lost.
+	Files []string `protobuf:"bytes,9,rep,name=files,proto3" json:"files,omitempty"`
+	// fresh is set when the checkpoint could not be restored (reason says
+	// why: it failed, or it did not finish within the call's timeout) and
+	// the session started fresh instead: nothing came back, and the
+	// checkpoint is gone, so that the next sandbox does not try it again.
+	Fresh         bool `protobuf:"varint,10,opt,name=fresh,proto3" json:"fresh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RestoreReport) Reset() {
 	*x = RestoreReport{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1789,7 @@ func (x *RestoreReport) String() string {
 func (*RestoreReport) ProtoMessage() {}
 
 func (x *RestoreReport) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1802,7 @@ func (x *RestoreReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreReport.ProtoReflect.Descriptor instead.
 func (*RestoreReport) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RestoreReport) GetReason() string {
@@ -1290,6 +1854,27 @@ func (x *RestoreReport) GetMissedWhy() string {
 	return ""
 }
 
+func (x *RestoreReport) GetEnvironment() string {
+	if x != nil {
+		return x.Environment
+	}
+	return ""
+}
+
+func (x *RestoreReport) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *RestoreReport) GetFresh() bool {
+	if x != nil {
+		return x.Fresh
+	}
+	return false
+}
+
 // LostName is one name a restore could not bring back.
 type LostName struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1305,7 +1890,7 @@ type LostName struct {
 
 func (x *LostName) Reset() {
 	*x = LostName{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1902,7 @@ func (x *LostName) String() string {
 func (*LostName) ProtoMessage() {}
 
 func (x *LostName) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1915,7 @@ func (x *LostName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LostName.ProtoReflect.Descriptor instead.
 func (*LostName) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LostName) GetName() string {
@@ -1369,7 +1954,7 @@ type SessionElsewhere struct {
 
 func (x *SessionElsewhere) Reset() {
 	*x = SessionElsewhere{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1966,7 @@ func (x *SessionElsewhere) String() string {
 func (*SessionElsewhere) ProtoMessage() {}
 
 func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1979,7 @@ func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionElsewhere.ProtoReflect.Descriptor instead.
 func (*SessionElsewhere) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionElsewhere) GetReplica() string {
@@ -1424,7 +2009,7 @@ type ResetSessionRequest struct {
 
 func (x *ResetSessionRequest) Reset() {
 	*x = ResetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +2021,7 @@ func (x *ResetSessionRequest) String() string {
 func (*ResetSessionRequest) ProtoMessage() {}
 
 func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +2034,7 @@ func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResetSessionRequest) GetSessionId() string {
@@ -1477,7 +2062,7 @@ type ResetSessionResponse struct {
 
 func (x *ResetSessionResponse) Reset() {
 	*x = ResetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +2074,7 @@ func (x *ResetSessionResponse) String() string {
 func (*ResetSessionResponse) ProtoMessage() {}
 
 func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +2087,7 @@ func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResetSessionResponse) GetSession() *Session {
@@ -1525,7 +2110,7 @@ type DestroySessionRequest struct {
 
 func (x *DestroySessionRequest) Reset() {
 	*x = DestroySessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +2122,7 @@ func (x *DestroySessionRequest) String() string {
 func (*DestroySessionRequest) ProtoMessage() {}
 
 func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +2135,7 @@ func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionRequest.ProtoReflect.Descriptor instead.
 func (*DestroySessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DestroySessionRequest) GetSessionId() string {
@@ -1576,7 +2161,7 @@ type DestroySessionResponse struct {
 
 func (x *DestroySessionResponse) Reset() {
 	*x = DestroySessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +2173,7 @@ func (x *DestroySessionResponse) String() string {
 func (*DestroySessionResponse) ProtoMessage() {}
 
 func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +2186,7 @@ func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionResponse.ProtoReflect.Descriptor instead.
 func (*DestroySessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 // GetSessionRequest names a session.
@@ -1617,7 +2202,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +2214,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +2227,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1670,7 +2255,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +2267,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +2280,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1717,7 +2302,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +2314,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +2327,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListSessionsRequest) GetTenant() string {
@@ -1763,7 +2348,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +2360,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +2373,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1796,6 +2381,146 @@ func (x *ListSessionsResponse) GetSessions() []*Session {
 		return x.Sessions
 	}
 	return nil
+}
+
+// ReadFileRequest names a file of a session's workspace.
+type ReadFileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tenant must own the session.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// session_id names the session.
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// path is relative to /workspace, e.g. "out/chart.png".
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// min_exec_count, when set, waits (a few seconds at most) until the
+	// stored checkpoint reflects at least that many calls, so that a file
+	// named by a call's result is read as that call left it or later.
+	MinExecCount uint64 `protobuf:"varint,4,opt,name=min_exec_count,json=minExecCount,proto3" json:"min_exec_count,omitempty"`
+	// max_bytes bounds the file; a larger one is FAILED_PRECONDITION.
+	MaxBytes      int64 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadFileRequest) Reset() {
+	*x = ReadFileRequest{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadFileRequest) ProtoMessage() {}
+
+func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
+func (*ReadFileRequest) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReadFileRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ReadFileRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReadFileRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ReadFileRequest) GetMinExecCount() uint64 {
+	if x != nil {
+		return x.MinExecCount
+	}
+	return 0
+}
+
+func (x *ReadFileRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// ReadFileResponse holds a file's content.
+type ReadFileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// data is the file's content.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// exec_count is how many calls the checkpoint it was read from
+	// reflects.
+	ExecCount     uint64 `protobuf:"varint,2,opt,name=exec_count,json=execCount,proto3" json:"exec_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadFileResponse) Reset() {
+	*x = ReadFileResponse{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadFileResponse) ProtoMessage() {}
+
+func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
+func (*ReadFileResponse) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReadFileResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ReadFileResponse) GetExecCount() uint64 {
+	if x != nil {
+		return x.ExecCount
+	}
+	return 0
 }
 
 var File_codeexec_sandbox_v1_sandbox_proto protoreflect.FileDescriptor
@@ -1829,29 +2554,48 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
 	"\x15CreateSessionResponse\x126\n" +
-	"\asession\x18\x01 \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\"\xf5\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\"\x8e\x03\n" +
 	"\x0eExecuteRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x18\n" +
 	"\aservers\x18\x04 \x03(\tR\aservers\x123\n" +
-	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12$\n" +
+	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12:\n" +
+	"\vyield_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"yieldAfter\x12\x16\n" +
+	"\x06attach\x18\a \x01(\bR\x06attach\x12\x16\n" +
+	"\x06replay\x18\b \x01(\bR\x06replay\x12\x14\n" +
+	"\x05quiet\x18\t \x01(\bR\x05quiet\x12\x15\n" +
+	"\x06run_id\x18\n" +
+	" \x01(\x04R\x05runId\x12$\n" +
 	"\x0emax_tool_calls\x18\x14 \x01(\x05R\fmaxToolCalls\x12#\n" +
-	"\rask_approvals\x18\x15 \x01(\bR\faskApprovals\"\xd5\x01\n" +
+	"\rask_approvals\x18\x15 \x01(\bR\faskApprovals\"\xd0\x02\n" +
 	"\x0fExecuteResponse\x12:\n" +
 	"\x06output\x18\x01 \x01(\v2 .codeexec.sandbox.v1.OutputChunkH\x00R\x06output\x129\n" +
-	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06result\x12B\n" +
+	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06result\x12<\n" +
+	"\adisplay\x18\x03 \x01(\v2 .codeexec.sandbox.v1.DisplayDataH\x00R\adisplay\x12;\n" +
+	"\bprogress\x18\x04 \x01(\v2\x1d.codeexec.sandbox.v1.ProgressH\x00R\bprogress\x12B\n" +
 	"\bapproval\x18\n" +
 	" \x01(\v2$.codeexec.sandbox.v1.ApprovalRequestH\x00R\bapprovalB\a\n" +
-	"\x05event\"\xc4\x01\n" +
+	"\x05event\"l\n" +
+	"\vDisplayData\x12\x1b\n" +
+	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x14\n" +
+	"\x05width\x18\x03 \x01(\x05R\x05width\x12\x16\n" +
+	"\x06height\x18\x04 \x01(\x05R\x06height\"N\n" +
+	"\bProgress\x12\x12\n" +
+	"\x04done\x18\x01 \x01(\x01R\x04done\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xdb\x01\n" +
 	"\x0fApprovalRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
 	"\x04tool\x18\x03 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x04 \x01(\tR\rargumentsJson\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x126\n" +
-	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xca\x01\n" +
+	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x15\n" +
+	"\x06run_id\x18\a \x01(\x04R\x05runId\"\xca\x01\n" +
 	"\x15AnswerApprovalRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -1863,7 +2607,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x16AnswerApprovalResponse\"V\n" +
 	"\vOutputChunk\x123\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x1b.codeexec.sandbox.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xb4\x05\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xfe\x06\n" +
 	"\n" +
 	"ExecResult\x127\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1f.codeexec.sandbox.v1.ExecStatusR\x06status\x12\x1b\n" +
@@ -1884,7 +2628,32 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\adurable\x18\r \x01(\bR\adurable\x12\x14\n" +
 	"\x05ended\x18\x0e \x01(\bR\x05ended\x12E\n" +
 	"\x0euncheckpointed\x18\x0f \x03(\v2\x1d.codeexec.sandbox.v1.LostNameR\x0euncheckpointed\x12!\n" +
-	"\ftimeout_note\x18\x10 \x01(\tR\vtimeoutNote\"\xde\x01\n" +
+	"\ftimeout_note\x18\x10 \x01(\tR\vtimeoutNote\x125\n" +
+	"\x05files\x18\x11 \x03(\v2\x1f.codeexec.sandbox.v1.OutputFileR\x05files\x12\x1d\n" +
+	"\n" +
+	"files_more\x18\x12 \x01(\rR\tfilesMore\x12\x15\n" +
+	"\x06run_id\x18\x13 \x01(\x04R\x05runId\x12 \n" +
+	"\vinterrupted\x18\x14 \x01(\tR\vinterrupted\x129\n" +
+	"\n" +
+	"start_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"Q\n" +
+	"\n" +
+	"OutputFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x1b\n" +
+	"\tmime_type\x18\x03 \x01(\tR\bmimeType\"\x94\x01\n" +
+	"\vRunInFlight\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\x04R\x05runId\x129\n" +
+	"\n" +
+	"start_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x123\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"~\n" +
+	"\x16CancelExecutionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\x04R\x05runId\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"7\n" +
+	"\x17CancelExecutionResponse\x12\x1c\n" +
+	"\tcancelled\x18\x01 \x01(\bR\tcancelled\"\xac\x02\n" +
 	"\rRestoreReport\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05names\x18\x02 \x03(\tR\x05names\x121\n" +
@@ -1894,7 +2663,11 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x05calls\x18\x05 \x01(\x04R\x05calls\x12\x16\n" +
 	"\x06missed\x18\x06 \x01(\x04R\x06missed\x12\x1d\n" +
 	"\n" +
-	"missed_why\x18\a \x01(\tR\tmissedWhy\"D\n" +
+	"missed_why\x18\a \x01(\tR\tmissedWhy\x12 \n" +
+	"\venvironment\x18\b \x01(\tR\venvironment\x12\x14\n" +
+	"\x05files\x18\t \x03(\tR\x05files\x12\x14\n" +
+	"\x05fresh\x18\n" +
+	" \x01(\bR\x05fresh\"D\n" +
 	"\bLostName\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
@@ -1922,7 +2695,18 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x13ListSessionsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"P\n" +
 	"\x14ListSessionsResponse\x128\n" +
-	"\bsessions\x18\x01 \x03(\v2\x1c.codeexec.sandbox.v1.SessionR\bsessions*x\n" +
+	"\bsessions\x18\x01 \x03(\v2\x1c.codeexec.sandbox.v1.SessionR\bsessions\"\x9f\x01\n" +
+	"\x0fReadFileRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12$\n" +
+	"\x0emin_exec_count\x18\x04 \x01(\x04R\fminExecCount\x12\x1b\n" +
+	"\tmax_bytes\x18\x05 \x01(\x03R\bmaxBytes\"E\n" +
+	"\x10ReadFileResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1d\n" +
+	"\n" +
+	"exec_count\x18\x02 \x01(\x04R\texecCount*x\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_STATE_IDLE\x10\x01\x12\x16\n" +
@@ -1937,22 +2721,26 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
-	"\rSTREAM_STDERR\x10\x02*\x85\x01\n" +
+	"\rSTREAM_STDERR\x10\x02*\xb6\x01\n" +
 	"\n" +
 	"ExecStatus\x12\x1b\n" +
 	"\x17EXEC_STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eEXEC_STATUS_OK\x10\x01\x12\x15\n" +
 	"\x11EXEC_STATUS_ERROR\x10\x02\x12\x17\n" +
 	"\x13EXEC_STATUS_TIMEOUT\x10\x03\x12\x16\n" +
-	"\x12EXEC_STATUS_KILLED\x10\x042\xcf\x05\n" +
+	"\x12EXEC_STATUS_KILLED\x10\x04\x12\x17\n" +
+	"\x13EXEC_STATUS_RUNNING\x10\x05\x12\x16\n" +
+	"\x12EXEC_STATUS_NO_RUN\x10\x062\x96\a\n" +
 	"\x0eSandboxService\x12f\n" +
 	"\rCreateSession\x12).codeexec.sandbox.v1.CreateSessionRequest\x1a*.codeexec.sandbox.v1.CreateSessionResponse\x12V\n" +
-	"\aExecute\x12#.codeexec.sandbox.v1.ExecuteRequest\x1a$.codeexec.sandbox.v1.ExecuteResponse0\x01\x12c\n" +
+	"\aExecute\x12#.codeexec.sandbox.v1.ExecuteRequest\x1a$.codeexec.sandbox.v1.ExecuteResponse0\x01\x12l\n" +
+	"\x0fCancelExecution\x12+.codeexec.sandbox.v1.CancelExecutionRequest\x1a,.codeexec.sandbox.v1.CancelExecutionResponse\x12c\n" +
 	"\fResetSession\x12(.codeexec.sandbox.v1.ResetSessionRequest\x1a).codeexec.sandbox.v1.ResetSessionResponse\x12i\n" +
 	"\x0eDestroySession\x12*.codeexec.sandbox.v1.DestroySessionRequest\x1a+.codeexec.sandbox.v1.DestroySessionResponse\x12]\n" +
 	"\n" +
 	"GetSession\x12&.codeexec.sandbox.v1.GetSessionRequest\x1a'.codeexec.sandbox.v1.GetSessionResponse\x12c\n" +
-	"\fListSessions\x12(.codeexec.sandbox.v1.ListSessionsRequest\x1a).codeexec.sandbox.v1.ListSessionsResponse\x12i\n" +
+	"\fListSessions\x12(.codeexec.sandbox.v1.ListSessionsRequest\x1a).codeexec.sandbox.v1.ListSessionsResponse\x12W\n" +
+	"\bReadFile\x12$.codeexec.sandbox.v1.ReadFileRequest\x1a%.codeexec.sandbox.v1.ReadFileResponse\x12i\n" +
 	"\x0eAnswerApproval\x12*.codeexec.sandbox.v1.AnswerApprovalRequest\x1a+.codeexec.sandbox.v1.AnswerApprovalResponseB\xdb\x01\n" +
 	"\x17com.codeexec.sandbox.v1B\fSandboxProtoP\x01ZDgithub.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1;sandboxv1\xa2\x02\x03CSX\xaa\x02\x13Codeexec.Sandbox.V1\xca\x02\x13Codeexec\\Sandbox\\V1\xe2\x02\x1fCodeexec\\Sandbox\\V1\\GPBMetadata\xea\x02\x15Codeexec::Sandbox::V1b\x06proto3"
 
@@ -1969,81 +2757,100 @@ func file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 }
 
 var file_codeexec_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_codeexec_sandbox_v1_sandbox_proto_goTypes = []any{
-	(SessionState)(0),              // 0: codeexec.sandbox.v1.SessionState
-	(ApprovalDecision)(0),          // 1: codeexec.sandbox.v1.ApprovalDecision
-	(Stream)(0),                    // 2: codeexec.sandbox.v1.Stream
-	(ExecStatus)(0),                // 3: codeexec.sandbox.v1.ExecStatus
-	(*Session)(nil),                // 4: codeexec.sandbox.v1.Session
-	(*CreateSessionRequest)(nil),   // 5: codeexec.sandbox.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),  // 6: codeexec.sandbox.v1.CreateSessionResponse
-	(*ExecuteRequest)(nil),         // 7: codeexec.sandbox.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),        // 8: codeexec.sandbox.v1.ExecuteResponse
-	(*ApprovalRequest)(nil),        // 9: codeexec.sandbox.v1.ApprovalRequest
-	(*AnswerApprovalRequest)(nil),  // 10: codeexec.sandbox.v1.AnswerApprovalRequest
-	(*AnswerApprovalResponse)(nil), // 11: codeexec.sandbox.v1.AnswerApprovalResponse
-	(*OutputChunk)(nil),            // 12: codeexec.sandbox.v1.OutputChunk
-	(*ExecResult)(nil),             // 13: codeexec.sandbox.v1.ExecResult
-	(*RestoreReport)(nil),          // 14: codeexec.sandbox.v1.RestoreReport
-	(*LostName)(nil),               // 15: codeexec.sandbox.v1.LostName
-	(*SessionElsewhere)(nil),       // 16: codeexec.sandbox.v1.SessionElsewhere
-	(*ResetSessionRequest)(nil),    // 17: codeexec.sandbox.v1.ResetSessionRequest
-	(*ResetSessionResponse)(nil),   // 18: codeexec.sandbox.v1.ResetSessionResponse
-	(*DestroySessionRequest)(nil),  // 19: codeexec.sandbox.v1.DestroySessionRequest
-	(*DestroySessionResponse)(nil), // 20: codeexec.sandbox.v1.DestroySessionResponse
-	(*GetSessionRequest)(nil),      // 21: codeexec.sandbox.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),     // 22: codeexec.sandbox.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),    // 23: codeexec.sandbox.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),   // 24: codeexec.sandbox.v1.ListSessionsResponse
-	nil,                            // 25: codeexec.sandbox.v1.Session.LabelsEntry
-	nil,                            // 26: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
+	(SessionState)(0),               // 0: codeexec.sandbox.v1.SessionState
+	(ApprovalDecision)(0),           // 1: codeexec.sandbox.v1.ApprovalDecision
+	(Stream)(0),                     // 2: codeexec.sandbox.v1.Stream
+	(ExecStatus)(0),                 // 3: codeexec.sandbox.v1.ExecStatus
+	(*Session)(nil),                 // 4: codeexec.sandbox.v1.Session
+	(*CreateSessionRequest)(nil),    // 5: codeexec.sandbox.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),   // 6: codeexec.sandbox.v1.CreateSessionResponse
+	(*ExecuteRequest)(nil),          // 7: codeexec.sandbox.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),         // 8: codeexec.sandbox.v1.ExecuteResponse
+	(*DisplayData)(nil),             // 9: codeexec.sandbox.v1.DisplayData
+	(*Progress)(nil),                // 10: codeexec.sandbox.v1.Progress
+	(*ApprovalRequest)(nil),         // 11: codeexec.sandbox.v1.ApprovalRequest
+	(*AnswerApprovalRequest)(nil),   // 12: codeexec.sandbox.v1.AnswerApprovalRequest
+	(*AnswerApprovalResponse)(nil),  // 13: codeexec.sandbox.v1.AnswerApprovalResponse
+	(*OutputChunk)(nil),             // 14: codeexec.sandbox.v1.OutputChunk
+	(*ExecResult)(nil),              // 15: codeexec.sandbox.v1.ExecResult
+	(*OutputFile)(nil),              // 16: codeexec.sandbox.v1.OutputFile
+	(*RunInFlight)(nil),             // 17: codeexec.sandbox.v1.RunInFlight
+	(*CancelExecutionRequest)(nil),  // 18: codeexec.sandbox.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil), // 19: codeexec.sandbox.v1.CancelExecutionResponse
+	(*RestoreReport)(nil),           // 20: codeexec.sandbox.v1.RestoreReport
+	(*LostName)(nil),                // 21: codeexec.sandbox.v1.LostName
+	(*SessionElsewhere)(nil),        // 22: codeexec.sandbox.v1.SessionElsewhere
+	(*ResetSessionRequest)(nil),     // 23: codeexec.sandbox.v1.ResetSessionRequest
+	(*ResetSessionResponse)(nil),    // 24: codeexec.sandbox.v1.ResetSessionResponse
+	(*DestroySessionRequest)(nil),   // 25: codeexec.sandbox.v1.DestroySessionRequest
+	(*DestroySessionResponse)(nil),  // 26: codeexec.sandbox.v1.DestroySessionResponse
+	(*GetSessionRequest)(nil),       // 27: codeexec.sandbox.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 28: codeexec.sandbox.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),     // 29: codeexec.sandbox.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),    // 30: codeexec.sandbox.v1.ListSessionsResponse
+	(*ReadFileRequest)(nil),         // 31: codeexec.sandbox.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),        // 32: codeexec.sandbox.v1.ReadFileResponse
+	nil,                             // 33: codeexec.sandbox.v1.Session.LabelsEntry
+	nil,                             // 34: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),   // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 36: google.protobuf.Duration
 }
 var file_codeexec_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	0,  // 0: codeexec.sandbox.v1.Session.state:type_name -> codeexec.sandbox.v1.SessionState
-	27, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	27, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
-	25, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
-	26, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	35, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	35, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
+	33, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
+	34, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
 	4,  // 5: codeexec.sandbox.v1.CreateSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	28, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	12, // 7: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
-	13, // 8: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
-	9,  // 9: codeexec.sandbox.v1.ExecuteResponse.approval:type_name -> codeexec.sandbox.v1.ApprovalRequest
-	27, // 10: codeexec.sandbox.v1.ApprovalRequest.deadline:type_name -> google.protobuf.Timestamp
-	1,  // 11: codeexec.sandbox.v1.AnswerApprovalRequest.decision:type_name -> codeexec.sandbox.v1.ApprovalDecision
-	2,  // 12: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
-	3,  // 13: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
-	28, // 14: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
-	28, // 15: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
-	4,  // 16: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
-	14, // 17: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
-	15, // 18: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
-	15, // 19: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
-	4,  // 20: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	4,  // 21: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	4,  // 22: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
-	5,  // 23: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
-	7,  // 24: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
-	17, // 25: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
-	19, // 26: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
-	21, // 27: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
-	23, // 28: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
-	10, // 29: codeexec.sandbox.v1.SandboxService.AnswerApproval:input_type -> codeexec.sandbox.v1.AnswerApprovalRequest
-	6,  // 30: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
-	8,  // 31: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
-	18, // 32: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
-	20, // 33: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
-	22, // 34: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
-	24, // 35: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
-	11, // 36: codeexec.sandbox.v1.SandboxService.AnswerApproval:output_type -> codeexec.sandbox.v1.AnswerApprovalResponse
-	30, // [30:37] is the sub-list for method output_type
-	23, // [23:30] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	36, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	36, // 7: codeexec.sandbox.v1.ExecuteRequest.yield_after:type_name -> google.protobuf.Duration
+	14, // 8: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
+	15, // 9: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
+	9,  // 10: codeexec.sandbox.v1.ExecuteResponse.display:type_name -> codeexec.sandbox.v1.DisplayData
+	10, // 11: codeexec.sandbox.v1.ExecuteResponse.progress:type_name -> codeexec.sandbox.v1.Progress
+	11, // 12: codeexec.sandbox.v1.ExecuteResponse.approval:type_name -> codeexec.sandbox.v1.ApprovalRequest
+	35, // 13: codeexec.sandbox.v1.ApprovalRequest.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 14: codeexec.sandbox.v1.AnswerApprovalRequest.decision:type_name -> codeexec.sandbox.v1.ApprovalDecision
+	2,  // 15: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
+	3,  // 16: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
+	36, // 17: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	36, // 18: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
+	4,  // 19: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
+	20, // 20: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
+	21, // 21: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
+	16, // 22: codeexec.sandbox.v1.ExecResult.files:type_name -> codeexec.sandbox.v1.OutputFile
+	35, // 23: codeexec.sandbox.v1.ExecResult.start_time:type_name -> google.protobuf.Timestamp
+	35, // 24: codeexec.sandbox.v1.RunInFlight.start_time:type_name -> google.protobuf.Timestamp
+	36, // 25: codeexec.sandbox.v1.RunInFlight.timeout:type_name -> google.protobuf.Duration
+	21, // 26: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
+	4,  // 27: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	4,  // 28: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	4,  // 29: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
+	5,  // 30: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
+	7,  // 31: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
+	18, // 32: codeexec.sandbox.v1.SandboxService.CancelExecution:input_type -> codeexec.sandbox.v1.CancelExecutionRequest
+	23, // 33: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
+	25, // 34: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
+	27, // 35: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
+	29, // 36: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
+	31, // 37: codeexec.sandbox.v1.SandboxService.ReadFile:input_type -> codeexec.sandbox.v1.ReadFileRequest
+	12, // 38: codeexec.sandbox.v1.SandboxService.AnswerApproval:input_type -> codeexec.sandbox.v1.AnswerApprovalRequest
+	6,  // 39: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
+	8,  // 40: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
+	19, // 41: codeexec.sandbox.v1.SandboxService.CancelExecution:output_type -> codeexec.sandbox.v1.CancelExecutionResponse
+	24, // 42: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
+	26, // 43: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
+	28, // 44: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
+	30, // 45: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
+	32, // 46: codeexec.sandbox.v1.SandboxService.ReadFile:output_type -> codeexec.sandbox.v1.ReadFileResponse
+	13, // 47: codeexec.sandbox.v1.SandboxService.AnswerApproval:output_type -> codeexec.sandbox.v1.AnswerApprovalResponse
+	39, // [39:48] is the sub-list for method output_type
+	30, // [30:39] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_sandbox_v1_sandbox_proto_init() }
@@ -2054,6 +2861,8 @@ func file_codeexec_sandbox_v1_sandbox_proto_init() {
 	file_codeexec_sandbox_v1_sandbox_proto_msgTypes[4].OneofWrappers = []any{
 		(*ExecuteResponse_Output)(nil),
 		(*ExecuteResponse_Result)(nil),
+		(*ExecuteResponse_Display)(nil),
+		(*ExecuteResponse_Progress)(nil),
 		(*ExecuteResponse_Approval)(nil),
 	}
 	type x struct{}
@@ -2062,7 +2871,7 @@ func file_codeexec_sandbox_v1_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_sandbox_v1_sandbox_proto_rawDesc), len(file_codeexec_sandbox_v1_sandbox_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   23,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

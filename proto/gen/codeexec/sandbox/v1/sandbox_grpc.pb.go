@@ -19,13 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SandboxService_CreateSession_FullMethodName  = "/codeexec.sandbox.v1.SandboxService/CreateSession"
-	SandboxService_Execute_FullMethodName        = "/codeexec.sandbox.v1.SandboxService/Execute"
-	SandboxService_ResetSession_FullMethodName   = "/codeexec.sandbox.v1.SandboxService/ResetSession"
-	SandboxService_DestroySession_FullMethodName = "/codeexec.sandbox.v1.SandboxService/DestroySession"
-	SandboxService_GetSession_FullMethodName     = "/codeexec.sandbox.v1.SandboxService/GetSession"
-	SandboxService_ListSessions_FullMethodName   = "/codeexec.sandbox.v1.SandboxService/ListSessions"
-	SandboxService_AnswerApproval_FullMethodName = "/codeexec.sandbox.v1.SandboxService/AnswerApproval"
+	SandboxService_CreateSession_FullMethodName   = "/codeexec.sandbox.v1.SandboxService/CreateSession"
+	SandboxService_Execute_FullMethodName         = "/codeexec.sandbox.v1.SandboxService/Execute"
+	SandboxService_CancelExecution_FullMethodName = "/codeexec.sandbox.v1.SandboxService/CancelExecution"
+	SandboxService_ResetSession_FullMethodName    = "/codeexec.sandbox.v1.SandboxService/ResetSession"
+	SandboxService_DestroySession_FullMethodName  = "/codeexec.sandbox.v1.SandboxService/DestroySession"
+	SandboxService_GetSession_FullMethodName      = "/codeexec.sandbox.v1.SandboxService/GetSession"
+	SandboxService_ListSessions_FullMethodName    = "/codeexec.sandbox.v1.SandboxService/ListSessions"
+	SandboxService_ReadFile_FullMethodName        = "/codeexec.sandbox.v1.SandboxService/ReadFile"
+	SandboxService_AnswerApproval_FullMethodName  = "/codeexec.sandbox.v1.SandboxService/AnswerApproval"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -47,8 +49,18 @@ type SandboxServiceClient interface {
 	CreateSession(ctx context.Context, in *CreateSessionRequest, opts ...grpc.CallOption) (*CreateSessionResponse, error)
 	// Execute runs code in a session. It streams output as it is produced and
 	// ends with exactly one result. Calls on one session run one at a time;
-	// a second call waits for the first.
+	// a second call waits for the first. A call with yield_after starts a
+	// run that outlives it: the call ends with a RUNNING result once that
+	// time has passed, the code runs on, and a later Execute with attach
+	// (on any gateway, routed to the replica that holds the session) waits
+	// for it and gets its output since the last result, then its end. A
+	// call with code while such a run is in flight is refused with
+	// FAILED_PRECONDITION and a RunInFlight detail.
 	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteResponse], error)
+	// CancelExecution stops the run in flight of a session, as a timeout
+	// would: its sandbox is stopped, and the session comes back from its last
+	// checkpoint on the next call. The run's result says it was cancelled.
+	CancelExecution(ctx context.Context, in *CancelExecutionRequest, opts ...grpc.CallOption) (*CancelExecutionResponse, error)
 	// ResetSession discards the session's interpreter state and starts over
 	// with a fresh sandbox, keeping the session ID.
 	ResetSession(ctx context.Context, in *ResetSessionRequest, opts ...grpc.CallOption) (*ResetSessionResponse, error)
@@ -58,6 +70,10 @@ type SandboxServiceClient interface {
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
 	// ListSessions describes every live session, optionally for one tenant.
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
+	// ReadFile reads a file of a durable session's workspace as its latest
+	// stored checkpoint holds it, from any replica. A session of another
+	// tenant is NOT_FOUND, as an unknown one is.
+	ReadFile(ctx context.Context, in *ReadFileRequest, opts ...grpc.CallOption) (*ReadFileResponse, error)
 	// AnswerApproval delivers a person's answer to an ApprovalRequest that
 	// an Execute stream of the session sent: the tool call waiting for it
 	// runs, or raises in the code. A session live on another replica is
@@ -104,6 +120,16 @@ func (c *sandboxServiceClient) Execute(ctx context.Context, in *ExecuteRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxService_ExecuteClient = grpc.ServerStreamingClient[ExecuteResponse]
 
+func (c *sandboxServiceClient) CancelExecution(ctx context.Context, in *CancelExecutionRequest, opts ...grpc.CallOption) (*CancelExecutionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelExecutionResponse)
+	err := c.cc.Invoke(ctx, SandboxService_CancelExecution_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sandboxServiceClient) ResetSession(ctx context.Context, in *ResetSessionRequest, opts ...grpc.CallOption) (*ResetSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResetSessionResponse)
@@ -144,6 +170,16 @@ func (c *sandboxServiceClient) ListSessions(ctx context.Context, in *ListSession
 	return out, nil
 }
 
+func (c *sandboxServiceClient) ReadFile(ctx context.Context, in *ReadFileRequest, opts ...grpc.CallOption) (*ReadFileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadFileResponse)
+	err := c.cc.Invoke(ctx, SandboxService_ReadFile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sandboxServiceClient) AnswerApproval(ctx context.Context, in *AnswerApprovalRequest, opts ...grpc.CallOption) (*AnswerApprovalResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AnswerApprovalResponse)
@@ -173,8 +209,18 @@ type SandboxServiceServer interface {
 	CreateSession(context.Context, *CreateSessionRequest) (*CreateSessionResponse, error)
 	// Execute runs code in a session. It streams output as it is produced and
 	// ends with exactly one result. Calls on one session run one at a time;
-	// a second call waits for the first.
+	// a second call waits for the first. A call with yield_after starts a
+	// run that outlives it: the call ends with a RUNNING result once that
+	// time has passed, the code runs on, and a later Execute with attach
+	// (on any gateway, routed to the replica that holds the session) waits
+	// for it and gets its output since the last result, then its end. A
+	// call with code while such a run is in flight is refused with
+	// FAILED_PRECONDITION and a RunInFlight detail.
 	Execute(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteResponse]) error
+	// CancelExecution stops the run in flight of a session, as a timeout
+	// would: its sandbox is stopped, and the session comes back from its last
+	// checkpoint on the next call. The run's result says it was cancelled.
+	CancelExecution(context.Context, *CancelExecutionRequest) (*CancelExecutionResponse, error)
 	// ResetSession discards the session's interpreter state and starts over
 	// with a fresh sandbox, keeping the session ID.
 	ResetSession(context.Context, *ResetSessionRequest) (*ResetSessionResponse, error)
@@ -184,6 +230,10 @@ type SandboxServiceServer interface {
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
 	// ListSessions describes every live session, optionally for one tenant.
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
+	// ReadFile reads a file of a durable session's workspace as its latest
+	// stored checkpoint holds it, from any replica. A session of another
+	// tenant is NOT_FOUND, as an unknown one is.
+	ReadFile(context.Context, *ReadFileRequest) (*ReadFileResponse, error)
 	// AnswerApproval delivers a person's answer to an ApprovalRequest that
 	// an Execute stream of the session sent: the tool call waiting for it
 	// runs, or raises in the code. A session live on another replica is
@@ -207,6 +257,9 @@ func (UnimplementedSandboxServiceServer) CreateSession(context.Context, *CreateS
 func (UnimplementedSandboxServiceServer) Execute(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteResponse]) error {
 	return status.Error(codes.Unimplemented, "method Execute not implemented")
 }
+func (UnimplementedSandboxServiceServer) CancelExecution(context.Context, *CancelExecutionRequest) (*CancelExecutionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelExecution not implemented")
+}
 func (UnimplementedSandboxServiceServer) ResetSession(context.Context, *ResetSessionRequest) (*ResetSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetSession not implemented")
 }
@@ -218,6 +271,9 @@ func (UnimplementedSandboxServiceServer) GetSession(context.Context, *GetSession
 }
 func (UnimplementedSandboxServiceServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSessions not implemented")
+}
+func (UnimplementedSandboxServiceServer) ReadFile(context.Context, *ReadFileRequest) (*ReadFileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadFile not implemented")
 }
 func (UnimplementedSandboxServiceServer) AnswerApproval(context.Context, *AnswerApprovalRequest) (*AnswerApprovalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AnswerApproval not implemented")
@@ -271,6 +327,24 @@ func _SandboxService_Execute_Handler(srv interface{}, stream grpc.ServerStream) 
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SandboxService_ExecuteServer = grpc.ServerStreamingServer[ExecuteResponse]
+
+func _SandboxService_CancelExecution_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelExecutionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).CancelExecution(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_CancelExecution_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).CancelExecution(ctx, req.(*CancelExecutionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 func _SandboxService_ResetSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResetSessionRequest)
@@ -344,6 +418,24 @@ func _SandboxService_ListSessions_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_ReadFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadFileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).ReadFile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_ReadFile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).ReadFile(ctx, req.(*ReadFileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SandboxService_AnswerApproval_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AnswerApprovalRequest)
 	if err := dec(in); err != nil {
@@ -374,6 +466,10 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _SandboxService_CreateSession_Handler,
 		},
 		{
+			MethodName: "CancelExecution",
+			Handler:    _SandboxService_CancelExecution_Handler,
+		},
+		{
 			MethodName: "ResetSession",
 			Handler:    _SandboxService_ResetSession_Handler,
 		},
@@ -388,6 +484,10 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSessions",
 			Handler:    _SandboxService_ListSessions_Handler,
+		},
+		{
+			MethodName: "ReadFile",
+			Handler:    _SandboxService_ReadFile_Handler,
 		},
 		{
 			MethodName: "AnswerApproval",

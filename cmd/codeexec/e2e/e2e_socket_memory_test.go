@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
+)
+
+// fillSocketBuffers is issue 38's item 2: 120 connected pairs on the
+// sandbox's own loopback, each side written until the kernel takes no
+// more. It keeps them open (the session holds them) and prints the bytes
+// queued. The loops are bounded: 2 GiB, 60 s.
+const fillSocketBuffers = `
+import socket, time
+held = globals().setdefault("held", [])
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(256)
+total, chunk, start = 0, b"x" * 65536, time.monotonic()
+for _ in range(120):
+    a = socket.create_connection(srv.getsockname())
+    b, _ = srv.accept()
+    held += [a, b]
+    for s in (a, b):
+        s.setblocking(False)
+        while total < 2 << 30 and time.monotonic() - start < 60:
+            try:
+                total += s.send(chunk)
+            except OSError:
+                break
+print(total)`
+
+// tcpLoopbackProbe is the other tenant's call: 4 MiB through a loopback
+// TCP connection in its own sandbox, which memory pressure on the host's
+// TCP (its memory is counted host-wide) would stall.
+const tcpLoopbackProbe = `
+import socket, threading
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)
+a = socket.create_connection(srv.getsockname())
+b, _ = srv.accept()
+data = b"y" * (4 << 20)
+t = threading.Thread(target=a.sendall, args=(data,))
+t.start()
+got = 0
+while got < len(data):
+    n = len(b.recv(1 << 20))
+    if not n:
+        break
+    got += n
+t.join()
+print("ok" if got == len(data) else got)`
+
+// tcpMemoryPages is the host's TCP memory in pages (TCP "mem" in
+// /proc/net/sockstat), which the kernel counts for all network namespaces
+// together.
+func tcpMemoryPages(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 0 && f[0] == "TCP:" {
+			for i := 1; i+1 < len(f); i += 2 {
+				if f[i] == "mem" {
+					n, _ := strconv.Atoi(f[i+1])
+					return n
+				}
+			}
+		}
+	}
+	t.Fatal("no TCP mem in /proc/net/sockstat")
+	return 0
+}
+
+// Socket buffers count against the sandbox's memory limit: a sandbox of
+// 512 MiB filling 120 loopback connections queues at most a share of it,
+// the host's TCP memory grows by no more, the other tenant's TCP works
+// meanwhile, and the host's TCP memory is back to its baseline once the
+// session ends. Before, on cgroup v1, the sandbox queued over 900 MiB
+// while its memory cgroup showed 22 MiB, and passed the host's TCP
+// pressure threshold.
+func TestE2ESocketBuffersCountAgainstTheSandbox(t *testing.T) {
+	t.Parallel()
+	n := startNeighbours(t, nil)
+	beta := newBystander(t, n.beta, tcpLoopbackProbe)
+	before := tcpMemoryPages(t)
+	var queued, during int
+	beta.alongside(t, "alpha filling socket buffers", func() {
+		out := harness.Joined(harness.Code(t, n.alpha, fillSocketBuffers).Stdout())
+		queued, _ = strconv.Atoi(out)
+		during = tcpMemoryPages(t)
+	})
+	page := os.Getpagesize()
+	t.Logf("alpha queued %d MiB; the host's TCP memory went from %d to %d MiB", queued>>20, before*page>>20, during*page>>20)
+	// The sandbox's share of its 512 MiB for socket buffers is 64 MiB,
+	// and a buffer holds somewhat more than the bytes queued in it.
+	if queued == 0 || queued > 96<<20 {
+		t.Errorf("alpha queued %d MiB in socket buffers; want some, and at most its 64 MiB share", queued>>20)
+	}
+	if grew := (during - before) * page; grew > 160<<20 {
+		t.Errorf("the host's TCP memory grew by %d MiB while alpha filled its sockets; want at most alpha's 64 MiB share and other tests' traffic", grew>>20)
+	}
+	endSession(t, n.base, "alpha-token", n.alpha.GetSessionId())
+	if !waitFor(30*time.Second, func() bool { return tcpMemoryPages(t)*page < before*page+32<<20 }) {
+		t.Errorf("the host's TCP memory is %d MiB after alpha's session ended, %d MiB before", tcpMemoryPages(t)*page>>20, before*page>>20)
+	}
+}
+
+// endSession ends an MCP session over HTTP (DELETE), which destroys its
+// sandbox.
+func endSession(t *testing.T, base, token, mcpID string) {
+	t.Helper()
+	resp, body := rawRequest(t, "DELETE", base+"/mcp", "", map[string]string{"Authorization": "Bearer " + token, "Mcp-Session-Id": mcpID})
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE of session %s: %d %s", mcpID, resp.StatusCode, body)
+	}
+}

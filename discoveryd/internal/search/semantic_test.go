@@ -1,0 +1,77 @@
+package search
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/embed"
+)
+
+// tinyModel knows that an automobile (and a "zorp", a word no lexicon
+// has) is a car, that a vehicle is close to both, and that fish are
+// something else.
+func tinyModel() *embed.Model {
+	return embed.New(
+		[]string{"[PAD]", "[UNK]", "[CLS]", "car", "auto", "##mobile", "vehicle", "fish", "hire", "a", "for", "trip", "catch", "rent", "_", "zorp"},
+		[][]float32{{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {1, 0.1, 0}, {0.9, 0.2, 0}, {1, 0, 0.1}, {0.9, 0, 0.2}, {0, 1, 0}, {0, 0, 1}, {0.2, 0.2, 0.2}, {0.2, 0.2, 0.2}, {0.3, 0, 0.5}, {0, 0.5, 0.5}, {0, 0, 1}, {0, 0, 0}, {1, 0.05, 0.05}},
+		[]float32{0, 0, 0, 1, 1, 1, 1, 1, 1, 0.1, 0.1, 1, 1, 1, 0, 1},
+	)
+}
+
+func tinyDocs() []Doc {
+	return []Doc{
+		{Server: "cars", ServerAlias: "cars", Tool: "rent_vehicle", ToolAlias: "rent_vehicle", Description: "Hire a car for a trip"},
+		{Server: "sea", ServerAlias: "sea", Tool: "catch_fish", ToolAlias: "catch_fish", Description: "Catch a fish"},
+		{Server: "sea", ServerAlias: "sea", Tool: "automobile", ToolAlias: "automobile", Description: "A boat"},
+	}
+}
+
+// TestModelFindsAToolThatSharesNoWord: "zorp" is in no tool's text, so
+// the words alone find nothing; the model finds the car rental, and says
+// that it matched by meaning only.
+func TestModelFindsAToolThatSharesNoWord(t *testing.T) {
+	t.Parallel()
+	docs := tinyDocs()[:2]
+	if res := NewIndex(docs).Search("zorp", 5); len(res.Hits) != 0 {
+		t.Fatalf("words alone found %v for a word no tool has", names(res.Hits))
+	}
+	res := NewIndexWith(docs, Options{Model: tinyModel()}).Search("zorp", 5)
+	if len(res.Hits) == 0 || res.Hits[0].Doc.Tool != "rent_vehicle" {
+		t.Fatalf("with the model: hits %v, want rent_vehicle first", names(res.Hits))
+	}
+	if why := res.Hits[0].Why; !strings.Contains(why, "meaning only") {
+		t.Errorf("why = %q, want it to say the match is by meaning only", why)
+	}
+	for _, h := range res.Hits {
+		if h.Doc.Tool == "catch_fish" {
+			t.Errorf("fishing matched a car query: %v", names(res.Hits))
+		}
+	}
+}
+
+// TestModelKeepsExactNamesFirst: a tool named as the query ranks first
+// however close another tool's meaning is.
+func TestModelKeepsExactNamesFirst(t *testing.T) {
+	t.Parallel()
+	ix := NewIndexWith(tinyDocs(), Options{Model: tinyModel()})
+	res := ix.Search("automobile", 5)
+	if len(res.Hits) == 0 || res.Hits[0].Doc.Tool != "automobile" || res.Hits[0].Why != "exact name" {
+		t.Fatalf("hits %v (first why %q), want the tool named automobile first, as an exact name", names(res.Hits), res.Hits[0].Why)
+	}
+	if len(res.Hits) < 2 || res.Hits[1].Doc.Tool != "rent_vehicle" {
+		t.Errorf("hits %v, want the car rental next, by meaning", names(res.Hits))
+	}
+}
+
+// TestModelSearchHonoursKeep: a tool found by meaning alone is left out
+// when the caller's filter excludes its server.
+func TestModelSearchHonoursKeep(t *testing.T) {
+	t.Parallel()
+	ix := NewIndexWith(tinyDocs(), Options{Model: tinyModel()})
+	res := ix.SearchFunc("zorp", 5, func(d *Doc) bool { return d.Server == "sea" })
+	for _, h := range res.Hits {
+		if h.Doc.Server != "sea" {
+			t.Errorf("hit %s/%s from a server the filter excludes", h.Doc.Server, h.Doc.Tool)
+		}
+	}
+}

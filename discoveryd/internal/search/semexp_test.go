@@ -1,0 +1,156 @@
+package search
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/codeexec/codeexec/discoveryd/internal/embed"
+)
+
+// TestSemanticGrid prints recall of the index fused with the model at the
+// settings SEMGRID lists ("w=0.5,floor=0.2,near=20;w=0.6"), on the tuned
+// set, the hold-out and the dev set, and with BLIND=1 the blind set's
+// aggregate too (for reporting a choice already made, never to make one).
+// It reads the model at $CODEEXEC_SEARCH_MODEL or the default path.
+//
+//	SEMGRID='w=0.5' go test -run TestSemanticGrid -v ./discoveryd/internal/search/
+func TestSemanticGrid(t *testing.T) {
+	grid := os.Getenv("SEMGRID")
+	if grid == "" {
+		t.Skip("set SEMGRID")
+	}
+	m, err := embed.Load(embed.DefaultPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := loadDataset(t)
+	sets := []struct {
+		name string
+		qs   []labelledQuery
+	}{{"tuned", ds.queries}, {"holdout", ds.holdout}, {"dev", ds.dev}, {"tuned-para", kindOf(ds.queries, "paraphrase")}}
+	if os.Getenv("BLIND") == "1" {
+		sets = append(sets, struct {
+			name string
+			qs   []labelledQuery
+		}{"blind", ds.blind}, struct {
+			name string
+			qs   []labelledQuery
+		}{"blind-para", kindOf(ds.blind, "paraphrase")})
+		for _, k := range []string{"multi", "keyword", "exact", "typo"} {
+			sets = append(sets, struct {
+				name string
+				qs   []labelledQuery
+			}{"blind-" + k, kindOf(ds.blind, k)})
+		}
+	}
+	saved := [...]any{semWeight, semFloor, semNearest, semNameWeight, semParamWeight, semDescTokens}
+	defer func() {
+		semWeight, semFloor, semNearest = saved[0].(float32), saved[1].(float32), saved[2].(int)
+		semNameWeight, semParamWeight, semDescTokens = saved[3].(float32), saved[4].(float32), saved[5].(int)
+	}()
+	for _, setting := range strings.Split(grid, ";") {
+		for _, kv := range strings.Split(setting, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			f, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "w":
+				semWeight = float32(f)
+			case "floor":
+				semFloor = float32(f)
+			case "near":
+				semNearest = int(f)
+			case "name":
+				semNameWeight = float32(f)
+			case "param":
+				semParamWeight = float32(f)
+			case "desc":
+				semDescTokens = int(f)
+			}
+		}
+		var ix *Index
+		if semWeight == 0 {
+			ix = NewIndex(ds.docs)
+		} else {
+			ix = NewIndexWith(ds.docs, Options{Model: m})
+		}
+		line := fmt.Sprintf("%-40s", setting)
+		for _, s := range sets {
+			r := measureRecall(ix.Search, s.qs)
+			line += fmt.Sprintf(" %s %.3f/%.3f", s.name, r.r1, r.r5)
+		}
+		bare, qual, _ := exactNameRate(ix, ds.docs)
+		typo, _, _ := typoNameRate(ix, ds.docs)
+		line += fmt.Sprintf(" exact %.3f/%.3f misspelt %.3f", bare, qual, typo)
+		t.Log(line)
+	}
+}
+
+func kindOf(qs []labelledQuery, kind string) []labelledQuery {
+	var out []labelledQuery
+	for _, q := range qs {
+		if q.Kind == kind {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// TestDumpEngine writes, for scripts/search-model-compare.sh, the corpus's
+// tools and the engine's 50 best hits (by words, no model) for every
+// query of every set, to the file SEARCH_DUMP names. The script keeps the
+// blind set's rows out of every choice and prints them only with BLIND=1.
+func TestDumpEngine(t *testing.T) {
+	path := os.Getenv("SEARCH_DUMP")
+	if path == "" {
+		t.Skip("set SEARCH_DUMP")
+	}
+	ds := loadDataset(t)
+	ix := NewIndex(ds.docs)
+	type hit struct {
+		ID    string  `json:"id"`
+		Score float64 `json:"score"`
+		Why   string  `json:"why"`
+	}
+	type query struct {
+		Set      string   `json:"set"`
+		Kind     string   `json:"kind"`
+		Query    string   `json:"query"`
+		Relevant []string `json:"relevant"`
+		Hits     []hit    `json:"hits"`
+	}
+	type doc struct {
+		Server      string `json:"Server"`
+		Tool        string `json:"Tool"`
+		Description string `json:"Description"`
+	}
+	var out struct {
+		Docs    []doc   `json:"docs"`
+		Queries []query `json:"queries"`
+	}
+	for _, d := range ds.docs {
+		out.Docs = append(out.Docs, doc{d.Server, d.Tool, d.Description})
+	}
+	for _, set := range []struct {
+		name string
+		qs   []labelledQuery
+	}{{"tuned", ds.queries}, {"holdout", ds.holdout}, {"dev", ds.dev}, {"blind", ds.blind}} {
+		for _, q := range set.qs {
+			var hs []hit
+			for _, h := range ix.Search(q.Query, 50).Hits {
+				hs = append(hs, hit{h.Doc.Server + "/" + h.Doc.Tool, h.Score, h.Why})
+			}
+			out.Queries = append(out.Queries, query{set.name, q.Kind, q.Query, q.Relevant, hs})
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
