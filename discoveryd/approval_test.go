@@ -176,17 +176,6 @@ func TestApproveWarnsOfUnmatchedRules(t *testing.T) {
 	}
 }
 
-type lockedWriter struct {
-	mu  *sync.Mutex
-	buf *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
 // TestToolCallsPerMinute: past the cap, a tenant's calls of one tool are
 // refused with RESOURCE_EXHAUSTED and when to retry, while its other tools
 // and other tenants go on.

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,10 +99,11 @@ type Config struct {
 	// list kept across processes and restarts, so that a search answers
 	// for servers not started yet.
 	Catalog catalogv1.CatalogServiceClient
-	// SearchModel is the path of the search model's file (made by
+	// SearchModel is the directory of the search model (installed by
 	// scripts/search-model.sh); empty looks in the default place
-	// (DefaultSearchModelPath), "off" ranks by words only. A missing file
-	// is not an error: search ranks by words only and says so once.
+	// (DefaultSearchModelPath), "off" ranks by words only. A missing
+	// model, or one that cannot run here (a build without cgo), is not an
+	// error: search ranks by words only and says so once.
 	SearchModel string
 }
 
@@ -110,9 +112,18 @@ type Config struct {
 // ~/.local/share, in codeexec/.
 func DefaultSearchModelPath() string { return embed.DefaultPath() }
 
-// loadModel loads the search model at path, or returns nil, having said
-// why in the log, when there is none.
-func loadModel(path string, logger *slog.Logger) *embed.Model {
+// models holds the search models opened in this process, by path: each
+// is opened, and its absence logged, once, however many services start.
+var models sync.Map // path → *modelOnce
+
+type modelOnce struct {
+	once sync.Once
+	enc  *embed.Encoder
+}
+
+// loadModel opens the search model at path, or returns nil, having said
+// why in the log once, when there is none or it cannot run here.
+func loadModel(path string, logger *slog.Logger) *embed.Encoder {
 	if path == "off" {
 		logger.Info("search model turned off; tool search ranks by words only")
 		return nil
@@ -120,17 +131,23 @@ func loadModel(path string, logger *slog.Logger) *embed.Model {
 	if path == "" {
 		path = embed.DefaultPath()
 	}
-	m, err := embed.Load(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		logger.Info("no search model installed; tool search ranks by words only. Install it with scripts/search-model.sh", "path", path)
-		return nil
-	case err != nil:
-		logger.Warn("cannot load the search model; tool search ranks by words only", "path", path, "error", err)
-		return nil
-	}
-	logger.Info("search model loaded", "path", path, "tokens", m.Tokens(), "dims", m.Dims())
-	return m
+	m, _ := models.LoadOrStore(path, &modelOnce{})
+	mo := m.(*modelOnce) //nolint:forcetypeassert // the map holds only *modelOnce
+	mo.once.Do(func() {
+		enc, err := embed.Open(path)
+		switch {
+		case errors.Is(err, embed.ErrNoRuntime):
+			logger.Warn("the search model cannot run here; tool search ranks by words only", "path", path, "error", err)
+		case errors.Is(err, fs.ErrNotExist):
+			logger.Info("no search model installed; tool search ranks by words only. Install it with scripts/search-model.sh", "path", path)
+		case err != nil:
+			logger.Warn("cannot load the search model; tool search ranks by words only", "path", path, "error", err)
+		default:
+			logger.Info("search model loaded", "path", path, "model", enc.ID(), "dims", enc.Dims())
+			mo.enc = enc
+		}
+	})
+	return mo.enc
 }
 
 // Validate checks the config and fills in defaults.

@@ -46,7 +46,9 @@ func start(t testing.TB, servers map[string]any, mutate func(*discoveryd.Config)
 		entry["env"] = envm
 	}
 	writeJSON(t, filepath.Join(home, "MCPs", "servers.json"), map[string]any{"mcpServers": servers})
-	cfg := discoveryd.Config{Home: home, Cwd: t.TempDir(), Getenv: os.Getenv}
+	// The search model is off unless a test turns it on (model_test.go):
+	// the others check what the words find and say.
+	cfg := discoveryd.Config{Home: home, Cwd: t.TempDir(), Getenv: os.Getenv, SearchModel: "off"}
 	if mutate != nil {
 		mutate(&cfg)
 	}

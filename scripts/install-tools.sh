@@ -59,7 +59,7 @@ if [ -z "${CODEEXEC_SKIP_GOLANGCI_LINT:-}" ]; then
   install_golangci_lint
 fi
 
-# Tool search's model (docs/SEARCH.md): a few minutes the first time,
+# Tool search's model (docs/SEARCH.md): a 50 MB download the first time,
 # nothing after. Search works without it; its tests that rank by meaning
 # need it.
 if [ -z "${CODEEXEC_SKIP_SEARCH_MODEL:-}" ]; then

@@ -19,13 +19,13 @@ if ! command -v bwrap >/dev/null 2>&1 && [ ! -x /usr/bin/bwrap ]; then
   fi
 fi
 
-# Tool search's model: made in the background the first time (a few
-# minutes), so that this start is not held up; codeexec ranks by words
-# only until a later start finds it.
-model="${CODEEXEC_SEARCH_MODEL:-${XDG_DATA_HOME:-$HOME/.local/share}/codeexec/minilm-l6-static-v1.bin}"
-if [ "$model" != off ] && [ ! -f "$model" ]; then
-  mkdir -p "$(dirname "$model")"
-  echo "codeexec: making the search model in the background (log: $model.log); search ranks by words only until the next start" >&2
+# Tool search's model: installed in the background the first time (a
+# download of some 50 MB), so that this start is not held up; codeexec
+# ranks by words only until a later start finds it.
+model="${CODEEXEC_SEARCH_MODEL:-${XDG_DATA_HOME:-$HOME/.local/share}/codeexec/search-model-v2}"
+if [ "$model" != off ] && [ ! -f "$model/source" ]; then
+  mkdir -p "$model"
+  echo "codeexec: installing the search model in the background (log: $model.log); search ranks by words only until the next start" >&2
   nohup bash scripts/search-model.sh "$model" >"$model.log" 2>&1 </dev/null &
 fi
 

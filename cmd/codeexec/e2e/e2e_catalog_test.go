@@ -19,12 +19,12 @@ func searchModel() string {
 	p := os.Getenv("CODEEXEC_SEARCH_MODEL")
 	if p == "" {
 		home, _ := os.UserHomeDir()
-		p = filepath.Join(home, ".local", "share", "codeexec", "minilm-l6-static-v1.bin")
+		p = filepath.Join(home, ".local", "share", "codeexec", "search-model-v2")
 		if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-			p = filepath.Join(d, "codeexec", "minilm-l6-static-v1.bin")
+			p = filepath.Join(d, "codeexec", "search-model-v2")
 		}
 	}
-	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(p, "model.onnx")); errors.Is(err, fs.ErrNotExist) {
 		return ""
 	}
 	return p
@@ -34,7 +34,9 @@ func searchModel() string {
 // state dir answers runtime.search_tool_docs, and query_tool_docs of a
 // server the call did not load, from the catalogue the first one wrote,
 // without starting the servers the first one listed; with the search
-// model installed, both rank by meaning too.
+// model installed, both rank by meaning too: the first once the model has
+// read the tools in the background, the second at once, from the vectors
+// the first stored.
 func TestE2ESearchFromTheCatalogue(t *testing.T) {
 	t.Parallel()
 	u := configureUpstreams(t)
@@ -62,6 +64,18 @@ print(json.dumps({"Hits": hits, "Unindexed": list(hits.unindexed)}))`
 	}
 	if model != "" && !strings.Contains(logs.String(), "search model loaded") {
 		t.Errorf("CODEEXEC_SEARCH_MODEL=%s, but the log does not say the model loaded:\n%s", model, harness.TailOf(logs.String(), 3000))
+	}
+	if model != "" {
+		// Until the model has read every tool, hits say they rank by
+		// words only; then they stop saying so.
+		deadline := time.Now().Add(2 * time.Minute)
+		for pending(got.Hits) && time.Now().Before(deadline) {
+			time.Sleep(time.Second)
+			pyJSON(t, first, nil, search, &got)
+		}
+		if pending(got.Hits) {
+			t.Fatalf("after 2 minutes the hits still rank by words only: %v", got.Hits)
+		}
 	}
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
@@ -97,6 +111,9 @@ print(json.dumps({"Hits": hits, "Unindexed": list(hits.unindexed), "Docs": [docs
 			t.Errorf("hit %v says nothing of why it matched", d)
 		}
 	}
+	if model != "" && pending(again.Hits) {
+		t.Errorf("second process's first search ranks by words only, so it did not find the vectors the first stored: %v", again.Hits)
+	}
 	if len(again.Docs) != 1 || again.Docs[0]["tool"] != "read_graph" || again.Docs[0]["server"] != "memory" {
 		t.Errorf("query_tool_docs('memory', 'read_graph') in a call that loaded nothing = %v, want its doc from the catalogue", again.Docs)
 	}
@@ -111,4 +128,14 @@ print(json.dumps({"Hits": hits, "Unindexed": list(hits.unindexed), "Docs": [docs
 			t.Errorf("the second process started %q to search servers whose tools the catalogue knows", p.cmdline)
 		}
 	}
+}
+
+// pending reports whether hits say the model has not read every tool yet.
+func pending(hits []map[string]any) bool {
+	for _, h := range hits {
+		if m, _ := h["match"].(string); strings.Contains(m, "by words only") {
+			return true
+		}
+	}
+	return false
 }

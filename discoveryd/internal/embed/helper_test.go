@@ -6,18 +6,19 @@ import (
 	"testing"
 )
 
-// installedModel loads the model that scripts/search-model.sh installed,
-// or skips the test when there is none (scripts/install-tools.sh installs
-// it for the tests).
-func installedModel(t testing.TB) *Model {
+// installedEncoder opens the model that scripts/search-model.sh
+// installed, or skips the test when there is none (scripts/install-tools.sh
+// installs it for the tests) or when this build cannot run it.
+func installedEncoder(t testing.TB) *Encoder {
 	t.Helper()
 	p := DefaultPath()
-	m, err := Load(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("no search model at %s: run scripts/search-model.sh", p)
+	e, err := Open(p)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNoRuntime) {
+		t.Skipf("no search model at %s: %v (run scripts/search-model.sh)", p, err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	t.Cleanup(func() { _ = e.Close() })
+	return e
 }

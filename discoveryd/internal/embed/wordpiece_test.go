@@ -43,7 +43,7 @@ func TestWordPieceSmallVocab(t *testing.T) {
 // the model's tokenizer.json).
 func TestWordPieceMatchesHuggingFace(t *testing.T) {
 	t.Parallel()
-	m := installedModel(t)
+	e := installedEncoder(t)
 	var cases []struct {
 		Text string  `json:"text"`
 		IDs  []int32 `json:"ids"`
@@ -56,7 +56,7 @@ func TestWordPieceMatchesHuggingFace(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range cases {
-		if got := m.AppendTokens(nil, c.Text); !slices.Equal(got, c.IDs) {
+		if got := e.tok.appendIDs(nil, c.Text); !slices.Equal(got, c.IDs) {
 			t.Errorf("tokens of %q = %v, want %v", c.Text, got, c.IDs)
 		}
 	}

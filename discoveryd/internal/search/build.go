@@ -24,11 +24,13 @@ func NewIndexWith(docs []Doc, opts Options) *Index {
 		loose: map[string][]int32{},
 	}
 	n := len(ix.docs)
-	ix.pool.New = func() any { return newScratch(n, opts.Model) }
-	if opts.Model != nil {
-		ix.model = opts.Model
-		ix.embedDocs(opts.Model)
+	ix.useSemantic(opts.Semantic)
+	ix.pending = opts.Pending
+	dims := 0
+	if ix.semantic != nil {
+		dims = ix.semantic.Dims
 	}
+	ix.pool.New = func() any { return newScratch(n, dims) }
 	ix.nameLen = make([]uint8, n)
 	ix.fields = make([][]termFields, n)
 	b := newBuilder(n)

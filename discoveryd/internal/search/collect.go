@@ -65,7 +65,7 @@ func (ix *Index) collect(s *scratch, limit int, tierStep float64, keep func(*Doc
 		}
 		return 0
 	})
-	if ix.model != nil {
+	if ix.semantic != nil {
 		ix.liftedByModel(s, top[:min(len(top), maxExplained)])
 	}
 	hits := make([]Hit, len(top))
@@ -73,6 +73,9 @@ func (ix *Index) collect(s *scratch, limit int, tierStep float64, keep func(*Doc
 		hits[i] = Hit{Doc: &ix.docs[x.doc], Score: float64(x.score) + float64(x.tier)*tierStep}
 		if i < maxExplained {
 			hits[i].Why = ix.explain(s, x.doc, x.tier)
+			if ix.pending != "" {
+				hits[i].Why += "; " + ix.pending
+			}
 		}
 	}
 	return Result{Hits: hits, Total: total, Truncated: total > len(hits)}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/codeexec/codeexec/discoveryd/internal/embed"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/fuzzy"
 	"github.com/codeexec/codeexec/internal/porter"
 )
@@ -70,8 +69,9 @@ type Index struct {
 	fields   [][]termFields     // by doc, sorted by term: where each term occurs
 	surface  []string           // by term id: its shortest word, to explain hits
 	docVec   []float32          // by doc, dims each: the direction of its words' vectors
-	model    *embed.Model       // the sentence model's distillation, or nil
-	sem      []float32          // by doc, model.Dims() each: its unit vector by the model
+	semantic *Semantic          // the sentence model's vectors, or nil
+	pending  string             // Options.Pending
+	sem      []float32          // by doc, semantic.Dims each: its unit vector by the model
 	semBits  []uint64           // by doc: the signs of sem's components (semantic.go)
 	pool     sync.Pool          // *scratch
 }

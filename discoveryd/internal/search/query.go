@@ -64,7 +64,7 @@ func (ix *Index) SearchFunc(query string, limit int, keep func(*Doc) bool) Resul
 	}
 	// Then the best of them are rescored by meaning (rerank.go).
 	ix.rerank(s, keep)
-	if ix.model != nil {
+	if ix.semantic != nil {
 		for _, d := range s.touched {
 			s.pre[d] = s.acc[d]
 		}

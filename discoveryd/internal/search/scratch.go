@@ -1,7 +1,6 @@
 package search
 
 import (
-	"github.com/codeexec/codeexec/discoveryd/internal/embed"
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/wordvec"
 )
 
@@ -30,12 +29,10 @@ type scratch struct {
 	typos    []alt     // a query word's corrections, for its vector
 	lifted   []int32   // docs the rerank moved up (rerank.go)
 	// For the model (semantic.go):
-	svec    []float32 // the query's vector
-	ids     []int32   // the query's tokens
 	pre     []float32 // by doc: its score before the fusion
 	near    []cand    // the docs nearest by sign bits
 	nearTop []cand    // the nearest of them by cosine
-	qbits   []uint64  // the signs of svec's components
+	qbits   []uint64  // the signs of the query's vector's components
 	semOnly []int32   // docs only the model found
 }
 
@@ -46,7 +43,9 @@ type unit struct {
 	end  int
 }
 
-func newScratch(n int, m *embed.Model) *scratch {
+// newScratch makes working memory for n documents, and for vectors of
+// dims when the index has a model.
+func newScratch(n, dims int) *scratch {
 	s := &scratch{
 		acc:     make([]float32, n),
 		unit:    make([]float32, n),
@@ -57,9 +56,8 @@ func newScratch(n int, m *embed.Model) *scratch {
 		tier:    make([]uint8, n),
 		qvec:    make([]float32, wordvec.Embedded().Dims()),
 	}
-	if m != nil {
-		s.svec = make([]float32, m.Dims())
-		s.qbits = make([]uint64, (m.Dims()+63)/64)
+	if dims > 0 {
+		s.qbits = make([]uint64, (dims+63)/64)
 		s.pre = make([]float32, n)
 	}
 	return s

@@ -3,32 +3,28 @@ package search
 import (
 	"math/bits"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/embed"
 )
 
 // Fusion with a sentence-embedding model (internal/embed): every tool's
-// vector is computed at build time; a query's vector is compared with
-// all of them, the nearest join the words' matches, and each candidate's
-// score becomes a mix of its words' score and its cosine.
+// vector is made ahead of the search (discoveryd makes them in the
+// background and keeps them in the catalogue); a query's vector is
+// compared with all of them, the nearest join the words' matches, and
+// each candidate's score becomes a mix of its words' score and its
+// cosine. The settings were chosen on the tuned and dev sets
+// (scripts/search-model-compare.py, TestSemanticGrid).
 var (
 	// semWeight is the share of a candidate's score that comes from its
 	// cosine, against its word score as a share of the best one.
-	semWeight float32 = 0.3
-	// semFloor is the cosine that counts as no likeness at all; the
-	// static model's vectors of unrelated texts are still this close.
+	semWeight float32 = 0.7
+	// semFloor is the cosine that counts as no likeness at all: the
+	// model's vectors of unrelated texts are still about this close.
 	semFloor float32 = 0.2
 	// semNearest is how many of the nearest tools by cosine join the
 	// candidates although they share no word with the query.
 	semNearest = 20
-	// semDescTokens bounds the tokens of a description that count, as the
-	// model itself reads at most 256 (and its training pairs were short).
-	semDescTokens = 256
-	// semNameWeight weighs the tool name's tokens against the
-	// description's: a name says what a tool does.
-	semNameWeight float32 = 2
-	// semParamWeight weighs the parameter names' tokens.
-	semParamWeight float32 = 0.3
 	// semPool is how many of the best untiered word matches get a cosine;
 	// the others keep their word score, scaled as the pool's are.
 	semPool = 50
@@ -40,35 +36,56 @@ var (
 
 // Options configure an index.
 type Options struct {
-	// Model, when set, ranks by meaning as well as by words.
-	Model *embed.Model
+	// Semantic, when set, ranks by meaning as well as by words.
+	Semantic *Semantic
+	// Pending, when set, says why an index ranks by words only although a
+	// model is installed (its vectors are still being made); every
+	// explained hit's Why ends with it.
+	Pending string
 }
 
-// embedDocs computes each document's unit vector into ix.sem.
-func (ix *Index) embedDocs(m *embed.Model) {
-	dims := m.Dims()
-	ix.sem = make([]float32, len(ix.docs)*dims)
-	var ids []int32
-	for i := range ix.docs {
-		d := &ix.docs[i]
-		v := ix.sem[i*dims : (i+1)*dims]
-		ids = m.AppendTokens(ids[:0], splitName(d.Tool))
-		for _, id := range ids {
-			m.Add(v, id, semNameWeight)
+// Semantic is what ranking by meaning needs: every document's vector, made
+// by a sentence model from ModelText, and the same model for the query.
+type Semantic struct {
+	// Dims is the vectors' length.
+	Dims int
+	// Vectors holds each document's unit vector, Dims each, in the order
+	// of the documents given to NewIndexWith.
+	Vectors []float32
+	// Query returns the query's unit vector. When it fails the search
+	// ranks by words.
+	Query func(string) ([]float32, error)
+}
+
+// modelDescChars bounds the description the model reads; it reads at
+// most 128 tokens in all.
+const modelDescChars = 600
+
+// ModelText is what the model reads of a tool: its server's and its own
+// name spelled as words, then the start of its description. The server's
+// name says what a tool acts on ("github", "postgres"), which its
+// description often leaves out.
+func ModelText(d *Doc) string {
+	desc := d.Description
+	if len(desc) > modelDescChars {
+		cut := modelDescChars
+		for cut > 0 && !utf8.RuneStart(desc[cut]) {
+			cut--
 		}
-		ids = m.AppendTokens(ids[:0], d.Description)
-		for _, id := range ids[:min(len(ids), semDescTokens)] {
-			m.Add(v, id, 1)
-		}
-		if semParamWeight > 0 {
-			ids = m.AppendTokens(ids[:0], splitName(strings.Join(d.Params, " ")))
-			for _, id := range ids {
-				m.Add(v, id, semParamWeight)
-			}
-		}
-		embed.Unitize(v)
+		desc = desc[:cut]
 	}
-	ix.semBits = signBits(ix.sem, dims)
+	return splitName(d.Server) + " " + splitName(d.Tool) + ". " + desc
+}
+
+// useSemantic takes sem's vectors for the index, or leaves the index
+// ranking by words when they do not fit its documents.
+func (ix *Index) useSemantic(sem *Semantic) {
+	if sem == nil || sem.Dims < 1 || sem.Query == nil || len(sem.Vectors) != len(ix.docs)*sem.Dims {
+		return
+	}
+	ix.semantic = sem
+	ix.sem = sem.Vectors
+	ix.semBits = signBits(ix.sem, sem.Dims)
 }
 
 // signBits packs the sign of each component of each dims-long vector in
@@ -127,16 +144,10 @@ func splitName(s string) string {
 // 0..1; any other document (1-semWeight)·acc. The documents only the
 // model found are marked in s.semOnly.
 func (ix *Index) fuse(s *scratch, q string, keep func(*Doc) bool) {
-	m := ix.model
-	dims := m.Dims()
-	qv := s.svec[:dims]
-	clear(qv)
-	s.ids = m.AppendTokens(s.ids[:0], q)
-	for _, id := range s.ids {
-		m.Add(qv, id, 1)
-	}
-	if !embed.Unitize(qv) {
-		return
+	dims := ix.semantic.Dims
+	qv, err := ix.semantic.Query(q)
+	if err != nil || len(qv) != dims {
+		return // by words, as without a model
 	}
 	g := func(c float32) float32 { return max(0, (c-semFloor)/(1-semFloor)) }
 	cos := func(d int32) float32 { return embed.Dot(qv, ix.sem[int(d)*dims:int(d+1)*dims]) }

@@ -1,21 +1,38 @@
 package search
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/embed"
 )
 
-// tinyModel knows that an automobile (and a "zorp", a word no lexicon
-// has) is a car, that a vehicle is close to both, and that fish are
-// something else.
-func tinyModel() *embed.Model {
-	return embed.New(
-		[]string{"[PAD]", "[UNK]", "[CLS]", "car", "auto", "##mobile", "vehicle", "fish", "hire", "a", "for", "trip", "catch", "rent", "_", "zorp"},
-		[][]float32{{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {1, 0.1, 0}, {0.9, 0.2, 0}, {1, 0, 0.1}, {0.9, 0, 0.2}, {0, 1, 0}, {0, 0, 1}, {0.2, 0.2, 0.2}, {0.2, 0.2, 0.2}, {0.3, 0, 0.5}, {0, 0.5, 0.5}, {0, 0, 1}, {0, 0, 0}, {1, 0.05, 0.05}},
-		[]float32{0, 0, 0, 1, 1, 1, 1, 1, 1, 0.1, 0.1, 1, 1, 1, 0, 1},
-	)
+// tinySemantic stands for a model that knows that an automobile (and a
+// "zorp", a word no lexicon has) is a car, that a vehicle is close to
+// both, and that fish are something else: three dimensions, car, fish
+// and hire, and the vectors of tinyDocs in their order.
+func tinySemantic(n int) *Semantic {
+	unit := func(v ...float32) []float32 {
+		out := append([]float32(nil), v...)
+		embed.Unitize(out)
+		return out
+	}
+	queries := map[string][]float32{
+		"zorp":       unit(1, 0.05, 0.05),
+		"automobile": unit(1, 0.1, 0),
+	}
+	vecs := [][]float32{unit(0.9, 0, 0.5), unit(0, 1, 0.1), unit(0.1, 0.9, 0.1)}
+	sem := &Semantic{Dims: 3, Query: func(q string) ([]float32, error) {
+		if v, ok := queries[q]; ok {
+			return v, nil
+		}
+		return nil, errors.New("no vector for " + q)
+	}}
+	for _, v := range vecs[:n] {
+		sem.Vectors = append(sem.Vectors, v...)
+	}
+	return sem
 }
 
 func tinyDocs() []Doc {
@@ -35,7 +52,7 @@ func TestModelFindsAToolThatSharesNoWord(t *testing.T) {
 	if res := NewIndex(docs).Search("zorp", 5); len(res.Hits) != 0 {
 		t.Fatalf("words alone found %v for a word no tool has", names(res.Hits))
 	}
-	res := NewIndexWith(docs, Options{Model: tinyModel()}).Search("zorp", 5)
+	res := NewIndexWith(docs, Options{Semantic: tinySemantic(len(docs))}).Search("zorp", 5)
 	if len(res.Hits) == 0 || res.Hits[0].Doc.Tool != "rent_vehicle" {
 		t.Fatalf("with the model: hits %v, want rent_vehicle first", names(res.Hits))
 	}
@@ -53,7 +70,7 @@ func TestModelFindsAToolThatSharesNoWord(t *testing.T) {
 // however close another tool's meaning is.
 func TestModelKeepsExactNamesFirst(t *testing.T) {
 	t.Parallel()
-	ix := NewIndexWith(tinyDocs(), Options{Model: tinyModel()})
+	ix := NewIndexWith(tinyDocs(), Options{Semantic: tinySemantic(3)})
 	res := ix.Search("automobile", 5)
 	if len(res.Hits) == 0 || res.Hits[0].Doc.Tool != "automobile" || res.Hits[0].Why != "exact name" {
 		t.Fatalf("hits %v (first why %q), want the tool named automobile first, as an exact name", names(res.Hits), res.Hits[0].Why)
@@ -67,7 +84,7 @@ func TestModelKeepsExactNamesFirst(t *testing.T) {
 // when the caller's filter excludes its server.
 func TestModelSearchHonoursKeep(t *testing.T) {
 	t.Parallel()
-	ix := NewIndexWith(tinyDocs(), Options{Model: tinyModel()})
+	ix := NewIndexWith(tinyDocs(), Options{Semantic: tinySemantic(3)})
 	res := ix.SearchFunc("zorp", 5, func(d *Doc) bool { return d.Server == "sea" })
 	for _, h := range res.Hits {
 		if h.Doc.Server != "sea" {

@@ -7,15 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/codeexec/codeexec/discoveryd/internal/embed"
 )
 
 // TestSemanticGrid prints recall of the index fused with the model at the
 // settings SEMGRID lists ("w=0.5,floor=0.2,near=20;w=0.6"), on the tuned
 // set, the hold-out and the dev set, and with BLIND=1 the blind set's
 // aggregate too (for reporting a choice already made, never to make one).
-// It reads the model at $CODEEXEC_SEARCH_MODEL or the default path.
+// It runs the model at $CODEEXEC_SEARCH_MODEL or the default path.
 //
 //	SEMGRID='w=0.5' go test -run TestSemanticGrid -v ./discoveryd/internal/search/
 func TestSemanticGrid(t *testing.T) {
@@ -23,11 +21,8 @@ func TestSemanticGrid(t *testing.T) {
 	if grid == "" {
 		t.Skip("set SEMGRID")
 	}
-	m, err := embed.Load(embed.DefaultPath())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ds := loadDataset(t)
+	sem := modelSemantic(t, ds.docs)
 	sets := []struct {
 		name string
 		qs   []labelledQuery
@@ -47,10 +42,9 @@ func TestSemanticGrid(t *testing.T) {
 			}{"blind-" + k, kindOf(ds.blind, k)})
 		}
 	}
-	saved := [...]any{semWeight, semFloor, semNearest, semNameWeight, semParamWeight, semDescTokens}
+	saved := [...]any{semWeight, semFloor, semNearest}
 	defer func() {
 		semWeight, semFloor, semNearest = saved[0].(float32), saved[1].(float32), saved[2].(int)
-		semNameWeight, semParamWeight, semDescTokens = saved[3].(float32), saved[4].(float32), saved[5].(int)
 	}()
 	for _, setting := range strings.Split(grid, ";") {
 		for _, kv := range strings.Split(setting, ",") {
@@ -63,19 +57,13 @@ func TestSemanticGrid(t *testing.T) {
 				semFloor = float32(f)
 			case "near":
 				semNearest = int(f)
-			case "name":
-				semNameWeight = float32(f)
-			case "param":
-				semParamWeight = float32(f)
-			case "desc":
-				semDescTokens = int(f)
 			}
 		}
 		var ix *Index
 		if semWeight == 0 {
 			ix = NewIndex(ds.docs)
 		} else {
-			ix = NewIndexWith(ds.docs, Options{Model: m})
+			ix = NewIndexWith(ds.docs, Options{Semantic: sem})
 		}
 		line := fmt.Sprintf("%-40s", setting)
 		for _, s := range sets {

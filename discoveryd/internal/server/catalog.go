@@ -142,7 +142,8 @@ func (s *Server) serverProto(name string) (*discoveryv1.Server, error) {
 }
 
 // searchIndex returns the index over every server listed so far,
-// rebuilding it after a tool list changed.
+// rebuilding it after a tool list changed, or once the model has made the
+// vectors it lacked.
 func (s *Server) searchIndex() *search.Index {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
@@ -168,6 +169,10 @@ func (s *Server) searchIndex() *search.Index {
 				Params: e.params, ParamText: e.paramText, ServerDescription: cfg.Description})
 		}
 	}
-	s.index = search.NewIndexWith(docs, search.Options{Model: s.opts.Model})
+	var opts search.Options
+	if s.vec != nil {
+		opts.Semantic, opts.Pending = s.semanticFor(docs)
+	}
+	s.index = search.NewIndexWith(docs, opts)
 	return s.index
 }

@@ -57,8 +57,9 @@ type Options struct {
 	// and restarts (memoryd's CatalogService), so that a search answers
 	// for servers this process has not started.
 	Catalog catalogv1.CatalogServiceClient
-	// Model, when set, ranks searches by meaning as well as by words.
-	Model *embed.Model
+	// Model, when set, ranks searches by meaning as well as by words,
+	// once it has made every tool's vector (in the background).
+	Model *embed.Encoder
 }
 
 // Server implements DiscoveryService.
@@ -103,6 +104,8 @@ type Server struct {
 	stored        map[string]storedList
 	asked         map[string]string
 	catalogWrites sync.WaitGroup
+
+	vec *vectors // the model and the tools' vectors, or nil (vectors.go)
 }
 
 // New loads the server configs. No server is started until it is used.
@@ -115,6 +118,9 @@ func New(opts Options, logger *slog.Logger) (*Server, error) {
 	s := &Server{opts: opts, logger: logger, alias: map[string]string{}, byAlias: map[string]string{}, indexing: map[string]*indexAttempt{}, metrics: newMetrics(),
 		stored: map[string]storedList{}, asked: map[string]string{}}
 	s.indexDirty.Store(true)
+	if opts.Model != nil {
+		s.vec = newVectors(opts.Model)
+	}
 	if opts.Registerer != nil {
 		if err := s.metrics.register(opts.Registerer); err != nil {
 			return nil, fmt.Errorf("discoveryd metrics: %w", err)
@@ -143,11 +149,14 @@ func (s *Server) Register(g *grpc.Server) {
 }
 
 // Close stops every upstream server and waits until their processes are
-// gone, and for the catalogue's writes.
+// gone, and for the model's background work and the catalogue's writes.
 func (s *Server) Close() error {
 	s.stop()
 	s.bg.Wait()
 	err := s.mgr.Close()
+	if s.vec != nil {
+		s.vec.close()
+	}
 	s.catalogWrites.Wait()
 	return err
 }

@@ -290,6 +290,249 @@ func (*PutCatalogResponse) Descriptor() ([]byte, []int) {
 	return file_codeexec_catalog_v1_catalog_proto_rawDescGZIP(), []int{4}
 }
 
+// Embeddings are the search model's vectors of a run of tools' texts,
+// kept under a hash of the model and the texts, so that a restart, or
+// another discoveryd, need not run the model on them again.
+type Embeddings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key is the SHA-256 of the model's identity and the texts: 64
+	// lowercase hex digits.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// dims is the length of each vector: 1 to 4,096.
+	Dims int32 `protobuf:"varint,2,opt,name=dims,proto3" json:"dims,omitempty"`
+	// vectors are the texts' vectors in order, each dims little-endian
+	// IEEE 754 float32s: at most 4 MiB.
+	Vectors       []byte `protobuf:"bytes,3,opt,name=vectors,proto3" json:"vectors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Embeddings) Reset() {
+	*x = Embeddings{}
+	mi := &file_codeexec_catalog_v1_catalog_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Embeddings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Embeddings) ProtoMessage() {}
+
+func (x *Embeddings) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_catalog_v1_catalog_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Embeddings.ProtoReflect.Descriptor instead.
+func (*Embeddings) Descriptor() ([]byte, []int) {
+	return file_codeexec_catalog_v1_catalog_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Embeddings) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Embeddings) GetDims() int32 {
+	if x != nil {
+		return x.Dims
+	}
+	return 0
+}
+
+func (x *Embeddings) GetVectors() []byte {
+	if x != nil {
+		return x.Vectors
+	}
+	return nil
+}
+
+// GetEmbeddingsRequest names the vectors wanted.
+type GetEmbeddingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// keys are at most 100 keys.
+	Keys          []string `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEmbeddingsRequest) Reset() {
+	*x = GetEmbeddingsRequest{}
+	mi := &file_codeexec_catalog_v1_catalog_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEmbeddingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEmbeddingsRequest) ProtoMessage() {}
+
+func (x *GetEmbeddingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_catalog_v1_catalog_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEmbeddingsRequest.ProtoReflect.Descriptor instead.
+func (*GetEmbeddingsRequest) Descriptor() ([]byte, []int) {
+	return file_codeexec_catalog_v1_catalog_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetEmbeddingsRequest) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// GetEmbeddingsResponse holds the vectors found.
+type GetEmbeddingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// embeddings are the entries found.
+	Embeddings    []*Embeddings `protobuf:"bytes,1,rep,name=embeddings,proto3" json:"embeddings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEmbeddingsResponse) Reset() {
+	*x = GetEmbeddingsResponse{}
+	mi := &file_codeexec_catalog_v1_catalog_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEmbeddingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEmbeddingsResponse) ProtoMessage() {}
+
+func (x *GetEmbeddingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_catalog_v1_catalog_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEmbeddingsResponse.ProtoReflect.Descriptor instead.
+func (*GetEmbeddingsResponse) Descriptor() ([]byte, []int) {
+	return file_codeexec_catalog_v1_catalog_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GetEmbeddingsResponse) GetEmbeddings() []*Embeddings {
+	if x != nil {
+		return x.Embeddings
+	}
+	return nil
+}
+
+// PutEmbeddingsRequest stores one entry.
+type PutEmbeddingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// embeddings is the entry.
+	Embeddings    *Embeddings `protobuf:"bytes,1,opt,name=embeddings,proto3" json:"embeddings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutEmbeddingsRequest) Reset() {
+	*x = PutEmbeddingsRequest{}
+	mi := &file_codeexec_catalog_v1_catalog_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutEmbeddingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutEmbeddingsRequest) ProtoMessage() {}
+
+func (x *PutEmbeddingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_catalog_v1_catalog_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutEmbeddingsRequest.ProtoReflect.Descriptor instead.
+func (*PutEmbeddingsRequest) Descriptor() ([]byte, []int) {
+	return file_codeexec_catalog_v1_catalog_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PutEmbeddingsRequest) GetEmbeddings() *Embeddings {
+	if x != nil {
+		return x.Embeddings
+	}
+	return nil
+}
+
+// PutEmbeddingsResponse is empty.
+type PutEmbeddingsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutEmbeddingsResponse) Reset() {
+	*x = PutEmbeddingsResponse{}
+	mi := &file_codeexec_catalog_v1_catalog_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutEmbeddingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutEmbeddingsResponse) ProtoMessage() {}
+
+func (x *PutEmbeddingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_catalog_v1_catalog_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutEmbeddingsResponse.ProtoReflect.Descriptor instead.
+func (*PutEmbeddingsResponse) Descriptor() ([]byte, []int) {
+	return file_codeexec_catalog_v1_catalog_proto_rawDescGZIP(), []int{9}
+}
+
 var File_codeexec_catalog_v1_catalog_proto protoreflect.FileDescriptor
 
 const file_codeexec_catalog_v1_catalog_proto_rawDesc = "" +
@@ -311,11 +554,29 @@ const file_codeexec_catalog_v1_catalog_proto_rawDesc = "" +
 	"\bcatalogs\x18\x01 \x03(\v2\x1c.codeexec.catalog.v1.CatalogR\bcatalogs\"K\n" +
 	"\x11PutCatalogRequest\x126\n" +
 	"\acatalog\x18\x01 \x01(\v2\x1c.codeexec.catalog.v1.CatalogR\acatalog\"\x14\n" +
-	"\x12PutCatalogResponse2\xd1\x01\n" +
+	"\x12PutCatalogResponse\"L\n" +
+	"\n" +
+	"Embeddings\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04dims\x18\x02 \x01(\x05R\x04dims\x12\x18\n" +
+	"\avectors\x18\x03 \x01(\fR\avectors\"*\n" +
+	"\x14GetEmbeddingsRequest\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"X\n" +
+	"\x15GetEmbeddingsResponse\x12?\n" +
+	"\n" +
+	"embeddings\x18\x01 \x03(\v2\x1f.codeexec.catalog.v1.EmbeddingsR\n" +
+	"embeddings\"W\n" +
+	"\x14PutEmbeddingsRequest\x12?\n" +
+	"\n" +
+	"embeddings\x18\x01 \x01(\v2\x1f.codeexec.catalog.v1.EmbeddingsR\n" +
+	"embeddings\"\x17\n" +
+	"\x15PutEmbeddingsResponse2\xa1\x03\n" +
 	"\x0eCatalogService\x12`\n" +
 	"\vGetCatalogs\x12'.codeexec.catalog.v1.GetCatalogsRequest\x1a(.codeexec.catalog.v1.GetCatalogsResponse\x12]\n" +
 	"\n" +
-	"PutCatalog\x12&.codeexec.catalog.v1.PutCatalogRequest\x1a'.codeexec.catalog.v1.PutCatalogResponseB\xdb\x01\n" +
+	"PutCatalog\x12&.codeexec.catalog.v1.PutCatalogRequest\x1a'.codeexec.catalog.v1.PutCatalogResponse\x12f\n" +
+	"\rGetEmbeddings\x12).codeexec.catalog.v1.GetEmbeddingsRequest\x1a*.codeexec.catalog.v1.GetEmbeddingsResponse\x12f\n" +
+	"\rPutEmbeddings\x12).codeexec.catalog.v1.PutEmbeddingsRequest\x1a*.codeexec.catalog.v1.PutEmbeddingsResponseB\xdb\x01\n" +
 	"\x17com.codeexec.catalog.v1B\fCatalogProtoP\x01ZDgithub.com/codeexec/codeexec/proto/gen/codeexec/catalog/v1;catalogv1\xa2\x02\x03CCX\xaa\x02\x13Codeexec.Catalog.V1\xca\x02\x13Codeexec\\Catalog\\V1\xe2\x02\x1fCodeexec\\Catalog\\V1\\GPBMetadata\xea\x02\x15Codeexec::Catalog::V1b\x06proto3"
 
 var (
@@ -330,28 +591,39 @@ func file_codeexec_catalog_v1_catalog_proto_rawDescGZIP() []byte {
 	return file_codeexec_catalog_v1_catalog_proto_rawDescData
 }
 
-var file_codeexec_catalog_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_codeexec_catalog_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_codeexec_catalog_v1_catalog_proto_goTypes = []any{
 	(*Catalog)(nil),               // 0: codeexec.catalog.v1.Catalog
 	(*GetCatalogsRequest)(nil),    // 1: codeexec.catalog.v1.GetCatalogsRequest
 	(*GetCatalogsResponse)(nil),   // 2: codeexec.catalog.v1.GetCatalogsResponse
 	(*PutCatalogRequest)(nil),     // 3: codeexec.catalog.v1.PutCatalogRequest
 	(*PutCatalogResponse)(nil),    // 4: codeexec.catalog.v1.PutCatalogResponse
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*Embeddings)(nil),            // 5: codeexec.catalog.v1.Embeddings
+	(*GetEmbeddingsRequest)(nil),  // 6: codeexec.catalog.v1.GetEmbeddingsRequest
+	(*GetEmbeddingsResponse)(nil), // 7: codeexec.catalog.v1.GetEmbeddingsResponse
+	(*PutEmbeddingsRequest)(nil),  // 8: codeexec.catalog.v1.PutEmbeddingsRequest
+	(*PutEmbeddingsResponse)(nil), // 9: codeexec.catalog.v1.PutEmbeddingsResponse
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_codeexec_catalog_v1_catalog_proto_depIdxs = []int32{
-	5, // 0: codeexec.catalog.v1.Catalog.listed_at:type_name -> google.protobuf.Timestamp
-	0, // 1: codeexec.catalog.v1.GetCatalogsResponse.catalogs:type_name -> codeexec.catalog.v1.Catalog
-	0, // 2: codeexec.catalog.v1.PutCatalogRequest.catalog:type_name -> codeexec.catalog.v1.Catalog
-	1, // 3: codeexec.catalog.v1.CatalogService.GetCatalogs:input_type -> codeexec.catalog.v1.GetCatalogsRequest
-	3, // 4: codeexec.catalog.v1.CatalogService.PutCatalog:input_type -> codeexec.catalog.v1.PutCatalogRequest
-	2, // 5: codeexec.catalog.v1.CatalogService.GetCatalogs:output_type -> codeexec.catalog.v1.GetCatalogsResponse
-	4, // 6: codeexec.catalog.v1.CatalogService.PutCatalog:output_type -> codeexec.catalog.v1.PutCatalogResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	10, // 0: codeexec.catalog.v1.Catalog.listed_at:type_name -> google.protobuf.Timestamp
+	0,  // 1: codeexec.catalog.v1.GetCatalogsResponse.catalogs:type_name -> codeexec.catalog.v1.Catalog
+	0,  // 2: codeexec.catalog.v1.PutCatalogRequest.catalog:type_name -> codeexec.catalog.v1.Catalog
+	5,  // 3: codeexec.catalog.v1.GetEmbeddingsResponse.embeddings:type_name -> codeexec.catalog.v1.Embeddings
+	5,  // 4: codeexec.catalog.v1.PutEmbeddingsRequest.embeddings:type_name -> codeexec.catalog.v1.Embeddings
+	1,  // 5: codeexec.catalog.v1.CatalogService.GetCatalogs:input_type -> codeexec.catalog.v1.GetCatalogsRequest
+	3,  // 6: codeexec.catalog.v1.CatalogService.PutCatalog:input_type -> codeexec.catalog.v1.PutCatalogRequest
+	6,  // 7: codeexec.catalog.v1.CatalogService.GetEmbeddings:input_type -> codeexec.catalog.v1.GetEmbeddingsRequest
+	8,  // 8: codeexec.catalog.v1.CatalogService.PutEmbeddings:input_type -> codeexec.catalog.v1.PutEmbeddingsRequest
+	2,  // 9: codeexec.catalog.v1.CatalogService.GetCatalogs:output_type -> codeexec.catalog.v1.GetCatalogsResponse
+	4,  // 10: codeexec.catalog.v1.CatalogService.PutCatalog:output_type -> codeexec.catalog.v1.PutCatalogResponse
+	7,  // 11: codeexec.catalog.v1.CatalogService.GetEmbeddings:output_type -> codeexec.catalog.v1.GetEmbeddingsResponse
+	9,  // 12: codeexec.catalog.v1.CatalogService.PutEmbeddings:output_type -> codeexec.catalog.v1.PutEmbeddingsResponse
+	9,  // [9:13] is the sub-list for method output_type
+	5,  // [5:9] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_catalog_v1_catalog_proto_init() }
@@ -366,7 +638,7 @@ func file_codeexec_catalog_v1_catalog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_catalog_v1_catalog_proto_rawDesc), len(file_codeexec_catalog_v1_catalog_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,8 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CatalogService_GetCatalogs_FullMethodName = "/codeexec.catalog.v1.CatalogService/GetCatalogs"
-	CatalogService_PutCatalog_FullMethodName  = "/codeexec.catalog.v1.CatalogService/PutCatalog"
+	CatalogService_GetCatalogs_FullMethodName   = "/codeexec.catalog.v1.CatalogService/GetCatalogs"
+	CatalogService_PutCatalog_FullMethodName    = "/codeexec.catalog.v1.CatalogService/PutCatalog"
+	CatalogService_GetEmbeddings_FullMethodName = "/codeexec.catalog.v1.CatalogService/GetEmbeddings"
+	CatalogService_PutEmbeddings_FullMethodName = "/codeexec.catalog.v1.CatalogService/PutEmbeddings"
 )
 
 // CatalogServiceClient is the client API for CatalogService service.
@@ -43,6 +45,11 @@ type CatalogServiceClient interface {
 	GetCatalogs(ctx context.Context, in *GetCatalogsRequest, opts ...grpc.CallOption) (*GetCatalogsResponse, error)
 	// PutCatalog stores an entry, replacing the one under its key.
 	PutCatalog(ctx context.Context, in *PutCatalogRequest, opts ...grpc.CallOption) (*PutCatalogResponse, error)
+	// GetEmbeddings returns the vectors stored under the keys asked for, in
+	// the order asked; a key with none is left out.
+	GetEmbeddings(ctx context.Context, in *GetEmbeddingsRequest, opts ...grpc.CallOption) (*GetEmbeddingsResponse, error)
+	// PutEmbeddings stores vectors, replacing those under their key.
+	PutEmbeddings(ctx context.Context, in *PutEmbeddingsRequest, opts ...grpc.CallOption) (*PutEmbeddingsResponse, error)
 }
 
 type catalogServiceClient struct {
@@ -73,6 +80,26 @@ func (c *catalogServiceClient) PutCatalog(ctx context.Context, in *PutCatalogReq
 	return out, nil
 }
 
+func (c *catalogServiceClient) GetEmbeddings(ctx context.Context, in *GetEmbeddingsRequest, opts ...grpc.CallOption) (*GetEmbeddingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetEmbeddingsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_GetEmbeddings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogServiceClient) PutEmbeddings(ctx context.Context, in *PutEmbeddingsRequest, opts ...grpc.CallOption) (*PutEmbeddingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutEmbeddingsResponse)
+	err := c.cc.Invoke(ctx, CatalogService_PutEmbeddings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CatalogServiceServer is the server API for CatalogService service.
 // All implementations must embed UnimplementedCatalogServiceServer
 // for forward compatibility.
@@ -93,6 +120,11 @@ type CatalogServiceServer interface {
 	GetCatalogs(context.Context, *GetCatalogsRequest) (*GetCatalogsResponse, error)
 	// PutCatalog stores an entry, replacing the one under its key.
 	PutCatalog(context.Context, *PutCatalogRequest) (*PutCatalogResponse, error)
+	// GetEmbeddings returns the vectors stored under the keys asked for, in
+	// the order asked; a key with none is left out.
+	GetEmbeddings(context.Context, *GetEmbeddingsRequest) (*GetEmbeddingsResponse, error)
+	// PutEmbeddings stores vectors, replacing those under their key.
+	PutEmbeddings(context.Context, *PutEmbeddingsRequest) (*PutEmbeddingsResponse, error)
 	mustEmbedUnimplementedCatalogServiceServer()
 }
 
@@ -108,6 +140,12 @@ func (UnimplementedCatalogServiceServer) GetCatalogs(context.Context, *GetCatalo
 }
 func (UnimplementedCatalogServiceServer) PutCatalog(context.Context, *PutCatalogRequest) (*PutCatalogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PutCatalog not implemented")
+}
+func (UnimplementedCatalogServiceServer) GetEmbeddings(context.Context, *GetEmbeddingsRequest) (*GetEmbeddingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetEmbeddings not implemented")
+}
+func (UnimplementedCatalogServiceServer) PutEmbeddings(context.Context, *PutEmbeddingsRequest) (*PutEmbeddingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutEmbeddings not implemented")
 }
 func (UnimplementedCatalogServiceServer) mustEmbedUnimplementedCatalogServiceServer() {}
 func (UnimplementedCatalogServiceServer) testEmbeddedByValue()                        {}
@@ -166,6 +204,42 @@ func _CatalogService_PutCatalog_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CatalogService_GetEmbeddings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetEmbeddingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).GetEmbeddings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_GetEmbeddings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).GetEmbeddings(ctx, req.(*GetEmbeddingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CatalogService_PutEmbeddings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutEmbeddingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServiceServer).PutEmbeddings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CatalogService_PutEmbeddings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServiceServer).PutEmbeddings(ctx, req.(*PutEmbeddingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CatalogService_ServiceDesc is the grpc.ServiceDesc for CatalogService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -180,6 +254,14 @@ var CatalogService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PutCatalog",
 			Handler:    _CatalogService_PutCatalog_Handler,
+		},
+		{
+			MethodName: "GetEmbeddings",
+			Handler:    _CatalogService_GetEmbeddings_Handler,
+		},
+		{
+			MethodName: "PutEmbeddings",
+			Handler:    _CatalogService_PutEmbeddings_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
