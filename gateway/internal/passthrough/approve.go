@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -22,18 +24,53 @@ const inputKey = "approve"
 // form change.
 const statePrefix = "ct1."
 
-// stateHash binds a question to its call: the tenant, the names as the
-// call gave them and the arguments. A call is stateless (no sandbox, no
-// record), so the state needs no secret: it is checked against the retry
-// itself, and an answer to another call's question, or a state altered
-// on the way, does not match.
-func stateHash(tenant, server, tool string, args []byte) string {
+// stateTTL is how long a question may wait for its answer: a state is
+// not an approval to keep and replay later.
+const stateTTL = time.Hour
+
+// callState is what call_tool's requestState carries, sealed for the
+// caller's tenant (reqstate): the hash of the call it asks about, and
+// when it lapses. A call is stateless (no sandbox, no record), so the
+// retry is checked against itself: an answer to another call's question
+// (other names or arguments), another tenant's, or a state made up or
+// altered on the way, does not match.
+type callState struct {
+	Hash    string `json:"h"`
+	Expires int64  `json:"e"`
+}
+
+// stateHash names a call: the names as the call gave them and the
+// arguments.
+func stateHash(server, tool string, args []byte) string {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(tenant), []byte(server), []byte(tool), args} {
+	for _, part := range [][]byte{[]byte(server), []byte(tool), args} {
 		h.Write(part)
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// seal is the requestState of a question about the call hash.
+func (p *Tools) seal(tenant, hash string) string {
+	body, _ := json.Marshal(callState{Hash: hash, Expires: time.Now().Add(stateTTL).Unix()}) // a string and a number
+	return p.opts.States.Seal(statePrefix, tenant, body)
+}
+
+// checkState reports whether state is one this gateway gave tenant for
+// the call hash, and has not lapsed.
+func (p *Tools) checkState(tenant, hash, state string) error {
+	var st callState
+	body, err := p.opts.States.Open(statePrefix, tenant, state)
+	if err == nil && (json.Unmarshal(body, &st) != nil || st.Hash != hash) {
+		err = errors.New("it answers a call to another tool or with other arguments")
+	}
+	if err == nil && time.Now().Unix() > st.Expires {
+		err = fmt.Errorf("it lapsed %s after the question", stateTTL)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: requestState does not belong to this call_tool call: %w; call again without inputResponses and requestState to be asked anew", ErrInvalidInput, err)
+	}
+	return nil
 }
 
 // ErrInvalidInput marks a retry whose requestState or inputResponses do
@@ -48,9 +85,8 @@ var ErrInvalidInput = mcpfix.ErrInvalidParams
 // the retry itself). It returns nil once the user accepted, else the
 // result to send instead of the call: the question, a refusal (the
 // client cannot be asked), or the user's no.
-func (p *Tools) approve(ctx context.Context, req mcp.CallToolRequest, q approvals.Question, hash string) (*mcp.CallToolResult, error) {
-	state := statePrefix + hash
-	ask := server.NewInputRequestBuilder(state).Elicit(inputKey, q.Params()).ToolResult()
+func (p *Tools) approve(ctx context.Context, req mcp.CallToolRequest, q approvals.Question, tenant, hash string) (*mcp.CallToolResult, error) {
+	ask := server.NewInputRequestBuilder(p.seal(tenant, hash)).Elicit(inputKey, q.Params()).ToolResult()
 	rt := req.Params.MultiRoundTripParams
 	if rt.RequestState == "" && len(rt.InputResponses) == 0 {
 		if !approvals.CanElicit(ctx) {
@@ -58,8 +94,8 @@ func (p *Tools) approve(ctx context.Context, req mcp.CallToolRequest, q approval
 		}
 		return ask, nil
 	}
-	if rt.RequestState != state {
-		return nil, fmt.Errorf("%w: requestState does not belong to this call_tool call (it was altered, or answers a call to another tool or with other arguments); call again without inputResponses and requestState to be asked anew", ErrInvalidInput)
+	if err := p.checkState(tenant, hash, rt.RequestState); err != nil {
+		return nil, err
 	}
 	resp, ok := rt.InputResponses[inputKey]
 	if !ok {

@@ -52,7 +52,7 @@ func (p *Tools) Call(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToo
 	resp, err := p.opts.Discovery.CallTool(ctx, creq)
 	if need := approvals.Required(err); need != nil {
 		q := approvals.Question{Server: need.GetServer(), Tool: need.GetTool(), Reason: need.GetReason(), Arguments: argview.Render(raw)}
-		answer, err := p.approve(ctx, req, q, stateHash(tenant, server, tool, raw))
+		answer, err := p.approve(ctx, req, q, tenant, stateHash(server, tool, raw))
 		if answer != nil || err != nil {
 			return answer, err
 		}

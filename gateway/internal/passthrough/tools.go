@@ -13,6 +13,7 @@ import (
 
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
+	"github.com/codeexec/codeexec/gateway/internal/reqstate"
 	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 )
 
@@ -48,6 +49,8 @@ type Options struct {
 	Calls *drain.Tracker
 	// Logger logs calls that fail for the gateway's own reasons.
 	Logger *slog.Logger
+	// States seals the requestState of call_tool's questions.
+	States *reqstate.Sealer
 }
 
 // Tools serves the surface.

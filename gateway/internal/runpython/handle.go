@@ -80,7 +80,7 @@ func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 	if len(out.Questions) > 0 {
 		// The run waits for the answers; the client's retry brings them.
 		c.logger.InfoContext(ctx, "run_python asks the client", logkeys.RequestID, c.reqID, "questions", len(out.Questions))
-		return questionsResult(out), nil
+		return t.questionsResult(c.tenant, out), nil
 	}
 	if task && running(out) {
 		t.render(ctx, c, p, out)

@@ -2,11 +2,9 @@ package runpython
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -25,9 +23,10 @@ import (
 // its sandbox, and the client's retry carries the answers and the
 // requestState, which names the session, the run and the questions, so
 // that the retry, through any gateway, delivers them (AnswerApproval) and
-// follows the run on. sandboxd checks each answer against the questions
-// that wait in the session: one that does not wait (altered, answered, or
-// another session's) is refused.
+// follows the run on. The state is sealed for the caller's tenant
+// (reqstate), and sandboxd checks each answer against the questions that
+// wait in the session, whose ids are random: one that does not wait
+// (answered, or another session's) is refused.
 
 // statePrefix starts run_python's requestState; its version, should the
 // form change.
@@ -43,31 +42,28 @@ type runState struct {
 	Questions []string `json:"q"`
 }
 
-func (s runState) encode() string {
-	raw, _ := json.Marshal(s) // strings and a number always encode
-	return statePrefix + base64.RawURLEncoding.EncodeToString(raw)
+// seal is st as the requestState of tenant's call.
+func (t *Tool) seal(tenant string, st runState) string {
+	raw, _ := json.Marshal(st) // strings and a number always encode
+	return t.opts.States.Seal(statePrefix, tenant, raw)
 }
 
-// errBadState refuses a requestState this gateway did not write.
-var errBadState = fmt.Errorf("%w: requestState is not one that run_python gave (it was altered, or belongs to another tool); call run_python again without inputResponses and requestState", mcpfix.ErrInvalidParams)
-
-func decodeState(s string) (runState, error) {
+// open reads the requestState of tenant's retry, or refuses it.
+func (t *Tool) open(tenant, state string) (runState, error) {
 	var st runState
-	body, ok := strings.CutPrefix(s, statePrefix)
-	if !ok {
-		return st, errBadState
+	raw, err := t.opts.States.Open(statePrefix, tenant, state)
+	if err == nil && (json.Unmarshal(raw, &st) != nil || st.Session == "" || len(st.Questions) == 0) {
+		err = errors.New("it does not name a run's questions")
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(body)
-	if err != nil || json.Unmarshal(raw, &st) != nil || st.Session == "" || len(st.Questions) == 0 {
-		return runState{}, errBadState
+	if err != nil {
+		return runState{}, fmt.Errorf("%w: requestState is not one that run_python gave this caller: %w; call run_python again without inputResponses and requestState", mcpfix.ErrInvalidParams, err)
 	}
 	return st, nil
 }
 
-// inputRequired is the result that asks the client qs, for the run st
-// names.
-func inputRequired(st runState, qs []*sandboxv1.ApprovalRequest) *mcp.CallToolResult {
-	b := server.NewInputRequestBuilder(st.encode())
+// inputRequired is the result that asks the client qs, with state.
+func inputRequired(state string, qs []*sandboxv1.ApprovalRequest) *mcp.CallToolResult {
+	b := server.NewInputRequestBuilder(state)
 	for _, q := range qs {
 		b.Elicit(q.GetId(), approvals.FromRequest(q).Params())
 	}
@@ -136,7 +132,7 @@ func isRetry(ctx context.Context, req mcp.CallToolRequest) bool {
 // (callErr), a tool result.
 func (t *Tool) resume(ctx context.Context, tenant string, req mcp.CallToolRequest, p params.RunPython) (_ context.Context, _ params.RunPython, callErr, err error) {
 	rt := req.Params.MultiRoundTripParams
-	st, err := decodeState(rt.RequestState)
+	st, err := t.open(tenant, rt.RequestState)
 	if err != nil {
 		return ctx, p, nil, err
 	}
@@ -166,12 +162,12 @@ func (t *Tool) resume(ctx context.Context, tenant string, req mcp.CallToolReques
 	return context.WithValue(ctx, retryKey{}, retry{run: st.Run, answered: answered}), p, nil, nil
 }
 
-// questionsResult is the input_required result of a call that stopped at
-// its run's questions.
-func questionsResult(out result.Outcome) *mcp.CallToolResult {
+// questionsResult is the input_required result of tenant's call that
+// stopped at its run's questions.
+func (t *Tool) questionsResult(tenant string, out result.Outcome) *mcp.CallToolResult {
 	st := runState{Session: out.Session, Run: out.Questions[0].GetRunId()}
 	for _, q := range out.Questions {
 		st.Questions = append(st.Questions, q.GetId())
 	}
-	return inputRequired(st, out.Questions)
+	return inputRequired(t.seal(tenant, st), out.Questions)
 }

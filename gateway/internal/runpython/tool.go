@@ -20,6 +20,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
+	"github.com/codeexec/codeexec/gateway/internal/reqstate"
 	"github.com/codeexec/codeexec/gateway/internal/result"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
@@ -79,6 +80,8 @@ type Options struct {
 	// MaxToolCalls is the most tool calls one run of a tenant may make;
 	// 0 is no limit.
 	MaxToolCalls func(tenant string) int
+	// States seals the requestState of input_required results.
+	States *reqstate.Sealer
 }
 
 // Tool is the run_python tool.
