@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ type gatewayUnit struct {
 	sandbox, balance, discovery string
 	// tenantCalls are the --tenant-max-tool-calls values, TENANT=N.
 	tenantCalls []string
+	// stateKey is --request-state-key-file; stateDir, in serve, is where
+	// the key is kept when it is not given.
+	stateKey, stateDir string
 	// addr is where MCP is served over HTTP; "" serves stdio. lis is
 	// addr bound, by listen.
 	addr string
@@ -38,6 +42,7 @@ type gatewayUnit struct {
 func (u *gatewayUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 	bindGateway(fs, &u.cfg)
 	fs.Strings(&u.tenantCalls, "tenant-max-tool-calls", "TENANT=N: the most tool calls one run_python call of that tenant makes, instead of --max-tool-calls", "CODEEXEC_TENANT_MAX_TOOL_CALLS")
+	fs.Path(&u.stateKey, "request-state-key-file", "file of the secret that signs the requestState of input_required results (2026-07-28 approvals); gateways that take each other's retries need the same; empty: in serve, "+stateKeyName+" in the state dir, made at first start; alone, a random key per process", "CODEEXEC_REQUEST_STATE_KEY_FILE")
 	bindHTTP(fs, &u.hs, &u.cfg)
 	if !alone {
 		return // in serve, sandboxd's settings give the output cap and the idle timeout
@@ -126,6 +131,9 @@ func (u *gatewayUnit) start(ctx context.Context, p *process.Process) error {
 	if disc != nil {
 		u.cfg.Discovery = discoveryv1.NewDiscoveryServiceClient(disc)
 	}
+	if err := u.loadStateKey(); err != nil {
+		return err
+	}
 	u.cfg.Registerer = p.Registry
 	u.cfg.DialReplica = localsock.DialReplica(p.Creds.DialOptions())
 	g, err := gateway.New(u.cfg, sandbox, p.ServiceLogger("gateway"))
@@ -140,6 +148,18 @@ func (u *gatewayUnit) start(ctx context.Context, p *process.Process) error {
 	})
 	u.g = g
 	return nil
+}
+
+// loadStateKey reads --request-state-key-file or, in serve, the state
+// dir's key, made if missing.
+func (u *gatewayUnit) loadStateKey() (err error) {
+	switch {
+	case u.stateKey != "":
+		u.cfg.StateKey, err = readStateKey(u.stateKey, false)
+	case u.stateDir != "":
+		u.cfg.StateKey, err = readStateKey(filepath.Join(u.stateDir, stateKeyName), true)
+	}
+	return err
 }
 
 func (u *gatewayUnit) serve(ctx context.Context, p *process.Process, e cli.Env) error {
