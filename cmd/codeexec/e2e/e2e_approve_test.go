@@ -135,3 +135,30 @@ func TestE2EMaxToolCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EApproveSDKv2Modern: the SDK v2 client pinned to 2026-07-28 over
+// HTTP gets a run's question as an input_required result; its driver asks
+// the user and retries, and the retry, carrying the answer, follows the
+// run on: accept runs the call, decline and cancel raise
+// ApprovalDeclinedError in the code, which catches it.
+func TestE2EApproveSDKv2Modern(t *testing.T) {
+	t.Parallel()
+	base := harness.StartHTTP(t, map[string]string{"MCP_SERVERS_CONFIG": memoryConfig(t), "CODEEXEC_APPROVE": "destructive"})
+	r := harness.SDKClient(t, map[string]any{"transport": "http", "url": base + "/mcp", "negotiation": map[string]any{"pin": "2026-07-28"},
+		"elicit": []string{"accept", "decline", "cancel"}, "calls": runCalls(createCode("a"), createCode("b"), createCode("c"), graphCode)})
+	if r.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", r.ProtocolVersion)
+	}
+	want := []string{"created a",
+		"declined memory create_entities True | the user declined the call of tool 'create_entities' of server 'memory'; it was not made",
+		"declined memory create_entities True | the user dismissed the question whether to allow tool 'create_entities' of server 'memory'; the call was not made",
+		"graph ['a']"}
+	for i, w := range want {
+		if _, stdout, stderr := structuredOf(t, r.Results[i]); !strings.Contains(stdout, w) {
+			t.Errorf("call %d printed %q (stderr %q), want %q", i+1, stdout, stderr, w)
+		}
+	}
+	if len(r.Elicitations) != 3 || !strings.Contains(r.Elicitations[0]["message"].(string), "Tool: create_entities") {
+		t.Errorf("questions %v, want three about create_entities", r.Elicitations)
+	}
+}

@@ -21,6 +21,12 @@ type modernAnswer struct {
 // params (inputResponses, requestState).
 func modernToolCall(t *testing.T, url, name string, args, caps, extra map[string]any) modernAnswer {
 	t.Helper()
+	return modernToolCallAs(t, url, "", name, args, caps, extra)
+}
+
+// modernToolCallAs is modernToolCall with a bearer token, when not "".
+func modernToolCallAs(t *testing.T, url, token, name string, args, caps, extra map[string]any) modernAnswer {
+	t.Helper()
 	params := map[string]any{"name": name, "arguments": args, "_meta": map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 		"io.modelcontextprotocol/clientCapabilities": caps,
@@ -33,7 +39,11 @@ func modernToolCall(t *testing.T, url, name string, args, caps, extra map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, text := rawRequest(t, http.MethodPost, url, string(body), map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name})
+	header := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name}
+	if token != "" {
+		header["Authorization"] = "Bearer " + token
+	}
+	resp, text := rawRequest(t, http.MethodPost, url, string(body), header)
 	var m struct {
 		Result map[string]any `json:"result"`
 		Error  *struct {
@@ -51,7 +61,7 @@ func modernToolCall(t *testing.T, url, name string, args, caps, extra map[string
 	return a
 }
 
-// TestE2EInputRequiredRules holds call_tool's question to the rules of
+// TestE2EApproveInputRequiredRules holds call_tool's question to the rules of
 // the conformance suite's input-required-result-* scenarios (which call
 // fixture tools codeexec does not have): the first call gets
 // resultType input_required with one elicitation/create input request
@@ -59,7 +69,7 @@ func modernToolCall(t *testing.T, url, name string, args, caps, extra map[string
 // completes; an altered state is a JSON-RPC error; a missing answer is
 // asked again; a malformed one is an error; unknown extra answers are
 // ignored; and a client that declared no elicitation is not asked.
-func TestE2EInputRequiredRules(t *testing.T) {
+func TestE2EApproveInputRequiredRules(t *testing.T) {
 	t.Parallel()
 	base := harness.StartHTTP(t, map[string]string{"MCP_SERVERS_CONFIG": memoryConfig(t), "CODEEXEC_APPROVE": "memory.create_*", "CODEEXEC_TOOLS": "passthrough"})
 	url := base + "/mcp"
@@ -99,11 +109,15 @@ func TestE2EInputRequiredRules(t *testing.T) {
 		{"missing answer", map[string]any{"inputResponses": map[string]any{"wrong_key": accept}, "requestState": state},
 			func(a modernAnswer) bool { return a.Result["resultType"] == "input_required" }},
 		{"a number as the answer", map[string]any{"inputResponses": map[string]any{key: 42}, "requestState": state},
-			func(a modernAnswer) bool { return a.Code == -32602 && strings.Contains(a.Error, "not an elicitation result") }},
+			func(a modernAnswer) bool {
+				return a.Code == -32602 && strings.Contains(a.Error, "not an elicitation result")
+			}},
 		{"an unknown action", map[string]any{"inputResponses": map[string]any{key: map[string]any{"action": "maybe"}}, "requestState": state},
 			func(a modernAnswer) bool { return a.Code == -32602 && strings.Contains(a.Error, `the action "maybe"`) }},
 		{"accept with extra answers", map[string]any{"inputResponses": map[string]any{key: accept, "extra": accept}, "requestState": state},
-			func(a modernAnswer) bool { return a.Error == "" && a.Result["resultType"] != "input_required" && a.Result["isError"] != true }},
+			func(a modernAnswer) bool {
+				return a.Error == "" && a.Result["resultType"] != "input_required" && a.Result["isError"] != true
+			}},
 	}
 	for _, c := range checks {
 		if a := call("a", c.extra, elicit); !c.want(a) {

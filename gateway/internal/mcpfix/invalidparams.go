@@ -9,7 +9,7 @@
 // on their way in, and give such an answer to one of them -32602 on its
 // way out. Every other answer passes as mcp-go wrote it.
 //
-// Delete when: TestE2EInputRequiredRules sees -32602 without them, i.e.
+// Delete when: TestE2EApproveInputRequiredRules sees -32602 without them, i.e.
 // mcp-go lets a handler choose its error's code.
 
 package mcpfix
