@@ -52,6 +52,13 @@ func (s *Session) waiting() []Question {
 	return out
 }
 
+// has reports whether the question id waits for its answer.
+func (qs *questions) has(id string) bool {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	return qs.waiting[id] != nil
+}
+
 // take removes the question id from those waiting, and returns its
 // waiter; nil when it does not wait.
 func (qs *questions) take(id string) *waiter {

@@ -87,7 +87,7 @@ func (m *Manager) launch(ctx context.Context, s *Session, r *run, yield time.Dur
 		}
 		s.release()
 	}()
-	res, err := f.follow(ctx, send, max(yield, 0), followOpts{})
+	res, err := f.follow(ctx, send, max(yield, 0), followOpts{waits: s.questions.has})
 	return s.yielded(ctx, f, res, err)
 }
 
@@ -138,7 +138,7 @@ func (m *Manager) attach(ctx context.Context, s *Session, req Request, send Send
 			}
 		}
 	}
-	res, err := f.follow(ctx, send, req.YieldAfter, followOpts{replay: req.Replay, quiet: req.Quiet})
+	res, err := f.follow(ctx, send, req.YieldAfter, followOpts{replay: req.Replay, quiet: req.Quiet, waits: s.questions.has})
 	return s.yielded(ctx, f, res, err)
 }
 
