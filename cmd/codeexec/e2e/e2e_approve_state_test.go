@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
 )
@@ -72,5 +73,92 @@ func TestE2EApproveStateIsBound(t *testing.T) {
 	}
 	if mine := modernToolCallAs(t, both, "alice-token", "call_tool", args, elicit, map[string]any{"inputResponses": answer, "requestState": cstate}); mine.Error != "" || mine.Result["isError"] == true {
 		t.Errorf("alice's call_tool retry: %v %q, want the call made", mine.Result, mine.Error)
+	}
+}
+
+// sessionOfState is the session handle a run_python requestState names
+// (its body is signed, not hidden).
+func sessionOfState(t *testing.T, state string) string {
+	t.Helper()
+	body, _, _ := strings.Cut(strings.TrimPrefix(state, "rp1."), ".")
+	raw, err := base64.RawURLEncoding.DecodeString(body)
+	var st struct {
+		Session string `json:"s"`
+	}
+	if err != nil || json.Unmarshal(raw, &st) != nil || st.Session == "" {
+		t.Fatalf("the state %q names no session: %v", state, err)
+	}
+	return st.Session
+}
+
+// TestE2EApproveWaitIsALongRun: under 2026-07-28 the retry that accepts
+// follows the run on as any long run does, yielding at --yield and
+// continued with code=""; and a question nobody answers waits no longer
+// than the run's timeout: the run times out, the call is not made, and
+// the late answer is refused.
+func TestE2EApproveWaitIsALongRun(t *testing.T) {
+	t.Parallel()
+	base := harness.StartHTTP(t, map[string]string{"MCP_SERVERS_CONFIG": memoryConfig(t), "CODEEXEC_APPROVE": "memory.create_*", "CODEEXEC_YIELD": "2s"})
+	url := base + "/mcp"
+	elicit := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
+	slow := createCode("a")
+	slow["code"] = slow["code"].(string) + "import time\ntime.sleep(5)\nprint('after the wait')\n"
+	first := modernToolCall(t, url, "run_python", slow, elicit, nil)
+	state, _ := first.Result["requestState"].(string)
+	reqs, _ := first.Result["inputRequests"].(map[string]any)
+	var key string
+	for k := range reqs {
+		key = k
+	}
+	accept := map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{}}}
+	retry := modernToolCall(t, url, "run_python", slow, elicit, map[string]any{"inputResponses": accept, "requestState": state})
+	sc, stdout, _ := structuredOf(t, retry.Result)
+	if sc["status"] != "running" || !strings.Contains(stdout, "created a") {
+		t.Fatalf("the retry: %v, want it to yield, running, after the call was made", retry.Result)
+	}
+	wait := map[string]any{"code": "", "session": sessionOfState(t, state)}
+	var out []string
+	var a modernAnswer
+	for range 30 {
+		a = modernToolCall(t, url, "run_python", wait, elicit, nil)
+		sc, stdout, _ = structuredOf(t, a.Result)
+		out = append(out, stdout)
+		if sc["status"] != "running" {
+			break
+		}
+	}
+	// A run that ended well has no status in compact output.
+	if sc["status"] != nil || a.Result["isError"] == true || !strings.Contains(strings.Join(out, "\n"), "after the wait") {
+		t.Errorf("continuing the run: %v (output %q), want it to end with success", a.Result, out)
+	}
+
+	short := createCode("late")
+	short["timeout"] = 3
+	asked := modernToolCall(t, url, "run_python", short, elicit, nil)
+	state, _ = asked.Result["requestState"].(string)
+	wait = map[string]any{"code": "", "session": sessionOfState(t, state)}
+	var last modernAnswer
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		// While the question waits, each wait is asked it again, at once.
+		last = modernToolCall(t, url, "run_python", wait, elicit, nil)
+		if last.Result["resultType"] != "input_required" {
+			if sc, _, _ := structuredOf(t, last.Result); sc["status"] != "running" {
+				break
+			}
+		}
+	}
+	if sc, _, _ := structuredOf(t, last.Result); sc["status"] != "timeout" {
+		t.Errorf("a question nobody answered: %v, want the run timed out", last.Result)
+	}
+	for k := range asked.Result["inputRequests"].(map[string]any) {
+		key = k
+	}
+	accept = map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{}}}
+	if late := modernToolCall(t, url, "run_python", short, elicit, map[string]any{"inputResponses": accept, "requestState": state}); late.Code != -32602 {
+		t.Errorf("the answer after the timeout: %v %v %q, want -32602", late.Result, late.Code, late.Error)
+	}
+	graph := modernToolCall(t, url, "run_python", graphCode, elicit, nil)
+	if _, stdout, _ := structuredOf(t, graph.Result); !strings.Contains(stdout, "graph ['a']") {
+		t.Errorf("graph %q, want a alone", stdout)
 	}
 }
