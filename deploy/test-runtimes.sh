@@ -68,6 +68,9 @@ runtime_independent=(
   'TestE2EBackup.*' 'TestE2ECopy.*' 'TestE2EImportUpstream.*' 'TestE2EMemory(dBackupAndSharing|SurvivesARestart|RejectsBadInput)'
   'TestE2E(TwoMemorydOnOneDatabase|MoveToPostgres)'
   'TestE2E(ServeProcessesShareOneStateDir|OwnerKilledWhileOthersWrite|AnotherVersionHoldsTheStateDir|CtrlZOnOneClientLeavesTheOthersServed|SplitServicesMutualTLS)'
+  'TestE2E(FirstSearchFigures|SearchFromTheCatalogue|Discovery|ConcurrentUpdateMemoryLosesNothing|SessionQuotaCountsModernSessions|EvictionTakesFromTheTenantOverItsShare)'
+  'TestE2E(LongRunSurface|LongRunThroughTwoProcesses|LongRunModernStdio|LongRunOverHTTP|ServerLoadingEndsByTheYield|ProgressArrivesBeforeResult|TasksExtension.*)'
+  'TestE2E(TruthRunPythonArguments|TruthCLI|TruthNoticesOncePerCause|TruthUnloadedServersSayHowToLoad|StdioExitAfterACallWarnsOfNothing)'
 )
 skip="^($(IFS='|'; echo "${runtime_independent[*]}"))\$"
 all=$(go test -list '.*' ./cmd/codeexec/e2e/... | grep '^TestE2E')

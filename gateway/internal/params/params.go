@@ -142,20 +142,8 @@ func Parse(args map[string]any, lim Limits) (p RunPython, msg string, ok bool) {
 	p.Code = code
 
 	if raw, present := args["servers"]; present && raw != nil {
-		list, isList := raw.([]any)
-		if !isList {
-			if strs, isStrs := raw.([]string); isStrs {
-				list = make([]any, len(strs))
-				for i, s := range strs {
-					list[i] = s
-				}
-			} else {
-				return RunPython{}, MsgServersNotList, false
-			}
-		}
-		p.Servers = make([]string, 0, len(list))
-		for _, v := range list {
-			p.Servers = append(p.Servers, pyStr(v))
+		if p.Servers, ok = serverList(raw); !ok {
+			return RunPython{}, MsgServersNotList, false
 		}
 	}
 
@@ -170,22 +158,50 @@ func Parse(args map[string]any, lim Limits) (p RunPython, msg string, ok bool) {
 	}
 
 	if raw, present := args["session"]; present && raw != nil {
-		h, isString := raw.(string)
-		if !isString {
-			return RunPython{}, MsgSessionNotString, false
+		if p.Session, msg = sessionHandle(raw); msg != "" {
+			return RunPython{}, msg, false
 		}
-		h = strings.TrimSpace(h)
-		if len(h) > MaxSessionBytes {
-			return RunPython{}, fmt.Sprintf("'session' is %d bytes long; a session handle has at most %d", len(h), MaxSessionBytes), false
-		}
-		if i := strings.IndexFunc(h, notHandleRune); i >= 0 {
-			// Not echoed: the value is not a handle, and a client that
-			// copies the result's handle must not take it for one.
-			return RunPython{}, fmt.Sprintf("'session' holds %s at byte %d, which no session handle has; pass the handle an earlier result gave (structuredContent.session: letters, digits, '-', '_' and '.'), or leave 'session' out to start a new session", describeRune(h, i), i), false
-		}
-		p.Session = h
 	}
 	return p, "", true
+}
+
+// serverList reads the servers argument: a list, whose items are named as
+// Python's str() would name them.
+func serverList(raw any) ([]string, bool) {
+	list, isList := raw.([]any)
+	if !isList {
+		strs, isStrs := raw.([]string)
+		if !isStrs {
+			return nil, false
+		}
+		list = make([]any, len(strs))
+		for i, s := range strs {
+			list[i] = s
+		}
+	}
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		out = append(out, pyStr(v))
+	}
+	return out, true
+}
+
+// sessionHandle reads the session argument, or says what is wrong with it.
+func sessionHandle(raw any) (string, string) {
+	h, isString := raw.(string)
+	if !isString {
+		return "", MsgSessionNotString
+	}
+	h = strings.TrimSpace(h)
+	if len(h) > MaxSessionBytes {
+		return "", fmt.Sprintf("'session' is %d bytes long; a session handle has at most %d", len(h), MaxSessionBytes)
+	}
+	if i := strings.IndexFunc(h, notHandleRune); i >= 0 {
+		// Not echoed: the value is not a handle, and a client that
+		// copies the result's handle must not take it for one.
+		return "", fmt.Sprintf("'session' holds %s at byte %d, which no session handle has; pass the handle an earlier result gave (structuredContent.session: letters, digits, '-', '_' and '.'), or leave 'session' out to start a new session", describeRune(h, i), i)
+	}
+	return h, ""
 }
 
 // notHandleRune reports whether r can be in no session handle. codeexec's

@@ -323,3 +323,41 @@ func readPids(path string) []int {
 	}
 	return out
 }
+
+// TCPAccountingV1 reports whether this host's memory cgroups are v1 with
+// socket-buffer accounting, which a container runtime does not switch on.
+func TCPAccountingV1() bool {
+	if _, v2 := unifiedMount("/sys/fs/cgroup"); v2 {
+		return false
+	}
+	mnt, ok := v1Mount("/sys/fs/cgroup", "memory")
+	if !ok {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(mnt, tcpLimitFile))
+	return err == nil
+}
+
+// ShareSockets splits a v1 memory limit of limit bytes, set by someone else
+// (a container runtime), as Manager.Create does: socket buffers get their
+// share and memory the rest, so that the two together stay within it. On
+// v2, which counts sockets in memory already, it does nothing.
+func (g *Group) ShareSockets(limit int64) error {
+	d := g.dir("memory")
+	if g.v2 || d == "" || limit <= 0 {
+		return nil
+	}
+	share := socketShare(limit)
+	rest := strconv.FormatInt(limit-share, 10)
+	// Lower memory before memsw, which must stay >= it.
+	for _, x := range [][2]string{{"memory.limit_in_bytes", rest}, {"memory.memsw.limit_in_bytes", rest}, {tcpLimitFile, strconv.FormatInt(share, 10)}} {
+		err := writeFile(filepath.Join(d, x[0]), x[1])
+		if err != nil && errors.Is(err, os.ErrNotExist) && strings.Contains(x[0], "sw") {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("set cgroup limit %s=%s: %w", x[0], x[1], err)
+		}
+	}
+	return nil
+}

@@ -95,7 +95,7 @@ func (c *Engine) runArgs(spec engine.Spec) []string {
 
 // ulimits returns the --ulimit options for lim: open files (1024 unless
 // lim says), the host-wide RLIMIT_NPROC ceiling, no core dumps, and CPU
-// time and file size when lim sets them. Every container gets them, the
+// time and file size, queued signals and locked memory when lim sets them. Every container gets them, the
 // one-off compile of Prepare too: podman's own defaults (the host's hard
 // limits) are refused on some hosts.
 func (c *Engine) ulimits(lim engine.Limits) []string {
@@ -112,6 +112,15 @@ func (c *Engine) ulimits(lim engine.Limits) []string {
 	}
 	if lim.FileBytes > 0 {
 		a = append(a, "--ulimit", fmt.Sprintf("fsize=%d:%d", lim.FileBytes, lim.FileBytes))
+	}
+	// Without a user namespace of its own, a container's queued signals
+	// and locked memory count against its host uid, shared with every
+	// other sandbox: each gets the share bwrap's sandboxes get.
+	if lim.PendingSignals > 0 {
+		a = append(a, "--ulimit", fmt.Sprintf("sigpending=%d:%d", lim.PendingSignals, lim.PendingSignals))
+	}
+	if lim.LockedBytes > 0 {
+		a = append(a, "--ulimit", fmt.Sprintf("memlock=%d:%d", lim.LockedBytes, lim.LockedBytes))
 	}
 	return a
 }

@@ -15,10 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/agent"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
 	"github.com/codeexec/codeexec/services/randomid"
 )
@@ -109,6 +111,10 @@ type Engine struct {
 	// seccompProfile is the profile file every container gets, in workDir;
 	// empty when ExtraArgs bring their own.
 	seccompProfile string
+	// capSockets is set while this host's v1 memory cgroups count socket
+	// buffers only once told to (cgroup.ShareSockets), and the containers'
+	// cgroups can be seen from here: Start then caps them before it returns.
+	capSockets atomic.Bool
 
 	checkMu sync.Mutex // serialises Check; guards checked and global
 	checked bool
@@ -176,6 +182,7 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if c.bin, err = engine.LookPath(cfg.Path); err != nil {
 		c.lookErr = fmt.Errorf("%w: %s is not installed (%s not found): %s", engine.ErrUnavailable, cfg.Runtime, cfg.Path, installAdvice(cfg.Runtime))
 	}
+	c.capSockets.Store(os.Geteuid() == 0 && cgroup.TCPAccountingV1())
 	liveOwners.Store(c.owner, true)
 	return c, nil
 }
@@ -259,6 +266,7 @@ func (c *Engine) Start(ctx context.Context, spec engine.Spec) (engine.Process, e
 	if err != nil {
 		return nil, fmt.Errorf("start %s sandbox %s: %w", c.cfg.Runtime, spec.ID, err)
 	}
+	p.awaitSocketCap(ctx)
 	if !c.live.Add(p) { // Close ran meanwhile and missed p
 		_ = p.Kill()
 		_ = p.Wait()

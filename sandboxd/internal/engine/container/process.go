@@ -34,6 +34,11 @@ type process struct {
 	killed   atomic.Bool  // Kill was called: an exit by SIGKILL is ours, not the OOM killer's
 	meter    cgroup.Meter // watches the container's cgroup on this host once it is known
 	memLimit bool
+	// memBytes is the memory limit the runtime set, which findCgroup
+	// shares with socket buffers when the engine caps them; cgDone closes
+	// when findCgroup ends.
+	memBytes int64
+	cgDone   chan struct{}
 }
 
 // startProcess starts the CLI. The pipes are plain os.Pipe ends, as for
@@ -73,6 +78,8 @@ func (c *Engine) startProcess(spec engine.Spec) (*process, error) {
 		logger:   c.logger.With("sandbox.id", spec.ID),
 		Pipes:    engine.NewPipes(inW, outR, errR),
 		memLimit: spec.Limits.MemoryBytes > 0,
+		memBytes: spec.Limits.MemoryBytes,
+		cgDone:   make(chan struct{}),
 	}
 	go p.reap()
 	go p.findCgroup()
@@ -90,6 +97,7 @@ func closeFiles(fs ...*os.File) {
 // does. It is best effort: when sandboxd itself runs in a container it
 // cannot see the host's /proc, and Usage falls back to `inspect` at exit.
 func (p *process) findCgroup() {
+	defer close(p.cgDone)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for delay := 20 * time.Millisecond; ; delay = min(delay*2, 500*time.Millisecond) {
@@ -112,10 +120,40 @@ func (p *process) findCgroup() {
 			continue
 		}
 		p.meter.Watch(cg)
+		if p.eng.capSockets.Load() {
+			if err := cg.ShareSockets(p.memBytes); err != nil {
+				p.logger.Warn("socket buffers of this sandbox are not capped", "error", err)
+			}
+		}
 		p.logger.Debug("sandbox cgroup found", "pid", pid, "cgroups", fmt.Sprint(cg.Dirs()))
 		return
 	}
 }
+
+// awaitSocketCap waits, when the engine caps socket buffers, until
+// findCgroup has capped this container's: before its agent is handed any
+// code. When the cgroups cannot be seen from here (sandboxd in a container
+// of its own), it says so once and stops waiting for later containers.
+func (p *process) awaitSocketCap(ctx context.Context) {
+	if !p.eng.capSockets.Load() || p.memBytes <= 0 {
+		return
+	}
+	t := time.NewTimer(socketCapWait)
+	defer t.Stop()
+	select {
+	case <-p.cgDone:
+	case <-p.Done():
+	case <-ctx.Done():
+	case <-t.C:
+		if p.eng.capSockets.Swap(false) {
+			p.eng.logger.Warn("socket buffers of container sandboxes are not capped: their cgroups cannot be seen from here; cgroup v2 hosts count them in the memory limit",
+				"waited", socketCapWait)
+		}
+	}
+}
+
+// socketCapWait bounds awaitSocketCap: a container starts within it.
+const socketCapWait = 15 * time.Second
 
 // reap waits for the CLI, records the container's end and removes it.
 func (p *process) reap() {
