@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/base64"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +162,31 @@ func TestE2EApproveWaitIsALongRun(t *testing.T) {
 	graph := modernToolCall(t, url, "run_python", graphCode, elicit, nil)
 	if _, stdout, _ := structuredOf(t, graph.Result); !strings.Contains(stdout, "graph ['a']") {
 		t.Errorf("graph %q, want a alone", stdout)
+	}
+}
+
+// TestE2EApproveRetryThroughAnotherProcess: two codeexec processes on one
+// state dir share the key of the requestState (request-state.key, made
+// by the first), so a question asked through one is answered through the
+// other, which delivers the answer to the run in the first's sandbox.
+func TestE2EApproveRetryThroughAnotherProcess(t *testing.T) {
+	t.Parallel()
+	extra := harness.StateEnv(t.TempDir())
+	extra["MCP_SERVERS_CONFIG"], extra["CODEEXEC_APPROVE"] = memoryConfig(t), "memory.create_*"
+	one, two := harness.StartHTTP(t, extra)+"/mcp", harness.StartHTTP(t, extra)+"/mcp"
+	elicit := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
+	asked := modernToolCall(t, one, "run_python", createCode("a"), elicit, nil)
+	state, _ := asked.Result["requestState"].(string)
+	var key string
+	for k := range asked.Result["inputRequests"].(map[string]any) {
+		key = k
+	}
+	accept := map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{}}}
+	done := modernToolCall(t, two, "run_python", createCode("a"), elicit, map[string]any{"inputResponses": accept, "requestState": state})
+	if _, stdout, _ := structuredOf(t, done.Result); !strings.Contains(stdout, "created a") {
+		t.Errorf("the retry through the other process: %v %v %q, want the call made", done.Result, done.Code, done.Error)
+	}
+	if b, err := os.ReadFile(filepath.Join(extra["MCP_BRIDGE_STATE_DIR"], "request-state.key")); err != nil || len(strings.TrimSpace(string(b))) != 64 {
+		t.Errorf("the state dir's key: %q, %v; want 64 hex digits", b, err)
 	}
 }

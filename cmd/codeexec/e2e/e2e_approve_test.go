@@ -161,4 +161,15 @@ func TestE2EApproveSDKv2Modern(t *testing.T) {
 	if len(r.Elicitations) != 3 || !strings.Contains(r.Elicitations[0]["message"].(string), "Tool: create_entities") {
 		t.Errorf("questions %v, want three about create_entities", r.Elicitations)
 	}
+
+	// Without the elicitation capability: the refusal, no question.
+	r = harness.SDKClient(t, map[string]any{"transport": "http", "url": base + "/mcp", "negotiation": map[string]any{"pin": "2026-07-28"},
+		"calls": runCalls(createCode("d"))})
+	_, stdout, _ := structuredOf(t, r.Results[0])
+	for _, w := range []string{"unavailable | tool 'create_entities' of server 'memory' needs a person's approval (--approve destructive",
+		"codeexec-e2e-sdk-v2 did not declare the elicitation capability", "use a client that supports elicitation", "remove the rule"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("the refusal %q does not say %q", stdout, w)
+		}
+	}
 }
