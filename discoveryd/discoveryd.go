@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/codeexec/codeexec/discoveryd/internal/approval"
 	"github.com/codeexec/codeexec/discoveryd/internal/config"
 	"github.com/codeexec/codeexec/discoveryd/internal/embed"
 	"github.com/codeexec/codeexec/discoveryd/internal/server"
@@ -83,6 +84,17 @@ type Config struct {
 	// Registerer, when set, receives the service's metrics: tool-call and
 	// search latency, and tokens spared.
 	Registerer prometheus.Registerer
+	// Approve marks the tools whose calls a person must approve (--approve):
+	// SERVER.TOOL globs, or "destructive" for every tool whose
+	// destructiveHint is true or whose readOnlyHint is not. A config
+	// entry's "approve" key adds its own server's.
+	Approve []string
+	// ToolCallsPerMinute caps each tenant's calls of one tool per minute;
+	// 0 is no cap.
+	ToolCallsPerMinute int
+
+	// approve is Approve, parsed by Validate.
+	approve []approval.Rule
 	// Catalog, when set, is memoryd's CatalogService: every server's tool
 	// list kept across processes and restarts, so that a search answers
 	// for servers not started yet.
@@ -149,6 +161,13 @@ func (c *Config) Validate() error {
 	if c.SearchIndexWait < 0 {
 		return fmt.Errorf("discoveryd: search index wait %s is negative; use a positive duration or 0 for the default (%s)", c.SearchIndexWait, DefaultSearchIndexWait)
 	}
+	if c.ToolCallsPerMinute < 0 {
+		return fmt.Errorf("discoveryd: tool calls per minute %d is negative; use a positive number, or 0 for no cap", c.ToolCallsPerMinute)
+	}
+	var err error
+	if c.approve, err = approval.ParseFlags(c.Approve); err != nil {
+		return fmt.Errorf("discoveryd: %w", err)
+	}
 	if m := c.SearchModel; m != "" && m != "off" && !filepath.IsAbs(m) {
 		return fmt.Errorf("discoveryd: search model path %q is not absolute; give an absolute path, \"off\", or nothing for the default (%s)", m, DefaultSearchModelPath())
 	}
@@ -205,6 +224,9 @@ func New(cfg Config, logger *slog.Logger) (*Service, error) {
 		Registerer:      cfg.Registerer,
 		Catalog:         cfg.Catalog,
 		Model:           loadModel(cfg.SearchModel, logger),
+		Approve:         cfg.approve,
+
+		ToolCallsPerMinute: cfg.ToolCallsPerMinute,
 	}, logger)
 	if err != nil {
 		return nil, err

@@ -7,12 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/gateway/internal/auth"
@@ -24,7 +24,9 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/mcpfix"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
 	"github.com/codeexec/codeexec/gateway/internal/params"
+	"github.com/codeexec/codeexec/gateway/internal/passthrough"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
+	"github.com/codeexec/codeexec/gateway/internal/reqstate"
 	"github.com/codeexec/codeexec/gateway/internal/result"
 	"github.com/codeexec/codeexec/gateway/internal/route"
 	"github.com/codeexec/codeexec/gateway/internal/runpython"
@@ -62,110 +64,6 @@ const (
 	DefaultYield = 45 * time.Second
 )
 
-// HTTPAuth configures who may use the HTTP transport: bearer tokens from a
-// file, JWTs from an OAuth issuer, and the Host, Origin and /metrics
-// rules. See its fields.
-type HTTPAuth = guard.Config
-
-// Quotas caps what one tenant may use at once: sessions, running calls
-// and calls per minute. Zero fields mean no cap.
-type Quotas = quota.Limits
-
-// QuotaError is a call refused because its tenant is over a quota.
-type QuotaError = quota.Error
-
-// Config configures a Gateway. Zero values take the defaults above.
-type Config struct {
-	// DefaultTimeout applies when a call gives no timeout
-	// (MCP_BRIDGE_TIMEOUT, default 30s).
-	DefaultTimeout time.Duration
-	// MaxTimeout caps the timeout a call may ask for
-	// (MCP_BRIDGE_MAX_TIMEOUT, default an hour).
-	MaxTimeout time.Duration
-	// Yield is how long a call runs before it returns status "running",
-	// its code running on (CODEEXEC_YIELD, default DefaultYield); a
-	// negative value never yields.
-	Yield time.Duration
-	// OutputMode is "compact" (the default) or "toon". As upstream does,
-	// any value other than empty or "compact" selects TOON; New warns of a
-	// value other than those two.
-	OutputMode string
-	// OutputLimitBytes is sandboxd's per-stream output cap. The gateway
-	// only quotes it in the truncation note; sandboxd does the cutting.
-	// Zero means unknown.
-	OutputLimitBytes int64
-	// Tenant owns the sandbox sessions the gateway creates ("default").
-	Tenant string
-	// Version is reported as the MCP server version.
-	Version string
-	// SessionIdleTimeout ends HTTP sessions idle for this long, as if the
-	// client had sent DELETE, so that clients that vanish do not leave
-	// sandbox sessions and routing entries behind. Zero keeps them until
-	// sandboxd reaps the sandbox session.
-	SessionIdleTimeout time.Duration
-	// Auth controls access to the HTTP transport. stdio is not affected:
-	// whoever starts the process owns it.
-	Auth HTTPAuth
-	// Quotas cap each tenant's sessions and calls.
-	Quotas Quotas
-	// HTTP bounds what clients of the HTTP transport hold: bytes in
-	// flight and timeouts. Zero fields take DefaultHTTPLimits.
-	HTTP HTTPLimits
-	// Registerer, when set, receives the gateway's metrics.
-	Registerer prometheus.Registerer
-	// DialReplica connects to the sandbox replica at an address that a
-	// SessionElsewhere answer named (a session live on another replica, or
-	// in another codeexec process on this machine). The gateway keeps one
-	// connection per address. Nil follows no such answer.
-	DialReplica func(addr string) (*grpc.ClientConn, error)
-}
-
-func (c Config) withDefaults() Config {
-	if c.DefaultTimeout == 0 {
-		c.DefaultTimeout = DefaultTimeout
-	}
-	if c.MaxTimeout == 0 {
-		c.MaxTimeout = DefaultMaxTimeout
-	}
-	if c.Yield == 0 {
-		c.Yield = DefaultYield
-	}
-	if c.Tenant == "" {
-		c.Tenant = DefaultTenant
-	}
-	if c.Version == "" {
-		c.Version = "dev"
-	}
-	c.HTTP = c.HTTP.withDefaults()
-	return c
-}
-
-// Validate reports configuration errors. A default timeout above the maximum
-// is accepted and clamped per call, as upstream does.
-func (c Config) Validate() error {
-	c = c.withDefaults()
-	var errs []error
-	if c.DefaultTimeout < time.Second {
-		errs = append(errs, fmt.Errorf("default timeout (MCP_BRIDGE_TIMEOUT) is %v; it must be at least 1s", c.DefaultTimeout))
-	}
-	if c.MaxTimeout < time.Second {
-		errs = append(errs, fmt.Errorf("maximum timeout (MCP_BRIDGE_MAX_TIMEOUT) is %v; it must be at least 1s", c.MaxTimeout))
-	}
-	if c.Yield > 0 && c.Yield < time.Second {
-		errs = append(errs, fmt.Errorf("yield time (CODEEXEC_YIELD) is %v; it must be at least 1s, or 0 never to yield", c.Yield))
-	}
-	errs = append(errs, c.Quotas.Validate(), c.Auth.Validate(), c.HTTP.Validate())
-	if c.OutputLimitBytes < 0 {
-		errs = append(errs, fmt.Errorf("output limit is %d bytes; it must be zero (unknown) or positive", c.OutputLimitBytes))
-	}
-	return errors.Join(errs...)
-}
-
-// seconds converts d to whole seconds, rounding up.
-func seconds(d time.Duration) int {
-	return int((d + time.Second - 1) / time.Second)
-}
-
 // Gateway serves MCP clients and runs their code through the sandbox service.
 type Gateway struct {
 	cfg      Config
@@ -178,8 +76,12 @@ type Gateway struct {
 	quota    *quota.Execs
 	calls    drain.Tracker
 	router   *route.Router
-	metrics  *metrics.Metrics
-	bodies   *bodylimit.Budget // HTTP request bytes in flight
+	// tools is the configured surface; passthrough says whether its
+	// tools are served at all (discovery is there).
+	tools       []string
+	passthrough bool
+	metrics     *metrics.Metrics
+	bodies      *bodylimit.Budget // HTTP request bytes in flight
 
 	httpOnce sync.Once
 	http     http.Handler
@@ -198,6 +100,14 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
+	tools, _ := parseSurface(cfg.Tools) // Validate has parsed it
+	if cfg.Discovery == nil && !slices.Equal(tools, surfaces[ToolsRunPython]) {
+		return nil, fmt.Errorf("gateway: --tools %s needs MCP server discovery, and the gateway was given none (the gateway target alone: --discovery ADDR)", cfg.Tools)
+	}
+	states, err := reqstate.New(cfg.StateKey)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	m := metrics.New()
 	// Every call on a session goes to the replica that holds it; see
 	// route.
@@ -209,10 +119,12 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		sessions: sessions.NewTable(router, quota.NewSessions(cfg.Quotas.Sessions, tenantSessions(router), cfg.SessionIdleTimeout), logger),
 		owners:   sessions.NewOwners(),
 		quota:    quota.NewExecs(cfg.Quotas),
-		metrics:  m,
-		bodies:   bodylimit.NewBudget(cfg.HTTP.bodyLimits()),
+
+		tools:       tools,
+		passthrough: cfg.Discovery != nil,
+		metrics:     m,
+		bodies:      bodylimit.NewBudget(cfg.HTTP.bodyLimits()),
 	}
-	var err error
 	g.guard, err = guard.New(guard.Options{Config: cfg.Auth, Tenant: cfg.Tenant, ResourceName: ServerName, Owns: g.owners.Owns, Metrics: m, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("gateway authentication: %w", err)
@@ -225,6 +137,7 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 	g.tool = runpython.New(runpython.Options{
 		Limits: limitsOf(cfg, logger), Yield: max(cfg.Yield, 0), Mode: modeOf(cfg, logger), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
 		Sandbox: g.router, Sessions: g.sessions, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
+		MaxToolCalls: cfg.maxToolCalls, States: states,
 	})
 	g.mcp = server.NewMCPServer(ServerName, cfg.Version,
 		server.WithToolCapabilities(false),
@@ -233,8 +146,17 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		// Served under 2026-07-28 by tasks.Handler and tasks.Stdio.
 		server.WithExtensions(map[string]any{tasks.Extension: map[string]any{}}),
 		server.WithRecovery(),
+		// Each request sees the tools of its surface alone.
+		server.WithToolFilter(g.filterTools),
 	)
 	g.mcp.AddTool(g.tool.Definition(), g.tool.Handle)
+	if g.passthrough {
+		pt := passthrough.New(passthrough.Options{Discovery: cfg.Discovery, Tenant: cfg.Tenant, Quota: g.quota, Calls: &g.calls, Logger: logger, States: states})
+		defs := passthrough.Definitions()
+		for i, h := range []server.ToolHandlerFunc{pt.Search, pt.Describe, pt.Call} {
+			g.mcp.AddTool(defs[i], h)
+		}
+	}
 	g.mcp.AddResource(capabilities.Resource(), capabilities.Read)
 	// Files under /workspace/out, linked from results; read from the
 	// session store through any replica.
@@ -275,7 +197,7 @@ func (g *Gateway) hooks() *server.Hooks {
 	hooks := &server.Hooks{}
 	// Unknown tools get a tool result, and a listen stream's result waits
 	// for its acknowledgement; see mcpfix.
-	mcpfix.AddHooks(hooks, runpython.Name)
+	mcpfix.AddHooks(hooks, g.surface)
 	hooks.AddOnRegisterSession(func(_ context.Context, s server.ClientSession) {
 		g.sessions.Started(s.SessionID())
 	})

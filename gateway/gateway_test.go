@@ -58,8 +58,9 @@ func TestServerInfo(t *testing.T) {
 	}
 }
 
-// TestToolDefinition checks the one tool and keeps its definition, which the
-// model reads on every turn, under 1,200 JSON characters.
+// TestToolDefinition checks the one tool and keeps what the model reads
+// of it on every turn (name, description, input schema; the title and
+// the hints are for the client) under 1,200 JSON characters.
 func TestToolDefinition(t *testing.T) {
 	t.Parallel()
 	g, _ := newTestGateway(t, Config{MaxTimeout: 90 * time.Second})
@@ -71,7 +72,15 @@ func TestToolDefinition(t *testing.T) {
 	if len(list.Tools) != 1 || list.Tools[0].Name != ToolName {
 		t.Fatalf("tools = %+v, want only %s", list.Tools, ToolName)
 	}
-	def, err := json.Marshal(list.Tools[0])
+	a := list.Tools[0].Annotations
+	if list.Tools[0].Title != "Run Python" || a.ReadOnlyHint == nil || *a.ReadOnlyHint || a.OpenWorldHint == nil || !*a.OpenWorldHint ||
+		a.DestructiveHint == nil || !*a.DestructiveHint || a.IdempotentHint == nil || *a.IdempotentHint {
+		t.Errorf("title %q, annotations %+v: want a title and the hints not read-only, destructive, not idempotent, open world",
+			list.Tools[0].Title, a)
+	}
+	read := list.Tools[0]
+	read.Title, read.Annotations = "", mcp.ToolAnnotation{}
+	def, err := json.Marshal(read)
 	if err != nil {
 		t.Fatal(err)
 	}

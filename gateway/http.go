@@ -130,6 +130,11 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			// sessions.HandleFor.
 			r = r.WithContext(sessions.OverHTTP(r.Context()))
 			w = withWriteDeadline(w, g.cfg.HTTP.WriteTimeout)
+			// The URL may ask for another tool surface.
+			r, ok := g.connectionSurface(w, r)
+			if !ok {
+				return
+			}
 			// A session-based client's call outlives its connection;
 			// see mcpfix.Detach.
 			w, r = mcpfix.Detach(w, r)

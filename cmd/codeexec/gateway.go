@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/localsock"
 	"github.com/codeexec/codeexec/cmd/codeexec/internal/process"
 	"github.com/codeexec/codeexec/gateway"
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
 	"github.com/codeexec/codeexec/sandboxd"
 	"github.com/codeexec/codeexec/services/flagenv"
@@ -21,8 +24,14 @@ import (
 type gatewayUnit struct {
 	cfg gateway.Config
 	hs  httpSettings
-	// sandbox and balance say where sandboxd is, alone.
-	sandbox, balance string
+	// sandbox and balance say where sandboxd is, alone, and discovery
+	// where discoveryd is (for the passthrough tools).
+	sandbox, balance, discovery string
+	// tenantCalls are the --tenant-max-tool-calls values, TENANT=N.
+	tenantCalls []string
+	// stateKey is --request-state-key-file; stateDir, in serve, is where
+	// the key is kept when it is not given.
+	stateKey, stateDir string
 	// addr is where MCP is served over HTTP; "" serves stdio. lis is
 	// addr bound, by listen.
 	addr string
@@ -32,6 +41,8 @@ type gatewayUnit struct {
 
 func (u *gatewayUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 	bindGateway(fs, &u.cfg)
+	fs.Strings(&u.tenantCalls, "tenant-max-tool-calls", "TENANT=N: the most tool calls one run_python call of that tenant makes, instead of --max-tool-calls", "CODEEXEC_TENANT_MAX_TOOL_CALLS")
+	fs.Path(&u.stateKey, "request-state-key-file", "file of the secret that signs the requestState of input_required results (2026-07-28 approvals); gateways that take each other's retries need the same; empty: in serve, "+stateKeyName+" in the state dir, made at first start; alone, a random key per process", "CODEEXEC_REQUEST_STATE_KEY_FILE")
 	bindHTTP(fs, &u.hs, &u.cfg)
 	if !alone {
 		return // in serve, sandboxd's settings give the output cap and the idle timeout
@@ -43,6 +54,7 @@ func (u *gatewayUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 		"sandboxd address: host:port or unix:/path; several replicas as host:port,host:port or dns:///name:port (every address of name, re-resolved every 5s)",
 		"CODEEXEC_SANDBOXD_ADDR")
 	fs.String(&u.balance, "balance", gateway.BalanceLeastLoaded, "how new sessions pick a sandboxd replica: least-loaded or round-robin", "CODEEXEC_SANDBOX_BALANCE")
+	fs.String(&u.discovery, "discovery", "", "discoveryd address, for the passthrough tools (--tools passthrough or both, ?tools= on the URL); empty: run_python alone", "CODEEXEC_DISCOVERYD_ADDR")
 }
 
 func (u *gatewayUnit) check() error {
@@ -52,10 +64,27 @@ func (u *gatewayUnit) check() error {
 	}
 	u.addr = addr
 	u.cfg.Version = buildVersion()
+	if u.cfg.TenantMaxToolCalls, err = tenantCounts("--tenant-max-tool-calls", u.tenantCalls); err != nil {
+		return err
+	}
 	if u.cfg.Yield == 0 {
 		u.cfg.Yield = -1 // --yield 0: never; the Config's zero is the default
 	}
 	return u.cfg.Validate()
+}
+
+// tenantCounts reads TENANT=N values.
+func tenantCounts(flag string, vs []string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, v := range vs {
+		tenant, n, ok := strings.Cut(v, "=")
+		count, err := strconv.Atoi(strings.TrimSpace(n))
+		if !ok || err != nil || count < 0 || gateway.ValidTenant(strings.TrimSpace(tenant)) != nil {
+			return nil, fmt.Errorf("%s %q: want TENANT=N, a tenant name and a whole number (0 for no limit), e.g. alice=50", flag, v)
+		}
+		out[strings.TrimSpace(tenant)] = count
+	}
+	return out, nil
 }
 
 // listen binds the HTTP address, if there is one, once.
@@ -95,6 +124,16 @@ func (u *gatewayUnit) start(ctx context.Context, p *process.Process) error {
 		p.OnClose(closeSandbox)
 		sandbox = c
 	}
+	disc, err := p.Dial(u.discovery, "--discovery")
+	if err != nil {
+		return err
+	}
+	if disc != nil {
+		u.cfg.Discovery = discoveryv1.NewDiscoveryServiceClient(disc)
+	}
+	if err := u.loadStateKey(); err != nil {
+		return err
+	}
 	u.cfg.Registerer = p.Registry
 	u.cfg.DialReplica = localsock.DialReplica(p.Creds.DialOptions())
 	g, err := gateway.New(u.cfg, sandbox, p.ServiceLogger("gateway"))
@@ -111,6 +150,18 @@ func (u *gatewayUnit) start(ctx context.Context, p *process.Process) error {
 	return nil
 }
 
+// loadStateKey reads --request-state-key-file or, in serve, the state
+// dir's key, made if missing.
+func (u *gatewayUnit) loadStateKey() (err error) {
+	switch {
+	case u.stateKey != "":
+		u.cfg.StateKey, err = readStateKey(u.stateKey, false)
+	case u.stateDir != "":
+		u.cfg.StateKey, err = readStateKey(filepath.Join(u.stateDir, stateKeyName), true)
+	}
+	return err
+}
+
 func (u *gatewayUnit) serve(ctx context.Context, p *process.Process, e cli.Env) error {
 	if u.addr == "" {
 		return u.g.ServeStdio(ctx, e.Stdin, e.Stdout)
@@ -125,6 +176,8 @@ func bindGateway(fs *flagenv.Set, c *gateway.Config) {
 	fs.Duration(&c.Yield, "yield", gateway.DefaultYield, "a call still running after this long returns status \"running\" and its code runs on (below the MCP client's request timeout: 60s for Claude Code); 0 never yields", "CODEEXEC_YIELD")
 	fs.String(&c.OutputMode, "output-mode", "compact", "result format: compact or toon (any other value renders toon, as upstream does, with a warning)", "MCP_BRIDGE_OUTPUT_MODE")
 	fs.String(&c.Tenant, "tenant", "default", "tenant for memory, saved tools and sessions", "CODEEXEC_TENANT")
+	fs.String(&c.Tools, "tools", gateway.ToolsRunPython, "the tools offered: run_python; passthrough (search_tools, describe_tool, call_tool, for clients that write their own code: no sandbox); or both. Over HTTP a connection may ask with ?tools= on the URL", "CODEEXEC_TOOLS")
+	fs.Int(&c.MaxToolCalls, "max-tool-calls", 0, "most MCP tool calls one run_python call makes; the next raises an error naming the limit; 0 means no limit", "CODEEXEC_MAX_TOOL_CALLS")
 }
 
 // httpSettings are the options of MCP over HTTP: who may call, how much,

@@ -64,3 +64,22 @@ func TestTokenCommand(t *testing.T) {
 
 // noEnv is an empty environment.
 func noEnv(string) string { return "" }
+
+func TestTenantCounts(t *testing.T) {
+	t.Parallel()
+	got, err := tenantCounts("--tenant-max-tool-calls", []string{"alice=50", " bob = 0 "})
+	if err != nil || len(got) != 2 || got["alice"] != 50 || got["bob"] != 0 {
+		t.Errorf("tenantCounts = %v, %v; want alice 50 and bob 0", got, err)
+	}
+	for _, bad := range []string{"alice", "alice=-1", "alice=x", "=3", "a b=3"} {
+		if _, err := tenantCounts("--tenant-max-tool-calls", []string{bad}); err == nil || !strings.Contains(err.Error(), "want TENANT=N") {
+			t.Errorf("tenantCounts(%q) = %v, want an error saying TENANT=N", bad, err)
+		}
+	}
+	// --tools takes only the surfaces it knows.
+	var stdout, stderr bytes.Buffer
+	err = run(t.Context(), []string{"serve", "--tools", "everything"}, noEnv, nil, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `tools "everything": accepted: run_python (the default), passthrough or both`) {
+		t.Errorf("serve --tools everything: %v, want the accepted values", err)
+	}
+}

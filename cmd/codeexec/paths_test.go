@@ -13,7 +13,7 @@ import (
 // resolved later, once it is known whether they are needed (memdb's
 // TestResolve), and memoryd copy's --from and --to only when they are
 // not URLs; --python is an interpreter inside the sandbox.
-var pathSettings = []string{"agent-root", "env-dir", "grpc-tls-ca", "grpc-tls-cert", "grpc-tls-key", "servers-config", "store-password-file", "tokens-file"}
+var pathSettings = []string{"agent-root", "env-dir", "grpc-tls-ca", "grpc-tls-cert", "grpc-tls-key", "request-state-key-file", "servers-config", "store-password-file", "tokens-file"}
 
 // TestPathSettingsAreUnderHome sets every path setting of every command
 // to a path under ~ through its environment variable, as a client's JSON

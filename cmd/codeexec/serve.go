@@ -40,6 +40,8 @@ func (c *serveCommand) Run(ctx context.Context, _ []string, e cli.Env) error {
 	// The sandbox socket goes in the state dir, as memoryd's check made
 	// it absolute.
 	all.sandboxd.socketDir = all.memoryd.st.StateDir
+	// So is the key of the requestState, shared by the processes on it.
+	all.gateway.stateDir = all.memoryd.st.StateDir
 	p, err := process.New(ctx, "codeexec", &c.common, e.Stderr)
 	if err != nil {
 		return err

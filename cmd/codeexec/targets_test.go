@@ -22,11 +22,11 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		grpcAlone = join(logging, tls, []string{"listen", "metrics"})
 		database  = []string{"state-dir", "db", "store", "store-password-file", "store-wait"}
 		memory    = join(database, []string{"owner-wait", "max-value", "quota-memory-keys", "quota-memory-bytes", "quota-checkpoint-bytes"})
-		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "search-model", "server-start-timeout"}
+		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "search-model", "server-start-timeout", "approve", "tool-calls-per-minute"}
 		sandbox   = []string{"runtime", "env", "env-dir", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit", "mount", "output-budget", "workspace-checkpoint-bytes", "image-side", "image-bytes", "call-image-bytes", "call-images",
 			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
 			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors", "sandbox-uid"}
-		mcp  = []string{"timeout", "max-timeout", "yield", "output-mode", "tenant"}
+		mcp  = []string{"timeout", "max-timeout", "yield", "output-mode", "tenant", "max-tool-calls", "tenant-max-tool-calls", "tools", "request-state-key-file"}
 		http = []string{"http", "tokens-file", "jwt-issuer", "jwks-url", "jwt-audience", "jwt-tenant-claim", "resource-url",
 			"insecure-no-auth", "allowed-hosts", "allowed-origins", "metrics-tenants", "quota-sessions", "quota-execs",
 			"quota-execs-per-minute", "shutdown-grace", "http-max-inflight", "http-tenant-inflight", "http-body-timeout", "http-idle-timeout", "http-write-timeout"}
@@ -41,7 +41,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		{[]string{"memoryd"}, join(grpcAlone, memory)},
 		{[]string{"discoveryd"}, join(grpcAlone, discovery, []string{"memory-addr"})},
 		{[]string{"sandboxd"}, join(grpcAlone, sandbox, []string{"timeout", "max-timeout", "shutdown-grace", "discovery", "memory-addr", "advertise"})},
-		{[]string{"gateway"}, join(logging, tls, mcp, http, []string{"output-limit", "idle-timeout", "sandbox", "balance"})},
+		{[]string{"gateway"}, join(logging, tls, mcp, http, []string{"output-limit", "idle-timeout", "sandbox", "balance", "discovery"})},
 		{[]string{"memoryd", "backup"}, join(database, tls, []string{"memory"})},
 		{[]string{"memoryd", "copy"}, []string{"from", "to", "store-password-file", "replace", "store-wait"}},
 		{[]string{"import-upstream"}, join(memory, tls, []string{"memory", "tenant"})},

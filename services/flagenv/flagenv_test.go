@@ -1,6 +1,7 @@
 package flagenv
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -77,5 +78,35 @@ func TestSetReadsEnvAndReportsBadValues(t *testing.T) {
 	}
 	if err := s.Err(); err == nil {
 		t.Fatal("want an error for MCP_BRIDGE_PIDS=many")
+	}
+}
+
+func TestStrings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  string
+		args []string
+		want []string
+	}{
+		{"neither", "", nil, nil},
+		{"env", "a.b, c.*,,", nil, []string{"a.b", "c.*"}},
+		{"flags replace env", "a.b", []string{"-approve", "x.y", "-approve", "z.*"}, []string{"x.y", "z.*"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New("t", func(k string) string {
+				if k == "APPROVE" {
+					return tc.env
+				}
+				return ""
+			})
+			var got []string
+			s.Strings(&got, "approve", "rules", "APPROVE")
+			if err := s.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

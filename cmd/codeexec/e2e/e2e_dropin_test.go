@@ -237,8 +237,9 @@ except runtime.MCPError as e:
 }
 
 // Item 9: the tool schema has upstream's timeout default and a code
-// description that names the helpers, and the whole definition stays under
-// 1,200 characters.
+// description that names the helpers, and the definition stays under
+// 1,200 characters (but for the title and hints, which a model does not
+// read).
 func TestE2EDropInToolSchema(t *testing.T) {
 	t.Parallel()
 	c, _ := harness.StartStdio(t, nil)
@@ -248,7 +249,9 @@ func TestE2EDropInToolSchema(t *testing.T) {
 	if err != nil || len(tools.Tools) != 1 {
 		t.Fatalf("tools/list = %+v, %v", tools, err)
 	}
-	def, _ := json.Marshal(tools.Tools[0])
+	read := tools.Tools[0]
+	read.Title, read.Annotations = "", mcp.ToolAnnotation{}
+	def, _ := json.Marshal(read)
 	var tool struct {
 		InputSchema struct {
 			Properties map[string]map[string]any `json:"properties"`

@@ -83,7 +83,14 @@ func TestE2ESurface(t *testing.T) {
 	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "run_python" {
 		t.Fatalf("tools/list = %+v, %v; want exactly run_python", tools, err)
 	}
-	def, _ := json.Marshal(tools.Tools[0])
+	// The title and hints are the client's; the size bounds what a model
+	// reads.
+	tool := tools.Tools[0]
+	if a := tool.Annotations; tool.Title != "Run Python" || a.ReadOnlyHint == nil || *a.ReadOnlyHint || a.OpenWorldHint == nil || !*a.OpenWorldHint {
+		t.Errorf("run_python's title %q and hints %+v: want Run Python, not read-only, open world", tool.Title, a)
+	}
+	tool.Title, tool.Annotations = "", mcp.ToolAnnotation{}
+	def, _ := json.Marshal(tool)
 	// 1,200 until issue 39 added cancel (stopping a run in flight).
 	if len(def) >= 1300 {
 		t.Fatalf("the run_python definition is %d characters, want < 1300:\n%s", len(def), def)

@@ -44,8 +44,9 @@ type sdkV1Result struct {
 	Reads   []struct {
 		Contents []map[string]any `json:"contents"`
 	} `json:"reads"`
-	Tools []map[string]any `json:"tools"`
-	Error string           `json:"error"`
+	Tools        []map[string]any `json:"tools"`
+	Elicitations []map[string]any `json:"elicitations"`
+	Error        string           `json:"error"`
 }
 
 // sdkV1 runs `codeexec serve` under the SDK v1 client with the given
@@ -64,6 +65,13 @@ func sdkV1(t *testing.T, env map[string]string, spec map[string]any) sdkV1Result
 		}
 	}
 	spec["command"], spec["args"], spec["env"] = harness.Binary, []string{"serve"}, envMap
+	return runSDKV1(t, spec)
+}
+
+// runSDKV1 runs testdata/sdkv1client.mjs with spec and returns what it
+// printed.
+func runSDKV1(t *testing.T, spec map[string]any) sdkV1Result {
+	t.Helper()
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		t.Fatal(err)

@@ -49,6 +49,10 @@ type Server struct {
 	// Tenants, when set, limits the server to these tenants; others do
 	// not see it. Empty shares it with every tenant.
 	Tenants []string
+	// Approve, from the entry's "approve" key, marks the server's tools
+	// whose calls a person must approve: tool globs, or "destructive"
+	// (see package approval). true is "*", every tool.
+	Approve []string
 }
 
 // Warning reports a config file or entry that could not be used. Server is

@@ -178,6 +178,9 @@ func parseEntry(name string, raw any, fileDesc string, vars map[string]string, o
 	if s.Tenants, err = stringList(e, "tenants"); err != nil {
 		return s, "", err
 	}
+	if s.Approve, err = approveOf(e); err != nil {
+		return s, "", err
+	}
 	if s.Transport, err = transportOf(e, s); err != nil {
 		return s, "", err
 	}

@@ -22,6 +22,8 @@ type entry struct {
 	raw                      json.RawMessage // the whole Tool
 	params                   []string
 	paramText                string
+	// approval says why a person must approve each call, or "".
+	approval string
 }
 
 // entries converts a server's tools, assigning aliases in list order.
@@ -74,11 +76,11 @@ func schemaParams(schema json.RawMessage) ([]string, string) {
 }
 
 func (e entry) proto() *discoveryv1.Tool {
-	return &discoveryv1.Tool{Name: e.name, Alias: e.alias, Description: e.description, InputSchemaJson: string(e.schema), ToolJson: string(e.raw)}
+	return &discoveryv1.Tool{Name: e.name, Alias: e.alias, Description: e.description, InputSchemaJson: string(e.schema), ToolJson: string(e.raw), Approval: e.approval}
 }
 
 func (e entry) doc(server, serverAlias string, detail discoveryv1.Detail) *discoveryv1.ToolDoc {
-	d := &discoveryv1.ToolDoc{Server: server, ServerAlias: serverAlias, Tool: e.name, ToolAlias: e.alias, Description: e.description}
+	d := &discoveryv1.ToolDoc{Server: server, ServerAlias: serverAlias, Tool: e.name, ToolAlias: e.alias, Description: e.description, Approval: e.approval}
 	if detail == discoveryv1.Detail_DETAIL_FULL {
 		d.InputSchemaJson = string(e.schema)
 	}

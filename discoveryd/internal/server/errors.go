@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/upstream"
+	discoveryv1 "github.com/codeexec/codeexec/proto/gen/codeexec/discovery/v1"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
@@ -47,8 +48,17 @@ func answer[T any](ctx context.Context, s *Server, method string, resp T, err er
 // The messages of domain errors are written for users and pass through;
 // anything unexpected is logged and replaced by a generic message.
 func (s *Server) toStatus(ctx context.Context, method string, err error) error {
+	if ae, ok := errors.AsType[*ApprovalError](err); ok {
+		st, derr := status.New(codes.FailedPrecondition, ae.Error()).WithDetails(&discoveryv1.ApprovalRequired{Server: ae.Server, Tool: ae.Tool, Reason: ae.Reason})
+		if derr != nil {
+			return status.Error(codes.FailedPrecondition, ae.Error())
+		}
+		return st.Err()
+	}
 	code := codes.Internal
 	switch {
+	case errors.Is(err, errRateLimited):
+		code = codes.ResourceExhausted
 	case errors.Is(err, errInvalid):
 		code = codes.InvalidArgument
 	case errors.Is(err, upstream.ErrUnknownServer), errors.Is(err, upstream.ErrUnknownTool):

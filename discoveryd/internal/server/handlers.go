@@ -43,13 +43,18 @@ func (s *Server) ListServers(ctx context.Context, req *discoveryv1.ListServersRe
 	return resp, nil
 }
 
-// tools starts the server if needed and returns its tools with aliases.
+// tools starts the server if needed and returns its tools with aliases,
+// each saying whether its calls need approval.
 func (s *Server) tools(ctx context.Context, name string) ([]entry, error) {
 	tools, err := s.mgr.Tools(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return entries(tools)
+	es, err := entries(tools)
+	for i := range es {
+		es[i].approval = s.approvalOf(name, tools[i])
+	}
+	return es, err
 }
 
 // visibleTools resolves a server name or alias that tenant may see, and
@@ -252,17 +257,22 @@ func (s *Server) searchTools(ctx context.Context, req *discoveryv1.SearchToolsRe
 	}
 	res := s.searchIndex().SearchFunc(query, limit, keep)
 	resp.Total = int32(res.Total)
-	full := map[string][]entry{} // schemas for DETAIL_FULL, per server
+	full := map[string][]entry{} // approvals and schemas, per server
 	for _, h := range res.Hits {
 		doc := &discoveryv1.ToolDoc{Server: h.Doc.Server, ServerAlias: h.Doc.ServerAlias, Tool: h.Doc.Tool, ToolAlias: h.Doc.ToolAlias, Description: h.Doc.Description, MatchReason: h.Why}
-		if detail == discoveryv1.Detail_DETAIL_FULL {
-			es, ok := full[h.Doc.Server]
-			if !ok {
-				tools, _ := s.knownTools(h.Doc.Server)
-				es, _ = entries(tools)
-				full[h.Doc.Server] = es
+		es, ok := full[h.Doc.Server]
+		if !ok {
+			// A server not listed here may be in the catalogue.
+			tools, _ := s.knownTools(h.Doc.Server)
+			es, _ = entries(tools)
+			for i := range es {
+				es[i].approval = s.approvalOf(h.Doc.Server, tools[i])
 			}
-			if e, ok := findTool(es, h.Doc.Tool); ok {
+			full[h.Doc.Server] = es
+		}
+		if e, ok := findTool(es, h.Doc.Tool); ok {
+			doc.Approval = e.approval
+			if detail == discoveryv1.Detail_DETAIL_FULL {
 				doc.InputSchemaJson = string(e.schema)
 			}
 		}
@@ -353,12 +363,13 @@ func (s *Server) callTool(ctx context.Context, req *discoveryv1.CallToolRequest)
 		return nil, err
 	}
 	tool := s.toolName(name, req.GetTool())
-	res, err := s.mgr.CallTool(ctx, name, tool, args, timeout)
+	gate := s.gate(req.GetTenant(), name, req.GetApproved())
+	res, err := s.mgr.CallTool(ctx, name, tool, args, timeout, gate)
 	if errors.Is(err, upstream.ErrUnknownTool) {
 		// The tool list was not cached before this call; now it is, so an
 		// alias can be resolved.
 		if t := s.toolName(name, tool); t != tool {
-			res, err = s.mgr.CallTool(ctx, name, t, args, timeout)
+			res, err = s.mgr.CallTool(ctx, name, t, args, timeout, gate)
 		}
 	}
 	if err != nil {

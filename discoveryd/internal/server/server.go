@@ -6,6 +6,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/alias"
+	"github.com/codeexec/codeexec/discoveryd/internal/approval"
 	"github.com/codeexec/codeexec/discoveryd/internal/config"
 	"github.com/codeexec/codeexec/discoveryd/internal/embed"
 	"github.com/codeexec/codeexec/discoveryd/internal/search"
@@ -45,6 +47,12 @@ type Options struct {
 	SearchIndexWait time.Duration
 	// Registerer, when set, receives the server's metrics.
 	Registerer prometheus.Registerer
+	// Approve are the --approve rules: the tools whose calls a person
+	// must approve (besides those of config entries' "approve" keys).
+	Approve []approval.Rule
+	// ToolCallsPerMinute caps each tenant's calls of one tool per minute;
+	// 0 is no cap.
+	ToolCallsPerMinute int
 	// Catalog, when set, keeps every server's tool list across processes
 	// and restarts (memoryd's CatalogService), so that a search answers
 	// for servers this process has not started.
@@ -84,6 +92,12 @@ type Server struct {
 	indexingMu sync.Mutex
 	indexing   map[string]*indexAttempt
 
+	// perMinute caps calls per tenant and tool.
+	perMinute toolRates
+	// stop ends, and bg waits for, the background check of the approval
+	// rules.
+	stop context.CancelFunc
+	bg   sync.WaitGroup
 	// stored holds the catalogue's lists of servers not listed here
 	// (stored.go); asked, the config key each server was last asked by.
 	storedMu      sync.Mutex
@@ -122,6 +136,10 @@ func New(opts Options, logger *slog.Logger) (*Server, error) {
 		},
 	}, logger)
 	s.rescan()
+	s.perMinute.perMinute = opts.ToolCallsPerMinute
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.bg.Go(func() { s.warnUnmatched(ctx) })
 	return s, nil
 }
 
@@ -133,6 +151,8 @@ func (s *Server) Register(g *grpc.Server) {
 // Close stops every upstream server and waits until their processes are
 // gone, and for the model's background work and the catalogue's writes.
 func (s *Server) Close() error {
+	s.stop()
+	s.bg.Wait()
 	err := s.mgr.Close()
 	if s.vec != nil {
 		s.vec.close()

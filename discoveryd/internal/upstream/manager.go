@@ -241,17 +241,22 @@ func (m *Manager) Tools(ctx context.Context, name string) ([]mcp.Tool, error) {
 }
 
 // CallTool calls tool on server with args, within timeout (0 means the
-// default), starting the server if needed. A tool that reports failure
-// returns a result with IsError set, not an error.
-func (m *Manager) CallTool(ctx context.Context, name, tool string, args map[string]any, timeout time.Duration) (*mcp.CallToolResult, error) {
+// default), starting the server if needed, once gate (nil: none) lets
+// it. A tool that reports failure returns a result with IsError set, not
+// an error.
+func (m *Manager) CallTool(ctx context.Context, name, tool string, args map[string]any, timeout time.Duration, gate Gate) (*mcp.CallToolResult, error) {
 	s, err := m.server(name)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := m.withTimeout(ctx, timeout)
 	defer cancel()
-	return s.call(ctx, tool, args)
+	return s.call(ctx, tool, args, gate)
 }
+
+// Gate decides, with the tool as the server lists it, whether a call may
+// go out; its error is the call's.
+type Gate func(tool mcp.Tool) error
 
 // Close stops every server and waits until their processes are gone.
 func (m *Manager) Close() error {

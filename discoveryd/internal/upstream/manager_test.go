@@ -112,7 +112,7 @@ func TestCallErrors(t *testing.T) {
 				// server first, as its start may take longer.
 				t.Fatal(err)
 			}
-			_, err := m.CallTool(t.Context(), tc.server, tc.tool, tc.args, timeout)
+			_, err := m.CallTool(t.Context(), tc.server, tc.tool, tc.args, timeout, nil)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("CallTool error = %v, want %v", err, tc.wantErr)
 			}
@@ -128,14 +128,14 @@ func TestCallErrors(t *testing.T) {
 func TestCallAndIsError(t *testing.T) {
 	t.Parallel()
 	m := newManager(t, []config.Server{fake(t, "fake")}, Options{})
-	res, err := m.CallTool(t.Context(), "fake", "echo", map[string]any{"text": "hi there"}, 0)
+	res, err := m.CallTool(t.Context(), "fake", "echo", map[string]any{"text": "hi there"}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := text(t, res); got != "hi there" || res.IsError {
 		t.Errorf("echo = %q (isError %v), want %q", got, res.IsError, "hi there")
 	}
-	res, err = m.CallTool(t.Context(), "fake", "fail", nil, 0)
+	res, err = m.CallTool(t.Context(), "fake", "fail", nil, 0, nil)
 	if err != nil {
 		t.Fatalf("a tool error must be a result, not an error: %v", err)
 	}
@@ -151,7 +151,7 @@ func TestCallAndIsError(t *testing.T) {
 func TestMinimalEnvironment(t *testing.T) {
 	t.Setenv("CODEEXEC_TEST_HOST_SECRET", "must-not-leak")
 	m := newManager(t, []config.Server{fake(t, "fake")}, Options{})
-	res, err := m.CallTool(t.Context(), "fake", "env", nil, 0)
+	res, err := m.CallTool(t.Context(), "fake", "env", nil, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestCrashMidCallRestartsOnNextUse(t *testing.T) {
 	t.Parallel()
 	m := newManager(t, []config.Server{fake(t, "fake")}, Options{})
 	first := serverPID(t, m, "fake")
-	_, err := m.CallTool(t.Context(), "fake", "crash", map[string]any{"code": 3}, 10*time.Second)
+	_, err := m.CallTool(t.Context(), "fake", "crash", map[string]any{"code": 3}, 10*time.Second, nil)
 	if !errors.Is(err, ErrCrashed) {
 		t.Fatalf("crash: error = %v, want ErrCrashed", err)
 	}
@@ -183,7 +183,7 @@ func TestCrashMidCallRestartsOnNextUse(t *testing.T) {
 	if st, _ := m.Status("fake"); st.State != StateFailed || !strings.Contains(st.LastError, "exit status 3") {
 		t.Errorf("status after crash = %+v, want failed with the exit status", st)
 	}
-	res, err := m.CallTool(t.Context(), "fake", "echo", map[string]any{"text": "back"}, 10*time.Second)
+	res, err := m.CallTool(t.Context(), "fake", "echo", map[string]any{"text": "back"}, 10*time.Second, nil)
 	if err != nil {
 		t.Fatalf("call after crash: %v", err)
 	}
@@ -208,7 +208,7 @@ func TestConcurrentCallsOverlap(t *testing.T) {
 	errc := make(chan error, 4)
 	for range 4 {
 		go func() {
-			_, err := m.CallTool(t.Context(), "fake", "sleep", map[string]any{"seconds": 1}, 10*time.Second)
+			_, err := m.CallTool(t.Context(), "fake", "sleep", map[string]any{"seconds": 1}, 10*time.Second, nil)
 			errc <- err
 		}()
 	}
@@ -230,7 +230,7 @@ func TestToolsListChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-changed
-	if _, err := m.CallTool(t.Context(), "fake", "add_tool", map[string]any{"name": "brand_new"}, 0); err != nil {
+	if _, err := m.CallTool(t.Context(), "fake", "add_tool", map[string]any{"name": "brand_new"}, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -247,7 +247,7 @@ func TestToolsListChanged(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := m.CallTool(t.Context(), "fake", "brand_new", nil, 0); !errors.Is(err, ErrRejected) {
+	if _, err := m.CallTool(t.Context(), "fake", "brand_new", nil, 0, nil); !errors.Is(err, ErrRejected) {
 		t.Errorf("calling the new tool: error = %v, want the server's own rejection (it has no handler)", err)
 	}
 }
@@ -267,7 +267,7 @@ func TestCloseLeavesNoProcess(t *testing.T) {
 			t.Errorf("process group %d still has members after Close", pid)
 		}
 	}
-	if _, err := m.CallTool(t.Context(), "a", "echo", nil, 0); !errors.Is(err, ErrClosed) {
+	if _, err := m.CallTool(t.Context(), "a", "echo", nil, 0, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("call after Close: %v, want ErrClosed", err)
 	}
 }

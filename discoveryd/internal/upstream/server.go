@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -283,8 +284,9 @@ func callTimeout(ctx context.Context, def time.Duration) time.Duration {
 // timeoutKey carries the per-call timeout, for error messages.
 type timeoutKey struct{}
 
-// call runs one tools/call on a live connection.
-func (s *server) call(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+// call runs one tools/call on a live connection, once gate, when set, has
+// let the tool's call through.
+func (s *server) call(ctx context.Context, tool string, args map[string]any, gate Gate) (*mcp.CallToolResult, error) {
 	c, err := s.ensureWithin(ctx)
 	if err != nil {
 		return nil, err
@@ -301,6 +303,11 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any) (*m
 		}
 		if !hasTool(tools, tool) {
 			return nil, UnknownToolError(s.cfg.Name, tool, toolNames(tools))
+		}
+	}
+	if gate != nil {
+		if err := gate(tools[slices.IndexFunc(tools, func(t mcp.Tool) bool { return t.Name == tool })]); err != nil {
+			return nil, err
 		}
 	}
 	req := mcp.CallToolRequest{}

@@ -45,12 +45,12 @@ func TestSlowStartOutlivesTheCall(t *testing.T) {
 		slog.New(starts{slog.DiscardHandler, &n}))
 	t.Cleanup(func() { _ = m.Close() })
 
-	_, err := m.CallTool(t.Context(), "slow", "echo", map[string]any{"text": "hi"}, 300*time.Millisecond)
+	_, err := m.CallTool(t.Context(), "slow", "echo", map[string]any{"text": "hi"}, 300*time.Millisecond, nil)
 	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "it goes on starting") {
 		t.Fatalf("first call: %v, want ErrTimeout saying that the server goes on starting", err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		res, err := m.CallTool(t.Context(), "slow", "echo", map[string]any{"text": "hi"}, 300*time.Millisecond)
+		res, err := m.CallTool(t.Context(), "slow", "echo", map[string]any{"text": "hi"}, 300*time.Millisecond, nil)
 		if err == nil {
 			if got := text(t, res); got != "hi" {
 				t.Errorf("echo = %q, want hi", got)

@@ -9,6 +9,8 @@
 //   - bodylimit.go: request bodies are read without a limit (HTTP);
 //   - cancelled.go: a cancelled request is answered all the same (stdio);
 //   - cursor.go: a foreign list cursor gets a base64 decoder's error;
+//   - invalidparams.go: a tool's refusal of a retry's input gets -32603,
+//     not -32602;
 //   - detach.go: a dropped connection cancels its request (HTTP);
 //   - listenack.go: a listen stream's acknowledgement can be lost (HTTP);
 //   - nosession.go: requests outside any session get 404, 200 or an

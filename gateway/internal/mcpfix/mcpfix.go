@@ -1,6 +1,7 @@
 package mcpfix
 
 import (
+	"context"
 	"io"
 	"net/http"
 
@@ -13,6 +14,7 @@ func Stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 	in, out = BatchStdio(in, out)
 	out = CursorWriter(out)
 	in, out = NotFoundStdio(in, out)
+	in, out = InvalidParamsStdio(in, out)
 	return CancelledStdio(in, out)
 }
 
@@ -22,17 +24,18 @@ func Stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 // body into memory and has no limit of its own. Detach is not among them:
 // the gateway calls it where it tracks the requests it detaches.
 func HTTP(inner http.Handler, bodies func(http.Handler) http.Handler) http.Handler {
-	h := NotFoundHandler(ListenAckHandler(inner))
+	h := NotFoundHandler(InvalidParamsHandler(ListenAckHandler(inner)))
 	h = CursorHandler(h)
 	h = NoSessionHandler(h)
 	h = BatchHandler(h)
 	return bodies(h)
 }
 
-// AddHooks adds the fixes that are mcp-go hooks: the unknown-tool
-// reroute to tool's handler, and the wait for a listen stream's
+// AddHooks adds the fixes that are mcp-go hooks: the reroute of a call to
+// a tool not among tools(ctx), the tools its request may call, to the
+// first one's handler, and the wait for a listen stream's
 // acknowledgement.
-func AddHooks(h *server.Hooks, tool string) {
-	h.AddBeforeCallTool(routeUnknownTool(tool))
+func AddHooks(h *server.Hooks, tools func(context.Context) []string) {
+	h.AddBeforeCallTool(routeUnknownTool(tools))
 	h.AddAfterSubscriptionsListen(AfterListen)
 }

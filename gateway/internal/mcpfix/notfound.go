@@ -129,7 +129,7 @@ func NotFoundHandler(next http.Handler) http.Handler {
 		}
 		b := &held{ResponseWriter: w}
 		next.ServeHTTP(b, r)
-		b.finish(id, uri)
+		b.finish(id, func(msg []byte) ([]byte, bool) { return withURI(msg, uri) })
 	})
 }
 
@@ -174,16 +174,16 @@ func (h *held) Flush() {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (h *held) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
-// finish writes a held JSON answer, with the URI added when it is the
-// not-found error for the request id.
-func (h *held) finish(id, uri string) {
+// finish writes a held JSON answer, edited when it is the answer to the
+// request id and edit changes it.
+func (h *held) finish(id string, edit func(msg []byte) ([]byte, bool)) {
 	if h.through || !h.decided {
 		return
 	}
 	msg := h.body.Bytes()
 	if rid, ok := responseID(msg); ok && rid == id {
 		trimmed := bytes.TrimRight(msg, "\n")
-		if out, changed := withURI(trimmed, uri); changed {
+		if out, changed := edit(trimmed); changed {
 			out = append(out, '\n')
 			msg = out
 		}

@@ -45,6 +45,11 @@ type Outcome struct {
 	NewSession bool
 	// Images are the images the code showed, in order.
 	Images []Image
+	// Questions, when set, are the run's tool calls that wait for a
+	// person's approval, which the call returns (as an input_required
+	// result) instead of a result; the run goes on once they are
+	// answered.
+	Questions []*sandboxv1.ApprovalRequest
 }
 
 // Validation is the payload for bad tool arguments.

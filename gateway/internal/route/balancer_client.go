@@ -216,6 +216,14 @@ func (b *Balancer) GetSession(ctx context.Context, in *sandboxv1.GetSessionReque
 	}, nil)
 }
 
+// AnswerApproval implements SandboxServiceClient: the answer goes to the
+// replica that holds the session, whose run asked.
+func (b *Balancer) AnswerApproval(ctx context.Context, in *sandboxv1.AnswerApprovalRequest, opts ...grpc.CallOption) (*sandboxv1.AnswerApprovalResponse, error) {
+	return onReplica(b, in.GetSessionId(), func(c sandboxv1.SandboxServiceClient) (*sandboxv1.AnswerApprovalResponse, error) {
+		return c.AnswerApproval(ctx, in, opts...)
+	}, nil)
+}
+
 // ListSessions implements SandboxServiceClient: the sessions of every
 // healthy replica. A replica that does not answer is left out.
 func (b *Balancer) ListSessions(ctx context.Context, in *sandboxv1.ListSessionsRequest, opts ...grpc.CallOption) (*sandboxv1.ListSessionsResponse, error) {

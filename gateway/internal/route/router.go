@@ -28,10 +28,11 @@ const (
 	holderRetry = 500 * time.Millisecond
 )
 
-// Router is a SandboxServiceClient that sends Execute, CancelExecution
-// and DestroySession to the replica that holds their session: it asks its base client (one
-// replica, or a Balancer) and follows a SessionElsewhere answer to the
-// replica it names. Every other call goes to the base as it is.
+// Router is a SandboxServiceClient that sends Execute, CancelExecution,
+// DestroySession and AnswerApproval to the replica that holds their
+// session: it asks its base client (one replica, or a Balancer) and
+// follows a SessionElsewhere answer to the replica it names. Every other
+// call goes to the base as it is.
 type Router struct {
 	sandboxv1.SandboxServiceClient
 	// others reaches the replicas SessionElsewhere names; nil follows none.
@@ -141,6 +142,22 @@ func (r *Router) DestroySession(ctx context.Context, in *sandboxv1.DestroySessio
 	client := r.SandboxServiceClient
 	for hop := 0; ; hop++ {
 		resp, err := client.DestroySession(ctx, in, opts...)
+		addr := ElsewhereAddress(err)
+		if addr == "" || hop >= MaxHops || r.others == nil {
+			return resp, err
+		}
+		if client, err = r.others.Client(addr); err != nil {
+			return nil, fmt.Errorf("the session is live on the sandbox replica at %s, which this gateway cannot reach: %w", addr, err)
+		}
+	}
+}
+
+// AnswerApproval answers on the replica that holds the session, following
+// SessionElsewhere as DestroySession does: the run that asked is there.
+func (r *Router) AnswerApproval(ctx context.Context, in *sandboxv1.AnswerApprovalRequest, opts ...grpc.CallOption) (*sandboxv1.AnswerApprovalResponse, error) {
+	client := r.SandboxServiceClient
+	for hop := 0; ; hop++ {
+		resp, err := client.AnswerApproval(ctx, in, opts...)
 		addr := ElsewhereAddress(err)
 		if addr == "" || hop >= MaxHops || r.others == nil {
 			return resp, err

@@ -189,17 +189,26 @@ func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.R
 		return t.cancelRun(ctx, tenant, sandboxID, base)
 	}
 	req := &sandboxv1.ExecuteRequest{
-		SessionId: sandboxID,
-		Tenant:    tenant,
-		Code:      p.Code,
-		Servers:   p.Servers,
-		Timeout:   durationpb.New(p.Timeout),
+		SessionId:    sandboxID,
+		Tenant:       tenant,
+		Code:         p.Code,
+		Servers:      p.Servers,
+		Timeout:      durationpb.New(p.Timeout),
+		MaxToolCalls: int32(t.opts.MaxToolCalls(tenant)),
+		AskApprovals: true,
 	}
+	asks, stopAsking := t.newAsking(ctx, tenant, sandboxID, answeredOf(ctx))
+	defer stopAsking()
 	wait := p.Timeout
 	if yield := t.yield(ctx); p.Code == "" {
 		req.Attach, req.YieldAfter, wait = true, durationpb.New(yield), yield
+		req.RunId = attachRunOf(ctx)
 	} else if yield > 0 {
 		req.YieldAfter, wait = durationpb.New(yield), min(wait, yield)
+	} else if asks.pause {
+		// The call may stop at a question while its run waits for the
+		// answer: the run must outlive it.
+		req.YieldAfter = durationpb.New(p.Timeout)
 	}
 	rpcCtx, cancel := context.WithTimeout(ctx, wait+rpcGrace)
 	defer cancel()
@@ -207,9 +216,9 @@ func (t *Tool) runOnce(ctx context.Context, tenant, sandboxID string, p params.R
 	if stream, err := t.opts.Sandbox.Execute(rpcCtx, req); err != nil {
 		out.Err = err
 	} else {
-		out = t.gather(stream, base, ev)
+		out = t.gather(stream, base, ev, asks)
 	}
-	if ctx.Err() != nil && out.Result == nil {
+	if ctx.Err() != nil && out.Result == nil && len(out.Questions) == 0 {
 		// The client cancelled the call (or, under 2026-07-28, closed
 		// its stream): the run stops too, and the session comes back
 		// from its checkpoint.

@@ -24,8 +24,11 @@ import (
 )
 
 // Handle is the tool handler: it parses the call, admits it, runs it and
-// renders its outcome. Every failure becomes a tool result; it never
-// returns a Go error.
+// renders its outcome, or returns the questions its run waits on (under
+// 2026-07-28, input_required). Every failure becomes a tool result; it
+// returns a Go error only for a retry whose requestState or answers do
+// not answer the questions asked, which 2026-07-28 wants refused as
+// Invalid params (see mcpfix.ErrInvalidParams).
 func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	p, refusal, ok := t.parse(ctx, req)
 	if !ok {
@@ -39,6 +42,16 @@ func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 		trace.WithAttributes(attribute.String(logkeys.Tenant, c.tenant), attribute.String(logkeys.RequestID, c.reqID)))
 	defer span.End()
 	c.span = span
+	if isRetry(ctx, req) {
+		// The answers to a run's questions: delivered, and the run
+		// followed on.
+		var callErr, err error
+		if ctx, p, callErr, err = t.resume(ctx, c.tenant, req, p); err != nil {
+			return nil, err
+		} else if callErr != nil {
+			return result.ToolResult(result.FromOutcome(result.Outcome{Err: callErr}), t.opts.Mode), nil
+		}
+	}
 	release, done := func() {}, func() {}
 	if p.Code != "" {
 		// Waiting for a run, or stopping one, starts nothing: a tenant
@@ -57,12 +70,17 @@ func (t *Tool) Handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 	}
 	out := t.Execute(ctx, c.tenant, c.mcpID, server.IsModernRequest(ctx), p, ev)
 	ev.flush(ctx)
-	if running(out) && out.Session != "" {
+	if asked := len(out.Questions) > 0; (running(out) || asked) && out.Session != "" {
 		// The run counts against its tenant's quota for its whole
 		// length, not only for the call that started it.
 		go t.holdUntilEnd(context.WithoutCancel(ctx), c.tenant, out, p.Timeout, release)
 	} else {
 		release()
+	}
+	if len(out.Questions) > 0 {
+		// The run waits for the answers; the client's retry brings them.
+		c.logger.InfoContext(ctx, "run_python asks the client", logkeys.RequestID, c.reqID, "questions", len(out.Questions))
+		return t.questionsResult(c.tenant, out), nil
 	}
 	if task && running(out) {
 		t.render(ctx, c, p, out)

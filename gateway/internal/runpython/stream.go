@@ -19,8 +19,10 @@ import (
 )
 
 // gather reads an Execute stream to its result: the output, capped, and
-// each event handed to ev as it comes.
-func (t *Tool) gather(stream grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], base result.Outcome, ev *events) (out result.Outcome) {
+// each event handed to ev as it comes, each question to asks (nil: none
+// is asked). It stops early at a question that asks says the call is to
+// return (out.Questions): the run waits for its answer in its sandbox.
+func (t *Tool) gather(stream grpc.ServerStreamingClient[sandboxv1.ExecuteResponse], base result.Outcome, ev *events, asks *asking) (out result.Outcome) {
 	out = base
 	limit := int(t.opts.OutputLimitBytes) * localCapFactor
 	var stdout, stderr capped
@@ -51,6 +53,11 @@ func (t *Tool) gather(stream grpc.ServerStreamingClient[sandboxv1.ExecuteRespons
 			}
 		case *sandboxv1.ExecuteResponse_Progress:
 			ev.progress(e.Progress)
+		case *sandboxv1.ExecuteResponse_Approval:
+			if asks.question(e.Approval) {
+				out.Questions = append(out.Questions, e.Approval)
+				return out
+			}
 		case *sandboxv1.ExecuteResponse_Result:
 			r := e.Result
 			// Count what the gateway itself had to drop as dropped too.

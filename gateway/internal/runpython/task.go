@@ -56,7 +56,7 @@ func (t *Tool) TaskState(ctx context.Context, tenant, handle string, run uint64)
 	})
 	out := result.Outcome{OutputCapBytes: t.opts.OutputLimitBytes, Session: handle}
 	if err == nil {
-		out = t.gather(stream, out, nil)
+		out = t.gather(stream, out, nil, nil)
 		err = out.Err
 	}
 	if status.Code(err) == codes.NotFound {

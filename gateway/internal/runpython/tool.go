@@ -20,6 +20,7 @@ import (
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
 	"github.com/codeexec/codeexec/gateway/internal/params"
 	"github.com/codeexec/codeexec/gateway/internal/quota"
+	"github.com/codeexec/codeexec/gateway/internal/reqstate"
 	"github.com/codeexec/codeexec/gateway/internal/result"
 	"github.com/codeexec/codeexec/gateway/internal/sessions"
 	sandboxv1 "github.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1"
@@ -76,6 +77,11 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Logger logs each call's outcome.
 	Logger *slog.Logger
+	// MaxToolCalls is the most tool calls one run of a tenant may make;
+	// 0 is no limit.
+	MaxToolCalls func(tenant string) int
+	// States seals the requestState of input_required results.
+	States *reqstate.Sealer
 }
 
 // Tool is the run_python tool.
@@ -84,9 +90,19 @@ type Tool struct{ opts Options }
 // New returns the tool.
 func New(opts Options) *Tool { return &Tool{opts: opts} }
 
-// Definition is the tool as tools/list shows it.
+// Title is the tool's display name.
+const Title = "Run Python"
+
+// Definition is the tool as tools/list shows it. Its hints are honest, so
+// that clients ask before running it as they should: the code can change
+// anything the user's servers can (not read-only, possibly destructive,
+// not idempotent), and reaches the world outside through them (open
+// world).
 func (t *Tool) Definition() mcp.Tool {
 	lim := t.opts.Limits
 	s := fmt.Sprintf(schema, lim.MaxSeconds, params.Clamp(lim.DefaultSeconds, lim.MaxSeconds))
-	return mcp.NewToolWithRawSchema(Name, description, json.RawMessage(s))
+	tool := mcp.NewToolWithRawSchema(Name, description, json.RawMessage(s))
+	tool.Title = Title
+	tool.Annotations = mcp.ToolAnnotation{Title: Title, ReadOnlyHint: new(false), DestructiveHint: new(true), IdempotentHint: new(false), OpenWorldHint: new(true)}
+	return tool
 }

@@ -151,8 +151,24 @@ UnavailableError = _kind("UnavailableError", "unavailable",
                          "A service or MCP server is down or missing; a later try may work.")
 DeadlineExceededError = _kind("DeadlineExceededError", "deadline_exceeded", "The answer did not come in time.")
 
+
+class ApprovalError(PermissionDeniedError):
+    """A tool call that needs a person's approval did not get it: the
+    subclasses say whether the person said no or could not be asked."""
+
+
+ApprovalDeclinedError = type("ApprovalDeclinedError", (ApprovalError,), {
+    "code": "approval_declined",
+    "__doc__": "The person asked to approve the tool call declined it, or dismissed the question."})
+ApprovalUnavailableError = type("ApprovalUnavailableError", (ApprovalError,), {
+    "code": "approval_unavailable",
+    "__doc__": "The tool call needs a person's approval and nobody could be asked; the message says how to allow it."})
+LimitExceededError = _kind("LimitExceededError", "limit_exceeded",
+                           "The run_python call has made as many tool calls as it may; the message names the limit.")
+
 ERRORS = (MCPError, NotFoundError, ConflictError, InvalidArgumentError, FailedPreconditionError,
-          PermissionDeniedError, UnavailableError, DeadlineExceededError)
+          PermissionDeniedError, UnavailableError, DeadlineExceededError, ApprovalDeclinedError,
+          ApprovalUnavailableError, LimitExceededError)
 _BY_CODE = {cls.code: cls for cls in ERRORS}
 
 
@@ -200,7 +216,7 @@ def tool_error(exc, server, tool):
 
 # What mcp.runtime exports: the classes of the channel's error codes, and
 # ToolError, whose "tool_error" code is the agent's own (an isError result).
-EXPORTED = ERRORS + (ToolError,)
+EXPORTED = ERRORS + (ApprovalError, ToolError)
 for _cls in EXPORTED:
     _cls.__module__ = "mcp.runtime"  # where user code finds them
 

@@ -116,7 +116,20 @@ func (b *Broker) callTool(ctx context.Context, o *origin, r *channel.CallToolReq
 	if err := b.checkArguments(o, r.Server, r.Tool, args); err != nil {
 		return nil, err
 	}
-	resp, err := b.Discovery.CallTool(ctx, &discoveryv1.CallToolRequest{Server: r.Server, Tool: r.Tool, ArgumentsJson: string(args), Tenant: o.tenant})
+	if err := countCall(o.env.Controls); err != nil {
+		return nil, err
+	}
+	req := &discoveryv1.CallToolRequest{Server: r.Server, Tool: r.Tool, ArgumentsJson: string(args), Tenant: o.tenant}
+	resp, err := b.Discovery.CallTool(ctx, req)
+	if need := approvalRequired(err); need != nil {
+		// discoveryd refuses a marked tool's call until a person has
+		// approved it: ask, and call again if they do.
+		if err := ask(ctx, o.env.Controls, need, args); err != nil {
+			return nil, err
+		}
+		req.Approved = true
+		resp, err = b.Discovery.CallTool(ctx, req)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,14 @@ const (
 	CodeUnavailable Code = "unavailable"
 	// CodeDeadlineExceeded: the answer did not come in time.
 	CodeDeadlineExceeded Code = "deadline_exceeded"
+	// CodeApprovalDeclined: a person asked to approve the tool call
+	// declined it or dismissed the question.
+	CodeApprovalDeclined Code = "approval_declined"
+	// CodeApprovalUnavailable: the tool call needs a person's approval and
+	// nobody could be asked (the client cannot show the question).
+	CodeApprovalUnavailable Code = "approval_unavailable"
+	// CodeLimitExceeded: the exec has made as many tool calls as it may.
+	CodeLimitExceeded Code = "limit_exceeded"
 	// CodeInternal: anything else; a bug somewhere.
 	CodeInternal Code = "internal"
 )
@@ -42,6 +50,7 @@ func Codes() []Code {
 	return []Code{
 		CodeNotFound, CodeConflict, CodeInvalidArgument, CodeFailedPrecondition,
 		CodePermissionDenied, CodeUnavailable, CodeDeadlineExceeded, CodeInternal,
+		CodeApprovalDeclined, CodeApprovalUnavailable, CodeLimitExceeded,
 	}
 }
 

@@ -30,6 +30,9 @@ type ExecEnv struct {
 	// Unloaded are the config entries that were not loaded, so that the
 	// exec's code is told why when it names one.
 	Unloaded []channel.UnloadedServer
+	// Controls, when set, are the approvals and limits of the exec's tool
+	// calls; nil asks nobody and limits nothing.
+	Controls *Controls
 }
 
 // maxCallsInFlight bounds the calls of one sandbox that sandboxd serves at

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -65,26 +66,73 @@ func (s *server) Execute(req *sandboxv1.ExecuteRequest, stream sandboxv1.Sandbox
 	if req.GetCode() != "" && req.GetAttach() {
 		return status.Error(codes.InvalidArgument, "attach takes no code: it waits for the session's run in flight")
 	}
+	if req.GetMaxToolCalls() < 0 {
+		return status.Errorf(codes.InvalidArgument, "max_tool_calls is %d; give 0 (no limit) or a positive number", req.GetMaxToolCalls())
+	}
+	// The run's events and its questions come from different goroutines;
+	// a stream takes one Send at a time.
+	var mu sync.Mutex
+	send := func(r *sandboxv1.ExecuteResponse) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return stream.Send(r)
+	}
 	res, err := s.m.Execute(ctx, session.Request{
-		Tenant:     req.GetTenant(),
-		SessionID:  req.GetSessionId(),
-		Code:       req.GetCode(),
-		Servers:    req.GetServers(),
-		Timeout:    req.GetTimeout().AsDuration(),
-		YieldAfter: req.GetYieldAfter().AsDuration(),
-		Attach:     req.GetAttach(),
-		Replay:     req.GetReplay(),
-		Quiet:      req.GetQuiet(),
-		RunID:      req.GetRunId(),
-	}, func(ev session.Event) error { return stream.Send(eventToProto(ev)) })
+		Tenant:       req.GetTenant(),
+		SessionID:    req.GetSessionId(),
+		Code:         req.GetCode(),
+		Servers:      req.GetServers(),
+		Timeout:      req.GetTimeout().AsDuration(),
+		YieldAfter:   req.GetYieldAfter().AsDuration(),
+		Attach:       req.GetAttach(),
+		Replay:       req.GetReplay(),
+		Quiet:        req.GetQuiet(),
+		RunID:        req.GetRunId(),
+		MaxToolCalls: int(req.GetMaxToolCalls()),
+		AskApprovals: req.GetAskApprovals(),
+	}, func(ev session.Event) error { return send(eventToProto(ev)) })
 	if res == nil {
 		return s.toStatus(ctx, err)
 	}
-	return stream.Send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Result{Result: resultToProto(res)}})
+	return send(&sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Result{Result: resultToProto(res)}})
+}
+
+// decisions maps the proto's decisions onto the sandbox's.
+var decisions = map[sandboxv1.ApprovalDecision]sandbox.Decision{
+	sandboxv1.ApprovalDecision_APPROVAL_DECISION_ACCEPT:      sandbox.Accept,
+	sandboxv1.ApprovalDecision_APPROVAL_DECISION_DECLINE:     sandbox.Decline,
+	sandboxv1.ApprovalDecision_APPROVAL_DECISION_CANCEL:      sandbox.Cancel,
+	sandboxv1.ApprovalDecision_APPROVAL_DECISION_UNAVAILABLE: sandbox.Unavailable,
+}
+
+func (s *server) AnswerApproval(ctx context.Context, req *sandboxv1.AnswerApprovalRequest) (*sandboxv1.AnswerApprovalResponse, error) {
+	d, ok := decisions[req.GetDecision()]
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "decision %v is not an answer; give ACCEPT, DECLINE, CANCEL or UNAVAILABLE", req.GetDecision())
+	}
+	if req.GetApprovalId() == "" || req.GetSessionId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "session_id and approval_id are required: the session and the id of the ApprovalRequest answered")
+	}
+	err := s.m.Answer(ctx, req.GetTenant(), req.GetSessionId(), req.GetApprovalId(), sandbox.Answer{Decision: d, Reason: req.GetReason()})
+	if err != nil {
+		return nil, s.toStatus(ctx, err)
+	}
+	return &sandboxv1.AnswerApprovalResponse{}, nil
+}
+
+func questionToProto(q session.Question) *sandboxv1.ApprovalRequest {
+	r := &sandboxv1.ApprovalRequest{Id: q.ID, Server: q.Server, Tool: q.Tool, ArgumentsJson: q.Arguments, Reason: q.Reason, RunId: q.RunID}
+	if !q.Deadline.IsZero() {
+		r.Deadline = timestamppb.New(q.Deadline)
+	}
+	return r
 }
 
 // eventToProto is the Execute stream's message of one event of a run.
 func eventToProto(ev session.Event) *sandboxv1.ExecuteResponse {
+	if q := ev.Question; q != nil {
+		return &sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Approval{Approval: questionToProto(*q)}}
+	}
 	if d := ev.Display; d != nil {
 		return &sandboxv1.ExecuteResponse{Event: &sandboxv1.ExecuteResponse_Display{
 			Display: &sandboxv1.DisplayData{MimeType: d.MIME, Data: d.Image(), Width: int32(d.Width), Height: int32(d.Height)},

@@ -17,6 +17,12 @@ type Request struct {
 	// Timeout is the wall-clock limit; zero means the default. It is
 	// clamped to the maximum.
 	Timeout time.Duration
+	// MaxToolCalls bounds the exec's tool calls; zero is no bound.
+	MaxToolCalls int
+	// AskApprovals says that the caller answers questions (an Event's
+	// Question) with Manager.Answer; without it, a tool call that needs a
+	// person's approval is refused at once.
+	AskApprovals bool
 	// YieldAfter, when set, makes the run outlive the call: the call
 	// returns a StatusRunning result once that much time has passed (from
 	// the call's start), and the run goes on (see flight).
@@ -110,6 +116,9 @@ func (m *Manager) Execute(ctx context.Context, req Request, send Send) (*Result,
 		saved.stop()
 		return nil, err
 	}
+	// Asked on the session whose turn it holds, where Answer finds it.
+	env.Controls = &sandbox.Controls{MaxToolCalls: req.MaxToolCalls}
+	r.ask = req.AskApprovals
 	if req.YieldAfter > 0 {
 		if err := ctx.Err(); err != nil {
 			// The caller went (or cancelled) before the run began: it
@@ -123,6 +132,9 @@ func (m *Manager) Execute(ctx context.Context, req Request, send Send) (*Result,
 	defer saved.stop()
 	defer s.release()
 	r.out, r.progress, r.display = outputTo(send), progressTo(send), displayTo(send)
+	if r.ask {
+		env.Controls.Ask = s.asker(0, func(q Question) error { return send(Event{Question: &q}) })
+	}
 	res, err := s.start(ctx, r)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,9 @@ type Event struct {
 	Stream, Text string
 	// Progress, when set, is the code's report (runtime.progress).
 	Progress *sandbox.Progress
+	// Question, when set, is a tool call that waits for a person's
+	// approval; its answer comes by Manager.Answer.
+	Question *Question
 	// Display, when set, is an image the code showed (display(x), a
 	// figure), within the call's display limits.
 	Display *channel.Display
@@ -185,12 +188,15 @@ func (f *flight) follow(ctx context.Context, send Send, yield time.Duration, o f
 		f.read = max(f.read, len(f.events))
 		ended := f.ended()
 		f.mu.Unlock()
-		if !o.quiet {
+		if !o.quiet && send != nil {
 			for _, ev := range batch {
-				if send != nil {
-					if err := send(ev); err != nil {
-						return nil, err
-					}
+				if ev.Question != nil && (ended || !o.waits(ev.Question.ID)) {
+					// Answered, or its run is over: a caller that stopped
+					// at it to ask would drop the run's result.
+					continue
+				}
+				if err := send(ev); err != nil {
+					return nil, err
 				}
 			}
 		}
@@ -211,8 +217,12 @@ func (f *flight) follow(ctx context.Context, send Send, yield time.Duration, o f
 	}
 }
 
-// followOpts are how a call follows a run (see ExecuteRequest).
-type followOpts struct{ replay, quiet bool }
+// followOpts are how a call follows a run (see ExecuteRequest), and
+// waits, whether a question of the run still waits for its answer.
+type followOpts struct {
+	replay, quiet bool
+	waits         func(id string) bool
+}
 
 // finish delivers the run's end, having sent its events up to pos.
 func (f *flight) finish(pos int, o followOpts) (*Result, error) {

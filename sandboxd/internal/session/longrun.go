@@ -53,6 +53,9 @@ func (m *Manager) launch(ctx context.Context, s *Session, r *run, yield time.Dur
 	r.out = func(stream, text string) error { f.add(Event{Stream: stream, Text: text}); return nil }
 	r.progress = func(p sandbox.Progress) { f.add(Event{Progress: &p}) }
 	r.display = func(d *channel.Display) error { f.add(Event{Display: d}); return nil }
+	if r.ask {
+		r.env.Controls.Ask = s.asker(f.id, func(q Question) error { f.add(Event{Question: &q}); return nil })
+	}
 	go func() {
 		defer cancel(nil)
 		defer r.saved.stop()
@@ -84,7 +87,7 @@ func (m *Manager) launch(ctx context.Context, s *Session, r *run, yield time.Dur
 		}
 		s.release()
 	}()
-	res, err := f.follow(ctx, send, max(yield, 0), followOpts{})
+	res, err := f.follow(ctx, send, max(yield, 0), followOpts{waits: s.questions.has})
 	return s.yielded(ctx, f, res, err)
 }
 
@@ -126,7 +129,16 @@ func (m *Manager) attach(ctx context.Context, s *Session, req Request, send Send
 		res.Status = StatusNoRun
 		return res, nil
 	}
-	res, err := f.follow(ctx, send, req.YieldAfter, followOpts{replay: req.Replay, quiet: req.Quiet})
+	if !req.Replay && !req.Quiet && send != nil && !f.ended() {
+		// The questions of the run that still wait were sent to calls
+		// that ended without their answers: this call gets them first.
+		for _, q := range s.waiting() {
+			if err := send(Event{Question: &q}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	res, err := f.follow(ctx, send, req.YieldAfter, followOpts{replay: req.Replay, quiet: req.Quiet, waits: s.questions.has})
 	return s.yielded(ctx, f, res, err)
 }
 

@@ -27,6 +27,9 @@ type run struct {
 	out      sandbox.Output
 	progress func(sandbox.Progress)
 	display  sandbox.Display
+	// ask says that its caller answers the questions of its tool calls
+	// that need a person's approval.
+	ask bool
 	// sb is the sandbox the run runs in, and restored what came back
 	// when it was rebuilt from the session's checkpoint for the run.
 	sb       *sandbox.Sandbox

@@ -64,6 +64,9 @@ type Session struct {
 	starting *sandbox.Sandbox
 	// unrecordedSaid is set once a result said unrecorded.
 	unrecordedSaid bool
+
+	// questions are its run's questions that wait for answers.
+	questions questions
 	// flight is the session's last run that could outlive its call: in
 	// flight, or ended with its result kept for the call that attaches.
 	flight *flight

@@ -11,8 +11,15 @@
 //   "negotiation": "auto" | "legacy" | {"pin": "2026-07-28"},
 //   "calls": [{"name": "run_python", "arguments": {...}}, ...],
 //   "reads": ["resource://...", ...],                   // optional
+//   "elicit": ["accept", "decline", ...],               // optional
 //   "readLinks": true                                   // optional
 // }
+//
+// elicit, when present, declares the elicitation capability and answers
+// the server's questions in turn with those actions (the last repeats):
+// elicitation/create requests under the session-based revisions, the
+// input requests of input_required results under 2026-07-28, which the
+// SDK's driver fulfils and retries. Each question's params are kept.
 //
 // An argument whose value is "$session" is replaced by the session handle
 // of the latest result that carried one (structuredContent.session), as a
@@ -23,7 +30,7 @@
 //
 // It connects, makes the calls in order, then reads the resources, and
 // prints one JSON object: {"protocolVersion": "...", "results":
-// [CallToolResult, ...], "reads": [{"uri", "result"} or {"uri", "error":
+// [CallToolResult, ...], "elicitations": [params, ...], "reads": [{"uri", "result"} or {"uri", "error":
 // {"code", "message", "data", "resourceNotFound"}}, ...]}: a read that
 // fails is a result too; resourceNotFound says that the SDK raised its
 // ResourceNotFoundError, which it does only when error.data.uri is there.
@@ -40,7 +47,16 @@ async function main() {
     transport = new StdioClientTransport({ command: spec.command, args: spec.args ?? [], env: spec.env, stderr: "inherit" });
   }
   const mode = spec.negotiation ?? "legacy";
-  const client = new Client({ name: "codeexec-e2e-sdk-v2", version: "1" }, { versionNegotiation: { mode } });
+  const capabilities = spec.elicit ? { elicitation: { form: {} } } : {};
+  const client = new Client({ name: "codeexec-e2e-sdk-v2", version: "1" }, { versionNegotiation: { mode }, capabilities });
+  const elicitations = [];
+  if (spec.elicit) {
+    client.setRequestHandler("elicitation/create", async (request) => {
+      const action = spec.elicit[Math.min(elicitations.length, spec.elicit.length - 1)];
+      elicitations.push(request.params);
+      return action === "accept" ? { action, content: {} } : { action };
+    });
+  }
   await client.connect(transport);
   const results = [];
   let session;
@@ -66,7 +82,7 @@ async function main() {
       reads.push({ uri, error: { code: err.code, message: err.message, data: err.data, resourceNotFound: err instanceof ResourceNotFoundError } });
     }
   }
-  const out = { protocolVersion: client.getNegotiatedProtocolVersion(), results, reads };
+  const out = { protocolVersion: client.getNegotiatedProtocolVersion(), results, reads, elicitations };
   await client.close();
   process.stdout.write(JSON.stringify(out) + "\n");
 }

@@ -19,6 +19,9 @@ CODES = {
     "unavailable": "UnavailableError",
     "deadline_exceeded": "DeadlineExceededError",
     "internal": "MCPError",
+    "approval_declined": "ApprovalDeclinedError",
+    "approval_unavailable": "ApprovalUnavailableError",
+    "limit_exceeded": "LimitExceededError",
 }
 
 

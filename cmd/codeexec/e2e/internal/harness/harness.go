@@ -354,7 +354,9 @@ type SDKResult struct {
 	ProtocolVersion string           `json:"protocolVersion"`
 	Results         []map[string]any `json:"results"`
 	Reads           []SDKRead        `json:"reads"`
-	Error           string           `json:"error"`
+	// Elicitations are the questions the client was asked (spec.elicit).
+	Elicitations []map[string]any `json:"elicitations"`
+	Error        string           `json:"error"`
 }
 
 // SDKRead is one resources/read of testdata/sdkclient.mjs: the result,

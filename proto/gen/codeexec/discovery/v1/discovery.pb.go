@@ -344,7 +344,11 @@ type Tool struct {
 	// tool_json is the whole Tool object as the server sent it (name, title,
 	// description, inputSchema, outputSchema, annotations…), as JSON text.
 	// The sandbox's live list_tools returns these objects unchanged.
-	ToolJson      string `protobuf:"bytes,5,opt,name=tool_json,json=toolJson,proto3" json:"tool_json,omitempty"`
+	ToolJson string `protobuf:"bytes,5,opt,name=tool_json,json=toolJson,proto3" json:"tool_json,omitempty"`
+	// approval, when set, says why a person must approve each call of the
+	// tool (the operator's rule that marks it); empty when calls need no
+	// approval. CallTool refuses such a call unless it is approved.
+	Approval      string `protobuf:"bytes,6,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -414,6 +418,13 @@ func (x *Tool) GetToolJson() string {
 	return ""
 }
 
+func (x *Tool) GetApproval() string {
+	if x != nil {
+		return x.Approval
+	}
+	return ""
+}
+
 // ToolDoc is the documentation of one tool, shaped like upstream's doc
 // dicts so that sandbox code written for upstream keeps working.
 type ToolDoc struct {
@@ -437,7 +448,10 @@ type ToolDoc struct {
 	// ("name: screenshot (for picture); server: playwright"), ending in
 	// "ranked up by meaning" when the word vectors moved it above a tool that
 	// its words had ranked higher. Empty outside SearchTools.
-	MatchReason   string `protobuf:"bytes,10,opt,name=match_reason,json=matchReason,proto3" json:"match_reason,omitempty"`
+	MatchReason string `protobuf:"bytes,10,opt,name=match_reason,json=matchReason,proto3" json:"match_reason,omitempty"`
+	// approval, when set, says why a person must approve each call of the
+	// tool (see Tool.approval).
+	Approval      string `protobuf:"bytes,11,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -517,6 +531,13 @@ func (x *ToolDoc) GetInputSchemaJson() string {
 func (x *ToolDoc) GetMatchReason() string {
 	if x != nil {
 		return x.MatchReason
+	}
+	return ""
+}
+
+func (x *ToolDoc) GetApproval() string {
+	if x != nil {
+		return x.Approval
 	}
 	return ""
 }
@@ -1142,7 +1163,12 @@ type CallToolRequest struct {
 	// tenant is the caller's tenant. A server whose config lists tenants is
 	// visible only to those; to any other tenant it does not exist
 	// (NOT_FOUND, as for an unknown name). Empty means "default".
-	Tenant        string `protobuf:"bytes,5,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tenant string `protobuf:"bytes,5,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// approved says that a person approved this call, asked by the caller.
+	// A tool whose calls need approval (Tool.approval) is refused without
+	// it: FAILED_PRECONDITION with an ApprovalRequired detail, so that the
+	// caller can ask and call again.
+	Approved      bool `protobuf:"varint,6,opt,name=approved,proto3" json:"approved,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1212,6 +1238,79 @@ func (x *CallToolRequest) GetTenant() string {
 	return ""
 }
 
+func (x *CallToolRequest) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+// ApprovalRequired is the detail of a FAILED_PRECONDITION from CallTool
+// for a call that a person must approve first.
+type ApprovalRequired struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// server is the server's name (not an alias).
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// tool is the tool's name (not an alias).
+	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// reason is the rule that marks the tool, e.g. "--approve github.delete_*"
+	// or "--approve destructive: destructiveHint is true".
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalRequired) Reset() {
+	*x = ApprovalRequired{}
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalRequired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalRequired) ProtoMessage() {}
+
+func (x *ApprovalRequired) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalRequired.ProtoReflect.Descriptor instead.
+func (*ApprovalRequired) Descriptor() ([]byte, []int) {
+	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ApprovalRequired) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ApprovalRequired) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ApprovalRequired) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // CallToolResponse carries the tool's result.
 type CallToolResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1225,7 +1324,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[13]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1336,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[13]
+	mi := &file_codeexec_discovery_v1_discovery_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1349,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{13}
+	return file_codeexec_discovery_v1_discovery_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -1278,13 +1377,14 @@ const file_codeexec_discovery_v1_discovery_proto_rawDesc = "" +
 	"\acommand\x18\t \x01(\tR\acommand\x12\x1d\n" +
 	"\n" +
 	"tool_count\x18\n" +
-	" \x01(\x05R\ttoolCount\"\x9b\x01\n" +
+	" \x01(\x05R\ttoolCount\"\xb7\x01\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05alias\x18\x02 \x01(\tR\x05alias\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12*\n" +
 	"\x11input_schema_json\x18\x04 \x01(\tR\x0finputSchemaJson\x12\x1b\n" +
-	"\ttool_json\x18\x05 \x01(\tR\btoolJson\"\xe8\x01\n" +
+	"\ttool_json\x18\x05 \x01(\tR\btoolJson\x12\x1a\n" +
+	"\bapproval\x18\x06 \x01(\tR\bapproval\"\x84\x02\n" +
 	"\aToolDoc\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12!\n" +
 	"\fserver_alias\x18\x02 \x01(\tR\vserverAlias\x12\x12\n" +
@@ -1294,7 +1394,8 @@ const file_codeexec_discovery_v1_discovery_proto_rawDesc = "" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12*\n" +
 	"\x11input_schema_json\x18\x06 \x01(\tR\x0finputSchemaJson\x12!\n" +
 	"\fmatch_reason\x18\n" +
-	" \x01(\tR\vmatchReason\"D\n" +
+	" \x01(\tR\vmatchReason\x12\x1a\n" +
+	"\bapproval\x18\v \x01(\tR\bapproval\"D\n" +
 	"\x12ListServersRequest\x12\x16\n" +
 	"\x06rescan\x18\x01 \x01(\bR\x06rescan\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"\xad\x01\n" +
@@ -1331,13 +1432,18 @@ const file_codeexec_discovery_v1_discovery_proto_rawDesc = "" +
 	"\x04docs\x18\x01 \x03(\v2\x1e.codeexec.discovery.v1.ToolDocR\x04docs\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\x12\x1c\n" +
 	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12+\n" +
-	"\x11unindexed_servers\x18\x04 \x03(\tR\x10unindexedServers\"\xb1\x01\n" +
+	"\x11unindexed_servers\x18\x04 \x03(\tR\x10unindexedServers\"\xcd\x01\n" +
 	"\x0fCallToolRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\x123\n" +
 	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x16\n" +
-	"\x06tenant\x18\x05 \x01(\tR\x06tenant\"3\n" +
+	"\x06tenant\x18\x05 \x01(\tR\x06tenant\x12\x1a\n" +
+	"\bapproved\x18\x06 \x01(\bR\bapproved\"V\n" +
+	"\x10ApprovalRequired\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"3\n" +
 	"\x10CallToolResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson*m\n" +
@@ -1376,7 +1482,7 @@ func file_codeexec_discovery_v1_discovery_proto_rawDescGZIP() []byte {
 }
 
 var file_codeexec_discovery_v1_discovery_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_codeexec_discovery_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_codeexec_discovery_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_codeexec_discovery_v1_discovery_proto_goTypes = []any{
 	(Transport)(0),              // 0: codeexec.discovery.v1.Transport
 	(ServerStatus)(0),           // 1: codeexec.discovery.v1.ServerStatus
@@ -1394,8 +1500,9 @@ var file_codeexec_discovery_v1_discovery_proto_goTypes = []any{
 	(*SearchToolsRequest)(nil),  // 13: codeexec.discovery.v1.SearchToolsRequest
 	(*SearchToolsResponse)(nil), // 14: codeexec.discovery.v1.SearchToolsResponse
 	(*CallToolRequest)(nil),     // 15: codeexec.discovery.v1.CallToolRequest
-	(*CallToolResponse)(nil),    // 16: codeexec.discovery.v1.CallToolResponse
-	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
+	(*ApprovalRequired)(nil),    // 16: codeexec.discovery.v1.ApprovalRequired
+	(*CallToolResponse)(nil),    // 17: codeexec.discovery.v1.CallToolResponse
+	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
 }
 var file_codeexec_discovery_v1_discovery_proto_depIdxs = []int32{
 	0,  // 0: codeexec.discovery.v1.Server.transport:type_name -> codeexec.discovery.v1.Transport
@@ -1408,7 +1515,7 @@ var file_codeexec_discovery_v1_discovery_proto_depIdxs = []int32{
 	5,  // 7: codeexec.discovery.v1.GetToolDocsResponse.docs:type_name -> codeexec.discovery.v1.ToolDoc
 	2,  // 8: codeexec.discovery.v1.SearchToolsRequest.detail:type_name -> codeexec.discovery.v1.Detail
 	5,  // 9: codeexec.discovery.v1.SearchToolsResponse.docs:type_name -> codeexec.discovery.v1.ToolDoc
-	17, // 10: codeexec.discovery.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
+	18, // 10: codeexec.discovery.v1.CallToolRequest.timeout:type_name -> google.protobuf.Duration
 	6,  // 11: codeexec.discovery.v1.DiscoveryService.ListServers:input_type -> codeexec.discovery.v1.ListServersRequest
 	9,  // 12: codeexec.discovery.v1.DiscoveryService.ListTools:input_type -> codeexec.discovery.v1.ListToolsRequest
 	11, // 13: codeexec.discovery.v1.DiscoveryService.GetToolDocs:input_type -> codeexec.discovery.v1.GetToolDocsRequest
@@ -1418,7 +1525,7 @@ var file_codeexec_discovery_v1_discovery_proto_depIdxs = []int32{
 	10, // 17: codeexec.discovery.v1.DiscoveryService.ListTools:output_type -> codeexec.discovery.v1.ListToolsResponse
 	12, // 18: codeexec.discovery.v1.DiscoveryService.GetToolDocs:output_type -> codeexec.discovery.v1.GetToolDocsResponse
 	14, // 19: codeexec.discovery.v1.DiscoveryService.SearchTools:output_type -> codeexec.discovery.v1.SearchToolsResponse
-	16, // 20: codeexec.discovery.v1.DiscoveryService.CallTool:output_type -> codeexec.discovery.v1.CallToolResponse
+	17, // 20: codeexec.discovery.v1.DiscoveryService.CallTool:output_type -> codeexec.discovery.v1.CallToolResponse
 	16, // [16:21] is the sub-list for method output_type
 	11, // [11:16] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
@@ -1437,7 +1544,7 @@ func file_codeexec_discovery_v1_discovery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_discovery_v1_discovery_proto_rawDesc), len(file_codeexec_discovery_v1_discovery_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,8 +41,11 @@ const (
 // valid choices; a server that cannot be started or that crashed is
 // UNAVAILABLE with the command and the tail of its stderr; an upstream call
 // that outlives its timeout is DEADLINE_EXCEEDED; malformed input is
-// INVALID_ARGUMENT. A tool that ran and reported failure is not an RPC error:
-// its CallToolResult has isError set.
+// INVALID_ARGUMENT; a call that a person must approve first, made without
+// approval, is FAILED_PRECONDITION with an ApprovalRequired detail; a call
+// over the tenant's calls per tool per minute is RESOURCE_EXHAUSTED. A tool
+// that ran and reported failure is not an RPC error: its CallToolResult has
+// isError set.
 type DiscoveryServiceClient interface {
 	// ListServers describes every configured server, started or not. It never
 	// starts a server.
@@ -135,8 +138,11 @@ func (c *discoveryServiceClient) CallTool(ctx context.Context, in *CallToolReque
 // valid choices; a server that cannot be started or that crashed is
 // UNAVAILABLE with the command and the tail of its stderr; an upstream call
 // that outlives its timeout is DEADLINE_EXCEEDED; malformed input is
-// INVALID_ARGUMENT. A tool that ran and reported failure is not an RPC error:
-// its CallToolResult has isError set.
+// INVALID_ARGUMENT; a call that a person must approve first, made without
+// approval, is FAILED_PRECONDITION with an ApprovalRequired detail; a call
+// over the tenant's calls per tool per minute is RESOURCE_EXHAUSTED. A tool
+// that ran and reported failure is not an RPC error: its CallToolResult has
+// isError set.
 type DiscoveryServiceServer interface {
 	// ListServers describes every configured server, started or not. It never
 	// starts a server.

@@ -81,6 +81,71 @@ func (SessionState) EnumDescriptor() ([]byte, []int) {
 	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{0}
 }
 
+// ApprovalDecision is a person's answer to an ApprovalRequest.
+type ApprovalDecision int32
+
+const (
+	// APPROVAL_DECISION_UNSPECIFIED is refused as invalid.
+	ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED ApprovalDecision = 0
+	// APPROVAL_DECISION_ACCEPT runs the call.
+	ApprovalDecision_APPROVAL_DECISION_ACCEPT ApprovalDecision = 1
+	// APPROVAL_DECISION_DECLINE: the person said no. The code gets
+	// runtime.ApprovalDeclinedError.
+	ApprovalDecision_APPROVAL_DECISION_DECLINE ApprovalDecision = 2
+	// APPROVAL_DECISION_CANCEL: the person dismissed the question. The code
+	// gets runtime.ApprovalDeclinedError.
+	ApprovalDecision_APPROVAL_DECISION_CANCEL ApprovalDecision = 3
+	// APPROVAL_DECISION_UNAVAILABLE: nobody could be asked (the client
+	// cannot show the question). The code gets
+	// runtime.ApprovalUnavailableError with the answer's reason.
+	ApprovalDecision_APPROVAL_DECISION_UNAVAILABLE ApprovalDecision = 4
+)
+
+// Enum value maps for ApprovalDecision.
+var (
+	ApprovalDecision_name = map[int32]string{
+		0: "APPROVAL_DECISION_UNSPECIFIED",
+		1: "APPROVAL_DECISION_ACCEPT",
+		2: "APPROVAL_DECISION_DECLINE",
+		3: "APPROVAL_DECISION_CANCEL",
+		4: "APPROVAL_DECISION_UNAVAILABLE",
+	}
+	ApprovalDecision_value = map[string]int32{
+		"APPROVAL_DECISION_UNSPECIFIED": 0,
+		"APPROVAL_DECISION_ACCEPT":      1,
+		"APPROVAL_DECISION_DECLINE":     2,
+		"APPROVAL_DECISION_CANCEL":      3,
+		"APPROVAL_DECISION_UNAVAILABLE": 4,
+	}
+)
+
+func (x ApprovalDecision) Enum() *ApprovalDecision {
+	p := new(ApprovalDecision)
+	*p = x
+	return p
+}
+
+func (x ApprovalDecision) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalDecision) Descriptor() protoreflect.EnumDescriptor {
+	return file_codeexec_sandbox_v1_sandbox_proto_enumTypes[1].Descriptor()
+}
+
+func (ApprovalDecision) Type() protoreflect.EnumType {
+	return &file_codeexec_sandbox_v1_sandbox_proto_enumTypes[1]
+}
+
+func (x ApprovalDecision) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalDecision.Descriptor instead.
+func (ApprovalDecision) EnumDescriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
 // Stream names an output stream of the sandboxed code.
 type Stream int32
 
@@ -118,11 +183,11 @@ func (x Stream) String() string {
 }
 
 func (Stream) Descriptor() protoreflect.EnumDescriptor {
-	return file_codeexec_sandbox_v1_sandbox_proto_enumTypes[1].Descriptor()
+	return file_codeexec_sandbox_v1_sandbox_proto_enumTypes[2].Descriptor()
 }
 
 func (Stream) Type() protoreflect.EnumType {
-	return &file_codeexec_sandbox_v1_sandbox_proto_enumTypes[1]
+	return &file_codeexec_sandbox_v1_sandbox_proto_enumTypes[2]
 }
 
 func (x Stream) Number() protoreflect.EnumNumber {
@@ -131,7 +196,7 @@ func (x Stream) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Stream.Descriptor instead.
 func (Stream) EnumDescriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
 // ExecStatus is how an Execute ended.
@@ -193,11 +258,11 @@ func (x ExecStatus) String() string {
 }
 
 func (ExecStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_codeexec_sandbox_v1_sandbox_proto_enumTypes[2].Descriptor()
+	return file_codeexec_sandbox_v1_sandbox_proto_enumTypes[3].Descriptor()
 }
 
 func (ExecStatus) Type() protoreflect.EnumType {
-	return &file_codeexec_sandbox_v1_sandbox_proto_enumTypes[2]
+	return &file_codeexec_sandbox_v1_sandbox_proto_enumTypes[3]
 }
 
 func (x ExecStatus) Number() protoreflect.EnumNumber {
@@ -206,7 +271,7 @@ func (x ExecStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExecStatus.Descriptor instead.
 func (ExecStatus) EnumDescriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 // Session describes one sandbox session.
@@ -486,7 +551,15 @@ type ExecuteRequest struct {
 	Quiet bool `protobuf:"varint,9,opt,name=quiet,proto3" json:"quiet,omitempty"`
 	// run_id, with attach, names the run to wait for (ExecResult.run_id);
 	// another run, or none, answers NOT_FOUND. Zero: whichever is in flight.
-	RunId         uint64 `protobuf:"varint,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId uint64 `protobuf:"varint,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// max_tool_calls bounds the MCP tool calls the code makes in this call;
+	// the call past it raises an error that names the limit. Zero means no
+	// limit.
+	MaxToolCalls int32 `protobuf:"varint,20,opt,name=max_tool_calls,json=maxToolCalls,proto3" json:"max_tool_calls,omitempty"`
+	// ask_approvals says that the caller answers the stream's
+	// ApprovalRequest events (AnswerApproval). Without it, a tool call that
+	// needs a person's approval is refused at once: nobody would answer.
+	AskApprovals  bool `protobuf:"varint,21,opt,name=ask_approvals,json=askApprovals,proto3" json:"ask_approvals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -591,6 +664,20 @@ func (x *ExecuteRequest) GetRunId() uint64 {
 	return 0
 }
 
+func (x *ExecuteRequest) GetMaxToolCalls() int32 {
+	if x != nil {
+		return x.MaxToolCalls
+	}
+	return 0
+}
+
+func (x *ExecuteRequest) GetAskApprovals() bool {
+	if x != nil {
+		return x.AskApprovals
+	}
+	return false
+}
+
 // ExecuteResponse is one event of an Execute stream: output chunks, then
 // exactly one result.
 type ExecuteResponse struct {
@@ -603,6 +690,7 @@ type ExecuteResponse struct {
 	//	*ExecuteResponse_Result
 	//	*ExecuteResponse_Display
 	//	*ExecuteResponse_Progress
+	//	*ExecuteResponse_Approval
 	Event         isExecuteResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -681,6 +769,15 @@ func (x *ExecuteResponse) GetProgress() *Progress {
 	return nil
 }
 
+func (x *ExecuteResponse) GetApproval() *ApprovalRequest {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteResponse_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
 type isExecuteResponse_Event interface {
 	isExecuteResponse_Event()
 }
@@ -706,6 +803,12 @@ type ExecuteResponse_Progress struct {
 	Progress *Progress `protobuf:"bytes,4,opt,name=progress,proto3,oneof"`
 }
 
+type ExecuteResponse_Approval struct {
+	// approval asks for a person's approval of a tool call the code made;
+	// the call waits, within the exec's timeout, for AnswerApproval.
+	Approval *ApprovalRequest `protobuf:"bytes,10,opt,name=approval,proto3,oneof"`
+}
+
 func (*ExecuteResponse_Output) isExecuteResponse_Event() {}
 
 func (*ExecuteResponse_Result) isExecuteResponse_Event() {}
@@ -713,6 +816,8 @@ func (*ExecuteResponse_Result) isExecuteResponse_Event() {}
 func (*ExecuteResponse_Display) isExecuteResponse_Event() {}
 
 func (*ExecuteResponse_Progress) isExecuteResponse_Event() {}
+
+func (*ExecuteResponse_Approval) isExecuteResponse_Event() {}
 
 // DisplayData is one image a call showed, bounded in size by sandboxd's
 // display limits.
@@ -852,6 +957,235 @@ func (x *Progress) GetMessage() string {
 	return ""
 }
 
+// ApprovalRequest is a tool call that a person must approve before it
+// runs (the operator marked the tool so). The caller asks the person and
+// answers with AnswerApproval. A call that attaches to the run gets the
+// questions that still wait for an answer again, first.
+type ApprovalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id names the request in AnswerApproval. It is random and unguessable,
+	// so it may travel through the client and back.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// server is the MCP server's name.
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// tool is the tool's name.
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// arguments_json is the call's arguments as a JSON object, for showing
+	// to the person: long strings and deep values are cut, and values that
+	// look like secrets (by their key or their form) are masked.
+	ArgumentsJson string `protobuf:"bytes,4,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	// reason is the rule that marks the tool, e.g. "--approve github.delete_*".
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// deadline is when the exec's timeout ends; an answer after it is too
+	// late, and the call has failed.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// run_id is the run that asks (ExecResult.run_id), for a caller that
+	// answers it and attaches to the run; zero for a run that cannot
+	// outlive its call (no yield_after).
+	RunId         uint64 `protobuf:"varint,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalRequest) Reset() {
+	*x = ApprovalRequest{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalRequest) ProtoMessage() {}
+
+func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
+func (*ApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ApprovalRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetArgumentsJson() string {
+	if x != nil {
+		return x.ArgumentsJson
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ApprovalRequest) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *ApprovalRequest) GetRunId() uint64 {
+	if x != nil {
+		return x.RunId
+	}
+	return 0
+}
+
+// AnswerApprovalRequest answers one ApprovalRequest.
+type AnswerApprovalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the session whose Execute asked.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// tenant must match the session's tenant.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// approval_id is the ApprovalRequest's id.
+	ApprovalId string `protobuf:"bytes,3,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	// decision is the answer.
+	Decision ApprovalDecision `protobuf:"varint,4,opt,name=decision,proto3,enum=codeexec.sandbox.v1.ApprovalDecision" json:"decision,omitempty"`
+	// reason says why, for UNAVAILABLE: what kept the question from being
+	// asked and how to allow the call. The code's error carries it.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerApprovalRequest) Reset() {
+	*x = AnswerApprovalRequest{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerApprovalRequest) ProtoMessage() {}
+
+func (x *AnswerApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerApprovalRequest.ProtoReflect.Descriptor instead.
+func (*AnswerApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AnswerApprovalRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AnswerApprovalRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *AnswerApprovalRequest) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *AnswerApprovalRequest) GetDecision() ApprovalDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED
+}
+
+func (x *AnswerApprovalRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// AnswerApprovalResponse is empty: the answer reached the waiting call.
+type AnswerApprovalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerApprovalResponse) Reset() {
+	*x = AnswerApprovalResponse{}
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerApprovalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerApprovalResponse) ProtoMessage() {}
+
+func (x *AnswerApprovalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerApprovalResponse.ProtoReflect.Descriptor instead.
+func (*AnswerApprovalResponse) Descriptor() ([]byte, []int) {
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+}
+
 // OutputChunk is a piece of output text.
 type OutputChunk struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -865,7 +1199,7 @@ type OutputChunk struct {
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1211,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[7]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1224,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OutputChunk) GetStream() Stream {
@@ -980,7 +1314,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1326,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[8]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1339,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecResult) GetStatus() ExecStatus {
@@ -1170,7 +1504,7 @@ type OutputFile struct {
 
 func (x *OutputFile) Reset() {
 	*x = OutputFile{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1516,7 @@ func (x *OutputFile) String() string {
 func (*OutputFile) ProtoMessage() {}
 
 func (x *OutputFile) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[9]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1529,7 @@ func (x *OutputFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputFile.ProtoReflect.Descriptor instead.
 func (*OutputFile) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OutputFile) GetPath() string {
@@ -1235,7 +1569,7 @@ type RunInFlight struct {
 
 func (x *RunInFlight) Reset() {
 	*x = RunInFlight{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1581,7 @@ func (x *RunInFlight) String() string {
 func (*RunInFlight) ProtoMessage() {}
 
 func (x *RunInFlight) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1594,7 @@ func (x *RunInFlight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunInFlight.ProtoReflect.Descriptor instead.
 func (*RunInFlight) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunInFlight) GetRunId() uint64 {
@@ -1301,7 +1635,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1647,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1660,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelExecutionRequest) GetSessionId() string {
@@ -1368,7 +1702,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1714,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1727,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelExecutionResponse) GetCancelled() bool {
@@ -1443,7 +1777,7 @@ type RestoreReport struct {
 
 func (x *RestoreReport) Reset() {
 	*x = RestoreReport{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1789,7 @@ func (x *RestoreReport) String() string {
 func (*RestoreReport) ProtoMessage() {}
 
 func (x *RestoreReport) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1802,7 @@ func (x *RestoreReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreReport.ProtoReflect.Descriptor instead.
 func (*RestoreReport) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RestoreReport) GetReason() string {
@@ -1556,7 +1890,7 @@ type LostName struct {
 
 func (x *LostName) Reset() {
 	*x = LostName{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1902,7 @@ func (x *LostName) String() string {
 func (*LostName) ProtoMessage() {}
 
 func (x *LostName) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1915,7 @@ func (x *LostName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LostName.ProtoReflect.Descriptor instead.
 func (*LostName) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LostName) GetName() string {
@@ -1620,7 +1954,7 @@ type SessionElsewhere struct {
 
 func (x *SessionElsewhere) Reset() {
 	*x = SessionElsewhere{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1966,7 @@ func (x *SessionElsewhere) String() string {
 func (*SessionElsewhere) ProtoMessage() {}
 
 func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1979,7 @@ func (x *SessionElsewhere) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionElsewhere.ProtoReflect.Descriptor instead.
 func (*SessionElsewhere) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionElsewhere) GetReplica() string {
@@ -1675,7 +2009,7 @@ type ResetSessionRequest struct {
 
 func (x *ResetSessionRequest) Reset() {
 	*x = ResetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +2021,7 @@ func (x *ResetSessionRequest) String() string {
 func (*ResetSessionRequest) ProtoMessage() {}
 
 func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +2034,7 @@ func (x *ResetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionRequest.ProtoReflect.Descriptor instead.
 func (*ResetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResetSessionRequest) GetSessionId() string {
@@ -1728,7 +2062,7 @@ type ResetSessionResponse struct {
 
 func (x *ResetSessionResponse) Reset() {
 	*x = ResetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +2074,7 @@ func (x *ResetSessionResponse) String() string {
 func (*ResetSessionResponse) ProtoMessage() {}
 
 func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +2087,7 @@ func (x *ResetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSessionResponse.ProtoReflect.Descriptor instead.
 func (*ResetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResetSessionResponse) GetSession() *Session {
@@ -1776,7 +2110,7 @@ type DestroySessionRequest struct {
 
 func (x *DestroySessionRequest) Reset() {
 	*x = DestroySessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +2122,7 @@ func (x *DestroySessionRequest) String() string {
 func (*DestroySessionRequest) ProtoMessage() {}
 
 func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +2135,7 @@ func (x *DestroySessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionRequest.ProtoReflect.Descriptor instead.
 func (*DestroySessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DestroySessionRequest) GetSessionId() string {
@@ -1827,7 +2161,7 @@ type DestroySessionResponse struct {
 
 func (x *DestroySessionResponse) Reset() {
 	*x = DestroySessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +2173,7 @@ func (x *DestroySessionResponse) String() string {
 func (*DestroySessionResponse) ProtoMessage() {}
 
 func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +2186,7 @@ func (x *DestroySessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroySessionResponse.ProtoReflect.Descriptor instead.
 func (*DestroySessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 // GetSessionRequest names a session.
@@ -1868,7 +2202,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2214,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2227,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1921,7 +2255,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2267,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2280,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1968,7 +2302,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[22]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2314,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[22]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2327,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListSessionsRequest) GetTenant() string {
@@ -2014,7 +2348,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[23]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2360,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[23]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2373,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -2070,7 +2404,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[24]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2416,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[24]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2429,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReadFileRequest) GetTenant() string {
@@ -2147,7 +2481,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[25]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2493,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[25]
+	mi := &file_codeexec_sandbox_v1_sandbox_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2506,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
+	return file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadFileResponse) GetData() []byte {
@@ -2220,7 +2554,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
 	"\x15CreateSessionResponse\x126\n" +
-	"\asession\x18\x01 \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\"\xc3\x02\n" +
+	"\asession\x18\x01 \x01(\v2\x1c.codeexec.sandbox.v1.SessionR\asession\"\x8e\x03\n" +
 	"\x0eExecuteRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
@@ -2234,12 +2568,16 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x06replay\x18\b \x01(\bR\x06replay\x12\x14\n" +
 	"\x05quiet\x18\t \x01(\bR\x05quiet\x12\x15\n" +
 	"\x06run_id\x18\n" +
-	" \x01(\x04R\x05runId\"\x8c\x02\n" +
+	" \x01(\x04R\x05runId\x12$\n" +
+	"\x0emax_tool_calls\x18\x14 \x01(\x05R\fmaxToolCalls\x12#\n" +
+	"\rask_approvals\x18\x15 \x01(\bR\faskApprovals\"\xd0\x02\n" +
 	"\x0fExecuteResponse\x12:\n" +
 	"\x06output\x18\x01 \x01(\v2 .codeexec.sandbox.v1.OutputChunkH\x00R\x06output\x129\n" +
 	"\x06result\x18\x02 \x01(\v2\x1f.codeexec.sandbox.v1.ExecResultH\x00R\x06result\x12<\n" +
 	"\adisplay\x18\x03 \x01(\v2 .codeexec.sandbox.v1.DisplayDataH\x00R\adisplay\x12;\n" +
-	"\bprogress\x18\x04 \x01(\v2\x1d.codeexec.sandbox.v1.ProgressH\x00R\bprogressB\a\n" +
+	"\bprogress\x18\x04 \x01(\v2\x1d.codeexec.sandbox.v1.ProgressH\x00R\bprogress\x12B\n" +
+	"\bapproval\x18\n" +
+	" \x01(\v2$.codeexec.sandbox.v1.ApprovalRequestH\x00R\bapprovalB\a\n" +
 	"\x05event\"l\n" +
 	"\vDisplayData\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
@@ -2249,7 +2587,24 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\bProgress\x12\x12\n" +
 	"\x04done\x18\x01 \x01(\x01R\x04done\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"V\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xdb\x01\n" +
+	"\x0fApprovalRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12%\n" +
+	"\x0earguments_json\x18\x04 \x01(\tR\rargumentsJson\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x126\n" +
+	"\bdeadline\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x15\n" +
+	"\x06run_id\x18\a \x01(\x04R\x05runId\"\xca\x01\n" +
+	"\x15AnswerApprovalRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1f\n" +
+	"\vapproval_id\x18\x03 \x01(\tR\n" +
+	"approvalId\x12A\n" +
+	"\bdecision\x18\x04 \x01(\x0e2%.codeexec.sandbox.v1.ApprovalDecisionR\bdecision\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x18\n" +
+	"\x16AnswerApprovalResponse\"V\n" +
 	"\vOutputChunk\x123\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x1b.codeexec.sandbox.v1.StreamR\x06stream\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"\xfe\x06\n" +
@@ -2356,7 +2711,13 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_STATE_IDLE\x10\x01\x12\x16\n" +
 	"\x12SESSION_STATE_BUSY\x10\x02\x12\x19\n" +
-	"\x15SESSION_STATE_STOPPED\x10\x03*F\n" +
+	"\x15SESSION_STATE_STOPPED\x10\x03*\xb3\x01\n" +
+	"\x10ApprovalDecision\x12!\n" +
+	"\x1dAPPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18APPROVAL_DECISION_ACCEPT\x10\x01\x12\x1d\n" +
+	"\x19APPROVAL_DECISION_DECLINE\x10\x02\x12\x1c\n" +
+	"\x18APPROVAL_DECISION_CANCEL\x10\x03\x12!\n" +
+	"\x1dAPPROVAL_DECISION_UNAVAILABLE\x10\x04*F\n" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
@@ -2369,7 +2730,7 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x13EXEC_STATUS_TIMEOUT\x10\x03\x12\x16\n" +
 	"\x12EXEC_STATUS_KILLED\x10\x04\x12\x17\n" +
 	"\x13EXEC_STATUS_RUNNING\x10\x05\x12\x16\n" +
-	"\x12EXEC_STATUS_NO_RUN\x10\x062\xab\x06\n" +
+	"\x12EXEC_STATUS_NO_RUN\x10\x062\x96\a\n" +
 	"\x0eSandboxService\x12f\n" +
 	"\rCreateSession\x12).codeexec.sandbox.v1.CreateSessionRequest\x1a*.codeexec.sandbox.v1.CreateSessionResponse\x12V\n" +
 	"\aExecute\x12#.codeexec.sandbox.v1.ExecuteRequest\x1a$.codeexec.sandbox.v1.ExecuteResponse0\x01\x12l\n" +
@@ -2379,7 +2740,8 @@ const file_codeexec_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
 	"GetSession\x12&.codeexec.sandbox.v1.GetSessionRequest\x1a'.codeexec.sandbox.v1.GetSessionResponse\x12c\n" +
 	"\fListSessions\x12(.codeexec.sandbox.v1.ListSessionsRequest\x1a).codeexec.sandbox.v1.ListSessionsResponse\x12W\n" +
-	"\bReadFile\x12$.codeexec.sandbox.v1.ReadFileRequest\x1a%.codeexec.sandbox.v1.ReadFileResponseB\xdb\x01\n" +
+	"\bReadFile\x12$.codeexec.sandbox.v1.ReadFileRequest\x1a%.codeexec.sandbox.v1.ReadFileResponse\x12i\n" +
+	"\x0eAnswerApproval\x12*.codeexec.sandbox.v1.AnswerApprovalRequest\x1a+.codeexec.sandbox.v1.AnswerApprovalResponseB\xdb\x01\n" +
 	"\x17com.codeexec.sandbox.v1B\fSandboxProtoP\x01ZDgithub.com/codeexec/codeexec/proto/gen/codeexec/sandbox/v1;sandboxv1\xa2\x02\x03CSX\xaa\x02\x13Codeexec.Sandbox.V1\xca\x02\x13Codeexec\\Sandbox\\V1\xe2\x02\x1fCodeexec\\Sandbox\\V1\\GPBMetadata\xea\x02\x15Codeexec::Sandbox::V1b\x06proto3"
 
 var (
@@ -2394,92 +2756,101 @@ func file_codeexec_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_codeexec_sandbox_v1_sandbox_proto_rawDescData
 }
 
-var file_codeexec_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_codeexec_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_codeexec_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_codeexec_sandbox_v1_sandbox_proto_goTypes = []any{
 	(SessionState)(0),               // 0: codeexec.sandbox.v1.SessionState
-	(Stream)(0),                     // 1: codeexec.sandbox.v1.Stream
-	(ExecStatus)(0),                 // 2: codeexec.sandbox.v1.ExecStatus
-	(*Session)(nil),                 // 3: codeexec.sandbox.v1.Session
-	(*CreateSessionRequest)(nil),    // 4: codeexec.sandbox.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),   // 5: codeexec.sandbox.v1.CreateSessionResponse
-	(*ExecuteRequest)(nil),          // 6: codeexec.sandbox.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),         // 7: codeexec.sandbox.v1.ExecuteResponse
-	(*DisplayData)(nil),             // 8: codeexec.sandbox.v1.DisplayData
-	(*Progress)(nil),                // 9: codeexec.sandbox.v1.Progress
-	(*OutputChunk)(nil),             // 10: codeexec.sandbox.v1.OutputChunk
-	(*ExecResult)(nil),              // 11: codeexec.sandbox.v1.ExecResult
-	(*OutputFile)(nil),              // 12: codeexec.sandbox.v1.OutputFile
-	(*RunInFlight)(nil),             // 13: codeexec.sandbox.v1.RunInFlight
-	(*CancelExecutionRequest)(nil),  // 14: codeexec.sandbox.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil), // 15: codeexec.sandbox.v1.CancelExecutionResponse
-	(*RestoreReport)(nil),           // 16: codeexec.sandbox.v1.RestoreReport
-	(*LostName)(nil),                // 17: codeexec.sandbox.v1.LostName
-	(*SessionElsewhere)(nil),        // 18: codeexec.sandbox.v1.SessionElsewhere
-	(*ResetSessionRequest)(nil),     // 19: codeexec.sandbox.v1.ResetSessionRequest
-	(*ResetSessionResponse)(nil),    // 20: codeexec.sandbox.v1.ResetSessionResponse
-	(*DestroySessionRequest)(nil),   // 21: codeexec.sandbox.v1.DestroySessionRequest
-	(*DestroySessionResponse)(nil),  // 22: codeexec.sandbox.v1.DestroySessionResponse
-	(*GetSessionRequest)(nil),       // 23: codeexec.sandbox.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),      // 24: codeexec.sandbox.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),     // 25: codeexec.sandbox.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),    // 26: codeexec.sandbox.v1.ListSessionsResponse
-	(*ReadFileRequest)(nil),         // 27: codeexec.sandbox.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),        // 28: codeexec.sandbox.v1.ReadFileResponse
-	nil,                             // 29: codeexec.sandbox.v1.Session.LabelsEntry
-	nil,                             // 30: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
-	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 32: google.protobuf.Duration
+	(ApprovalDecision)(0),           // 1: codeexec.sandbox.v1.ApprovalDecision
+	(Stream)(0),                     // 2: codeexec.sandbox.v1.Stream
+	(ExecStatus)(0),                 // 3: codeexec.sandbox.v1.ExecStatus
+	(*Session)(nil),                 // 4: codeexec.sandbox.v1.Session
+	(*CreateSessionRequest)(nil),    // 5: codeexec.sandbox.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),   // 6: codeexec.sandbox.v1.CreateSessionResponse
+	(*ExecuteRequest)(nil),          // 7: codeexec.sandbox.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),         // 8: codeexec.sandbox.v1.ExecuteResponse
+	(*DisplayData)(nil),             // 9: codeexec.sandbox.v1.DisplayData
+	(*Progress)(nil),                // 10: codeexec.sandbox.v1.Progress
+	(*ApprovalRequest)(nil),         // 11: codeexec.sandbox.v1.ApprovalRequest
+	(*AnswerApprovalRequest)(nil),   // 12: codeexec.sandbox.v1.AnswerApprovalRequest
+	(*AnswerApprovalResponse)(nil),  // 13: codeexec.sandbox.v1.AnswerApprovalResponse
+	(*OutputChunk)(nil),             // 14: codeexec.sandbox.v1.OutputChunk
+	(*ExecResult)(nil),              // 15: codeexec.sandbox.v1.ExecResult
+	(*OutputFile)(nil),              // 16: codeexec.sandbox.v1.OutputFile
+	(*RunInFlight)(nil),             // 17: codeexec.sandbox.v1.RunInFlight
+	(*CancelExecutionRequest)(nil),  // 18: codeexec.sandbox.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil), // 19: codeexec.sandbox.v1.CancelExecutionResponse
+	(*RestoreReport)(nil),           // 20: codeexec.sandbox.v1.RestoreReport
+	(*LostName)(nil),                // 21: codeexec.sandbox.v1.LostName
+	(*SessionElsewhere)(nil),        // 22: codeexec.sandbox.v1.SessionElsewhere
+	(*ResetSessionRequest)(nil),     // 23: codeexec.sandbox.v1.ResetSessionRequest
+	(*ResetSessionResponse)(nil),    // 24: codeexec.sandbox.v1.ResetSessionResponse
+	(*DestroySessionRequest)(nil),   // 25: codeexec.sandbox.v1.DestroySessionRequest
+	(*DestroySessionResponse)(nil),  // 26: codeexec.sandbox.v1.DestroySessionResponse
+	(*GetSessionRequest)(nil),       // 27: codeexec.sandbox.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),      // 28: codeexec.sandbox.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),     // 29: codeexec.sandbox.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),    // 30: codeexec.sandbox.v1.ListSessionsResponse
+	(*ReadFileRequest)(nil),         // 31: codeexec.sandbox.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),        // 32: codeexec.sandbox.v1.ReadFileResponse
+	nil,                             // 33: codeexec.sandbox.v1.Session.LabelsEntry
+	nil,                             // 34: codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),   // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 36: google.protobuf.Duration
 }
 var file_codeexec_sandbox_v1_sandbox_proto_depIdxs = []int32{
 	0,  // 0: codeexec.sandbox.v1.Session.state:type_name -> codeexec.sandbox.v1.SessionState
-	31, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	31, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
-	29, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
-	30, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
-	3,  // 5: codeexec.sandbox.v1.CreateSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	32, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	32, // 7: codeexec.sandbox.v1.ExecuteRequest.yield_after:type_name -> google.protobuf.Duration
-	10, // 8: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
-	11, // 9: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
-	8,  // 10: codeexec.sandbox.v1.ExecuteResponse.display:type_name -> codeexec.sandbox.v1.DisplayData
-	9,  // 11: codeexec.sandbox.v1.ExecuteResponse.progress:type_name -> codeexec.sandbox.v1.Progress
-	1,  // 12: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
-	2,  // 13: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
-	32, // 14: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
-	32, // 15: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
-	3,  // 16: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
-	16, // 17: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
-	17, // 18: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
-	12, // 19: codeexec.sandbox.v1.ExecResult.files:type_name -> codeexec.sandbox.v1.OutputFile
-	31, // 20: codeexec.sandbox.v1.ExecResult.start_time:type_name -> google.protobuf.Timestamp
-	31, // 21: codeexec.sandbox.v1.RunInFlight.start_time:type_name -> google.protobuf.Timestamp
-	32, // 22: codeexec.sandbox.v1.RunInFlight.timeout:type_name -> google.protobuf.Duration
-	17, // 23: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
-	3,  // 24: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 25: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
-	3,  // 26: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
-	4,  // 27: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
-	6,  // 28: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
-	14, // 29: codeexec.sandbox.v1.SandboxService.CancelExecution:input_type -> codeexec.sandbox.v1.CancelExecutionRequest
-	19, // 30: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
-	21, // 31: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
-	23, // 32: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
-	25, // 33: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
-	27, // 34: codeexec.sandbox.v1.SandboxService.ReadFile:input_type -> codeexec.sandbox.v1.ReadFileRequest
-	5,  // 35: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
-	7,  // 36: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
-	15, // 37: codeexec.sandbox.v1.SandboxService.CancelExecution:output_type -> codeexec.sandbox.v1.CancelExecutionResponse
-	20, // 38: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
-	22, // 39: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
-	24, // 40: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
-	26, // 41: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
-	28, // 42: codeexec.sandbox.v1.SandboxService.ReadFile:output_type -> codeexec.sandbox.v1.ReadFileResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	35, // 1: codeexec.sandbox.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	35, // 2: codeexec.sandbox.v1.Session.last_used_time:type_name -> google.protobuf.Timestamp
+	33, // 3: codeexec.sandbox.v1.Session.labels:type_name -> codeexec.sandbox.v1.Session.LabelsEntry
+	34, // 4: codeexec.sandbox.v1.CreateSessionRequest.labels:type_name -> codeexec.sandbox.v1.CreateSessionRequest.LabelsEntry
+	4,  // 5: codeexec.sandbox.v1.CreateSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	36, // 6: codeexec.sandbox.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	36, // 7: codeexec.sandbox.v1.ExecuteRequest.yield_after:type_name -> google.protobuf.Duration
+	14, // 8: codeexec.sandbox.v1.ExecuteResponse.output:type_name -> codeexec.sandbox.v1.OutputChunk
+	15, // 9: codeexec.sandbox.v1.ExecuteResponse.result:type_name -> codeexec.sandbox.v1.ExecResult
+	9,  // 10: codeexec.sandbox.v1.ExecuteResponse.display:type_name -> codeexec.sandbox.v1.DisplayData
+	10, // 11: codeexec.sandbox.v1.ExecuteResponse.progress:type_name -> codeexec.sandbox.v1.Progress
+	11, // 12: codeexec.sandbox.v1.ExecuteResponse.approval:type_name -> codeexec.sandbox.v1.ApprovalRequest
+	35, // 13: codeexec.sandbox.v1.ApprovalRequest.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 14: codeexec.sandbox.v1.AnswerApprovalRequest.decision:type_name -> codeexec.sandbox.v1.ApprovalDecision
+	2,  // 15: codeexec.sandbox.v1.OutputChunk.stream:type_name -> codeexec.sandbox.v1.Stream
+	3,  // 16: codeexec.sandbox.v1.ExecResult.status:type_name -> codeexec.sandbox.v1.ExecStatus
+	36, // 17: codeexec.sandbox.v1.ExecResult.duration:type_name -> google.protobuf.Duration
+	36, // 18: codeexec.sandbox.v1.ExecResult.timeout:type_name -> google.protobuf.Duration
+	4,  // 19: codeexec.sandbox.v1.ExecResult.session:type_name -> codeexec.sandbox.v1.Session
+	20, // 20: codeexec.sandbox.v1.ExecResult.restored:type_name -> codeexec.sandbox.v1.RestoreReport
+	21, // 21: codeexec.sandbox.v1.ExecResult.uncheckpointed:type_name -> codeexec.sandbox.v1.LostName
+	16, // 22: codeexec.sandbox.v1.ExecResult.files:type_name -> codeexec.sandbox.v1.OutputFile
+	35, // 23: codeexec.sandbox.v1.ExecResult.start_time:type_name -> google.protobuf.Timestamp
+	35, // 24: codeexec.sandbox.v1.RunInFlight.start_time:type_name -> google.protobuf.Timestamp
+	36, // 25: codeexec.sandbox.v1.RunInFlight.timeout:type_name -> google.protobuf.Duration
+	21, // 26: codeexec.sandbox.v1.RestoreReport.lost:type_name -> codeexec.sandbox.v1.LostName
+	4,  // 27: codeexec.sandbox.v1.ResetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	4,  // 28: codeexec.sandbox.v1.GetSessionResponse.session:type_name -> codeexec.sandbox.v1.Session
+	4,  // 29: codeexec.sandbox.v1.ListSessionsResponse.sessions:type_name -> codeexec.sandbox.v1.Session
+	5,  // 30: codeexec.sandbox.v1.SandboxService.CreateSession:input_type -> codeexec.sandbox.v1.CreateSessionRequest
+	7,  // 31: codeexec.sandbox.v1.SandboxService.Execute:input_type -> codeexec.sandbox.v1.ExecuteRequest
+	18, // 32: codeexec.sandbox.v1.SandboxService.CancelExecution:input_type -> codeexec.sandbox.v1.CancelExecutionRequest
+	23, // 33: codeexec.sandbox.v1.SandboxService.ResetSession:input_type -> codeexec.sandbox.v1.ResetSessionRequest
+	25, // 34: codeexec.sandbox.v1.SandboxService.DestroySession:input_type -> codeexec.sandbox.v1.DestroySessionRequest
+	27, // 35: codeexec.sandbox.v1.SandboxService.GetSession:input_type -> codeexec.sandbox.v1.GetSessionRequest
+	29, // 36: codeexec.sandbox.v1.SandboxService.ListSessions:input_type -> codeexec.sandbox.v1.ListSessionsRequest
+	31, // 37: codeexec.sandbox.v1.SandboxService.ReadFile:input_type -> codeexec.sandbox.v1.ReadFileRequest
+	12, // 38: codeexec.sandbox.v1.SandboxService.AnswerApproval:input_type -> codeexec.sandbox.v1.AnswerApprovalRequest
+	6,  // 39: codeexec.sandbox.v1.SandboxService.CreateSession:output_type -> codeexec.sandbox.v1.CreateSessionResponse
+	8,  // 40: codeexec.sandbox.v1.SandboxService.Execute:output_type -> codeexec.sandbox.v1.ExecuteResponse
+	19, // 41: codeexec.sandbox.v1.SandboxService.CancelExecution:output_type -> codeexec.sandbox.v1.CancelExecutionResponse
+	24, // 42: codeexec.sandbox.v1.SandboxService.ResetSession:output_type -> codeexec.sandbox.v1.ResetSessionResponse
+	26, // 43: codeexec.sandbox.v1.SandboxService.DestroySession:output_type -> codeexec.sandbox.v1.DestroySessionResponse
+	28, // 44: codeexec.sandbox.v1.SandboxService.GetSession:output_type -> codeexec.sandbox.v1.GetSessionResponse
+	30, // 45: codeexec.sandbox.v1.SandboxService.ListSessions:output_type -> codeexec.sandbox.v1.ListSessionsResponse
+	32, // 46: codeexec.sandbox.v1.SandboxService.ReadFile:output_type -> codeexec.sandbox.v1.ReadFileResponse
+	13, // 47: codeexec.sandbox.v1.SandboxService.AnswerApproval:output_type -> codeexec.sandbox.v1.AnswerApprovalResponse
+	39, // [39:48] is the sub-list for method output_type
+	30, // [30:39] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_codeexec_sandbox_v1_sandbox_proto_init() }
@@ -2492,14 +2863,15 @@ func file_codeexec_sandbox_v1_sandbox_proto_init() {
 		(*ExecuteResponse_Result)(nil),
 		(*ExecuteResponse_Display)(nil),
 		(*ExecuteResponse_Progress)(nil),
+		(*ExecuteResponse_Approval)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codeexec_sandbox_v1_sandbox_proto_rawDesc), len(file_codeexec_sandbox_v1_sandbox_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   28,
+			NumEnums:      4,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

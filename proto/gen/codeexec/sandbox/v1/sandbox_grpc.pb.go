@@ -27,6 +27,7 @@ const (
 	SandboxService_GetSession_FullMethodName      = "/codeexec.sandbox.v1.SandboxService/GetSession"
 	SandboxService_ListSessions_FullMethodName    = "/codeexec.sandbox.v1.SandboxService/ListSessions"
 	SandboxService_ReadFile_FullMethodName        = "/codeexec.sandbox.v1.SandboxService/ReadFile"
+	SandboxService_AnswerApproval_FullMethodName  = "/codeexec.sandbox.v1.SandboxService/AnswerApproval"
 )
 
 // SandboxServiceClient is the client API for SandboxService service.
@@ -73,6 +74,13 @@ type SandboxServiceClient interface {
 	// stored checkpoint holds it, from any replica. A session of another
 	// tenant is NOT_FOUND, as an unknown one is.
 	ReadFile(ctx context.Context, in *ReadFileRequest, opts ...grpc.CallOption) (*ReadFileResponse, error)
+	// AnswerApproval delivers a person's answer to an ApprovalRequest that
+	// an Execute stream of the session sent: the tool call waiting for it
+	// runs, or raises in the code. A session live on another replica is
+	// refused with FAILED_PRECONDITION and a SessionElsewhere detail, as
+	// Execute is; an approval that is not pending (answered already, its
+	// run ended, or never asked) is NOT_FOUND.
+	AnswerApproval(ctx context.Context, in *AnswerApprovalRequest, opts ...grpc.CallOption) (*AnswerApprovalResponse, error)
 }
 
 type sandboxServiceClient struct {
@@ -172,6 +180,16 @@ func (c *sandboxServiceClient) ReadFile(ctx context.Context, in *ReadFileRequest
 	return out, nil
 }
 
+func (c *sandboxServiceClient) AnswerApproval(ctx context.Context, in *AnswerApprovalRequest, opts ...grpc.CallOption) (*AnswerApprovalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnswerApprovalResponse)
+	err := c.cc.Invoke(ctx, SandboxService_AnswerApproval_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SandboxServiceServer is the server API for SandboxService service.
 // All implementations must embed UnimplementedSandboxServiceServer
 // for forward compatibility.
@@ -216,6 +234,13 @@ type SandboxServiceServer interface {
 	// stored checkpoint holds it, from any replica. A session of another
 	// tenant is NOT_FOUND, as an unknown one is.
 	ReadFile(context.Context, *ReadFileRequest) (*ReadFileResponse, error)
+	// AnswerApproval delivers a person's answer to an ApprovalRequest that
+	// an Execute stream of the session sent: the tool call waiting for it
+	// runs, or raises in the code. A session live on another replica is
+	// refused with FAILED_PRECONDITION and a SessionElsewhere detail, as
+	// Execute is; an approval that is not pending (answered already, its
+	// run ended, or never asked) is NOT_FOUND.
+	AnswerApproval(context.Context, *AnswerApprovalRequest) (*AnswerApprovalResponse, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }
 
@@ -249,6 +274,9 @@ func (UnimplementedSandboxServiceServer) ListSessions(context.Context, *ListSess
 }
 func (UnimplementedSandboxServiceServer) ReadFile(context.Context, *ReadFileRequest) (*ReadFileResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadFile not implemented")
+}
+func (UnimplementedSandboxServiceServer) AnswerApproval(context.Context, *AnswerApprovalRequest) (*AnswerApprovalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AnswerApproval not implemented")
 }
 func (UnimplementedSandboxServiceServer) mustEmbedUnimplementedSandboxServiceServer() {}
 func (UnimplementedSandboxServiceServer) testEmbeddedByValue()                        {}
@@ -408,6 +436,24 @@ func _SandboxService_ReadFile_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SandboxService_AnswerApproval_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnswerApprovalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).AnswerApproval(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_AnswerApproval_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).AnswerApproval(ctx, req.(*AnswerApprovalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SandboxService_ServiceDesc is the grpc.ServiceDesc for SandboxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -442,6 +488,10 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadFile",
 			Handler:    _SandboxService_ReadFile_Handler,
+		},
+		{
+			MethodName: "AnswerApproval",
+			Handler:    _SandboxService_AnswerApproval_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
