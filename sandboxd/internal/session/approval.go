@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
@@ -26,49 +24,9 @@ type Question struct {
 	RunID uint64
 }
 
-// questions are the questions of a session's runs that wait for answers.
-type questions struct {
-	mu      sync.Mutex
-	waiting map[string]*waiter
-	// order keeps the waiting questions in the order they were asked.
-	order []string
-}
-
-// waiter is one question waiting, and where its answer goes.
-type waiter struct {
-	q  Question
-	ch chan sandbox.Answer
-}
-
 // waiting lists the session's questions that wait for answers, oldest
 // first.
-func (s *Session) waiting() []Question {
-	s.questions.mu.Lock()
-	defer s.questions.mu.Unlock()
-	out := make([]Question, 0, len(s.questions.order))
-	for _, id := range s.questions.order {
-		out = append(out, s.questions.waiting[id].q)
-	}
-	return out
-}
-
-// has reports whether the question id waits for its answer.
-func (qs *questions) has(id string) bool {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
-	return qs.waiting[id] != nil
-}
-
-// take removes the question id from those waiting, and returns its
-// waiter; nil when it does not wait.
-func (qs *questions) take(id string) *waiter {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
-	w := qs.waiting[id]
-	delete(qs.waiting, id)
-	qs.order = slices.DeleteFunc(qs.order, func(o string) bool { return o == id })
-	return w
-}
+func (s *Session) waiting() []Question { return s.questions.Waiting() }
 
 // asker is the sandbox.Asker of the run runID: it sends each question
 // with send and waits for Manager.Answer, until ctx (the run's calls)
@@ -77,15 +35,8 @@ func (s *Session) asker(runID uint64, send func(Question) error) sandbox.Asker {
 	return func(ctx context.Context, a sandbox.Approval) (sandbox.Answer, error) {
 		q := Question{ID: randomid.Hex(16), Approval: a, RunID: runID}
 		q.Deadline, _ = ctx.Deadline()
-		ch := make(chan sandbox.Answer, 1)
-		s.questions.mu.Lock()
-		if s.questions.waiting == nil {
-			s.questions.waiting = map[string]*waiter{}
-		}
-		s.questions.waiting[q.ID] = &waiter{q: q, ch: ch}
-		s.questions.order = append(s.questions.order, q.ID)
-		s.questions.mu.Unlock()
-		defer s.questions.take(q.ID)
+		ch, done := s.questions.Ask(q.ID, q)
+		defer done()
 		if err := send(q); err != nil {
 			return sandbox.Answer{Decision: sandbox.Unavailable, Reason: "the question could not be sent to the client: " + err.Error()}, nil
 		}
@@ -119,10 +70,8 @@ func (m *Manager) Answer(ctx context.Context, tenant, id, question string, ans s
 		}
 		return err
 	}
-	w := s.questions.take(question)
-	if w == nil {
+	if !s.questions.Answer(question, ans) {
 		return fmt.Errorf("%w: no question %q waits for an answer on session %s: it was answered already, or the run that asked it has ended", ErrNotFound, question, id)
 	}
-	w.ch <- ans // buffered, and only one answer takes w from the map
 	return nil
 }

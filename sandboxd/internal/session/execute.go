@@ -107,7 +107,7 @@ func (m *Manager) Execute(ctx context.Context, req Request, send Send) (*Result,
 		// A run that has not yielded is a call like any other, soon
 		// over (or cancelled): this one waits for it. A long run is
 		// refused.
-		if err := f.waitTurn(ctx, req.YieldAfter-time.Since(began)); err != nil {
+		if err := waitTurn(ctx, f, req.YieldAfter-time.Since(began)); err != nil {
 			saved.stop()
 			return nil, err
 		}

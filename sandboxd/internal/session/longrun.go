@@ -50,11 +50,11 @@ func (m *Manager) launch(ctx context.Context, s *Session, r *run, yield time.Dur
 	// one (a task ID must never name two runs).
 	f := newFlight(uint64(time.Now().UnixNano()), r.timeout, cancel)
 	s.setFlight(f)
-	r.out = func(stream, text string) error { f.add(Event{Stream: stream, Text: text}); return nil }
-	r.progress = func(p sandbox.Progress) { f.add(Event{Progress: &p}) }
-	r.display = func(d *channel.Display) error { f.add(Event{Display: d}); return nil }
+	r.out = func(stream, text string) error { f.Add(Event{Stream: stream, Text: text}); return nil }
+	r.progress = func(p sandbox.Progress) { f.Add(Event{Progress: &p}) }
+	r.display = func(d *channel.Display) error { f.Add(Event{Display: d}); return nil }
 	if r.ask {
-		r.env.Controls.Ask = s.asker(f.id, func(q Question) error { f.add(Event{Question: &q}); return nil })
+		r.env.Controls.Ask = s.asker(f.ID, func(q Question) error { f.Add(Event{Question: &q}); return nil })
 	}
 	go func() {
 		defer cancel(nil)
@@ -71,13 +71,13 @@ func (m *Manager) launch(ctx context.Context, s *Session, r *run, yield time.Dur
 				res.Interrupted = c
 			}
 		}
-		f.end(res, err)
+		f.End(res, err)
 		// A mark of the run in the store, when its call yielded, goes
 		// with its checkpoint; a run that timed out or was cancelled
 		// clears it here. One whose sandbox died keeps it: when that
 		// was this replica stopping, the next holder says the run was
 		// interrupted.
-		if f.marked() && !m.closing.Load() && err == nil && res.StateLost && (res.Status != sandbox.StatusKilled || res.Cancelled != "") {
+		if f.Marked() && !m.closing.Load() && err == nil && res.StateLost && (res.Status != sandbox.StatusKilled || res.Cancelled != "") {
 			mctx, mcancel := context.WithTimeout(context.WithoutCancel(runCtx), m.cfg.StartTimeout)
 			merr := s.lease.MarkRunning(mctx, nil)
 			mcancel()
@@ -87,7 +87,7 @@ func (m *Manager) launch(ctx context.Context, s *Session, r *run, yield time.Dur
 		}
 		s.release()
 	}()
-	res, err := f.follow(ctx, send, max(yield, 0), followOpts{waits: s.questions.has})
+	res, err := follow(ctx, f, send, max(yield, 0), followOpts{waits: s.questions.Has})
 	return s.yielded(ctx, f, res, err)
 }
 
@@ -99,8 +99,8 @@ func (s *Session) yielded(ctx context.Context, f *flight, res *Result, err error
 	}
 	if res.Status == StatusRunning {
 		res.Session, res.Durable = s.Info(), s.lease != nil
-		if s.lease != nil && f.mark() {
-			began := f.started
+		if s.lease != nil && f.Mark() {
+			began := f.Started
 			if merr := s.lease.MarkRunning(context.WithoutCancel(ctx), &began); merr != nil {
 				s.logger().WarnContext(ctx, "could not mark the run in the session store", logkeys.Error, merr)
 			}
@@ -117,9 +117,9 @@ func (s *Session) yielded(ctx context.Context, f *flight, res *Result, err error
 func (m *Manager) attach(ctx context.Context, s *Session, req Request, send Send) (*Result, error) {
 	f := s.lastFlight()
 	switch {
-	case f != nil && req.RunID != 0 && f.id != req.RunID, f == nil && req.RunID != 0:
+	case f != nil && req.RunID != 0 && f.ID != req.RunID, f == nil && req.RunID != 0:
 		return nil, fmt.Errorf("%w: run %d is not this session's run in flight nor its last; the session has run other code since", ErrNotFound, req.RunID)
-	case f == nil || (f.ended() && f.resultTaken() && !req.Replay):
+	case f == nil || (f.Ended() && f.ResultTaken() && !req.Replay):
 		// A session taken from the store with its run interrupted (its
 		// holder lost) has no flight here: it is restored now.
 		if f == nil && s.lease.Interrupted() {
@@ -129,7 +129,7 @@ func (m *Manager) attach(ctx context.Context, s *Session, req Request, send Send
 		res.Status = StatusNoRun
 		return res, nil
 	}
-	if !req.Replay && !req.Quiet && send != nil && !f.ended() {
+	if !req.Replay && !req.Quiet && send != nil && !f.Ended() {
 		// The questions of the run that still wait were sent to calls
 		// that ended without their answers: this call gets them first.
 		for _, q := range s.waiting() {
@@ -138,7 +138,7 @@ func (m *Manager) attach(ctx context.Context, s *Session, req Request, send Send
 			}
 		}
 	}
-	res, err := f.follow(ctx, send, req.YieldAfter, followOpts{replay: req.Replay, quiet: req.Quiet, waits: s.questions.has})
+	res, err := follow(ctx, f, send, req.YieldAfter, followOpts{replay: req.Replay, quiet: req.Quiet, waits: s.questions.Has})
 	return s.yielded(ctx, f, res, err)
 }
 
@@ -192,13 +192,13 @@ func (m *Manager) Cancel(ctx context.Context, tenant, id string, runID uint64, w
 		return false, nil
 	}
 	f := s.inFlight()
-	if f == nil || (runID != 0 && f.id != runID) {
+	if f == nil || (runID != 0 && f.ID != runID) {
 		return false, nil
 	}
 	if why == "" {
 		why = "the run was cancelled"
 	}
-	f.cancel(&sandbox.CancelledError{Why: why})
-	s.logger().InfoContext(ctx, "run cancelled", "run", f.id, "reason", why)
+	f.Cancel(&sandbox.CancelledError{Why: why})
+	s.logger().InfoContext(ctx, "run cancelled", "run", f.ID, "reason", why)
 	return true, nil
 }

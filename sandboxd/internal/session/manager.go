@@ -186,7 +186,7 @@ func (m *Manager) Close() {
 		// pending) until its timeout, an hour perhaps: it stops now, and
 		// the next holder says it was interrupted.
 		if f := s.inFlight(); f != nil {
-			f.cancel(&sandbox.CancelledError{Why: "the run was interrupted: its sandbox service was stopped"})
+			f.Cancel(&sandbox.CancelledError{Why: "the run was interrupted: its sandbox service was stopped"})
 		}
 		wg.Go(func() {
 			if s.lease != nil {

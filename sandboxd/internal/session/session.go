@@ -11,6 +11,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/capacity"
 	"github.com/codeexec/codeexec/sandboxd/internal/lease"
 	"github.com/codeexec/codeexec/sandboxd/internal/sandbox"
+	flightpkg "github.com/codeexec/codeexec/sandboxd/internal/session/flight"
 	"github.com/codeexec/codeexec/services/logkeys"
 )
 
@@ -66,7 +67,7 @@ type Session struct {
 	unrecordedSaid bool
 
 	// questions are its run's questions that wait for answers.
-	questions questions
+	questions flightpkg.Questions[Question, sandbox.Answer]
 	// flight is the session's last run that could outlive its call: in
 	// flight, or ended with its result kept for the call that attaches.
 	flight *flight
@@ -89,7 +90,7 @@ func (s *Session) lastFlight() *flight {
 
 // inFlight returns the session's run in flight, nil when none is.
 func (s *Session) inFlight() *flight {
-	if f := s.lastFlight(); f != nil && !f.ended() {
+	if f := s.lastFlight(); f != nil && !f.Ended() {
 		return f
 	}
 	return nil
