@@ -17,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -92,8 +94,10 @@ type Config struct {
 	// Images bound the images a call shows (display(), figures).
 	Images ImageLimits
 	// Mounts are host directories exposed in every sandbox, read-only
-	// unless marked writable (engine.ParseMount reads them).
-	Mounts []Mount
+	// unless marked writable (engine.ParseMount reads them); TenantMounts
+	// are more, in the sandboxes of one tenant only, by tenant.
+	Mounts       []Mount
+	TenantMounts map[string][]Mount
 
 	DefaultTimeout time.Duration
 	MaxTimeout     time.Duration
@@ -140,9 +144,19 @@ type Mount = engine.Mount
 func ParseMount(spec string) (Mount, error) { return engine.ParseMount(spec) }
 
 // CheckMounts refuses mounts that overlap in the sandbox or overlap one
-// of protected on the host (the state dir).
-func CheckMounts(mounts []Mount, protected ...string) error {
-	return engine.CheckMounts(mounts, protected...)
+// of protected on the host (the state dir): the operator's, and each
+// tenant's beside them.
+func CheckMounts(mounts []Mount, tenants map[string][]Mount, protected ...string) error {
+	if err := engine.CheckMounts(mounts, protected...); err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range slices.Sorted(maps.Keys(tenants)) {
+		if err := engine.CheckMounts(append(slices.Clip(mounts), tenants[t]...), protected...); err != nil {
+			errs = append(errs, fmt.Errorf("tenant %s: %w", t, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ImageLimits bound the images of one call: the longest side in pixels,
@@ -250,6 +264,7 @@ func New(ctx context.Context, cfg Config, deps Deps, logger *slog.Logger) (*Serv
 		Limits:         lim,
 		OutputLimit:    cfg.OutputLimitBytes,
 		Mounts:         cfg.Mounts,
+		TenantMounts:   cfg.TenantMounts,
 		Results:        cfg.results(),
 		DefaultTimeout: cfg.DefaultTimeout,
 		MaxTimeout:     cfg.MaxTimeout,

@@ -52,6 +52,15 @@ func (u *sandboxdUnit) bind(fs *flagenv.Set, e cli.Env, alone bool) {
 		}
 	}
 	fs.Var(&u.cs.mounts, "mount", "HOST_DIR[:SANDBOX_DIR][:rw]: a host directory in every sandbox, read-only unless :rw, at /mnt/<basename> by default; repeat for more (env CODEEXEC_MOUNTS, comma-separated)")
+	u.cs.tenantMounts = nil
+	if v := e.Getenv("CODEEXEC_TENANT_MOUNTS"); v != "" {
+		for _, m := range strings.Split(v, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				u.cs.tenantMounts = append(u.cs.tenantMounts, m)
+			}
+		}
+	}
+	fs.Var(&u.cs.tenantMounts, "tenant-mount", "TENANT=HOST_DIR[:SANDBOX_DIR][:rw]: as --mount, in that tenant's sandboxes only; repeat for more (env CODEEXEC_TENANT_MOUNTS, comma-separated)")
 	if !alone {
 		return // in serve, the gateway's settings give the timeouts
 	}
@@ -74,8 +83,20 @@ func (u *sandboxdUnit) check() error {
 		}
 		u.cfg.Mounts = append(u.cfg.Mounts, m)
 	}
+	u.cfg.TenantMounts = nil
+	for _, spec := range u.cs.tenantMounts {
+		tenant, m, err := parseTenantMount(spec)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--tenant-mount (CODEEXEC_TENANT_MOUNTS): %w", err))
+			continue
+		}
+		if u.cfg.TenantMounts == nil {
+			u.cfg.TenantMounts = map[string][]sandboxd.Mount{}
+		}
+		u.cfg.TenantMounts[tenant] = append(u.cfg.TenantMounts[tenant], m)
+	}
 	if len(errs) == 0 {
-		errs = append(errs, sandboxd.CheckMounts(u.cfg.Mounts))
+		errs = append(errs, sandboxd.CheckMounts(u.cfg.Mounts, u.cfg.TenantMounts))
 	}
 	return errors.Join(append(errs, u.cfg.Validate())...)
 }
@@ -101,8 +122,8 @@ func (u *sandboxdUnit) start(ctx context.Context, p *process.Process) error {
 	}
 	// In serve the state dir holds the store, the tokens and the
 	// sockets: no mount may show it to a sandbox.
-	if err := sandboxd.CheckMounts(u.cfg.Mounts, u.socketDir); err != nil {
-		return fmt.Errorf("--mount (CODEEXEC_MOUNTS): %w", err)
+	if err := sandboxd.CheckMounts(u.cfg.Mounts, u.cfg.TenantMounts, u.socketDir); err != nil {
+		return fmt.Errorf("--mount, --tenant-mount: %w", err)
 	}
 	if p.InProc != nil && u.socketDir != "" {
 		if err := u.sock.Prepare(u.socketDir, p.Logger); err != nil {
@@ -160,6 +181,7 @@ func (u *sandboxdUnit) serve(ctx context.Context, p *process.Process, _ cli.Env)
 // does not hold.
 type containerSettings struct {
 	mounts             stringList // --mount, repeated, after CODEEXEC_MOUNTS
+	tenantMounts       stringList // --tenant-mount, repeated, after CODEEXEC_TENANT_MOUNTS
 	runtimeIdleTimeout time.Duration
 	runtimeArgs        string     // CODEEXEC_RUNTIME_ARGS, space-separated
 	runtimeArg         stringList // --runtime-arg, repeated
@@ -234,4 +256,19 @@ func (l *stringList) String() string { return strings.Join(*l, " ") }
 func (l *stringList) Set(v string) error {
 	*l = append(*l, v)
 	return nil
+}
+
+// parseTenantMount reads TENANT=HOST_DIR[:SANDBOX_DIR][:rw], as
+// --tenant-mount takes it.
+func parseTenantMount(spec string) (string, sandboxd.Mount, error) {
+	tenant, mount, ok := strings.Cut(spec, "=")
+	tenant = strings.TrimSpace(tenant)
+	if !ok || tenant == "" {
+		return "", sandboxd.Mount{}, fmt.Errorf("%q names no tenant: write TENANT=HOST_DIR[:SANDBOX_DIR][:rw], e.g. alice=/srv/data/alice", spec)
+	}
+	m, err := sandboxd.ParseMount(mount)
+	if err != nil {
+		return "", sandboxd.Mount{}, fmt.Errorf("tenant %s: %w", tenant, err)
+	}
+	return tenant, m, nil
 }

@@ -112,7 +112,7 @@ func (ss *sessions) live(t *testing.T, r *capacity.Room, p *capacity.Pool, id st
 	if err != nil {
 		t.Fatalf("Make for %s: %v", id, err)
 	}
-	sb, err := p.Take(t.Context())
+	sb, err := p.Take(t.Context(), "t")
 	if err != nil {
 		place(nil)
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,8 +27,10 @@ type PoolConfig struct {
 	Argv     []string
 	Env      map[string]string
 	Limits   engine.Limits
-	// Mounts are the operator's host directories, in every sandbox.
-	Mounts []engine.Mount
+	// Mounts are the operator's host directories, in every sandbox, and
+	// TenantMounts those of one tenant's sandboxes only, after Mounts.
+	Mounts       []engine.Mount
+	TenantMounts map[string][]engine.Mount
 	// Size sandboxes are kept started and ready.
 	Size int
 	// StartTimeout bounds starting one sandbox.
@@ -54,8 +57,17 @@ func NewPool(cfg PoolConfig, m *metrics.Metrics, logger *slog.Logger) *Pool {
 // Len is the number of ready sandboxes in the pool.
 func (p *Pool) Len() int { return len(p.ready) }
 
-// Take returns a ready sandbox: a pooled one when available.
-func (p *Pool) Take(ctx context.Context) (*sandbox.Sandbox, error) {
+// Take returns a ready sandbox for a session of tenant: a pooled one
+// when available, unless the tenant has mounts of its own, which pooled
+// sandboxes lack.
+func (p *Pool) Take(ctx context.Context, tenant string) (*sandbox.Sandbox, error) {
+	if own := p.cfg.TenantMounts[tenant]; len(own) > 0 {
+		sb, err := p.start(ctx, false, own)
+		if err != nil {
+			p.metrics.StartFailed()
+		}
+		return sb, err
+	}
 	for {
 		select {
 		case sb := <-p.ready:
@@ -72,7 +84,7 @@ func (p *Pool) Take(ctx context.Context) (*sandbox.Sandbox, error) {
 		break
 	}
 	p.wakeFiller()
-	sb, err := p.start(ctx, false)
+	sb, err := p.start(ctx, false, nil)
 	if err != nil {
 		p.metrics.StartFailed()
 	}
@@ -81,8 +93,8 @@ func (p *Pool) Take(ctx context.Context) (*sandbox.Sandbox, error) {
 
 // start starts a sandbox for a session, or for the pool when warm
 // (engine.Spec.Warm: the engine may then wait for a cheaper way to start
-// it).
-func (p *Pool) start(ctx context.Context, warm bool) (*sandbox.Sandbox, error) {
+// it), with the operator's mounts and then own.
+func (p *Pool) start(ctx context.Context, warm bool, own []engine.Mount) (*sandbox.Sandbox, error) {
 	id := "cx-" + randomid.Hex(6)
 	spec := engine.Spec{
 		ID:       id,
@@ -91,7 +103,7 @@ func (p *Pool) start(ctx context.Context, warm bool) (*sandbox.Sandbox, error) {
 		Argv:     p.cfg.Argv,
 		Env:      p.cfg.Env,
 		Limits:   p.cfg.Limits,
-		Mounts:   p.cfg.Mounts,
+		Mounts:   append(slices.Clip(p.cfg.Mounts), own...),
 		Warm:     warm,
 	}
 	start := time.Now()
@@ -148,7 +160,7 @@ func (p *Pool) Run(ctx context.Context) {
 // failed start; false means ctx ended (sandboxd's Close).
 func (p *Pool) fillOne(ctx context.Context, backoff *time.Duration) bool {
 	startCtx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
-	sb, err := p.start(startCtx, true)
+	sb, err := p.start(startCtx, true, nil)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {

@@ -2,10 +2,13 @@ package capacity_test
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/capacity"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 	"github.com/codeexec/codeexec/sandboxd/internal/metrics"
 )
@@ -30,7 +33,7 @@ func TestPoolKeepsSandboxesReady(t *testing.T) {
 	go func() { defer close(done); p.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	waitFor(t, "the pool to fill", func() bool { return p.Len() == 1 })
-	sb, err := p.Take(t.Context())
+	sb, err := p.Take(t.Context(), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +44,7 @@ func TestPoolKeepsSandboxesReady(t *testing.T) {
 	waitFor(t, "the pool to fill again", func() bool { return p.Len() == 1 })
 
 	empty := newPool(t, 0)
-	if sb, err := empty.Take(t.Context()); err != nil || !sb.Alive() {
+	if sb, err := empty.Take(t.Context(), "t"); err != nil || !sb.Alive() {
 		t.Errorf("Take from an empty pool: %v", err)
 	}
 }
@@ -73,5 +76,68 @@ func TestReaperStopsIdleSandboxes(t *testing.T) {
 				t.Errorf("durable %v: %s was evicted %d and dropped %d times, want left alone", durable, s.id, e, d)
 			}
 		}
+	}
+}
+
+// startRecorder is an engine that records each start's mounts, and
+// counts the starts for a session (not the pool's, which are warm).
+type startRecorder struct {
+	engine.Engine
+	mu     sync.Mutex
+	mounts [][]engine.Mount
+	cold   int
+}
+
+func (r *startRecorder) Start(ctx context.Context, spec engine.Spec) (engine.Process, error) {
+	r.mu.Lock()
+	r.mounts = append(r.mounts, spec.Mounts)
+	if !spec.Warm {
+		r.cold++
+	}
+	r.mu.Unlock()
+	return r.Engine.Start(ctx, spec)
+}
+
+func (r *startRecorder) last() ([]engine.Mount, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mounts[len(r.mounts)-1], r.cold
+}
+
+// A tenant with mounts of its own gets a sandbox started with them after
+// the operator's, never a pooled one (which lacks them); another tenant
+// takes from the pool, with the operator's alone.
+func TestTenantMountsStartTheirOwnSandbox(t *testing.T) {
+	t.Parallel()
+	dir, argv, env := enginetest.Agent(t)
+	all := []engine.Mount{{Host: "/srv/shared", Sandbox: "/mnt/shared"}}
+	own := []engine.Mount{{Host: "/srv/alice", Sandbox: "/mnt/alice", Writable: true}}
+	rec := &startRecorder{Engine: enginetest.NewDirect(t)}
+	p := capacity.NewPool(capacity.PoolConfig{
+		Engine: rec, AgentDir: dir, Argv: argv, Env: env, Size: 1, StartTimeout: 30 * time.Second,
+		Mounts: all, TenantMounts: map[string][]engine.Mount{"alice": own},
+	}, metrics.New(nil), enginetest.Logger(t))
+	t.Cleanup(p.Close)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the pool to fill", func() bool { return p.Len() == 1 })
+	if _, err := p.Take(t.Context(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	got, cold := rec.last()
+	if want := append(slices.Clone(all), own...); !slices.Equal(got, want) || cold != 1 {
+		t.Errorf("alice's sandbox started with mounts %v (%d started for sessions); want %v, started for her", got, cold, want)
+	}
+	if _, err := p.Take(t.Context(), "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, cold := rec.last(); cold != 1 {
+		t.Errorf("bob's sandbox was started for him, not taken from the pool")
+	}
+	waitFor(t, "the pool to fill again", func() bool { return p.Len() == 1 })
+	if got, _ := rec.last(); !slices.Equal(got, all) {
+		t.Errorf("the pool's sandboxes start with mounts %v; want the operator's alone, %v", got, all)
 	}
 }

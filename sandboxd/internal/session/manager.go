@@ -54,8 +54,10 @@ type Config struct {
 	OutputLimit int64
 	// Results bounds output and images for a model (sandbox/results.go).
 	Results sandbox.Results
-	// Mounts are the operator's host directories, in every sandbox.
-	Mounts []engine.Mount
+	// Mounts are the operator's host directories, in every sandbox;
+	// TenantMounts those of one tenant's sandboxes (capacity.PoolConfig).
+	Mounts       []engine.Mount
+	TenantMounts map[string][]engine.Mount
 	// DefaultTimeout and MaxTimeout bound each exec.
 	DefaultTimeout, MaxTimeout time.Duration
 	// StartTimeout bounds starting one sandbox.
@@ -145,7 +147,7 @@ func NewManager(ctx context.Context, cfg Config, logger *slog.Logger) (*Manager,
 	m := &Manager{cfg: cfg, logger: logger, metrics: cfg.Metrics, sessions: map[string]*Session{}, stop: cancel}
 	m.metrics.SessionsFunc(m.count)
 	m.pool = capacity.NewPool(capacity.PoolConfig{
-		Engine: cfg.Engine, AgentDir: cfg.AgentDir, Argv: cfg.Argv, Env: cfg.Env, Limits: cfg.Limits, Mounts: cfg.Mounts,
+		Engine: cfg.Engine, AgentDir: cfg.AgentDir, Argv: cfg.Argv, Env: cfg.Env, Limits: cfg.Limits, Mounts: cfg.Mounts, TenantMounts: cfg.TenantMounts,
 		Size: cfg.PoolSize, StartTimeout: cfg.StartTimeout,
 	}, m.metrics, logger)
 	m.room = capacity.NewRoom(cfg.MaxSessions, cfg.Durable != nil, m.capacitySessions, m.metrics, logger)

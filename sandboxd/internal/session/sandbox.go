@@ -56,7 +56,7 @@ func (s *Session) newSandbox(ctx context.Context) (*sandbox.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb, err := s.m.pool.Take(ctx)
+	sb, err := s.m.pool.Take(ctx, s.tenant)
 	if err != nil {
 		place(nil)
 		return nil, err
