@@ -70,7 +70,7 @@ runtime_independent=(
   'TestE2E(ServeProcessesShareOneStateDir|OwnerKilledWhileOthersWrite|AnotherVersionHoldsTheStateDir|CtrlZOnOneClientLeavesTheOthersServed|SplitServicesMutualTLS)'
   'TestE2E(FirstSearchFigures|SearchFromTheCatalogue|Discovery|ConcurrentUpdateMemoryLosesNothing|SessionQuotaCountsModernSessions|EvictionTakesFromTheTenantOverItsShare)'
   'TestE2E(LongRunSurface|LongRunThroughTwoProcesses|LongRunModernStdio|LongRunOverHTTP|ServerLoadingEndsByTheYield|ProgressArrivesBeforeResult|TasksExtension.*)'
-  'TestE2E(TruthRunPythonArguments|TruthCLI|TruthNoticesOncePerCause|TruthUnloadedServersSayHowToLoad|StdioExitAfterACallWarnsOfNothing)'
+  'TestE2E(TenantMaxTimeoutBoundsItsCalls|TruthRunPythonArguments|TruthCLI|TruthNoticesOncePerCause|TruthUnloadedServersSayHowToLoad|StdioExitAfterACallWarnsOfNothing)'
 )
 skip="^($(IFS='|'; echo "${runtime_independent[*]}"))\$"
 all=$(go test -list '.*' ./cmd/codeexec/e2e/... | grep '^TestE2E')

@@ -73,6 +73,8 @@ type Config struct {
 	// limit. 0 is no limit. TenantMaxToolCalls sets it per tenant.
 	MaxToolCalls       int
 	TenantMaxToolCalls map[string]int
+	// TenantMaxTimeout lowers MaxTimeout for a tenant's calls.
+	TenantMaxTimeout map[string]time.Duration
 	// Tools is the tool surface offered (--tools): ToolsRunPython (the
 	// default), ToolsPassthrough or ToolsBoth. An HTTP connection may ask
 	// for another with ?tools= on the URL.
@@ -132,6 +134,11 @@ func (c Config) Validate() error {
 	for tenant, n := range c.TenantMaxToolCalls {
 		if n < 0 {
 			errs = append(errs, fmt.Errorf("max tool calls of tenant %q is %d; it must be zero (no limit) or positive", tenant, n))
+		}
+	}
+	for tenant, d := range c.TenantMaxTimeout {
+		if d < time.Second {
+			errs = append(errs, fmt.Errorf("maximum timeout of tenant %q is %v; it must be at least 1s", tenant, d))
 		}
 	}
 	if n := len(c.StateKey); n > 0 && n < reqstate.MinKeyBytes {

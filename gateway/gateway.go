@@ -135,7 +135,7 @@ func New(cfg Config, sandbox sandboxv1.SandboxServiceClient, logger *slog.Logger
 		}
 	}
 	g.tool = runpython.New(runpython.Options{
-		Limits: limitsOf(cfg, logger), Yield: max(cfg.Yield, 0), Mode: modeOf(cfg, logger), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
+		Limits: limitsOf(cfg, logger), TenantLimits: cfg.limitsFor, Yield: max(cfg.Yield, 0), Mode: modeOf(cfg, logger), OutputLimitBytes: cfg.OutputLimitBytes, Tenant: cfg.Tenant,
 		Sandbox: g.router, Sessions: g.sessions, Quota: g.quota, Calls: &g.calls, Metrics: m, Logger: logger,
 		MaxToolCalls: cfg.maxToolCalls, States: states,
 	})
@@ -173,6 +173,16 @@ func limitsOf(cfg Config, logger *slog.Logger) params.Limits {
 			"default", cfg.DefaultTimeout, "max", cfg.MaxTimeout)
 	}
 	return limits
+}
+
+// limitsFor is the timeout limits of a tenant's call: a maximum of its
+// own (TenantMaxTimeout) lowers the maximum and the default with it.
+func (c Config) limitsFor(tenant string) params.Limits {
+	lim := params.Limits{DefaultSeconds: seconds(c.DefaultTimeout), MaxSeconds: seconds(c.MaxTimeout)}
+	if d, ok := c.TenantMaxTimeout[tenant]; ok {
+		lim.MaxSeconds = min(lim.MaxSeconds, seconds(d))
+	}
+	return lim
 }
 
 // modeOf is how results are rendered. Upstream renders TOON for any value

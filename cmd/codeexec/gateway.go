@@ -27,8 +27,9 @@ type gatewayUnit struct {
 	// sandbox and balance say where sandboxd is, alone, and discovery
 	// where discoveryd is (for the passthrough tools).
 	sandbox, balance, discovery string
-	// tenantCalls are the --tenant-max-tool-calls values, TENANT=N.
-	tenantCalls []string
+	// tenantCalls are the --tenant-max-tool-calls values, TENANT=N, and
+	// tenantTimeouts the --tenant-max-timeout ones, TENANT=DURATION.
+	tenantCalls, tenantTimeouts []string
 	// stateKey is --request-state-key-file; stateDir, in serve, is where
 	// the key is kept when it is not given.
 	stateKey, stateDir string
@@ -42,6 +43,7 @@ type gatewayUnit struct {
 func (u *gatewayUnit) bind(fs *flagenv.Set, _ cli.Env, alone bool) {
 	bindGateway(fs, &u.cfg)
 	fs.Strings(&u.tenantCalls, "tenant-max-tool-calls", "TENANT=N: the most tool calls one run_python call of that tenant makes, instead of --max-tool-calls", "CODEEXEC_TENANT_MAX_TOOL_CALLS")
+	fs.Strings(&u.tenantTimeouts, "tenant-max-timeout", "TENANT=DURATION: the largest timeout a run_python call of that tenant may ask for, when lower than --max-timeout", "CODEEXEC_TENANT_MAX_TIMEOUT")
 	fs.Path(&u.stateKey, "request-state-key-file", "file of the secret that signs the requestState of input_required results (2026-07-28 approvals); gateways that take each other's retries need the same; empty: in serve, "+stateKeyName+" in the state dir, made at first start; alone, a random key per process", "CODEEXEC_REQUEST_STATE_KEY_FILE")
 	bindHTTP(fs, &u.hs, &u.cfg)
 	if !alone {
@@ -67,6 +69,9 @@ func (u *gatewayUnit) check() error {
 	if u.cfg.TenantMaxToolCalls, err = tenantCounts("--tenant-max-tool-calls", u.tenantCalls); err != nil {
 		return err
 	}
+	if u.cfg.TenantMaxTimeout, err = tenantDurations("--tenant-max-timeout", u.tenantTimeouts); err != nil {
+		return err
+	}
 	if u.cfg.Yield == 0 {
 		u.cfg.Yield = -1 // --yield 0: never; the Config's zero is the default
 	}
@@ -83,6 +88,25 @@ func tenantCounts(flag string, vs []string) (map[string]int, error) {
 			return nil, fmt.Errorf("%s %q: want TENANT=N, a tenant name and a whole number (0 for no limit), e.g. alice=50", flag, v)
 		}
 		out[strings.TrimSpace(tenant)] = count
+	}
+	return out, nil
+}
+
+// tenantDurations reads TENANT=DURATION values (30s, 10m, or bare
+// seconds).
+func tenantDurations(flag string, vs []string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for _, v := range vs {
+		tenant, ds, ok := strings.Cut(v, "=")
+		tenant, ds = strings.TrimSpace(tenant), strings.TrimSpace(ds)
+		d, err := time.ParseDuration(ds)
+		if n, nerr := strconv.ParseFloat(ds, 64); err != nil && nerr == nil {
+			d, err = time.Duration(n*float64(time.Second)), nil
+		}
+		if !ok || err != nil || d < time.Second || gateway.ValidTenant(tenant) != nil {
+			return nil, fmt.Errorf("%s %q: want TENANT=DURATION, a tenant name and at least 1s, e.g. alice=10m", flag, v)
+		}
+		out[tenant] = d
 	}
 	return out, nil
 }

@@ -26,7 +26,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		sandbox   = []string{"runtime", "env", "env-dir", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit", "mount", "tenant-mount", "output-budget", "workspace-checkpoint-bytes", "image-side", "image-bytes", "call-image-bytes", "call-images",
 			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
 			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors", "sandbox-uid"}
-		mcp  = []string{"timeout", "max-timeout", "yield", "output-mode", "tenant", "max-tool-calls", "tenant-max-tool-calls", "tools", "request-state-key-file"}
+		mcp  = []string{"timeout", "max-timeout", "yield", "output-mode", "tenant", "max-tool-calls", "tenant-max-tool-calls", "tenant-max-timeout", "tools", "request-state-key-file"}
 		http = []string{"http", "tokens-file", "jwt-issuer", "jwks-url", "jwt-audience", "jwt-tenant-claim", "resource-url",
 			"insecure-no-auth", "allowed-hosts", "allowed-origins", "metrics-tenants", "quota-sessions", "quota-execs",
 			"quota-execs-per-minute", "shutdown-grace", "http-max-inflight", "http-tenant-inflight", "http-body-timeout", "http-idle-timeout", "http-write-timeout"}

@@ -53,8 +53,10 @@ const schema = `{"type":"object","properties":{` +
 
 // Options are what the tool needs from the gateway.
 type Options struct {
-	// Limits bound each call's timeout, in whole seconds.
-	Limits params.Limits
+	// Limits bound each call's timeout, in whole seconds; TenantLimits,
+	// when set, bound those of a tenant's calls instead.
+	Limits       params.Limits
+	TenantLimits func(tenant string) params.Limits
 	// Yield is how long a call runs before it returns status "running"
 	// while its code runs on; zero never yields.
 	Yield time.Duration
