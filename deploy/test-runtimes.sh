@@ -70,6 +70,7 @@ runtime_independent=(
   'TestE2E(ServeProcessesShareOneStateDir|OwnerKilledWhileOthersWrite|AnotherVersionHoldsTheStateDir|CtrlZOnOneClientLeavesTheOthersServed|SplitServicesMutualTLS)'
   'TestE2E(FirstSearchFigures|SearchFromTheCatalogue|Discovery|ConcurrentUpdateMemoryLosesNothing|SessionQuotaCountsModernSessions|EvictionTakesFromTheTenantOverItsShare)'
   'TestE2E(LongRunSurface|LongRunThroughTwoProcesses|LongRunModernStdio|LongRunOverHTTP|ServerLoadingEndsByTheYield|ProgressArrivesBeforeResult|TasksExtension.*)'
+  'TestE2EApprove.*' 'TestE2EPassthrough.*' 'TestE2EMaxToolCalls'
   'TestE2E(TenantMaxTimeoutBoundsItsCalls|TruthRunPythonArguments|TruthCLI|TruthNoticesOncePerCause|TruthUnloadedServersSayHowToLoad|StdioExitAfterACallWarnsOfNothing)'
 )
 skip="^($(IFS='|'; echo "${runtime_independent[*]}"))\$"
