@@ -11,7 +11,8 @@ import (
 // FuzzParse feeds run_python arbitrary JSON arguments, decoded as mcp-go
 // decodes them (plain numbers) and with json.Number, under arbitrary
 // limits. It must not panic; it accepts exactly the arguments whose code
-// is a non-blank string, whose servers are a list or absent, and whose
+// is a non-blank string or exactly "" (which waits for, or with cancel
+// stops, the run in flight), whose servers are a list or absent, and whose
 // timeout is a whole number or absent; what it accepts keeps the code
 // verbatim, one server per list element, and a timeout within [1, max];
 // and both decodings give the same answer.
@@ -26,6 +27,8 @@ func FuzzParse(f *testing.F) {
 		`{"code": "x", "timeout": true}`,
 		`{"code": "x", "servers": "github"}`,
 		`{"code": " \n"}`,
+		`{"code": ""}`,
+		`{"code": "", "cancel": true}`,
 		`{"code": 5}`,
 		`{"code": null, "servers": null, "timeout": null}`,
 		`{}`,
@@ -57,7 +60,7 @@ func FuzzParse(f *testing.F) {
 		if !ok {
 			return
 		}
-		if code, _ := args["code"].(string); p.Code != code || strings.TrimSpace(code) == "" {
+		if code, _ := args["code"].(string); p.Code != code || (code != "" && strings.TrimSpace(code) == "") {
 			t.Errorf("accepted code %q from %q", p.Code, args["code"])
 		}
 		if list, _ := args["servers"].([]any); len(p.Servers) != len(list) {
