@@ -42,24 +42,11 @@ type sandboxdUnit struct {
 func (u *sandboxdUnit) bind(fs *flagenv.Set, e cli.Env, alone bool) {
 	u.cfg = sandboxd.DefaultConfig()
 	bindSandbox(fs, &u.cfg, &u.cs)
-	// Mounts: CODEEXEC_MOUNTS, comma-separated, then each --mount.
-	u.cs.mounts = nil
-	if v := e.Getenv("CODEEXEC_MOUNTS"); v != "" {
-		for _, m := range strings.Split(v, ",") {
-			if m = strings.TrimSpace(m); m != "" {
-				u.cs.mounts = append(u.cs.mounts, m)
-			}
-		}
-	}
+	// Mounts: CODEEXEC_MOUNTS, comma-separated, then each --mount; the
+	// same for tenants' mounts.
+	u.cs.mounts = commaList(e.Getenv("CODEEXEC_MOUNTS"))
 	fs.Var(&u.cs.mounts, "mount", "HOST_DIR[:SANDBOX_DIR][:rw]: a host directory in every sandbox, read-only unless :rw, at /mnt/<basename> by default; repeat for more (env CODEEXEC_MOUNTS, comma-separated)")
-	u.cs.tenantMounts = nil
-	if v := e.Getenv("CODEEXEC_TENANT_MOUNTS"); v != "" {
-		for _, m := range strings.Split(v, ",") {
-			if m = strings.TrimSpace(m); m != "" {
-				u.cs.tenantMounts = append(u.cs.tenantMounts, m)
-			}
-		}
-	}
+	u.cs.tenantMounts = commaList(e.Getenv("CODEEXEC_TENANT_MOUNTS"))
 	fs.Var(&u.cs.tenantMounts, "tenant-mount", "TENANT=HOST_DIR[:SANDBOX_DIR][:rw]: as --mount, in that tenant's sandboxes only; repeat for more (env CODEEXEC_TENANT_MOUNTS, comma-separated)")
 	if !alone {
 		return // in serve, the gateway's settings give the timeouts
@@ -271,4 +258,15 @@ func parseTenantMount(spec string) (string, sandboxd.Mount, error) {
 		return "", sandboxd.Mount{}, fmt.Errorf("tenant %s: %w", tenant, err)
 	}
 	return tenant, m, nil
+}
+
+// commaList is the non-blank items of a comma-separated value.
+func commaList(v string) stringList {
+	var out stringList
+	for _, m := range strings.Split(v, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -19,7 +19,8 @@
 //   - unknowntool.go: an unknown tool gets a protocol error, not a tool
 //     result.
 //
-// jsonl.go is what the stdio fixes share. Each file names the test that
+// jsonl.go is what the stdio fixes share, held.go what the HTTP ones that
+// edit an answer share. Each file names the test that
 // shows its gap: when, on a newer mcp-go, that test passes with the fix
 // taken out of Stdio, HTTP or AddHooks, delete the file.
 package mcpfix

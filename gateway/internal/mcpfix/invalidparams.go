@@ -48,53 +48,20 @@ func parseRetry(msg []byte) (string, bool) {
 // asInvalidParams gives -32602 to mcp-go's -32603 answer carrying a
 // handler's ErrInvalidParams.
 func asInvalidParams(msg []byte, _ struct{}) ([]byte, bool) {
-	var top, e map[string]json.RawMessage
-	if json.Unmarshal(msg, &top) != nil || json.Unmarshal(top["error"], &e) != nil {
+	var a readAnswer
+	if json.Unmarshal(msg, &a) != nil || a.Error == nil ||
+		a.Error.Code != mcp.INTERNAL_ERROR || !strings.HasPrefix(a.Error.Message, ErrInvalidParams.Error()+": ") {
 		return msg, false
 	}
-	var code int
-	var message string
-	if json.Unmarshal(e["code"], &code) != nil || json.Unmarshal(e["message"], &message) != nil ||
-		code != mcp.INTERNAL_ERROR || !strings.HasPrefix(message, ErrInvalidParams.Error()+": ") {
-		return msg, false
-	}
-	e["code"] = json.RawMessage(`-32602`)
-	var err error
-	if top["error"], err = json.Marshal(e); err != nil {
-		return msg, false
-	}
-	out, err := json.Marshal(top)
-	if err != nil {
-		return msg, false
-	}
-	return out, true
+	return setErrorMember(msg, "code", json.RawMessage(`-32602`))
 }
 
 // InvalidParamsHandler serves next, giving its refusals of retries'
-// input -32602. mcp-go answers such a call with one JSON body, held back
-// until next returns; an answer streamed as server-sent events passes as
-// it is written.
+// input -32602.
 func InvalidParamsHandler(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m := r.Header.Get(mcp.HeaderMethod); r.Method != http.MethodPost || r.Body == nil || (m != "" && m != string(mcp.MethodToolsCall)) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
-			next.ServeHTTP(w, r)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+	return heldAnswers(next, mcp.MethodToolsCall, func(body []byte) (string, func([]byte) ([]byte, bool), bool) {
 		id, ok := parseRetry(body)
-		if !ok {
-			next.ServeHTTP(w, r)
-			return
-		}
-		b := &held{ResponseWriter: w}
-		next.ServeHTTP(b, r)
-		b.finish(id, func(msg []byte) ([]byte, bool) { return asInvalidParams(msg, struct{}{}) })
+		return id, func(msg []byte) ([]byte, bool) { return asInvalidParams(msg, struct{}{}) }, ok
 	})
 }
 
