@@ -95,9 +95,9 @@ func (c *Engine) runArgs(spec engine.Spec) []string {
 
 // ulimits returns the --ulimit options for lim: open files (1024 unless
 // lim says), the host-wide RLIMIT_NPROC ceiling, no core dumps, and CPU
-// time and file size, queued signals and locked memory when lim sets them. Every container gets them, the
-// one-off compile of Prepare too: podman's own defaults (the host's hard
-// limits) are refused on some hosts.
+// time, file size, queued signals and locked memory when lim sets them.
+// Every container gets them, the one-off compile of Prepare too: podman's
+// own defaults (the host's hard limits) are refused on some hosts.
 func (c *Engine) ulimits(lim engine.Limits) []string {
 	openFiles := lim.OpenFiles
 	if openFiles <= 0 {

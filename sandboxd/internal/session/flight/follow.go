@@ -25,10 +25,10 @@ type Outcome[R any] struct {
 
 // Follow sends the run's events to send, from the last delivered result
 // on (from the start with Replay; none with Quiet), until the run ends or
-// yield passes, ctx ends or a newer call attaches (which wakes it). The events it sent
-// count as delivered only when it returns the run's end (and not with
-// Replay): a call whose stream broke leaves them to the next. Its error is
-// send's or ctx's.
+// yield passes, ctx ends or a newer call attaches (which wakes it). The
+// events it sent count as delivered only when it returns the run's end
+// (and not with Replay): a call whose stream broke leaves them to the
+// next. Its error is send's or ctx's.
 func (f *Run[E, R]) Follow(ctx context.Context, send func(E) error, yield time.Duration, o Opts[E]) (Outcome[R], error) {
 	f.mu.Lock()
 	if !o.Replay {
