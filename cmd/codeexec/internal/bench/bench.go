@@ -245,8 +245,9 @@ func timeFresh(ctx context.Context, c sandboxv1.SandboxServiceClient, n int, gap
 }
 
 type loadResult struct {
-	// latency is every exec's; started leaves out each session's first,
-	// which includes its sandbox's start.
+	// latency is every exec's; started is those after every session's
+	// first, which includes its sandbox's start: the load once all the
+	// sessions have started, with no sandbox start beside it.
 	latency, started        stats
 	throughput              float64
 	errors, lost, sandboxes int
@@ -266,7 +267,10 @@ func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions
 		res      loadResult
 		wg       sync.WaitGroup
 		ids      = make([]string, sessions)
+		// firsts is the barrier between the starts and the rest.
+		firsts sync.WaitGroup
 	)
+	firsts.Add(sessions)
 	start := time.Now()
 	for i := range sessions {
 		wg.Add(1)
@@ -277,10 +281,15 @@ func benchLoad(ctx context.Context, logger *slog.Logger, python string, sessions
 				mu.Lock()
 				res.errors++
 				mu.Unlock()
+				firsts.Done()
 				return
 			}
 			ids[i] = s.GetSession().GetId()
 			for j := range execs {
+				if j == 1 {
+					firsts.Done()
+					firsts.Wait()
+				}
 				token := fmt.Sprintf("s%d-e%d", i, j)
 				t0 := time.Now()
 				out, err := execOnce(ctx, c, ids[i], fmt.Sprintf("print(%q)", token))

@@ -122,11 +122,11 @@ func (t *table) loadRows(ctx context.Context, logger *slog.Logger, s Settings) (
 		return "", fmt.Errorf("load: %w", err)
 	}
 	t.row(fmt.Sprintf("%d sessions × %d execs, concurrent: latency", s.Sessions, s.PerSession), load.latency,
-		fmt.Sprintf("%.0f execs/s (%.2f× the row below), %d errors, %d lost outputs; once started: p50 %s, p99 %s (%.1f× p50)",
+		fmt.Sprintf("%.0f execs/s (%.2f× the row below), %d errors, %d lost outputs; once all started: p50 %s, p99 %s (%.1f× p50)",
 			load.throughput, load.throughput/off.throughput, load.errors, load.lost,
 			ms(load.started.p50), ms(load.started.p99), float64(load.started.p99)/float64(load.started.p50)))
 	t.row("  … checkpoints off (a bench-only switch)", off.latency,
-		fmt.Sprintf("%.0f execs/s, %d errors, %d lost outputs; once started: p50 %s, p99 %s (%.1f× p50)",
+		fmt.Sprintf("%.0f execs/s, %d errors, %d lost outputs; once all started: p50 %s, p99 %s (%.1f× p50)",
 			off.throughput, off.errors, off.lost, ms(off.started.p50), ms(off.started.p99), float64(off.started.p99)/float64(off.started.p50)))
 	return fmt.Sprintf("\nmemory under load: %.1f MiB PSS per session (%d sandboxes), server RSS %.1f MiB (peak %.1f MiB)\n",
 		load.pssPerSandbox/(1<<20), load.sandboxes, float64(load.serverRSS)/(1<<20), float64(load.serverPeak)/(1<<20)), nil
