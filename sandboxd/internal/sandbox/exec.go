@@ -190,16 +190,7 @@ func (e *execution) wait(ctx, calls context.Context, start time.Time) *Outcome {
 		case msg := <-sb.msgs:
 			if e.handle(ctx, calls, msg) {
 				res.Duration = time.Since(start)
-				// Only processes left running at the cap make a runaway: code
-				// that caught the thread-limit error and let its threads end
-				// keeps its session (an unknown count is taken for a runaway).
-				if !e.runawayBefore && sb.proc.PidsLimitHit() && runaway(sb.proc.Usage().PidsCurrent, e.x.Limits.Pids) {
-					// Runaway processes would keep the sandbox busy forever.
-					res.Status, res.StateLost = StatusError, true
-					res.Error = joinErr(res.Error, fmt.Sprintf(
-						"the code reached the process limit (%d; raise MCP_BRIDGE_PIDS if it needs more), so the sandbox was stopped to clear the runaway processes",
-						e.x.Limits.Pids))
-				}
+				e.processLimit(res)
 				return res
 			}
 		case <-sb.dead:
@@ -343,6 +334,26 @@ func (e *execution) done(msg *channel.Done) {
 	if e.x.Checkpoint != nil && msg.End {
 		// The agent takes no checkpoint of a session it ends.
 		e.x.Checkpoint.Cancel()
+	}
+}
+
+// processLimit tells res of the process limit when the code reached it
+// in this exec. Only processes left running at the cap make a runaway,
+// which stops the sandbox (they would keep it busy forever); code that
+// caught the error and let its processes end keeps its session, and a
+// failed exec still says which limit it met, whatever its processes did
+// after (an unknown count is taken for a runaway).
+func (e *execution) processLimit(res *Outcome) {
+	if e.runawayBefore || !e.sb.proc.PidsLimitHit() {
+		return
+	}
+	const limit = "the code reached the process limit (%d; raise MCP_BRIDGE_PIDS if it needs more)"
+	switch pids := e.x.Limits.Pids; {
+	case runaway(e.sb.proc.Usage().PidsCurrent, pids):
+		res.Status, res.StateLost = StatusError, true
+		res.Error = joinErr(res.Error, fmt.Sprintf(limit+", so the sandbox was stopped to clear the runaway processes", pids))
+	case res.Status == StatusError:
+		res.Error = joinErr(res.Error, fmt.Sprintf(limit, pids))
 	}
 }
 
