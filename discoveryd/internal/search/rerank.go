@@ -71,18 +71,7 @@ func (ix *Index) rerank(s *scratch, keep func(*Doc) bool) {
 			continue
 		}
 		best = max(best, s.acc[d])
-		c := cand{doc: d, score: s.acc[d]}
-		if len(h) < densePool {
-			h = append(h, c)
-			if len(h) == densePool {
-				for i := len(h)/2 - 1; i >= 0; i-- {
-					siftDown(h, i)
-				}
-			}
-		} else if better(c, h[0]) {
-			h[0] = c
-			siftDown(h, 0)
-		}
+		h = pushBest(h, cand{doc: d, score: s.acc[d]}, densePool)
 	}
 	// (1-w)·acc + w·best·cos orders documents as acc + w/(1-w)·best·cos
 	// does, which leaves the documents outside the pool as they are.
