@@ -121,8 +121,11 @@ func (p *process) findCgroup() {
 		}
 		p.meter.Watch(cg)
 		if p.eng.capSockets.Load() {
-			if err := cg.ShareSockets(p.memBytes); err != nil {
-				p.logger.Warn("socket buffers of this sandbox are not capped", "error", err)
+			// A cgroup that cannot be written (read-only, as sandboxd in a
+			// container sees the host's) will not be later either: say so
+			// once, and stop waiting for the next sandboxes' cgroups.
+			if err := cg.ShareSockets(p.memBytes); err != nil && p.eng.capSockets.Swap(false) {
+				p.eng.logger.Warn("socket buffers of container sandboxes are not capped: their cgroups cannot be written from here; cgroup v2 hosts count them in the memory limit", "error", err)
 			}
 		}
 		p.logger.Debug("sandbox cgroup found", "pid", pid, "cgroups", fmt.Sprint(cg.Dirs()))
