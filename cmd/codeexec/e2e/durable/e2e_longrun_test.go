@@ -7,11 +7,7 @@ package durable
 // whose process is killed is reported as interrupted.
 
 import (
-	"context"
-	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,29 +53,12 @@ func (c longCall) stdout() string { return harness.Joined(harness.StrList(c.stru
 // longClient runs testdata/longclient.mjs with spec, within limit.
 func longClient(t *testing.T, spec map[string]any, limit time.Duration) []longCall {
 	t.Helper()
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed (the SDK v2 client runs on it): apt-get install nodejs")
-	}
-	if _, err := os.Stat(filepath.Join(harness.Root, "node_modules/@modelcontextprotocol/client/package.json")); err != nil {
-		t.Fatal("@modelcontextprotocol/client is not installed: run npm ci at the repository root")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(harness.Root, "cmd/codeexec/e2e/testdata/longclient.mjs"), string(raw))
-	var stderr harness.LockedBuffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
 	var out struct {
 		Calls []longCall `json:"calls"`
 		Error string     `json:"error"`
 	}
-	if jerr := json.Unmarshal(stdout, &out); jerr != nil || err != nil || out.Error != "" {
-		t.Fatalf("longclient.mjs: %v %v %s\nstdout: %s\nstderr:\n%s", err, jerr, out.Error, harness.TailOf(string(stdout), 4000), harness.TailOf(stderr.String(), 4000))
+	if stderr := harness.NodeJSON(t, "longclient.mjs", spec, limit, &out); out.Error != "" {
+		t.Fatalf("longclient.mjs: %s\nstderr:\n%s", out.Error, harness.TailOf(stderr, 4000))
 	}
 	return out.Calls
 }

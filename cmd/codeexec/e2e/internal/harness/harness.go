@@ -377,6 +377,19 @@ type SDKRead struct {
 // SDKClient runs testdata/sdkclient.mjs with spec.
 func SDKClient(t *testing.T, spec map[string]any) SDKResult {
 	t.Helper()
+	var res SDKResult
+	if stderr := NodeJSON(t, "sdkclient.mjs", spec, 2*time.Minute, &res); res.Error != "" {
+		t.Fatalf("sdkclient.mjs: %s\nstderr:\n%s", res.Error, TailOf(stderr, 4000))
+	}
+	return res
+}
+
+// NodeJSON runs testdata/script, a client written on the SDK v2 in Node,
+// with spec as its argument, within limit, and decodes what it prints into
+// out; it returns the script's stderr. A script that fails or prints no
+// JSON fails the test with its output.
+func NodeJSON(t *testing.T, script string, spec any, limit time.Duration, out any) string {
+	t.Helper()
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -388,17 +401,16 @@ func SDKClient(t *testing.T, spec map[string]any) SDKResult {
 	if _, err := os.Stat(filepath.Join(Root, "node_modules/@modelcontextprotocol/client/package.json")); err != nil {
 		t.Fatal("@modelcontextprotocol/client is not installed: run npm ci at the repository root")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(Root, "cmd/codeexec/e2e/testdata/sdkclient.mjs"), string(raw))
+	cmd := exec.CommandContext(ctx, node, filepath.Join(Root, "cmd/codeexec/e2e/testdata", script), string(raw))
 	var stderr LockedBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
-	var res SDKResult
-	if jerr := json.Unmarshal(stdout, &res); jerr != nil || err != nil || res.Error != "" {
-		t.Fatalf("sdkclient.mjs: %v %v %s\nstdout: %s\nstderr:\n%s", err, jerr, res.Error, stdout, TailOf(stderr.String(), 4000))
+	if jerr := json.Unmarshal(stdout, out); jerr != nil || err != nil {
+		t.Fatalf("%s: %v %v\nstdout: %s\nstderr:\n%s", script, err, jerr, TailOf(string(stdout), 4000), TailOf(stderr.String(), 4000))
 	}
-	return res
+	return stderr.String()
 }
 
 // ResultStdout joins the stdout lines of the i-th result's
