@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 
@@ -75,6 +76,38 @@ ctx = ssl.create_default_context()
 print(awk, shutil.which("sh"), ctypes.util.find_library("m"), ctx.cert_store_stats()["x509_ca"] > 50)`
 	if got := harness.Joined(harness.Code(t, c, tools).Stdout()); got != "42 /usr/bin/sh libm.so.6 True" {
 		t.Errorf("tools and certificates: %q, want 42 /usr/bin/sh libm.so.6 True", got)
+	}
+}
+
+// In a sandbox forked from the environment's fork server, the preloaded
+// data stack is immortal (codeexec_forkheap.py: its pages stay shared
+// with the server) and still computes as it does in a fresh interpreter.
+func TestE2EEnvironmentForkedDataStack(t *testing.T) {
+	t.Parallel()
+	envUnderTest(t)
+	if rt := harness.ContainerRuntime(); rt != "" {
+		t.Skipf("the fork server is bwrap's; this run's sandboxes are %s containers", rt)
+	}
+	base := harness.StartHTTP(t, nil)
+	var c *client.Client
+	// The server preloads the stack for seconds; sessions meanwhile come
+	// from bwrap itself.
+	for deadline := time.Now().Add(2 * time.Minute); c == nil; time.Sleep(time.Second) {
+		try := harness.HTTPClient(t, base)
+		if harness.Joined(harness.Code(t, try, "print(open('/proc/1/comm').read().strip())").Stdout()) == "codeexec-init" {
+			c = try
+		} else if time.Now().After(deadline) {
+			t.Fatal("no session came from the fork server within 2 minutes")
+		} else {
+			_ = try.Close()
+		}
+	}
+	if got := harness.Joined(harness.Code(t, c, dataStack).Stdout()); got != wantStack {
+		t.Fatalf("the data stack printed %q, want %q", got, wantStack)
+	}
+	immortal := "import sys, numpy, pandas\nprint([sys.getrefcount(o) >= 1 << 31 for o in (numpy.ndarray, pandas.DataFrame.merge, pandas)])"
+	if got := harness.Joined(harness.Code(t, c, immortal).Stdout()); got != "[True, True, True]" {
+		t.Errorf("the preloaded stack immortal in a forked sandbox: %s, want [True, True, True]", got)
 	}
 }
 

@@ -36,6 +36,7 @@ import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _here)
+import codeexec_forkheap as heap  # noqa: E402
 import codeexec_forkroot as root  # noqa: E402
 import codeexec_forkrun as run  # noqa: E402
 import codeexec_forksys as z  # noqa: E402
@@ -74,6 +75,7 @@ class Server:
         self.parent = os.getppid()
         self.seccomp = z.Seccomp(_read_all(SECCOMP_FD))
         self.held = {}  # a spare's monitor PID -> the server's end of its socket
+        self.filler = []  # heap.fill_pools()'s objects, kept while it forks
 
     def serve(self, ctl):
         """Forks a monitor per request. Returns only in a monitor."""
@@ -418,9 +420,13 @@ def _start():
     ctl = _socket.socket(fileno=CTL_FD)
     z.set_name(b"codeexec-zygote")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C at sandboxd's terminal is sandboxd's to handle
-    # What the server made so far leaves the collector's reach, so that a
-    # collection in a sandbox never writes to the pages it shares with it.
+    # What the server made so far becomes immortal and leaves the
+    # collector's reach, and the free slots among its objects are taken,
+    # so that a sandbox writes to as few of the pages it shares with the
+    # server as it can (codeexec_forkheap.py says how each helps).
     gc.collect()
+    heap.immortalize()
+    server.filler = heap.fill_pools()
     gc.freeze()
     os.write(1, b"ready\n")
     null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
