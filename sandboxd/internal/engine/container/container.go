@@ -170,7 +170,7 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if cfg.Path == "" {
 		cfg.Path = cfg.Runtime
 	}
-	if err := checkUser(cfg.User); err != nil {
+	if err := CheckUser(cfg.User); err != nil {
 		return nil, err
 	}
 	if cfg.FirstUID == 0 && cfg.UIDCount == 0 {

@@ -19,7 +19,7 @@ import (
 // the kernel refuses (EAGAIN: the uid's RLIMIT_SIGPENDING count is full),
 // prints how many and who it is, then holds them until stdin closes.
 const fillSignals = `
-import ctypes, getpass, os, pwd, signal, sys, time
+import ctypes, errno, getpass, os, pwd, signal, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 r, w = os.pipe()
 pid = os.fork()
@@ -32,7 +32,7 @@ os.read(r, 1)
 n = 0
 while n < 100000 and libc.sigqueue(pid, signal.SIGRTMIN, ctypes.c_void_p(0)) == 0:
     n += 1
-err = os.strerror(ctypes.get_errno())
+err = errno.errorcode.get(ctypes.get_errno(), "none")
 open("/workspace/mine", "w").write("x")
 print(n, err, os.getuid(), os.getgid(), getpass.getuser(), pwd.getpwuid(os.getuid()).pw_dir, flush=True)
 sys.stdin.read()`
@@ -66,8 +66,9 @@ func hostUIDOf(t *testing.T, c *Engine, name string) []string {
 // named "sandbox" at home in /workspace, and one that fills its share of
 // queued signals (RLIMIT_SIGPENDING, counted per host uid) leaves the
 // other's whole. With an operator's --container-user they share one uid,
-// and so one count: the first leaves the second none, which is what the
-// per-sandbox uids are for.
+// and so one count: the first leaves the second less than its share (none
+// when nothing else runs as 65534), which is what the per-sandbox uids
+// are for.
 func TestContainerSandboxesHaveHostUIDsOfTheirOwn(t *testing.T) {
 	for _, rt := range testRuntimes(t) {
 		t.Run(rt, func(t *testing.T) {
@@ -117,14 +118,16 @@ func checkSignalShares(t *testing.T, c *Engine, user string) {
 	hostA, hostB := hostUIDOf(t, c, names[0]), hostUIDOf(t, c, names[1])
 	t.Logf("host uids of the first's processes %v, the second's %v", hostA, hostB)
 	if user != "" {
-		if lines[0][0] != strconv.Itoa(share) || lines[1][0] != "0" || hostA[0] != "65534" || hostB[0] != "65534" {
-			t.Errorf("with one user for all, the second sandbox queued %s signals after the first's %s (host uids %v %v); want 0 after %d, both 65534",
+		// Anything else running as 65534 (another test's sandboxes) may
+		// hold some of the count too; the first holds what it got.
+		if lines[1][0] == strconv.Itoa(share) || hostA[0] != "65534" || hostB[0] != "65534" {
+			t.Errorf("with one user for all, the second sandbox queued %s signals after the first's %s (host uids %v %v); want fewer than %d, both 65534",
 				lines[1][0], lines[0][0], hostA, hostB, share)
 		}
 		return
 	}
 	for i, l := range lines {
-		if l[0] != strconv.Itoa(share) || l[1] != "Resource" {
+		if l[0] != strconv.Itoa(share) || l[1] != "EAGAIN" {
 			t.Errorf("sandbox %d queued %s signals, then %s; want its whole share, %d, then EAGAIN", i, l[0], l[1], share)
 		}
 		uid, _ := strconv.Atoi(l[2])

@@ -153,14 +153,14 @@ func TestCheckHostUIDsRefusesAccountsAndSubordinateRanges(t *testing.T) {
 func TestCheckUser(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []string{"", "65534:65534", "1000", "nobody", "nobody:nogroup", "app_user:1000"} {
-		if err := checkUser(ok); err != nil {
-			t.Errorf("checkUser(%q): %v", ok, err)
+		if err := CheckUser(ok); err != nil {
+			t.Errorf("CheckUser(%q): %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"0", "0:0", "root", "root:root", "a b", "1000:", ":1000", "65534:65534:1", "$(id)"} {
-		err := checkUser(bad)
+		err := CheckUser(bad)
 		if err == nil || !strings.Contains(err.Error(), "MCP_BRIDGE_CONTAINER_USER (--container-user)") {
-			t.Errorf("checkUser(%q) = %v, want an error saying what to set", bad, err)
+			t.Errorf("CheckUser(%q) = %v, want an error saying what to set", bad, err)
 		}
 	}
 }

@@ -115,10 +115,10 @@ func (c *Engine) removeUsers() {
 // userPart is one side of a --user value: a number or a name.
 var userPart = regexp.MustCompile(`^([0-9]+|[A-Za-z_][A-Za-z0-9_.-]*)$`)
 
-// checkUser refuses a Config.User that `run --user` would not take, and
+// CheckUser refuses a Config.User that `run --user` would not take, and
 // root, whose sandboxes would be charged to (and could read what is open
 // to) host root.
-func checkUser(u string) error {
+func CheckUser(u string) error {
 	if u == "" {
 		return nil
 	}
