@@ -3,6 +3,7 @@ package container
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -187,7 +188,8 @@ func TestContainerUIDOfAStayingContainerIsNotHandedOut(t *testing.T) {
 				testImage(), enginetest.Python, "-c", "pass"); err != nil {
 				t.Fatalf("%s create: %v", rt, err)
 			}
-			t.Cleanup(func() { _, _ = starter.cli(t.Context(), "rm", "-f", name) })
+			// t.Context() is done by the time cleanups run.
+			t.Cleanup(func() { _, _ = starter.cli(context.Background(), "rm", "-f", name) })
 			c, err := New(Config{Runtime: rt, Image: testImage(), FirstUID: first, UIDCount: 2, CheckArgv: []string{enginetest.Python, "-c", "pass"}}, enginetest.Logger(t))
 			if err != nil {
 				t.Fatal(err)
