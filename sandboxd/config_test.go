@@ -97,6 +97,10 @@ func TestValidateNamesTheSetting(t *testing.T) {
 		{func(c *sandboxd.Config) { c.MaxSessions = -1 }, "max sessions -1 is negative: set CODEEXEC_MAX_SESSIONS (--max-sessions) to the most live sandboxes, e.g. 64, or to 0 for no cap"},
 		{func(c *sandboxd.Config) { c.SessionTTL = time.Second }, "session TTL 1s is too short: set CODEEXEC_SESSION_TTL (--session-ttl) to at least 1m (it is how long an unused session's handle stays valid; days are typical, e.g. 168h)"},
 		{func(c *sandboxd.Config) { c.CheckpointBytes = 64 }, "checkpoint cap 64 bytes is out of range: set CODEEXEC_CHECKPOINT_BYTES (--checkpoint-bytes) to 1m to 1g, with its unit, e.g. 64m"},
+		{func(c *sandboxd.Config) { c.ContainerUIDs = "1000-2000" }, "container uid range 1000-2000 is out of bounds: set CODEEXEC_CONTAINER_UIDS (--container-uids) to FIRST-LAST with 65536 <= FIRST <= LAST <= 2147483646, a range nothing else on the host uses, e.g. 2000000000-2000065535"},
+		{func(c *sandboxd.Config) { c.ContainerUIDs = "2000000000" }, `container uid range "2000000000" is not FIRST-LAST: set CODEEXEC_CONTAINER_UIDS (--container-uids) to two uids, e.g. 2000000000-2000065535`},
+		{func(c *sandboxd.Config) { c.ContainerUser = "0:0" }, `container user "0:0" is root, which is host root in a rootful container: set MCP_BRIDGE_CONTAINER_USER (--container-user) to an unprivileged uid, or leave it empty to give each sandbox a host uid of its own`},
+		{func(c *sandboxd.Config) { c.ContainerUser = "65534 65534" }, `container user "65534 65534" is not UID[:GID] or NAME[:GROUP]: set MCP_BRIDGE_CONTAINER_USER (--container-user) to e.g. 65534:65534, or leave it empty to give each sandbox a host uid of its own`},
 	} {
 		cfg := sandboxd.DefaultConfig()
 		tc.set(&cfg)

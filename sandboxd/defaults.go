@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/container"
 	"github.com/codeexec/codeexec/sandboxd/internal/environment"
 	"github.com/codeexec/codeexec/sandboxd/internal/session"
 )
@@ -69,7 +70,7 @@ func narrowLimit(lim Limits) error {
 func DefaultConfig() Config {
 	return Config{
 		Python:        "/usr/bin/python3",
-		ContainerUser: "65534:65534",
+		ContainerUIDs: fmt.Sprintf("%d-%d", container.DefaultFirstUID, container.DefaultFirstUID+container.DefaultUIDCount-1),
 		Limits: Limits{
 			MemoryBytes: 512 << 20, Pids: 128,
 			TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, // OpenFiles 0: DefaultOpenFiles
@@ -107,6 +108,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := narrowLimit(c.Limits); err != nil {
+		return err
+	}
+	if err := c.checkContainerUsers(); err != nil {
 		return err
 	}
 	switch {
@@ -156,4 +160,18 @@ func (c Config) Validate() error {
 		return fmt.Errorf("checkpoint cap %d bytes is out of range: set CODEEXEC_CHECKPOINT_BYTES (--checkpoint-bytes) to 1m to 1g, with its unit, e.g. 64m", c.CheckpointBytes)
 	}
 	return nil
+}
+
+// checkContainerUsers refuses a container user or uid range that the
+// podman and docker engines would refuse, unless bwrap is named.
+func (c Config) checkContainerUsers() error {
+	if c.Runtime == "bwrap" {
+		return nil
+	}
+	if c.ContainerUIDs != "" {
+		if _, _, err := container.ParseUIDRange(c.ContainerUIDs); err != nil {
+			return err
+		}
+	}
+	return container.CheckUser(c.ContainerUser)
 }

@@ -63,8 +63,13 @@ type Config struct {
 	// environment's (imported from its tree), or on the host's /usr
 	// upstream's python:3.14-slim.
 	Image string
-	// ContainerUser is uid:gid inside containers.
+	// ContainerUser is who every container sandbox runs as (uid[:gid] or
+	// name[:group]); "" gives each a host uid of its own from
+	// ContainerUIDs, so that none shares the per-user kernel counts.
 	ContainerUser string
+	// ContainerUIDs is that range, FIRST-LAST (container.ParseUIDRange);
+	// "" is container.DefaultFirstUID's.
+	ContainerUIDs string
 	// RuntimeArgs are extra `run` arguments for podman and docker, e.g.
 	// --runtime=runsc for gVisor.
 	RuntimeArgs []string
@@ -323,9 +328,17 @@ func startEngine(ctx context.Context, cfg Config, senv *sandboxEnv, lim Limits, 
 	if senv.env != nil {
 		bcfg.Root, bcfg.Preload = senv.env.Root, senv.env.Preload
 	}
+	var first, count int // zero: the default range
+	if cfg.ContainerUIDs != "" {
+		if first, count, err = container.ParseUIDRange(cfg.ContainerUIDs); err != nil {
+			return nil, err
+		}
+	}
 	eng, err := detect.Engine(ctx, cfg.Runtime, bcfg, container.Config{
-		Image:     image,
-		User:      cfg.ContainerUser,
+		Image:    image,
+		User:     cfg.ContainerUser,
+		FirstUID: first, UIDCount: count,
+		FilesDir:  cfg.AgentRoot,
 		ExtraArgs: cfg.RuntimeArgs,
 		CheckArgv: []string{cfg.Python, "-c", "pass"},
 		Limits:    lim,

@@ -207,7 +207,8 @@ func bindSandbox(fs *flagenv.Set, c *sandboxd.Config, cs *containerSettings) {
 	c.StartTimeout = d.StartTimeout
 	fs.String(&c.ToolErrors, "tool-errors", "raise", "what a failed MCP tool call does in the sandbox: raise (runtime.ToolError) or return (the result dict, as upstream did)", "MCP_BRIDGE_TOOL_ERRORS")
 	fs.String(&c.Image, "image", d.Image, "container image for the podman and docker runtimes; default: the environment's, imported from its tree, or python:3.14-slim on the host's /usr", "MCP_BRIDGE_IMAGE")
-	fs.String(&c.ContainerUser, "container-user", d.ContainerUser, "uid:gid inside containers", "MCP_BRIDGE_CONTAINER_USER")
+	fs.String(&c.ContainerUser, "container-user", d.ContainerUser, "UID[:GID] or NAME[:GROUP] every container sandbox runs as, root refused; empty (the default) gives each sandbox a host uid of its own from --container-uids, so that none shares the kernel's per-user counts", "MCP_BRIDGE_CONTAINER_USER")
+	fs.String(&c.ContainerUIDs, "container-uids", d.ContainerUIDs, "FIRST-LAST: the host uids container sandboxes take one each of, with --container-user empty; nothing else on the host may use them (accounts, /etc/subuid ranges)", "CODEEXEC_CONTAINER_UIDS")
 	bindContainers(fs, c, cs)
 	fs.Duration(&cs.runtimeIdleTimeout, "runtime-idle-timeout", 300*time.Second, "upstream's podman-machine idle stop (macOS/Windows); accepted for compatibility", "MCP_BRIDGE_RUNTIME_IDLE_TIMEOUT")
 }

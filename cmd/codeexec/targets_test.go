@@ -24,7 +24,7 @@ func TestHelpListsOnlyTheFlagsACommandUses(t *testing.T) {
 		memory    = join(database, []string{"owner-wait", "max-value", "quota-memory-keys", "quota-memory-bytes", "quota-checkpoint-bytes"})
 		discovery = []string{"servers-config", "allow-self-server", "tool-timeout", "search-index-wait", "search-model", "server-start-timeout", "approve", "tool-calls-per-minute"}
 		sandbox   = []string{"runtime", "env", "env-dir", "python", "memory", "pids", "cpus", "cpu-time", "tmp-size", "workspace-size", "file-size", "open-files", "output-limit", "mount", "tenant-mount", "output-budget", "workspace-checkpoint-bytes", "image-side", "image-bytes", "call-image-bytes", "call-images",
-			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "runtime-args", "runtime-arg",
+			"idle-timeout", "pool", "launch-spares", "fork-server", "max-sessions", "image", "container-user", "container-uids", "runtime-args", "runtime-arg",
 			"agent-root", "runtime-idle-timeout", "session-ttl", "checkpoint-bytes", "tool-errors", "sandbox-uid"}
 		mcp  = []string{"timeout", "max-timeout", "yield", "output-mode", "tenant", "max-tool-calls", "tenant-max-tool-calls", "tenant-max-timeout", "tools", "request-state-key-file"}
 		http = []string{"http", "tokens-file", "jwt-issuer", "jwks-url", "jwt-audience", "jwt-tenant-claim", "resource-url",

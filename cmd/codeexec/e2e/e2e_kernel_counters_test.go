@@ -108,7 +108,9 @@ func probeHost(t *testing.T, uid uint32) string {
 // signals is back to where it was once the session ends. Before, the fork
 // server's user namespace belonged to root and bwrap's sandboxes ran as
 // nobody, so 128 inotify instances in one sandbox made inotify_init1 fail
-// for every root (or nobody) process on the host and every other sandbox.
+// for every root (or nobody) process on the host and every other sandbox;
+// and every container sandbox ran as host uid 65534, so alpha's queued
+// signals left beta none.
 func TestE2ESandboxKernelObjectsStayInTheirShare(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -119,21 +121,20 @@ func TestE2ESandboxKernelObjectsStayInTheirShare(t *testing.T) {
 		env  map[string]string
 	}
 	cases := []runtimeCase{{"fork server", nil}, {"bwrap", map[string]string{"CODEEXEC_FORK_SERVER": "false"}}}
-	betaProbe := hostBetaProbe
-	if rt := harness.ContainerRuntime(); rt != "" {
-		// A container has no user namespace of its own: every sandbox's
-		// queued signals count against one host uid, so alpha's share
-		// leaves none to beta (docs/SANDBOX.md says so). Beta's calls
-		// must still run.
+	rt := harness.ContainerRuntime()
+	if rt != "" {
+		// A container has no user namespace of its own: its queued
+		// signals count against its host uid, one per sandbox.
 		cases = []runtimeCase{{rt, nil}}
-		betaProbe = `print("ok")`
-		t.Log("under a container runtime the sandboxes share one count of queued signals; beta's probe only checks its calls run")
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			n := startNeighbours(t, tc.env)
-			beta := newBystander(t, n.beta, betaProbe)
+			beta := newBystander(t, n.beta, hostBetaProbe)
+			if rt != "" {
+				checkOwnHostUIDs(t, n)
+			}
 			rootSigQ := sigQueued(t)
 			var got string
 			beta.alongside(t, "alpha hoarding kernel objects", func() {
@@ -186,3 +187,24 @@ n = sum(libc.sigqueue(pid, signal.SIGRTMIN, ctypes.c_void_p(0)) == 0 for _ in ra
 os.kill(pid, signal.SIGKILL)
 os.waitpid(pid, 0)
 print("ok" if n == 10 else "queued %d of 10 signals" % n)`
+
+// checkOwnHostUIDs checks, under a container runtime, that alpha's and
+// beta's sandboxes run as two host uids of the container range
+// (--container-uids), neither nobody's.
+func checkOwnHostUIDs(t *testing.T, n neighbours) {
+	t.Helper()
+	const uidOf = "import os; print(os.getuid(), os.getgid())"
+	a := harness.Joined(harness.Code(t, n.alpha, uidOf).Stdout())
+	b := harness.Joined(harness.Code(t, n.beta, uidOf).Stdout())
+	t.Logf("alpha runs as uid and gid %s, beta as %s", a, b)
+	for _, ids := range []string{a, b} {
+		f := append(strings.Fields(ids), "", "")
+		uid, err := strconv.Atoi(f[0])
+		if err != nil || f[1] != f[0] || f[2] != "" || uid < 2_000_000_000 || uid > 2_000_065_535 {
+			t.Errorf("a sandbox runs as uid and gid %q; want a uid of --container-uids (2000000000-2000065535), and its gid", ids)
+		}
+	}
+	if a == b {
+		t.Errorf("alpha and beta both run as %s", a)
+	}
+}

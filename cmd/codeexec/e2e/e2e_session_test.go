@@ -166,8 +166,18 @@ func TestE2ECallsOnOneSessionAreSerialised(t *testing.T) {
 func TestE2EClientIsolationAndSecrets(t *testing.T) {
 	t.Parallel()
 	c, _ := harness.StartStdio(t, map[string]string{"CODEEXEC_TEST_SECRET": "hunter2"})
+	// bwrap's sandboxes are nobody in a user namespace of their own; a
+	// container's is a host uid of its own (--container-uids) named
+	// sandbox. Both are at home in /workspace.
+	user := "True 65534 nobody /workspace"
+	if harness.ContainerRuntime() != "" {
+		user = "True own sandbox /workspace"
+	}
 	checks := []struct{ name, src, want string }{
-		{"uid is not root", "import os; print(os.getuid() != 0, os.getuid())", "True 65534"},
+		{"uid is not root", `
+import getpass, os, pwd
+u = os.getuid()
+print(u != 0, "own" if 2000000000 <= u <= 2000065535 else u, getpass.getuser(), pwd.getpwuid(u).pw_dir)`, user},
 		{"no host environment", "import os; print('CODEEXEC_TEST_SECRET' in os.environ, 'hunter2' in repr(dict(os.environ)))", "False False"},
 		{"network connect fails", `
 import socket

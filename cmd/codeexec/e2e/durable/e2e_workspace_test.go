@@ -99,3 +99,37 @@ func TestE2EWorkspaceSurvivesARestart(t *testing.T) {
 		t.Errorf("the restore notice does not name the files: %s", text)
 	}
 }
+
+// A session's files move between runtimes: made under bwrap (uid 65534
+// inside), restored under the container runtime (a host uid of the
+// sandbox's own) and changed there, then restored under bwrap again.
+// Runs only under a container runtime (CODEEXEC_E2E_RUNTIME).
+func TestE2EWorkspaceMovesBetweenRuntimes(t *testing.T) {
+	t.Parallel()
+	rt := harness.ContainerRuntime()
+	if rt == "" {
+		t.Skip("moves a session between bwrap and a container runtime: set CODEEXEC_E2E_RUNTIME=docker or podman")
+	}
+	state := t.TempDir()
+	h := ""
+	for i, step := range []struct{ runtime, code, want string }{
+		{"bwrap", makeFiles + "\nprint('made')", "made"},
+		{rt, readFiles + "\nn = open('/workspace/keep.txt', 'a').write(' and changed')", wantFiles},
+		{"bwrap", "print(open('/workspace/keep.txt').read(), open('sub/data.bin', 'rb').read() == bytes(range(256)) * 4)", "kept and changed True"},
+	} {
+		vars := harness.StateEnv(state)
+		vars["MCP_BRIDGE_RUNTIME"] = step.runtime
+		env := harness.BaseEnv(t, vars)
+		addr := harness.FreeAddr(t)
+		cmd, _ := harness.StartCommand(t, env, "serve", "--http", addr)
+		harness.WaitHTTP(t, "http://"+addr+"/healthz")
+		out := harness.SDKClient(t, modern("http://"+addr, pyCall(step.code, h)))
+		if got := harness.ResultStdout(t, out, 0); got != step.want {
+			t.Fatalf("step %d under %s: %q, want %q (%s)", i, step.runtime, got, step.want, harness.ResultText(out.Results[0]))
+		}
+		if h == "" {
+			h = sessionOf(t, out, 0)
+		}
+		stop(t, cmd, syscall.SIGTERM)
+	}
+}

@@ -28,8 +28,11 @@ import (
 //   - --pull never: a missing image is an error, never a registry access;
 //   - --security-opt seccomp=: Docker's default profile less the calls
 //     the bwrap engine refuses too (package seccomp), unless ExtraArgs bring a
-//     seccomp option of their own.
-func (c *Engine) runArgs(spec engine.Spec) []string {
+//     seccomp option of their own;
+//   - the user w: a host uid of the sandbox's own, named in the
+//     /etc/passwd and /etc/group mounted for it (see claim), or
+//     Config.User.
+func (c *Engine) runArgs(spec engine.Spec, w identity) []string {
 	lim := spec.Limits
 	a := []string{"run", "-i", "--pull", "never", "--name", containerName(spec.ID), "--label", LabelSession + "=" + spec.ID}
 	a = append(a, c.ownerLabels()...)
@@ -38,8 +41,9 @@ func (c *Engine) runArgs(spec engine.Spec) []string {
 	}
 	a = append(a,
 		"--network", "none", "--read-only", "--cap-drop", "ALL",
-		"--security-opt", "no-new-privileges", "--user", c.cfg.User,
+		"--security-opt", "no-new-privileges",
 	)
+	a = append(a, w.args()...)
 	if c.seccompProfile != "" {
 		a = append(a, "--security-opt", "seccomp="+c.seccompProfile)
 	}
@@ -47,7 +51,7 @@ func (c *Engine) runArgs(spec engine.Spec) []string {
 		"--init", "--log-driver", "none",
 		"--workdir", "/workspace",
 		"--tmpfs", "/tmp:"+tmpfsOpts(lim.TmpBytes),
-		"--tmpfs", "/workspace:"+tmpfsOpts(lim.WorkspaceBytes)+c.ownerOpts(),
+		"--tmpfs", "/workspace:"+tmpfsOpts(lim.WorkspaceBytes)+c.ownerOpts(w.user),
 		"--tmpfs", "/sys/fs/cgroup:ro,nosuid,nodev,noexec,size=4k",
 	)
 	for _, m := range spec.Mounts {
@@ -114,8 +118,9 @@ func (c *Engine) ulimits(lim engine.Limits) []string {
 		a = append(a, "--ulimit", fmt.Sprintf("fsize=%d:%d", lim.FileBytes, lim.FileBytes))
 	}
 	// Without a user namespace of its own, a container's queued signals
-	// and locked memory count against its host uid, shared with every
-	// other sandbox: each gets the share bwrap's sandboxes get.
+	// and locked memory count against its host uid (its own, or with
+	// Config.User every sandbox's): each process gets the share bwrap's
+	// sandboxes get.
 	if lim.PendingSignals > 0 {
 		a = append(a, "--ulimit", fmt.Sprintf("sigpending=%d:%d", lim.PendingSignals, lim.PendingSignals))
 	}
@@ -131,11 +136,11 @@ func (c *Engine) ulimits(lim engine.Limits) []string {
 // survive that. podman refuses uid=; it keeps mode= when the image lacks
 // the directory, and otherwise the image's mode (deploy's image makes
 // /workspace 1777).
-func (c *Engine) ownerOpts() string {
+func (c *Engine) ownerOpts(user string) string {
 	if c.cfg.Runtime != "docker" {
 		return ""
 	}
-	u, g, hasG := strings.Cut(c.cfg.User, ":")
+	u, g, hasG := strings.Cut(user, ":")
 	if _, err := strconv.Atoi(u); err != nil {
 		return ""
 	}

@@ -87,9 +87,11 @@ func (c *Engine) checkDaemon(ctx context.Context) error {
 			c.global = c.cfg.GlobalArgs
 		}
 		c.checkMu.Unlock()
+		opts, _ := c.cli(ctx, "info", "--format", "{{json .SecurityOptions}}")
+		c.setRootless(strings.Contains(opts, "name=rootless"))
 		return nil
 	}
-	out, err := c.cli(ctx, "info", "--format", "{{.Host.CgroupsVersion}} {{.Host.CgroupManager}} {{.Host.OCIRuntime.Name}}")
+	out, err := c.cli(ctx, "info", "--format", "{{.Host.CgroupsVersion}} {{.Host.CgroupManager}} {{.Host.OCIRuntime.Name}} {{.Host.Security.Rootless}}")
 	if err != nil {
 		msg := err.Error()
 		if strings.Contains(msg, "Cannot connect to Podman") {
@@ -97,9 +99,14 @@ func (c *Engine) checkDaemon(ctx context.Context) error {
 		}
 		return fmt.Errorf("%w: `podman info` failed: %s", engine.ErrUnavailable, decisiveLine(msg))
 	}
+	info := strings.Fields(out)
+	if len(info) == 4 {
+		c.setRootless(info[3] == "true")
+		info = info[:3]
+	}
 	global := c.cfg.GlobalArgs
 	if global == nil {
-		global = detectPodmanGlobals(strings.Fields(out), func(name string) bool { _, err := engine.LookPath(name); return err == nil },
+		global = detectPodmanGlobals(info, func(name string) bool { _, err := engine.LookPath(name); return err == nil },
 			dirExists("/run/systemd/system"))
 	}
 	c.checkMu.Lock()
@@ -109,6 +116,16 @@ func (c *Engine) checkDaemon(ctx context.Context) error {
 		c.logger.Info("podman global options chosen for this host", "args", strings.Join(global, " "))
 	}
 	return nil
+}
+
+// setRootless records whether the engine is rootless. Its containers' uids
+// map into the invoking user's subordinate range, where the sandboxes' own
+// uids do not exist, and the kernel charges all of them to the invoking
+// user anyway: they share one uid then.
+func (c *Engine) setRootless(rootless bool) {
+	if rootless && c.uids != nil && !c.shared.Swap(true) {
+		c.logger.Warn("the engine is rootless: every sandbox runs as uid 65534 inside, and the kernel counts what they make per user against the user running the engine", "user", sharedUser)
+	}
 }
 
 // detectPodmanGlobals picks podman's global options from `podman info`
@@ -151,13 +168,18 @@ func (c *Engine) trial(ctx context.Context) error {
 		lim = trialLimits
 	}
 	spec := engine.Spec{ID: "check-" + randomid.Hex(4), Argv: c.cfg.CheckArgv, Limits: lim}
-	args := append(c.globals(), c.runArgs(spec)...)
+	who, err := c.claim(spec.ID)
+	if err != nil {
+		return fmt.Errorf("%w: a trial %s sandbox: %w", engine.ErrUnavailable, c.cfg.Runtime, err)
+	}
+	args := append(c.globals(), c.runArgs(spec, who)...)
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	cmd.Dir = c.workDir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	_, _ = c.cli(context.WithoutCancel(ctx), "rm", "-f", containerName(spec.ID))
+	err = cmd.Run()
+	_, rmErr := c.cli(context.WithoutCancel(ctx), "rm", "-f", containerName(spec.ID))
+	c.unclaim(who, rmErr != nil && !goneAlready(rmErr))
 	if err != nil {
 		msg := strings.TrimSpace(out.String())
 		why := err.Error() // e.g. "exit status 3"

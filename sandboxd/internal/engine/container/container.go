@@ -22,6 +22,7 @@ import (
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/seccomp"
+	"github.com/codeexec/codeexec/sandboxd/internal/tempdir"
 	"github.com/codeexec/codeexec/services/randomid"
 )
 
@@ -58,8 +59,20 @@ type Config struct {
 	// It must exist locally: sandboxes never pull (--pull never), so a
 	// missing image is an error at Check, not a hang in the first exec.
 	Image string
-	// User is uid:gid inside the container. Default "65534:65534".
+	// User is who every sandbox runs as, uid[:gid] or name[:group] as
+	// `run --user` takes it; root is refused. Empty, the default, gives
+	// each sandbox a host uid of its own from FirstUID on (see uids.go):
+	// with one User, all sandboxes share its per-user kernel counts.
 	User string
+	// FirstUID and UIDCount are the host uids sandboxes take one each of
+	// when User is empty. Zero: DefaultFirstUID and DefaultUIDCount.
+	FirstUID, UIDCount int
+	// FilesDir is where each sandbox's /etc/passwd and /etc/group are
+	// written, in a directory of this engine's below it; default the
+	// system temp dir. The runtime resolves bind-mount sources on its own
+	// host: with sandboxd in a container, this must be a host directory
+	// mounted at the same path (as sandboxd's AgentRoot).
+	FilesDir string
 	// ExtraArgs are added to every `run`, before the image: e.g.
 	// --runtime=runsc for gVisor.
 	ExtraArgs []string
@@ -72,10 +85,11 @@ type Config struct {
 	// missing interpreter is reported at start.
 	CheckArgv []string
 	// Nproc is RLIMIT_NPROC inside containers. It counts every process of
-	// the uid on the whole host (all sandboxes share uid 65534), so it is a
-	// high ceiling, not the per-sandbox cap: that is the pids cgroup
-	// (--pids-limit). It is always set because podman's default (the
-	// host's hard limit, or more) is refused on some hosts. Default 32768.
+	// the host uid (one sandbox's with uids of their own, every sandbox's
+	// with User set), so it is a ceiling, not the per-sandbox cap: that is
+	// the pids cgroup (--pids-limit). It is always set because podman's
+	// default (the host's hard limit, or more) is refused on some hosts.
+	// Default 32768.
 	Nproc int
 	// Limits are the limits sandboxes will get. Check's trial container
 	// runs with them, so that one the runtime or the host refuses (more
@@ -123,6 +137,16 @@ type Engine struct {
 	live engine.Live[*process]
 	mu   sync.Mutex // guards the sweeper's channels
 
+	// uids hands out host uids when Config.User is empty; shared is set
+	// when the engine is rootless, whose containers cannot take them
+	// (their uids map into the invoking user's subordinate range).
+	uids   *uidPool
+	shared atomic.Bool
+	// users holds the sandboxes' passwd and group files, made on first
+	// use (usersMu).
+	usersMu sync.Mutex
+	users   *tempdir.Dir
+
 	// The sweeper removes orphans every sweepEvery after the first Check:
 	// the containers of a replica that died elsewhere exit (their stdin
 	// closes) but nobody else would remove them.
@@ -146,8 +170,11 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if cfg.Path == "" {
 		cfg.Path = cfg.Runtime
 	}
-	if cfg.User == "" {
-		cfg.User = "65534:65534"
+	if err := CheckUser(cfg.User); err != nil {
+		return nil, err
+	}
+	if cfg.FirstUID == 0 && cfg.UIDCount == 0 {
+		cfg.FirstUID, cfg.UIDCount = DefaultFirstUID, DefaultUIDCount
 	}
 	if len(cfg.CheckArgv) == 0 {
 		cfg.CheckArgv = []string{"/bin/sh", "-c", "exit 0"}
@@ -155,10 +182,21 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if cfg.Nproc <= 0 {
 		cfg.Nproc = 32768
 	}
+	var uids *uidPool
+	if cfg.User == "" {
+		if err := checkUIDRange(cfg.FirstUID, cfg.UIDCount); err != nil {
+			return nil, err
+		}
+		if err := checkHostUIDs(cfg.FirstUID, cfg.UIDCount, hostIDFiles); err != nil {
+			return nil, err
+		}
+		uids = newUIDPool(cfg.FirstUID, cfg.UIDCount)
+	}
 	var err error
 	host, _ := os.Hostname()
 	c := &Engine{
 		cfg: cfg, logger: logger.With("runtime", cfg.Runtime),
+		uids:     uids,
 		host:     host,
 		owner:    fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomid.Hex(4)),
 		pidSpace: thisPIDSpace(),
@@ -316,6 +354,7 @@ func (c *Engine) Close() error {
 	if checked { // the engine is known to answer
 		c.reapOrphans(ctx, true)
 	}
+	c.removeUsers()
 	return nil
 }
 

@@ -2,6 +2,7 @@ package container
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -32,19 +33,33 @@ func TestContainerRunArgs(t *testing.T) {
 		Limits: engine.Limits{MemoryBytes: 512 << 20, Pids: 128, CPUs: 0.5, CPUTime: 1500 * time.Millisecond,
 			TmpBytes: 64 << 20, WorkspaceBytes: 128 << 20, OpenFiles: 1024},
 	}
-	for _, rt := range []string{"docker", "podman"} {
-		t.Run(rt, func(t *testing.T) {
-			c, err := New(Config{Runtime: rt, Image: "img:1", ExtraArgs: []string{"--runtime=runsc"}}, quietLogger())
+	for _, tc := range []struct{ rt, user string }{{"docker", ""}, {"podman", ""}, {"docker", "65534:65534"}, {"podman", "65534:65534"}} {
+		t.Run(tc.rt+" user "+cmp.Or(tc.user, "of its own"), func(t *testing.T) {
+			rt := tc.rt
+			c, err := New(Config{Runtime: rt, Image: "img:1", ExtraArgs: []string{"--runtime=runsc"}, User: tc.user, FilesDir: t.TempDir()}, quietLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = c.Close() })
-			args := c.runArgs(spec)
+			who, err := c.claim(spec.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.unclaim(who, false)
+			user, uid := "65534:65534", "65534"
+			if tc.user == "" {
+				if who.uid < DefaultFirstUID || who.uid >= DefaultFirstUID+DefaultUIDCount {
+					t.Fatalf("uid %d is outside the default range", who.uid)
+				}
+				uid = strconv.Itoa(who.uid)
+				user = uid + ":" + uid
+			}
+			args := c.runArgs(spec, who)
 			line := strings.Join(args, " ")
-			for _, want := range []string{
+			wants := []string{
 				"run -i --pull never --name codeexec-cx-1",
 				"--label " + LabelOwner + "=" + c.Owner(), "--label codeexec.session=cx-1", "--label codeexec.sandbox=cx-1",
-				"--network none --read-only --cap-drop ALL --security-opt no-new-privileges --user 65534:65534",
+				"--network none --read-only --cap-drop ALL --security-opt no-new-privileges --user " + user,
 				"--init", "--log-driver none", "--workdir /workspace",
 				"--tmpfs /tmp:rw,noexec,nosuid,nodev,mode=1777,size=67108864",
 				"--tmpfs /workspace:rw,noexec,nosuid,nodev,mode=1777,size=134217728",
@@ -53,7 +68,18 @@ func TestContainerRunArgs(t *testing.T) {
 				"--mount type=bind,src=/srv/agent,dst=/opt/codeexec,readonly",
 				"--env B=2 --env HOME=/workspace",
 				"--runtime=runsc img:1 /usr/bin/python3 -I /opt/codeexec/agent.py",
-			} {
+			}
+			if tc.user == "" {
+				wants = append(wants, "--mount type=bind,src="+who.passwd+",dst=/etc/passwd,readonly",
+					"--mount type=bind,src="+who.group+",dst=/etc/group,readonly", "--label "+LabelUID+"="+uid)
+				passwd, err := os.ReadFile(who.passwd)
+				if err != nil || !strings.Contains(string(passwd), "\nsandbox:x:"+user+":sandbox:/workspace:") {
+					t.Errorf("the sandbox's passwd file: %q %v", passwd, err)
+				}
+			} else if strings.Contains(line, "/etc/passwd") || strings.Contains(line, LabelUID) {
+				t.Errorf("an operator's user gets the image's passwd and no uid label:\n%s", line)
+			}
+			for _, want := range wants {
 				if !strings.Contains(line, want) {
 					t.Errorf("run args lack %q:\n%s", want, line)
 				}
@@ -64,7 +90,7 @@ func TestContainerRunArgs(t *testing.T) {
 			// docker keeps the image's owner of /workspace unless told the
 			// uid; podman refuses uid= and must not get podman-only flags
 			// on docker.
-			if got, want := strings.Contains(line, "uid=65534,gid=65534"), rt == "docker"; got != want {
+			if got, want := strings.Contains(line, "uid="+uid+",gid="+uid), rt == "docker"; got != want {
 				t.Errorf("uid/gid tmpfs options present = %v, want %v:\n%s", got, want, line)
 			}
 			if got, want := slices.Contains(args, "--read-only-tmpfs=false"), rt == "podman"; got != want {
@@ -226,7 +252,7 @@ func TestContainerSeccompProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	line := strings.Join(c.runArgs(engine.Spec{ID: "cx-1", Argv: []string{"python3"}}), " ")
+	line := strings.Join(c.runArgs(engine.Spec{ID: "cx-1", Argv: []string{"python3"}}, identity{user: sharedUser}), " ")
 	if !strings.Contains(line, "--security-opt seccomp="+c.seccompProfile) || c.seccompProfile == "" {
 		t.Fatalf("no seccomp profile in the run args:\n%s", line)
 	}
@@ -265,7 +291,7 @@ func TestContainerSeccompProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = own.Close() })
-	if line := strings.Join(own.runArgs(engine.Spec{ID: "cx-2", Argv: []string{"python3"}}), " "); strings.Count(line, "seccomp=") != 1 {
+	if line := strings.Join(own.runArgs(engine.Spec{ID: "cx-2", Argv: []string{"python3"}}, identity{user: sharedUser}), " "); strings.Count(line, "seccomp=") != 1 {
 		t.Errorf("with a seccomp option in ExtraArgs, want only that one:\n%s", line)
 	}
 }
@@ -308,7 +334,7 @@ inspect)
     if [ "$a" = gone0001 ]; then echo 'Error: inspecting object: no such object: "gone0001"' >&2; exit 125; fi
     if [ "$a" = broken ]; then echo 'Error: permission denied' >&2; exit 125; fi
   done
-  echo "/codeexec-kept|elsewhere/1/abcd|||exited|2000-01-01T00:00:00Z|2000-01-01T00:00:00Z" ;;
+  echo "/codeexec-kept|elsewhere/1/abcd|||exited|2000-01-01T00:00:00Z|2000-01-01T00:00:00Z|" ;;
 esac
 `
 	if err := os.WriteFile(cli, []byte(script), 0o755); err != nil {

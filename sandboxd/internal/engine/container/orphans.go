@@ -3,6 +3,7 @@ package container
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -41,6 +42,9 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 	}
 	ids := strings.Fields(out)
 	if len(ids) == 0 {
+		if c.uids != nil {
+			c.uids.listed(map[int]bool{})
+		}
 		return
 	}
 	out, err = c.inspectExisting(ctx, ids)
@@ -49,9 +53,12 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 		return
 	}
 	var doomed []string
+	// uids are the host uids of the containers that stay; doomedUIDs
+	// those of the ones removed below, which stay taken if that fails.
+	uids, doomedUIDs := map[int]bool{}, map[int]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Split(line, "|")
-		if len(f) != 7 {
+		if len(f) != 8 {
 			continue
 		}
 		name := strings.TrimPrefix(f[0], "/")
@@ -62,16 +69,24 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 				f[i] = ""
 			}
 		}
+		uid, _ := strconv.Atoi(f[7])
 		if c.orphan(listed{owner: f[1], pidSpace: f[2], ownerStart: f[3], state: f[4], finished: f[5], created: f[6]}, all, time.Now()) {
 			doomed = append(doomed, name)
+			doomedUIDs[uid] = true
+		} else {
+			uids[uid] = true
 		}
 	}
-	if len(doomed) == 0 {
-		return
+	if len(doomed) > 0 {
+		c.logger.Info("removing orphaned sandbox containers", "count", len(doomed), "names", strings.Join(doomed, " "))
+		if _, err := c.cli(ctx, append([]string{"rm", "-f"}, doomed...)...); err != nil {
+			c.logger.Warn("could not remove orphaned containers", "error", err)
+			maps.Copy(uids, doomedUIDs)
+		}
 	}
-	c.logger.Info("removing orphaned sandbox containers", "count", len(doomed), "names", strings.Join(doomed, " "))
-	if _, err := c.cli(ctx, append([]string{"rm", "-f"}, doomed...)...); err != nil {
-		c.logger.Warn("could not remove orphaned containers", "error", err)
+	if c.uids != nil {
+		delete(uids, 0)
+		c.uids.listed(uids)
 	}
 }
 
@@ -83,7 +98,7 @@ func (c *Engine) reapOrphans(ctx context.Context, all bool) {
 func (c *Engine) inspectExisting(ctx context.Context, ids []string) (string, error) {
 	for {
 		out, err := c.cli(ctx, append([]string{"inspect", "--format",
-			`{{.Name}}|{{index .Config.Labels "` + LabelOwner + `"}}|{{index .Config.Labels "` + LabelPIDSpace + `"}}|{{index .Config.Labels "` + LabelOwnerStart + `"}}|{{.State.Status}}|{{.State.FinishedAt}}|{{.Created}}`}, ids...)...)
+			`{{.Name}}|{{index .Config.Labels "` + LabelOwner + `"}}|{{index .Config.Labels "` + LabelPIDSpace + `"}}|{{index .Config.Labels "` + LabelOwnerStart + `"}}|{{.State.Status}}|{{.State.FinishedAt}}|{{.Created}}|{{index .Config.Labels "` + LabelUID + `"}}`}, ids...)...)
 		if err == nil || out != "" {
 			return out, nil
 		}

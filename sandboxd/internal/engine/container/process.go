@@ -26,6 +26,7 @@ import (
 type process struct {
 	eng    *Engine
 	name   string
+	who    identity // given back once the container is gone
 	cmd    *exec.Cmd
 	logger *slog.Logger
 
@@ -58,7 +59,12 @@ func (c *Engine) startProcess(spec engine.Spec) (*process, error) {
 		closeFiles(inR, inW, outR, outW)
 		return nil, fmt.Errorf("pipe: %w", err)
 	}
-	args := append(c.globals(), c.runArgs(spec)...)
+	who, err := c.claim(spec.ID)
+	if err != nil {
+		closeFiles(inR, inW, outR, outW, errR, errW)
+		return nil, err
+	}
+	args := append(c.globals(), c.runArgs(spec, who)...)
 	cmd := &exec.Cmd{
 		Path: c.bin, Args: append([]string{c.bin}, args...), Dir: c.workDir,
 		// The CLI inherits sandboxd's environment (DOCKER_HOST,
@@ -71,10 +77,11 @@ func (c *Engine) startProcess(spec engine.Spec) (*process, error) {
 	closeFiles(inR, outW, errW)
 	if err != nil {
 		closeFiles(inW, outR, errR)
+		c.unclaim(who, false)
 		return nil, fmt.Errorf("exec %s: %w", c.bin, err)
 	}
 	p := &process{
-		eng: c, name: containerName(spec.ID), cmd: cmd,
+		eng: c, name: containerName(spec.ID), cmd: cmd, who: who,
 		logger:   c.logger.With("sandbox.id", spec.ID),
 		Pipes:    engine.NewPipes(inW, outR, errR),
 		memLimit: spec.Limits.MemoryBytes > 0,
@@ -189,9 +196,12 @@ func (p *process) reap() {
 	if !u.OOMKilled && !killed && p.memLimit && exitCode == 137 {
 		u.OOMKilled = true
 	}
-	if _, rerr := p.eng.cli(ctx, "rm", "-f", p.name); rerr != nil && !goneAlready(rerr) {
+	_, rerr := p.eng.cli(ctx, "rm", "-f", p.name)
+	kept := rerr != nil && !goneAlready(rerr)
+	if kept {
 		p.logger.Warn("sandbox container not removed", "container", p.name, "error", rerr)
 	}
+	p.eng.unclaim(p.who, kept)
 	p.meter.Stop(u)
 	p.Exit(err)
 }

@@ -77,7 +77,8 @@ func TestContainerEngines(t *testing.T) {
 				spec := containerSpec(t, `
 import os, sys
 st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
-print(os.getuid(), os.getgid(), st["CapEff"].strip(), st["NoNewPrivs"].strip(), sorted(set(os.environ) - {"HOSTNAME", "PATH", "LC_CTYPE"}) == ["HOME", "LANG", "PYTHONUNBUFFERED"], os.environ["HOME"])
+own = os.getuid() == os.getgid() and 2000000000 <= os.getuid() < 2000065536
+print("own" if own else (os.getuid(), os.getgid()), st["CapEff"].strip(), st["NoNewPrivs"].strip(), sorted(set(os.environ) - {"HOSTNAME", "PATH", "LC_CTYPE"}) == ["HOME", "LANG", "PYTHONUNBUFFERED"], os.environ["HOME"])
 print(open("/opt/codeexec/agent.txt").read(), os.getcwd())
 for p in ("/opt/codeexec/x", "/x"):
     try:
@@ -91,7 +92,7 @@ print(sys.stdin.read().upper())`)
 				}
 				// Besides engine.Spec.Env, engines set HOSTNAME, docker a default PATH,
 				// and Python LC_CTYPE (PEP 538); nothing from the host.
-				want := "65534 65534 0000000000000000 1 True /workspace\nagent /workspace\ndenied\ndenied\nPING\n"
+				want := "own 0000000000000000 1 True /workspace\nagent /workspace\ndenied\ndenied\nPING\n"
 				if r.Stdout != want {
 					t.Fatalf("stdout = %q, want %q (stderr %q)", r.Stdout, want, r.Stderr)
 				}
