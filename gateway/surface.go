@@ -63,9 +63,13 @@ func (g *Gateway) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool 
 	names := g.surface(ctx)
 	out := make([]mcp.Tool, 0, len(names))
 	for _, t := range tools {
-		if slices.Contains(names, t.Name) {
-			out = append(out, t)
+		if !slices.Contains(names, t.Name) {
+			continue
 		}
+		if t.Name == runpython.Name {
+			t = g.tool.DefinitionFor(ctx) // the tenant's own timeout limits
+		}
+		out = append(out, t)
 	}
 	return out
 }

@@ -100,11 +100,7 @@ func (t *Tool) parse(ctx context.Context, req mcp.CallToolRequest) (params.RunPy
 		t.opts.Logger.WarnContext(ctx, "call to unknown tool", logkeys.MCPTool, name)
 		return params.RunPython{}, result.UnknownTool(name), false
 	}
-	lim := t.opts.Limits
-	if t.opts.TenantLimits != nil {
-		lim = t.opts.TenantLimits(auth.Tenant(ctx, t.opts.Tenant))
-	}
-	p, msg, ok := params.Parse(req.GetArguments(), lim)
+	p, msg, ok := params.Parse(req.GetArguments(), t.limits(ctx))
 	if !ok {
 		return p, result.Validation(msg), false
 	}

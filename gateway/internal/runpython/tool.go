@@ -8,6 +8,7 @@
 package runpython
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/codeexec/codeexec/gateway/internal/auth"
 	"github.com/codeexec/codeexec/gateway/internal/capabilities"
 	"github.com/codeexec/codeexec/gateway/internal/drain"
 	"github.com/codeexec/codeexec/gateway/internal/metrics"
@@ -100,8 +102,21 @@ const Title = "Run Python"
 // anything the user's servers can (not read-only, possibly destructive,
 // not idempotent), and reaches the world outside through them (open
 // world).
-func (t *Tool) Definition() mcp.Tool {
-	lim := t.opts.Limits
+func (t *Tool) Definition() mcp.Tool { return definition(t.opts.Limits) }
+
+// DefinitionFor is Definition as the caller's tenant sees it: its schema
+// states the tenant's own timeout limits (Options.TenantLimits).
+func (t *Tool) DefinitionFor(ctx context.Context) mcp.Tool { return definition(t.limits(ctx)) }
+
+// limits bound the timeout of the caller's calls.
+func (t *Tool) limits(ctx context.Context) params.Limits {
+	if t.opts.TenantLimits != nil {
+		return t.opts.TenantLimits(auth.Tenant(ctx, t.opts.Tenant))
+	}
+	return t.opts.Limits
+}
+
+func definition(lim params.Limits) mcp.Tool {
 	s := fmt.Sprintf(schema, lim.MaxSeconds, params.Clamp(lim.DefaultSeconds, lim.MaxSeconds))
 	tool := mcp.NewToolWithRawSchema(Name, description, json.RawMessage(s))
 	tool.Title = Title
