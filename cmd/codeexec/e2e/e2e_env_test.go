@@ -94,11 +94,12 @@ func TestE2EEnvironmentForkedDataStack(t *testing.T) {
 	// from bwrap itself.
 	for deadline := time.Now().Add(2 * time.Minute); c == nil; time.Sleep(time.Second) {
 		try := harness.HTTPClient(t, base)
-		if harness.Joined(harness.Code(t, try, "print(open('/proc/1/comm').read().strip())").Stdout()) == "codeexec-init" {
+		switch {
+		case harness.Joined(harness.Code(t, try, "print(open('/proc/1/comm').read().strip())").Stdout()) == "codeexec-init":
 			c = try
-		} else if time.Now().After(deadline) {
+		case time.Now().After(deadline):
 			t.Fatal("no session came from the fork server within 2 minutes")
-		} else {
+		default:
 			_ = try.Close()
 		}
 	}

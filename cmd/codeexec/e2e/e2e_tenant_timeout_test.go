@@ -38,8 +38,14 @@ func TestE2ETenantMaxTimeoutBoundsItsCalls(t *testing.T) {
 	}
 }
 
+// timeoutProperty is the bounds of run_python's timeout argument.
+type timeoutProperty struct {
+	Maximum float64 `json:"maximum"`
+	Default float64 `json:"default"`
+}
+
 // listedTimeout is run_python's timeout property as tools/list gives it.
-func listedTimeout(t *testing.T, c *client.Client) (p struct{ Maximum, Default float64 }) {
+func listedTimeout(t *testing.T, c *client.Client) (p timeoutProperty) {
 	t.Helper()
 	tools, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
 	if err != nil {
@@ -51,7 +57,7 @@ func listedTimeout(t *testing.T, c *client.Client) (p struct{ Maximum, Default f
 		}
 		var schema struct {
 			Properties struct {
-				Timeout struct{ Maximum, Default float64 } `json:"timeout"`
+				Timeout timeoutProperty `json:"timeout"`
 			} `json:"properties"`
 		}
 		raw, err := json.Marshal(tool.InputSchema)
