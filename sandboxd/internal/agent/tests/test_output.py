@@ -28,7 +28,7 @@ class OutputTest(unittest.TestCase):
             "import os, time\n"
             "b = 'héllo€ 😀'.encode()\n"
             "for i in range(len(b)):\n"
-            "    os.write(1, b[i:i+1]); time.sleep(0.003)\n")
+            "    os.write(1, b[i:i+1]); time.sleep(0.02)\n")
         self.assertEqual(r.stdout, "héllo€ 😀")
         self.assertGreater(len(r.chunks), 1)
 
@@ -132,6 +132,28 @@ class OutputTest(unittest.TestCase):
         self.assertEqual(r.stdout, "to_thread\n")
         r = self.a.exec("await asyncio.to_thread(print, 'to_thread again')")
         self.assertEqual(r.stdout, "to_thread again\n")
+
+    def test_thread_pool_item_of_earlier_exec_never_reaches_later_exec(self):
+        # The pool's worker lives on; the item it still runs is the first
+        # exec's, whose output stays out of the second, while the second's
+        # own items on the same pool (and asyncio.to_thread's) are its.
+        r = self.a.exec(
+            "import asyncio, sys, threading, time\n"
+            "from concurrent.futures import ThreadPoolExecutor\n"
+            "pool, go = ThreadPoolExecutor(2), threading.Event()\n"
+            "def chatter():\n"
+            "    go.wait()\n"
+            "    for i in range(30):\n"
+            "        print('background', i, flush=True)\n"
+            "        time.sleep(0.01)\n"
+            "    return 'done'\n"
+            "left = [pool.submit(chatter), asyncio.get_event_loop().run_in_executor(None, chatter)]\n"
+            "print('first')")
+        self.assertEqual(r.stdout, "first\n")
+        r = self.a.exec("go.set()\ntime.sleep(0.1)\npool.submit(print, 'pooled').result()\n"
+                        "await asyncio.to_thread(print, 'to_thread')\n"
+                        "print(left[0].result(), 'main')")
+        self.assertEqual((r.stdout, r.stderr), ("pooled\nto_thread\ndone main\n", ""))
 
     def test_thread_started_in_exec_writes_to_it(self):
         r = self.a.exec("import threading\nt = threading.Thread(target=print, args=('mine',))\n"
