@@ -32,9 +32,10 @@ const k1 = 1.2
 // Rank tiers: an exact name match outranks every scored match.
 const (
 	tierNone  = 0
-	tierLoose = 1 // squashed name ("readfile", "read file") or an identifier token of the query
-	tierExact = 2 // whole query equals a tool alias or a server-qualified name
-	tierName  = 3 // whole query equals the tool name itself
+	tierTypo  = 1 // the whole query, squashed, is a misspelling of the tool's squashed name
+	tierLoose = 2 // squashed name ("readfile", "read file") or an identifier token of the query
+	tierExact = 3 // whole query equals a tool alias or a server-qualified name
+	tierName  = 4 // whole query equals the tool name itself
 )
 
 // posting is one document containing a term, with that term's precomputed

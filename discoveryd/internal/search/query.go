@@ -62,6 +62,7 @@ func (ix *Index) SearchFunc(query string, limit int, keep func(*Doc) bool) Resul
 			s.acc[d] *= 1 + nameCoverageBoost*min(s.named[d], float32(n))/float32(n)
 		}
 	}
+	ix.markMisspeltNames(s, q, keep)
 	// Then the best of them are rescored by meaning (rerank.go).
 	ix.rerank(s, keep)
 	if ix.semantic != nil {

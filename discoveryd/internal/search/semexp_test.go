@@ -71,8 +71,8 @@ func TestSemanticGrid(t *testing.T) {
 			line += fmt.Sprintf(" %s %.3f/%.3f", s.name, r.r1, r.r5)
 		}
 		bare, qual, _ := exactNameRate(ix, ds.docs)
-		typo, _, _ := typoNameRate(ix, ds.docs)
-		line += fmt.Sprintf(" exact %.3f/%.3f misspelt %.3f", bare, qual, typo)
+		typo, typoFirst, _, _ := typoNameRate(ix, ds.docs)
+		line += fmt.Sprintf(" exact %.3f/%.3f misspelt %.3f/%.3f", bare, qual, typoFirst, typo)
 		t.Log(line)
 	}
 }

@@ -168,6 +168,24 @@ func (f *Index) forDeletes(rs []rune, d int, fn func(uint64)) {
 	}
 }
 
+// Within reports whether a and b are within the typo budget of the
+// shorter of them (one edit from 4 runes, two from 8) and neither is
+// longer than 63 runes, by optimal-string-alignment distance.
+func Within(a, b string) bool {
+	var abuf, bbuf [64]rune
+	ar, br := appendRunes(abuf[:0], a), appendRunes(bbuf[:0], b)
+	d := maxEdits(min(len(ar), len(br)))
+	return d > 0 && osaDistance(ar, br, d) <= d
+}
+
+// appendRunes appends the runes of s to dst.
+func appendRunes(dst []rune, s string) []rune {
+	for _, r := range s {
+		dst = append(dst, r)
+	}
+	return dst
+}
+
 // osaDistance is the optimal-string-alignment edit distance (insertions,
 // deletions, substitutions and adjacent transpositions) between a and b; it
 // returns limit+1 as soon as the distance is known to exceed limit.
