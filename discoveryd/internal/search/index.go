@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/fuzzy"
 	"github.com/codeexec/codeexec/internal/porter"
@@ -66,6 +67,7 @@ type Index struct {
 	names    map[string][]int32 // lowercase tool name → docs
 	exact    map[string][]int32 // lowercase tool alias, where it differs → docs
 	loose    map[string][]int32 // squashed tool name, bare and after the server's → docs
+	longest  int                // runes of the longest squashed tool name or alias
 	lexTerm  []int32            // lexicon entry → term id, or -1
 	fields   [][]termFields     // by doc, sorted by term: where each term occurs
 	surface  []string           // by term id: its shortest word, to explain hits
@@ -132,6 +134,7 @@ func (ix *Index) addNames(i int32, d *Doc) {
 		add(ix.exact, a)
 	}
 	tool := squash(d.Tool)
+	ix.longest = max(ix.longest, utf8.RuneCountInString(tool), utf8.RuneCountInString(squash(d.ToolAlias)))
 	add(ix.loose, tool)
 	add(ix.loose, squash(d.Server)+tool)
 	if sa := squash(d.ServerAlias); sa != squash(d.Server) {

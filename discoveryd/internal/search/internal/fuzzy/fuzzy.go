@@ -169,21 +169,12 @@ func (f *Index) forDeletes(rs []rune, d int, fn func(uint64)) {
 }
 
 // Within reports whether a and b are within the typo budget of the
-// shorter of them (one edit from 4 runes, two from 8) and neither is
-// longer than 63 runes, by optimal-string-alignment distance.
-func Within(a, b string) bool {
-	var abuf, bbuf [64]rune
-	ar, br := appendRunes(abuf[:0], a), appendRunes(bbuf[:0], b)
-	d := maxEdits(min(len(ar), len(br)))
-	return d > 0 && osaDistance(ar, br, d) <= d
-}
-
-// appendRunes appends the runes of s to dst.
-func appendRunes(dst []rune, s string) []rune {
-	for _, r := range s {
-		dst = append(dst, r)
-	}
-	return dst
+// shorter of them (one edit from 4 runes, two from 8) by
+// optimal-string-alignment distance; never when either has 64 runes or
+// more.
+func Within(a, b []rune) bool {
+	d := maxEdits(min(len(a), len(b)))
+	return d > 0 && osaDistance(a, b, d) <= d
 }
 
 // osaDistance is the optimal-string-alignment edit distance (insertions,

@@ -47,7 +47,7 @@ func TestWithin(t *testing.T) {
 		{"", "", false},
 	}
 	for _, tt := range tests {
-		if got := Within(tt.a, tt.b); got != tt.want {
+		if got := Within([]rune(tt.a), []rune(tt.b)); got != tt.want {
 			t.Errorf("Within(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
 	}
