@@ -39,7 +39,7 @@ func TestSemanticGrid(t *testing.T) {
 	sets := []struct {
 		name string
 		qs   []labelledQuery
-	}{{"tuned", ds.queries}, {"holdout", ds.holdout}, {"dev", ds.dev}, {"tuned-para", kindOf(ds.queries, "paraphrase")}}
+	}{{"tuned", ds.queries}, {"holdout", ds.holdout}, {"dev", ds.dev}, {"tuned-para", kindOf(ds.queries, "paraphrase")}, {"tuned-typo", kindOf(ds.queries, "typo")}}
 	if os.Getenv("BLIND") == "1" {
 		sets = append(sets, struct {
 			name string
@@ -74,6 +74,7 @@ func TestSemanticGrid(t *testing.T) {
 				semNearest = int(f)
 			case "pool":
 				semPool = int(f)
+
 			}
 		}
 		var ix *Index
@@ -111,6 +112,18 @@ var modelTextVariants = map[string]func(*Doc) string{
 		e := *d
 		e.Description = cut(d.Description, 300)
 		return ModelText(&e)
+	},
+	"params-if-short": func(d *Doc) string {
+		if len(d.Description) >= 100 {
+			return ModelText(d)
+		}
+		return ModelText(d) + paramNames(d)
+	},
+	"paramtext-if-short": func(d *Doc) string {
+		if len(d.Description) >= 100 {
+			return ModelText(d)
+		}
+		return ModelText(d) + " " + cut(d.ParamText, 200)
 	},
 	"paramtext": func(d *Doc) string {
 		return ModelText(d) + " " + cut(d.ParamText, 300)
