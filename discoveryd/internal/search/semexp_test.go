@@ -74,7 +74,6 @@ func TestSemanticGrid(t *testing.T) {
 				semNearest = int(f)
 			case "pool":
 				semPool = int(f)
-
 			}
 		}
 		var ix *Index
