@@ -26,7 +26,12 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-TIERS = ("exact name", "exact alias or server-qualified name", "tool name in the query")
+TIERS = (
+    "exact name",
+    "exact alias or server-qualified name",
+    "tool name in the query",
+    "misspelt tool name",
+)
 
 
 def split_name(name):

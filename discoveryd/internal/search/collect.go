@@ -169,6 +169,8 @@ func (ix *Index) explain(s *scratch, d int32, tier uint8) string {
 		return "exact alias or server-qualified name"
 	case tierLoose:
 		return "tool name in the query"
+	case tierTypo:
+		return "misspelt tool name"
 	}
 	var byField [numFields][]string
 	var seen []int32 // terms already explained

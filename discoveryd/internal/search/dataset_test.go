@@ -273,27 +273,32 @@ func typoName(name string) (q string, ok bool) {
 }
 
 // typoNameRate is the share of tools found in the top reportLimit (or
-// within the block of tools sharing the name) when asked for by typoName.
-func typoNameRate(ix *Index, docs []Doc) (rate float64, n int, fails []string) {
+// within the block of tools sharing the name) when asked for by typoName,
+// and the share found first (within that block).
+func typoNameRate(ix *Index, docs []Doc) (rate, first float64, n int, fails []string) {
 	shared := map[string]int{}
 	for _, d := range docs {
 		shared[strings.ToLower(d.Tool)]++
 	}
-	ok := 0
+	ok, top := 0, 0
 	for _, d := range docs {
 		q, valid := typoName(d.Tool)
 		if !valid {
 			continue
 		}
 		n++
-		k := max(reportLimit, shared[strings.ToLower(d.Tool)])
-		if rankOf(ix.Search(q, k).Hits, &d) > 0 {
+		m := shared[strings.ToLower(d.Tool)]
+		r := rankOf(ix.Search(q, max(reportLimit, m)).Hits, &d)
+		if r > 0 {
 			ok++
 		} else {
 			fails = append(fails, fmt.Sprintf("%q for %s/%s", q, d.Server, d.Tool))
 		}
+		if r > 0 && r <= m {
+			top++
+		}
 	}
-	return float64(ok) / float64(n), n, fails
+	return float64(ok) / float64(n), float64(top) / float64(n), n, fails
 }
 
 // rankOf is the 1-based rank of d among hits, or 0.

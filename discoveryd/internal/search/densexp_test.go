@@ -125,7 +125,7 @@ func TestVecExperiment(t *testing.T) {
 			if len(res.Hits) > 0 {
 				// recompute max of non-tier: tier docs have score >= maxScore+1
 				for _, h := range res.Hits {
-					if h.Why == "exact name" || strings.HasPrefix(h.Why, "exact alias") || strings.HasPrefix(h.Why, "tool name in") {
+					if h.Why == "exact name" || strings.HasPrefix(h.Why, "exact alias") || strings.HasPrefix(h.Why, "tool name in") || h.Why == "misspelt tool name" {
 						tier[docIndex[h.Doc]] = h.Score
 						continue
 					}

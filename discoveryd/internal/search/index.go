@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/codeexec/codeexec/discoveryd/internal/search/internal/fuzzy"
 	"github.com/codeexec/codeexec/internal/porter"
@@ -32,9 +33,10 @@ const k1 = 1.2
 // Rank tiers: an exact name match outranks every scored match.
 const (
 	tierNone  = 0
-	tierLoose = 1 // squashed name ("readfile", "read file") or an identifier token of the query
-	tierExact = 2 // whole query equals a tool alias or a server-qualified name
-	tierName  = 3 // whole query equals the tool name itself
+	tierTypo  = 1 // the whole query, squashed, is a misspelling of the tool's squashed name
+	tierLoose = 2 // squashed name ("readfile", "read file") or an identifier token of the query
+	tierExact = 3 // whole query equals a tool alias or a server-qualified name
+	tierName  = 4 // whole query equals the tool name itself
 )
 
 // posting is one document containing a term, with that term's precomputed
@@ -65,6 +67,7 @@ type Index struct {
 	names    map[string][]int32 // lowercase tool name → docs
 	exact    map[string][]int32 // lowercase tool alias, where it differs → docs
 	loose    map[string][]int32 // squashed tool name, bare and after the server's → docs
+	longest  int                // runes of the longest squashed tool name or alias
 	lexTerm  []int32            // lexicon entry → term id, or -1
 	fields   [][]termFields     // by doc, sorted by term: where each term occurs
 	surface  []string           // by term id: its shortest word, to explain hits
@@ -131,6 +134,7 @@ func (ix *Index) addNames(i int32, d *Doc) {
 		add(ix.exact, a)
 	}
 	tool := squash(d.Tool)
+	ix.longest = max(ix.longest, utf8.RuneCountInString(tool), utf8.RuneCountInString(squash(d.ToolAlias)))
 	add(ix.loose, tool)
 	add(ix.loose, squash(d.Server)+tool)
 	if sa := squash(d.ServerAlias); sa != squash(d.Server) {

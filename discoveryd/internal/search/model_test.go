@@ -36,13 +36,17 @@ func installedEncoder(tb testing.TB) *embed.Encoder {
 	return testModel.enc
 }
 
+// modelText is what modelSemantic gives the model of a tool: ModelText,
+// or an experiment's variant (TestSemanticGrid's MODELTEXT).
+var modelText = ModelText
+
 // modelSemantic embeds docs with the installed model, as discoveryd does.
 func modelSemantic(tb testing.TB, docs []Doc) *Semantic {
 	tb.Helper()
 	enc := installedEncoder(tb)
 	sem := &Semantic{Dims: enc.Dims(), Vectors: make([]float32, 0, len(docs)*enc.Dims()), Query: enc.NewQueryCache(256).Vector}
 	for i := range docs {
-		text := ModelText(&docs[i])
+		text := modelText(&docs[i])
 		testModel.mu.Lock()
 		v, ok := testModel.vecs[text]
 		testModel.mu.Unlock()

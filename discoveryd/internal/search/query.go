@@ -51,6 +51,9 @@ func (ix *Index) SearchFunc(query string, limit int, keep func(*Doc) bool) Resul
 	// Coordination: a document matching more of the query's words ranks
 	// above one that matches a single word very well.
 	maxScore := float32(0)
+	var qbuf [maxSquashed]rune
+	sq, nameLike := ix.nameLike(qbuf[:0], q)
+	h := s.top[:0]
 	for _, d := range s.touched {
 		if units > 0 {
 			s.acc[d] *= (1 - coordWeight) + coordWeight*s.matched[d]/float32(units)
@@ -61,7 +64,14 @@ func (ix *Index) SearchFunc(query string, limit int, keep func(*Doc) bool) Resul
 		if n := ix.nameLen[d]; n > 0 {
 			s.acc[d] *= 1 + nameCoverageBoost*min(s.named[d], float32(n))/float32(n)
 		}
+		// Candidates for a misspelt name have a word of it right, or
+		// corrected.
+		if nameLike && s.named[d] > 0 && s.tier[d] == tierNone && (keep == nil || keep(&ix.docs[d])) {
+			h = pushBest(h, cand{doc: d, score: s.acc[d]}, typoCandidates)
+		}
 	}
+	ix.markMisspeltNames(s, sq, h)
+	s.top = h[:0]
 	// Then the best of them are rescored by meaning (rerank.go).
 	ix.rerank(s, keep)
 	if ix.semantic != nil {

@@ -304,6 +304,7 @@ func TestSearchWhy(t *testing.T) {
 		{"read_file", "filesystem/read_file", []string{"exact name"}},
 		{"filesystem/read_file", "filesystem/read_file", []string{"exact alias or server-qualified name"}},
 		{"readFile", "filesystem/read_file", []string{"tool name in the query"}},
+		{"read flie", "filesystem/read_file", []string{"misspelt tool name"}},
 		{"open a ticket on github", "github/create_issue", []string{"name: ", "issue (for ticket)", "server: github"}},
 		{"screensht", "playwright/browser_take_screenshot", []string{"name: screenshot (for screensht)"}},
 		{"calendar from google", "google-calendar/list-events", []string{"server: ", "calendar", "google"}},

@@ -92,3 +92,40 @@ func TestModelSearchHonoursKeep(t *testing.T) {
 		}
 	}
 }
+
+// TestModelKeepsMisspeltNames: a query that misspells a tool's whole name
+// finds that tool first although the model's vector of the misspelling
+// points at another tool (as the real model's may: it has never seen the
+// misspelt word), and says that it matched as a misspelt name.
+func TestModelKeepsMisspeltNames(t *testing.T) {
+	t.Parallel()
+	docs := tinyDocs()[:2]
+	sem := tinySemantic(len(docs))
+	sem.Query = func(string) ([]float32, error) { return []float32{0, 1, 0}, nil } // "fish"
+	res := NewIndexWith(docs, Options{Semantic: sem}).Search("rent vehilce", 5)
+	if len(res.Hits) == 0 || res.Hits[0].Doc.Tool != "rent_vehicle" {
+		t.Fatalf("hits %v, want rent_vehicle first for its misspelt name", names(res.Hits))
+	}
+	if why := res.Hits[0].Why; why != "misspelt tool name" {
+		t.Errorf("why = %q, want %q", why, "misspelt tool name")
+	}
+	// A query that is no tool's name, misspelt or not, is ranked as before.
+	res = NewIndexWith(docs, Options{Semantic: sem}).Search("rent something", 5)
+	if len(res.Hits) == 0 || res.Hits[0].Doc.Tool != "catch_fish" {
+		t.Errorf("hits %v, want the model's choice first for a query that names no tool", names(res.Hits))
+	}
+}
+
+// TestModelMisspeltNamesOfTheCorpus asks for every tool of the corpus by
+// a misspelt name, with the installed model: as many must be found in the
+// top five, and first, as by words alone, and every one in the top five.
+func TestModelMisspeltNamesOfTheCorpus(t *testing.T) {
+	ds := loadDataset(t)
+	sem := modelSemantic(t, ds.docs)
+	words, wordsFirst, _, _ := typoNameRate(NewIndex(ds.docs), ds.docs)
+	model, modelFirst, n, fails := typoNameRate(NewIndexWith(ds.docs, Options{Semantic: sem}), ds.docs)
+	t.Logf("misspelt names of %d tools, in the top %d / first: words %.4f / %.4f, with the model %.4f / %.4f", n, reportLimit, words, wordsFirst, model, modelFirst)
+	if model < 1 || model < words || modelFirst < wordsFirst {
+		t.Errorf("with the model %.4f in the top %d and %.4f first, words alone %.4f and %.4f; missed: %v", model, reportLimit, modelFirst, words, wordsFirst, fails)
+	}
+}

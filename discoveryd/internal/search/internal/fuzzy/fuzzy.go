@@ -168,6 +168,15 @@ func (f *Index) forDeletes(rs []rune, d int, fn func(uint64)) {
 	}
 }
 
+// Within reports whether a and b are within the typo budget of the
+// shorter of them (one edit from 4 runes, two from 8) by
+// optimal-string-alignment distance; never when either has 64 runes or
+// more.
+func Within(a, b []rune) bool {
+	d := maxEdits(min(len(a), len(b)))
+	return d > 0 && osaDistance(a, b, d) <= d
+}
+
 // osaDistance is the optimal-string-alignment edit distance (insertions,
 // deletions, substitutions and adjacent transpositions) between a and b; it
 // returns limit+1 as soon as the distance is known to exceed limit.

@@ -30,6 +30,29 @@ func TestOSADistance(t *testing.T) {
 	}
 }
 
+func TestWithin(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"createisuse", "createissue", true},  // one transposition
+		{"createisue", "createissue", true},   // one deletion
+		{"craeteisue", "createissue", true},   // two edits, 8 runes or more
+		{"craetexsxue", "createissue", false}, // three
+		{"fiel", "file", true},                // one edit from 4 runes
+		{"fiel", "fil", false},                // none below 4
+		{"reda", "rxdb", false},               // two edits under 8 runes
+		{"createissue", "createissue", true},  // the same
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		if got := Within([]rune(tt.a), []rune(tt.b)); got != tt.want {
+			t.Errorf("Within(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
 func TestFuzzyLookup(t *testing.T) {
 	t.Parallel()
 	f := New([]string{"file", "files", "repository", "kubernetes", "pod", "screenshot"})
