@@ -80,7 +80,10 @@ class _TagOnImport:
             return None
         import importlib.util
 
-        sys.meta_path.remove(cls)
+        try:
+            sys.meta_path.remove(cls)
+        except ValueError:
+            pass  # user code rebuilt sys.meta_path; the hook is gone all the same
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
