@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -366,19 +367,26 @@ func recall(ctx context.Context, s *session) error {
 	return nil
 }
 
+// The host uids container sandboxes take one each of, by default
+// (sandboxd's --container-uids; container.DefaultFirstUID and
+// DefaultUIDCount, which this command cannot import).
+const firstSandboxUID, sandboxUIDs = 2_000_000_000, 65536
+
 // limits checks that the sandboxes sandboxd starts as sibling containers
 // keep their limits and isolation: a fork bomb and a memory bomb are
 // stopped with a clear error and the session carries on, and the sandbox
-// has no network and runs as nobody.
+// has no network and runs as a host uid of its own (named sandbox).
 func limits(ctx context.Context, s *session) error {
 	out, err := s.must(ctx, `
-import os, socket
+import os, pwd, socket
 try:
     socket.create_connection(("1.1.1.1", 53), timeout=2); net = "network!"
 except OSError:
     net = "no network"
-print(os.getuid(), net)`)
-	if err != nil || out != "65534 no network" {
+print(os.getuid(), pwd.getpwuid(os.getuid()).pw_name, net)`)
+	uid, rest, _ := strings.Cut(out, " ")
+	n, _ := strconv.Atoi(uid)
+	if err != nil || rest != "sandbox no network" || n < firstSandboxUID || n >= firstSandboxUID+sandboxUIDs {
 		return wrong("isolation", out, err)
 	}
 	for _, bomb := range []struct{ name, code, want string }{
