@@ -340,7 +340,9 @@ exec "$@"`
 // them, owned by the sandbox uid, on $4, $5 and $6 (below the engine's
 // scratch directory, in the shim's own mount namespace: the host sees
 // none of them, and they go with the sandbox), with mount(8) at $7.
-const noexecShim = `"$7" -t tmpfs -o "$1" tmpfs "$4" && "$7" -t tmpfs -o "$2" tmpfs "$5" && "$7" -t tmpfs -o "$3" tmpfs "$6" || exit 124
+// mount does not get the gate (fd 6): a shim killed while mount runs
+// must leave no reader of it, so that its release fails.
+const noexecShim = `"$7" -t tmpfs -o "$1" tmpfs "$4" 6<&- && "$7" -t tmpfs -o "$2" tmpfs "$5" 6<&- && "$7" -t tmpfs -o "$3" tmpfs "$6" 6<&- || exit 124
 shift 7
 `
 
