@@ -287,7 +287,14 @@ func TestE2EServerLoadingEndsByTheYield(t *testing.T) {
     await mcp_held.ping_held()
 except runtime.MCPError as e:
     print(type(e).__name__)`})
-	if o.IsError || harness.Joined(o.Stdout()) != "DeadlineExceededError" {
+	// On a loaded machine the yield may come between the load's end and
+	// the code's; the code then finishes in a wait, as a client's would.
+	out := o.Stdout()
+	for i := 0; i < 20 && !o.IsError && o.Str("status") == "running"; i++ {
+		o = harness.RunPython(t, c, map[string]any{"code": ""})
+		out = append(out, o.Stdout()...)
+	}
+	if o.IsError || harness.Joined(out) != "DeadlineExceededError" {
 		t.Errorf("a call with a long timeout whose server is still starting: %s; want the code run, the server's use raising", o.Text)
 	}
 }
