@@ -36,13 +36,18 @@ func Make(root, prefix string) (*Dir, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		// Another process's sweep may take the file between its creation
+		// and the lock: while it holds the lock, and once it has unlinked
+		// the file, a new name is tried.
+		err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			_ = lock.Close()
+			continue
+		}
+		if err != nil {
 			_ = lock.Close()
 			return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
 		}
-		// Another process's sweep may have taken the file between its
-		// creation and the lock: it is unlinked then, and a new name is
-		// tried.
 		if !samePath(lock) {
 			_ = lock.Close()
 			continue

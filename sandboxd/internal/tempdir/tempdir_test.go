@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -111,5 +112,50 @@ func TestStaleDirectoriesGoLiveOnesStay(t *testing.T) {
 	RemoveStale(root, "p-")
 	if exists(livePath) {
 		t.Errorf("%s is still there after its process was killed and a sweep ran", livePath)
+	}
+}
+
+// A sweep by another process holds each lock file for a moment, the new
+// one's too: Make took that for failure ("lock …: resource temporarily
+// unavailable"), seen when two engines started at once in a slow machine.
+func TestMakeRacesSweeps(t *testing.T) {
+	root := t.TempDir()
+	stop := make(chan struct{})
+	var sweeps sync.WaitGroup
+	for range 2 {
+		sweeps.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					RemoveStale(root, "p-")
+				}
+			}
+		})
+	}
+	var makers sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		makers.Go(func() {
+			for range 300 {
+				d, err := Make(root, "p-")
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := d.Remove(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	makers.Wait()
+	close(stop)
+	sweeps.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
