@@ -42,6 +42,9 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresq
 # (TestHostUsrDebianPackages); environments are built with debootstrap.
 /usr/bin/python3 -c 'import numpy, matplotlib' 2>/dev/null || need_apt+=(python3-numpy python3-matplotlib)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+# The cgroup v2 tests boot a QEMU machine (services/vmtest); its kernel is
+# fetched below.
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)
 # deploy/kubernetes is rendered by kubectl kustomize (go test ./deploy/kubernetes).
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -58,6 +61,8 @@ go install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/c
 if [ -z "${CODEEXEC_SKIP_GOLANGCI_LINT:-}" ]; then
   install_golangci_lint
 fi
+
+bash scripts/vm-kernel.sh
 
 # Tool search's model (docs/SEARCH.md): a 50 MB download the first time,
 # nothing after. Search works without it; its tests that rank by meaning
