@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
+	"github.com/codeexec/codeexec/sandboxd/internal/engine/cgroup"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
 )
 
@@ -81,6 +83,51 @@ for k in kids:
 		after := enginetest.Run(t, e, enginetest.Spec(t, `print("ok")`), "", 30*time.Second)
 		if strings.TrimSpace(after.Stdout) != "ok" {
 			t.Errorf("sandbox after the bomb: %q %v", after.Stdout, after.Err)
+		}
+	})
+
+	// Issue 38: on cgroup v1 socket buffers were outside the memory limit
+	// (a 512 MiB sandbox queued 922 MiB); v1 now gives them a share of it,
+	// and v2 counts them in memory.max. Either way the sandbox queues no
+	// more than its limit; it may be OOM-killed on the way.
+	t.Run("socket buffers count against the memory limit", func(t *testing.T) {
+		t.Parallel()
+		spec := enginetest.Spec(t, `
+import socket, time
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(128)
+held, total, chunk, start = [], 0, b"x" * 65536, time.monotonic()
+for _ in range(60):
+    a = socket.create_connection(srv.getsockname())
+    b, _ = srv.accept()
+    held += [a, b]
+    for s in (a, b):
+        s.setblocking(False)
+        while total < 1 << 30 and time.monotonic() - start < 60:
+            try:
+                total += s.send(chunk)
+            except OSError:
+                break
+    print(total, flush=True)
+print("done")`)
+		const limit = 128 << 20
+		spec.Limits.MemoryBytes = limit
+		r := enginetest.Run(t, e, spec, "", 120*time.Second)
+		lines := strings.Fields(r.Stdout)
+		if len(lines) < 2 {
+			t.Fatalf("stdout %q err %v stderr %q", r.Stdout, r.Err, r.Stderr)
+		}
+		last := lines[len(lines)-1]
+		if last == "done" {
+			last = lines[len(lines)-2]
+		} else if !r.Usage.OOMKilled {
+			t.Fatalf("the filler neither ended nor was OOM-killed: stdout %q err %v stderr %q", r.Stdout, r.Err, r.Stderr)
+		}
+		queued, _ := strconv.Atoi(last)
+		t.Logf("queued %d MiB in socket buffers with a limit of %d MiB (OOM-killed: %v)", queued>>20, limit>>20, r.Usage.OOMKilled)
+		if queued == 0 || queued > limit {
+			t.Errorf("queued %d MiB in socket buffers; want some, and at most the memory limit of %d MiB", queued>>20, limit>>20)
 		}
 	})
 
@@ -239,7 +286,13 @@ func testBwrapCleanup(t *testing.T, path startPath) {
 		t.Errorf("process %d survived Close", pid)
 	}
 	for _, parent := range parents {
-		if _, err := os.Stat(parent); !os.IsNotExist(err) {
+		// On cgroup v2 the test process itself lives in the parent's
+		// leaf (cgroup.SelfLeaf) and the parent stays with it alone.
+		if _, leaf := os.Stat(filepath.Join(parent, cgroup.SelfLeaf)); leaf == nil && e.cgroups.V2() {
+			if left := subdirs(t, parent); len(left) != 0 {
+				t.Errorf("cgroup parent %s keeps %v", parent, left)
+			}
+		} else if _, err := os.Stat(parent); !os.IsNotExist(err) {
 			t.Errorf("cgroup parent %s not removed: %v", parent, err)
 		}
 	}
@@ -261,7 +314,8 @@ func subdirs(t *testing.T, dir string) []string {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.IsDir() {
+		// On cgroup v2 the test process's own leaf (see cgroup.SelfLeaf).
+		if e.IsDir() && e.Name() != cgroup.SelfLeaf {
 			out = append(out, e.Name())
 		}
 	}

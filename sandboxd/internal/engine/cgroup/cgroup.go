@@ -207,8 +207,9 @@ func OfPID(pid int) *Group {
 	return g
 }
 
-// Kill sends SIGKILL to every process in the cgroup. The pids controller is
-// the authoritative member list (threads and forks included). The group is
+// Kill sends SIGKILL to every process in the cgroup: through cgroup.kill on
+// v2, else to each member, the pids controller being the authoritative
+// list (threads and forks included). The group is
 // then thawed, in case it was frozen: on cgroup v1 a frozen process acts
 // on no signal, SIGKILL included, until it runs again; and it is not
 // frozen again (Freeze fails from now on).
@@ -216,6 +217,18 @@ func (g *Group) Kill() {
 	g.fmu.Lock()
 	defer g.fmu.Unlock()
 	g.killed = true
+	// cgroup.kill (v2, Linux 5.14+) kills every process at once, forks
+	// in flight included.
+	if !g.v2 || writeFile(filepath.Join(g.dir("memory"), "cgroup.kill"), "1") != nil {
+		g.killEach()
+	}
+	if file, value, err := g.freezer(false); err == nil {
+		_ = writeFile(file, value)
+	}
+}
+
+// killEach sends SIGKILL to each process the group lists.
+func (g *Group) killEach() {
 	for _, c := range []string{"pids", "memory", "cpu"} {
 		d := g.dir(c)
 		if d == "" {
@@ -225,9 +238,6 @@ func (g *Group) Kill() {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		break
-	}
-	if file, value, err := g.freezer(false); err == nil {
-		_ = writeFile(file, value)
 	}
 }
 

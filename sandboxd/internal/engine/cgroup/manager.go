@@ -69,7 +69,7 @@ func releaseParent(dir string) error {
 		return nil
 	}
 	delete(parentRefs, dir)
-	if _, err := os.Stat(filepath.Join(dir, v2SelfLeaf)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, SelfLeaf)); err == nil {
 		return nil // sandboxd lives in it (cgroup v2, see setupV2Parent)
 	}
 	return removeCgroupDir(dir)
@@ -246,6 +246,9 @@ func v1Mount(root, controller string) (string, bool) {
 	return "", false
 }
 
+// V2 reports whether the sandboxes' cgroups are on the unified hierarchy.
+func (m *Manager) V2() bool { return m.v2 }
+
 // Parents lists the codeexec-<pid> directories that hold the sandbox
 // cgroups, one per controller (one on cgroup v2).
 func (m *Manager) Parents() []string { return slices.Collect(maps.Values(m.parents)) }
@@ -294,9 +297,11 @@ func cgroupName(id string) string {
 
 // Rename gives the cgroup a name that shows id (a spare launcher's cgroup
 // gets its sandbox's). The directories stay where they are; on error some
-// may keep the old name, which is harmless.
+// may keep the old name, which is harmless. cgroup v2 cannot rename a
+// cgroup (EPERM: the kernel renames on v1 only), so there the spare's
+// name stays.
 func (g *Group) Rename(id string) error {
-	if g == nil {
+	if g == nil || g.v2 {
 		return nil
 	}
 	name := cgroupName(id)

@@ -15,9 +15,10 @@ import (
 // cgroup.subtree_control on the unified hierarchy.
 const v2Controllers = "+memory +pids +cpu"
 
-// v2SelfLeaf is the leaf sandboxd moves itself into when its own cgroup
-// must hand controllers down (see setupV2Parent).
-const v2SelfLeaf = "sandboxd"
+// SelfLeaf is the leaf sandboxd moves itself into, in its codeexec-<pid>
+// parent, when its own cgroup must hand controllers down (see
+// setupV2Parent); it stays there after Close.
+const SelfLeaf = "sandboxd"
 
 // ownCgroups is /proc/self/cgroup as it was at the first call: sandboxd may
 // move itself into a leaf below on cgroup v2, and later engines must still
@@ -35,8 +36,7 @@ var ownCgroups = sync.OnceValues(func() (map[string]string, error) { return read
 // or a container. The move is not undone (own then has controllers enabled
 // and cannot take a process back), so on cgroup v2 in that case Close
 // leaves own/name/sandboxd, and the next sandboxd's stale-parent cleanup
-// removes it. This path is not exercised by the tests of this package: the
-// development host runs cgroup v1.
+// removes it. TestManagerOnCgroupV2 runs this path in a vmtest machine.
 func setupV2Parent(own, name string, logger *slog.Logger) (string, error) {
 	dir := filepath.Join(own, name)
 	if err := acquireParent(dir); err != nil {
@@ -49,7 +49,7 @@ func setupV2Parent(own, name string, logger *slog.Logger) (string, error) {
 	}
 	err := writeFile(filepath.Join(own, "cgroup.subtree_control"), v2Controllers)
 	if errors.Is(err, syscall.EBUSY) {
-		leaf := filepath.Join(dir, v2SelfLeaf)
+		leaf := filepath.Join(dir, SelfLeaf)
 		if err := os.MkdirAll(leaf, 0o755); err != nil {
 			return fail(err)
 		}
