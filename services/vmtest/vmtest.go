@@ -4,8 +4,9 @@
 // software (these hosts cannot nest KVM); its kernel is Debian's, fetched
 // by scripts/vm-kernel.sh, and its root file system is the host's own,
 // shared read-only over 9p below a tmpfs overlay, so the machine runs the
-// same binaries, Python and environments as the host, writes nothing to
-// the host but the job's directory, and has no network.
+// same binaries, Python and environments as the host (its /tmp too, where
+// go test keeps the test binary), writes nothing to the host but the
+// job's directory, and has no network but loopback.
 package vmtest
 
 import (
@@ -14,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,30 +66,26 @@ func KernelDir() string {
 
 // RunSelf runs the named top-level tests of the running test binary in a
 // machine, with InsideEnv set, and fails tb unless each of them passed
-// there. skip, when not empty, is passed as -test.skip. It returns the
-// tests' output.
-func RunSelf(tb testing.TB, names []string, skip string) string {
+// there. skip, when not empty, is passed as -test.skip; env is added to
+// the tests' environment. It returns the tests' output.
+func RunSelf(tb testing.TB, names []string, skip string, env ...string) string {
 	tb.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	dir := tb.TempDir()
-	bin := filepath.Join(dir, filepath.Base(self))
-	if err := copyFile(self, bin); err != nil {
-		tb.Fatal(err)
-	}
 	wd, err := os.Getwd()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	args := []string{bin, "-test.run=^(" + strings.Join(names, "|") + ")$", "-test.v", "-test.count=1"}
+	args := []string{self, "-test.run=^(" + strings.Join(names, "|") + ")$", "-test.v", "-test.count=1"}
 	if skip != "" {
 		args = append(args, "-test.skip="+skip)
 	}
 	r := Run(tb, dir, Job{
 		Args: args,
-		Env:  []string{InsideEnv + "=1", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "TMPDIR=/tmp"},
+		Env:  append([]string{InsideEnv + "=1", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "TMPDIR=/tmp"}, env...),
 		Dir:  wd,
 	})
 	if r.Exit != 0 {
@@ -97,7 +93,7 @@ func RunSelf(tb testing.TB, names []string, skip string) string {
 	}
 	var summary []string
 	for _, l := range strings.Split(r.Output, "\n") {
-		if t := strings.TrimSpace(l); strings.HasPrefix(t, "--- ") {
+		if t := strings.TrimSpace(l); strings.HasPrefix(t, "--- ") || strings.Contains(t, "_test.go:") && len(t) < 400 {
 			summary = append(summary, l)
 		}
 	}
@@ -222,20 +218,6 @@ func buildInitramfs(dir, kdir string) (string, error) {
 		return "", fmt.Errorf("write the initramfs: %w", err)
 	}
 	return path, nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	return errors.Join(err, out.Close())
 }
 
 func lastLines(s string, n int) string {

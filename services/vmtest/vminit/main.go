@@ -4,7 +4,7 @@
 // mounts the job's directory writable at the path it has on the host,
 // mounts cgroup v2 alone, runs the job's command and powers off.
 //
-// It is built statically (CGO_ENABLED=0) by vmtest and runs as PID 1; the
+// Like systemd it sets fs.file-max to its maximum. It is built statically (CGO_ENABLED=0) by vmtest and runs as PID 1; the
 // job is the JSON file named by vmtest.job= on the kernel command line.
 package main
 
@@ -52,6 +52,13 @@ func run() error {
 	if err := loadModules("/modules"); err != nil {
 		return err
 	}
+	if err := loopbackUp(); err != nil {
+		return err
+	}
+	// As systemd does at boot: the file table's bound is memory.
+	if err := os.WriteFile("/proc/sys/fs/file-max", []byte("9223372036854775807"), 0o644); err != nil {
+		return err
+	}
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
 		return err
@@ -83,7 +90,7 @@ func run() error {
 
 // newRoot mounts the host's root (9p tag "host") read-only below a tmpfs
 // overlay, the job's directory (tag "job") at its host path,
-// fresh /dev, /proc, /sys, /tmp and cgroup v2, and makes it the root.
+// fresh /dev, /proc, /sys, /run and cgroup v2, and makes it the root.
 func newRoot(jobDir string) error {
 	// The host's root is read-only, so caching it is safe; the job's
 	// directory is not cached, so that the host sees output as it comes.
@@ -109,7 +116,7 @@ func newRoot(jobDir string) error {
 	}
 	for _, m := range []struct{ src, dst, fs, data string }{
 		{"dev", "/dev", "devtmpfs", ""}, {"proc", "/proc", "proc", ""}, {"sys", "/sys", "sysfs", ""},
-		{"cgroup2", "/sys/fs/cgroup", "cgroup2", ""}, {"tmp", "/tmp", "tmpfs", "mode=1777"},
+		{"cgroup2", "/sys/fs/cgroup", "cgroup2", ""},
 		{"run", "/run", "tmpfs", "mode=755"}, {"job", jobDir, "9p", nine},
 	} {
 		dst := "/newroot" + m.dst
@@ -179,6 +186,27 @@ func serviceCgroup() (*os.File, error) {
 		return nil, err
 	}
 	return os.Open(dir)
+}
+
+// loopbackUp brings lo up, the machine's only network device.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("lo: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring lo up: %w", err)
+	}
+	return nil
 }
 
 // loadModules loads the modules named in dir/order, in that order.
