@@ -25,8 +25,8 @@ const SelfLeaf = "sandboxd"
 // find the same codeexec-<pid> parent.
 var ownCgroups = sync.OnceValues(func() (map[string]string, error) { return readSelfCgroups("/proc/self/cgroup") })
 
-// setupV2Parent makes own/name ready to hold sandbox cgroups with the
-// memory, pids and cpu controllers, and returns its path.
+// setupV2Parent makes a codeexec-<pid> parent (name) ready to hold sandbox
+// cgroups with the memory, pids and cpu controllers, and returns its path.
 //
 // cgroup v2 forbids a cgroup that has processes from enabling controllers
 // for its children ("no internal processes"), and sandboxd's own cgroup
@@ -36,16 +36,40 @@ var ownCgroups = sync.OnceValues(func() (map[string]string, error) { return read
 // or a container. The move is not undone (own then has controllers enabled
 // and cannot take a process back), so on cgroup v2 in that case Close
 // leaves own/name/sandboxd, and the next sandboxd's stale-parent cleanup
-// removes it. TestManagerOnCgroupV2 runs this path in a vmtest machine.
+// removes it. When other processes share own (a client that started
+// codeexec, a shell, a test), sandboxd moves back and makes the parent
+// beside own instead, in own's parent, which hands the controllers down
+// already; the sandboxes are then outside own's limits, and a warning says
+// so. TestManagerOnCgroupV2 and TestManagerBesideABusyCgroupV2 run these
+// paths in a vmtest machine.
 func setupV2Parent(own, name string, logger *slog.Logger) (string, error) {
+	dir, err := delegateBelow(own, name, logger)
+	if errors.Is(err, syscall.EBUSY) {
+		var besideErr error
+		if dir, besideErr = delegateBeside(own, name); besideErr == nil {
+			logger.Warn("cgroup v2: other processes share sandboxd's cgroup, so the sandboxes' cgroups are made beside it, outside its limits",
+				"cgroup.own", own, "cgroup.path", dir)
+			return dir, nil
+		}
+		err = errors.Join(err, besideErr)
+	}
+	if err != nil {
+		return "", fmt.Errorf("cgroup v2: cannot delegate memory, pids and cpu below %s "+
+			"(run sandboxd alone in a cgroup with those controllers, e.g. systemd Delegate=yes): %w", own, err)
+	}
+	return dir, nil
+}
+
+// delegateBelow makes own/name with the controllers, moving sandboxd into
+// own/name/SelfLeaf when own must hand them down and sandboxd is in it.
+func delegateBelow(own, name string, logger *slog.Logger) (string, error) {
 	dir := filepath.Join(own, name)
 	if err := acquireParent(dir); err != nil {
-		return "", fmt.Errorf("create cgroup v2 parent: %w", err)
+		return "", err
 	}
 	fail := func(err error) (string, error) {
 		_ = releaseParent(dir)
-		return "", fmt.Errorf("cgroup v2: cannot delegate memory, pids and cpu below %s "+
-			"(run sandboxd alone in a cgroup with those controllers, e.g. systemd Delegate=yes): %w", own, err)
+		return "", err
 	}
 	err := writeFile(filepath.Join(own, "cgroup.subtree_control"), v2Controllers)
 	if errors.Is(err, syscall.EBUSY) {
@@ -54,16 +78,44 @@ func setupV2Parent(own, name string, logger *slog.Logger) (string, error) {
 			return fail(err)
 		}
 		if err := writeFile(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
+			_ = removeCgroupDir(leaf)
 			return fail(err)
 		}
-		logger.Info("cgroup v2: moved sandboxd into a leaf cgroup so it can delegate controllers", "cgroup.path", leaf)
 		err = writeFile(filepath.Join(own, "cgroup.subtree_control"), v2Controllers)
+		if errors.Is(err, syscall.EBUSY) {
+			// Others are in own: back to where sandboxd was.
+			if back := writeFile(filepath.Join(own, "cgroup.procs"), strconv.Itoa(os.Getpid())); back != nil {
+				return "", fmt.Errorf("move back into %s: %w (after %w)", own, back, err)
+			}
+			_ = removeCgroupDir(leaf)
+			return fail(err)
+		}
+		if err == nil {
+			logger.Info("cgroup v2: moved sandboxd into a leaf cgroup so it can delegate controllers", "cgroup.path", leaf)
+		}
 	}
 	if err != nil {
 		return fail(err)
 	}
 	if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), v2Controllers); err != nil {
 		return fail(err)
+	}
+	return dir, nil
+}
+
+// delegateBeside makes name in own's parent with the controllers.
+func delegateBeside(own, name string) (string, error) {
+	parent := filepath.Dir(own)
+	if _, err := os.Stat(filepath.Join(parent, "cgroup.controllers")); err != nil {
+		return "", fmt.Errorf("no cgroup above %s to make it in: %w", own, err)
+	}
+	dir := filepath.Join(parent, name)
+	if err := acquireParent(dir); err != nil {
+		return "", err
+	}
+	if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), v2Controllers); err != nil {
+		_ = releaseParent(dir)
+		return "", err
 	}
 	return dir, nil
 }

@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 func TestManagerOnCgroupV2(t *testing.T) {
 	if !vmtest.Inside() {
 		testenv.Sandboxes(t)
+		t.Parallel()
 		vmtest.RunSelf(t, []string{t.Name()}, "")
 		return
 	}
@@ -117,5 +119,48 @@ func runIn(t *testing.T, dir string, name string, args ...string) error {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("%s did not end", name)
 		return nil
+	}
+}
+
+// When other processes share sandboxd's cgroup (a client that started
+// codeexec, a shell), the controllers cannot be handed down from it; the
+// manager makes its parent beside it, and sandboxd stays where it was.
+func TestManagerBesideABusyCgroupV2(t *testing.T) {
+	if !vmtest.Inside() {
+		testenv.Sandboxes(t)
+		t.Parallel()
+		vmtest.RunSelf(t, []string{t.Name()}, "")
+		return
+	}
+	startIn(t, "/sys/fs/cgroup/job.service", "sleep", "600")
+	m, err := NewManager("/sys/fs/cgroup", enginetest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("/sys/fs/cgroup/codeexec-%d", os.Getpid())
+	if got := m.Parents(); len(got) != 1 || got[0] != want {
+		t.Errorf("parents %v, want [%s]", got, want)
+	}
+	if self, _ := os.ReadFile("/proc/self/cgroup"); strings.TrimSpace(string(self)) != "0::/job.service" {
+		t.Errorf("/proc/self/cgroup: %q; want sandboxd left in its own cgroup", self)
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/job.service/" + filepath.Base(want)); !os.IsNotExist(err) {
+		t.Errorf("the attempt below its own cgroup was left: %v", err)
+	}
+	g, err := m.Create("s1", engine.Limits{MemoryBytes: 64 << 20, Pids: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runIn(t, g.Dirs()[""], "python3", "-c", "x = b'1' * (256 << 20)"); err == nil || !g.Usage().OOMKilled {
+		t.Errorf("a 256 MiB allocation in a 64 MiB group: %v, usage %+v; want it OOM-killed", err, g.Usage())
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(want); !os.IsNotExist(err) {
+		t.Errorf("the parent is still there after Close: %v", err)
 	}
 }

@@ -1,0 +1,24 @@
+package e2e
+
+import (
+	"testing"
+
+	"github.com/codeexec/codeexec/cmd/codeexec/e2e/internal/harness"
+	"github.com/codeexec/codeexec/services/vmtest"
+)
+
+// TestE2EOnCgroupV2 runs the end-to-end tests whose outcome the cgroup
+// version decides in a vmtest machine with cgroup v2 alone, as every
+// current distribution runs: codeexec serve started in a service's
+// cgroup, two tenants, socket buffers counted in each sandbox's memory
+// limit, the kernel objects counted per user, fork and memory bombs.
+func TestE2EOnCgroupV2(t *testing.T) {
+	if vmtest.Inside() || harness.ContainerRuntime() != "" {
+		return // the machine runs the tests under bwrap, its default
+	}
+	t.Parallel()
+	vmtest.RunSelf(t, []string{
+		"TestE2ESocketBuffersCountAgainstTheSandbox", "TestE2ESandboxKernelObjectsStayInTheirShare",
+		"TestE2EForkBombIsContained", "TestE2EMemoryBombIsContained",
+	}, "", "CODEEXEC_E2E_BINARY="+harness.Binary)
+}
