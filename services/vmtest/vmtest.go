@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,11 +65,17 @@ func KernelDir() string {
 	return filepath.Join(home, ".cache", "codeexec", "vm-kernel")
 }
 
-// RunSelf runs the named top-level tests of the running test binary in a
-// machine, with InsideEnv set, and fails tb unless each of them passed
-// there. skip, when not empty, is passed as -test.skip; env is added to
-// the tests' environment. It returns the tests' output.
-func RunSelf(tb testing.TB, names []string, skip string, env ...string) string {
+// Tests are tests of the running test binary to run in a machine.
+type Tests struct {
+	Names  []string // top-level tests, each of which must pass there
+	Skip   string   // passed as -test.skip when not empty
+	Env    []string // added to the tests' environment
+	Memory string   // the machine's, as Job.Memory
+}
+
+// RunSelf runs ts in a machine, with InsideEnv set, and fails tb unless
+// each of them passed there. It returns the tests' output.
+func RunSelf(tb testing.TB, ts Tests) string {
 	tb.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -79,15 +86,15 @@ func RunSelf(tb testing.TB, names []string, skip string, env ...string) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	args := []string{self, "-test.run=^(" + strings.Join(names, "|") + ")$", "-test.v", "-test.count=1"}
-	if skip != "" {
-		args = append(args, "-test.skip="+skip)
+	j := Job{Memory: ts.Memory, Dir: wd, Timeout: jobTimeout(tb)}
+	// The tests' own timeout ends first, so that they say where they hung.
+	j.Args = []string{self, "-test.run=^(" + strings.Join(ts.Names, "|") + ")$", "-test.v", "-test.count=1",
+		"-test.timeout=" + (j.Timeout - j.Timeout/10).String()}
+	if ts.Skip != "" {
+		j.Args = append(j.Args, "-test.skip="+ts.Skip)
 	}
-	r := Run(tb, dir, Job{
-		Args: args,
-		Env:  append([]string{InsideEnv + "=1", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "TMPDIR=/tmp"}, env...),
-		Dir:  wd,
-	})
+	j.Env = append([]string{InsideEnv + "=1", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "TMPDIR=/tmp"}, ts.Env...)
+	r := Run(tb, dir, j)
 	if r.Exit != 0 {
 		tb.Fatalf("the tests in the machine exited %d:\n%s\nthe kernel's console, last lines:\n%s", r.Exit, r.Output, lastLines(r.Console, 30))
 	}
@@ -98,12 +105,24 @@ func RunSelf(tb testing.TB, names []string, skip string, env ...string) string {
 		}
 	}
 	tb.Logf("in the machine:\n%s", strings.Join(summary, "\n"))
-	for _, n := range names {
+	for _, n := range ts.Names {
 		if !strings.Contains(r.Output, "--- PASS: "+n+" ") {
 			tb.Errorf("%s did not pass in the machine:\n%s", n, r.Output)
 		}
 	}
 	return r.Output
+}
+
+// jobTimeout is 10 minutes, or less when tb's own deadline comes sooner,
+// keeping a minute for the machine to stop.
+func jobTimeout(tb testing.TB) time.Duration {
+	d := 10 * time.Minute
+	if t, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
+		if end, ok := t.Deadline(); ok {
+			d = min(d, time.Until(end)-time.Minute)
+		}
+	}
+	return max(d, time.Minute)
 }
 
 // Run boots a machine, runs j in it with dir (a directory of the host's,
@@ -156,6 +175,8 @@ func Run(tb testing.TB, dir string, j Job) Result {
 		"-virtfs", "local,path="+dir+",mount_tag=job,security_model=passthrough,multidevs=remap")
 	var qout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &qout, &qout
+	// A test binary killed by its timeout takes the machine with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
 	runErr := cmd.Run()
 	con, _ := os.ReadFile(console)
@@ -171,7 +192,9 @@ func Run(tb testing.TB, dir string, j Job) Result {
 	if err != nil {
 		tb.Fatalf("the machine stopped before its command ended:\n%s\nthe kernel's console, last lines:\n%s", out, lastLines(r.Console, 30))
 	}
-	r.Exit, _ = strconv.Atoi(string(code))
+	if r.Exit, err = strconv.Atoi(string(code)); err != nil {
+		tb.Fatalf("the machine's exit file: %v", err)
+	}
 	tb.Logf("the machine ran %s in %s", filepath.Base(j.Args[0]), time.Since(start).Round(time.Second))
 	return r
 }

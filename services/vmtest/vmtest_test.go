@@ -15,7 +15,7 @@ import (
 func TestMachineIsCgroupV2Only(t *testing.T) {
 	if !Inside() {
 		testenv.Sandboxes(t)
-		RunSelf(t, []string{t.Name()}, "")
+		RunSelf(t, Tests{Names: []string{t.Name()}})
 		if _, err := os.Stat("/vmtest-written"); err == nil {
 			t.Error("a file the machine wrote to its root is on the host")
 		}

@@ -4,8 +4,10 @@
 // mounts the job's directory writable at the path it has on the host,
 // mounts cgroup v2 alone, runs the job's command and powers off.
 //
-// Like systemd it sets fs.file-max to its maximum. It is built statically (CGO_ENABLED=0) by vmtest and runs as PID 1; the
-// job is the JSON file named by vmtest.job= on the kernel command line.
+// Like systemd, it brings lo up, sets fs.file-max to its maximum and
+// starts the job in a cgroup of its own. It is built statically
+// (CGO_ENABLED=0) by vmtest and runs as PID 1; the job is the JSON file
+// named by vmtest.job= on the kernel command line.
 package main
 
 import (
@@ -22,7 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// job is what vmtest writes; keep in step with vmtest.Job.
+// job is what vmtest.Run writes.
 type job struct {
 	Args []string `json:"args"`
 	Env  []string `json:"env"`

@@ -35,30 +35,45 @@ var ownCgroups = sync.OnceValues(func() (map[string]string, error) { return read
 // only process in its cgroup, which is the usual case for a systemd service
 // or a container. The move is not undone (own then has controllers enabled
 // and cannot take a process back), so on cgroup v2 in that case Close
-// leaves own/name/sandboxd, and the next sandboxd's stale-parent cleanup
-// removes it. When other processes share own (a client that started
+// leaves own/name/sandboxd; the service manager removes it with own. When other processes share own (a client that started
 // codeexec, a shell, a test), sandboxd moves back and makes the parent
 // beside own instead, in own's parent, which hands the controllers down
 // already; the sandboxes are then outside own's limits, and a warning says
 // so. TestManagerOnCgroupV2 and TestManagerBesideABusyCgroupV2 run these
 // paths in a vmtest machine.
 func setupV2Parent(own, name string, logger *slog.Logger) (string, error) {
-	dir, err := delegateBelow(own, name, logger)
-	if errors.Is(err, syscall.EBUSY) {
-		var besideErr error
-		if dir, besideErr = delegateBeside(own, name); besideErr == nil {
-			logger.Warn("cgroup v2: other processes share sandboxd's cgroup, so the sandboxes' cgroups are made beside it, outside its limits",
-				"cgroup.own", own, "cgroup.path", dir)
+	v2Mu.Lock()
+	defer v2Mu.Unlock()
+	var err error
+	if !v2Beside[own] {
+		var dir string
+		if dir, err = delegateBelow(own, name, logger); err == nil {
+			return dir, nil
+		}
+	}
+	if v2Beside[own] || errors.Is(err, syscall.EBUSY) {
+		dir, besideErr := delegateBeside(own, name)
+		if besideErr == nil {
+			if !v2Beside[own] {
+				logger.Warn("cgroup v2: other processes share sandboxd's cgroup, so the sandboxes' cgroups are made beside it, outside its limits",
+					"cgroup.own", own, "cgroup.path", dir)
+				v2Beside[own] = true
+			}
 			return dir, nil
 		}
 		err = errors.Join(err, besideErr)
 	}
-	if err != nil {
-		return "", fmt.Errorf("cgroup v2: cannot delegate memory, pids and cpu below %s "+
-			"(run sandboxd alone in a cgroup with those controllers, e.g. systemd Delegate=yes): %w", own, err)
-	}
-	return dir, nil
+	return "", fmt.Errorf("cgroup v2: cannot delegate memory, pids and cpu below %s "+
+		"(run sandboxd alone in a cgroup with those controllers, e.g. systemd Delegate=yes): %w", own, err)
 }
+
+// v2Mu serializes the choice of a parent, which may move the process, for
+// the managers of one process; v2Beside keeps the cgroups found shared,
+// whose later managers go beside at once.
+var (
+	v2Mu     sync.Mutex
+	v2Beside = map[string]bool{}
+)
 
 // delegateBelow makes own/name with the controllers, moving sandboxd into
 // own/name/SelfLeaf when own must hand them down and sandboxd is in it.
@@ -85,7 +100,8 @@ func delegateBelow(own, name string, logger *slog.Logger) (string, error) {
 		if errors.Is(err, syscall.EBUSY) {
 			// Others are in own: back to where sandboxd was.
 			if back := writeFile(filepath.Join(own, "cgroup.procs"), strconv.Itoa(os.Getpid())); back != nil {
-				return "", fmt.Errorf("move back into %s: %w (after %w)", own, back, err)
+				// Not EBUSY: sandboxd is in the leaf, and must not go beside.
+				return "", fmt.Errorf("others share %s (%s), and moving back into it failed: %w", own, err.Error(), back)
 			}
 			_ = removeCgroupDir(leaf)
 			return fail(err)

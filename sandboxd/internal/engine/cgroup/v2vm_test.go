@@ -25,7 +25,7 @@ func TestManagerOnCgroupV2(t *testing.T) {
 	if !vmtest.Inside() {
 		testenv.Sandboxes(t)
 		t.Parallel()
-		vmtest.RunSelf(t, []string{t.Name()}, "")
+		vmtest.RunSelf(t, vmtest.Tests{Names: []string{t.Name()}})
 		return
 	}
 	m, err := NewManager("/sys/fs/cgroup", enginetest.Logger(t))
@@ -129,7 +129,7 @@ func TestManagerBesideABusyCgroupV2(t *testing.T) {
 	if !vmtest.Inside() {
 		testenv.Sandboxes(t)
 		t.Parallel()
-		vmtest.RunSelf(t, []string{t.Name()}, "")
+		vmtest.RunSelf(t, vmtest.Tests{Names: []string{t.Name()}})
 		return
 	}
 	startIn(t, "/sys/fs/cgroup/job.service", "sleep", "600")
