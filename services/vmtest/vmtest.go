@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/cavaliergopher/cpio"
+
+	"github.com/codeexec/codeexec/services/testenv"
 )
 
 // InsideEnv is set in a test's environment when it runs in the machine.
@@ -74,9 +76,11 @@ type Tests struct {
 }
 
 // RunSelf runs ts in a machine, with InsideEnv set, and fails tb unless
-// each of them passed there. It returns the tests' output.
+// each of them passed there. It returns the tests' output. Under -short
+// it skips tb: a machine is a real sandbox host, as testenv.Sandboxes.
 func RunSelf(tb testing.TB, ts Tests) string {
 	tb.Helper()
+	testenv.Sandboxes(tb)
 	self, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)

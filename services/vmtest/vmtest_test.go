@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/codeexec/codeexec/services/testenv"
 )
 
 // The machine has cgroup v2 alone with the controllers sandboxes use (the
@@ -14,7 +12,6 @@ import (
 // loopback, and a root whose writes stay in the machine.
 func TestMachineIsCgroupV2Only(t *testing.T) {
 	if !Inside() {
-		testenv.Sandboxes(t)
 		RunSelf(t, Tests{Names: []string{t.Name()}})
 		if _, err := os.Stat("/vmtest-written"); err == nil {
 			t.Error("a file the machine wrote to its root is on the host")

@@ -44,9 +44,6 @@ func run() error {
 	for _, m := range []struct{ src, dst, fs string }{
 		{"dev", "/dev", "devtmpfs"}, {"proc", "/proc", "proc"}, {"sys", "/sys", "sysfs"},
 	} {
-		if err := os.MkdirAll(m.dst, 0o755); err != nil {
-			return err
-		}
 		if err := mount(m.src, m.dst, m.fs, 0, ""); err != nil {
 			return err
 		}
@@ -97,11 +94,6 @@ func newRoot(jobDir string) error {
 	// The host's root is read-only, so caching it is safe; the job's
 	// directory is not cached, so that the host sees output as it comes.
 	const nine = "trans=virtio,version=9p2000.L,msize=524288"
-	for _, d := range []string{"/lower", "/rw", "/newroot"} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
 	if err := mount("host", "/lower", "9p", unix.MS_RDONLY, nine+",cache=loose"); err != nil {
 		return err
 	}
@@ -121,11 +113,7 @@ func newRoot(jobDir string) error {
 		{"cgroup2", "/sys/fs/cgroup", "cgroup2", ""},
 		{"run", "/run", "tmpfs", "mode=755"}, {"job", jobDir, "9p", nine},
 	} {
-		dst := "/newroot" + m.dst
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return err
-		}
-		if err := mount(m.src, dst, m.fs, 0, m.data); err != nil {
+		if err := mount(m.src, "/newroot"+m.dst, m.fs, 0, m.data); err != nil {
 			return err
 		}
 	}
@@ -231,7 +219,11 @@ func loadModules(dir string) error {
 	return nil
 }
 
+// mount mounts src on dst, which it makes first when it is missing.
 func mount(src, dst, fs string, flags uintptr, data string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
 	if err := syscall.Mount(src, dst, fs, flags, data); err != nil {
 		return fmt.Errorf("mount %s on %s: %w", fs, dst, err)
 	}

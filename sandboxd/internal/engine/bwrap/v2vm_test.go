@@ -3,7 +3,6 @@ package bwrap
 import (
 	"testing"
 
-	"github.com/codeexec/codeexec/services/testenv"
 	"github.com/codeexec/codeexec/services/vmtest"
 )
 
@@ -18,7 +17,6 @@ func TestBwrapOnCgroupV2(t *testing.T) {
 	if vmtest.Inside() {
 		return
 	}
-	testenv.Sandboxes(t)
 	vmtest.RunSelf(t, vmtest.Tests{
 		Names: []string{"TestBwrapCgroupLimits", "TestBwrapPause", "TestBwrapKill", "TestBwrapCleanup", "TestForkSpares", "TestBwrapSpareLaunchers"},
 		Skip:  "TestBwrapCgroupLimits/.*/cpu_quota",

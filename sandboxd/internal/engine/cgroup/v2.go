@@ -35,11 +35,11 @@ var ownCgroups = sync.OnceValues(func() (map[string]string, error) { return read
 // only process in its cgroup, which is the usual case for a systemd service
 // or a container. The move is not undone (own then has controllers enabled
 // and cannot take a process back), so on cgroup v2 in that case Close
-// leaves own/name/sandboxd; the service manager removes it with own. When other processes share own (a client that started
-// codeexec, a shell, a test), sandboxd moves back and makes the parent
-// beside own instead, in own's parent, which hands the controllers down
-// already; the sandboxes are then outside own's limits, and a warning says
-// so. TestManagerOnCgroupV2 and TestManagerBesideABusyCgroupV2 run these
+// leaves own/name/sandboxd; the service manager removes it with own.
+// When other processes share own (a client that started codeexec, a
+// shell, a test), sandboxd moves back and makes the parent beside own
+// instead, in own's parent, which hands the controllers down already; the
+// sandboxes are then outside own's limits, and a warning says so. TestManagerOnCgroupV2 and TestManagerBesideABusyCgroupV2 run these
 // paths in a vmtest machine.
 func setupV2Parent(own, name string, logger *slog.Logger) (string, error) {
 	v2Mu.Lock()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/codeexec/codeexec/sandboxd/internal/engine"
 	"github.com/codeexec/codeexec/sandboxd/internal/engine/enginetest"
-	"github.com/codeexec/codeexec/services/testenv"
 	"github.com/codeexec/codeexec/services/vmtest"
 )
 
@@ -23,7 +22,6 @@ import (
 // thaws and kills.
 func TestManagerOnCgroupV2(t *testing.T) {
 	if !vmtest.Inside() {
-		testenv.Sandboxes(t)
 		t.Parallel()
 		vmtest.RunSelf(t, vmtest.Tests{Names: []string{t.Name()}})
 		return
@@ -62,7 +60,7 @@ func TestManagerOnCgroupV2(t *testing.T) {
 		t.Error("40 children in a group of 16 pids: PidsLimitHit is false")
 	}
 
-	// Freeze stops a process where it is; Thaw lets it go on; Kill ends it.
+	// Freeze stops a process where it is; Thaw lets it go on; Remove ends it.
 	sleeper := startIn(t, dir, "sleep", "600")
 	if err := g.Freeze(); err != nil {
 		t.Fatal(err)
@@ -127,7 +125,6 @@ func runIn(t *testing.T, dir string, name string, args ...string) error {
 // manager makes its parent beside it, and sandboxd stays where it was.
 func TestManagerBesideABusyCgroupV2(t *testing.T) {
 	if !vmtest.Inside() {
-		testenv.Sandboxes(t)
 		t.Parallel()
 		vmtest.RunSelf(t, vmtest.Tests{Names: []string{t.Name()}})
 		return

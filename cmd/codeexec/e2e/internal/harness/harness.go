@@ -53,8 +53,8 @@ func Main(m *testing.M) {
 	}
 	// CODEEXEC_E2E_BINARY: a binary built already (a test machine's run
 	// of the suite takes the host's).
-	Binary = cmp.Or(os.Getenv("CODEEXEC_E2E_BINARY"), filepath.Join(dir, "codeexec"))
-	if os.Getenv("CODEEXEC_E2E_BINARY") == "" {
+	if Binary = os.Getenv("CODEEXEC_E2E_BINARY"); Binary == "" {
+		Binary = filepath.Join(dir, "codeexec")
 		build := exec.Command("go", "build", "-o", Binary, "./cmd/codeexec")
 		build.Dir = Root
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
